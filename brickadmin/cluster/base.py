@@ -1,0 +1,115 @@
+"""The cluster gateway: one protocol, two implementations (kube.py, twin.py).
+
+Everything handed out is a plain dict shaped exactly as the Kubernetes API server
+returns it (camelCase keys, ``metadata``/``spec``/``status``), so the ledger, the
+health checks and the procedures never know where the data came from.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+class ClusterError(Exception):
+    """An API failure. ``transient`` says whether retrying can help."""
+
+    transient = False
+
+    def __init__(self, message: str, *, status: int | None = None, reason: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.reason = reason
+
+
+class TransientClusterError(ClusterError):
+    """429, 5xx, timeouts, connection refused: retry with backoff."""
+
+    transient = True
+
+
+class PermanentClusterError(ClusterError):
+    """403, 422, invalid input: retrying will not help."""
+
+
+class NotFound(PermanentClusterError):
+    pass
+
+
+class Forbidden(PermanentClusterError):
+    pass
+
+
+class Conflict(PermanentClusterError):
+    """409 AlreadyExists / conflicting write."""
+
+
+class ClusterUnreachable(TransientClusterError):
+    """The API server did not answer at all."""
+
+
+@dataclass
+class DrainResult:
+    evicted: list[str] = field(default_factory=list)  # "ns/name"
+    skipped: list[str] = field(default_factory=list)  # DaemonSet / mirror pods
+    blocked: dict[str, str] = field(default_factory=dict)  # "ns/name" -> why (PDB, emptyDir)
+    done: bool = False  # True when no evictable pod is left on the node
+
+
+@dataclass
+class RolloutStatus:
+    done: bool
+    message: str
+    desired: int = 0
+    updated: int = 0
+    available: int = 0
+
+
+@runtime_checkable
+class ClusterGateway(Protocol):
+    """What brickadmin needs from a cluster. Lists return every item (the real
+    gateway pages through ``limit``/``continue`` itself)."""
+
+    name: str  # "twin" or "kube"
+
+    # --- reads -----------------------------------------------------------
+    def list_nodes(self, label_selector: str | None = None) -> list[dict]: ...
+    def get_node(self, name: str) -> dict: ...  # raises NotFound
+    def list_pods(self, namespace: str | None = None, label_selector: str | None = None,
+                  field_selector: str | None = None) -> list[dict]: ...
+    def list_gpu_pods(self) -> list[dict]:
+        """Non-terminal pods (phase not Succeeded/Failed) whose containers request any
+        ``nvidia.com/*`` resource, in every namespace: the ledger's input. The real
+        gateway lists with a phase field selector and filters client-side."""
+        ...
+    def list_priority_classes(self) -> list[dict]: ...
+    def list_resource_quotas(self, namespace: str | None = None) -> list[dict]: ...
+    def list_daemonsets(self, namespace: str | None = None, label_selector: str | None = None) -> list[dict]: ...
+    def get_daemonset(self, namespace: str, name: str) -> dict: ...
+    def list_configmaps(self, namespace: str | None = None, label_selector: str | None = None) -> list[dict]: ...
+    def get_configmap(self, namespace: str, name: str) -> dict: ...
+    def list_namespaces(self, label_selector: str | None = None) -> list[dict]: ...
+    def list_pod_disruption_budgets(self, namespace: str | None = None) -> list[dict]: ...
+    def list_jobs(self, namespace: str | None = None, label_selector: str | None = None) -> list[dict]: ...
+    def gpu_devices(self) -> dict[str, list[dict]] | None:
+        """Physical GPU facts per node name, if this gateway knows them (the twin
+        does; a real cluster does not: use metrics.py). Each device:
+        {"uuid", "model", "memoryMiB", "mig": [profile, ...]}"""
+        ...
+
+    # --- writes (each idempotent where Kubernetes allows) ----------------
+    def cordon(self, node: str) -> None: ...
+    def uncordon(self, node: str) -> None: ...
+    def drain(self, node: str, *, delete_emptydir_data: bool = True,
+              timeout_seconds: float = 60) -> DrainResult: ...
+    def label_node(self, node: str, labels: dict[str, str | None]) -> dict: ...
+    def remove_node_status_resources(self, node: str, resources: list[str]) -> dict: ...
+    def apply(self, manifest: dict, *, field_manager: str = "brickadmin") -> dict: ...
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None: ...
+    def rollout_restart_daemonset(self, namespace: str, name: str) -> None: ...
+    def daemonset_rollout_status(self, namespace: str, name: str) -> RolloutStatus: ...
+    def create_namespace(self, name: str, labels: dict[str, str]) -> dict: ...
+    def create_resource_quota(self, namespace: str, name: str, hard: dict[str, str]) -> dict: ...
+    def create_priority_class(self, name: str, value: int, description: str = "",
+                              preemption_policy: str = "PreemptLowerPriority") -> dict: ...
+    def create_job(self, namespace: str, manifest: dict) -> dict: ...

@@ -1,0 +1,127 @@
+"""What the NVIDIA device plugin and kubelet do with a node's GPUs: pure functions.
+
+This is the one place that *pretends* to be hardware. Both the twin (twin.py) and the
+lab's GPU node simulator (lab/gpusim) call these functions, so the simulated cluster
+and the real control plane react identically.
+"""
+from __future__ import annotations
+
+import yaml
+
+NVIDIA_PREFIX = "nvidia.com/"
+GPU = "nvidia.com/gpu"
+GPU_SHARED = "nvidia.com/gpu.shared"
+PLUGIN_NAMESPACE = "brick-nvidia"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+CONFIG_KEY = "config.yaml"
+
+
+def pod_gpu_requests(pod: dict) -> dict[str, int]:
+    """nvidia.com/* requests of a pod's containers (extended resources: requests = limits)."""
+    out: dict[str, int] = {}
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        res = c.get("resources") or {}
+        amounts = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        for name, value in amounts.items():
+            if name.startswith(NVIDIA_PREFIX):
+                out[name] = out.get(name, 0) + int(str(value))
+    return out
+
+
+def parse_config(config: str | dict | None) -> dict:
+    """The plugin's config file (the ConfigMap's ``config.yaml``) as a dict."""
+    if config is None:
+        return {}
+    if isinstance(config, dict):
+        return config
+    return yaml.safe_load(config) or {}
+
+
+def advertised_resources(gpus: list[dict], config: str | dict | None) -> dict[str, int]:
+    """Resources the plugin registers with kubelet for these physical GPUs.
+
+    ``gpus``: [{"uuid", "model", "mig": [profile, ...]}]. A GPU with MIG instances
+    is advertised as ``nvidia.com/mig-<profile>`` (migStrategy mixed); whole GPUs as
+    ``nvidia.com/gpu``, times ``replicas`` under time-slicing, renamed to
+    ``nvidia.com/gpu.shared`` when ``renameByDefault`` is true.
+    """
+    cfg = parse_config(config)
+    mig_strategy = (cfg.get("flags") or {}).get("migStrategy", "none")
+    whole = [g for g in gpus if not g.get("mig") or mig_strategy == "none"]
+    out: dict[str, int] = {}
+    if mig_strategy != "none":
+        for g in gpus:
+            for profile in g.get("mig") or []:
+                key = f"nvidia.com/mig-{profile}"
+                out[key] = out.get(key, 0) + 1
+    sharing = ((cfg.get("sharing") or {}).get("timeSlicing")) or {}
+    replicas = 1
+    rename = False
+    for res in sharing.get("resources") or []:
+        if res.get("name") == GPU:
+            replicas = int(res.get("replicas", 1))
+            rename = bool(sharing.get("renameByDefault", False))
+    if whole:
+        name = GPU_SHARED if (rename and replicas > 1) else GPU
+        out[name] = out.get(name, 0) + len(whole) * replicas
+    return out
+
+
+def kubelet_status(status: dict, advertised: dict[str, int] | None) -> dict:
+    """Node ``status`` after kubelet syncs with a plugin advertising ``advertised``.
+
+    ``None`` means no plugin is registered (pod gone or not started). Like kubelet,
+    a resource no longer served is never dropped from capacity; its allocatable
+    falls to 0 until a status patch removes it.
+    """
+    capacity = dict(status.get("capacity") or {})
+    allocatable = dict(status.get("allocatable") or {})
+    advertised = advertised or {}
+    for name in list(capacity):
+        if name.startswith(NVIDIA_PREFIX) and name not in advertised:
+            allocatable[name] = "0"
+    for name, count in advertised.items():
+        capacity[name] = str(count)
+        allocatable[name] = str(count)
+    return {**status, "capacity": capacity, "allocatable": allocatable}
+
+
+def matches_selector(labels: dict, selector: dict | None) -> bool:
+    return all(labels.get(k) == v for k, v in (selector or {}).items())
+
+
+def tolerates(taints: list[dict] | None, tolerations: list[dict] | None) -> bool:
+    """True when every NoSchedule/NoExecute taint is tolerated (DaemonSet rules)."""
+    for taint in taints or []:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if taint.get("key", "").startswith("node.kubernetes.io/unschedulable"):
+            continue  # DaemonSet pods tolerate cordon
+        if not any(_tolerates_one(taint, t) for t in tolerations or []):
+            return False
+    return True
+
+
+def _tolerates_one(taint: dict, tol: dict) -> bool:
+    if tol.get("effect") and tol["effect"] != taint.get("effect"):
+        return False
+    if tol.get("operator") == "Exists":
+        return not tol.get("key") or tol["key"] == taint.get("key")
+    return tol.get("key") == taint.get("key") and tol.get("value", "") == taint.get("value", "")
+
+
+def daemonset_for_node(node: dict, daemonsets: list[dict]) -> dict | None:
+    """The brick-nvidia DaemonSet whose nodeSelector matches the node's labels."""
+    labels = node["metadata"].get("labels") or {}
+    for ds in daemonsets:
+        spec = ds["spec"]["template"]["spec"]
+        if matches_selector(labels, spec.get("nodeSelector")):
+            return ds
+    return None
+
+
+def config_map_name(daemonset: dict) -> str | None:
+    for vol in daemonset["spec"]["template"]["spec"].get("volumes") or []:
+        if "configMap" in vol:
+            return vol["configMap"]["name"]
+    return None

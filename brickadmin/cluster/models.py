@@ -1,0 +1,48 @@
+"""Storage of the simulated cluster ("twin").
+
+Kubernetes objects are kept whole, as the API server would return them, so the
+web server and the Celery worker (separate processes) see one cluster.
+"""
+from django.db import models
+
+
+class TwinObject(models.Model):
+    kind = models.CharField(max_length=63)
+    namespace = models.CharField(max_length=253, blank=True, default="")
+    name = models.CharField(max_length=253)
+    body = models.JSONField()
+    # Denormalised for the field selectors and the ledger's hot path.
+    node_name = models.CharField(max_length=253, blank=True, default="")
+    holds_gpu = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "namespace", "name"], name="twin_object_unique")
+        ]
+        indexes = [
+            models.Index(fields=["kind", "node_name"]),
+            models.Index(fields=["kind", "holds_gpu"]),
+        ]
+
+    def __str__(self):
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+class TwinHardware(models.Model):
+    """What the twin knows that Kubernetes does not: a node's physical GPUs and
+    what its device plugin advertised when its current pod started."""
+
+    node = models.CharField(max_length=253, unique=True)
+    gpus = models.JSONField(default=list)  # [{"uuid", "model", "memoryMiB", "mig": [...]}]
+    plugin_pod_uid = models.CharField(max_length=64, blank=True, default="")
+    advertised = models.JSONField(null=True, blank=True)
+
+    def __str__(self):
+        return self.node
+
+
+class TwinState(models.Model):
+    """One row: a generation counter bumped on every write, so readers can cache
+    a snapshot until the cluster changes (like an informer's resourceVersion)."""
+
+    generation = models.BigIntegerField(default=0)

@@ -1,0 +1,81 @@
+"""A cluster snapshot: the plain Kubernetes-shaped objects the ledger and the health
+checks read, plus the physical GPU facts from Prometheus (DCGM) or the twin."""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from django.conf import settings
+
+from . import deviceplugin as dp
+
+OPERATOR_NAMESPACE = "gpu-operator"
+
+
+@dataclass
+class Snapshot:
+    nodes: list[dict]
+    gpu_pods: list[dict]
+    quotas: list[dict]
+    plugin_pods: list[dict] = field(default_factory=list)
+    plugin_configmaps: list[dict] = field(default_factory=list)
+    # node name -> physical GPUs [{"uuid", "model", "mig": [...], "pods": ["ns/name", ...]}]
+    devices: dict[str, list[dict]] = field(default_factory=dict)
+    # "dcgm": measured by the DCGM exporter through Prometheus; "twin": the simulated
+    # cluster's facts; "labels": nvidia.com/gpu.count labels or derived from allocatable.
+    device_source: str = "labels"
+    device_note: str = ""
+    taken_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    source: str = "twin"
+
+
+_cache_lock = threading.Lock()
+_cache: dict = {}
+
+
+def take_snapshot(gateway=None, *, use_prometheus: bool = True) -> Snapshot:
+    """Read the cluster once. For the twin, reuse the last snapshot of this process
+    while the twin's generation is unchanged (an informer cache, in effect)."""
+    from . import get_gateway
+    from .. import metrics
+
+    gateway = gateway or get_gateway()
+    key = None
+    if gateway.name == "twin":
+        key = ("twin", gateway.generation(), use_prometheus and bool(settings.PROMETHEUS_URL))
+    elif settings.BRICK_SNAPSHOT_CACHE_SECONDS:
+        key = ("kube", int(time.monotonic() // settings.BRICK_SNAPSHOT_CACHE_SECONDS))
+    if key is not None:
+        with _cache_lock:
+            if _cache.get("key") == key:
+                return _cache["snapshot"]
+
+    plugin_pods = gateway.list_pods(namespace=dp.PLUGIN_NAMESPACE) + [
+        p for p in gateway.list_pods(namespace=OPERATOR_NAMESPACE)
+        if "device-plugin" in (p["metadata"].get("labels") or {}).get("app", "")
+    ]
+    snap = Snapshot(
+        nodes=gateway.list_nodes(),
+        gpu_pods=gateway.list_gpu_pods(),
+        quotas=gateway.list_resource_quotas(),
+        plugin_pods=plugin_pods,
+        plugin_configmaps=gateway.list_configmaps(namespace=dp.PLUGIN_NAMESPACE),
+        source=gateway.name,
+    )
+    measured = metrics.physical_gpus() if use_prometheus else None
+    if measured is not None:
+        snap.devices, snap.device_source = measured, "dcgm"
+    else:
+        facts = gateway.gpu_devices()
+        if facts is not None:
+            snap.devices, snap.device_source = facts, "twin"
+        else:
+            snap.device_source = "labels"
+        snap.device_note = metrics.last_error() or ""
+    if key is not None:
+        with _cache_lock:
+            _cache.clear()
+            _cache.update(key=key, snapshot=snap)
+    return snap

@@ -1,0 +1,591 @@
+"""The simulated cluster ("twin"): the gateway protocol over objects in the database.
+
+It reproduces what the procedures depend on and nothing more:
+- the DaemonSet controller places the brick-nvidia device-plugin pod on a node from
+  its labels (nodeSelector) and taints (tolerations), and replaces pods whose
+  template changed (rollout restart);
+- the device plugin + kubelet (deviceplugin.py, shared with the lab's simulator)
+  set capacity/allocatable from the config *as it was when the plugin pod started*,
+  and never drop a vanished resource by themselves;
+- drain honours PodDisruptionBudgets and skips DaemonSet and mirror pods;
+- a DaemonSet's spec.selector is immutable (422), as on a real API server.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+import uuid
+from datetime import datetime, timezone
+
+from django.db import transaction
+from django.db.models import F
+
+from . import deviceplugin as dp
+from .base import Conflict, DrainResult, NotFound, PermanentClusterError, RolloutStatus
+from .models import TwinHardware, TwinObject, TwinState
+
+GPU_NODE_LABEL = "brick.cloud/gpu.type"
+
+API_VERSIONS = {
+    "Node": "v1", "Pod": "v1", "Namespace": "v1", "ConfigMap": "v1", "ResourceQuota": "v1",
+    "DaemonSet": "apps/v1", "PodDisruptionBudget": "policy/v1", "Job": "batch/v1",
+    "PriorityClass": "scheduling.k8s.io/v1", "ServiceAccount": "v1", "LimitRange": "v1",
+}
+CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass"}
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def is_terminal(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+# --- selectors --------------------------------------------------------------
+
+_SET_RE = re.compile(r"^\s*([^\s!=]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
+
+
+def _split_selector(selector: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in selector:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        parts.append(cur)
+    return parts
+
+
+def label_selector_matches(labels: dict, selector: str | None) -> bool:
+    if not selector:
+        return True
+    for term in _split_selector(selector):
+        term = term.strip()
+        m = _SET_RE.match(term)
+        if m:
+            key, op, values = m.group(1), m.group(2), {v.strip() for v in m.group(3).split(",")}
+            if (op == "in") != (labels.get(key) in values):
+                return False
+        elif "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key.strip()) == value.strip():
+                return False
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=", 1)
+            if labels.get(key.strip()) != value.strip():
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def _field(obj: dict, path: str):
+    cur = obj
+    for part in path.split("."):
+        cur = (cur or {}).get(part) if isinstance(cur, dict) else None
+    return "" if cur is None else str(cur)
+
+
+def field_selector_matches(obj: dict, selector: str | None) -> bool:
+    for term in _split_selector(selector or ""):
+        term = term.strip()
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if _field(obj, key.strip()) == value.strip():
+                return False
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=", 1)
+            if _field(obj, key.strip()) != value.strip():
+                return False
+    return True
+
+
+def _template_hash(ds: dict) -> str:
+    raw = json.dumps(ds["spec"]["template"], sort_keys=True).encode()
+    return hashlib.sha256(raw).hexdigest()[:10]
+
+
+class TwinGateway:
+    """The gateway over the twin tables. Every write runs the simulated controllers
+    for what it touched, inside one transaction, and bumps the generation."""
+
+    name = "twin"
+
+    # --- storage helpers ----------------------------------------------------
+    def _rows(self, kind, namespace=None):
+        qs = TwinObject.objects.filter(kind=kind)
+        if namespace:
+            qs = qs.filter(namespace=namespace)
+        return qs
+
+    def _list(self, kind, namespace=None, label_selector=None, field_selector=None, qs=None):
+        qs = qs if qs is not None else self._rows(kind, namespace)
+        out = []
+        for body in qs.order_by("namespace", "name").values_list("body", flat=True):
+            if label_selector and not label_selector_matches(body["metadata"].get("labels") or {}, label_selector):
+                continue
+            if field_selector and not field_selector_matches(body, field_selector):
+                continue
+            out.append(body)
+        return out
+
+    def _get(self, kind, name, namespace=""):
+        try:
+            return TwinObject.objects.get(kind=kind, namespace=namespace or "", name=name).body
+        except TwinObject.DoesNotExist:
+            ns = f" in namespace {namespace}" if namespace else ""
+            raise NotFound(f'{kind.lower()}s "{name}" not found{ns}', status=404, reason="NotFound") from None
+
+    def _save(self, body: dict) -> dict:
+        kind = body["kind"]
+        meta = body.setdefault("metadata", {})
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", now_iso())
+        meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 0) + 1)
+        body.setdefault("apiVersion", API_VERSIONS.get(kind, "v1"))
+        namespace = "" if kind in CLUSTER_SCOPED else meta.get("namespace", "default")
+        if kind not in CLUSTER_SCOPED:
+            meta["namespace"] = namespace
+        node_name = (body.get("spec") or {}).get("nodeName", "") if kind == "Pod" else ""
+        holds_gpu = kind == "Pod" and not is_terminal(body) and bool(dp.pod_gpu_requests(body))
+        TwinObject.objects.update_or_create(
+            kind=kind, namespace=namespace, name=meta["name"],
+            defaults={"body": body, "node_name": node_name or "", "holds_gpu": holds_gpu},
+        )
+        return body
+
+    def _delete_row(self, kind, name, namespace=""):
+        TwinObject.objects.filter(kind=kind, namespace=namespace or "", name=name).delete()
+
+    def _bump(self):
+        TwinState.objects.update_or_create(pk=1, defaults={})
+        TwinState.objects.filter(pk=1).update(generation=F("generation") + 1)
+
+    @staticmethod
+    def generation() -> int:
+        row = TwinState.objects.filter(pk=1).values_list("generation", flat=True).first()
+        return row or 0
+
+    # --- reads ---------------------------------------------------------------
+    def list_nodes(self, label_selector=None):
+        return self._list("Node", label_selector=label_selector)
+
+    def get_node(self, name):
+        return self._get("Node", name)
+
+    def list_pods(self, namespace=None, label_selector=None, field_selector=None):
+        qs = self._rows("Pod", namespace)
+        m = re.search(r"spec\.nodeName=([^,]+)", field_selector or "")
+        if m:
+            qs = qs.filter(node_name=m.group(1))
+        return self._list("Pod", label_selector=label_selector, field_selector=field_selector, qs=qs)
+
+    def list_gpu_pods(self):
+        """Non-terminal pods holding nvidia.com/* resources (the ledger's input)."""
+        return list(TwinObject.objects.filter(kind="Pod", holds_gpu=True).values_list("body", flat=True))
+
+    def list_resource_quotas(self, namespace=None):
+        return self._list("ResourceQuota", namespace)
+
+    def list_daemonsets(self, namespace=None, label_selector=None):
+        return self._list("DaemonSet", namespace, label_selector)
+
+    def get_daemonset(self, namespace, name):
+        return self._get("DaemonSet", name, namespace)
+
+    def list_configmaps(self, namespace=None, label_selector=None):
+        return self._list("ConfigMap", namespace, label_selector)
+
+    def get_configmap(self, namespace, name):
+        return self._get("ConfigMap", name, namespace)
+
+    def list_namespaces(self, label_selector=None):
+        return self._list("Namespace", label_selector=label_selector)
+
+    def list_pod_disruption_budgets(self, namespace=None):
+        return self._list("PodDisruptionBudget", namespace)
+
+    def list_jobs(self, namespace=None, label_selector=None):
+        return self._list("Job", namespace, label_selector)
+
+    def list_priority_classes(self):
+        return self._list("PriorityClass")
+
+    def gpu_devices(self):
+        return {h.node: h.gpus for h in TwinHardware.objects.all()}
+
+    # --- writes --------------------------------------------------------------
+    @transaction.atomic
+    def cordon(self, node):
+        self._set_unschedulable(node, True)
+
+    @transaction.atomic
+    def uncordon(self, node):
+        self._set_unschedulable(node, False)
+
+    def _set_unschedulable(self, node, value):
+        body = self._get("Node", node)
+        spec = body.setdefault("spec", {})
+        if bool(spec.get("unschedulable")) == value:
+            return
+        if value:
+            spec["unschedulable"] = True
+        else:
+            spec.pop("unschedulable", None)
+        self._save(body)
+        self._bump()
+
+    @transaction.atomic
+    def drain(self, node, *, delete_emptydir_data=True, timeout_seconds=60):
+        self._get("Node", node)
+        result = DrainResult()
+        pdbs = self.list_pod_disruption_budgets()
+        pods = [p for p in self.list_pods(field_selector=f"spec.nodeName={node}") if not is_terminal(p)]
+        for pod in pods:
+            key = f'{pod["metadata"]["namespace"]}/{pod["metadata"]["name"]}'
+            owners = pod["metadata"].get("ownerReferences") or []
+            if any(o.get("kind") == "DaemonSet" for o in owners) or \
+                    "kubernetes.io/config.mirror" in (pod["metadata"].get("annotations") or {}):
+                result.skipped.append(key)
+                continue
+            if not delete_emptydir_data and any("emptyDir" in v for v in pod["spec"].get("volumes") or []):
+                result.blocked[key] = "pod uses emptyDir volumes (local data would be deleted)"
+                continue
+            pdb = self._blocking_pdb(pod, pdbs)
+            if pdb:
+                result.blocked[key] = (
+                    f'Cannot evict pod as it would violate the pod\'s disruption budget "{pdb}"')
+                continue
+            self._delete_row("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
+            result.evicted.append(key)
+        result.done = not result.blocked
+        if result.evicted:
+            self._bump()
+        return result
+
+    def _blocking_pdb(self, pod, pdbs) -> str | None:
+        labels = pod["metadata"].get("labels") or {}
+        ns = pod["metadata"]["namespace"]
+        for pdb in pdbs:
+            if pdb["metadata"]["namespace"] != ns:
+                continue
+            selector = (pdb["spec"].get("selector") or {}).get("matchLabels") or {}
+            if not selector or not dp.matches_selector(labels, selector):
+                continue
+            matching = [p for p in self.list_pods(namespace=ns)
+                        if dp.matches_selector(p["metadata"].get("labels") or {}, selector)
+                        and (p.get("status") or {}).get("phase") == "Running"]
+            healthy = len(matching)
+            spec = pdb["spec"]
+            if "minAvailable" in spec:
+                allowed = healthy - int(spec["minAvailable"])
+            else:
+                allowed = int(spec.get("maxUnavailable", 0))
+            if allowed <= 0:
+                return pdb["metadata"]["name"]
+        return None
+
+    @transaction.atomic
+    def label_node(self, node, labels):
+        body = self._get("Node", node)
+        current = body["metadata"].setdefault("labels", {})
+        before = dict(current)
+        for key, value in labels.items():
+            if value is None:
+                current.pop(key, None)
+            else:
+                current[key] = str(value)
+        if current != before:
+            self._save(body)
+            self._reconcile(nodes=[node])
+            self._bump()
+        return body
+
+    @transaction.atomic
+    def remove_node_status_resources(self, node, resources):
+        body = self._get("Node", node)
+        status = body.setdefault("status", {})
+        changed = False
+        for section in ("capacity", "allocatable"):
+            for name in resources:
+                if name in (status.get(section) or {}):
+                    del status[section][name]
+                    changed = True
+        if changed:
+            self._save(body)
+            self._reconcile(nodes=[node])  # kubelet re-adds what the plugin still serves
+            self._bump()
+        return body
+
+    @transaction.atomic
+    def apply(self, manifest, *, field_manager="brickadmin"):
+        manifest = copy.deepcopy(manifest)
+        kind = manifest["kind"]
+        meta = manifest["metadata"]
+        ns = "" if kind in CLUSTER_SCOPED else meta.get("namespace", "default")
+        try:
+            current = self._get(kind, meta["name"], ns)
+        except NotFound:
+            current = None
+        if current is None:
+            body = manifest
+            if kind == "DaemonSet":
+                body.setdefault("metadata", {})["generation"] = 1
+        else:
+            if kind == "DaemonSet" and current["spec"].get("selector") != manifest["spec"].get("selector"):
+                raise PermanentClusterError(
+                    f'DaemonSet.apps "{meta["name"]}" is invalid: spec.selector: Invalid value: '
+                    "field is immutable", status=422, reason="Invalid")
+            body = copy.deepcopy(current)
+            for key, value in manifest.items():
+                if key == "metadata":
+                    for mkey in ("labels", "annotations"):
+                        if mkey in value:
+                            body["metadata"].setdefault(mkey, {}).update(value[mkey])
+                elif key not in ("apiVersion", "kind", "status"):
+                    body[key] = value
+            if kind == "DaemonSet":
+                # Keep a restartedAt annotation the apply does not mention, as SSA does
+                # for fields owned by another manager (kubectl rollout restart).
+                old_ann = current["spec"]["template"].get("metadata", {}).get("annotations") or {}
+                restarted = old_ann.get("kubectl.kubernetes.io/restartedAt")
+                if restarted:
+                    body["spec"]["template"].setdefault("metadata", {}).setdefault(
+                        "annotations", {}).setdefault("kubectl.kubernetes.io/restartedAt", restarted)
+                if body["spec"] != current["spec"]:
+                    body["metadata"]["generation"] = int(current["metadata"].get("generation", 1)) + 1
+            if body == current:
+                return current
+        body.setdefault("metadata", {}).setdefault("managedFields", [{"manager": field_manager, "operation": "Apply"}])
+        self._save(body)
+        if kind in ("DaemonSet", "Node"):
+            self._reconcile(nodes=[meta["name"]] if kind == "Node" else None)
+        self._bump()
+        return body
+
+    @transaction.atomic
+    def delete(self, api_version, kind, name, namespace=None):
+        ns = "" if kind in CLUSTER_SCOPED else (namespace or "default")
+        self._get(kind, name, ns)
+        self._delete_row(kind, name, ns)
+        if kind == "Namespace":
+            TwinObject.objects.filter(namespace=name).delete()
+        if kind == "DaemonSet":
+            self._reconcile()  # its pods go: no DaemonSet wants them any more
+        if kind == "Job":
+            for pod in self.list_pods(namespace=ns, label_selector=f"job-name={name}"):
+                self._delete_row("Pod", pod["metadata"]["name"], ns)
+        self._bump()
+
+    @transaction.atomic
+    def rollout_restart_daemonset(self, namespace, name):
+        body = self._get("DaemonSet", name, namespace)
+        tmeta = body["spec"]["template"].setdefault("metadata", {})
+        tmeta.setdefault("annotations", {})["kubectl.kubernetes.io/restartedAt"] = now_iso() + f"#{uuid.uuid4().hex[:6]}"
+        body["metadata"]["generation"] = int(body["metadata"].get("generation", 1)) + 1
+        self._save(body)
+        self._reconcile()
+        self._bump()
+
+    def daemonset_rollout_status(self, namespace, name):
+        ds = self._get("DaemonSet", name, namespace)
+        st = ds.get("status") or {}
+        desired = int(st.get("desiredNumberScheduled", 0))
+        updated = int(st.get("updatedNumberScheduled", 0))
+        available = int(st.get("numberAvailable", 0))
+        done = updated >= desired and available >= desired
+        msg = (f'daemon set "{name}" successfully rolled out' if done else
+               f'Waiting for daemon set "{name}" rollout to finish: {updated} out of {desired} new pods have been updated...')
+        return RolloutStatus(done=done, message=msg, desired=desired, updated=updated, available=available)
+
+    @transaction.atomic
+    def create_namespace(self, name, labels):
+        return self._create({"apiVersion": "v1", "kind": "Namespace",
+                             "metadata": {"name": name, "labels": dict(labels)}, "status": {"phase": "Active"}})
+
+    @transaction.atomic
+    def create_resource_quota(self, namespace, name, hard):
+        self._get("Namespace", namespace)
+        hard = {k: str(v) for k, v in hard.items()}
+        for key in hard:
+            if key.startswith("limits.nvidia.com/") or (key.startswith("nvidia.com/")):
+                raise PermanentClusterError(
+                    f'ResourceQuota "{name}" is invalid: spec.hard[{key}]: Invalid value: '
+                    "must be a standard resource for quota", status=422, reason="Invalid")
+        return self._create({"apiVersion": "v1", "kind": "ResourceQuota",
+                             "metadata": {"name": name, "namespace": namespace},
+                             "spec": {"hard": hard}, "status": {"hard": hard, "used": {k: "0" for k in hard}}})
+
+    @transaction.atomic
+    def create_priority_class(self, name, value, description="", preemption_policy="PreemptLowerPriority"):
+        return self._create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                             "metadata": {"name": name}, "value": int(value), "description": description,
+                             "preemptionPolicy": preemption_policy})
+
+    @transaction.atomic
+    def create_job(self, namespace, manifest):
+        self._get("Namespace", namespace)
+        job = copy.deepcopy(manifest)
+        job.setdefault("metadata", {})["namespace"] = namespace
+        job["kind"] = "Job"
+        job["status"] = {"active": 1, "startTime": now_iso()}
+        created = self._create(job)
+        # The Job controller's pod, placed where the nodeSelector says (the scheduler).
+        tmpl = job["spec"]["template"]
+        node = (tmpl["spec"].get("nodeSelector") or {}).get("kubernetes.io/hostname", "")
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": f'{job["metadata"]["name"]}-{uuid.uuid4().hex[:5]}', "namespace": namespace,
+                            "labels": {**(tmpl.get("metadata", {}).get("labels") or {}),
+                                       "job-name": job["metadata"]["name"]},
+                            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                                 "name": job["metadata"]["name"],
+                                                 "uid": created["metadata"]["uid"]}]},
+               "spec": {**tmpl["spec"], "nodeName": node},
+               "status": {"phase": "Running" if node else "Pending", "startTime": now_iso()}}
+        self._save(pod)
+        self._bump()
+        return created
+
+    def _create(self, body):
+        kind = body["kind"]
+        ns = "" if kind in CLUSTER_SCOPED else body["metadata"].get("namespace", "default")
+        if TwinObject.objects.filter(kind=kind, namespace=ns, name=body["metadata"]["name"]).exists():
+            raise Conflict(f'{kind.lower()}s "{body["metadata"]["name"]}" already exists', status=409,
+                           reason="AlreadyExists")
+        saved = self._save(body)
+        self._bump()
+        return saved
+
+    # --- loading (management command) ---------------------------------------
+    @transaction.atomic
+    def load(self, objects: list[dict], hardware: dict[str, list[dict]],
+             plugin_configs: dict[str, str] | None = None):
+        """Replace the whole twin with these objects and physical GPUs. ``plugin_configs``
+        gives, per node, the config its running plugin read at start when that differs
+        from the ConfigMap (a rollout restart that was skipped)."""
+        TwinObject.objects.all().delete()
+        TwinHardware.objects.all().delete()
+        TwinHardware.objects.bulk_create(TwinHardware(node=n, gpus=g) for n, g in hardware.items())
+        for obj in objects:
+            self._save(copy.deepcopy(obj))
+        self._reconcile()
+        for node, config in (plugin_configs or {}).items():
+            hw = TwinHardware.objects.get(node=node)
+            if hw.plugin_pod_uid:
+                hw.advertised = dp.advertised_resources(hw.gpus, config)
+                hw.save()
+                row = TwinObject.objects.get(kind="Node", name=node)
+                self._kubelet_sync(row, hw, self._plugin_pod_by_uid(hw.plugin_pod_uid))
+        self._bump()
+
+    # --- the simulated controllers ------------------------------------------
+    def _reconcile(self, nodes: list[str] | None = None):
+        """DaemonSet controller for brick-nvidia, then device plugin + kubelet."""
+        daemonsets = self.list_daemonsets(namespace=dp.PLUGIN_NAMESPACE)
+        node_rows = TwinObject.objects.filter(kind="Node")
+        if nodes is not None:
+            node_rows = node_rows.filter(name__in=nodes)
+        hardware = {h.node: h for h in TwinHardware.objects.all() if nodes is None or h.node in nodes}
+        plugin_pods = {}
+        for row in TwinObject.objects.filter(kind="Pod", namespace=dp.PLUGIN_NAMESPACE):
+            owner = (row.body["metadata"].get("ownerReferences") or [{}])[0]
+            if owner.get("kind") == "DaemonSet":
+                plugin_pods.setdefault(row.node_name, []).append(row.body)
+        for row in node_rows:
+            node = row.body
+            name = node["metadata"]["name"]
+            wanted = None
+            if (node["metadata"].get("labels") or {}).get(GPU_NODE_LABEL):
+                wanted = dp.daemonset_for_node(node, daemonsets)
+            tolerations = wanted["spec"]["template"]["spec"].get("tolerations") if wanted else None
+            taints = (node.get("spec") or {}).get("taints")
+            running = None
+            for pod in plugin_pods.get(name, []):
+                owner = pod["metadata"]["ownerReferences"][0]["name"]
+                current_hash = pod["metadata"]["labels"].get("controller-revision-hash")
+                # Like the DaemonSet controller: an untolerated NoSchedule taint stops new
+                # pods but leaves a running one; only NoExecute evicts it.
+                if wanted and owner == wanted["metadata"]["name"] and current_hash == _template_hash(wanted) \
+                        and dp.tolerates([t for t in taints or [] if t.get("effect") == "NoExecute"], tolerations):
+                    running = pod
+                else:
+                    self._delete_row("Pod", pod["metadata"]["name"], dp.PLUGIN_NAMESPACE)
+            if wanted and running is None and dp.tolerates(taints, tolerations):
+                running = self._start_plugin_pod(wanted, name)
+            self._kubelet_sync(row, hardware.get(name), running)
+        for ds in daemonsets:
+            self._update_ds_status(ds)
+
+    def _start_plugin_pod(self, ds, node_name):
+        tmpl = copy.deepcopy(ds["spec"]["template"])
+        labels = {**(tmpl["metadata"].get("labels") or {}), "controller-revision-hash": _template_hash(ds)}
+        pod = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f'{ds["metadata"]["name"]}-{uuid.uuid4().hex[:5]}',
+                         "namespace": ds["metadata"]["namespace"], "labels": labels,
+                         "annotations": tmpl["metadata"].get("annotations") or {},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "controller": True,
+                                              "name": ds["metadata"]["name"], "uid": ds["metadata"].get("uid", "")}]},
+            "spec": {**tmpl["spec"], "nodeName": node_name},
+            "status": {"phase": "Running", "startTime": now_iso(),
+                       "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        return self._save(pod)
+
+    def _kubelet_sync(self, node_row, hw: TwinHardware | None, plugin_pod: dict | None):
+        if hw is None or not (node_row.body["metadata"].get("labels") or {}).get(GPU_NODE_LABEL):
+            return  # not a node the twin's plugin serves (e.g. GPU Operator convention)
+        if plugin_pod is None:
+            advertised = None
+            hw.plugin_pod_uid, hw.advertised = "", None
+        elif plugin_pod["metadata"]["uid"] != hw.plugin_pod_uid:
+            # The plugin reads its config once, at start.
+            ds = self._get("DaemonSet", plugin_pod["metadata"]["ownerReferences"][0]["name"], dp.PLUGIN_NAMESPACE)
+            cm_name = dp.config_map_name(ds)
+            try:
+                config = self._get("ConfigMap", cm_name, dp.PLUGIN_NAMESPACE)["data"].get(dp.CONFIG_KEY)
+            except NotFound:
+                config = None
+            advertised = dp.advertised_resources(hw.gpus, config)
+            hw.plugin_pod_uid, hw.advertised = plugin_pod["metadata"]["uid"], advertised
+        else:
+            advertised = hw.advertised
+        hw.save()
+        node = node_row.body
+        new_status = dp.kubelet_status(node.get("status") or {}, advertised)
+        if new_status != node.get("status"):
+            node["status"] = new_status
+            self._save(node)
+
+    def _plugin_pod_by_uid(self, uid):
+        for pod in self.list_pods(namespace=dp.PLUGIN_NAMESPACE):
+            if pod["metadata"]["uid"] == uid:
+                return pod
+        return None
+
+    def _update_ds_status(self, ds):
+        name = ds["metadata"]["name"]
+        ns = ds["metadata"]["namespace"]
+        pods = [p for p in self.list_pods(namespace=ns)
+                if (p["metadata"].get("ownerReferences") or [{}])[0].get("name") == name]
+        h = _template_hash(ds)
+        updated = sum(1 for p in pods if p["metadata"]["labels"].get("controller-revision-hash") == h)
+        status = {"desiredNumberScheduled": len(pods), "currentNumberScheduled": len(pods),
+                  "updatedNumberScheduled": updated, "numberReady": len(pods), "numberAvailable": len(pods),
+                  "observedGeneration": ds["metadata"].get("generation", 1)}
+        if ds.get("status") != status:
+            ds["status"] = status
+            self._save(ds)

@@ -1,0 +1,80 @@
+"""Every PromQL query brickadmin makes, in one place (prometheus-api-client).
+
+With no PROMETHEUS_URL, or when Prometheus fails, each function returns None and
+records why; callers fall back to labels or the twin's facts and say so on the page.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+_state = threading.local()
+
+# dcgm-exporter labelled the host "Hostname"; newer builds use "hostname".
+PHYSICAL_GPUS = 'count by (Hostname, hostname, UUID, modelName, pod, namespace) (DCGM_FI_DEV_GPU_UTIL)'
+ALLOCATABLE_BY_NODE = 'kube_node_status_allocatable{resource=~"nvidia_com.+"}'
+SHARED_TOTAL_EXCEPT = 'sum(kube_node_status_allocatable{{resource="nvidia_com_gpu_shared",node!="{node}"}})'
+SHARED_ALLOCATED = 'sum(kube_resourcequota{resource="requests.nvidia.com/gpu.shared",type="hard"})'
+
+
+def last_error() -> str | None:
+    return getattr(_state, "error", None)
+
+
+def _client():
+    from prometheus_api_client import PrometheusConnect
+
+    return PrometheusConnect(url=settings.PROMETHEUS_URL, disable_ssl=True, timeout=settings.PROMETHEUS_TIMEOUT)
+
+
+def query(promql: str) -> list[dict] | None:
+    """Instant query; None (and last_error()) when Prometheus is absent or fails."""
+    _state.error = None
+    if not settings.PROMETHEUS_URL:
+        _state.error = "Prometheus is not configured"
+        return None
+    try:
+        return _client().custom_query(query=promql)
+    except Exception as exc:  # the client raises several unrelated types
+        log.warning("Prometheus query failed: %s", exc)
+        _state.error = f"Prometheus query failed: {exc}"
+        return None
+
+
+def physical_gpus() -> dict[str, list[dict]] | None:
+    """Physical GPUs per node: distinct DCGM GPU UUIDs, with the pods using each."""
+    rows = query(PHYSICAL_GPUS)
+    if rows is None:
+        return None
+    if not rows:
+        _state.error = "Prometheus has no DCGM series"
+        return None
+    nodes: dict[str, dict[str, dict]] = {}
+    for row in rows:
+        m = row["metric"]
+        host = m.get("Hostname") or m.get("hostname")
+        uuid = m.get("UUID")
+        if not host or not uuid:
+            continue
+        dev = nodes.setdefault(host, {}).setdefault(uuid, {"uuid": uuid, "model": m.get("modelName", ""), "pods": []})
+        if m.get("pod"):
+            dev["pods"].append(f'{m.get("namespace", "")}/{m["pod"]}')
+    return {host: list(devs.values()) for host, devs in nodes.items()}
+
+
+def scalar(promql: str) -> float | None:
+    rows = query(promql)
+    if rows is None:
+        return None
+    return sum(float(r["value"][1]) for r in rows)
+
+
+def node_allocatable(node: str) -> dict[str, float] | None:
+    """kube_node_status_allocatable for one node, as {resource: value} (procedure step 7)."""
+    rows = query(f'kube_node_status_allocatable{{node="{node}",resource=~"nvidia_com.+"}}')
+    if rows is None:
+        return None
+    return {r["metric"]["resource"]: float(r["value"][1]) for r in rows}

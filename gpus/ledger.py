@@ -1,0 +1,471 @@
+"""The GPU ledger: pure functions from a cluster snapshot to the numbers.
+
+Terms (seed glossary): physical, physical_used, logical (kubelet allocatable),
+allocated (ResourceQuota ``requests.<resource>`` hard), requested (non-terminal pod
+requests), available (logical - allocated).
+
+Both cluster conventions are understood:
+- BRICK: ``brick.cloud/gpu.sharing=none|timeslicing``; shared GPUs are
+  ``nvidia.com/gpu.shared`` (renameByDefault).
+- GPU Operator: ``nvidia.com/device-plugin.config`` / GFD labels; shared GPUs are
+  advertised as plain ``nvidia.com/gpu`` on a node whose sharing strategy is time-slicing.
+Stale resources (the other mode's, left by kubelet) are never counted as logical;
+they are reported separately, as are cordoned nodes and missing device plugins.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import yaml
+
+from brickadmin.cluster.deviceplugin import pod_gpu_requests
+
+GPU = "nvidia.com/gpu"
+GPU_SHARED = "nvidia.com/gpu.shared"
+MIG_PREFIX = "nvidia.com/mig-"
+NVIDIA = "nvidia.com/"
+SHARING_LABEL = "brick.cloud/gpu.sharing"
+GPU_TYPE_LABEL = "brick.cloud/gpu.type"
+OPERATOR_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+
+EXCLUSIVE, SHARED = "exclusive", "shared"
+
+
+def gpu_type_of(resource: str, node_shared_plain: bool = False) -> str:
+    """'exclusive', 'shared' or 'mig-<profile>' for a resource name on a node."""
+    if resource == GPU_SHARED:
+        return SHARED
+    if resource.startswith(MIG_PREFIX):
+        return "mig-" + resource[len(MIG_PREFIX):]
+    if resource == GPU:
+        return SHARED if node_shared_plain else EXCLUSIVE
+    return ""
+
+
+def type_label(model: str, gpu_type: str) -> str:
+    """How the Dashboard names a row: 'NVIDIA A30', 'NVIDIA A30 (Shared)', 'NVIDIA A30 MIG 1g.5gb'."""
+    if gpu_type == SHARED:
+        return f"{model} (Shared)"
+    if gpu_type.startswith("mig-"):
+        return f"{model} MIG {gpu_type[4:]}"
+    return model
+
+
+def quantity(value) -> int:
+    """Extended resources are integers; tolerate '2', 2, '0'."""
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+@dataclass
+class ResourceLine:
+    resource: str
+    gpu_type: str
+    capacity: int
+    allocatable: int
+    requested: int = 0
+    stale: bool = False  # the other mode's resource, left behind by kubelet
+
+    @property
+    def stale_severity(self) -> str:
+        """'' | 'capacity' (harmless, clean up) | 'allocatable' (mis-scheduling risk)."""
+        if not self.stale:
+            return ""
+        return "allocatable" if self.allocatable > 0 else "capacity"
+
+
+@dataclass
+class Device:
+    uuid: str
+    model: str
+    mig: list[str] = field(default_factory=list)
+    in_use: bool = False
+    users: list[str] = field(default_factory=list)  # pods, when known (DCGM)
+
+
+@dataclass
+class NodeLedger:
+    name: str
+    model: str
+    convention: str  # "brick" | "operator" | "none"
+    mode: str  # "exclusive" | "timeslicing" | "mig" | "unlabelled"
+    sharing_label: str
+    replicas: int  # effective: what the running plugin advertises per physical GPU
+    configured_replicas: int  # what the time-slicing config says now
+    ready: bool
+    cordoned: bool
+    tainted: bool
+    plugin_state: str  # "running" | "pending" | "missing" | "unknown"
+    resources: dict[str, ResourceLine]
+    devices: list[Device]
+    physical: int
+    physical_used: int
+    physical_source: str  # "dcgm" | "twin" | "labels" | "derived"
+    labels: dict
+
+    @property
+    def logical(self) -> int:
+        return sum(r.allocatable for r in self.resources.values() if not r.stale)
+
+    @property
+    def requested(self) -> int:
+        return sum(r.requested for r in self.resources.values() if not r.stale)
+
+    @property
+    def stale(self) -> list[ResourceLine]:
+        return [r for r in self.resources.values() if r.stale]
+
+    @property
+    def served(self) -> list[ResourceLine]:
+        return [r for r in self.resources.values() if not r.stale]
+
+
+@dataclass
+class TypeRow:
+    """One Dashboard detail row: a GPU model and type."""
+
+    model: str
+    gpu_type: str
+    resource: str
+    logical: int = 0
+    requested: int = 0
+    physical: int = 0
+    cordoned_logical: int = 0
+    nodes: int = 0
+
+    @property
+    def label(self) -> str:
+        return type_label(self.model, self.gpu_type)
+
+
+@dataclass
+class ResourceRow:
+    """One Workspace-creation availability row: a resource name."""
+
+    resource: str
+    logical: int = 0
+    allocated: int = 0
+    requested: int = 0
+
+    @property
+    def available(self) -> int:
+        return self.logical - self.allocated
+
+    @property
+    def gpu_type(self) -> str:
+        return gpu_type_of(self.resource)
+
+
+@dataclass
+class Ledger:
+    nodes: list[NodeLedger]
+    by_type: list[TypeRow]
+    by_resource: list[ResourceRow]
+    allocated_by_namespace: dict[str, dict[str, int]]
+    device_source: str
+
+    @property
+    def logical(self) -> int:
+        return sum(r.logical for r in self.by_type)
+
+    @property
+    def requested(self) -> int:
+        return sum(r.requested for r in self.by_type)
+
+    @property
+    def physical(self) -> int:
+        return sum(n.physical for n in self.nodes)
+
+    @property
+    def physical_used(self) -> int:
+        return sum(n.physical_used for n in self.nodes)
+
+    def resource(self, name: str) -> ResourceRow:
+        for row in self.by_resource:
+            if row.resource == name:
+                return row
+        return ResourceRow(resource=name)
+
+    def node(self, name: str) -> NodeLedger | None:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        return None
+
+    @property
+    def cordoned_nodes(self) -> list[NodeLedger]:
+        return [n for n in self.nodes if n.cordoned]
+
+    @property
+    def stale_nodes(self) -> list[NodeLedger]:
+        return [n for n in self.nodes if n.stale]
+
+    @property
+    def plugin_down_nodes(self) -> list[NodeLedger]:
+        return [n for n in self.nodes if n.plugin_state in ("missing", "pending")]
+
+
+# --- per node ---------------------------------------------------------------
+
+def is_gpu_node(node: dict) -> bool:
+    labels = node["metadata"].get("labels") or {}
+    if labels.get(GPU_TYPE_LABEL) or labels.get("nvidia.com/gpu.present") == "true":
+        return True
+    status = node.get("status") or {}
+    return any(k.startswith(NVIDIA) for k in (status.get("capacity") or {}))
+
+
+def _operator_shared(labels: dict) -> bool:
+    if labels.get("nvidia.com/gpu.sharing-strategy") == "time-slicing":
+        return True
+    if quantity(labels.get("nvidia.com/gpu.replicas", 1)) > 1:
+        return True
+    return "time-slicing" in labels.get(OPERATOR_CONFIG_LABEL, "")
+
+
+def _operator_replicas(labels: dict) -> int:
+    if labels.get("nvidia.com/gpu.replicas"):
+        return max(1, quantity(labels["nvidia.com/gpu.replicas"]))
+    config = labels.get(OPERATOR_CONFIG_LABEL, "")
+    tail = config.rsplit("-", 1)[-1]
+    return max(1, quantity(tail)) if config.startswith("time-slicing") else 1
+
+
+def brick_replicas(configmaps: list[dict]) -> int:
+    """Replicas in the BRICK time-slicing ConfigMap (1 when absent)."""
+    for cm in configmaps:
+        if cm["metadata"]["name"] == "nvidia-device-plugin-config-timeslicing":
+            cfg = yaml.safe_load((cm.get("data") or {}).get("config.yaml") or "") or {}
+            for res in ((cfg.get("sharing") or {}).get("timeSlicing") or {}).get("resources") or []:
+                if res.get("name") == GPU:
+                    return max(1, quantity(res.get("replicas", 1)))
+    return 1
+
+
+def _plugin_state(node_name: str, plugin_pods_by_node: dict[str, list[dict]], convention: str) -> str:
+    pods = plugin_pods_by_node.get(node_name, [])
+    if any((p.get("status") or {}).get("phase") == "Running" for p in pods):
+        return "running"
+    if pods:
+        return "pending"
+    return "missing" if convention == "brick" else "unknown"
+
+
+def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] | None,
+                device_source: str, plugin_state: str, ts_replicas: int) -> NodeLedger:
+    meta = node["metadata"]
+    labels = meta.get("labels") or {}
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    capacity = status.get("capacity") or {}
+    allocatable = status.get("allocatable") or {}
+
+    sharing = labels.get(SHARING_LABEL, "")
+    if sharing or labels.get(GPU_TYPE_LABEL):
+        convention = "brick"
+        shared_plain = False
+        replicas = ts_replicas if sharing == "timeslicing" else 1
+    elif OPERATOR_CONFIG_LABEL in labels or any(k.startswith("nvidia.com/gpu.") for k in labels):
+        convention = "operator"
+        shared_plain = _operator_shared(labels)
+        replicas = _operator_replicas(labels) if shared_plain else 1
+    else:
+        convention, shared_plain, replicas = "none", False, 1
+
+    resources: dict[str, ResourceLine] = {}
+    for name in sorted(set(capacity) | set(allocatable)):
+        if not name.startswith(NVIDIA):
+            continue
+        gtype = gpu_type_of(name, shared_plain)
+        stale = convention == "brick" and (
+            (sharing == "timeslicing" and name == GPU) or (sharing != "timeslicing" and name == GPU_SHARED))
+        resources[name] = ResourceLine(
+            resource=name, gpu_type=gtype, capacity=quantity(capacity.get(name, 0)),
+            allocatable=quantity(allocatable.get(name, 0)), requested=pods_requests.get(name, 0), stale=stale)
+    for name, amount in pods_requests.items():  # pods holding a resource the node no longer lists
+        if name not in resources:
+            resources[name] = ResourceLine(name, gpu_type_of(name, shared_plain), 0, 0, amount, stale=True)
+
+    has_mig = any(r.gpu_type.startswith("mig-") and r.allocatable > 0 for r in resources.values())
+    if convention == "brick":
+        mode = "timeslicing" if sharing == "timeslicing" else ("mig" if has_mig else "exclusive")
+        if sharing not in ("none", "timeslicing"):
+            mode = "unlabelled"
+    elif convention == "operator":
+        mode = "timeslicing" if shared_plain else ("mig" if has_mig else "exclusive")
+    else:
+        mode = "exclusive" if resources else "unlabelled"
+
+    devs = [Device(uuid=d.get("uuid", ""), model=d.get("model", ""), mig=list(d.get("mig") or []),
+                   users=list(d.get("pods") or [])) for d in (devices or [])]
+    model = _node_model(labels, devs)
+    if devs:
+        physical, source = len(devs), device_source
+    elif labels.get("nvidia.com/gpu.count"):
+        physical, source = quantity(labels["nvidia.com/gpu.count"]), "labels"
+    else:
+        physical = _physical_from_allocatable(resources, replicas)
+        source = "derived"
+    configured_replicas = replicas
+    shared_line = next((r for r in resources.values() if r.gpu_type == SHARED and not r.stale), None)
+    whole_gpus = sum(1 for d in devs if not d.mig) if devs else physical
+    if shared_line and shared_line.allocatable and whole_gpus:
+        replicas = max(1, shared_line.allocatable // whole_gpus)
+    physical_used = _mark_devices_in_use(devs, resources, replicas, device_source)
+    if not devs:
+        physical_used = _derived_physical_used(resources, replicas, physical)
+
+    return NodeLedger(
+        name=meta["name"], model=model, convention=convention, mode=mode, sharing_label=sharing,
+        replicas=replicas, configured_replicas=configured_replicas, ready=_ready(status), cordoned=bool(spec.get("unschedulable")),
+        tainted=any(t.get("effect") in ("NoSchedule", "NoExecute") for t in spec.get("taints") or []),
+        plugin_state=plugin_state, resources=resources, devices=devs, physical=physical,
+        physical_used=physical_used, physical_source=source, labels=labels,
+    )
+
+
+def _ready(status: dict) -> bool:
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return True  # a node with no conditions reported (simulated) is taken as ready
+
+
+def _node_model(labels: dict, devs: list[Device]) -> str:
+    models = [d.model for d in devs if d.model]
+    if models:
+        return max(set(models), key=models.count)
+    product = labels.get("nvidia.com/gpu.product", "")
+    if product:
+        return product.replace("-SHARED", "").replace("-", " ")
+    return "Unknown GPU"
+
+
+def _physical_from_allocatable(resources: dict[str, ResourceLine], replicas: int) -> int:
+    whole = sum(r.capacity for r in resources.values() if not r.stale and r.gpu_type in (EXCLUSIVE, SHARED))
+    return math.ceil(whole / replicas) if whole else 0
+
+
+def _derived_physical_used(resources: dict[str, ResourceLine], replicas: int, physical: int) -> int:
+    """Without per-device data: a lower bound from pod requests."""
+    used = 0
+    for r in resources.values():
+        if r.gpu_type == EXCLUSIVE:
+            used += r.requested
+        elif r.gpu_type == SHARED:
+            used += math.ceil(r.requested / max(replicas, 1))
+        elif r.gpu_type.startswith("mig-") and r.requested:
+            used += 1
+    return min(used, physical)
+
+
+def _mark_devices_in_use(devs: list[Device], resources: dict[str, ResourceLine], replicas: int,
+                         device_source: str) -> int:
+    """Which devices are in use. DCGM names the pods per device; the twin has no such
+    mapping, so requests are packed onto devices in order, as the plugin allocates."""
+    if not devs:
+        return 0
+    if device_source == "dcgm":
+        for d in devs:
+            d.in_use = bool(d.users)
+        return sum(d.in_use for d in devs)
+    whole = [d for d in devs if not d.mig]
+    for r in resources.values():
+        if r.stale or not r.requested:
+            continue
+        if r.gpu_type == EXCLUSIVE:
+            for d in whole[: r.requested]:
+                d.in_use = True
+        elif r.gpu_type == SHARED:
+            for d in whole[: math.ceil(r.requested / max(replicas, 1))]:
+                d.in_use = True
+        elif r.gpu_type.startswith("mig-"):
+            profile, left = r.gpu_type[4:], r.requested
+            for d in devs:
+                n = d.mig.count(profile)
+                if n and left > 0:
+                    d.in_use = True
+                    left -= n
+    return sum(d.in_use for d in devs)
+
+
+# --- the whole cluster --------------------------------------------------------
+
+def allocated_by_namespace(quotas: list[dict]) -> dict[str, dict[str, int]]:
+    """Quota ceilings: hard ``requests.nvidia.com/*`` per namespace."""
+    out: dict[str, dict[str, int]] = defaultdict(dict)
+    for q in quotas:
+        ns = q["metadata"].get("namespace", "")
+        hard = (q.get("spec") or {}).get("hard") or (q.get("status") or {}).get("hard") or {}
+        for key, value in hard.items():
+            if key.startswith("requests." + NVIDIA):
+                res = key[len("requests."):]
+                out[ns][res] = out[ns].get(res, 0) + quantity(value)
+    return dict(out)
+
+
+def compute(snapshot) -> Ledger:
+    """The ledger for a snapshot (brickadmin.cluster.snapshot.Snapshot)."""
+    requests_by_node: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for pod in snapshot.gpu_pods:
+        phase = (pod.get("status") or {}).get("phase")
+        node = (pod.get("spec") or {}).get("nodeName")
+        if phase in ("Succeeded", "Failed") or not node:
+            continue
+        for res, amount in pod_gpu_requests(pod).items():
+            requests_by_node[node][res] += amount
+
+    plugin_pods_by_node: dict[str, list[dict]] = defaultdict(list)
+    for p in snapshot.plugin_pods:
+        plugin_pods_by_node[(p.get("spec") or {}).get("nodeName", "")].append(p)
+    ts_replicas = brick_replicas(snapshot.plugin_configmaps)
+
+    nodes = []
+    for node in snapshot.nodes:
+        if not is_gpu_node(node):
+            continue
+        name = node["metadata"]["name"]
+        convention_guess = "brick" if (node["metadata"].get("labels") or {}).get(GPU_TYPE_LABEL) else "other"
+        nodes.append(node_ledger(
+            node, dict(requests_by_node.get(name, {})), snapshot.devices.get(name), snapshot.device_source,
+            _plugin_state(name, plugin_pods_by_node, convention_guess), ts_replicas))
+    nodes.sort(key=lambda n: n.name)
+
+    by_type: dict[tuple[str, str], TypeRow] = {}
+    by_resource: dict[str, ResourceRow] = {}
+    for n in nodes:
+        for r in n.served:
+            if not (r.capacity or r.allocatable or r.requested):
+                continue  # e.g. "nvidia.com/gpu: 0" on a MIG node: nothing to show
+            row = by_type.setdefault((n.model, r.gpu_type), TypeRow(n.model, r.gpu_type, r.resource))
+            row.logical += r.allocatable
+            row.requested += r.requested
+            row.nodes += 1
+            if n.cordoned:
+                row.cordoned_logical += r.allocatable
+            rrow = by_resource.setdefault(r.resource, ResourceRow(r.resource))
+            rrow.logical += r.allocatable
+            rrow.requested += r.requested
+        for d in n.devices or []:
+            gtype = ("mig-" + d.mig[0]) if d.mig else (SHARED if n.mode == "timeslicing" else EXCLUSIVE)
+            if (n.model, gtype) in by_type:
+                by_type[(n.model, gtype)].physical += 1
+        if not n.devices:
+            whole_type = SHARED if n.mode == "timeslicing" else EXCLUSIVE
+            if (n.model, whole_type) in by_type:
+                by_type[(n.model, whole_type)].physical += n.physical
+
+    allocated = allocated_by_namespace(snapshot.quotas)
+    for per_ns in allocated.values():
+        for res, amount in per_ns.items():
+            by_resource.setdefault(res, ResourceRow(res)).allocated += amount
+
+    type_order = {EXCLUSIVE: 0, SHARED: 1}
+    rows = sorted(by_type.values(), key=lambda r: (r.model, type_order.get(r.gpu_type, 2), r.gpu_type))
+    res_rows = sorted(by_resource.values(), key=lambda r: (r.resource != GPU, r.resource != GPU_SHARED, r.resource))
+    return Ledger(nodes=nodes, by_type=rows, by_resource=res_rows,
+                  allocated_by_namespace=allocated, device_source=snapshot.device_source)

@@ -1,0 +1,73 @@
+"""Template helpers: glossary help texts on every number, GPU type names, pagination."""
+from django import template
+from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
+
+register = template.Library()
+
+# The seed's glossary (000, sections 1.3, 3.1 and 4). Keys are used by {% term %}.
+GLOSSARY = {
+    "physical": (_("Physical"), _("GPU devices installed (DCGM: distinct GPU UUIDs). Fixed, whatever the sharing mode.")),
+    "physical_used": (_("Physical used"), _("Physical devices with a Running pod attached.")),
+    "logical": (_("Logical"), _("Schedulable units: kubelet allocatable. One physical GPU at time-slicing replicas R is R logical GPUs.")),
+    "allocated": (_("Allocated"), _("Workspace quota ceilings: sum of ResourceQuota requests.<resource>.")),
+    "requested": (_("Requested"), _("What pods actually hold: requests of non-terminal pods.")),
+    "available": (_("Available"), _("Logical total minus allocated quota. 0 means approval may be delayed.")),
+    "replicas": (_("Replicas"), _("How many logical GPUs one physical GPU becomes under time-slicing.")),
+    "stale": (_("Stale resource"), _("A previous mode's resource kubelet left on the node. Capacity only: harmless, clean up. Also allocatable: mis-scheduling risk, clean up now.")),
+    "capacity": (_("Capacity"), _("What kubelet reports the node has, including resources no longer served.")),
+}
+
+
+@register.simple_tag
+def term(key, text=None):
+    """A glossary-linked label: <abbr title="help">Label</abbr>."""
+    name, help_text = GLOSSARY[key]
+    return format_html('<abbr class="term" title="{}: {}" data-term="{}">{}</abbr>',
+                       name, help_text, key, text if text is not None else name)
+
+
+@register.filter
+def gpu_type_name(gpu_type):
+    if gpu_type == "exclusive":
+        return _("Exclusive")
+    if gpu_type == "shared":
+        return _("Shared (time-slicing)")
+    if str(gpu_type).startswith("mig-"):
+        return format_html("MIG {}", gpu_type[4:])
+    return gpu_type
+
+
+@register.filter
+def mode_name(mode):
+    return {"exclusive": _("Exclusive"), "timeslicing": _("Time-slicing"), "mig": _("MIG"),
+            "unlabelled": _("Unrecognised labels")}.get(mode, mode)
+
+
+@register.simple_tag(takes_context=True)
+def query_with(context, **kwargs):
+    """The current query string with some parameters replaced (for pagination links)."""
+    params = context["request"].GET.copy()
+    for k, v in kwargs.items():
+        params[k] = v
+    return "?" + params.urlencode()
+
+
+@register.filter
+def percent(part, whole):
+    try:
+        return int(round(100 * float(part) / float(whole))) if whole else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+@register.filter
+def get_component(labels):
+    return labels.get("app.kubernetes.io/component") or labels.get("app", "")
+
+
+@register.filter
+def gpu_requests(pod):
+    from brickadmin.cluster.deviceplugin import pod_gpu_requests
+
+    return ", ".join(f"{k}: {v}" for k, v in pod_gpu_requests(pod).items())
