@@ -67,3 +67,32 @@ def admin_client(client, admin_user):
 def alice_client(client, alice):
     client.force_login(alice)
     return client
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture
+def browser():
+    """Debian's Chromium driven by Playwright (never a downloaded browser)."""
+    require_service(os.path.exists(CHROMIUM), "Chromium (/usr/bin/chromium)")
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def browser_login(browser, live_server, username, password):
+    """A new page logged in through the real login form."""
+    page = browser.new_page()
+    page.goto(f"{live_server.url}/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    return page
