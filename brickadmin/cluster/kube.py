@@ -1,0 +1,446 @@
+"""The real cluster gateway: the only module that imports the ``kubernetes`` client.
+
+Everything goes over the API server's REST paths through the client's transport
+(configuration, TLS, auth), and every object handed out is the JSON the API server
+returned, parsed into plain dicts: no client model classes leak out. Lists page
+through ``limit``/``continue``; list items get ``apiVersion``/``kind`` filled in (the
+API server leaves them out of list items; ``kubectl get -o yaml`` shows them).
+
+Failures become the errors of :mod:`brickadmin.cluster.base`: 429, 5xx, timeouts and
+connection failures are transient (``TransientClusterError``/``ClusterUnreachable``);
+400, 401, 403, 404, 409, 422 are permanent (``Forbidden``, ``NotFound``, ``Conflict``, ...).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import threading
+import time
+from urllib.parse import quote
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+from .base import (
+    ClusterError,
+    ClusterUnreachable,
+    Conflict,
+    DrainResult,
+    Forbidden,
+    NotFound,
+    PermanentClusterError,
+    RolloutStatus,
+    TransientClusterError,
+)
+
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+# kind -> (api prefix, plural, namespaced) for the kinds the gateway names itself;
+# anything else handed to apply()/delete() is resolved through discovery.
+_KNOWN = {
+    ("v1", "Node"): ("/api/v1", "nodes", False),
+    ("v1", "Pod"): ("/api/v1", "pods", True),
+    ("v1", "Namespace"): ("/api/v1", "namespaces", False),
+    ("v1", "ConfigMap"): ("/api/v1", "configmaps", True),
+    ("v1", "ResourceQuota"): ("/api/v1", "resourcequotas", True),
+    ("v1", "ServiceAccount"): ("/api/v1", "serviceaccounts", True),
+    ("apps/v1", "DaemonSet"): ("/apis/apps/v1", "daemonsets", True),
+    ("apps/v1", "Deployment"): ("/apis/apps/v1", "deployments", True),
+    ("batch/v1", "Job"): ("/apis/batch/v1", "jobs", True),
+    ("policy/v1", "PodDisruptionBudget"): ("/apis/policy/v1", "poddisruptionbudgets", True),
+    ("scheduling.k8s.io/v1", "PriorityClass"): ("/apis/scheduling.k8s.io/v1", "priorityclasses", False),
+}
+
+
+def _now_rfc3339() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _escape(pointer_token: str) -> str:
+    """RFC 6901: '~' -> '~0', '/' -> '~1'."""
+    return pointer_token.replace("~", "~0").replace("/", "~1")
+
+
+def _quota_key(key: str) -> str:
+    """Extended resources (``nvidia.com/gpu``) are quota'd only as ``requests.<name>``."""
+    if "/" in key and not key.startswith(("requests.", "limits.")) and "." in key.split("/", 1)[0]:
+        return f"requests.{key}"
+    return key
+
+
+class KubeGateway:
+    """:class:`brickadmin.cluster.base.ClusterGateway` over a real API server."""
+
+    name = "kube"
+
+    def __init__(self, kubeconfig: str | None = None, *, token: str | None = None,
+                 context: str | None = None, in_cluster: bool | None = None,
+                 request_timeout: float = 15, page_size: int = 250):
+        cfg = k8s_client.Configuration()
+        if in_cluster is None:
+            in_cluster = kubeconfig is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+        try:
+            if in_cluster:
+                k8s_config.load_incluster_config(client_configuration=cfg)
+            else:
+                k8s_config.load_kube_config(config_file=kubeconfig, context=context,
+                                            client_configuration=cfg)
+        except (k8s_config.ConfigException, OSError, TypeError, ValueError) as e:
+            raise PermanentClusterError(f"cannot load cluster configuration: {e}") from e
+        if token:
+            cfg.api_key = {"authorization": f"Bearer {token}"}
+            cfg.api_key_prefix = {}
+            cfg.cert_file = cfg.key_file = None  # authenticate as the token, not a client cert
+        # one quick connect retry; read/status retries are ours to decide
+        cfg.retries = urllib3.Retry(total=1, connect=1, read=0, redirect=0, status=0, other=0,
+                                    backoff_factor=0.2)
+        self.configuration = cfg
+        self.api_client = k8s_client.ApiClient(cfg)
+        self.request_timeout = request_timeout
+        self.page_size = page_size
+        self._discovery: dict[tuple[str, str], tuple[str, str, bool]] = dict(_KNOWN)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<KubeGateway {self.configuration.host}>"
+
+    # ------------------------------------------------------------------ transport
+    def _request(self, method: str, path: str, *, query: dict | None = None, body=None,
+                 content_type: str = "application/json", timeout: float | None = None) -> dict:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        q = [(k, v) for k, v in (query or {}).items() if v is not None and v != ""]
+        try:
+            m, url, hdrs, b, post = self.api_client.param_serialize(
+                method=method, resource_path=path, query_params=q or None,
+                header_params=headers, body=body, auth_settings=["BearerToken"])
+            resp = self.api_client.call_api(m, url, header_params=hdrs, body=b, post_params=post,
+                                            _request_timeout=timeout or self.request_timeout)
+            data = resp.read()
+            status = resp.status
+        except ApiException as e:  # raised by the REST layer for some statuses
+            raise self._error(e.status or 0, e.body, method, path) from e
+        except urllib3.exceptions.ReadTimeoutError as e:
+            raise TransientClusterError(f"{method} {path}: timed out reading from the API server",
+                                        reason="Timeout") from e
+        except (urllib3.exceptions.MaxRetryError, urllib3.exceptions.NewConnectionError,
+                urllib3.exceptions.ProtocolError, urllib3.exceptions.ConnectTimeoutError,
+                urllib3.exceptions.SSLError, ConnectionError, OSError) as e:
+            reason = getattr(e, "reason", None) or e
+            if isinstance(reason, urllib3.exceptions.ReadTimeoutError):
+                raise TransientClusterError(f"{method} {path}: timed out", reason="Timeout") from e
+            raise ClusterUnreachable(
+                f"the Kubernetes API server at {self.configuration.host} did not answer: {reason}",
+                reason="Unreachable") from e
+        except urllib3.exceptions.HTTPError as e:
+            raise TransientClusterError(f"{method} {path}: {e}") from e
+        if not 200 <= status <= 299:
+            raise self._error(status, data, method, path)
+        if not data:
+            return {}
+        return json.loads(data)
+
+    @staticmethod
+    def _error(status: int, body, method: str, path: str) -> ClusterError:
+        message, reason = "", ""
+        try:
+            st = json.loads(body) if body else {}
+            message, reason = st.get("message", ""), st.get("reason", "")
+        except (ValueError, TypeError):
+            message = (body.decode(errors="replace") if isinstance(body, bytes) else str(body or ""))[:500]
+        text = f"{method} {path}: {status} {reason or ''} {message}".strip()
+        if status == 404:
+            return NotFound(text, status=status, reason=reason or "NotFound")
+        if status == 403:
+            return Forbidden(text, status=status, reason=reason or "Forbidden")
+        if status == 409:
+            return Conflict(text, status=status, reason=reason or "Conflict")
+        if status == 429 or status >= 500 or status in (408,):
+            return TransientClusterError(text, status=status, reason=reason or "ServerError")
+        if status == 0:
+            return ClusterUnreachable(text, status=None, reason="Unreachable")
+        return PermanentClusterError(text, status=status, reason=reason or "Invalid")
+
+    def _list(self, path: str, *, label_selector: str | None = None,
+              field_selector: str | None = None) -> list[dict]:
+        items: list[dict] = []
+        cont = None
+        while True:
+            page = self._request("GET", path, query={
+                "labelSelector": label_selector, "fieldSelector": field_selector,
+                "limit": self.page_size, "continue": cont})
+            kind = (page.get("kind") or "").removesuffix("List")
+            for it in page.get("items") or []:
+                it.setdefault("apiVersion", page.get("apiVersion"))
+                it.setdefault("kind", kind)
+                items.append(it)
+            cont = (page.get("metadata") or {}).get("continue")
+            if not cont:
+                return items
+
+    @staticmethod
+    def _ns_path(prefix: str, plural: str, namespace: str | None, name: str | None = None) -> str:
+        p = prefix + (f"/namespaces/{quote(namespace, safe='')}" if namespace else "") + f"/{plural}"
+        return p + (f"/{quote(name, safe='')}" if name else "")
+
+    def _resource(self, api_version: str, kind: str) -> tuple[str, str, bool]:
+        key = (api_version, kind)
+        if key in self._discovery:
+            return self._discovery[key]
+        prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        doc = self._request("GET", prefix)
+        for r in doc.get("resources") or []:
+            if r.get("kind") == kind and "/" not in r.get("name", ""):
+                with self._lock:
+                    self._discovery[key] = (prefix, r["name"], bool(r.get("namespaced")))
+                return self._discovery[key]
+        raise NotFound(f"the API server does not serve {kind} in {api_version}", status=404,
+                       reason="NotFound")
+
+    def _path_for(self, api_version: str, kind: str, name: str | None, namespace: str | None) -> str:
+        prefix, plural, namespaced = self._resource(api_version, kind)
+        if namespaced and not namespace:
+            namespace = "default"
+        return self._ns_path(prefix, plural, namespace if namespaced else None, name)
+
+    # ------------------------------------------------------------------ reads
+    def list_nodes(self, label_selector: str | None = None) -> list[dict]:
+        return self._list("/api/v1/nodes", label_selector=label_selector)
+
+    def get_node(self, name: str) -> dict:
+        return self._request("GET", f"/api/v1/nodes/{quote(name, safe='')}")
+
+    def list_pods(self, namespace: str | None = None, label_selector: str | None = None,
+                  field_selector: str | None = None) -> list[dict]:
+        return self._list(self._ns_path("/api/v1", "pods", namespace),
+                          label_selector=label_selector, field_selector=field_selector)
+
+    def get_pod(self, namespace: str, name: str) -> dict:
+        return self._request("GET", self._ns_path("/api/v1", "pods", namespace, name))
+
+    def list_resource_quotas(self, namespace: str | None = None) -> list[dict]:
+        return self._list(self._ns_path("/api/v1", "resourcequotas", namespace))
+
+    def list_daemonsets(self, namespace: str | None = None, label_selector: str | None = None) -> list[dict]:
+        return self._list(self._ns_path("/apis/apps/v1", "daemonsets", namespace), label_selector=label_selector)
+
+    def get_daemonset(self, namespace: str, name: str) -> dict:
+        return self._request("GET", self._ns_path("/apis/apps/v1", "daemonsets", namespace, name))
+
+    def list_configmaps(self, namespace: str | None = None, label_selector: str | None = None) -> list[dict]:
+        return self._list(self._ns_path("/api/v1", "configmaps", namespace), label_selector=label_selector)
+
+    def get_configmap(self, namespace: str, name: str) -> dict:
+        return self._request("GET", self._ns_path("/api/v1", "configmaps", namespace, name))
+
+    def list_namespaces(self, label_selector: str | None = None) -> list[dict]:
+        return self._list("/api/v1/namespaces", label_selector=label_selector)
+
+    def list_pod_disruption_budgets(self, namespace: str | None = None) -> list[dict]:
+        return self._list(self._ns_path("/apis/policy/v1", "poddisruptionbudgets", namespace))
+
+    def list_jobs(self, namespace: str | None = None, label_selector: str | None = None) -> list[dict]:
+        return self._list(self._ns_path("/apis/batch/v1", "jobs", namespace), label_selector=label_selector)
+
+    def list_priority_classes(self) -> list[dict]:
+        return self._list("/apis/scheduling.k8s.io/v1/priorityclasses")
+
+    def gpu_devices(self) -> dict[str, list[dict]] | None:
+        return None  # a real cluster's hardware is known from DCGM metrics (metrics.py)
+
+    def ping(self) -> dict:
+        """The API server's version; raises ClusterUnreachable when it does not answer."""
+        return self._request("GET", "/version", timeout=5)
+
+    # ------------------------------------------------------------------ node writes
+    def _patch_node(self, name: str, patch, content_type: str, subresource: str = "") -> dict:
+        path = f"/api/v1/nodes/{quote(name, safe='')}" + (f"/{subresource}" if subresource else "")
+        return self._request("PATCH", path, body=patch, content_type=content_type)
+
+    def cordon(self, node: str) -> None:
+        self._patch_node(node, {"spec": {"unschedulable": True}}, "application/strategic-merge-patch+json")
+
+    def uncordon(self, node: str) -> None:
+        self._patch_node(node, {"spec": {"unschedulable": None}}, "application/strategic-merge-patch+json")
+
+    def label_node(self, node: str, labels: dict[str, str | None]) -> dict:
+        """Set labels (overwrite); a ``None`` value removes the label."""
+        return self._patch_node(node, {"metadata": {"labels": dict(labels)}}, "application/merge-patch+json")
+
+    def remove_node_status_resources(self, node: str, resources: list[str]) -> dict:
+        """JSON-patch ``remove`` of each resource from status.capacity and status.allocatable.
+
+        Only paths that exist are removed, so removing what is already gone is a no-op.
+        A ``test`` on resourceVersion guards against a concurrent kubelet update; on a
+        conflict the node is read again and the patch rebuilt."""
+        for attempt in range(5):
+            obj = self.get_node(node)
+            status = obj.get("status") or {}
+            ops = [{"op": "test", "path": "/metadata/resourceVersion",
+                    "value": obj["metadata"]["resourceVersion"]}]
+            for field in ("capacity", "allocatable"):
+                for r in resources:
+                    if r in (status.get(field) or {}):
+                        ops.append({"op": "remove", "path": f"/status/{field}/{_escape(r)}"})
+            if len(ops) == 1:
+                return obj
+            try:
+                return self._patch_node(node, ops, "application/json-patch+json", "status")
+            except (Conflict, PermanentClusterError) as e:
+                # a failed "test" is 422 (or 409): someone wrote in between; read again
+                if e.status in (409, 422) and attempt < 4:
+                    time.sleep(0.2)
+                    continue
+                raise
+        raise TransientClusterError(f"node {node} kept changing while its status was patched")
+
+    # ------------------------------------------------------------------ drain
+    def drain(self, node: str, *, delete_emptydir_data: bool = True,
+              timeout_seconds: float = 60) -> DrainResult:
+        """Cordon, then evict every pod on the node through the Eviction API.
+
+        Like ``kubectl drain --ignore-daemonsets --force [--delete-emptydir-data]``:
+        DaemonSet and mirror pods are skipped; pods with emptyDir volumes are evicted only
+        when ``delete_emptydir_data``; evictions refused by a PodDisruptionBudget (429) are
+        retried until ``timeout_seconds``; the call waits until evicted pods are gone.
+        Completed (Succeeded/Failed) pods are deleted. ``blocked`` names what is left and why.
+        """
+        deadline = time.monotonic() + timeout_seconds
+        self.cordon(node)
+        result = DrainResult()
+        pods = self.list_pods(field_selector=f"spec.nodeName={node}")
+        pending: dict[str, dict] = {}
+        for pod in pods:
+            md = pod["metadata"]
+            key = f"{md['namespace']}/{md['name']}"
+            owners = md.get("ownerReferences") or []
+            if MIRROR_ANNOTATION in (md.get("annotations") or {}):
+                result.skipped.append(key)
+                continue
+            if any(o.get("kind") == "DaemonSet" and o.get("controller") for o in owners):
+                result.skipped.append(key)
+                continue
+            if md.get("deletionTimestamp"):
+                pending[key] = pod  # already going: just wait for it
+                continue
+            terminal = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            uses_emptydir = any("emptyDir" in v for v in (pod.get("spec") or {}).get("volumes") or [])
+            if uses_emptydir and not delete_emptydir_data and not terminal:
+                result.blocked[key] = "uses emptyDir (local data would be deleted); allow deleting emptyDir data"
+                continue
+            pending[key] = pod
+
+        to_evict = {k: p for k, p in pending.items() if not p["metadata"].get("deletionTimestamp")}
+        waiting: dict[str, str] = {k: p["metadata"]["uid"] for k, p in pending.items()}
+        while to_evict and time.monotonic() < deadline:
+            for key, pod in list(to_evict.items()):
+                ns, name = key.split("/", 1)
+                body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                        "metadata": {"name": name, "namespace": ns}}
+                try:
+                    self._request("POST", self._ns_path("/api/v1", "pods", ns, name) + "/eviction", body=body)
+                    result.evicted.append(key)
+                    result.blocked.pop(key, None)
+                    del to_evict[key]
+                except NotFound:
+                    del to_evict[key]  # gone already
+                    waiting.pop(key, None)
+                except TransientClusterError as e:
+                    if e.status == 429:
+                        result.blocked[key] = f"eviction refused by a PodDisruptionBudget: {e.message}"
+                    else:
+                        result.blocked[key] = f"eviction failed, retrying: {e.message}"
+            if to_evict:
+                time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+        # wait for evicted pods to be gone (deleted, or replaced by a new pod with another uid)
+        while waiting and time.monotonic() < deadline:
+            for key, uid in list(waiting.items()):
+                if key in to_evict:
+                    continue
+                ns, name = key.split("/", 1)
+                try:
+                    cur = self.get_pod(ns, name)
+                    if cur["metadata"]["uid"] != uid:
+                        del waiting[key]
+                except NotFound:
+                    del waiting[key]
+            if [k for k in waiting if k not in to_evict]:
+                time.sleep(0.5)
+            else:
+                break
+        for key in waiting:
+            if key not in result.blocked:
+                result.blocked[key] = "evicted but still terminating at the timeout"
+        result.done = not result.blocked and not waiting
+        return result
+
+    # ------------------------------------------------------------------ generic writes
+    def apply(self, manifest: dict, *, field_manager: str = "brickadmin", force: bool = True) -> dict:
+        """Server-side apply (``kubectl apply --server-side --force-conflicts``)."""
+        md = manifest.get("metadata") or {}
+        path = self._path_for(manifest["apiVersion"], manifest["kind"], md["name"], md.get("namespace"))
+        return self._request("PATCH", path, body=manifest, content_type="application/apply-patch+yaml",
+                             query={"fieldManager": field_manager, "force": "true" if force else None})
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
+        """Delete (background propagation); deleting what is already gone is a no-op."""
+        path = self._path_for(api_version, kind, name, namespace)
+        try:
+            self._request("DELETE", path, body={"propagationPolicy": "Background"})
+        except NotFound:
+            return
+
+    def rollout_restart_daemonset(self, namespace: str, name: str) -> None:
+        patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: _now_rfc3339()}}}}}
+        self._request("PATCH", self._ns_path("/apis/apps/v1", "daemonsets", namespace, name), body=patch,
+                      content_type="application/strategic-merge-patch+json")
+
+    def daemonset_rollout_status(self, namespace: str, name: str) -> RolloutStatus:
+        """The logic of ``kubectl rollout status daemonset`` (one look, no waiting)."""
+        ds = self.get_daemonset(namespace, name)
+        spec, st, md = ds.get("spec") or {}, ds.get("status") or {}, ds["metadata"]
+        desired = int(st.get("desiredNumberScheduled") or 0)
+        updated = int(st.get("updatedNumberScheduled") or 0)
+        available = int(st.get("numberAvailable") or 0)
+        if (spec.get("updateStrategy") or {}).get("type", "RollingUpdate") != "RollingUpdate":
+            return RolloutStatus(False, "rollout status is only available for RollingUpdate strategy type",
+                                 desired, updated, available)
+        if int(md.get("generation") or 0) <= int(st.get("observedGeneration") or 0):
+            if updated < desired:
+                return RolloutStatus(False, f'Waiting for daemon set "{name}" rollout to finish: '
+                                     f"{updated} out of {desired} new pods have been updated...",
+                                     desired, updated, available)
+            if available < desired:
+                return RolloutStatus(False, f'Waiting for daemon set "{name}" rollout to finish: '
+                                     f"{available} of {desired} updated pods are available...",
+                                     desired, updated, available)
+            return RolloutStatus(True, f'daemon set "{name}" successfully rolled out', desired, updated, available)
+        return RolloutStatus(False, "Waiting for daemon set spec update to be observed...", desired, updated, available)
+
+    def create_namespace(self, name: str, labels: dict[str, str]) -> dict:
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(labels or {})}}
+        return self._request("POST", "/api/v1/namespaces", body=body)
+
+    def create_resource_quota(self, namespace: str, name: str, hard: dict[str, str]) -> dict:
+        body = {"apiVersion": "v1", "kind": "ResourceQuota",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"hard": {_quota_key(k): str(v) for k, v in hard.items()}}}
+        return self._request("POST", self._ns_path("/api/v1", "resourcequotas", namespace), body=body)
+
+    def create_priority_class(self, name: str, value: int, description: str = "",
+                              preemption_policy: str = "PreemptLowerPriority") -> dict:
+        body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                "value": int(value), "description": description, "preemptionPolicy": preemption_policy,
+                "globalDefault": False}
+        return self._request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body=body)
+
+    def create_job(self, namespace: str, manifest: dict) -> dict:
+        body = dict(manifest)
+        body.setdefault("apiVersion", "batch/v1")
+        body.setdefault("kind", "Job")
+        body["metadata"] = {**(manifest.get("metadata") or {}), "namespace": namespace}
+        return self._request("POST", self._ns_path("/apis/batch/v1", "jobs", namespace), body=body)

@@ -1,0 +1,416 @@
+#!/usr/bin/env python3
+"""GPU node simulator for the lab: plays the NVIDIA device plugin + kubelet for KWOK nodes
+and serves DCGM-exporter-format metrics.
+
+    python lab/gpusim.py --kubeconfig K --hardware /tmp/brickadmin-lab/hardware.json --listen 127.0.0.1:19400
+
+* Physical GPUs per node come from the hardware file ({node: [{uuid, model, memoryMiB, mig}]},
+  JSON or YAML, optionally under a top-level ``hardware:`` key), re-read when it changes;
+  ``PUT /hardware`` with the same JSON replaces it.
+* Device plugin + kubelet: when a device-plugin pod (namespace brick-nvidia, label
+  app.kubernetes.io/component default|timeslicing) is Running on a node, the node's status
+  capacity/allocatable are set from its physical GPUs and the plugin ConfigMap's config *as
+  it was when that pod started* (remembered per pod UID, so a ConfigMap edit without a
+  rollout restart changes nothing). A resource no longer served stays in capacity with
+  allocatable "0" until a status patch removes it; no plugin pod -> nvidia resources
+  allocatable 0. All of that is brickadmin.cluster.deviceplugin (shared with the twin).
+* ``GET /metrics``: DCGM_FI_DEV_* per GPU (and per MIG instance), with pod/namespace/container
+  labels for GPUs held by Running pods. ``GET /state``: what the simulator believes (JSON).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import ssl
+import sys
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import yaml  # noqa: E402
+
+from brickadmin.cluster import deviceplugin as dp  # noqa: E402
+
+PLUGIN_COMPONENTS = ("default", "timeslicing")
+
+
+def log(msg: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} gpusim: {msg}", flush=True)
+
+
+class Api:
+    """Tiny API client (stdlib only) from a token kubeconfig."""
+
+    def __init__(self, kubeconfig: str):
+        cfg = yaml.safe_load(Path(kubeconfig).read_text())
+        ctx_name = cfg.get("current-context")
+        ctx = next((c["context"] for c in cfg.get("contexts", []) if c["name"] == ctx_name),
+                   cfg["contexts"][0]["context"])
+        cluster = next(c["cluster"] for c in cfg["clusters"] if c["name"] == ctx["cluster"])
+        user = next(u["user"] for u in cfg["users"] if u["name"] == ctx["user"])
+        self.server = cluster["server"].rstrip("/")
+        self.token = user.get("token")
+        self.ctx = ssl.create_default_context(cafile=cluster.get("certificate-authority"))
+
+    def request(self, method: str, path: str, body=None, content_type: str = "application/json"):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.server + path, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self.token}")
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", content_type)
+        with urllib.request.urlopen(req, timeout=10, context=self.ctx) as r:
+            return json.loads(r.read() or b"{}")
+
+    def items(self, path: str) -> list[dict]:
+        return self.request("GET", path).get("items") or []
+
+
+def load_hardware(path: Path) -> dict[str, list[dict]]:
+    if not path.exists():
+        return {}
+    text = path.read_text()
+    data = (json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)) or {}
+    if isinstance(data, dict) and "hardware" in data and isinstance(data["hardware"], dict):
+        data = data["hardware"]
+    return {str(k): list(v or []) for k, v in data.items()}
+
+
+def _stable(n: str, lo: int, hi: int) -> int:
+    return lo + int(hashlib.sha256(n.encode()).hexdigest()[:8], 16) % (hi - lo + 1)
+
+
+class Simulator:
+    def __init__(self, api: Api, hardware_path: Path, state_path: Path | None, interval: float):
+        self.api = api
+        self.hardware_path = hardware_path
+        self.state_path = state_path
+        self.interval = interval
+        self.lock = threading.Lock()
+        self.hardware: dict[str, list[dict]] = {}
+        self._hw_mtime = None
+        # pod uid -> {"config": text|None, "configMap": name, "node": name, "started": ts}
+        self.pod_configs: dict[str, dict] = {}
+        self.advertised: dict[str, dict | None] = {}
+        self.pods: list[dict] = []
+        self.nodes: dict[str, dict] = {}
+        self.last_error = ""
+        self.syncs = 0
+        if state_path and state_path.exists():
+            try:
+                self.pod_configs = json.loads(state_path.read_text())
+            except ValueError:
+                self.pod_configs = {}
+
+    # ---------------------------------------------------------------- hardware
+    def refresh_hardware(self) -> None:
+        try:
+            mtime = self.hardware_path.stat().st_mtime_ns
+        except FileNotFoundError:
+            mtime = None
+        if mtime != self._hw_mtime:
+            self.hardware = load_hardware(self.hardware_path)
+            self._hw_mtime = mtime
+            log(f"hardware: {sum(len(v) for v in self.hardware.values())} GPUs on {len(self.hardware)} nodes")
+
+    def set_hardware(self, data: dict) -> None:
+        tmp = self.hardware_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, self.hardware_path)
+        self.refresh_hardware()
+
+    # ---------------------------------------------------------------- plugin + kubelet
+    def plugin_config(self, pod: dict, daemonsets: dict[str, dict], configmaps: dict[str, dict],
+                      node: dict) -> dict:
+        """The config the plugin pod read when it started (remembered per pod UID)."""
+        uid = pod["metadata"]["uid"]
+        if uid in self.pod_configs:
+            return self.pod_configs[uid]
+        owner = next((o["name"] for o in pod["metadata"].get("ownerReferences") or []
+                      if o.get("kind") == "DaemonSet"), None)
+        ds = daemonsets.get(owner) if owner else None
+        if ds is None:
+            ds = dp.daemonset_for_node(node, list(daemonsets.values()))
+        cm_name = dp.config_map_name(ds) if ds else None
+        cm = configmaps.get(cm_name) if cm_name else None
+        text = None
+        if cm is not None:
+            data = cm.get("data") or {}
+            text = data.get(dp.CONFIG_KEY)
+            if text is None:
+                # GPU Operator style: one ConfigMap of named configs, picked by a node label
+                key = (node["metadata"].get("labels") or {}).get("nvidia.com/device-plugin.config")
+                text = data.get(key) if key else None
+        rec = {"config": text, "configMap": cm_name, "node": pod["spec"].get("nodeName"),
+               "pod": pod["metadata"]["name"], "started": time.time()}
+        self.pod_configs[uid] = rec
+        log(f"plugin pod {pod['metadata']['name']} on {rec['node']} started with {cm_name or 'no ConfigMap'}")
+        self._save()
+        return rec
+
+    def _save(self) -> None:
+        if self.state_path:
+            tmp = self.state_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.pod_configs))
+            os.replace(tmp, self.state_path)
+
+    def sync(self) -> None:
+        self.refresh_hardware()
+        ns = dp.PLUGIN_NAMESPACE
+        nodes = {n["metadata"]["name"]: n for n in self.api.items("/api/v1/nodes")}
+        pods = self.api.items("/api/v1/pods")
+        daemonsets = {d["metadata"]["name"]: d for d in self.api.items(f"/apis/apps/v1/namespaces/{ns}/daemonsets")}
+        configmaps = {c["metadata"]["name"]: c for c in self.api.items(f"/api/v1/namespaces/{ns}/configmaps")}
+        plugin_pods: dict[str, dict] = {}
+        live_uids = set()
+        for p in pods:
+            md = p["metadata"]
+            if md.get("namespace") != ns:
+                continue
+            if (md.get("labels") or {}).get(dp.COMPONENT_LABEL) not in PLUGIN_COMPONENTS:
+                continue
+            live_uids.add(md["uid"])
+            node = p["spec"].get("nodeName")
+            if not node or md.get("deletionTimestamp") or (p.get("status") or {}).get("phase") != "Running":
+                continue
+            prev = plugin_pods.get(node)
+            if prev is None or md.get("creationTimestamp", "") > prev["metadata"].get("creationTimestamp", ""):
+                plugin_pods[node] = p
+        # forget pods that no longer exist
+        gone = [u for u in self.pod_configs if u not in live_uids]
+        for u in gone:
+            del self.pod_configs[u]
+        if gone:
+            self._save()
+        advertised_now: dict[str, dict | None] = {}
+        for name, gpus in self.hardware.items():
+            node = nodes.get(name)
+            if node is None:
+                continue
+            pod = plugin_pods.get(name)
+            if pod is not None:
+                rec = self.plugin_config(pod, daemonsets, configmaps, node)
+                adv = dp.advertised_resources(gpus, rec["config"])
+            else:
+                adv = None
+            advertised_now[name] = adv
+            status = node.get("status") or {}
+            new = dp.kubelet_status(status, adv)
+            if (new.get("capacity") != status.get("capacity")
+                    or new.get("allocatable") != status.get("allocatable")):
+                patch = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
+                         "status": {"capacity": new["capacity"], "allocatable": new["allocatable"]}}
+                try:
+                    self.api.request("PATCH", f"/api/v1/nodes/{name}/status", patch,
+                                     "application/merge-patch+json")
+                    log(f"node {name}: advertised {adv}")
+                except urllib.error.HTTPError as e:
+                    if e.code != 409:
+                        raise
+        with self.lock:
+            self.advertised = advertised_now
+            self.pods = pods
+            self.nodes = nodes
+            self.syncs += 1
+
+    def run(self) -> None:
+        while True:
+            try:
+                self.sync()
+                self.last_error = ""
+            except Exception as e:  # keep simulating through API hiccups
+                msg = f"{type(e).__name__}: {e}"
+                if msg != self.last_error:
+                    log(f"sync failed: {msg}")
+                    traceback.print_exc()
+                self.last_error = msg
+            time.sleep(self.interval)
+
+    # ---------------------------------------------------------------- DCGM metrics
+    def assignments(self) -> dict[tuple[str, str], list[tuple[dict, str]]]:
+        """(node, device key) -> [(pod, container)] for Running pods holding GPUs.
+
+        Device keys: "gpu:<index>" for whole GPUs (exclusive or time-sliced slots),
+        "mig:<index>:<n>" for MIG instances. Pods are placed in creation order."""
+        with self.lock:
+            pods = list(self.pods)
+            hardware = dict(self.hardware)
+            advertised = dict(self.advertised)
+        out: dict[tuple[str, str], list[tuple[dict, str]]] = {}
+        by_node: dict[str, list[dict]] = {}
+        for p in pods:
+            node = p["spec"].get("nodeName")
+            if node in hardware and (p.get("status") or {}).get("phase") == "Running" \
+                    and not p["metadata"].get("deletionTimestamp"):
+                by_node.setdefault(node, []).append(p)
+        for node, plist in by_node.items():
+            gpus = hardware[node]
+            whole = [i for i, g in enumerate(gpus) if not g.get("mig")]
+            migs = [(i, n, prof) for i, g in enumerate(gpus) for n, prof in enumerate(g.get("mig") or [])]
+            adv = advertised.get(node) or {}
+            n_whole_units = sum(v for k, v in adv.items() if k in (dp.GPU, dp.GPU_SHARED))
+            replicas = max(1, n_whole_units // len(whole)) if whole else 1
+            next_slot = 0
+            used_mig: set[tuple[int, int]] = set()
+            plist.sort(key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
+            for p in plist:
+                for c in p["spec"].get("containers") or []:
+                    req = {**((c.get("resources") or {}).get("limits") or {}),
+                           **((c.get("resources") or {}).get("requests") or {})}
+                    for res, qty in req.items():
+                        if not res.startswith(dp.NVIDIA_PREFIX):
+                            continue
+                        try:
+                            count = int(str(qty))
+                        except ValueError:
+                            continue
+                        if res in (dp.GPU, dp.GPU_SHARED) and whole:
+                            for _ in range(count):
+                                idx = whole[(next_slot // replicas) % len(whole)]
+                                next_slot += 1
+                                out.setdefault((node, f"gpu:{idx}"), []).append((p, c["name"]))
+                        elif res.startswith("nvidia.com/mig-"):
+                            prof = res[len("nvidia.com/mig-"):]
+                            for _ in range(count):
+                                free = next(((i, n) for i, n, pr in migs if pr == prof and (i, n) not in used_mig), None)
+                                if free is None:
+                                    break
+                                used_mig.add(free)
+                                out.setdefault((node, f"mig:{free[0]}:{free[1]}"), []).append((p, c["name"]))
+        return out
+
+    def metrics(self) -> str:
+        with self.lock:
+            hardware = dict(self.hardware)
+        held = self.assignments()
+        fams = {
+            "DCGM_FI_DEV_GPU_UTIL": ("gauge", "GPU utilization (in %)."),
+            "DCGM_FI_DEV_MEM_COPY_UTIL": ("gauge", "Memory utilization (in %)."),
+            "DCGM_FI_DEV_FB_USED": ("gauge", "Framebuffer memory used (in MiB)."),
+            "DCGM_FI_DEV_FB_FREE": ("gauge", "Framebuffer memory free (in MiB)."),
+            "DCGM_FI_DEV_GPU_TEMP": ("gauge", "GPU temperature (in C)."),
+            "DCGM_FI_DEV_POWER_USAGE": ("gauge", "Power draw (in W)."),
+        }
+        lines: dict[str, list[str]] = {k: [] for k in fams}
+
+        def emit(base: dict, holders: list[tuple[dict, str]], mem: int, seed: str) -> None:
+            rows = [(base, None)] if not holders else [
+                ({**base, "pod": p["metadata"]["name"], "namespace": p["metadata"]["namespace"], "container": c}, p)
+                for p, c in holders]
+            for labels, pod in rows:
+                busy = pod is not None
+                util = _stable(seed + (labels.get("pod") or ""), 20, 95) if busy else 0
+                used = int(mem * _stable(seed + "m", 30, 80) / 100) if busy else 0
+                values = {
+                    "DCGM_FI_DEV_GPU_UTIL": util,
+                    "DCGM_FI_DEV_MEM_COPY_UTIL": util // 2,
+                    "DCGM_FI_DEV_FB_USED": used,
+                    "DCGM_FI_DEV_FB_FREE": mem - used,
+                    "DCGM_FI_DEV_GPU_TEMP": 34 + util // 3,
+                    "DCGM_FI_DEV_POWER_USAGE": 30 + util * 2,
+                }
+                lab = ",".join(f'{k}="{v}"' for k, v in labels.items())
+                for k, v in values.items():
+                    lines[k].append(f"{k}{{{lab}}} {v}")
+
+        for node in sorted(hardware):
+            for i, g in enumerate(hardware[node]):
+                base = {"gpu": str(i), "UUID": g.get("uuid", f"GPU-{node}-{i}"), "device": f"nvidia{i}",
+                        "modelName": g.get("model", "NVIDIA GPU"), "Hostname": node}
+                mem = int(g.get("memoryMiB") or 0)
+                if g.get("mig"):
+                    profiles = g["mig"]
+                    slices = sum(int(str(p).split("g", 1)[0]) for p in profiles) or 1
+                    for n, prof in enumerate(profiles):
+                        share = int(str(prof).split("g", 1)[0])
+                        emit({**base, "GPU_I_PROFILE": prof, "GPU_I_ID": str(n)},
+                             held.get((node, f"mig:{i}:{n}"), []), mem * share // slices, f"{node}{i}{n}")
+                else:
+                    emit(base, held.get((node, f"gpu:{i}"), []), mem, f"{node}{i}")
+        out = []
+        for k, (typ, help_) in fams.items():
+            out.append(f"# HELP {k} {help_}")
+            out.append(f"# TYPE {k} {typ}")
+            out.extend(lines[k])
+        return "\n".join(out) + "\n"
+
+    def state(self) -> dict:
+        with self.lock:
+            return {"hardware": self.hardware, "advertised": self.advertised,
+                    "pluginPods": self.pod_configs, "syncs": self.syncs, "lastError": self.last_error}
+
+
+def serve(sim: Simulator, listen: str) -> ThreadingHTTPServer:
+    host, port = listen.rsplit(":", 1)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):  # quiet
+            pass
+
+        def _send(self, code: int, body: str, ctype: str = "text/plain; version=0.0.4") -> None:
+            b = body.encode()
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(b)))
+            self.end_headers()
+            self.wfile.write(b)
+
+        def do_GET(self):
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, sim.metrics())
+            elif path == "/healthz":
+                self._send(200 if sim.syncs else 503, "ok\n" if sim.syncs else "not synced yet\n")
+            elif path in ("/state", "/hardware"):
+                st = sim.state()
+                self._send(200, json.dumps(st if path == "/state" else st["hardware"], indent=1),
+                           "application/json")
+            else:
+                self._send(404, "not found\n")
+
+        def do_PUT(self):
+            if self.path != "/hardware":
+                return self._send(404, "not found\n")
+            n = int(self.headers.get("Content-Length") or 0)
+            try:
+                data = json.loads(self.rfile.read(n) or b"{}")
+                if "hardware" in data and isinstance(data["hardware"], dict):
+                    data = data["hardware"]
+                sim.set_hardware(data)
+            except (ValueError, OSError) as e:
+                return self._send(400, f"bad hardware: {e}\n")
+            self._send(200, "ok\n")
+
+    srv = ThreadingHTTPServer((host, int(port)), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kubeconfig", required=True)
+    ap.add_argument("--hardware", required=True, help="JSON/YAML file: node -> [GPU]")
+    ap.add_argument("--listen", default="127.0.0.1:19400")
+    ap.add_argument("--interval", type=float, default=0.5)
+    ap.add_argument("--state", default=None, help="where to remember plugin pods' configs")
+    args = ap.parse_args()
+    hw = Path(args.hardware)
+    state = Path(args.state) if args.state else hw.with_name("gpusim-pods.json")
+    sim = Simulator(Api(args.kubeconfig), hw, state, args.interval)
+    serve(sim, args.listen)
+    log(f"serving DCGM metrics on http://{args.listen}/metrics")
+    sim.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

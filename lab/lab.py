@@ -1,0 +1,512 @@
+#!/usr/bin/env python3
+"""The brickadmin lab: a real Kubernetes control plane on 127.0.0.1 with simulated GPU nodes.
+
+    python lab/lab.py up      # build or reuse binaries, start (or reuse) everything
+    python lab/lab.py down    # stop everything this lab started, wipe its state
+    python lab/lab.py status
+
+Components (all on loopback): etcd :12379, kube-apiserver :16443, kube-controller-manager,
+kube-scheduler, KWOK (fake nodes), kube-state-metrics :18080, gpusim (device plugin +
+kubelet + DCGM exporter) :19400, Prometheus :19090.
+State lives under $BRICK_LAB_DIR (default /tmp/brickadmin-lab), never in the checkout;
+binaries under ~/.cache/brickadmin-lab/<k8s version>/bin.
+Only the standard library is used here, so any python3 can run it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+STATE = Path(os.environ.get("BRICK_LAB_DIR", "/tmp/brickadmin-lab"))
+PKI = STATE / "pki"
+LOGS = STATE / "logs"
+PIDS = STATE / "pids"
+HOST = "127.0.0.1"
+PORTS = {
+    "etcd": 12379, "etcd-peer": 12380, "apiserver": 16443, "ksm": 18080, "ksm-telemetry": 18081,
+    "prometheus": 19090, "gpusim": 19400, "kwok": 16247,
+    "controller-manager": 16257, "scheduler": 16259,
+}
+ADMIN_TOKEN_FILE = STATE / "admin.token"
+KUBECONFIG = STATE / "kubeconfig"
+HARDWARE = STATE / "hardware.json"
+PROM_URL = f"http://{HOST}:{PORTS['prometheus']}"
+API_URL = f"https://{HOST}:{PORTS['apiserver']}"
+RULES_SRC = REPO / "deploy" / "prometheus" / "brickadmin-rules.yaml"
+
+# node labels kube-state-metrics exposes on kube_node_labels. KSM 2.15 supports exact keys
+# or a lone "*" per resource, not prefixes such as nvidia.com/*, so the keys are listed.
+NODE_LABELS_ALLOWLIST = [
+    "brick.cloud/gpu.type", "brick.cloud/gpu.sharing",
+    "nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.replicas",
+    "nvidia.com/gpu.sharing-strategy", "nvidia.com/gpu.memory", "nvidia.com/device-plugin.config",
+    "nvidia.com/mig.config", "nvidia.com/mig.strategy", "nvidia.com/gpu.present",
+]
+
+
+def log(msg: str) -> None:
+    print(f"[lab] {msg}", file=sys.stderr, flush=True)
+
+
+def die(msg: str, code: int = 1) -> None:
+    print(f"lab: ERROR: {msg}", file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+def versions() -> dict[str, str]:
+    out = {}
+    for line in (HERE / "versions.env").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "=" in line:
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def bin_dir() -> Path:
+    cache = Path(os.environ.get("BRICK_LAB_CACHE", Path.home() / ".cache" / "brickadmin-lab"))
+    return cache / versions()["K8S_VERSION"] / "bin"
+
+
+BINARIES = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kube-state-metrics"]
+
+
+def find_go() -> str | None:
+    if os.environ.get("GO"):
+        return os.environ["GO"] if os.access(os.environ["GO"], os.X_OK) else None
+    found = shutil.which("go")
+    if found:
+        return found
+    for cand in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go"):
+        if os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def ensure_binaries() -> Path:
+    bd = bin_dir()
+    missing = [b for b in BINARIES if not os.access(bd / b, os.X_OK)]
+    if missing:
+        go = find_go()
+        if not go:
+            die("Go is not installed on this machine (no 'go' on PATH), and the lab's Kubernetes "
+                f"binaries are not cached in {bd} (missing: {', '.join(missing)}). The lab builds "
+                "kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, KWOK and "
+                "kube-state-metrics from source: install Go >= 1.24 (e.g. apt-get install golang-go, "
+                "or put /usr/local/go/bin on PATH) and run lab/up again.", 2)
+        log(f"building missing binaries ({', '.join(missing)}) with {go}; a cold build takes many minutes")
+        env = dict(os.environ, PATH=f"{Path(go).parent}:{os.environ.get('PATH', '')}")
+        t0 = time.time()
+        r = subprocess.run(["bash", str(HERE / "build.sh")], env=env, stdout=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            die(f"lab/build.sh failed (exit {r.returncode}); see its output above")
+        log(f"binaries ready in {time.time() - t0:.0f}s")
+    for tool in ("etcd", "prometheus", "openssl"):
+        if not shutil.which(tool):
+            pkg = {"etcd": "etcd-server", "prometheus": "prometheus", "openssl": "openssl"}[tool]
+            die(f"'{tool}' is not installed: apt-get install -y {pkg}")
+    return bd
+
+
+# ---------------------------------------------------------------------------------------- PKI
+def sh(*args: str, **kw) -> None:
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
+
+
+def make_pki() -> None:
+    if (PKI / "done").exists():
+        return
+    PKI.mkdir(parents=True, exist_ok=True)
+    ext = PKI / "ext.cnf"
+    ext.write_text(
+        "[ca]\nbasicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign,digitalSignature\n"
+        "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid:always\n"
+        "[server]\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth,clientAuth\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid,issuer\n"
+        "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
+        "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n")
+    p = str(PKI)
+    sh("openssl", "genrsa", "-out", f"{p}/ca.key", "2048")
+    sh("openssl", "req", "-x509", "-new", "-key", f"{p}/ca.key", "-subj", "/CN=brickadmin-lab-ca",
+       "-days", "3650", "-out", f"{p}/ca.crt", "-extensions", "ca", "-config", str(ext))
+    sh("openssl", "genrsa", "-out", f"{p}/apiserver.key", "2048")
+    sh("openssl", "req", "-new", "-key", f"{p}/apiserver.key", "-subj", "/CN=kube-apiserver",
+       "-out", f"{p}/apiserver.csr")
+    sh("openssl", "x509", "-req", "-in", f"{p}/apiserver.csr", "-CA", f"{p}/ca.crt", "-CAkey", f"{p}/ca.key",
+       "-CAcreateserial", "-days", "3650", "-out", f"{p}/apiserver.crt", "-extensions", "server",
+       "-extfile", str(ext))
+    sh("openssl", "genrsa", "-out", f"{p}/sa.key", "2048")
+    sh("openssl", "rsa", "-in", f"{p}/sa.key", "-pubout", "-out", f"{p}/sa.pub")
+    (PKI / "done").write_text("ok\n")
+
+
+def write_auth() -> str:
+    if not ADMIN_TOKEN_FILE.exists():
+        ADMIN_TOKEN_FILE.write_text(os.urandom(16).hex() + "\n")
+    token = ADMIN_TOKEN_FILE.read_text().strip()
+    (PKI / "tokens.csv").write_text(f'{token},lab-admin,lab-admin-uid,"system:masters"\n')
+    ca = (PKI / "ca.crt").resolve()
+    KUBECONFIG.write_text(f"""apiVersion: v1
+kind: Config
+clusters:
+- name: brickadmin-lab
+  cluster:
+    server: {API_URL}
+    certificate-authority: {ca}
+users:
+- name: lab-admin
+  user:
+    token: {token}
+contexts:
+- name: brickadmin-lab
+  context: {{cluster: brickadmin-lab, user: lab-admin}}
+current-context: brickadmin-lab
+""")
+    os.chmod(KUBECONFIG, 0o600)
+    return token
+
+
+# ---------------------------------------------------------------------------------- processes
+def pid_of(name: str) -> int | None:
+    f = PIDS / name
+    if not f.exists():
+        return None
+    try:
+        pid = int(f.read_text().strip())
+        os.kill(pid, 0)
+    except (ValueError, ProcessLookupError, PermissionError):
+        return None
+    # a zombie or a recycled pid does not count
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            return None
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        expect = (PIDS / f"{name}.cmd").read_bytes() if (PIDS / f"{name}.cmd").exists() else b""
+        if expect and not cmdline.startswith(expect):
+            return None
+    except OSError:
+        return None
+    return pid
+
+
+def start(name: str, argv: list[str], env: dict | None = None) -> int:
+    PIDS.mkdir(parents=True, exist_ok=True)
+    LOGS.mkdir(parents=True, exist_ok=True)
+    out = open(LOGS / f"{name}.log", "ab")
+    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, env=env or os.environ.copy(), cwd=str(STATE))
+    (PIDS / name).write_text(f"{proc.pid}\n")
+    (PIDS / f"{name}.cmd").write_bytes(argv[0].encode())
+    log(f"started {name} (pid {proc.pid})")
+    return proc.pid
+
+
+def stop(name: str, timeout: float = 10) -> None:
+    pid = pid_of(name)
+    if pid is None:
+        (PIDS / name).unlink(missing_ok=True)
+        return
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+            # reap if it is our child (it is not, normally)
+            time.sleep(0.1)
+        except ProcessLookupError:
+            break
+    else:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    (PIDS / name).unlink(missing_ok=True)
+    log(f"stopped {name}")
+
+
+def http_ok(url: str, token: str | None = None, timeout: float = 2) -> bool:
+    req = urllib.request.Request(url)
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    ctx = None
+    if url.startswith("https"):
+        ctx = ssl.create_default_context(cafile=str(PKI / "ca.crt"))
+    try:
+        with urllib.request.urlopen(req, timeout=timeout, context=ctx) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def wait_for(what: str, check, timeout: float, name: str | None = None) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if check():
+            return
+        if name and pid_of(name) is None:
+            tail = (LOGS / f"{name}.log").read_text(errors="replace")[-3000:] if (LOGS / f"{name}.log").exists() else ""
+            die(f"{name} exited while waiting for {what}; last log lines:\n{tail}")
+        time.sleep(0.3)
+    die(f"timed out after {timeout:.0f}s waiting for {what} (logs in {LOGS})")
+
+
+def api(path: str, token: str, method: str = "GET", body: dict | None = None) -> dict:
+    req = urllib.request.Request(API_URL + path, method=method,
+                                 data=json.dumps(body).encode() if body is not None else None)
+    req.add_header("Authorization", f"Bearer {token}")
+    req.add_header("Content-Type", "application/json")
+    ctx = ssl.create_default_context(cafile=str(PKI / "ca.crt"))
+    with urllib.request.urlopen(req, timeout=10, context=ctx) as r:
+        return json.loads(r.read() or b"{}")
+
+
+# ---------------------------------------------------------------------------------- components
+def python_for_tools() -> str:
+    for cand in (os.environ.get("BRICK_LAB_PYTHON"), str(REPO / ".venv" / "bin" / "python"), sys.executable):
+        if cand and os.access(cand, os.X_OK):
+            return cand
+    return "python3"
+
+
+def components(bd: Path, token: str) -> list[tuple[str, list[str], callable, float]]:
+    p = str(PKI)
+    kc = str(KUBECONFIG)
+    v = versions()
+    etcd = ["etcd", "--name=lab", f"--data-dir={STATE}/etcd",
+            f"--listen-client-urls=http://{HOST}:{PORTS['etcd']}",
+            f"--advertise-client-urls=http://{HOST}:{PORTS['etcd']}",
+            f"--listen-peer-urls=http://{HOST}:{PORTS['etcd-peer']}",
+            f"--initial-advertise-peer-urls=http://{HOST}:{PORTS['etcd-peer']}",
+            f"--initial-cluster=lab=http://{HOST}:{PORTS['etcd-peer']}",
+            "--unsafe-no-fsync", "--quota-backend-bytes=2147483648", "--log-level=warn"]
+    apiserver = [str(bd / "kube-apiserver"),
+                 f"--etcd-servers=http://{HOST}:{PORTS['etcd']}",
+                 f"--bind-address={HOST}", f"--advertise-address={HOST}", f"--secure-port={PORTS['apiserver']}",
+                 f"--tls-cert-file={p}/apiserver.crt", f"--tls-private-key-file={p}/apiserver.key",
+                 f"--client-ca-file={p}/ca.crt", f"--token-auth-file={p}/tokens.csv",
+                 "--authorization-mode=Node,RBAC",
+                 f"--service-account-key-file={p}/sa.pub", f"--service-account-signing-key-file={p}/sa.key",
+                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                 "--service-cluster-ip-range=10.96.0.0/16", "--allow-privileged=true",
+                 "--enable-priority-and-fairness=false", "--profiling=false", "--endpoint-reconciler-type=none",
+                 "--event-ttl=10m", "--v=0"]
+    kcm = [str(bd / "kube-controller-manager"), f"--kubeconfig={kc}", "--leader-elect=false",
+           f"--bind-address={HOST}", f"--secure-port={PORTS['controller-manager']}",
+           f"--service-account-private-key-file={p}/sa.key", f"--root-ca-file={p}/ca.crt",
+           "--use-service-account-credentials=false", "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle",
+           "--concurrent-daemonset-syncs=5", "--node-monitor-grace-period=60s", "--v=0"]
+    sched = [str(bd / "kube-scheduler"), f"--kubeconfig={kc}", "--leader-elect=false",
+             f"--bind-address={HOST}", f"--secure-port={PORTS['scheduler']}", "--v=0"]
+    kwok = [str(bd / "kwok"), f"--kubeconfig={kc}", "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            "--manage-nodes-with-label-selector=",
+            "--disregard-status-with-annotation-selector=kwok.x-k8s.io/status=custom",
+            "--disregard-status-with-label-selector=",
+            "--cidr=10.244.0.1/16", "--node-ip=10.0.0.1", "--node-lease-duration-seconds=40",
+            f"--server-address={HOST}:{PORTS['kwok']}"]
+    ksm = [str(bd / "kube-state-metrics"), f"--kubeconfig={kc}", f"--host={HOST}", f"--port={PORTS['ksm']}",
+           f"--telemetry-host={HOST}", f"--telemetry-port={PORTS['ksm-telemetry']}",
+           "--resources=nodes,pods,resourcequotas,daemonsets,namespaces,configmaps,jobs,poddisruptionbudgets",
+           f"--metric-labels-allowlist=nodes=[{','.join(NODE_LABELS_ALLOWLIST)}]"]
+    gpusim = [python_for_tools(), str(HERE / "gpusim.py"), f"--kubeconfig={kc}", f"--hardware={HARDWARE}",
+              f"--listen={HOST}:{PORTS['gpusim']}"]
+    prom = ["prometheus", f"--config.file={STATE}/prometheus.yml", f"--storage.tsdb.path={STATE}/prometheus",
+            f"--web.listen-address={HOST}:{PORTS['prometheus']}", "--web.enable-lifecycle",
+            "--storage.tsdb.retention.time=1d", "--log.level=warn"]
+    del v
+    return [
+        ("etcd", etcd, lambda: http_ok(f"http://{HOST}:{PORTS['etcd']}/health"), 30),
+        ("kube-apiserver", apiserver, lambda: http_ok(f"{API_URL}/readyz", token), 120),
+        ("kube-controller-manager", kcm, lambda: True, 5),
+        ("kube-scheduler", sched, lambda: True, 5),
+        ("kwok", kwok, lambda: True, 5),
+        ("kube-state-metrics", ksm, lambda: http_ok(f"http://{HOST}:{PORTS['ksm']}/metrics", timeout=5), 60),
+        ("gpusim", gpusim, lambda: http_ok(f"http://{HOST}:{PORTS['gpusim']}/healthz"), 30),
+        ("prometheus", prom, lambda: http_ok(f"{PROM_URL}/-/ready"), 60),
+    ]
+
+
+CORE = ("etcd", "kube-apiserver")
+
+
+def write_prometheus_config() -> bool:
+    """Copy the rules in and write the config; True when anything changed."""
+    rules_dst = STATE / "brickadmin-rules.yaml"
+    changed = False
+    if RULES_SRC.exists():
+        new = RULES_SRC.read_text()
+        if not rules_dst.exists() or rules_dst.read_text() != new:
+            rules_dst.write_text(new)
+            changed = True
+    elif not rules_dst.exists():
+        rules_dst.write_text("groups: []\n")
+        changed = True
+    cfg = f"""global:
+  scrape_interval: 2s
+  evaluation_interval: 2s
+rule_files:
+  - {rules_dst}
+scrape_configs:
+  - job_name: kube-state-metrics
+    honor_labels: true
+    static_configs: [{{targets: ['{HOST}:{PORTS['ksm']}']}}]
+  - job_name: dcgm-exporter
+    honor_labels: true
+    static_configs: [{{targets: ['{HOST}:{PORTS['gpusim']}']}}]
+"""
+    path = STATE / "prometheus.yml"
+    if not path.exists() or path.read_text() != cfg:
+        path.write_text(cfg)
+        changed = True
+    return changed
+
+
+def write_env() -> Path:
+    env = STATE / "env"
+    env.write_text(
+        f"export BRICK_LAB_KUBECONFIG={KUBECONFIG}\n"
+        f"export BRICK_LAB_PROMETHEUS_URL={PROM_URL}\n"
+        f"export BRICK_LAB_GPUSIM_URL=http://{HOST}:{PORTS['gpusim']}\n"
+        f"export BRICK_LAB_HARDWARE={HARDWARE}\n"
+        f"export BRICK_LAB_DIR={STATE}\n"
+        f"export BRICK_LAB_KUBECTL={bin_dir() / 'kubectl'}\n")
+    return env
+
+
+def up() -> int:
+    t0 = time.time()
+    bd = ensure_binaries()
+    STATE.mkdir(parents=True, exist_ok=True)
+    core_alive = all(pid_of(n) for n in CORE)
+    token = ADMIN_TOKEN_FILE.read_text().strip() if ADMIN_TOKEN_FILE.exists() else ""
+    if core_alive and token and http_ok(f"{API_URL}/readyz", token):
+        log(f"reusing the running lab in {STATE}")
+    else:
+        # anything left from a dead lab goes: a fresh control plane on a fresh etcd
+        for name in [c[0] for c in components(bd, "x")][::-1]:
+            stop(name)
+        for d in ("etcd", "prometheus", "logs", "pids"):
+            shutil.rmtree(STATE / d, ignore_errors=True)
+        HARDWARE.unlink(missing_ok=True)
+    make_pki()
+    token = write_auth()
+    if not HARDWARE.exists():
+        HARDWARE.write_text("{}\n")
+    prom_changed = write_prometheus_config()
+    for name, argv, ready, timeout in components(bd, token):
+        if pid_of(name) is None:
+            start(name, argv)
+            wait_for(name, ready, timeout, name)
+            if name == "kube-apiserver":
+                bootstrap(token)
+        elif name == "prometheus" and prom_changed:
+            try:
+                urllib.request.urlopen(urllib.request.Request(f"{PROM_URL}/-/reload", method="POST"), timeout=5)
+                log("reloaded prometheus configuration")
+            except (urllib.error.URLError, OSError) as e:
+                log(f"prometheus reload failed: {e}")
+    wait_for("the default ServiceAccount", lambda: _has_default_sa(token), 60)
+    env = write_env()
+    log(f"lab up in {time.time() - t0:.1f}s")
+    print(f"KUBECONFIG={KUBECONFIG}")
+    print(f"PROMETHEUS_URL={PROM_URL}")
+    print(f"# source {env} to export BRICK_LAB_* for the lab tests")
+    return 0
+
+
+def _has_default_sa(token: str) -> bool:
+    try:
+        api("/api/v1/namespaces/default/serviceaccounts/default", token)
+        return True
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def bootstrap(token: str) -> None:
+    """Wait until the API server has its built-in objects (namespaces, priority classes)."""
+    def ready() -> bool:
+        try:
+            api("/api/v1/namespaces/kube-system", token)
+            api("/apis/scheduling.k8s.io/v1/priorityclasses/system-node-critical", token)
+            return True
+        except (urllib.error.URLError, OSError):
+            return False
+    wait_for("kube-system and built-in priority classes", ready, 60)
+
+
+def down() -> int:
+    if not STATE.exists():
+        log("no lab state; nothing to do")
+        return 0
+    for name in ["prometheus", "gpusim", "kube-state-metrics", "kwok", "kube-scheduler",
+                 "kube-controller-manager", "kube-apiserver", "etcd"]:
+        stop(name)
+    shutil.rmtree(STATE, ignore_errors=True)
+    log(f"lab down; removed {STATE}")
+    return 0
+
+
+def status() -> int:
+    rc = 0
+    for name in ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
+                 "kube-state-metrics", "gpusim", "prometheus"]:
+        pid = pid_of(name)
+        rss = ""
+        if pid:
+            try:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS"):
+                        rss = line.split(":", 1)[1].strip()
+            except OSError:
+                pass
+        print(f"{name:26s} {'running pid ' + str(pid) if pid else 'STOPPED':20s} {rss}")
+        rc |= 0 if pid else 1
+    return rc
+
+
+def rss_mib() -> float:
+    total = 0
+    for name in ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
+                 "kube-state-metrics", "gpusim", "prometheus"]:
+        pid = pid_of(name)
+        if pid:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS"):
+                    total += int(line.split()[1])
+    return total / 1024
+
+
+def main(argv: list[str]) -> int:
+    cmd = argv[1] if len(argv) > 1 else "up"
+    if cmd == "up":
+        return up()
+    if cmd == "down":
+        return down()
+    if cmd == "status":
+        rc = status()
+        print(f"total RSS: {rss_mib():.0f} MiB")
+        return rc
+    if cmd == "env":
+        print(write_env().read_text(), end="")
+        return 0
+    die(f"unknown command {cmd!r} (up | down | status | env)")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
