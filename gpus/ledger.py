@@ -322,7 +322,10 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
     return NodeLedger(
         name=meta["name"], model=model, convention=convention, mode=mode, sharing_label=sharing,
         replicas=replicas, configured_replicas=configured_replicas, ready=_ready(status), cordoned=bool(spec.get("unschedulable")),
-        tainted=any(t.get("effect") in ("NoSchedule", "NoExecute") for t in spec.get("taints") or []),
+        # The conventional nvidia.com/gpu taint keeps CPU pods off GPU nodes; any other
+        # taint is worth showing, since a plugin DaemonSet may not tolerate it.
+        tainted=any(t.get("effect") in ("NoSchedule", "NoExecute") and t.get("key") != GPU
+                    for t in spec.get("taints") or []),
         plugin_state=plugin_state, resources=resources, devices=devs, physical=physical,
         physical_used=physical_used, physical_source=source, labels=labels,
     )

@@ -42,7 +42,8 @@ class TwinHardware(models.Model):
 
 
 class TwinState(models.Model):
-    """One row: a generation counter bumped on every write, so readers can cache
-    a snapshot until the cluster changes (like an informer's resourceVersion)."""
+    """One row whose version changes (a fresh random value) on every write, so readers
+    can cache a snapshot until the cluster changes, like an informer's resourceVersion.
+    Random rather than a counter: a rolled-back write must not reuse a version."""
 
-    generation = models.BigIntegerField(default=0)
+    version = models.CharField(max_length=32, default="")

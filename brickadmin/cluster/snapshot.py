@@ -37,14 +37,14 @@ _cache: dict = {}
 
 def take_snapshot(gateway=None, *, use_prometheus: bool = True) -> Snapshot:
     """Read the cluster once. For the twin, reuse the last snapshot of this process
-    while the twin's generation is unchanged (an informer cache, in effect)."""
+    while the twin's version is unchanged (an informer cache, in effect)."""
     from . import get_gateway
     from .. import metrics
 
     gateway = gateway or get_gateway()
     key = None
     if gateway.name == "twin":
-        key = ("twin", gateway.generation(), use_prometheus and bool(settings.PROMETHEUS_URL))
+        key = ("twin", gateway.version(), use_prometheus and bool(settings.PROMETHEUS_URL))
     elif settings.BRICK_SNAPSHOT_CACHE_SECONDS:
         key = ("kube", int(time.monotonic() // settings.BRICK_SNAPSHOT_CACHE_SECONDS))
     if key is not None:

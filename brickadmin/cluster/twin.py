@@ -20,7 +20,6 @@ import uuid
 from datetime import datetime, timezone
 
 from django.db import transaction
-from django.db.models import F
 
 from . import deviceplugin as dp
 from .base import Conflict, DrainResult, NotFound, PermanentClusterError, RolloutStatus
@@ -171,13 +170,11 @@ class TwinGateway:
         TwinObject.objects.filter(kind=kind, namespace=namespace or "", name=name).delete()
 
     def _bump(self):
-        TwinState.objects.update_or_create(pk=1, defaults={})
-        TwinState.objects.filter(pk=1).update(generation=F("generation") + 1)
+        TwinState.objects.update_or_create(pk=1, defaults={"version": uuid.uuid4().hex})
 
     @staticmethod
-    def generation() -> int:
-        row = TwinState.objects.filter(pk=1).values_list("generation", flat=True).first()
-        return row or 0
+    def version() -> str:
+        return TwinState.objects.filter(pk=1).values_list("version", flat=True).first() or ""
 
     # --- reads ---------------------------------------------------------------
     def list_nodes(self, label_selector=None):

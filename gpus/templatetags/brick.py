@@ -53,7 +53,7 @@ def query_with(context, **kwargs):
     return "?" + params.urlencode()
 
 
-@register.filter
+@register.simple_tag
 def percent(part, whole):
     try:
         return int(round(100 * float(part) / float(whole))) if whole else 0

@@ -1,0 +1,34 @@
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+DEMO_ACCOUNTS = [
+    # username, password, is_staff
+    ("admin", "brick-admin-demo", True),
+    ("alice", "brick-alice-demo", False),
+    ("bob", "brick-bob-demo", False),
+]
+
+
+class Command(BaseCommand):
+    help = "Prepare the demo: migrate, load a scenario into the twin, create demo accounts (demo only)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--scenario", default="demo")
+        parser.add_argument("--keep", action="store_true", help="keep the twin if it already holds a cluster")
+
+    def handle(self, *args, scenario, keep, **options):
+        from brickadmin.cluster.models import TwinObject
+
+        call_command("migrate", verbosity=0)
+        if not (keep and TwinObject.objects.exists()):
+            call_command("load_scenario", scenario, stdout=self.stdout)
+        User = get_user_model()
+        for username, password, staff in DEMO_ACCOUNTS:
+            user, _ = User.objects.get_or_create(username=username)
+            user.is_staff = staff
+            user.set_password(password)
+            user.save()
+        self.stdout.write("Demo accounts:")
+        for username, password, staff in DEMO_ACCOUNTS:
+            self.stdout.write(f"  {username:6} / {password}   ({'cluster admin' if staff else 'user'})")
