@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build (or reuse) the lab's Go binaries, cached outside the checkout, keyed by version.
 #   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl  from k8s.io/kubernetes
+#   etcd                                                              from go.etcd.io/etcd/server/v3 (the version kubernetes pins)
 #   kwok                                                              from sigs.k8s.io/kwok
 #   kube-state-metrics                                                from k8s.io/kube-state-metrics/v2 (if served)
 # Usage: lab/build.sh            (prints the bin dir on stdout's last line)
@@ -22,7 +23,7 @@ mkdir -p "$BIN"
 log() { echo "[lab/build] $*" >&2; }
 
 # ---- Kubernetes control plane -------------------------------------------------------------
-k8s_bins="kube-apiserver kube-controller-manager kube-scheduler kubectl"
+k8s_bins="kube-apiserver kube-controller-manager kube-scheduler kubectl etcd"
 need=0; for b in $k8s_bins; do [ -x "$BIN/$b" ] || need=1; done
 if [ $need = 1 ]; then
   SRC="$CACHE/$K8S_VERSION/wrapper"
@@ -54,6 +55,20 @@ import (
 	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 GO
+  # etcd 3.6 from the same module graph (Debian's etcd 3.4 has no watch progress requests,
+  # so the API server refuses client-go's streaming lists and KWOK misses new pods).
+  mkdir -p etcd
+  cat > etcd/main.go <<GO
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
   log "resolving modules (go mod tidy)"
   go mod tidy -e >&2 || true
   go mod download >&2 || true
@@ -69,6 +84,7 @@ GO
   go build -tags tools -trimpath -ldflags "$ld" -o "$tmp/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl >&2
+  go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" ./etcd >&2
   mv "$tmp"/* "$BIN/"; rmdir "$tmp"
   log "kubernetes binaries built in $(( $(date +%s) - t0 ))s"
 fi

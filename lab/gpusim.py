@@ -41,6 +41,7 @@ import yaml  # noqa: E402
 from brickadmin.cluster import deviceplugin as dp  # noqa: E402
 
 PLUGIN_COMPONENTS = ("default", "timeslicing")
+GPU_NODE_LABEL = "brick.cloud/gpu.type"  # nodes the brick-nvidia plugin serves (as in the twin)
 
 
 def log(msg: str) -> None:
@@ -157,6 +158,20 @@ class Simulator:
         self._save()
         return rec
 
+    def override_configs(self, configs: dict[str, str]) -> list[str]:
+        """Pretend the plugin pod running on each node read ``configs[node]`` at start."""
+        missing = []
+        with self.lock:
+            for node, text in configs.items():
+                uids = [u for u, rec in self.pod_configs.items() if rec.get("node") == node]
+                if not uids:
+                    missing.append(node)
+                for u in uids:
+                    self.pod_configs[u]["config"] = text
+                    self.pod_configs[u]["overridden"] = True
+            self._save()
+        return missing
+
     def _save(self) -> None:
         if self.state_path:
             tmp = self.state_path.with_suffix(".tmp")
@@ -196,6 +211,8 @@ class Simulator:
             node = nodes.get(name)
             if node is None:
                 continue
+            if not (node["metadata"].get("labels") or {}).get(GPU_NODE_LABEL):
+                continue  # not served by the brick-nvidia plugin (e.g. GPU Operator convention)
             pod = plugin_pods.get(name)
             if pod is not None:
                 rec = self.plugin_config(pod, daemonsets, configmaps, node)
@@ -376,6 +393,20 @@ def serve(sim: Simulator, listen: str) -> ThreadingHTTPServer:
                            "application/json")
             else:
                 self._send(404, "not found\n")
+
+        def do_POST(self):
+            # POST /pluginconfig {node: config text}: the plugin pod now running on that node
+            # read this config at its start (a scenario where a rollout restart was skipped).
+            if self.path != "/pluginconfig":
+                return self._send(404, "not found\n")
+            n = int(self.headers.get("Content-Length") or 0)
+            try:
+                missing = sim.override_configs(json.loads(self.rfile.read(n) or b"{}"))
+            except (ValueError, OSError) as e:
+                return self._send(400, f"bad request: {e}\n")
+            if missing:
+                return self._send(409, f"no running plugin pod on: {', '.join(missing)}\n")
+            self._send(200, "ok\n")
 
         def do_PUT(self):
             if self.path != "/hardware":

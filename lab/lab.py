@@ -79,7 +79,7 @@ def bin_dir() -> Path:
     return cache / versions()["K8S_VERSION"] / "bin"
 
 
-BINARIES = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kube-state-metrics"]
+BINARIES = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kube-state-metrics"]
 
 
 def find_go() -> str | None:
@@ -112,9 +112,9 @@ def ensure_binaries() -> Path:
         if r.returncode != 0:
             die(f"lab/build.sh failed (exit {r.returncode}); see its output above")
         log(f"binaries ready in {time.time() - t0:.0f}s")
-    for tool in ("etcd", "prometheus", "openssl"):
+    for tool in ("prometheus", "openssl"):
         if not shutil.which(tool):
-            pkg = {"etcd": "etcd-server", "prometheus": "prometheus", "openssl": "openssl"}[tool]
+            pkg = {"prometheus": "prometheus", "openssl": "openssl"}[tool]
             die(f"'{tool}' is not installed: apt-get install -y {pkg}")
     return bd
 
@@ -205,8 +205,12 @@ def start(name: str, argv: list[str], env: dict | None = None) -> int:
     PIDS.mkdir(parents=True, exist_ok=True)
     LOGS.mkdir(parents=True, exist_ok=True)
     out = open(LOGS / f"{name}.log", "ab")
+    env = dict(env or os.environ)
+    # Debian's etcd 3.4 has no watch progress requests, so the API server refuses the
+    # streaming "watch list"; tell client-go based components to use plain list+watch.
+    env.setdefault("KUBE_FEATURE_WatchListClient", "false")
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, env=env or os.environ.copy(), cwd=str(STATE))
+                            start_new_session=True, env=env, cwd=str(STATE))
     (PIDS / name).write_text(f"{proc.pid}\n")
     (PIDS / f"{name}.cmd").write_bytes(argv[0].encode())
     log(f"started {name} (pid {proc.pid})")
@@ -287,7 +291,7 @@ def components(bd: Path, token: str) -> list[tuple[str, list[str], callable, flo
     p = str(PKI)
     kc = str(KUBECONFIG)
     v = versions()
-    etcd = ["etcd", "--name=lab", f"--data-dir={STATE}/etcd",
+    etcd = [str(bd / "etcd"), "--name=lab", f"--data-dir={STATE}/etcd",
             f"--listen-client-urls=http://{HOST}:{PORTS['etcd']}",
             f"--advertise-client-urls=http://{HOST}:{PORTS['etcd']}",
             f"--listen-peer-urls=http://{HOST}:{PORTS['etcd-peer']}",
@@ -501,6 +505,9 @@ def main(argv: list[str]) -> int:
         rc = status()
         print(f"total RSS: {rss_mib():.0f} MiB")
         return rc
+    if cmd == "restart" and len(argv) > 2:  # restart one component, e.g. after editing gpusim.py
+        stop(argv[2])
+        return up()
     if cmd == "env":
         print(write_env().read_text(), end="")
         return 0

@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""Load scenarios/<name>.yaml into the running lab (replacing whatever was loaded before).
+
+    python lab/load_scenario.py seed-example [--kubeconfig K] [--no-wait]
+
+* Nodes become KWOK nodes (annotation kwok.x-k8s.io/node=fake) with the scenario's status.
+* Namespaces, PriorityClasses, ConfigMaps, DaemonSets, PDBs, Pods (bound to their nodes;
+  KWOK runs them), Jobs and, last, ResourceQuotas are created as the scenario shows them.
+  Pods whose phase is not Running keep that phase (KWOK is told to leave their status).
+* The hardware section goes to gpusim (the hardware file it watches); a node's
+  ``pluginConfig`` (a rollout restart that was skipped) is handed to gpusim once the
+  plugin pod runs there.
+* Waits until the cluster settled: DaemonSets rolled out, pods Running, gpusim synced.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from brickadmin.cluster import deviceplugin as dp  # noqa: E402
+from brickadmin.cluster import scenarios  # noqa: E402
+from brickadmin.cluster.base import ClusterError, NotFound  # noqa: E402
+from brickadmin.cluster.kube import KubeGateway  # noqa: E402
+
+STATE = Path(os.environ.get("BRICK_LAB_DIR", "/tmp/brickadmin-lab"))
+GPUSIM = os.environ.get("BRICK_LAB_GPUSIM_URL", "http://127.0.0.1:19400")
+KWOK_NODE = "kwok.x-k8s.io/node"
+KWOK_STATUS = "kwok.x-k8s.io/status"
+SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
+ORDER = ["Namespace", "PriorityClass", "ServiceAccount", "ConfigMap", "LimitRange", "Node", "DaemonSet",
+         "PodDisruptionBudget", "Pod", "Job", "ResourceQuota"]
+SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink",
+                 "deletionTimestamp")
+
+
+def log(msg: str) -> None:
+    print(f"[load_scenario] {msg}", file=sys.stderr, flush=True)
+
+
+def wait(what: str, check, timeout: float = 120, interval: float = 0.5):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = check()
+        if last is True or (last and not isinstance(last, (str, list))):
+            return last
+        time.sleep(interval)
+    raise SystemExit(f"load_scenario: timed out after {timeout:.0f}s waiting for {what}: {last}")
+
+
+def gpusim(method: str, path: str, body=None):
+    req = urllib.request.Request(GPUSIM + path, method=method,
+                                 data=json.dumps(body).encode() if body is not None else None)
+    req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        data = r.read()
+        return json.loads(data) if data[:1] in (b"{", b"[") else data.decode()
+
+
+def clean(obj: dict) -> dict:
+    obj = copy.deepcopy(obj)
+    md = obj.setdefault("metadata", {})
+    for f in SERVER_FIELDS:
+        md.pop(f, None)
+    return obj
+
+
+def reset(gw: KubeGateway) -> None:
+    """Remove what a previous scenario (or test) left: its namespaces, nodes, priority classes."""
+    namespaces = [n["metadata"]["name"] for n in gw.list_namespaces()
+                  if n["metadata"]["name"] not in SYSTEM_NAMESPACES]
+    for ns in namespaces:
+        gw.delete("v1", "Namespace", ns)
+    for pod in gw.list_pods(namespace="default"):
+        gw.delete("v1", "Pod", pod["metadata"]["name"], "default")
+    for pc in gw.list_priority_classes():
+        if not pc["metadata"]["name"].startswith("system-"):
+            gw.delete("scheduling.k8s.io/v1", "PriorityClass", pc["metadata"]["name"])
+    # pods of a deleted namespace need their (KWOK) node to finish terminating
+    wait("old namespaces to be gone",
+         lambda: not [n for n in gw.list_namespaces() if n["metadata"]["name"] in namespaces]
+         or [n["metadata"]["name"] for n in gw.list_namespaces() if n["metadata"]["name"] in namespaces],
+         timeout=180)
+    for node in gw.list_nodes():
+        gw.delete("v1", "Node", node["metadata"]["name"])
+    wait("old nodes to be gone", lambda: not gw.list_nodes() or [n["metadata"]["name"] for n in gw.list_nodes()])
+
+
+def create(gw: KubeGateway, obj: dict) -> None:
+    kind = obj["kind"]
+    body = clean(obj)
+    md = body["metadata"]
+    status = body.pop("status", None)
+    if kind == "Node":
+        md.setdefault("annotations", {})[KWOK_NODE] = "fake"
+        body["status"] = status or {}
+        gw._request("POST", "/api/v1/nodes", body=body)
+        if status:  # the API server may drop status on create: set it through the subresource
+            gw._request("PATCH", f"/api/v1/nodes/{md['name']}/status",
+                        body={"status": {k: v for k, v in status.items() if k in ("capacity", "allocatable")}},
+                        content_type="application/merge-patch+json")
+        return
+    if kind == "Pod":
+        phase = (status or {}).get("phase", "Running")
+        if phase != "Running":
+            md.setdefault("annotations", {})[KWOK_STATUS] = "custom"
+        body["spec"].setdefault("automountServiceAccountToken", False)
+        path = gw._ns_path("/api/v1", "pods", md["namespace"])
+        for attempt in range(40):  # the namespace's default ServiceAccount may not exist yet
+            try:
+                gw._request("POST", path, body=body)
+                break
+            except ClusterError as e:
+                if "serviceaccount" in e.message.lower() and attempt < 39:
+                    time.sleep(0.25)
+                    continue
+                raise
+        if phase != "Running":
+            gw._request("PATCH", path + f"/{md['name']}/status", body={"status": status},
+                        content_type="application/merge-patch+json")
+        return
+    gw.apply(body, field_manager="lab-scenario")
+
+
+def load(name: str, kubeconfig: str, *, do_wait: bool = True, timeout: float = 180) -> dict:
+    t0 = time.time()
+    objects, hardware, plugin_configs = scenarios.read(name)
+    gw = KubeGateway(kubeconfig)
+    gw.ping()
+    reset(gw)
+    gpusim("PUT", "/hardware", hardware)
+    for kind in ORDER:
+        for obj in objects:
+            if obj["kind"] == kind:
+                create(gw, obj)
+    log(f"created {len(objects)} objects, hardware for {len(hardware)} nodes")
+    if do_wait:
+        settle(gw, objects, hardware, plugin_configs, timeout)
+    log(f"scenario {name} loaded in {time.time() - t0:.1f}s")
+    return {"objects": objects, "hardware": hardware, "plugin_configs": plugin_configs}
+
+
+def settle(gw: KubeGateway, objects, hardware, plugin_configs, timeout: float) -> None:
+    def daemonsets_done():
+        """Each plugin DaemonSet has an available, up-to-date pod on every node that it
+        selects and whose taints it tolerates (the DaemonSet controller's own rule)."""
+        pending = []
+        nodes = gw.list_nodes()
+        for ds in gw.list_daemonsets(namespace=dp.PLUGIN_NAMESPACE):
+            tmpl = ds["spec"]["template"]["spec"]
+            want = sum(1 for n in nodes
+                       if dp.matches_selector(n["metadata"].get("labels") or {}, tmpl.get("nodeSelector"))
+                       and dp.tolerates((n.get("spec") or {}).get("taints"), tmpl.get("tolerations")))
+            st = gw.daemonset_rollout_status(ds["metadata"]["namespace"], ds["metadata"]["name"])
+            if not st.done or st.desired != want:
+                pending.append(f"{ds['metadata']['name']}: want {want}; {st.message}")
+        return pending or True
+    wait("device-plugin DaemonSets to roll out", daemonsets_done, timeout)
+
+    want_running = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects
+                    if o["kind"] == "Pod" and (o.get("status") or {}).get("phase", "Running") == "Running"}
+
+    def pods_running():
+        running = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in gw.list_pods()
+                   if (p.get("status") or {}).get("phase") == "Running"}
+        missing = sorted(f"{ns}/{n}" for ns, n in want_running - running)
+        return missing or True
+    wait("scenario pods to be Running", pods_running, timeout)
+
+    if plugin_configs:
+        def override():
+            try:
+                gpusim("POST", "/pluginconfig", plugin_configs)
+                return True
+            except urllib.error.HTTPError as e:
+                return f"{e.code} {e.read().decode().strip()}"
+        wait("plugin pods to take the scenario's pluginConfig", override, timeout)
+
+    def gpusim_settled():
+        """Every brick GPU node's status shows what gpusim says its plugin advertises."""
+        st = gpusim("GET", "/state")
+        not_yet = []
+        nodes = {n["metadata"]["name"]: n for n in gw.list_nodes()}
+        for node_name in hardware:
+            node = nodes.get(node_name)
+            if node is None or not (node["metadata"].get("labels") or {}).get("brick.cloud/gpu.type"):
+                continue
+            if node_name not in st["advertised"]:
+                not_yet.append(f"{node_name}: not synced")
+                continue
+            want = dp.kubelet_status(node.get("status") or {}, st["advertised"][node_name])
+            if want.get("allocatable") != (node.get("status") or {}).get("allocatable"):
+                not_yet.append(f"{node_name}: status not updated")
+        return not_yet or True
+    wait("gpusim to publish node resources", gpusim_settled, timeout)
+    # and a few more syncs so that nothing is in flight
+    s0 = gpusim("GET", "/state")["syncs"]
+    wait("gpusim to sync again", lambda: gpusim("GET", "/state")["syncs"] >= s0 + 2, 30)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="Load a scenario into the brickadmin lab")
+    ap.add_argument("name", help="scenario name (scenarios/<name>.yaml) or a path")
+    ap.add_argument("--kubeconfig", default=os.environ.get("BRICK_LAB_KUBECONFIG", str(STATE / "kubeconfig")))
+    ap.add_argument("--no-wait", action="store_true")
+    ap.add_argument("--timeout", type=float, default=180)
+    args = ap.parse_args()
+    try:
+        load(args.name, args.kubeconfig, do_wait=not args.no_wait, timeout=args.timeout)
+    except scenarios.ScenarioError as e:
+        print(f"load_scenario: {e}", file=sys.stderr)
+        return 2
+    except ClusterError as e:
+        print(f"load_scenario: the lab's API server refused: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
