@@ -24,6 +24,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+from .deviceplugin import pod_gpu_requests
 from .base import (
     ClusterError,
     ClusterUnreachable,
@@ -217,6 +218,11 @@ class KubeGateway:
                   field_selector: str | None = None) -> list[dict]:
         return self._list(self._ns_path("/api/v1", "pods", namespace),
                           label_selector=label_selector, field_selector=field_selector)
+
+    def list_gpu_pods(self) -> list[dict]:
+        """Non-terminal pods holding nvidia.com/* resources (the ledger's input)."""
+        return [p for p in self._list("/api/v1/pods", field_selector="status.phase!=Succeeded,status.phase!=Failed")
+                if pod_gpu_requests(p)]
 
     def get_pod(self, namespace: str, name: str) -> dict:
         return self._request("GET", self._ns_path("/api/v1", "pods", namespace, name))
