@@ -1,3 +1,215 @@
-from django.db import models
+"""Workspace requests, their decisions (append-only audit), resource limits, Jobs.
 
-# Create your models here.
+The cluster is the truth for what exists (namespaces, quotas, Jobs); these rows are
+the truth for who asked, who decided and why.
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+# Kubernetes names and labels the product writes.
+WORKSPACE_LABEL = "brick.cloud/workspace"
+OWNER_LABEL = "brick.cloud/owner"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+JOB_ID_LABEL = "brick.cloud/job-id"
+USER_PRIORITY_CLASS = "brick-user-priority"
+USER_PRIORITY_VALUE = 1000
+JOB_PRIORITY_CLASS = "brick-job-priority"
+JOB_PRIORITY_VALUE = -10
+COMPUTE_QUOTA = "workspace-compute"
+STORAGE_QUOTA = "workspace-storage"
+LIMIT_RANGE = "workspace-defaults"
+
+
+class ResourceLimit(models.Model):
+    """The most a user may request for one Workspace, set by admins for one user or
+    one group. A user's own row wins; otherwise the largest of their groups'; otherwise
+    settings.BRICK_DEFAULT_LIMITS."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="workspace_limit")
+    group = models.OneToOneField(Group, null=True, blank=True, on_delete=models.CASCADE,
+                                 related_name="workspace_limit")
+    gpu = models.PositiveIntegerField(_("GPU"))
+    cpu = models.PositiveIntegerField(_("CPU"))
+    memory_gib = models.PositiveIntegerField(_("Memory (GiB)"))
+    storage_gib = models.PositiveIntegerField(_("Storage (GiB)"))
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(user__isnull=False, group__isnull=True) | Q(user__isnull=True, group__isnull=False)),
+                name="limit_for_user_xor_group"),
+        ]
+
+    def __str__(self):
+        who = self.user.get_username() if self.user_id else f"@{self.group.name}"
+        return f"{who}: {self.gpu} GPU, {self.cpu} CPU, {self.memory_gib} GiB, {self.storage_gib} GiB"
+
+    def as_dict(self):
+        return {"gpu": self.gpu, "cpu": self.cpu, "memory_gib": self.memory_gib, "storage_gib": self.storage_gib}
+
+
+class WorkspaceRequest(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Pending")
+        APPROVED = "approved", _("Approved")
+        REJECTED = "rejected", _("Rejected")
+
+    name = models.CharField(_("Name"), max_length=63)
+    requester = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
+                                  related_name="workspace_requests")
+    requester_name = models.CharField(max_length=150)
+    gpu = models.PositiveIntegerField(_("GPU"))
+    cpu = models.PositiveIntegerField(_("CPU"))
+    memory_gib = models.PositiveIntegerField(_("Memory (GiB)"))
+    storage_gib = models.PositiveIntegerField(_("Storage (GiB)"))
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    created_at = models.DateTimeField(default=timezone.now)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    decided_by_name = models.CharField(max_length=150, blank=True, default="")
+    # Once approved: the GPU type and its Kubernetes resource name ("" when no GPU).
+    gpu_type = models.CharField(max_length=63, blank=True, default="")
+    gpu_resource = models.CharField(max_length=253, blank=True, default="")
+    overcommit = models.BooleanField(default=False)
+    rejection_reason = models.TextField(blank=True, default="")
+    last_error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            # A name is held by a pending or approved request; a rejection frees it.
+            models.UniqueConstraint(fields=["name"], condition=Q(status__in=["pending", "approved"]),
+                                    name="workspace_name_held_once"),
+        ]
+        indexes = [models.Index(fields=["status", "created_at"]), models.Index(fields=["requester", "status"])]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def namespace(self) -> str:
+        return self.name
+
+    @property
+    def is_pending(self):
+        return self.status == self.Status.PENDING
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise ValueError("audit records are append-only")
+
+    def delete(self):
+        raise ValueError("audit records are append-only")
+
+
+class AppendOnly(models.Model):
+    """Rows that are written once and never changed or deleted through the ORM."""
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None and not self._state.adding:
+            raise ValueError("audit records are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("audit records are append-only")
+
+
+class Decision(AppendOnly):
+    """One admin decision (or a failed attempt at one): who, when, what."""
+
+    class Action(models.TextChoices):
+        APPROVE = "approve", _("Approved Workspace")
+        APPROVE_FAILED = "approve_failed", _("Workspace approval failed")
+        REJECT = "reject", _("Rejected Workspace")
+        JOB_APPROVE = "job_approve", _("Approved Job")
+        JOB_FAILED = "job_failed", _("Job submission failed")
+        JOB_REJECT = "job_reject", _("Rejected Job")
+        SETTING = "setting", _("Changed a setting")
+        LIMIT = "limit", _("Changed a limit")
+
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor_name = models.CharField(max_length=150)
+    action = models.CharField(max_length=32, choices=Action.choices)
+    workspace = models.ForeignKey(WorkspaceRequest, null=True, blank=True, on_delete=models.SET_NULL,
+                                  related_name="decisions")
+    job = models.ForeignKey("WorkspaceJob", null=True, blank=True, on_delete=models.SET_NULL, related_name="decisions")
+    subject = models.CharField(max_length=253, help_text="workspace / job name as text, outliving the row")
+    gpu_resource = models.CharField(max_length=253, blank=True, default="")
+    amount = models.PositiveIntegerField(default=0)
+    available_before = models.IntegerField(null=True, blank=True)
+    overcommit = models.BooleanField(default=False)
+    detail = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self):
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.subject}"
+
+
+class JobSettings(models.Model):
+    """Singleton (pk=1): the admin's Job settings."""
+
+    approval_required = models.BooleanField(_("Job approval required"), default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by_name = models.CharField(max_length=150, blank=True, default="")
+
+    @classmethod
+    def load(cls) -> "JobSettings":
+        obj, _created = cls.objects.get_or_create(pk=1)
+        return obj
+
+    def save(self, *args, **kwargs):
+        self.pk = 1
+        super().save(*args, **kwargs)
+
+
+class WorkspaceJob(models.Model):
+    """A training Job on one exclusive node. ``status`` is brickadmin's side (approval,
+    submission); the running state is read from the cluster."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Waiting for approval")
+        REJECTED = "rejected", _("Rejected")
+        SUBMITTED = "submitted", _("Submitted to the cluster")
+        FAILED = "failed", _("Submission failed")
+
+    workspace = models.ForeignKey(WorkspaceRequest, on_delete=models.PROTECT, related_name="jobs")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="workspace_jobs")
+    owner_name = models.CharField(max_length=150)
+    node = models.CharField(_("Node"), max_length=253)
+    image = models.CharField(_("Image"), max_length=512)
+    command = models.TextField(_("Command"), blank=True, default="")
+    gpu = models.PositiveIntegerField(_("GPU count"))
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    created_at = models.DateTimeField(default=timezone.now)
+    decided_by_name = models.CharField(max_length=150, blank=True, default="")
+    rejection_reason = models.TextField(blank=True, default="")
+    last_error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["status", "created_at"])]
+
+    def __str__(self):
+        return self.k8s_name
+
+    @property
+    def k8s_name(self) -> str:
+        return f"brick-job-{self.pk}"

@@ -1,3 +1,24 @@
 from django.urls import path
 
-urlpatterns = []
+from . import views
+
+urlpatterns = [
+    path("", views.workspace_list, name="workspace_list"),
+    path("new/", views.workspace_request, name="workspace_request"),
+    path("<int:pk>/", views.workspace_detail, name="workspace_detail"),
+    path("jobs/", views.job_list, name="job_list"),
+    path("jobs/new/", views.job_create, name="job_create"),
+    path("jobs/<int:pk>/", views.job_detail, name="job_detail"),
+    # admins
+    path("approvals/", views.approval_queue, name="approval_queue"),
+    path("approvals/<int:pk>/approve/", views.approve_request, name="approve_request"),
+    path("approvals/<int:pk>/reject/", views.reject_request, name="reject_request"),
+    path("approvals/jobs/", views.job_queue, name="job_queue"),
+    path("approvals/jobs/<int:pk>/approve/", views.approve_job, name="approve_job"),
+    path("approvals/jobs/<int:pk>/reject/", views.reject_job, name="reject_job"),
+    path("all/", views.all_workspaces, name="all_workspaces"),
+    path("settings/", views.workspace_settings, name="workspace_settings"),
+    path("settings/limits/", views.limit_save, name="limit_save"),
+    path("settings/limits/<int:pk>/delete/", views.limit_delete, name="limit_delete"),
+    path("audit/", views.audit_log, name="workspace_audit"),
+]

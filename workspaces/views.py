@@ -1,3 +1,298 @@
-from django.shortcuts import render
+"""Thin views: read the form, call services, render. Users see only their own rows."""
+from django.conf import settings
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import HttpResponseRedirect
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-# Create your views here.
+from gpus.permissions import admin_required
+from gpus.services import current_ledger
+
+from . import services
+from .forms import (
+    AMOUNT_FIELDS, ApproveForm, JobForm, JobSettingsForm, RejectForm, ResourceLimitForm, WorkspaceRequestForm,
+)
+from .models import Decision, JobSettings, ResourceLimit, WorkspaceJob, WorkspaceRequest
+
+
+# --- users: Workspaces -------------------------------------------------------------
+
+@require_GET
+def workspace_list(request):
+    rows = WorkspaceRequest.objects.filter(requester=request.user).order_by("-created_at", "-id")
+    page = Paginator(rows, settings.PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "workspaces/workspace_list.html", {"page": page})
+
+
+@require_http_methods(["GET", "POST"])
+def workspace_request(request):
+    form = WorkspaceRequestForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        try:
+            ws = services.create_request(request.user, **form.cleaned_data)
+        except services.WorkspaceError as exc:
+            form.add_error("name", str(exc))
+        else:
+            messages.success(request, _("Workspace %(name)s requested; an admin will assign its GPU type.") % {
+                "name": ws.name})
+            return redirect("workspace_detail", pk=ws.pk)
+    ledger, snapshot = current_ledger(request)
+    return render(request, "workspaces/request_form.html", {
+        "form": form, "ledger": ledger, "snapshot": snapshot, "amount_fields": AMOUNT_FIELDS,
+    }, status=400 if form.is_bound and form.errors else 200)
+
+
+@require_GET
+def workspace_detail(request, pk):
+    ws = get_object_or_404(WorkspaceRequest, pk=pk, requester=request.user)
+    jobs = ws.jobs.order_by("-created_at", "-id")[:50]
+    return render(request, "workspaces/workspace_detail.html", {"ws": ws, "jobs": jobs})
+
+
+# --- users: Jobs ------------------------------------------------------------------
+
+@require_GET
+def job_list(request):
+    rows = WorkspaceJob.objects.filter(owner=request.user).select_related("workspace")
+    page = Paginator(rows, settings.PAGE_SIZE).get_page(request.GET.get("page"))
+    cluster = services.cluster_jobs_by_name(request)
+    for job in page:
+        job.cluster_state = services.job_state((cluster or {}).get((job.workspace.namespace, job.k8s_name))) \
+            if cluster is not None else None
+    return render(request, "workspaces/job_list.html", {"page": page, "cluster_ok": cluster is not None})
+
+
+@require_http_methods(["GET", "POST"])
+def job_create(request):
+    ledger, snapshot = current_ledger(request)
+    options = services.job_node_options(ledger)
+    initial = {}
+    if request.GET.get("workspace", "").isdigit():
+        initial["workspace"] = request.GET["workspace"]
+    form = JobForm(request.POST or None, user=request.user, node_options=options, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        d = form.cleaned_data
+        try:
+            job = services.create_job(request.user, d["workspace"], node=d["node"], image=d["image"],
+                                      command=d["command"], gpu=d["gpu"])
+        except services.WorkspaceError as exc:
+            messages.error(request, str(exc))
+            return redirect("job_list")
+        if job.status == WorkspaceJob.Status.PENDING:
+            messages.success(request, _("Job %(name)s is waiting for an admin's approval.") % {"name": job.k8s_name})
+        else:
+            messages.success(request, _("Job %(name)s was sent to the cluster.") % {"name": job.k8s_name})
+        return redirect("job_list")
+    has_workspace = form.fields["workspace"].queryset.exists()
+    return render(request, "workspaces/job_form.html", {
+        "form": form, "options": options, "ledger": ledger, "snapshot": snapshot, "has_workspace": has_workspace,
+        "settings_obj": JobSettings.load(),
+    }, status=400 if form.is_bound and form.errors else 200)
+
+
+@require_GET
+def job_detail(request, pk):
+    job = get_object_or_404(WorkspaceJob.objects.select_related("workspace"), pk=pk, owner=request.user)
+    cluster = services.cluster_jobs_by_name(request)
+    k8s = (cluster or {}).get((job.workspace.namespace, job.k8s_name))
+    return render(request, "workspaces/job_detail.html", {
+        "job": job, "k8s": k8s, "state": services.job_state(k8s), "cluster_ok": cluster is not None})
+
+
+# --- admins: approval queue ----------------------------------------------------------
+
+def _queue_context(request, forms_by_pk=None):
+    ledger, snapshot = current_ledger(request)
+    choices = services.gpu_choices(ledger)
+    pending = WorkspaceRequest.objects.filter(status=WorkspaceRequest.Status.PENDING).order_by("created_at", "id")
+    page = Paginator(pending, settings.PAGE_SIZE).get_page(request.GET.get("page"))
+    forms_by_pk = forms_by_pk or {}
+    for req in page:
+        fitting = next((c for c in choices if req.gpu <= c.available), choices[0] if choices else None)
+        req.approve_form = forms_by_pk.get(("approve", req.pk)) or ApproveForm(
+            request_obj=req, choices=choices, prefix=f"r{req.pk}",
+            initial={"resource": fitting.resource if fitting else ""})
+        req.reject_form = forms_by_pk.get(("reject", req.pk)) or RejectForm(prefix=f"r{req.pk}")
+        req.choice_rows = [{"c": c, "leaves": c.leaves(req.gpu), "physical": c.physical_text(req.gpu),
+                            "fits": req.gpu <= c.available} for c in choices]
+    return {"page": page, "ledger": ledger, "snapshot": snapshot, "choices": choices,
+            "job_settings": JobSettings.load(),
+            "pending_jobs": WorkspaceJob.objects.filter(status=WorkspaceJob.Status.PENDING).count()}
+
+
+@require_GET
+@admin_required
+def approval_queue(request):
+    ctx = _queue_context(request)
+    template = "workspaces/approval_queue.html"
+    if request.htmx:
+        template += "#queue"
+    return render(request, template, ctx)
+
+
+def _back_to_queue(request):
+    page = request.POST.get("page", "")
+    url = reverse("approval_queue")
+    return HttpResponseRedirect(f"{url}?page={page}" if page.isdigit() else url)
+
+
+@require_POST
+@admin_required
+def approve_request(request, pk):
+    req = get_object_or_404(WorkspaceRequest, pk=pk)
+    ledger, _snap = current_ledger(request)
+    choices = services.gpu_choices(ledger)
+    form = ApproveForm(request.POST, request_obj=req, choices=choices, prefix=f"r{req.pk}")
+    if form.is_valid():
+        try:
+            services.approve(req.pk, request.user, form.cleaned_data.get("resource") or "",
+                             overcommit=form.cleaned_data["overcommit"], ledger=ledger)
+        except services.WorkspaceError as exc:
+            messages.error(request, _("%(name)s not approved: %(why)s") % {"name": req.name, "why": exc})
+        else:
+            messages.success(request, _("%(name)s approved.") % {"name": req.name})
+            return _back_to_queue(request)
+    else:
+        messages.error(request, _("%(name)s not approved: see the errors below.") % {"name": req.name})
+    ctx = _queue_context(request, {("approve", req.pk): form})
+    return render(request, "workspaces/approval_queue.html", ctx, status=400)
+
+
+@require_POST
+@admin_required
+def reject_request(request, pk):
+    req = get_object_or_404(WorkspaceRequest, pk=pk)
+    form = RejectForm(request.POST, prefix=f"r{req.pk}")
+    if form.is_valid():
+        try:
+            services.reject(req.pk, request.user, form.cleaned_data["reason"])
+        except services.WorkspaceError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, _("%(name)s rejected.") % {"name": req.name})
+        return _back_to_queue(request)
+    ctx = _queue_context(request, {("reject", req.pk): form})
+    return render(request, "workspaces/approval_queue.html", ctx, status=400)
+
+
+# --- admins: Jobs, settings, audit -----------------------------------------------------
+
+@require_GET
+@admin_required
+def job_queue(request):
+    pending = WorkspaceJob.objects.filter(status=WorkspaceJob.Status.PENDING).select_related(
+        "workspace").order_by("created_at", "id")
+    page = Paginator(pending, settings.PAGE_SIZE).get_page(request.GET.get("page"))
+    ledger, snapshot = current_ledger(request)
+    options = {o.name: o for o in services.job_node_options(ledger)}
+    for job in page:
+        job.option = options.get(job.node)
+        job.reject_form = RejectForm(prefix=f"j{job.pk}")
+    return render(request, "workspaces/job_queue.html", {
+        "page": page, "job_settings": JobSettings.load(), "ledger": ledger})
+
+
+@require_POST
+@admin_required
+def approve_job(request, pk):
+    job = get_object_or_404(WorkspaceJob, pk=pk)
+    try:
+        services.approve_job(job.pk, request.user)
+    except services.WorkspaceError as exc:
+        messages.error(request, _("%(name)s not approved: %(why)s") % {"name": job.k8s_name, "why": exc})
+    else:
+        messages.success(request, _("%(name)s approved and sent to the cluster.") % {"name": job.k8s_name})
+    return redirect("job_queue")
+
+
+@require_POST
+@admin_required
+def reject_job(request, pk):
+    job = get_object_or_404(WorkspaceJob, pk=pk)
+    form = RejectForm(request.POST, prefix=f"j{job.pk}")
+    if form.is_valid():
+        try:
+            services.reject_job(job.pk, request.user, form.cleaned_data["reason"])
+        except services.WorkspaceError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, _("%(name)s rejected.") % {"name": job.k8s_name})
+    else:
+        messages.error(request, _("A rejection needs a reason."))
+    return redirect("job_queue")
+
+
+@require_http_methods(["GET", "POST"])
+@admin_required
+def workspace_settings(request):
+    s = JobSettings.load()
+    form = JobSettingsForm(request.POST or None, initial={"approval_required": s.approval_required})
+    if request.method == "POST" and form.is_valid():
+        services.set_job_approval(request.user, form.cleaned_data["approval_required"])
+        messages.success(request, _("Settings saved."))
+        return redirect("workspace_settings")
+    limits = ResourceLimit.objects.select_related("user", "group").order_by("group__name", "user__username")
+    return render(request, "workspaces/settings.html", {
+        "form": form, "job_settings": s, "limits": limits, "limit_form": ResourceLimitForm(),
+        "defaults": settings.BRICK_DEFAULT_LIMITS})
+
+
+@require_POST
+@admin_required
+def limit_save(request):
+    existing = None
+    who_user, who_group = request.POST.get("user"), request.POST.get("group")
+    if who_user and who_user.isdigit():
+        existing = ResourceLimit.objects.filter(user_id=int(who_user)).first()
+    elif who_group and who_group.isdigit():
+        existing = ResourceLimit.objects.filter(group_id=int(who_group)).first()
+    form = ResourceLimitForm(request.POST, instance=existing)
+    if form.is_valid():
+        limit = form.save()
+        Decision.objects.create(actor=request.user, actor_name=request.user.get_username(),
+                                action=Decision.Action.LIMIT, subject=str(limit)[:253], detail=str(limit))
+        messages.success(request, _("Limit saved."))
+        return redirect("workspace_settings")
+    s = JobSettings.load()
+    limits = ResourceLimit.objects.select_related("user", "group").order_by("group__name", "user__username")
+    return render(request, "workspaces/settings.html", {
+        "form": JobSettingsForm(initial={"approval_required": s.approval_required}), "job_settings": s,
+        "limits": limits, "limit_form": form, "defaults": settings.BRICK_DEFAULT_LIMITS}, status=400)
+
+
+@require_POST
+@admin_required
+def limit_delete(request, pk):
+    limit = get_object_or_404(ResourceLimit, pk=pk)
+    text = str(limit)
+    limit.delete()
+    Decision.objects.create(actor=request.user, actor_name=request.user.get_username(),
+                            action=Decision.Action.LIMIT, subject=text[:253], detail="deleted: " + text)
+    messages.success(request, _("Limit removed; the defaults or group limits apply again."))
+    return redirect("workspace_settings")
+
+
+@require_GET
+@admin_required
+def audit_log(request):
+    rows = Decision.objects.all()
+    page = Paginator(rows, settings.PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "workspaces/audit.html", {"page": page})
+
+
+@require_GET
+@admin_required
+def all_workspaces(request):
+    """Admins' view of every Workspace request (the users' pages only show their own)."""
+    rows = WorkspaceRequest.objects.all().order_by("-created_at", "-id")
+    status = request.GET.get("status", "")
+    if status in WorkspaceRequest.Status.values:
+        rows = rows.filter(status=status)
+    page = Paginator(rows, settings.PAGE_SIZE).get_page(request.GET.get("page"))
+    counts = dict(WorkspaceRequest.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
+    return render(request, "workspaces/all_workspaces.html", {
+        "page": page, "status": status, "counts": counts, "statuses": WorkspaceRequest.Status.choices})

@@ -337,6 +337,12 @@ class TwinGateway:
             current = self._get(kind, meta["name"], ns)
         except NotFound:
             current = None
+        if kind == "ResourceQuota":
+            self._get("Namespace", ns)
+            self._validate_quota(meta["name"], manifest.get("spec") or {})
+            hard = {k: str(v) for k, v in ((manifest.get("spec") or {}).get("hard") or {}).items()}
+            manifest["spec"]["hard"] = hard
+            manifest["status"] = {"hard": hard, "used": {k: "0" for k in hard}}
         if current is None:
             body = manifest
             if kind == "DaemonSet":
@@ -413,15 +419,34 @@ class TwinGateway:
         return self._create({"apiVersion": "v1", "kind": "Namespace",
                              "metadata": {"name": name, "labels": dict(labels)}, "status": {"phase": "Active"}})
 
-    @transaction.atomic
-    def create_resource_quota(self, namespace, name, hard):
-        self._get("Namespace", namespace)
-        hard = {k: str(v) for k, v in hard.items()}
+    @staticmethod
+    def _validate_quota(name, spec):
+        """What the API server refuses in a ResourceQuota spec (422): extended resources
+        other than as ``requests.<name>``, and a pod-only scope (PriorityClass,
+        Terminating, ...) over a standard resource that is not a pod count or cpu/memory."""
+        hard = spec.get("hard") or {}
         for key in hard:
             if key.startswith("limits.nvidia.com/") or (key.startswith("nvidia.com/")):
                 raise PermanentClusterError(
                     f'ResourceQuota "{name}" is invalid: spec.hard[{key}]: Invalid value: '
                     "must be a standard resource for quota", status=422, reason="Invalid")
+        scopes = list(spec.get("scopes") or []) + [
+            e.get("scopeName") for e in (spec.get("scopeSelector") or {}).get("matchExpressions") or []]
+        pod_scoped = {"Terminating", "NotTerminating", "NotBestEffort", "PriorityClass", "CrossNamespacePodAffinity"}
+        pod_resources = {"pods", "cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory"}
+        for scope in scopes:
+            for key in hard:
+                standard = "/" not in key or key.startswith("requests.hugepages") or key.startswith("kubernetes.io/")
+                if scope in pod_scoped and standard and key not in pod_resources:
+                    raise PermanentClusterError(
+                        f'ResourceQuota "{name}" is invalid: spec.scopeSelector: Invalid value: '
+                        "unsupported scope applied to resource", status=422, reason="Invalid")
+
+    @transaction.atomic
+    def create_resource_quota(self, namespace, name, hard):
+        self._get("Namespace", namespace)
+        hard = {k: str(v) for k, v in hard.items()}
+        self._validate_quota(name, {"hard": hard})
         return self._create({"apiVersion": "v1", "kind": "ResourceQuota",
                              "metadata": {"name": name, "namespace": namespace},
                              "spec": {"hard": hard}, "status": {"hard": hard, "used": {k: "0" for k in hard}}})

@@ -1,0 +1,190 @@
+from django import forms
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.utils.translation import gettext_lazy as _
+
+from brickadmin.cluster import ClusterError
+
+from . import services
+from .models import ResourceLimit, WorkspaceRequest
+
+AMOUNT_FIELDS = (
+    ("gpu", _("GPU"), _("GPU")),
+    ("cpu", _("CPU"), _("CPU")),
+    ("memory_gib", _("Memory"), _("GiB")),
+    ("storage_gib", _("Storage"), _("GiB")),
+)
+
+
+class WorkspaceRequestForm(forms.Form):
+    name = forms.CharField(label=_("Name"), max_length=200, strip=True,
+                           help_text=_("Becomes the Kubernetes namespace: lowercase letters, digits and '-', at most 63."))
+    gpu = forms.IntegerField(label=_("GPU"), initial=0)
+    cpu = forms.IntegerField(label=_("CPU"), initial=2)
+    memory_gib = forms.IntegerField(label=_("Memory (GiB)"), initial=8)
+    storage_gib = forms.IntegerField(label=_("Storage (GiB)"), initial=20)
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.limits = services.limits_for(user)
+        for key, _label, unit in AMOUNT_FIELDS:
+            f = self.fields[key]
+            f.max_value = self.limits[key]
+            f.widget.attrs.update({"min": 0, "max": self.limits[key]})
+            f.unit = unit
+            f.limit = self.limits[key]
+        self.fields["name"].widget.attrs.update({"autocomplete": "off", "spellcheck": "false"})
+
+    def clean_name(self):
+        name = self.cleaned_data["name"]
+        problem = services.name_problem(name)
+        if problem:
+            raise forms.ValidationError(problem, code="invalid")
+        try:
+            taken = services.name_taken(name)
+        except ClusterError:
+            raise forms.ValidationError(_("The cluster cannot be read to check this name; try again."),
+                                        code="unavailable") from None
+        if taken:
+            raise forms.ValidationError(taken, code="taken")
+        return name
+
+    def _amount(self, key):
+        value = self.cleaned_data[key]
+        if value < 0:
+            raise forms.ValidationError(_("Cannot be negative."), code="negative")
+        if value > self.limits[key]:
+            raise forms.ValidationError(_("At most %(max)s.") % {"max": self.limits[key]}, code="over_max")
+        return value
+
+    def clean_gpu(self):
+        return self._amount("gpu")
+
+    def clean_cpu(self):
+        value = self._amount("cpu")
+        if value == 0:
+            raise forms.ValidationError(_("A Workspace needs at least 1 CPU."), code="min")
+        return value
+
+    def clean_memory_gib(self):
+        value = self._amount("memory_gib")
+        if value == 0:
+            raise forms.ValidationError(_("A Workspace needs at least 1 GiB of memory."), code="min")
+        return value
+
+    def clean_storage_gib(self):
+        return self._amount("storage_gib")
+
+    def amount_fields(self):
+        return [self[key] for key, _l, _u in AMOUNT_FIELDS]
+
+
+class ApproveForm(forms.Form):
+    """The admin's choice for one request. ``resource`` can only be one of the GPU
+    choices the ledger offers (all of them nvidia.com/gpu, gpu.shared or mig-*)."""
+
+    resource = forms.ChoiceField(label=_("GPU type"), required=False)
+    overcommit = forms.BooleanField(label=_("Approve beyond what is available (overcommit)"), required=False)
+
+    def __init__(self, *args, request_obj: WorkspaceRequest, choices, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.request_obj = request_obj
+        self.fields["resource"].choices = [(c.resource, c.resource) for c in choices]
+        self.choices_by_resource = {c.resource: c for c in choices}
+
+    def clean(self):
+        data = super().clean()
+        if self.request_obj.gpu and not data.get("resource"):
+            self.add_error("resource", _("Choose Exclusive, Shared or a MIG profile."))
+        choice = self.choices_by_resource.get(data.get("resource") or "")
+        if choice and self.request_obj.gpu > choice.available and not data.get("overcommit"):
+            self.add_error("overcommit", _(
+                "Only %(a)s available: tick overcommit to approve %(n)s anyway (it is recorded).") % {
+                "a": choice.available, "n": self.request_obj.gpu})
+        return data
+
+
+class RejectForm(forms.Form):
+    reason = forms.CharField(label=_("Reason (the user sees it)"), widget=forms.Textarea(attrs={"rows": 2}),
+                             max_length=2000)
+
+    def clean_reason(self):
+        reason = self.cleaned_data["reason"].strip()
+        if not reason:
+            raise forms.ValidationError(_("A rejection needs a reason."), code="required")
+        return reason
+
+
+class JobForm(forms.Form):
+    workspace = forms.ModelChoiceField(label=_("Workspace"), queryset=WorkspaceRequest.objects.none(),
+                                       empty_label=None)
+    node = forms.ChoiceField(label=_("Node"), widget=forms.RadioSelect)
+    image = forms.CharField(label=_("Image"), max_length=512,
+                            help_text=_("Container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3"))
+    command = forms.CharField(label=_("Command"), max_length=4000, required=False,
+                              widget=forms.Textarea(attrs={"rows": 2}),
+                              help_text=_("Run as the container command (split like a shell would, not run by one)."))
+    gpu = forms.IntegerField(label=_("GPU count"), initial=1)
+
+    IMAGE_RE = r"^[a-z0-9]+([._/:@-][A-Za-z0-9_]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$"
+
+    def __init__(self, *args, user, node_options, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["workspace"].queryset = WorkspaceRequest.objects.filter(
+            requester=user, status=WorkspaceRequest.Status.APPROVED).order_by("name")
+        self.node_options = node_options
+        self.fields["node"].choices = [(o.name, o.name) for o in node_options if o.selectable]
+
+    def clean_image(self):
+        import re
+
+        image = self.cleaned_data["image"].strip()
+        if not re.match(self.IMAGE_RE, image):
+            raise forms.ValidationError(_("Not a container image reference."), code="invalid")
+        return image
+
+    def clean_command(self):
+        import shlex
+
+        command = self.cleaned_data["command"]
+        try:
+            shlex.split(command)
+        except ValueError as exc:
+            raise forms.ValidationError(_("Cannot split this command: %(e)s") % {"e": exc}, code="invalid") from None
+        return command
+
+    def clean_gpu(self):
+        gpu = self.cleaned_data["gpu"]
+        if gpu < 1:
+            raise forms.ValidationError(_("A Job needs at least 1 GPU."), code="min")
+        return gpu
+
+    def clean(self):
+        data = super().clean()
+        node = data.get("node")
+        gpu = data.get("gpu")
+        option = next((o for o in self.node_options if o.name == node), None)
+        if option and gpu and gpu > option.free:
+            self.add_error("gpu", _("At most %(f)s: the free GPUs on %(n)s.") % {"f": option.free, "n": node})
+        return data
+
+
+class JobSettingsForm(forms.Form):
+    approval_required = forms.BooleanField(label=_("Job approval required"), required=False)
+
+
+class ResourceLimitForm(forms.ModelForm):
+    user = forms.ModelChoiceField(queryset=get_user_model().objects.order_by("username"), required=False,
+                                  label=_("User"))
+    group = forms.ModelChoiceField(queryset=Group.objects.order_by("name"), required=False, label=_("Group"))
+
+    class Meta:
+        model = ResourceLimit
+        fields = ["user", "group", "gpu", "cpu", "memory_gib", "storage_gib"]
+
+    def clean(self):
+        data = super().clean()
+        if bool(data.get("user")) == bool(data.get("group")):
+            raise forms.ValidationError(_("Choose either a user or a group."), code="who")
+        return data

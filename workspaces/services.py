@@ -1,0 +1,461 @@
+"""Workspace and Job logic: limits, GPU choices, approval through the gateway, Jobs.
+
+Views stay thin; everything that talks to the cluster or decides goes through here.
+
+What an approved Workspace is, in Kubernetes terms (all created through the gateway):
+- Namespace ``<name>`` labelled ``brick.cloud/workspace=true``, ``brick.cloud/owner=<user>``.
+- ResourceQuota ``workspace-compute``: ``requests.<gpu resource>``, ``requests.cpu``,
+  ``requests.memory``, scoped with ``PriorityClass NotIn [brick-job-priority]``. Every pod
+  in the namespace counts against it (pods at ``brick-user-priority`` and pods with no
+  class alike) except scavenging Jobs, which by design (seed 3.4) run outside Workspace
+  quotas. The scope also makes it a quota that "covers" brick-user-priority pods when the
+  API server limits that class through ResourceQuota admission ``limitedResources``.
+- ResourceQuota ``workspace-storage``: ``requests.storage`` (PVCs; the API server refuses
+  a PriorityClass scope on a storage quota, hence a second, unscoped quota).
+- LimitRange ``workspace-defaults``: default cpu/memory requests for containers that
+  state none, so pods are admitted under a quota that tracks cpu and memory.
+- PriorityClass ``brick-user-priority`` (value > 0, cluster-wide) is ensured to exist;
+  Workspace pods name it and may preempt Jobs (``brick-job-priority``, negative value,
+  ``preemptionPolicy: Never``).
+"""
+from __future__ import annotations
+
+import logging
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from brickadmin.cluster import ClusterError, Conflict, get_gateway
+from gpus import ledger as ledger_mod
+
+from .models import (
+    COMPUTE_QUOTA, JOB_ID_LABEL, JOB_PRIORITY_CLASS, JOB_PRIORITY_VALUE, LIMIT_RANGE, MANAGED_BY_LABEL,
+    OWNER_LABEL, STORAGE_QUOTA, USER_PRIORITY_CLASS, USER_PRIORITY_VALUE, WORKSPACE_LABEL, Decision,
+    JobSettings, ResourceLimit, WorkspaceJob, WorkspaceRequest,
+)
+
+log = logging.getLogger(__name__)
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# The only GPU resource names a Workspace quota can ever carry, as requests.<name>.
+GPU_RESOURCE_RE = re.compile(r"^nvidia\.com/(gpu|gpu\.shared|mig-[0-9]+g\.[0-9]+gb(\.me)?)$")
+LIMIT_KEYS = ("gpu", "cpu", "memory_gib", "storage_gib")
+
+
+class WorkspaceError(Exception):
+    """A decision that could not be carried out; the message is shown to the admin."""
+
+
+# --- limits -------------------------------------------------------------------
+
+def limits_for(user) -> dict[str, int]:
+    """The user's own limit, else the largest of their groups' (per field), else defaults."""
+    own = ResourceLimit.objects.filter(user=user).first()
+    if own:
+        return own.as_dict()
+    group_limits = list(ResourceLimit.objects.filter(group__in=user.groups.all()))
+    if group_limits:
+        return {k: max(getattr(g, k) for g in group_limits) for k in LIMIT_KEYS}
+    return {k: int(settings.BRICK_DEFAULT_LIMITS[k]) for k in LIMIT_KEYS}
+
+
+# --- names ----------------------------------------------------------------------
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a Workspace namespace name, or None."""
+    if len(name) > 63:
+        return _("At most 63 characters.")
+    if not DNS1123_LABEL.match(name):
+        return _("Use lowercase letters, digits and '-', starting and ending with a letter or digit "
+                 "(a Kubernetes namespace name).")
+    if name.startswith("kube-") or name in ("default", "brick-nvidia", "gpu-operator"):
+        return _("This name is reserved for the system.")
+    return None
+
+
+def name_taken(name: str) -> str | None:
+    """Why the name is taken (a request holds it, or the namespace exists), or None.
+    Raises ClusterError when the cluster cannot be read."""
+    if WorkspaceRequest.objects.filter(name=name, status__in=["pending", "approved"]).exists():
+        return _("A Workspace with this name already exists or is waiting for approval.")
+    if any(ns["metadata"]["name"] == name for ns in get_gateway().list_namespaces()):
+        return _("A namespace with this name already exists in the cluster.")
+    return None
+
+
+def create_request(user, *, name, gpu, cpu, memory_gib, storage_gib) -> WorkspaceRequest:
+    try:
+        with transaction.atomic():
+            return WorkspaceRequest.objects.create(
+                name=name, requester=user, requester_name=user.get_username(), gpu=gpu, cpu=cpu,
+                memory_gib=memory_gib, storage_gib=storage_gib)
+    except IntegrityError:
+        raise WorkspaceError(_("A Workspace with this name already exists or is waiting for approval.")) from None
+
+
+# --- GPU choices for the approval queue ----------------------------------------------
+
+@dataclass
+class GpuChoice:
+    resource: str
+    gpu_type: str  # exclusive | shared | mig-<profile>
+    total: int
+    allocated: int
+    replicas: list[int] = field(default_factory=list)  # shared only
+
+    @property
+    def available(self) -> int:
+        return self.total - self.allocated
+
+    @property
+    def profile(self) -> str:
+        return self.gpu_type[4:] if self.gpu_type.startswith("mig-") else ""
+
+    def leaves(self, amount: int) -> int:
+        return self.available - amount
+
+    def physical_text(self, amount: int) -> str:
+        if self.gpu_type == ledger_mod.SHARED:
+            if len(set(self.replicas)) == 1:
+                r = self.replicas[0]
+                phys = amount / r
+                phys_s = f"{phys:g}"
+                return _("%(n)s shared = %(p)s physical GPU (replicas %(r)s)") % {"n": amount, "p": phys_s, "r": r}
+            if self.replicas:
+                return _("%(n)s shared = %(lo)s–%(hi)s physical GPU (replicas %(rs)s by node)") % {
+                    "n": amount, "lo": f"{amount / max(self.replicas):g}", "hi": f"{amount / min(self.replicas):g}",
+                    "rs": "/".join(str(r) for r in sorted(set(self.replicas)))}
+            return _("%(n)s shared GPU (replicas unknown)") % {"n": amount}
+        if self.gpu_type == ledger_mod.EXCLUSIVE:
+            return _("%(n)s physical GPU, whole") % {"n": amount}
+        return _("%(n)s MIG instance(s) %(p)s: hardware partitions of a physical GPU") % {
+            "n": amount, "p": self.profile}
+
+
+def gpu_choices(ledger) -> list[GpuChoice]:
+    """Exclusive, Shared and each MIG profile the cluster serves or has allocated,
+    in the ledger's order. Only resource names matching GPU_RESOURCE_RE can appear."""
+    if ledger is None:
+        return []
+    replicas = sorted({n.replicas for n in ledger.nodes if n.mode == "timeslicing" and n.replicas})
+    out = []
+    for row in ledger.by_resource:
+        if not GPU_RESOURCE_RE.match(row.resource) or not (row.logical or row.allocated):
+            continue
+        gtype = ledger_mod.gpu_type_of(row.resource)
+        out.append(GpuChoice(row.resource, gtype, row.logical, row.allocated,
+                             replicas if gtype == ledger_mod.SHARED else []))
+    return out
+
+
+def quota_hard(req: WorkspaceRequest, resource: str) -> dict[str, str]:
+    """The compute quota's hard amounts. The GPU key is always ``requests.<resource>``
+    (the only form the API server enforces for extended resources)."""
+    hard = {"requests.cpu": str(req.cpu), "requests.memory": f"{req.memory_gib}Gi"}
+    if req.gpu:
+        if not GPU_RESOURCE_RE.match(resource or ""):
+            raise WorkspaceError(_("Not a GPU resource a Workspace can be given: %(r)s") % {"r": resource})
+        hard["requests." + resource] = str(req.gpu)
+    return hard
+
+
+def workspace_manifests(req: WorkspaceRequest, resource: str) -> list[dict]:
+    """The namespaced objects of an approved Workspace, in creation order."""
+    ns = req.namespace
+    return [
+        {"apiVersion": "v1", "kind": "ResourceQuota",
+         "metadata": {"name": COMPUTE_QUOTA, "namespace": ns, "labels": {MANAGED_BY_LABEL: "brickadmin"}},
+         "spec": {"hard": quota_hard(req, resource),
+                  "scopeSelector": {"matchExpressions": [
+                      {"scopeName": "PriorityClass", "operator": "NotIn", "values": [JOB_PRIORITY_CLASS]}]}}},
+        {"apiVersion": "v1", "kind": "ResourceQuota",
+         "metadata": {"name": STORAGE_QUOTA, "namespace": ns, "labels": {MANAGED_BY_LABEL: "brickadmin"}},
+         "spec": {"hard": {"requests.storage": f"{req.storage_gib}Gi"}}},
+        {"apiVersion": "v1", "kind": "LimitRange",
+         "metadata": {"name": LIMIT_RANGE, "namespace": ns, "labels": {MANAGED_BY_LABEL: "brickadmin"}},
+         "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "100m", "memory": "256Mi"}}]}},
+    ]
+
+
+def ensure_priority_class(gw, name: str, value: int, description: str, preemption_policy: str):
+    """Create the PriorityClass unless it exists (cluster infrastructure, never rolled back)."""
+    if any(pc["metadata"]["name"] == name for pc in gw.list_priority_classes()):
+        return False
+    try:
+        gw.create_priority_class(name, value, description, preemption_policy=preemption_policy)
+    except Conflict:
+        return False
+    return True
+
+
+def _record(actor, action, *, workspace=None, job=None, subject="", **kw) -> Decision:
+    return Decision.objects.create(actor=actor, actor_name=actor.get_username(), action=action,
+                                   workspace=workspace, job=job, subject=subject, **kw)
+
+
+def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledger=None) -> WorkspaceRequest:
+    """Create the Workspace in the cluster, all or nothing, then record the decision.
+
+    Raises WorkspaceError (nothing created, request still pending, reason in the message)."""
+    req = WorkspaceRequest.objects.select_related("requester").get(pk=req_id)
+    if not req.is_pending:
+        raise WorkspaceError(_("This request was already decided."))
+    if req.gpu == 0:
+        resource = ""
+        choice = None
+    else:
+        if ledger is None:
+            from gpus.services import current_ledger
+
+            ledger, _snap = current_ledger()
+        if ledger is None:
+            raise WorkspaceError(_("The cluster cannot be read; nothing was changed."))
+        choice = next((c for c in gpu_choices(ledger) if c.resource == resource), None)
+        if choice is None:
+            raise WorkspaceError(_("Choose a GPU type the cluster offers."))
+        if req.gpu > choice.available and not overcommit:
+            raise WorkspaceError(_(
+                "Only %(a)s %(r)s available now; approving %(n)s needs the explicit overcommit box.") % {
+                "a": choice.available, "r": resource, "n": req.gpu})
+    overcommitted = bool(choice and req.gpu > choice.available)
+
+    gw = get_gateway()
+    created_ns = False
+    try:
+        ensure_priority_class(gw, USER_PRIORITY_CLASS, USER_PRIORITY_VALUE,
+                              "BRICK Workspace workloads; may preempt Jobs (brick-job-priority).",
+                              "PreemptLowerPriority")
+        owner = req.requester_name
+        gw.create_namespace(req.namespace, {WORKSPACE_LABEL: "true", OWNER_LABEL: owner})
+        created_ns = True
+        for manifest in workspace_manifests(req, resource):
+            if manifest["kind"] == "ResourceQuota" and "scopeSelector" not in manifest["spec"]:
+                gw.create_resource_quota(req.namespace, manifest["metadata"]["name"], manifest["spec"]["hard"])
+            else:
+                gw.apply(manifest)
+    except ClusterError as exc:
+        undo_error = ""
+        if created_ns:
+            try:
+                gw.delete("v1", "Namespace", req.namespace)  # takes the quotas and LimitRange with it
+            except ClusterError as undo_exc:
+                undo_error = str(undo_exc)
+        msg = _("Kubernetes refused: %(e)s. Nothing was kept; the request is still pending.") % {"e": exc}
+        if undo_error:
+            msg = _("Kubernetes refused: %(e)s. Removing the half-created namespace %(ns)s also failed "
+                    "(%(u)s): delete it by hand.") % {"e": exc, "ns": req.namespace, "u": undo_error}
+        WorkspaceRequest.objects.filter(pk=req.pk).update(last_error=msg)
+        _record(actor, Decision.Action.APPROVE_FAILED, workspace=req, subject=req.name, gpu_resource=resource,
+                amount=req.gpu, available_before=choice.available if choice else None,
+                overcommit=overcommitted, detail=msg)
+        raise WorkspaceError(msg) from exc
+
+    now = timezone.now()
+    with transaction.atomic():
+        updated = WorkspaceRequest.objects.filter(pk=req.pk, status=WorkspaceRequest.Status.PENDING).update(
+            status=WorkspaceRequest.Status.APPROVED, decided_at=now, decided_by=actor,
+            decided_by_name=actor.get_username(), gpu_type=choice.gpu_type if choice else "",
+            gpu_resource=resource, overcommit=overcommitted, last_error="")
+        _record(actor, Decision.Action.APPROVE, workspace=req, subject=req.name, gpu_resource=resource,
+                amount=req.gpu, available_before=choice.available if choice else None, overcommit=overcommitted,
+                detail=f"namespace {req.namespace}; quota " + ", ".join(
+                    f"{k}={v}" for k, v in quota_hard(req, resource).items()) + f", requests.storage={req.storage_gib}Gi")
+    if not updated:
+        raise WorkspaceError(_("This request was already decided."))
+    req.refresh_from_db()
+    return req
+
+
+def reject(req_id: int, actor, reason: str) -> WorkspaceRequest:
+    reason = (reason or "").strip()
+    if not reason:
+        raise WorkspaceError(_("A rejection needs a reason; the user will see it."))
+    with transaction.atomic():
+        req = WorkspaceRequest.objects.get(pk=req_id)
+        updated = WorkspaceRequest.objects.filter(pk=req.pk, status=WorkspaceRequest.Status.PENDING).update(
+            status=WorkspaceRequest.Status.REJECTED, decided_at=timezone.now(), decided_by=actor,
+            decided_by_name=actor.get_username(), rejection_reason=reason)
+        if not updated:
+            raise WorkspaceError(_("This request was already decided."))
+        _record(actor, Decision.Action.REJECT, workspace=req, subject=req.name, amount=req.gpu, detail=reason)
+    req.refresh_from_db()
+    return req
+
+
+# --- Jobs --------------------------------------------------------------------------
+
+@dataclass
+class NodeOption:
+    name: str
+    resource: str
+    free: int
+    allocatable: int
+    selectable: bool
+    reason: str = ""
+
+
+def job_node_options(ledger) -> list[NodeOption]:
+    """The Job node list of seed 2.4: exclusive nodes selectable with free / allocatable;
+    time-slicing and MIG nodes, and nodes that cannot take pods, disabled with a reason."""
+    out = []
+    for n in (ledger.nodes if ledger else []):
+        served = [r for r in n.served if r.allocatable or r.capacity]
+        if n.mode == "timeslicing":
+            res = next((r.resource for r in served), ledger_mod.GPU_SHARED)
+            out.append(NodeOption(n.name, res, 0, 0, False, _("Time-slicing nodes do not support Jobs")))
+            continue
+        if n.mode == "mig":
+            res = next((r.resource for r in served if r.gpu_type.startswith("mig-")), "nvidia.com/mig-*")
+            out.append(NodeOption(n.name, res, 0, 0, False, _("MIG nodes do not support Jobs")))
+            continue
+        line = n.resources.get(ledger_mod.GPU)
+        alloc = line.allocatable if line and not line.stale else 0
+        free = max(0, alloc - (line.requested if line else 0))
+        reason = ""
+        if n.mode != "exclusive":
+            reason = _("The node's GPU sharing label is not recognised")
+        elif not n.ready:
+            reason = _("Node is not Ready")
+        elif n.cordoned:
+            reason = _("Node is cordoned (no new pods)")
+        elif n.plugin_state in ("missing", "pending"):
+            reason = _("Device plugin is not running on this node")
+        elif alloc == 0:
+            reason = _("No nvidia.com/gpu is allocatable on this node")
+        elif free == 0:
+            reason = _("No free GPU on this node right now")
+        out.append(NodeOption(n.name, ledger_mod.GPU, free, alloc, not reason, reason))
+    return out
+
+
+def job_manifest(job: WorkspaceJob) -> dict:
+    labels = {MANAGED_BY_LABEL: "brickadmin", JOB_ID_LABEL: str(job.pk), OWNER_LABEL: job.owner_name}
+    container = {"name": "main", "image": job.image,
+                 "resources": {"limits": {ledger_mod.GPU: str(job.gpu)}, "requests": {ledger_mod.GPU: str(job.gpu)}}}
+    if job.command.strip():
+        container["command"] = shlex.split(job.command)
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": job.k8s_name, "namespace": job.workspace.namespace, "labels": labels},
+        "spec": {"backoffLimit": 0, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"restartPolicy": "Never", "priorityClassName": JOB_PRIORITY_CLASS,
+                     "nodeSelector": {"kubernetes.io/hostname": job.node},
+                     "tolerations": [{"key": ledger_mod.GPU, "operator": "Exists", "effect": "NoSchedule"}],
+                     "containers": [container]}}},
+    }
+
+
+def create_job(user, workspace: WorkspaceRequest, *, node: str, image: str, command: str, gpu: int) -> WorkspaceJob:
+    job = WorkspaceJob.objects.create(workspace=workspace, owner=user, owner_name=user.get_username(),
+                                      node=node, image=image, command=command, gpu=gpu)
+    if not JobSettings.load().approval_required:
+        submit_job(job, None)
+    return job
+
+
+def submit_job(job: WorkspaceJob, actor) -> WorkspaceJob:
+    """Create the Kubernetes Job (after approval, or at once when approval is off)."""
+    gw = get_gateway()
+    try:
+        ensure_priority_class(gw, JOB_PRIORITY_CLASS, JOB_PRIORITY_VALUE,
+                              "BRICK Jobs: scavenging tier, preempted by Workspace pods.", "Never")
+        gw.create_job(job.workspace.namespace, job_manifest(job))
+    except ClusterError as exc:
+        job.last_error = str(exc)
+        if actor is None:
+            job.status = WorkspaceJob.Status.FAILED
+        job.save(update_fields=["status", "last_error"])
+        if actor is not None:
+            _record(actor, Decision.Action.JOB_FAILED, job=job, subject=job.k8s_name, gpu_resource=ledger_mod.GPU,
+                    amount=job.gpu, detail=str(exc))
+        raise WorkspaceError(_("Kubernetes refused the Job: %(e)s") % {"e": exc}) from exc
+    job.status = WorkspaceJob.Status.SUBMITTED
+    job.last_error = ""
+    if actor is not None:
+        job.decided_by_name = actor.get_username()
+    job.save(update_fields=["status", "last_error", "decided_by_name"])
+    if actor is not None:
+        _record(actor, Decision.Action.JOB_APPROVE, job=job, subject=job.k8s_name, gpu_resource=ledger_mod.GPU,
+                amount=job.gpu, detail=f"node {job.node}; namespace {job.workspace.namespace}")
+    return job
+
+
+def approve_job(job_id: int, actor, ledger=None) -> WorkspaceJob:
+    job = WorkspaceJob.objects.select_related("workspace").get(pk=job_id)
+    if job.status != WorkspaceJob.Status.PENDING:
+        raise WorkspaceError(_("This Job was already decided."))
+    if ledger is None:
+        from gpus.services import current_ledger
+
+        ledger, _snap = current_ledger()
+    option = next((o for o in job_node_options(ledger) if o.name == job.node), None)
+    if option is None or not option.selectable:
+        raise WorkspaceError(_("Node %(n)s cannot take this Job now: %(why)s") % {
+            "n": job.node, "why": option.reason if option else _("node not found")})
+    if job.gpu > option.free:
+        raise WorkspaceError(_("Node %(n)s has %(f)s free GPU; the Job asks for %(g)s.") % {
+            "n": job.node, "f": option.free, "g": job.gpu})
+    return submit_job(job, actor)
+
+
+def reject_job(job_id: int, actor, reason: str) -> WorkspaceJob:
+    reason = (reason or "").strip()
+    if not reason:
+        raise WorkspaceError(_("A rejection needs a reason; the user will see it."))
+    with transaction.atomic():
+        job = WorkspaceJob.objects.get(pk=job_id)
+        if not WorkspaceJob.objects.filter(pk=job.pk, status=WorkspaceJob.Status.PENDING).update(
+                status=WorkspaceJob.Status.REJECTED, decided_by_name=actor.get_username(), rejection_reason=reason):
+            raise WorkspaceError(_("This Job was already decided."))
+        _record(actor, Decision.Action.JOB_REJECT, job=job, subject=job.k8s_name, amount=job.gpu, detail=reason)
+    job.refresh_from_db()
+    return job
+
+
+def job_state(k8s_job: dict | None) -> str:
+    """A Job's state as kubectl would summarise it."""
+    if k8s_job is None:
+        return ""
+    status = k8s_job.get("status") or {}
+    for cond in status.get("conditions") or []:
+        if cond.get("status") == "True" and cond.get("type") in ("Complete", "SuccessCriteriaMet"):
+            return "Complete"
+        if cond.get("status") == "True" and cond.get("type") in ("Failed", "FailureTarget"):
+            return "Failed"
+        if cond.get("status") == "True" and cond.get("type") == "Suspended":
+            return "Suspended"
+    if status.get("active"):
+        return "Running"
+    if status.get("succeeded"):
+        return "Complete"
+    if status.get("failed"):
+        return "Failed"
+    return "Pending"
+
+
+def cluster_jobs_by_name(request=None) -> dict[tuple[str, str], dict] | None:
+    """(namespace, name) -> Job for the Jobs brickadmin made; None when unreadable."""
+    try:
+        jobs = get_gateway().list_jobs(label_selector=f"{MANAGED_BY_LABEL}=brickadmin")
+    except ClusterError as exc:
+        if request is not None:
+            request.cluster_error = str(exc)
+        return None
+    return {(j["metadata"].get("namespace", ""), j["metadata"]["name"]): j for j in jobs}
+
+
+def set_job_approval(actor, required: bool) -> JobSettings:
+    s = JobSettings.load()
+    if s.approval_required != required:
+        s.approval_required = required
+        s.updated_by_name = actor.get_username()
+        s.save()
+        _record(actor, Decision.Action.SETTING, subject="job_approval_required",
+                detail=f"job approval required = {required}")
+    return s

@@ -1,0 +1,30 @@
+"""Template helpers of the workspaces app."""
+from django import template
+from django.utils import timezone
+
+register = template.Library()
+
+
+@register.simple_tag
+def job_approval_off() -> bool:
+    """True when admins switched Job approval off (Jobs then have no resource ceiling)."""
+    from workspaces.models import JobSettings
+
+    row = JobSettings.objects.filter(pk=1).values_list("approval_required", flat=True).first()
+    return row is False
+
+
+@register.filter
+def waiting(since):
+    """How long something has waited, coarse: '3 d 4 h', '2 h 5 min', '4 min'."""
+    if not since:
+        return ""
+    secs = max(0, int((timezone.now() - since).total_seconds()))
+    d, rem = divmod(secs, 86400)
+    h, rem = divmod(rem, 3600)
+    m = rem // 60
+    if d:
+        return f"{d} d {h} h"
+    if h:
+        return f"{h} h {m} min"
+    return f"{m} min"
