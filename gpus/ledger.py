@@ -61,7 +61,7 @@ def quantity(value) -> int:
         return 0
 
 
-@dataclass
+@dataclass(slots=True)
 class ResourceLine:
     resource: str
     gpu_type: str
@@ -78,7 +78,7 @@ class ResourceLine:
         return "allocatable" if self.allocatable > 0 else "capacity"
 
 
-@dataclass
+@dataclass(slots=True)
 class Device:
     uuid: str
     model: str
@@ -87,7 +87,7 @@ class Device:
     users: list[str] = field(default_factory=list)  # pods, when known (DCGM)
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeLedger:
     name: str
     model: str
@@ -124,7 +124,7 @@ class NodeLedger:
         return [r for r in self.resources.values() if not r.stale]
 
 
-@dataclass
+@dataclass(slots=True)
 class TypeRow:
     """One Dashboard detail row: a GPU model and type."""
 
@@ -142,7 +142,7 @@ class TypeRow:
         return type_label(self.model, self.gpu_type)
 
 
-@dataclass
+@dataclass(slots=True)
 class ResourceRow:
     """One Workspace-creation availability row: a resource name."""
 
@@ -160,7 +160,7 @@ class ResourceRow:
         return gpu_type_of(self.resource)
 
 
-@dataclass
+@dataclass(slots=True)
 class Ledger:
     nodes: list[NodeLedger]
     by_type: list[TypeRow]
@@ -203,6 +203,10 @@ class Ledger:
     @property
     def stale_nodes(self) -> list[NodeLedger]:
         return [n for n in self.nodes if n.stale]
+
+    @property
+    def attention_count(self) -> int:
+        return len(self.plugin_down_nodes) + len(self.stale_nodes) + len(self.cordoned_nodes)
 
     @property
     def plugin_down_nodes(self) -> list[NodeLedger]:

@@ -21,4 +21,7 @@ def current_ledger(request=None):
         if request is not None:
             request.cluster_error = str(exc)
         return None, None
-    return ledger_mod.compute(snapshot), snapshot
+    # A cached snapshot (the twin unchanged) keeps its ledger: compute once per snapshot.
+    if snapshot.ledger is None:
+        snapshot.ledger = ledger_mod.compute(snapshot)
+    return snapshot.ledger, snapshot

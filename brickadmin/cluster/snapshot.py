@@ -29,6 +29,7 @@ class Snapshot:
     device_note: str = ""
     taken_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     source: str = "twin"
+    ledger: object = None  # gpus.ledger.Ledger, memoised by gpus.services
 
 
 _cache_lock = threading.Lock()
@@ -43,8 +44,9 @@ def take_snapshot(gateway=None, *, use_prometheus: bool = True) -> Snapshot:
 
     gateway = gateway or get_gateway()
     key = None
-    if gateway.name == "twin":
-        key = ("twin", gateway.version(), use_prometheus and bool(settings.PROMETHEUS_URL))
+    live_metrics = use_prometheus and bool(settings.PROMETHEUS_URL)
+    if gateway.name == "twin" and not live_metrics:  # DCGM readings change without the twin
+        key = ("twin", gateway.version())
     elif settings.BRICK_SNAPSHOT_CACHE_SECONDS:
         key = ("kube", int(time.monotonic() // settings.BRICK_SNAPSHOT_CACHE_SECONDS))
     if key is not None:

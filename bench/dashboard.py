@@ -1,0 +1,153 @@
+"""Dashboard scale benchmark: a generated twin of 5,000 GPU nodes and 150,000 pods
+(Kubernetes' published limits; one pod in ten holds GPUs).
+
+Prints ledger time, snapshot time, Dashboard server time (median of 20 requests,
+warm and cold snapshot cache), SQL queries per Dashboard request at 50 and 5,000
+nodes, and peak memory. Run: .venv/bin/python bench/dashboard.py
+(uses its own SQLite file under /tmp unless DATABASE_URL is set).
+"""
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("BRICK_VAR_DIR", tempfile.mkdtemp(prefix="brick-bench-"))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "brickadmin.settings")
+os.environ["BRICK_CLUSTER"] = "twin"
+os.environ.pop("PROMETHEUS_URL", None)
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection, reset_queries  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import CaptureQueriesContext  # noqa: E402
+
+from brickadmin.cluster import scenarios as s  # noqa: E402
+from brickadmin.cluster import snapshot as snapshot_mod  # noqa: E402
+from brickadmin.cluster.models import TwinHardware, TwinObject, TwinState  # noqa: E402
+from brickadmin.cluster.twin import TwinGateway  # noqa: E402
+from gpus import ledger  # noqa: E402
+
+MODELS = [("NVIDIA A30", 24576), ("NVIDIA A100 80GB PCIe", 81920), ("NVIDIA H100 80GB HBM3", 81559)]
+
+
+def generate(n_nodes: int, n_pods: int):
+    """Bulk-write the twin as it looks after its controllers ran (plugin pods placed,
+    node status set), so the benchmark measures reading, not loading."""
+    TwinObject.objects.all().delete()
+    TwinHardware.objects.all().delete()
+    objs, hw = [], []
+    manifest = s.device_plugin_manifest(replicas=4)
+    for doc in manifest:
+        objs.append(TwinObject(kind=doc["kind"], namespace=doc["metadata"].get("namespace", ""),
+                               name=doc["metadata"]["name"], body=doc))
+    nodes = []
+    for i in range(n_nodes):
+        model, mem = MODELS[i % 3]
+        sharing = "timeslicing" if i % 4 == 0 else "none"
+        res = "nvidia.com/gpu.shared" if sharing == "timeslicing" else "nvidia.com/gpu"
+        count = 8 * (4 if sharing == "timeslicing" else 1)
+        extra = {"capacity": {res: str(count)}, "allocatable": {res: str(count)}}
+        if i % 97 == 0:
+            extra["capacity"]["nvidia.com/gpu"] = "8"
+            extra["allocatable"]["nvidia.com/gpu"] = "0"
+        name = f"gpu-{i:05d}"
+        node = s.node(name, model=model, sharing=sharing, gpu_count=8, extra_status=extra,
+                      unschedulable=(i % 50 == 0))
+        nodes.append((name, sharing, res))
+        objs.append(TwinObject(kind="Node", name=name, body=node))
+        hw.append(TwinHardware(node=name, gpus=s.gpus(name, model, 8, mem)))
+        comp = "timeslicing" if sharing == "timeslicing" else "default"
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": f"nvidia-device-plugin-{comp}-{i:05d}", "namespace": "brick-nvidia",
+                            "uid": str(uuid.uuid4()),
+                            "labels": {"app.kubernetes.io/component": comp},
+                            "ownerReferences": [{"kind": "DaemonSet", "name": f"nvidia-device-plugin-{comp}"}]},
+               "spec": {"nodeName": name, "containers": [{"name": "p", "image": "plugin"}]},
+               "status": {"phase": "Running"}}
+        objs.append(TwinObject(kind="Pod", namespace="brick-nvidia", name=pod["metadata"]["name"], body=pod,
+                               node_name=name))
+    n_ws = max(1, n_nodes // 10)
+    for w in range(n_ws):
+        ns = f"ws-{w:04d}"
+        objs.append(TwinObject(kind="Namespace", name=ns, body=s.namespace(ns, owner=f"user{w}")))
+        q = s.quota(ns, {"requests.nvidia.com/gpu": 4, "requests.nvidia.com/gpu.shared": 4})
+        objs.append(TwinObject(kind="ResourceQuota", namespace=ns, name="workspace-quota", body=q))
+    for p in range(n_pods - n_nodes):
+        name, sharing, res = nodes[p % n_nodes]
+        ns = f"ws-{p % n_ws:04d}"
+        if p % 10 == 0:
+            pod = s.gpu_pod(ns, f"gpu-pod-{p}", name, res, 1)
+        else:
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"cpu-pod-{p}", "namespace": ns},
+                   "spec": {"nodeName": name, "containers": [{"name": "c", "image": "busybox",
+                                                              "resources": {"requests": {"cpu": "100m"}}}]},
+                   "status": {"phase": "Running"}}
+        objs.append(TwinObject(kind="Pod", namespace=ns, name=pod["metadata"]["name"], body=pod, node_name=name,
+                               holds_gpu=p % 10 == 0))
+    TwinObject.objects.bulk_create(objs, batch_size=2000)
+    TwinHardware.objects.bulk_create(hw, batch_size=2000)
+    TwinState.objects.update_or_create(pk=1, defaults={"version": uuid.uuid4().hex})
+
+
+def timed(fn, n):
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t) * 1000)
+    return statistics.median(out)
+
+
+def dashboard_queries(client):
+    snapshot_mod._cache.clear()
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get("/").status_code == 200
+    return len(ctx.captured_queries)
+
+
+def main():
+    call_command("migrate", verbosity=0)
+    admin, _ = get_user_model().objects.get_or_create(username="bench-admin", defaults={"is_staff": True})
+    client = Client(HTTP_HOST="localhost")
+    client.force_login(admin)
+    print(f"database: {connection.vendor}")
+
+    generate(50, 1500)
+    q50 = dashboard_queries(client)
+
+    t = time.perf_counter()
+    generate(5000, 150_000)
+    print(f"generated 5,000 nodes / 150,000 pods in {time.perf_counter() - t:.1f} s")
+    gw = TwinGateway()
+    snapshot_mod._cache.clear()
+    snap_ms = timed(lambda: (snapshot_mod._cache.clear(), snapshot_mod.take_snapshot(gw)), 3)
+    snap = snapshot_mod.take_snapshot(gw)
+    print(f"snapshot read (cold, median of 3): {snap_ms:.0f} ms  "
+          f"[{len(snap.nodes)} nodes, {len(snap.gpu_pods)} GPU pods, {len(snap.plugin_pods)} plugin pods]")
+    ledger_ms = timed(lambda: ledger.compute(snap), 5)
+    print(f"ledger compute (median of 5): {ledger_ms:.0f} ms")
+
+    q5000 = dashboard_queries(client)
+    client.get("/")  # warm the snapshot cache
+    warm = timed(lambda: client.get("/"), 20)
+    cold = timed(lambda: (snapshot_mod._cache.clear(), client.get("/")), 20)
+    print(f"Dashboard server time, median of 20: {warm:.0f} ms warm (twin unchanged), {cold:.0f} ms cold (re-read)")
+    print(f"SQL queries per Dashboard request: {q50} at 50 nodes, {q5000} at 5,000 nodes")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak memory (max RSS of this process): {peak:.0f} MiB")
+    target = "met" if warm < 300 else "NOT met"
+    print(f"target < 300 ms median: {target} (warm); cold {'met' if cold < 300 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
