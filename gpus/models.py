@@ -1,3 +1,202 @@
-from django.db import models
+"""The audit record of conversion procedures, and the managed device-plugin manifest.
 
-# Create your models here.
+ProcedureRun: one wizard run (procedure A-D on a node). Its status, heartbeat and cancel
+flag change while the engine works; nothing else edits it, and nothing deletes it except
+the retention prune (finished runs only).
+
+StepRun: append-only, numbered events. Every state change of a step is a new row with the
+next ``seq`` of its run, so a page can catch up with "after seq N" and the record is the
+whole story (each attempt, what was sent, the output, the error). Rows are never updated
+or deleted by the application (only the retention prune removes old finished runs).
+
+ManifestVersion: versioned content of brick-nvidia-device-plugin.yaml.
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
+
+
+class AuditImmutable(Exception):
+    """An attempt to edit or delete an append-only audit row."""
+
+
+class Procedure(models.TextChoices):
+    A = "A", _("A. Exclusive → Time-slicing")
+    B = "B", _("B. Time-slicing → Exclusive")
+    C = "C", _("C. Change time-slicing replicas")
+    D = "D", _("D. Add a GPU node")
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "pending", _("Pending")
+    RUNNING = "running", _("Running")
+    SUCCEEDED = "succeeded", _("Succeeded")
+    FAILED = "failed", _("Failed")
+    CANCELLED = "cancelled", _("Cancelled")
+    INTERRUPTED = "interrupted", _("Interrupted")
+
+
+ACTIVE_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
+FINISHED_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.INTERRUPTED)
+RESUMABLE_STATUSES = (RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.CANCELLED)
+STATUS_TAG = {"pending": "", "running": "warn", "succeeded": "ok", "failed": "bad", "cancelled": "warn",
+              "interrupted": "bad", "skipped": "", "waiting": "warn"}
+
+
+class StepState(models.TextChoices):
+    PENDING = "pending", _("Pending")
+    RUNNING = "running", _("Running")
+    SUCCEEDED = "succeeded", _("Succeeded")
+    FAILED = "failed", _("Failed")
+    SKIPPED = "skipped", _("Skipped")
+    CANCELLED = "cancelled", _("Cancelled")
+
+
+class RunQuerySet(models.QuerySet):
+    def delete(self):
+        raise AuditImmutable("Procedure runs are an audit record; use ProcedureRun.prune()")
+
+    def active(self):
+        return self.filter(status__in=ACTIVE_STATUSES)
+
+
+class ProcedureRun(models.Model):
+    procedure = models.CharField(max_length=1, choices=Procedure.choices)
+    node = models.CharField(max_length=253, blank=True, default="",
+                            help_text=_("Target node; empty for cluster-wide procedures (C)."))
+    # What the one-run-at-a-time constraint locks: the node, or "cluster:timeslicing" for C.
+    lock_key = models.CharField(max_length=260)
+    params = models.JSONField(default=dict, blank=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="procedure_runs")
+    actor_name = models.CharField(max_length=150)
+    status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.PENDING)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    claim_token = models.CharField(max_length=36, blank=True, default="")
+    worker = models.CharField(max_length=200, blank=True, default="")
+    last_seq = models.PositiveIntegerField(default=0)  # the highest StepRun.seq of this run
+    current_step = models.CharField(max_length=64, blank=True, default="")
+    message = models.TextField(blank=True, default="")  # outcome, or what to fix
+    source = models.CharField(max_length=16, default="web")  # web | terminal
+    resumed_count = models.PositiveIntegerField(default=0)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["lock_key"], condition=Q(status__in=["pending", "running"]),
+                                    name="one_active_run_per_lock"),
+        ]
+        indexes = [models.Index(fields=["node", "-created_at"]), models.Index(fields=["status", "heartbeat_at"])]
+
+    def __str__(self):
+        return f"#{self.pk} {self.procedure} {self.node or 'cluster'} ({self.status})"
+
+    def delete(self, *args, **kwargs):
+        raise AuditImmutable("Procedure runs are an audit record and are never deleted by hand")
+
+    def get_absolute_url(self):
+        return reverse("run_detail", args=[self.pk])
+
+    @property
+    def is_active(self):
+        return self.status in ACTIVE_STATUSES
+
+    @property
+    def is_resumable(self):
+        return self.status in RESUMABLE_STATUSES
+
+    @property
+    def status_tag(self):
+        return STATUS_TAG.get(self.status, "")
+
+    @property
+    def target(self):
+        return self.node or _("all time-slicing nodes")
+
+    @classmethod
+    def prune(cls, older_than):
+        """Delete finished runs (and their steps) created before ``older_than``. Never
+        touches a pending or running run."""
+        qs = cls.objects.filter(created_at__lt=older_than, status__in=FINISHED_STATUSES)
+        ids = list(qs.values_list("pk", flat=True))
+        if not ids:
+            return 0
+        StepRun.objects.filter(run_id__in=ids)._raw_delete(StepRun.objects.db)
+        models.QuerySet(cls).filter(pk__in=ids, status__in=FINISHED_STATUSES)._raw_delete(cls.objects.db)
+        return len(ids)
+
+
+class StepQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise AuditImmutable("Step events are append-only")
+
+    def delete(self):
+        raise AuditImmutable("Step events are append-only")
+
+
+class StepRun(models.Model):
+    run = models.ForeignKey(ProcedureRun, on_delete=models.CASCADE, related_name="steps")
+    seq = models.PositiveIntegerField(db_index=True)
+    step_index = models.PositiveSmallIntegerField(default=0)
+    step_key = models.CharField(max_length=64)
+    title = models.CharField(max_length=300)
+    state = models.CharField(max_length=10, choices=StepState.choices)
+    attempt = models.PositiveSmallIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    recorded_at = models.DateTimeField(auto_now_add=True)
+    kubectl = models.TextField(blank=True, default="")
+    sent = models.JSONField(null=True, blank=True)  # what was sent to the API server (None: nothing)
+    output = models.TextField(blank=True, default="")
+    error = models.TextField(blank=True, default="")
+
+    objects = StepQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="step_seq_unique_per_run")]
+
+    def __str__(self):
+        return f"run {self.run_id} #{self.seq} {self.step_key} {self.state}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise AuditImmutable("Step events are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AuditImmutable("Step events are append-only")
+
+    @property
+    def state_tag(self):
+        return STATUS_TAG.get(self.state, "")
+
+
+class ManifestVersion(models.Model):
+    """One version of brick-nvidia-device-plugin.yaml. The highest version is current."""
+
+    version = models.PositiveIntegerField(unique=True)
+    content = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="+")
+    actor_name = models.CharField(max_length=150, blank=True, default="")
+    note = models.CharField(max_length=300, blank=True, default="")
+    run = models.ForeignKey(ProcedureRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    applied_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-version"]
+
+    def __str__(self):
+        return f"v{self.version}"

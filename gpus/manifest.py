@@ -1,0 +1,274 @@
+"""The managed device-plugin manifest (brick-nvidia-device-plugin.yaml) as versioned content.
+
+Pure parts: parse, validate, set_replicas, drift (desired vs live). Effects: current(),
+save_version(), apply() (server-side apply; a changed DaemonSet selector is handled by
+delete + re-create, since spec.selector is immutable).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from django.db import IntegrityError, transaction
+from django.utils.translation import gettext as _
+
+from brickadmin.cluster import NotFound, PermanentClusterError
+
+MANIFEST_FILE = Path(__file__).resolve().parent / "manifests" / "brick-nvidia-device-plugin.yaml"
+NAMESPACE = "brick-nvidia"
+SHARING_LABEL = "brick.cloud/gpu.sharing"
+COMPONENT = "app.kubernetes.io/component"
+TS_CONFIGMAP = "nvidia-device-plugin-config-timeslicing"
+TS_DAEMONSET = "nvidia-device-plugin-timeslicing"
+DEFAULT_DAEMONSET = "nvidia-device-plugin-default"
+CONFIG_KEY = "config.yaml"
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+
+
+class ManifestError(ValueError):
+    pass
+
+
+def parse(content: str) -> list[dict]:
+    try:
+        docs = [d for d in yaml.safe_load_all(content) if d]
+    except yaml.YAMLError as exc:
+        raise ManifestError(_("Not valid YAML: %(err)s") % {"err": exc}) from exc
+    for i, d in enumerate(docs):
+        if not isinstance(d, dict) or not d.get("kind") or not (d.get("metadata") or {}).get("name"):
+            raise ManifestError(_("Document %(i)d has no kind or metadata.name") % {"i": i + 1})
+    return docs
+
+
+def _docs_of(docs, kind):
+    return [d for d in docs if d["kind"] == kind]
+
+
+def _config(cm: dict) -> dict:
+    return yaml.safe_load((cm.get("data") or {}).get(CONFIG_KEY) or "") or {}
+
+
+def ts_replicas(docs: list[dict]) -> int | None:
+    for cm in _docs_of(docs, "ConfigMap"):
+        if cm["metadata"]["name"] == TS_CONFIGMAP:
+            for res in ((_config(cm).get("sharing") or {}).get("timeSlicing") or {}).get("resources") or []:
+                if res.get("name") == "nvidia.com/gpu":
+                    return int(res.get("replicas", 1))
+    return None
+
+
+@dataclass
+class Validation:
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self):
+        return not self.errors
+
+
+def validate(docs: list[dict]) -> Validation:
+    """The seed's rules (3.2, 4): two ConfigMaps and two DaemonSets; identical tolerations;
+    replicas >= 2; renameByDefault under sharing.timeSlicing (not flags); node selectors on
+    the sharing label; each DaemonSet mounts a ConfigMap the file defines."""
+    v = Validation()
+    cms = {d["metadata"]["name"]: d for d in _docs_of(docs, "ConfigMap")}
+    dss = {d["metadata"]["name"]: d for d in _docs_of(docs, "DaemonSet")}
+    if len(cms) != 2 or len(dss) != 2:
+        v.errors.append(_("Expected two ConfigMaps and two DaemonSets, found %(c)d and %(d)d.")
+                        % {"c": len(cms), "d": len(dss)})
+    for d in list(cms.values()) + list(dss.values()):
+        if d["metadata"].get("namespace") != NAMESPACE:
+            v.errors.append(_("%(kind)s %(name)s must be in namespace %(ns)s.")
+                            % {"kind": d["kind"], "name": d["metadata"]["name"], "ns": NAMESPACE})
+    wanted = {"none": DEFAULT_DAEMONSET, "timeslicing": TS_DAEMONSET}
+    tolerations = {}
+    for value, name in wanted.items():
+        ds = dss.get(name)
+        if ds is None:
+            v.errors.append(_("DaemonSet %(name)s is missing.") % {"name": name})
+            continue
+        spec = (ds.get("spec") or {}).get("template", {}).get("spec") or {}
+        selector = spec.get("nodeSelector") or {}
+        if selector.get(SHARING_LABEL) != value:
+            v.errors.append(_("DaemonSet %(name)s must select nodes with nodeSelector %(label)s=%(value)s "
+                              "(found %(found)s).") % {"name": name, "label": SHARING_LABEL, "value": value,
+                                                       "found": selector.get(SHARING_LABEL, _("none"))})
+        tolerations[name] = spec.get("tolerations") or []
+        cm_names = [vol["configMap"]["name"] for vol in spec.get("volumes") or [] if "configMap" in vol]
+        if not cm_names or cm_names[0] not in cms:
+            v.errors.append(_("DaemonSet %(name)s must mount a ConfigMap defined in this file.") % {"name": name})
+        sel = ((ds.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        tmpl_labels = ((ds["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
+        if not sel or any(tmpl_labels.get(k) != val for k, val in sel.items()):
+            v.errors.append(_("DaemonSet %(name)s: spec.selector must match the pod template labels.")
+                            % {"name": name})
+    if len(tolerations) == 2:
+        a, b = tolerations.values()
+        key = lambda t: sorted((k, str(x)) for k, x in t.items())  # noqa: E731
+        if sorted(map(key, a)) != sorted(map(key, b)):
+            v.errors.append(_("The two DaemonSets must have identical tolerations; otherwise the plugin of one "
+                              "mode is not scheduled on tainted nodes and their GPUs disappear."))
+    ts = cms.get(TS_CONFIGMAP)
+    if ts is None:
+        v.errors.append(_("ConfigMap %(name)s is missing.") % {"name": TS_CONFIGMAP})
+    else:
+        try:
+            cfg = _config(ts)
+        except yaml.YAMLError as exc:
+            v.errors.append(_("%(name)s: config.yaml is not valid YAML: %(err)s") % {"name": TS_CONFIGMAP, "err": exc})
+            cfg = {}
+        flags = cfg.get("flags") or {}
+        slicing = (cfg.get("sharing") or {}).get("timeSlicing") or {}
+        if "renameByDefault" in flags:
+            v.errors.append(_("renameByDefault is under flags; it belongs under sharing.timeSlicing."))
+        if slicing.get("renameByDefault") is not True:
+            v.errors.append(_("sharing.timeSlicing.renameByDefault must be true (shared GPUs are "
+                              "nvidia.com/gpu.shared; without it quotas cannot tell the types apart)."))
+        if slicing.get("failRequestsGreaterThanOne") is not True:
+            v.warnings.append(_("sharing.timeSlicing.failRequestsGreaterThanOne should be true."))
+        replicas = ts_replicas(docs)
+        if replicas is None:
+            v.errors.append(_("No time-slicing replicas for nvidia.com/gpu."))
+        elif replicas < 2:
+            v.errors.append(_("Time-slicing replicas must be at least 2 (found %(n)d).") % {"n": replicas})
+    return v
+
+
+def set_replicas(content: str, replicas: int) -> str:
+    """The content with the time-slicing replicas changed; the rest of the text (comments
+    included) is kept as it is."""
+    marker = content.find(f"name: {TS_CONFIGMAP}")
+    if marker < 0:
+        raise ManifestError(_("ConfigMap %(name)s not found") % {"name": TS_CONFIGMAP})
+    head, tail = content[:marker], content[marker:]
+    new_tail, n = re.subn(r"(\breplicas:\s*)\d+", rf"\g<1>{int(replicas)}", tail, count=1)
+    if not n:
+        raise ManifestError(_("No replicas field in %(name)s") % {"name": TS_CONFIGMAP})
+    out = head + new_tail
+    if ts_replicas(parse(out)) != int(replicas):
+        raise ManifestError(_("Could not set replicas in the manifest"))
+    return out
+
+
+# --- drift ------------------------------------------------------------------
+
+def subset_diff(desired, live, path="") -> list[str]:
+    """Paths where ``live`` differs from ``desired`` (fields the API server adds are ignored)."""
+    if isinstance(desired, dict):
+        if not isinstance(live, dict):
+            return [path or "/"]
+        out = []
+        for k, v in desired.items():
+            out += subset_diff(v, live.get(k), f"{path}.{k}" if path else k)
+        return out
+    if isinstance(desired, list):
+        if not isinstance(live, list) or len(desired) != len(live):
+            return [path]
+        out = []
+        for i, (a, b) in enumerate(zip(desired, live)):
+            out += subset_diff(a, b, f"{path}[{i}]")
+        return out
+    if desired is None or live is None:
+        return [] if desired == live else [path]
+    return [] if str(desired) == str(live) else [path]
+
+
+@dataclass
+class DriftItem:
+    kind: str
+    name: str
+    state: str  # "in-sync" | "drifted" | "missing"
+    paths: list[str] = field(default_factory=list)
+
+
+def drift(docs: list[dict], gateway) -> list[DriftItem]:
+    out = []
+    for d in docs:
+        kind, name = d["kind"], d["metadata"]["name"]
+        ns = d["metadata"].get("namespace", NAMESPACE)
+        try:
+            if kind == "ConfigMap":
+                live = gateway.get_configmap(ns, name)
+            elif kind == "DaemonSet":
+                live = gateway.get_daemonset(ns, name)
+            else:
+                continue
+        except NotFound:
+            out.append(DriftItem(kind, name, "missing"))
+            continue
+        want = {k: v for k, v in d.items() if k in ("data", "spec")}
+        want["metadata"] = {"labels": d["metadata"].get("labels") or {}}
+        paths = subset_diff(want, live)
+        out.append(DriftItem(kind, name, "drifted" if paths else "in-sync", paths))
+    return out
+
+
+# --- versions -----------------------------------------------------------------
+
+def current():
+    """The current ManifestVersion, seeding version 1 from the file on first use."""
+    from .models import ManifestVersion
+
+    v = ManifestVersion.objects.order_by("-version").first()
+    if v is None:
+        try:
+            with transaction.atomic():
+                v = ManifestVersion.objects.create(version=1, content=MANIFEST_FILE.read_text(),
+                                                   actor_name="system", note="brick-nvidia-device-plugin.yaml")
+        except IntegrityError:
+            v = ManifestVersion.objects.order_by("-version").first()
+    return v
+
+
+def save_version(content: str, *, actor=None, actor_name="", note="", run=None):
+    """A new version (validated); returns it. Raises ManifestError when invalid."""
+    from .models import ManifestVersion
+
+    result = validate(parse(content))
+    if not result.ok:
+        raise ManifestError("; ".join(result.errors))
+    for _attempt in range(5):
+        latest = current()
+        if latest.content == content:
+            return latest
+        try:
+            with transaction.atomic():
+                return ManifestVersion.objects.create(
+                    version=latest.version + 1, content=content, actor=actor,
+                    actor_name=actor_name or (actor.get_username() if actor else ""), note=note, run=run)
+        except IntegrityError:
+            continue
+    raise ManifestError(_("Another change to the manifest was saved at the same time; try again."))
+
+
+def apply(docs: list[dict], gateway) -> list[str]:
+    """Server-side apply every document. A DaemonSet whose selector changed is deleted and
+    re-created. Returns one line per object (what was done)."""
+    lines = []
+    for d in docs:
+        kind, name = d["kind"], d["metadata"]["name"]
+        ns = d["metadata"].get("namespace")
+        if kind == "DaemonSet":
+            try:
+                live = gateway.get_daemonset(ns, name)
+                if (live.get("spec") or {}).get("selector") != d["spec"].get("selector"):
+                    gateway.delete(d.get("apiVersion", "apps/v1"), kind, name, ns)
+                    lines.append(f"daemonset.apps/{name} deleted (spec.selector is immutable)")
+            except NotFound:
+                pass
+        try:
+            gateway.apply(d, field_manager="brickadmin")
+        except PermanentClusterError as exc:
+            if kind == "DaemonSet" and exc.status == 422 and "selector" in str(exc):
+                gateway.delete(d.get("apiVersion", "apps/v1"), kind, name, ns)
+                lines.append(f"daemonset.apps/{name} deleted (spec.selector is immutable)")
+                gateway.apply(d, field_manager="brickadmin")
+            else:
+                raise
+        group = {"DaemonSet": "daemonset.apps", "ConfigMap": "configmap", "Namespace": "namespace"}.get(
+            kind, kind.lower())
+        lines.append(f"{group}/{name} serverside-applied")
+    return lines

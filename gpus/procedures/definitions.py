@@ -1,0 +1,430 @@
+"""Procedures A-D (seed section 4, BRICK convention): ordered steps and pre-checks."""
+from __future__ import annotations
+
+from django.utils.translation import gettext as _
+
+from brickadmin import metrics
+from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
+from brickadmin.cluster.snapshot import take_snapshot
+
+from .. import ledger as ledger_mod
+from .. import manifest as manifest_mod
+from .base import Check, Outcome, ProcedureDef, Step, StepFailed
+from .steps import (
+    GPU_SHARED,
+    SHARING_LABEL,
+    TYPE_LABEL,
+    AllocatableIs,
+    Checklist,
+    Cordon,
+    Drain,
+    Label,
+    LabelBoth,
+    NoStale,
+    PluginPodRunning,
+    PrometheusAllocatable,
+    RemoveStale,
+    Skipped,
+    Uncordon,
+    prometheus_check,
+    whole_gpus,
+)
+
+OWNER_LABEL = "brick.cloud/owner"
+
+
+class PrecheckStep(Step):
+    """Step 0: the procedure's pre-checks again, at run time (the cluster may have changed
+    since the plan was shown)."""
+
+    key = "precheck"
+
+    def __init__(self, proc):
+        self.proc = proc
+
+    def title(self, run):
+        return _("0. Pre-check")
+
+    def kubectl(self, run):
+        return self.proc.precheck_kubectl(run)
+
+    def verify(self, ctx):
+        checks = self.proc.prechecks(ctx.gateway, ctx.node, ctx.params)
+        detail = "\n".join(f"[{c.level}] {c.detail}" for c in checks)
+        blocks = [c for c in checks if c.level == "block"]
+        if blocks:
+            return Check(False, detail, " ".join(c.fix or c.detail for c in blocks))
+        acks = [c for c in checks if c.level == "ack"]
+        if acks and not ctx.params.get("acknowledged"):
+            return Check(False, detail, _("This run needs an explicit acknowledgement: %(what)s Start the wizard "
+                                          "again and tick the acknowledgement.") % {"what": acks[0].detail})
+        return Check(True, detail)
+
+
+def _ledger(gateway):
+    return ledger_mod.compute(take_snapshot(gateway))
+
+
+def _workspaces(gateway):
+    """namespace -> owner, for Workspace namespaces."""
+    return {ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(OWNER_LABEL, "")
+            for ns in gateway.list_namespaces()}
+
+
+def _shared_quota(gateway) -> dict[str, int]:
+    alloc = ledger_mod.allocated_by_namespace(gateway.list_resource_quotas())
+    return {ns: per.get(GPU_SHARED, 0) for ns, per in alloc.items() if GPU_SHARED in per}
+
+
+def _ws_list(quotas: dict[str, int], owners: dict[str, str]) -> list[str]:
+    return [_("%(ns)s (owner %(owner)s): %(n)d") % {"ns": ns, "owner": owners.get(ns) or "?", "n": n}
+            for ns, n in sorted(quotas.items(), key=lambda kv: -kv[1])]
+
+
+class _Conversion(ProcedureDef):
+    target = ""  # sharing label value after the conversion
+    source_mode = ""
+
+    def steps(self, params):
+        v = self.target
+        return [PrecheckStep(self), Cordon(), Drain(), Label(v), PluginPodRunning(v), AllocatableIs(v),
+                RemoveStale(v), NoStale(v), Uncordon(), PrometheusAllocatable(v)]
+
+    def precheck_kubectl(self, run):
+        return f"kubectl get node {run.node} -L {SHARING_LABEL}"
+
+    def prechecks(self, gateway, node, params):
+        led = _ledger(gateway)
+        n = led.node(node)
+        if n is None:
+            return [Check(False, _("%(node)s is not a GPU node.") % {"node": node},
+                          _("Use procedure D to add a GPU node."))]
+        reason = self.eligibility(n)
+        if reason:
+            return [Check(False, reason)]
+        checks = [Check(True, _("%(node)s: %(mode)s, %(p)d physical GPU(s), sharing label %(label)s") % {
+            "node": node, "mode": n.mode, "p": n.physical, "label": n.sharing_label or "-"})]
+        if n.mode == "unlabelled":
+            checks.append(Check(True, _("The sharing label value %(v)s is not recognised; this run sets it to "
+                                        "%(t)s.") % {"v": n.sharing_label, "t": self.target}, level="warn"))
+        pods = [r for r in n.resources.values() if r.requested]
+        if pods:
+            checks.append(Check(True, _("GPU pods on %(node)s will be evicted: %(res)s") % {
+                "node": node, "res": ", ".join(f"{r.resource} {r.requested}" for r in pods)}, level="warn"))
+        return checks
+
+    def eligibility(self, n):
+        if n.convention != "brick":
+            return _("Not a BRICK-convention node (GPU Operator or unlabelled): the wizards follow the BRICK labels. "
+                     "Use procedure D to add it.")
+        if n.mode == "timeslicing" and self.target == "timeslicing":
+            return _("Already time-slicing.")
+        if n.mode in ("exclusive", "mig") and self.target == "none":
+            return _("Already exclusive.")
+        return ""
+
+
+class ProcedureA(_Conversion):
+    code = "A"
+    target = "timeslicing"
+
+
+class ProcedureB(_Conversion):
+    code = "B"
+    target = "none"
+
+    def precheck_kubectl(self, run):
+        return ("PromQL: " + metrics.SHARED_TOTAL_EXCEPT.format(node=run.node) + "  >=  " + metrics.SHARED_ALLOCATED)
+
+    def prechecks(self, gateway, node, params):
+        checks = super().prechecks(gateway, node, params)
+        if any(c.level == "block" for c in checks):
+            return checks
+        led = _ledger(gateway)
+        total_except = metrics.scalar(metrics.SHARED_TOTAL_EXCEPT.format(node=node))
+        allocated = metrics.scalar(metrics.SHARED_ALLOCATED)
+        source = "Prometheus"
+        if total_except is None or allocated is None:
+            source = _("the cluster (Prometheus unavailable: %(why)s)") % {
+                "why": metrics.last_error() or _("not configured")}
+            total_except = sum(r.allocatable for x in led.nodes if x.name != node for r in x.served
+                               if r.resource == GPU_SHARED)
+            allocated = led.resource(GPU_SHARED).allocated
+        total_except, allocated = int(total_except), int(allocated)
+        owners = _workspaces(gateway)
+        quotas = _shared_quota(gateway)
+        numbers = _("Shared total left after removing %(node)s: %(t)d; shared quota allocated: %(a)d (from %(src)s).") \
+            % {"node": node, "t": total_except, "a": allocated, "src": source}
+        if total_except < allocated:
+            items = _ws_list({k: v for k, v in quotas.items() if v}, owners)
+            checks.append(Check(False, numbers, _("Lower the shared GPU quotas by %(d)d in total before converting "
+                                                  "%(node)s. Workspaces holding shared quota: %(ws)s.")
+                                % {"d": allocated - total_except, "node": node, "ws": "; ".join(items)},
+                                level="block", items=items))
+            return checks
+        checks.append(Check(True, numbers))
+        others = [x for x in led.nodes if x.name != node and x.mode == "timeslicing"]
+        if not others:
+            shared_pods = [p for p in gateway.list_gpu_pods()
+                           if (p.get("spec") or {}).get("nodeName") == node
+                           and GPU_SHARED in str((p.get("spec") or {}).get("containers"))]
+            namespaces = sorted({p["metadata"]["namespace"] for p in shared_pods} | set(quotas))
+            items = [_("%(ns)s (owner %(owner)s)") % {"ns": ns, "owner": owners.get(ns) or "?"} for ns in namespaces]
+            checks.append(Check(True, _("%(node)s is the only time-slicing node: its shared GPU pods will have "
+                                        "nowhere to go and stay Pending. Affected Workspaces: %(ws)s. Agree with "
+                                        "their owners first.") % {"node": node, "ws": ", ".join(items) or _("none")},
+                                level="ack", items=items))
+        return checks
+
+
+# --- C -------------------------------------------------------------------------
+
+class EditManifest(Step):
+    key = "manifest-edit"
+
+    def title(self, run):
+        return _("1. Set replicas: %(r)s in the managed manifest") % {"r": run.params.get("replicas")}
+
+    def kubectl(self, run):
+        return _("edit brick-nvidia-device-plugin.yaml: sharing.timeSlicing.resources[nvidia.com/gpu].replicas: %(r)s") \
+            % {"r": run.params.get("replicas")}
+
+    def ensure(self, ctx):
+        want = int(ctx.params["replicas"])
+        cur = manifest_mod.current()
+        have = manifest_mod.ts_replicas(manifest_mod.parse(cur.content))
+        if have == want:
+            return Outcome(None, _("manifest v%(v)d already has replicas %(r)d") % {"v": cur.version, "r": want})
+        new = manifest_mod.save_version(manifest_mod.set_replicas(cur.content, want), actor=ctx.run.actor,
+                                        actor_name=ctx.run.actor_name, run=ctx.run,
+                                        note=f"procedure C run #{ctx.run.pk}: replicas {have} -> {want}")
+        return Outcome({"manifestVersion": new.version, "replicas": want},
+                       _("manifest v%(a)d -> v%(b)d: replicas %(x)s -> %(y)d") % {
+                           "a": cur.version, "b": new.version, "x": have, "y": want})
+
+    def verify(self, ctx):
+        cur = manifest_mod.current()
+        docs = manifest_mod.parse(cur.content)
+        result = manifest_mod.validate(docs)
+        ok = result.ok and manifest_mod.ts_replicas(docs) == int(ctx.params["replicas"])
+        return Check(ok, _("manifest v%(v)d: %(state)s") % {"v": cur.version,
+                                                           "state": "valid" if result.ok else "; ".join(result.errors)},
+                     _("Fix the managed manifest (Manifest page), then resume."))
+
+
+class ApplyManifest(Step):
+    key = "apply"
+
+    def title(self, run):
+        return _("1. Apply the manifest (server-side apply)")
+
+    def kubectl(self, run):
+        return "kubectl apply --server-side -f brick-nvidia-device-plugin.yaml"
+
+    def ensure(self, ctx):
+        from django.utils import timezone
+
+        cur = manifest_mod.current()
+        docs = manifest_mod.parse(cur.content)
+        if all(d.state == "in-sync" for d in manifest_mod.drift(docs, ctx.gateway)):
+            return Outcome(None, _("live objects already match manifest v%(v)d") % {"v": cur.version})
+        lines = manifest_mod.apply(docs, ctx.gateway)
+        type(cur).objects.filter(pk=cur.pk).update(applied_at=timezone.now())
+        return Outcome({"manifestVersion": cur.version,
+                        "objects": [f'{d["kind"]}/{d["metadata"]["name"]}' for d in docs]}, "\n".join(lines))
+
+    def verify(self, ctx):
+        docs = manifest_mod.parse(manifest_mod.current().content)
+        items = manifest_mod.drift(docs, ctx.gateway)
+        bad = [f"{d.kind}/{d.name}: {d.state} {', '.join(d.paths)}" for d in items if d.state != "in-sync"]
+        return Check(not bad, "\n".join(f"{d.kind}/{d.name}: {d.state}" for d in items),
+                     _("Live objects differ from the manifest: %(x)s") % {"x": "; ".join(bad)})
+
+
+class RolloutRestart(Step):
+    key = "rollout-restart"
+
+    def title(self, run):
+        return _("2. Restart the time-slicing plugin (apply alone does not reload its config)")
+
+    def kubectl(self, run):
+        return f"kubectl -n {PLUGIN_NAMESPACE} rollout restart ds/{manifest_mod.TS_DAEMONSET}"
+
+    def ensure(self, ctx):
+        applied = ctx.finished_at("apply")
+        ds = ctx.gateway.get_daemonset(PLUGIN_NAMESPACE, manifest_mod.TS_DAEMONSET)
+        ann = ((ds["spec"]["template"].get("metadata") or {}).get("annotations") or {})
+        restarted = ann.get(manifest_mod.RESTARTED_AT, "")
+        if ctx.sent_before(self.key):
+            return Outcome(None, _("already restarted by this run (restartedAt %(t)s)") % {"t": restarted[:20]})
+        # A restart in a later second than the apply already reloaded the config; within the
+        # same second it cannot be told apart, so restart again (harmless).
+        if applied and restarted[:19] > applied.strftime("%Y-%m-%dT%H:%M:%S"):
+            return Outcome(None, _("already restarted at %(t)s, after the apply") % {"t": restarted[:20]})
+        ctx.gateway.rollout_restart_daemonset(PLUGIN_NAMESPACE, manifest_mod.TS_DAEMONSET)
+        return Outcome({"spec": {"template": {"metadata": {"annotations": {manifest_mod.RESTARTED_AT: "<now>"}}}}},
+                       f"daemonset.apps/{manifest_mod.TS_DAEMONSET} restarted")
+
+
+class RolloutStatus(Step):
+    key = "rollout-status"
+    waits = True
+
+    def title(self, run):
+        return _("2. Wait for the rollout to finish")
+
+    def kubectl(self, run):
+        return f"kubectl -n {PLUGIN_NAMESPACE} rollout status ds/{manifest_mod.TS_DAEMONSET}"
+
+    def verify(self, ctx):
+        st = ctx.gateway.daemonset_rollout_status(PLUGIN_NAMESPACE, manifest_mod.TS_DAEMONSET)
+        return Check(st.done, st.message, _("The rollout did not finish: check the plugin pods in %(ns)s "
+                                            "(Pending means a missing toleration).") % {"ns": PLUGIN_NAMESPACE})
+
+
+def _ts_nodes(ctx):
+    return [n["metadata"]["name"] for n in ctx.gateway.list_nodes(label_selector=f"{SHARING_LABEL}=timeslicing")]
+
+
+class EveryTSNode(Step):
+    key = "verify-nodes"
+    waits = True
+
+    def title(self, run):
+        return _("3. Verify every time-slicing node shows physical × %(r)s") % {"r": run.params.get("replicas")}
+
+    def kubectl(self, run):
+        return "kubectl describe node <timeslicing node> | grep gpu.shared"
+
+    def verify(self, ctx):
+        want = int(ctx.params["replicas"])
+        lines, bad = [], []
+        for name in _ts_nodes(ctx):
+            physical, _src = whole_gpus(ctx, name)
+            got = int(str(((ctx.gateway.get_node(name).get("status") or {}).get("allocatable") or {})
+                          .get(GPU_SHARED, "0")))
+            lines.append(f"{name}: {GPU_SHARED} {got} (expected {physical} × {want} = {physical * want})")
+            if got != physical * want:
+                bad.append(name)
+        return Check(not bad, "\n".join(lines) or _("no time-slicing node"),
+                     _("Not reflected on %(nodes)s: the plugin there did not restart (rollout restart skipped?) "
+                       "or its pod is not Running.") % {"nodes": ", ".join(bad)})
+
+
+class PrometheusEveryTSNode(Step):
+    key = "prometheus"
+    waits = True
+
+    def title(self, run):
+        return _("4. Verify Prometheus shows the new totals")
+
+    def kubectl(self, run):
+        return 'PromQL: kube_node_status_allocatable{resource="nvidia_com_gpu_shared"}'
+
+    def verify(self, ctx):
+        want = int(ctx.params["replicas"])
+        checks = []
+        for name in _ts_nodes(ctx):
+            physical, _src = whole_gpus(ctx, name)
+            checks.append((name, prometheus_check(ctx, name, GPU_SHARED, physical * want)))
+        bad = [n for n, c in checks if not c.ok]
+        return Check(not bad, "\n".join(f"{n}: {c.detail}" for n, c in checks),
+                     " ".join(c.fix for _n, c in checks if not c.ok))
+
+
+class ProcedureC(ProcedureDef):
+    code = "C"
+    needs_node = False
+
+    def lock_key(self, node):
+        return "cluster:timeslicing"
+
+    def steps(self, params):
+        return [PrecheckStep(self), EditManifest(), ApplyManifest(), RolloutRestart(), RolloutStatus(),
+                EveryTSNode(), PrometheusEveryTSNode()]
+
+    def precheck_kubectl(self, run):
+        return "PromQL: " + metrics.SHARED_ALLOCATED
+
+    def prechecks(self, gateway, node, params):
+        try:
+            want = int(params.get("replicas"))
+        except (TypeError, ValueError):
+            return [Check(False, _("Replicas must be a whole number."))]
+        if want < 2:
+            return [Check(False, _("Replicas must be at least 2 (1 is not sharing)."))]
+        led = _ledger(gateway)
+        have = ledger_mod.brick_replicas(gateway.list_configmaps(namespace=PLUGIN_NAMESPACE))
+        ts = [n for n in led.nodes if n.mode == "timeslicing" and n.convention == "brick"]
+        whole = {n.name: (sum(1 for d in n.devices if not d.mig) if n.devices else n.physical) for n in ts}
+        new_total = sum(whole.values()) * want
+        allocated = led.resource(GPU_SHARED).allocated
+        total_now = led.resource(GPU_SHARED).logical
+        checks = [Check(True, _("Replicas %(a)d → %(b)d on %(n)d time-slicing node(s): shared total %(t)d → %(u)d; "
+                                "shared quota allocated %(q)d.") % {"a": have, "b": want, "n": len(ts),
+                                                                     "t": total_now, "u": new_total, "q": allocated})]
+        if want == have:
+            checks.append(Check(True, _("The manifest already says %(r)d: the run re-applies and restarts the "
+                                        "plugin so every node reflects it.") % {"r": want}, level="info"))
+        if want > have:
+            checks.append(Check(True, _("Increasing replicas makes the shared Total jump to %(u)d at once while "
+                                        "quotas stay the same, so Available looks larger (+%(d)d). Check that this "
+                                        "is intended.") % {"u": new_total, "d": new_total - total_now}, level="warn"))
+        if want < have and allocated > new_total:
+            owners = _workspaces(gateway)
+            items = _ws_list({k: v for k, v in _shared_quota(gateway).items() if v}, owners)
+            checks.append(Check(False, _("Allocated shared quota %(q)d would not fit under the new Total %(u)d.")
+                                % {"q": allocated, "u": new_total},
+                                _("Lower shared quotas by %(d)d in total first. Workspaces: %(ws)s.")
+                                % {"d": allocated - new_total, "ws": "; ".join(items)}, level="block", items=items))
+        return checks
+
+
+# --- D -------------------------------------------------------------------------
+
+class ProcedureD(ProcedureDef):
+    code = "D"
+
+    def steps(self, params):
+        v = params.get("sharing", "none")
+        return [PrecheckStep(self), Checklist(), LabelBoth(v), PluginPodRunning(v, "3"), AllocatableIs(v, "3"),
+                Skipped("status-patch", _("4. Status patch"), _("A new node has no stale resource: no status patch "
+                                                                "needed."))]
+
+    def precheck_kubectl(self, run):
+        return f"kubectl get node {run.node} --show-labels"
+
+    def prechecks(self, gateway, node, params):
+        from brickadmin.cluster import NotFound
+
+        if params.get("sharing") not in ("none", "timeslicing"):
+            return [Check(False, _("Choose the sharing mode: none or timeslicing."))]
+        try:
+            raw = gateway.get_node(node)
+        except NotFound:
+            return [Check(False, _("No node named %(node)s.") % {"node": node})]
+        reason = self.eligibility_raw(raw)
+        if reason:
+            return [Check(False, reason)]
+        return [Check(True, _("%(node)s has no GPU labels yet; it will get %(t)s=nvidia and %(s)s=%(v)s.")
+                      % {"node": node, "t": TYPE_LABEL, "s": SHARING_LABEL, "v": params["sharing"]})]
+
+    def eligibility_raw(self, raw):
+        labels = raw["metadata"].get("labels") or {}
+        if labels.get(TYPE_LABEL):
+            return _("Already a GPU node (%(l)s=%(v)s).") % {"l": TYPE_LABEL, "v": labels[TYPE_LABEL]}
+        if labels.get("nvidia.com/gpu.present") or labels.get("nvidia.com/device-plugin.config"):
+            return _("Managed by the GPU Operator convention.")
+        if "node-role.kubernetes.io/control-plane" in labels:
+            return _("Control-plane node.")
+        return ""
+
+
+PROCEDURES: dict[str, ProcedureDef] = {p.code: p for p in (ProcedureA(), ProcedureB(), ProcedureC(), ProcedureD())}
+
+
+def get(code: str) -> ProcedureDef:
+    try:
+        return PROCEDURES[code]
+    except KeyError:
+        raise StepFailed(f"unknown procedure {code!r}") from None

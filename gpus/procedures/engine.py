@@ -1,0 +1,347 @@
+"""The engine: claims a run, executes its steps in order, records every state change.
+
+- Claim: a conditional UPDATE (pending -> running, with a fresh claim token); a
+  redelivered task finds nothing to claim and does nothing.
+- Every event is its own transaction (no transaction around the run), numbered with the
+  run's next seq, so pages see progress as it happens and catch up from "after seq N".
+- Cancel is checked between steps (and while waiting); transient API errors are retried
+  with exponential backoff, each attempt recorded; the first failed verification stops
+  the run with what to fix. Resume skips the steps that already succeeded.
+- A heartbeat thread keeps ``heartbeat_at`` fresh; reap_stale() marks runs whose worker
+  died as interrupted.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from brickadmin.cluster import ClusterError, TransientClusterError, get_gateway
+from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
+
+from ..models import ProcedureRun, RunStatus, StepRun, StepState
+from .base import Check, StepFailed, knob
+from .definitions import get as get_procedure
+
+log = logging.getLogger(__name__)
+RUN_EVENT = "_run"  # step_key of run-level events (created, resumed, cancel requested, ...)
+
+
+class LostClaim(Exception):
+    """The run is no longer ours (reaped as interrupted while we were slow)."""
+
+
+class Cancelled(Exception):
+    pass
+
+
+@dataclass
+class PlanTarget:
+    """What step titles and kubectl lines need, before a run exists."""
+
+    node: str
+    params: dict = field(default_factory=dict)
+    pk: int | None = None
+    actor_name: str = ""
+
+
+def plan(code: str, node: str, params: dict):
+    """[(step, title, kubectl)] for a procedure on a node."""
+    target = PlanTarget(node=node, params=params)
+    return [(s, s.title(target), s.kubectl(target)) for s in get_procedure(code).steps(params)]
+
+
+# --- recording ------------------------------------------------------------------
+
+def record(run_id: int, *, step_key: str, step_index: int = 0, title: str = "", state: str,
+           attempt: int = 0, started_at=None, finished_at=None, kubectl: str = "", sent=None,
+           output: str = "", error: str = "", token: str | None = None, run_update: dict | None = None) -> StepRun:
+    """Append one event, with the run's next seq, in its own transaction. With ``token``,
+    only while the run is still claimed by us (else LostClaim)."""
+    now = timezone.now()
+    with transaction.atomic():
+        qs = ProcedureRun.objects.filter(pk=run_id)
+        if token is not None:
+            qs = qs.filter(claim_token=token, status=RunStatus.RUNNING)
+        updates = {"last_seq": F("last_seq") + 1, **(run_update or {})}
+        if token is not None:
+            updates["heartbeat_at"] = now
+        if step_key != RUN_EVENT:
+            updates["current_step"] = step_key
+        if qs.update(**updates) == 0:
+            raise LostClaim(run_id)
+        seq = ProcedureRun.objects.filter(pk=run_id).values_list("last_seq", flat=True).get()
+        return StepRun.objects.create(
+            run_id=run_id, seq=seq, step_key=step_key, step_index=step_index, title=str(title)[:300], state=state,
+            attempt=attempt, started_at=started_at, finished_at=finished_at, kubectl=kubectl, sent=sent,
+            output=output, error=error)
+
+
+def record_plan(run: ProcedureRun):
+    """At creation: the run-created event and one pending row per planned step (the plan as
+    confirmed, with its kubectl equivalents, is part of the record)."""
+    record(run.pk, step_key=RUN_EVENT, title=_("Run created by %(who)s") % {"who": run.actor_name},
+           state=StepState.PENDING, output=_("parameters: %(p)s") % {"p": run.params})
+    for i, (step, title, kubectl) in enumerate(plan(run.procedure, run.node, run.params)):
+        record(run.pk, step_key=step.key, step_index=i, title=title, state=StepState.PENDING, kubectl=kubectl)
+
+
+# --- heartbeat ------------------------------------------------------------------
+
+class Heartbeat(threading.Thread):
+    def __init__(self, run_id, token, interval):
+        super().__init__(daemon=True, name=f"heartbeat-{run_id}")
+        self.run_id, self.token, self.interval = run_id, token, interval
+        self.stop = threading.Event()
+
+    def run(self):
+        try:
+            while not self.stop.wait(self.interval):
+                try:
+                    ProcedureRun.objects.filter(pk=self.run_id, claim_token=self.token,
+                                                status=RunStatus.RUNNING).update(heartbeat_at=timezone.now())
+                except Exception:  # a busy database must not kill the heartbeat
+                    log.exception("heartbeat failed for run %s", self.run_id)
+        finally:
+            connection.close()
+
+
+# --- the context steps see ------------------------------------------------------
+
+class Context:
+    def __init__(self, run: ProcedureRun, gateway, token: str):
+        self.run = run
+        self.gateway = gateway
+        self.token = token
+        self.node = run.node
+        self.params = run.params or {}
+        self.drain_timeout = knob("BRICK_PROCEDURE_DRAIN_TIMEOUT", 60 if gateway.name != "twin" else 0)
+
+    # Titles/kubectl take a run-like object; the context is one.
+    @property
+    def pk(self):
+        return self.run.pk
+
+    @property
+    def actor_name(self):
+        return self.run.actor_name
+
+    def ledger(self):
+        from brickadmin.cluster.snapshot import take_snapshot
+
+        from .. import ledger as ledger_mod
+
+        return ledger_mod.compute(take_snapshot(self.gateway))
+
+    def replicas(self) -> int:
+        from .. import ledger as ledger_mod
+
+        return ledger_mod.brick_replicas(self.gateway.list_configmaps(namespace=PLUGIN_NAMESPACE))
+
+    def finished_at(self, step_key):
+        return (StepRun.objects.filter(run_id=self.run.pk, step_key=step_key, state=StepState.SUCCEEDED)
+                .order_by("-seq").values_list("finished_at", flat=True).first())
+
+    def sent_before(self, step_key) -> bool:
+        """Whether this run already sent something for this step (an earlier attempt)."""
+        return StepRun.objects.filter(run_id=self.run.pk, step_key=step_key, sent__isnull=False).exists()
+
+    def cancel_requested(self) -> bool:
+        return ProcedureRun.objects.filter(pk=self.run.pk, cancel_requested=True).exists()
+
+    def sleep(self, seconds):
+        """Sleep, waking early to honour a cancel."""
+        deadline = time.monotonic() + seconds
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if self.cancel_requested():
+                raise Cancelled()
+            time.sleep(min(left, 0.5))
+
+
+def completed_steps(run_id) -> set[str]:
+    """Step keys whose latest event is succeeded or skipped."""
+    latest = {}
+    for key, state in StepRun.objects.filter(run_id=run_id).order_by("seq").values_list("step_key", "state"):
+        latest[key] = state
+    return {k for k, s in latest.items() if s in (StepState.SUCCEEDED, StepState.SKIPPED)}
+
+
+def _worker_name():
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def claim(run_id: int) -> str | None:
+    token = str(uuid.uuid4())
+    now = timezone.now()
+    n = ProcedureRun.objects.filter(pk=run_id, status=RunStatus.PENDING).update(
+        status=RunStatus.RUNNING, claim_token=token, started_at=now, heartbeat_at=now, worker=_worker_name())
+    return token if n else None
+
+
+def execute(run_id: int, gateway=None) -> str:
+    """Run (or continue) a run. Returns its final status, or 'not-claimed'."""
+    token = claim(run_id)
+    if token is None:
+        return "not-claimed"
+    run = ProcedureRun.objects.get(pk=run_id)
+    beat = Heartbeat(run_id, token, max(0.5, knob("BRICK_RUN_HEARTBEAT_STALE_SECONDS", 60) / 4))
+    if not connection.in_atomic_block:  # (inside a test's transaction another connection would block)
+        beat.start()
+    try:
+        return _execute(run, token, gateway or get_gateway())
+    except LostClaim:
+        log.warning("run %s was taken away (reaped) while running", run_id)
+        return "lost"
+    finally:
+        beat.stop.set()
+        if beat.is_alive():
+            beat.join(timeout=5)
+
+
+def _finish(run, token, status, message):
+    ProcedureRun.objects.filter(pk=run.pk, claim_token=token, status=RunStatus.RUNNING).update(
+        status=status, finished_at=timezone.now(), message=message, heartbeat_at=timezone.now())
+    return status
+
+
+def _execute(run, token, gateway) -> str:
+    proc = get_procedure(run.procedure)
+    ctx = Context(run, gateway, token)
+    done = completed_steps(run.pk)
+    record(run.pk, step_key=RUN_EVENT, title=_("Claimed by worker %(w)s") % {"w": _worker_name()},
+           state=StepState.RUNNING, token=token,
+           output=_("resuming: %(n)d step(s) already done") % {"n": len(done)} if done else "")
+    steps = proc.steps(run.params or {})
+    for index, step in enumerate(steps):
+        if step.key in done:
+            continue
+        title, kubectl = step.title(ctx), step.kubectl(ctx)
+        if ctx.cancel_requested():
+            return _cancel(run, token, index, step, title, kubectl)
+        if step.skip_reason:
+            now = timezone.now()
+            record(run.pk, step_key=step.key, step_index=index, title=title, state=StepState.SKIPPED,
+                   started_at=now, finished_at=now, output=str(step.skip_reason), token=token)
+            continue
+        try:
+            ok, message = _run_step(ctx, index, step, title, kubectl)
+        except Cancelled:
+            return _cancel(run, token, index, step, title, kubectl)
+        if not ok:
+            return _finish(run, token, RunStatus.FAILED, message)
+    summary = _("All %(n)d steps done.") % {"n": len(steps)}
+    record(run.pk, step_key=RUN_EVENT, title=_("Run succeeded"), state=StepState.SUCCEEDED, token=token,
+           output=summary)
+    return _finish(run, token, RunStatus.SUCCEEDED, summary)
+
+
+def _cancel(run, token, index, step, title, kubectl):
+    now = timezone.now()
+    record(run.pk, step_key=step.key, step_index=index, title=title, state=StepState.CANCELLED, kubectl=kubectl,
+           started_at=now, finished_at=now, token=token,
+           output=_("Cancelled before this step; nothing was sent for it."))
+    where = _("Node %(node)s may be left cordoned: uncordon it or resume the run.") % {"node": run.node} \
+        if run.node else ""
+    message = _("Cancelled before step %(title)s. %(where)s") % {"title": title, "where": where}
+    return _finish(run, token, RunStatus.CANCELLED, message.strip())
+
+
+def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple[bool, str]:
+    max_attempts = int(knob("BRICK_PROCEDURE_MAX_ATTEMPTS", 5))
+    backoff = knob("BRICK_PROCEDURE_RETRY_BACKOFF", 1.0)
+    pause = knob("BRICK_PROCEDURE_STEP_PAUSE", 0.0)
+    timeout = knob("BRICK_PROCEDURE_VERIFY_TIMEOUT", 0 if ctx.gateway.name == "twin" else 180) if step.waits else 0
+    run_id = ctx.run.pk
+    attempt = 0
+    while True:
+        attempt += 1
+        started = timezone.now()
+        record(run_id, step_key=step.key, step_index=index, title=title, state=StepState.RUNNING, attempt=attempt,
+               started_at=started, kubectl=kubectl, token=ctx.token)
+        try:
+            outcome = step.ensure(ctx)
+            if pause:
+                ctx.sleep(pause)  # slow motion for demos/benchmarks; a kill here tests idempotency
+            check = step.verify(ctx)
+            deadline = time.monotonic() + timeout
+            while not check.ok and time.monotonic() < deadline:
+                ctx.sleep(min(2.0, max(0.1, timeout / 30)))
+                if step.reensure_on_poll:
+                    more = step.ensure(ctx)
+                    if more.changed:
+                        outcome.sent = [outcome.sent, more.sent] if outcome.sent else more.sent
+                        outcome.output += "\n" + more.output
+                check = step.verify(ctx)
+        except TransientClusterError as exc:
+            if attempt < max_attempts:
+                delay = backoff * (2 ** (attempt - 1))
+                record(run_id, step_key=step.key, step_index=index, title=title, state=StepState.FAILED,
+                       attempt=attempt, started_at=started, finished_at=timezone.now(), kubectl=kubectl,
+                       token=ctx.token, error=_("Transient API error (%(err)s); retrying in %(d).1fs "
+                                                "(attempt %(a)d of %(m)d).") % {"err": exc, "d": delay,
+                                                                                "a": attempt, "m": max_attempts})
+                ctx.sleep(delay)
+                continue
+            return _fail(ctx, index, step, title, kubectl, attempt, started, None, "",
+                         Check(False, str(exc), _("The API server kept failing (%(err)s) after %(m)d attempts. "
+                                                  "Check the cluster is reachable, then resume.")
+                               % {"err": exc, "m": max_attempts}))
+        except StepFailed as exc:
+            return _fail(ctx, index, step, title, kubectl, attempt, started, None, "", Check(False, exc.detail, exc.fix))
+        except ClusterError as exc:
+            return _fail(ctx, index, step, title, kubectl, attempt, started, None, "",
+                         Check(False, str(exc), _("The API server refused the request (%(err)s). This will not "
+                                                  "succeed by retrying: fix the cause, then resume.") % {"err": exc}))
+        if not check.ok:
+            return _fail(ctx, index, step, title, kubectl, attempt, started, outcome.sent, outcome.output, check)
+        output = "\n".join(x for x in (outcome.output, check.detail) if x)
+        record(run_id, step_key=step.key, step_index=index, title=title, state=StepState.SUCCEEDED, attempt=attempt,
+               started_at=started, finished_at=timezone.now(), kubectl=kubectl, sent=outcome.sent, output=output,
+               token=ctx.token)
+        return True, ""
+
+
+def _fail(ctx, index, step, title, kubectl, attempt, started, sent, output, check: Check):
+    error = check.fix or check.detail
+    record(ctx.run.pk, step_key=step.key, step_index=index, title=title, state=StepState.FAILED, attempt=attempt,
+           started_at=started, finished_at=timezone.now(), kubectl=kubectl, sent=sent,
+           output="\n".join(x for x in (output, check.detail) if x), error=error, token=ctx.token)
+    return False, _("Stopped at %(title)s: %(error)s") % {"title": title, "error": error}
+
+
+# --- the reaper -----------------------------------------------------------------
+
+def reap_stale(stale_seconds: float | None = None) -> list[int]:
+    """Mark running runs whose heartbeat is older than ``stale_seconds`` as interrupted."""
+    stale_seconds = stale_seconds if stale_seconds is not None else knob("BRICK_RUN_HEARTBEAT_STALE_SECONDS", 60)
+    cutoff = timezone.now() - timezone.timedelta(seconds=stale_seconds)
+    reaped = []
+    for run in ProcedureRun.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=cutoff):
+        message = _("Interrupted: the worker %(w)s stopped sending heartbeats (last at %(t)s). Resume the run to "
+                    "continue from the step it was in; steps are idempotent.") % {
+            "w": run.worker or "?", "t": run.heartbeat_at.strftime("%Y-%m-%d %H:%M:%S UTC")}
+        with transaction.atomic():
+            n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, heartbeat_at__lt=cutoff).update(
+                status=RunStatus.INTERRUPTED, finished_at=timezone.now(), message=message, claim_token="")
+            if not n:
+                continue
+            in_step = (StepRun.objects.filter(run_id=run.pk).exclude(step_key=RUN_EVENT).order_by("-seq").first())
+            if in_step and in_step.state == StepState.RUNNING:
+                record(run.pk, step_key=in_step.step_key, step_index=in_step.step_index, title=in_step.title,
+                       state=StepState.FAILED, attempt=in_step.attempt, started_at=in_step.started_at,
+                       finished_at=timezone.now(), kubectl=in_step.kubectl, error=message)
+            record(run.pk, step_key=RUN_EVENT, title=_("Run interrupted"), state=StepState.FAILED, error=message)
+        reaped.append(run.pk)
+    return reaped

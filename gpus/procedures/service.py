@@ -1,0 +1,110 @@
+"""Starting, resuming and cancelling runs: what the wizard views and the terminal share."""
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from ..models import ACTIVE_STATUSES, RESUMABLE_STATUSES, ProcedureRun, RunStatus, StepState
+from . import engine
+from .definitions import get as get_procedure
+
+CLUSTER_LOCK = "cluster:timeslicing"
+
+
+class RunRefused(Exception):
+    """A run cannot start; ``active`` is the run in the way, when there is one."""
+
+    def __init__(self, message, active: ProcedureRun | None = None):
+        super().__init__(message)
+        self.message = message
+        self.active = active
+
+
+def enqueue(run_id: int):
+    from ..tasks import execute_run
+
+    execute_run.delay(run_id)
+
+
+def active_run_for(lock_key: str) -> ProcedureRun | None:
+    return ProcedureRun.objects.filter(lock_key=lock_key, status__in=ACTIVE_STATUSES).first()
+
+
+def _conflicting(code: str, lock_key: str) -> ProcedureRun | None:
+    """C changes every time-slicing node: it does not run beside node conversions."""
+    if code == "C":
+        return ProcedureRun.objects.filter(status__in=ACTIVE_STATUSES).exclude(lock_key=lock_key).first()
+    return active_run_for(CLUSTER_LOCK)
+
+
+def start_run(code: str, node: str, params: dict, *, actor=None, actor_name: str = "", source: str = "web",
+              dispatch=True) -> ProcedureRun:
+    """Create the run row and its planned steps, then enqueue the task after commit.
+    Raises RunRefused when another run holds the node (or the cluster for C)."""
+    proc = get_procedure(code)
+    node = node if proc.needs_node else ""
+    lock_key = proc.lock_key(node)
+    other = _conflicting(code, lock_key)
+    if other is not None:
+        raise RunRefused(_("Run #%(id)d (%(p)s on %(t)s) is in progress; wait for it to finish.")
+                         % {"id": other.pk, "p": other.procedure, "t": other.target}, other)
+    name = actor_name or (actor.get_username() if actor else "")
+    try:
+        with transaction.atomic():
+            run = ProcedureRun.objects.create(procedure=code, node=node, lock_key=lock_key, params=params,
+                                              actor=actor, actor_name=name or "?", source=source)
+            engine.record_plan(run)
+            if dispatch:
+                transaction.on_commit(lambda: enqueue(run.pk))
+    except IntegrityError:
+        other = active_run_for(lock_key)
+        raise RunRefused(_("Another run is already in progress on %(t)s.")
+                         % {"t": node or _("the time-slicing nodes")}, other) from None
+    return run
+
+
+def resume_run(run: ProcedureRun, *, actor=None, actor_name: str = "", dispatch=True) -> ProcedureRun:
+    """Make a failed, interrupted or cancelled run pending again; the engine skips the
+    steps that already succeeded."""
+    name = actor_name or (actor.get_username() if actor else "?")
+    if run.status not in RESUMABLE_STATUSES:
+        raise RunRefused(_("Only a failed, interrupted or cancelled run can be resumed (this one is %(s)s).")
+                         % {"s": run.get_status_display()})
+    other = _conflicting(run.procedure, run.lock_key)
+    if other is not None and other.pk != run.pk:
+        raise RunRefused(_("Run #%(id)d is in progress on %(t)s.") % {"id": other.pk, "t": other.target}, other)
+    from django.db.models import F
+
+    try:
+        with transaction.atomic():
+            n = ProcedureRun.objects.filter(pk=run.pk, status__in=RESUMABLE_STATUSES).update(
+                status=RunStatus.PENDING, cancel_requested=False, finished_at=None, claim_token="", message="",
+                resumed_count=F("resumed_count") + 1)
+            if not n:
+                raise RunRefused(_("The run changed meanwhile; reload the page."))
+            engine.record(run.pk, step_key=engine.RUN_EVENT, title=_("Resumed by %(who)s") % {"who": name},
+                          state=StepState.PENDING)
+            if dispatch:
+                transaction.on_commit(lambda: enqueue(run.pk))
+    except IntegrityError:
+        raise RunRefused(_("Another run is already in progress on %(t)s.") % {"t": run.target},
+                         active_run_for(run.lock_key)) from None
+    run.refresh_from_db()
+    return run
+
+
+def cancel_run(run: ProcedureRun, *, actor=None, actor_name: str = "") -> ProcedureRun:
+    """A pending run is cancelled at once; a running one stops before its next step."""
+    name = actor_name or (actor.get_username() if actor else "?")
+    with transaction.atomic():
+        n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.PENDING).update(
+            status=RunStatus.CANCELLED, cancel_requested=True, finished_at=timezone.now(),
+            message=_("Cancelled by %(who)s before it started.") % {"who": name})
+        if not n:
+            n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(cancel_requested=True)
+        if n:
+            engine.record(run.pk, step_key=engine.RUN_EVENT, title=_("Cancel requested by %(who)s") % {"who": name},
+                          state=StepState.CANCELLED)
+    run.refresh_from_db()
+    return run

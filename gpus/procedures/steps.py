@@ -1,0 +1,432 @@
+"""Steps shared by procedures A-D (seed section 4). Each: title + kubectl equivalent,
+an idempotent ``ensure`` (reads first, sends only what is missing) and a ``verify``."""
+from __future__ import annotations
+
+import json
+
+from django.utils.translation import gettext as _
+
+from brickadmin import metrics
+from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
+
+from .. import ledger as ledger_mod
+from .base import Check, Outcome, Step, StepFailed
+
+GPU = "nvidia.com/gpu"
+GPU_SHARED = "nvidia.com/gpu.shared"
+SHARING_LABEL = "brick.cloud/gpu.sharing"
+TYPE_LABEL = "brick.cloud/gpu.type"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+MIRROR = "kubernetes.io/config.mirror"
+
+MODE = {  # sharing label value -> (plugin component, served resource, stale resource)
+    "timeslicing": ("timeslicing", GPU_SHARED, GPU),
+    "none": ("default", GPU, GPU_SHARED),
+}
+
+
+def esc(resource: str) -> str:
+    return resource.replace("~", "~0").replace("/", "~1")
+
+
+def status_patch(node_status: dict, resource: str) -> list[dict]:
+    return [{"op": "remove", "path": f"/status/{section}/{esc(resource)}"}
+            for section in ("capacity", "allocatable") if resource in (node_status.get(section) or {})]
+
+
+def whole_gpus(ctx, node: str) -> tuple[int, str]:
+    """(physical whole GPUs on the node, where the number comes from)."""
+    n = ctx.ledger().node(node)
+    if n is None:
+        return 0, "none"
+    if n.devices:
+        return sum(1 for d in n.devices if not d.mig), n.physical_source
+    return n.physical, n.physical_source
+
+
+def configured_replicas(gateway) -> int:
+    return ledger_mod.brick_replicas(gateway.list_configmaps(namespace=PLUGIN_NAMESPACE))
+
+
+def nvidia_resources(node: dict) -> dict[str, tuple[str, str]]:
+    st = node.get("status") or {}
+    cap, alloc = st.get("capacity") or {}, st.get("allocatable") or {}
+    return {r: (cap.get(r, "-"), alloc.get(r, "-")) for r in sorted(set(cap) | set(alloc))
+            if r.startswith("nvidia.com/")}
+
+
+def fmt_resources(node: dict) -> str:
+    lines = [f"{r}: capacity {c}, allocatable {a}" for r, (c, a) in nvidia_resources(node).items()]
+    return "\n".join(lines) or _("(no nvidia.com resource)")
+
+
+# --- node steps -----------------------------------------------------------------
+
+class Cordon(Step):
+    key = "cordon"
+
+    def title(self, run):
+        return _("1. Cordon %(node)s") % {"node": run.node}
+
+    def kubectl(self, run):
+        return f"kubectl cordon {run.node}"
+
+    def ensure(self, ctx):
+        node = ctx.gateway.get_node(ctx.node)
+        if (node.get("spec") or {}).get("unschedulable"):
+            return Outcome(None, _("node/%(node)s already cordoned") % {"node": ctx.node})
+        ctx.gateway.cordon(ctx.node)
+        return Outcome({"spec": {"unschedulable": True}}, f"node/{ctx.node} cordoned")
+
+    def verify(self, ctx):
+        ok = bool((ctx.gateway.get_node(ctx.node).get("spec") or {}).get("unschedulable"))
+        return Check(ok, _("spec.unschedulable is true") if ok else _("node is still schedulable"),
+                     _("Cordon the node: kubectl cordon %(node)s") % {"node": ctx.node})
+
+
+def _evictable(pod: dict) -> bool:
+    md = pod["metadata"]
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return False
+    if MIRROR in (md.get("annotations") or {}):
+        return False
+    return not any(o.get("kind") == "DaemonSet" for o in md.get("ownerReferences") or [])
+
+
+def _pdbs_for(pod, pdbs) -> list[dict]:
+    labels = pod["metadata"].get("labels") or {}
+    out = []
+    for pdb in pdbs:
+        if pdb["metadata"].get("namespace") != pod["metadata"].get("namespace"):
+            continue
+        sel = ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        if sel and all(labels.get(k) == v for k, v in sel.items()):
+            out.append(pdb)
+    return out
+
+
+class Drain(Step):
+    key = "drain"
+    reensure_on_poll = True
+    waits = True
+
+    def title(self, run):
+        return _("1. Drain %(node)s (evictions honour PodDisruptionBudgets)") % {"node": run.node}
+
+    def kubectl(self, run):
+        return f"kubectl drain {run.node} --ignore-daemonsets --delete-emptydir-data"
+
+    def _left(self, ctx):
+        return [p for p in ctx.gateway.list_pods(field_selector=f"spec.nodeName={ctx.node}") if _evictable(p)]
+
+    def ensure(self, ctx):
+        left = self._left(ctx)
+        if not left:
+            return Outcome(None, _("no pod to evict (DaemonSet pods are ignored)"))
+        result = ctx.gateway.drain(ctx.node, delete_emptydir_data=True, timeout_seconds=ctx.drain_timeout)
+        lines = [f"evicting pod {k}" for k in result.evicted]
+        lines += [f"skipped {k} (DaemonSet/mirror pod)" for k in result.skipped]
+        lines += [f"blocked {k}: {why}" for k, why in result.blocked.items()]
+        sent = {"evictions": result.evicted} if result.evicted else None
+        return Outcome(sent, "\n".join(lines))
+
+    def verify(self, ctx):
+        left = self._left(ctx)
+        if not left:
+            return Check(True, _("no evictable pod left on %(node)s") % {"node": ctx.node})
+        pdbs = ctx.gateway.list_pod_disruption_budgets()
+        items, blockers = [], []
+        for p in left:
+            key = f'{p["metadata"]["namespace"]}/{p["metadata"]["name"]}'
+            names = [b["metadata"]["name"] for b in _pdbs_for(p, pdbs)]
+            if names:
+                blockers.append(key)
+                items.append(_("%(pod)s is protected by PodDisruptionBudget %(pdb)s")
+                             % {"pod": key, "pdb": ", ".join(names)})
+            else:
+                items.append(_("%(pod)s is still on the node") % {"pod": key})
+        if blockers:
+            fix = _("The drain is blocked by PodDisruptionBudgets: %(items)s. Move or scale the workload so the "
+                    "budget allows an eviction (or relax the budget with its owner), then resume this run. "
+                    "The node stays cordoned meanwhile.") % {"items": "; ".join(items)}
+        else:
+            fix = _("Pods are still on the node: %(items)s. Wait for them to terminate or delete them, "
+                    "then resume this run.") % {"items": "; ".join(items)}
+        return Check(False, "\n".join(items), fix, items=items)
+
+
+class Label(Step):
+    key = "label"
+
+    def __init__(self, value):
+        self.value = value
+
+    def title(self, run):
+        return _("2. Label %(node)s %(label)s=%(value)s") % {"node": run.node, "label": SHARING_LABEL,
+                                                              "value": self.value}
+
+    def kubectl(self, run):
+        return f"kubectl label node {run.node} {SHARING_LABEL}={self.value} --overwrite"
+
+    def ensure(self, ctx):
+        labels = ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}
+        if labels.get(SHARING_LABEL) == self.value:
+            return Outcome(None, _("label already %(label)s=%(value)s") % {"label": SHARING_LABEL, "value": self.value})
+        ctx.gateway.label_node(ctx.node, {SHARING_LABEL: self.value})
+        return Outcome({"metadata": {"labels": {SHARING_LABEL: self.value}}}, f"node/{ctx.node} labeled")
+
+    def verify(self, ctx):
+        value = (ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}).get(SHARING_LABEL)
+        return Check(value == self.value, f"{SHARING_LABEL}={value}",
+                     _("Set the label exactly: %(cmd)s") % {"cmd": self.kubectl(ctx)})
+
+
+class LabelBoth(Label):
+    key = "label"
+
+    def title(self, run):
+        return _("2. Label %(node)s %(type)s=nvidia and %(label)s=%(value)s together") % {
+            "node": run.node, "type": TYPE_LABEL, "label": SHARING_LABEL, "value": self.value}
+
+    def kubectl(self, run):
+        return f"kubectl label node {run.node} {TYPE_LABEL}=nvidia {SHARING_LABEL}={self.value}"
+
+    def ensure(self, ctx):
+        labels = ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}
+        want = {TYPE_LABEL: "nvidia", SHARING_LABEL: self.value}
+        if all(labels.get(k) == v for k, v in want.items()):
+            return Outcome(None, _("labels already set"))
+        ctx.gateway.label_node(ctx.node, want)  # one patch: both labels together
+        return Outcome({"metadata": {"labels": want}}, f"node/{ctx.node} labeled")
+
+    def verify(self, ctx):
+        labels = ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}
+        ok = labels.get(TYPE_LABEL) == "nvidia" and labels.get(SHARING_LABEL) == self.value
+        return Check(ok, f"{TYPE_LABEL}={labels.get(TYPE_LABEL)} {SHARING_LABEL}={labels.get(SHARING_LABEL)}",
+                     _("Set both labels in one command: %(cmd)s") % {"cmd": self.kubectl(ctx)})
+
+
+class PluginPodRunning(Step):
+    key = "plugin-pod"
+    waits = True
+
+    def __init__(self, value, number="3"):
+        self.value = value
+        self.number = number
+
+    @property
+    def component(self):
+        return MODE[self.value][0]
+
+    def title(self, run):
+        return _("%(n)s. Verify the %(component)s device-plugin pod is Running on %(node)s") % {
+            "n": self.number, "component": self.component, "node": run.node}
+
+    def kubectl(self, run):
+        return (f"kubectl -n {PLUGIN_NAMESPACE} get pod -o wide -l {COMPONENT_LABEL}={self.component} "
+                f"--field-selector spec.nodeName={run.node}")
+
+    def verify(self, ctx):
+        pods = ctx.gateway.list_pods(namespace=PLUGIN_NAMESPACE, label_selector=f"{COMPONENT_LABEL}={self.component}",
+                                     field_selector=f"spec.nodeName={ctx.node}")
+        lines = [f'{p["metadata"]["name"]} {(p.get("status") or {}).get("phase", "?")}' for p in pods]
+        ok = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
+        if ok:
+            return Check(True, "\n".join(lines))
+        if pods:
+            fix = _("The %(component)s plugin pod on %(node)s is not Running. If it is Pending, the DaemonSet "
+                    "lacks a toleration for the node's taints: keep both DaemonSets' tolerations identical in the "
+                    "managed manifest and apply it, then resume.") % {"component": self.component, "node": ctx.node}
+        else:
+            fix = _("No %(component)s plugin pod on %(node)s. Check the label is exactly %(label)s=%(value)s and "
+                    "that the DaemonSet tolerates the node's taints (both DaemonSets need identical tolerations); "
+                    "fix the managed manifest, apply it, then resume.") % {
+                "component": self.component, "node": ctx.node, "label": SHARING_LABEL, "value": self.value}
+        return Check(False, "\n".join(lines) or _("No resources found"), fix)
+
+
+class AllocatableIs(Step):
+    key = "allocatable"
+    waits = True
+
+    def __init__(self, value, number="4"):
+        self.value = value
+        self.number = number
+
+    @property
+    def resource(self):
+        return MODE[self.value][1]
+
+    def title(self, run):
+        what = _("physical × replicas") if self.value == "timeslicing" else _("physical")
+        return _("%(n)s. Verify allocatable %(res)s = %(what)s") % {"n": self.number, "res": self.resource,
+                                                                    "what": what}
+
+    def kubectl(self, run):
+        return f"kubectl describe node {run.node} | grep -A 10 Allocatable"
+
+    def expected(self, ctx):
+        physical, source = whole_gpus(ctx, ctx.node)
+        replicas = ctx.replicas() if self.value == "timeslicing" else 1
+        return physical, replicas, source
+
+    def verify(self, ctx):
+        node = ctx.gateway.get_node(ctx.node)
+        physical, replicas, source = self.expected(ctx)
+        got = int(str(((node.get("status") or {}).get("allocatable") or {}).get(self.resource, "0")))
+        detail = fmt_resources(node) + "\n" + _("expected %(res)s = %(p)d physical (%(src)s) × %(r)d = %(e)d") % {
+            "res": self.resource, "p": physical, "src": source, "r": replicas, "e": physical * replicas}
+        if physical <= 0:
+            return Check(False, detail, _("No physical GPU is known on %(node)s. Check the driver and the container "
+                                          "runtime are installed and the DCGM exporter runs there.") % {"node": ctx.node})
+        ok = got == physical * replicas
+        return Check(ok, detail, _("allocatable %(res)s is %(got)d, not %(e)d. The plugin reads its config only at "
+                                   "start: if replicas were changed without a rollout restart, restart the plugin "
+                                   "(procedure C); otherwise check the plugin pod's log.")
+                     % {"res": self.resource, "got": got, "e": physical * replicas})
+
+
+class RemoveStale(Step):
+    key = "remove-stale"
+
+    def __init__(self, value):
+        self.value = value
+
+    @property
+    def resource(self):
+        return MODE[self.value][2]
+
+    def title(self, run):
+        return _("5. Remove the stale %(res)s from node status (JSON patch)") % {"res": self.resource}
+
+    def kubectl(self, run):
+        ops = json.dumps(status_patch({"capacity": {self.resource: 1}, "allocatable": {self.resource: 1}},
+                                      self.resource))
+        return f"kubectl patch node {run.node} --subresource=status --type=json -p='{ops}'"
+
+    def ensure(self, ctx):
+        status = ctx.gateway.get_node(ctx.node).get("status") or {}
+        ops = status_patch(status, self.resource)
+        if not ops:
+            return Outcome(None, _("no stale %(res)s in capacity or allocatable") % {"res": self.resource})
+        ctx.gateway.remove_node_status_resources(ctx.node, [self.resource])
+        return Outcome(ops, f"node/{ctx.node} patched")
+
+    def verify(self, ctx):
+        node = ctx.gateway.get_node(ctx.node)
+        left = bool(status_patch(node.get("status") or {}, self.resource))
+        return Check(not left, fmt_resources(node),
+                     _("%(res)s is still in the node status. Patch it again (never delete the kubelet checkpoint "
+                       "file: that brings the stale capacity back as allocatable).") % {"res": self.resource})
+
+
+class NoStale(Step):
+    key = "no-stale"
+
+    def __init__(self, value):
+        self.value = value
+
+    def title(self, run):
+        return _("6. Verify no stale nvidia.com resource is left")
+
+    def kubectl(self, run):
+        return f"kubectl describe node {run.node} | grep nvidia"
+
+    def verify(self, ctx):
+        node = ctx.gateway.get_node(ctx.node)
+        served = MODE[self.value][1]
+        stale = [r for r in nvidia_resources(node) if r != served and not r.startswith("nvidia.com/mig-")]
+        return Check(not stale, fmt_resources(node),
+                     _("Stale resources left: %(res)s. Remove them with the status patch of step 5.")
+                     % {"res": ", ".join(stale)})
+
+
+class Uncordon(Step):
+    key = "uncordon"
+
+    def title(self, run):
+        return _("6. Uncordon %(node)s") % {"node": run.node}
+
+    def kubectl(self, run):
+        return f"kubectl uncordon {run.node}"
+
+    def ensure(self, ctx):
+        if not (ctx.gateway.get_node(ctx.node).get("spec") or {}).get("unschedulable"):
+            return Outcome(None, _("node/%(node)s already schedulable") % {"node": ctx.node})
+        ctx.gateway.uncordon(ctx.node)
+        return Outcome({"spec": {"unschedulable": None}}, f"node/{ctx.node} uncordoned")
+
+    def verify(self, ctx):
+        ok = not (ctx.gateway.get_node(ctx.node).get("spec") or {}).get("unschedulable")
+        return Check(ok, _("schedulable") if ok else _("still cordoned"),
+                     _("Uncordon the node: kubectl uncordon %(node)s") % {"node": ctx.node})
+
+
+def prometheus_check(ctx, node: str, resource: str, expected: int) -> Check:
+    metric = resource.replace("nvidia.com/", "nvidia_com_").replace(".", "_").replace("-", "_")
+    values = metrics.node_allocatable(node)
+    if values is None:
+        why = metrics.last_error() or _("Prometheus is not configured")
+        raw = ctx.gateway.get_node(node)
+        got = int(str(((raw.get("status") or {}).get("allocatable") or {}).get(resource, "0")))
+        detail = _("%(why)s: fell back to the cluster's allocatable (kubelet status), not Prometheus. "
+                   "%(res)s = %(got)d (expected %(e)d)") % {"why": why, "res": resource, "got": got, "e": expected}
+        return Check(got == expected, detail, _("Allocatable on %(node)s is %(got)d, expected %(e)d.")
+                     % {"node": node, "got": got, "e": expected}, level="ok" if got == expected else "block")
+    got = values.get(metric)
+    detail = "\n".join(f'kube_node_status_allocatable{{node="{node}",resource="{k}"}} {v:g}'
+                       for k, v in sorted(values.items())) or _("no series")
+    ok = got is not None and int(got) == expected
+    return Check(ok, detail, _("Prometheus shows %(metric)s = %(got)s on %(node)s, expected %(e)d. kube-state-metrics "
+                               "may not have been scraped yet; check its scrape target, then resume.")
+                 % {"metric": metric, "got": got, "node": node, "e": expected})
+
+
+class PrometheusAllocatable(Step):
+    key = "prometheus"
+    waits = True
+
+    def __init__(self, value):
+        self.value = value
+
+    def title(self, run):
+        return _("7. Verify Prometheus kube_node_status_allocatable shows the new resource")
+
+    def kubectl(self, run):
+        return f'PromQL: kube_node_status_allocatable{{node="{run.node}",resource=~"nvidia_com.+"}}'
+
+    def verify(self, ctx):
+        step = AllocatableIs(self.value)
+        physical, replicas, _src = step.expected(ctx)
+        return prometheus_check(ctx, ctx.node, step.resource, physical * replicas)
+
+
+class Skipped(Step):
+    def __init__(self, key, title, reason):
+        self.key = key
+        self._title = title
+        self.skip_reason = reason
+
+    def title(self, run):
+        return str(self._title)
+
+
+class Checklist(Step):
+    key = "checklist"
+    manual = True
+
+    def title(self, run):
+        return _("1. Checklist: NVIDIA driver and nvidia-container-runtime installed on %(node)s") % {"node": run.node}
+
+    def kubectl(self, run):
+        return _("(outside the cluster) install the NVIDIA driver (.run) and nvidia-container-runtime (rpm) "
+                 "per the node build guide")
+
+    def verify(self, ctx):
+        who = ctx.params.get("checklist_confirmed_by")
+        if ctx.params.get("checklist_confirmed"):
+            return Check(True, _("Confirmed by %(who)s: driver and container runtime are installed on %(node)s.")
+                         % {"who": who or ctx.run.actor_name, "node": ctx.node})
+        raise StepFailed(_("The checklist was not confirmed."),
+                         _("Install the driver and container runtime on the node, then start the wizard again "
+                           "and confirm the checklist."))
