@@ -54,6 +54,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "brickadmin.middleware.ClusterErrorMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",  # every view needs a login unless marked
 ]
 
