@@ -1,0 +1,51 @@
+"""Fixtures of the workspaces tests: requests made the way the form makes them."""
+import re
+
+import pytest
+
+from workspaces import services
+
+
+@pytest.fixture
+def make_request(db):
+    def _make(user, name, gpu=1, cpu=2, memory_gib=8, storage_gib=20):
+        return services.create_request(user, name=name, gpu=gpu, cpu=cpu, memory_gib=memory_gib,
+                                       storage_gib=storage_gib)
+
+    return _make
+
+
+@pytest.fixture
+def approved(make_request, admin_user, twin):
+    """An approved Workspace of a user, on the seed-example twin."""
+
+    def _approved(user, name, resource="nvidia.com/gpu.shared", gpu=1, overcommit=True):
+        req = make_request(user, name, gpu=gpu)
+        return services.approve(req.pk, admin_user, resource, overcommit=overcommit)
+
+    return _approved
+
+
+def text(html: bytes | str) -> str:
+    """A page's visible text, tags dropped and whitespace collapsed."""
+    if isinstance(html, bytes):
+        html = html.decode()
+    html = re.sub(r"<(script|style)[^>]*>.*?</\1>", " ", html, flags=re.S)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)).strip()
+
+
+def objects(gw, kind, namespace=None):
+    return {o["metadata"]["name"]: o for o in gw._list(kind, namespace)}
+
+
+@pytest.fixture
+def login():
+    """A new, separate Client per user (alice_client and admin_client share one Client)."""
+    from django.test import Client
+
+    def _login(user):
+        c = Client()
+        c.force_login(user)
+        return c
+
+    return _login

@@ -1,0 +1,286 @@
+"""The approval queue (issue 5, part 2): choices with their numbers, approval through the
+gateway (all or nothing), overcommit, rejection, the audit record."""
+import re
+
+import pytest
+from django.test import override_settings
+
+from brickadmin.cluster import PermanentClusterError, TransientClusterError
+from brickadmin.cluster.twin import TwinGateway
+from gpus.ledger import compute
+from brickadmin.cluster.snapshot import take_snapshot
+from workspaces import services
+from workspaces.models import Decision, WorkspaceRequest
+
+from .conftest import objects, text
+
+pytestmark = pytest.mark.django_db
+QUEUE = "/workspaces/approvals/"
+
+
+def approve_post(client, req, resource="nvidia.com/gpu.shared", overcommit=False):
+    data = {f"r{req.pk}-resource": resource}
+    if overcommit:
+        data[f"r{req.pk}-overcommit"] = "on"
+    return client.post(f"/workspaces/approvals/{req.pk}/approve/", data)
+
+
+def test_queue_lists_pending_oldest_first_with_requester_amounts_and_waiting(
+        twin, alice, bob, admin_client, make_request, admin_user):
+    first = make_request(bob, "older", gpu=2, cpu=4, memory_gib=16, storage_gib=50)
+    make_request(alice, "newer")
+    done = make_request(alice, "decided")
+    services.reject(done.pk, admin_user, "no")
+    WorkspaceRequest.objects.filter(pk=first.pk).update(created_at=first.created_at.replace(year=2020))
+    page = text(admin_client.get(QUEUE).content)
+    assert page.index("older") < page.index("newer")
+    assert "decided" not in page
+    assert "older by bob" in page and "2 GPU · 4 CPU · 16 GiB memory · 50 GiB storage" in page
+    assert re.search(r"older by bob waiting \d+ d", page)
+
+
+def test_queue_shows_each_choice_with_total_allocated_available_after_and_physical(twin, alice, admin_client,
+                                                                                   make_request):
+    make_request(alice, "team-a", gpu=1)
+    page = text(admin_client.get(QUEUE).content)
+    # seed example: exclusive 1 total / 1 allocated; shared 2 / 1 at replicas 2
+    assert "Exclusive nvidia.com/gpu 1 1 0 -1 1 physical GPU, whole" in page
+    assert ("Shared (time-slicing) nvidia.com/gpu.shared Each pod may request at most one shared GPU "
+            "(failRequestsGreaterThanOne); no memory isolation. 2 1 1 0 1 shared = 0.5 physical GPU (replicas 2)") in page
+
+
+def test_two_shared_at_replicas_two_is_one_physical(twin, alice):
+    ledger = compute(take_snapshot(twin))
+    shared = next(c for c in services.gpu_choices(ledger) if c.gpu_type == "shared")
+    assert shared.physical_text(2) == "2 shared = 1 physical GPU (replicas 2)"
+
+
+def test_mig_profiles_are_choices(load_scenario):
+    gw = load_scenario("qks")
+    choices = {c.resource: c for c in services.gpu_choices(compute(take_snapshot(gw)))}
+    assert {"nvidia.com/mig-1g.24gb", "nvidia.com/mig-4g.96gb"} <= set(choices)
+    assert choices["nvidia.com/mig-1g.24gb"].total == 4
+    assert "MIG instance" in choices["nvidia.com/mig-1g.24gb"].physical_text(1)
+
+
+def test_queue_is_paginated(twin, alice, admin_client, make_request, settings):
+    for i in range(settings.PAGE_SIZE + 2):
+        make_request(alice, f"ws-{i:03d}")
+    first, second = admin_client.get(QUEUE), admin_client.get(QUEUE + "?page=2")
+    assert "ws-000" in text(first.content) and f"ws-{settings.PAGE_SIZE:03d}" not in text(first.content)
+    assert f"ws-{settings.PAGE_SIZE + 1:03d}" in text(second.content) and "ws-000" not in text(second.content)
+    assert f"Page 1 of 2 ({settings.PAGE_SIZE + 2} in all)" in text(first.content)
+
+
+def test_approve_shared_creates_namespace_quotas_and_priority_class(twin, alice, admin_user, admin_client,
+                                                                     make_request):
+    req = make_request(alice, "team-a", gpu=1, cpu=4, memory_gib=16, storage_gib=50)
+    r = approve_post(admin_client, req)
+    assert r.status_code == 302
+    ns = objects(twin, "Namespace")["team-a"]
+    assert ns["metadata"]["labels"] == {"brick.cloud/workspace": "true", "brick.cloud/owner": "alice"}
+    quotas = objects(twin, "ResourceQuota", "team-a")
+    compute_q = quotas["workspace-compute"]["spec"]
+    assert compute_q["hard"] == {"requests.nvidia.com/gpu.shared": "1", "requests.cpu": "4", "requests.memory": "16Gi"}
+    assert compute_q["scopeSelector"] == {"matchExpressions": [
+        {"scopeName": "PriorityClass", "operator": "NotIn", "values": ["brick-job-priority"]}]}
+    assert quotas["workspace-storage"]["spec"]["hard"] == {"requests.storage": "50Gi"}
+    lr = objects(twin, "LimitRange", "team-a")["workspace-defaults"]
+    assert lr["spec"]["limits"][0]["defaultRequest"] == {"cpu": "100m", "memory": "256Mi"}
+    pcs = objects(twin, "PriorityClass")
+    assert pcs["brick-user-priority"]["value"] > 0
+    req.refresh_from_db()
+    assert (req.status, req.gpu_type, req.gpu_resource, req.decided_by, req.overcommit) == (
+        "approved", "shared", "nvidia.com/gpu.shared", admin_user, False)
+    d = Decision.objects.get(workspace=req)
+    assert (d.action, d.actor, d.actor_name, d.gpu_resource, d.amount, d.available_before, d.overcommit) == (
+        "approve", admin_user, "root", "nvidia.com/gpu.shared", 1, 1, False)
+    assert "No pending Workspace requests." in text(admin_client.get(QUEUE).content)
+
+
+def test_user_sees_the_assigned_type_and_resource(twin, alice, login, admin_client, make_request):
+    alice_client = login(alice)
+    req = make_request(alice, "team-a")
+    approve_post(admin_client, req)
+    page = text(alice_client.get("/workspaces/").content)
+    assert "team-a Approved 1 2 8 GiB 20 GiB Shared (time-slicing) nvidia.com/gpu.shared" in page
+    detail = text(alice_client.get(f"/workspaces/{req.pk}/").content)
+    assert "nvidia.com/gpu.shared" in detail and "each pod may request at most one shared GPU" in detail
+
+
+def test_approving_more_than_available_needs_the_overcommit_box(twin, alice, admin_client, admin_user, make_request):
+    req = make_request(alice, "team-a", gpu=1)
+    r = approve_post(admin_client, req, "nvidia.com/gpu")  # exclusive: 0 available
+    assert r.status_code == 400
+    assert "tick overcommit" in text(r.content)
+    assert "team-a" not in objects(twin, "Namespace")
+    req.refresh_from_db()
+    assert req.status == "pending"
+    with pytest.raises(services.WorkspaceError, match="overcommit"):
+        services.approve(req.pk, admin_user, "nvidia.com/gpu")  # the service refuses too
+    r = approve_post(admin_client, req, "nvidia.com/gpu", overcommit=True)
+    assert r.status_code == 302
+    req.refresh_from_db()
+    assert (req.status, req.gpu_resource, req.overcommit) == ("approved", "nvidia.com/gpu", True)
+    d = Decision.objects.get(workspace=req, action="approve")
+    assert d.overcommit is True and d.available_before == 0
+    assert objects(twin, "ResourceQuota", "team-a")["workspace-compute"]["spec"]["hard"][
+        "requests.nvidia.com/gpu"] == "1"
+
+
+def test_overcommit_box_is_not_recorded_when_it_fits(twin, alice, admin_client, make_request):
+    req = make_request(alice, "team-a", gpu=1)
+    approve_post(admin_client, req, "nvidia.com/gpu.shared", overcommit=True)
+    req.refresh_from_db()
+    assert req.status == "approved" and req.overcommit is False
+
+
+@pytest.mark.parametrize("failing", ["apply", "create_resource_quota", "create_namespace"])
+def test_all_or_nothing_when_a_kubernetes_call_fails(twin, alice, admin_client, make_request, monkeypatch, failing):
+    req = make_request(alice, "team-a")
+
+    def boom(self, *a, **kw):
+        raise PermanentClusterError("resourcequotas is forbidden: exceeded something", status=403)
+
+    monkeypatch.setattr(TwinGateway, failing, boom)
+    r = approve_post(admin_client, req)
+    assert r.status_code == 400
+    page = text(r.content)
+    assert "not approved" in page and "resourcequotas is forbidden" in page and "still pending" in page
+    assert "team-a" not in objects(twin, "Namespace")
+    assert not objects(twin, "ResourceQuota", "team-a") and not objects(twin, "LimitRange", "team-a")
+    req.refresh_from_db()
+    assert req.status == "pending" and "forbidden" in req.last_error
+    assert Decision.objects.get(workspace=req).action == "approve_failed"
+    # The error stays visible on the queue, and the admin can retry once the cause is gone.
+    assert "resourcequotas is forbidden" in text(admin_client.get(QUEUE).content)
+    monkeypatch.undo()
+    assert approve_post(admin_client, req).status_code == 302
+    req.refresh_from_db()
+    assert req.status == "approved" and req.last_error == ""
+
+
+def test_transient_failure_midway_leaves_nothing(twin, alice, admin_user, make_request, monkeypatch):
+    req = make_request(alice, "team-a")
+    monkeypatch.setattr(TwinGateway, "create_resource_quota",
+                        lambda self, *a, **kw: (_ for _ in ()).throw(TransientClusterError("503", status=503)))
+    with pytest.raises(services.WorkspaceError):
+        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    assert "team-a" not in objects(twin, "Namespace")
+
+
+def test_a_namespace_made_behind_our_back_is_never_deleted(twin, alice, admin_user, make_request):
+    req = make_request(alice, "team-a")
+    twin.create_namespace("team-a", {"someone": "else"})
+    with pytest.raises(services.WorkspaceError, match="already exists"):
+        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    assert objects(twin, "Namespace")["team-a"]["metadata"]["labels"] == {"someone": "else"}
+
+
+def test_reject_needs_a_reason_which_the_user_sees(twin, alice, login, admin_client, admin_user, make_request):
+    alice_client = login(alice)
+    req = make_request(alice, "team-a")
+    r = admin_client.post(f"/workspaces/approvals/{req.pk}/reject/", {f"r{req.pk}-reason": "   "})
+    assert r.status_code == 400
+    req.refresh_from_db()
+    assert req.status == "pending"
+    r = admin_client.post(f"/workspaces/approvals/{req.pk}/reject/", {f"r{req.pk}-reason": "No A30 left this month"})
+    assert r.status_code == 302
+    req.refresh_from_db()
+    assert (req.status, req.rejection_reason, req.decided_by) == ("rejected", "No A30 left this month", admin_user)
+    assert "team-a Rejected 1 2 8 GiB 20 GiB No A30 left this month" in text(alice_client.get("/workspaces/").content)
+    d = Decision.objects.get(workspace=req)
+    assert (d.action, d.actor_name, d.detail) == ("reject", "root", "No A30 left this month")
+    assert "team-a" not in objects(twin, "Namespace")
+
+
+def test_a_decided_request_cannot_be_decided_again(twin, alice, admin_user, admin_client, make_request):
+    req = make_request(alice, "team-a")
+    services.reject(req.pk, admin_user, "no")
+    approve_post(admin_client, req)
+    req.refresh_from_db()
+    assert req.status == "rejected" and "team-a" not in objects(twin, "Namespace")
+    with pytest.raises(services.WorkspaceError, match="already decided"):
+        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+
+
+def test_zero_gpu_workspace_gets_no_gpu_key(twin, alice, admin_user, make_request):
+    req = make_request(alice, "cpu-only", gpu=0)
+    services.approve(req.pk, admin_user, "")
+    hard = objects(twin, "ResourceQuota", "cpu-only")["workspace-compute"]["spec"]["hard"]
+    assert hard == {"requests.cpu": "2", "requests.memory": "8Gi"}
+
+
+def test_audit_records_are_append_only(twin, alice, admin_user, make_request, django_user_model):
+    req = make_request(alice, "team-a")
+    services.reject(req.pk, admin_user, "no")
+    d = Decision.objects.get()
+    d.detail = "rewritten"
+    with pytest.raises(ValueError):
+        d.save()
+    with pytest.raises(ValueError):
+        d.delete()
+    with pytest.raises(ValueError):
+        Decision.objects.update(detail="x")
+    with pytest.raises(ValueError):
+        Decision.objects.all().delete()
+    # The actor's name outlives the account.
+    admin_user.delete()
+    d = Decision.objects.get()
+    assert d.actor is None and d.actor_name == "root"
+
+
+# --- quota keys: only what the API server enforces can ever be produced ----------------
+
+ENFORCED_GPU_KEY = re.compile(r"^requests\.nvidia\.com/(gpu|gpu\.shared|mig-[0-9]+g\.[0-9]+gb(\.me)?)$")
+
+
+@pytest.mark.parametrize("scenario", ["seed-example", "qks", "demo"])
+def test_every_choice_of_every_scenario_yields_only_enforced_keys(load_scenario, alice, admin_user, make_request,
+                                                                   scenario):
+    gw = load_scenario(scenario)
+    choices = services.gpu_choices(compute(take_snapshot(gw)))
+    assert choices
+    for i, choice in enumerate(choices):
+        req = make_request(alice, f"ws-{i}")
+        services.approve(req.pk, admin_user, choice.resource, overcommit=True)
+        hard = objects(gw, "ResourceQuota", f"ws-{i}")["workspace-compute"]["spec"]["hard"]
+        gpu_keys = [k for k in hard if "nvidia.com" in k]
+        assert gpu_keys == ["requests." + choice.resource]
+        assert all(ENFORCED_GPU_KEY.match(k) for k in gpu_keys)
+        assert set(hard) - set(gpu_keys) == {"requests.cpu", "requests.memory"}
+
+
+@pytest.mark.parametrize("bad", ["limits.nvidia.com/gpu", "nvidia.com/gpu", "requests.nvidia.com/gpu",
+                                 "nvidia.com/gpu.shared ", "cpu", "nvidia.com/mig-1g.5gb", "nvidia.com/gpux", ""])
+def test_the_form_cannot_yield_another_key(twin, alice, admin_client, make_request, bad):
+    """Only the ledger's choices are accepted ('nvidia.com/gpu' is one, so it is exempt)."""
+    req = make_request(alice, "team-a")
+    r = approve_post(admin_client, req, bad if bad != "nvidia.com/gpu" else "nvidia.com/gpu ", overcommit=True)
+    req.refresh_from_db()
+    if req.status == "approved":  # a choice after stripping whitespace
+        hard = objects(twin, "ResourceQuota", "team-a")["workspace-compute"]["spec"]["hard"]
+        assert all(ENFORCED_GPU_KEY.match(k) for k in hard if "nvidia" in k)
+    else:
+        assert r.status_code == 400 and "team-a" not in objects(twin, "Namespace")
+
+
+def test_service_refuses_a_resource_that_is_not_a_choice(twin, alice, admin_user, make_request):
+    req = make_request(alice, "team-a")
+    for bad in ("limits.nvidia.com/gpu", "nvidia.com/foo", "cpu"):
+        with pytest.raises(services.WorkspaceError):
+            services.approve(req.pk, admin_user, bad, overcommit=True)
+    with pytest.raises(services.WorkspaceError):
+        services.quota_hard(req, "limits.nvidia.com/gpu")
+    assert "team-a" not in objects(twin, "Namespace")
+
+
+def test_the_twin_refuses_unenforced_keys_like_the_api_server(twin):
+    twin.create_namespace("x", {})
+    for key in ("limits.nvidia.com/gpu", "nvidia.com/gpu"):
+        with pytest.raises(PermanentClusterError):
+            twin.create_resource_quota("x", "q", {key: "1"})
+    with pytest.raises(PermanentClusterError, match="unsupported scope"):
+        twin.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "x"},
+                    "spec": {"hard": {"requests.storage": "1Gi"}, "scopeSelector": {"matchExpressions": [
+                        {"scopeName": "PriorityClass", "operator": "NotIn", "values": ["a"]}]}}})
