@@ -30,7 +30,7 @@ def workspace_list(request):
 
 @require_http_methods(["GET", "POST"])
 def workspace_request(request):
-    form = WorkspaceRequestForm(request.POST or None, user=request.user)
+    form = WorkspaceRequestForm(request.POST if request.method == "POST" else None, user=request.user)
     if request.method == "POST" and form.is_valid():
         try:
             ws = services.create_request(request.user, **form.cleaned_data)
@@ -73,7 +73,7 @@ def job_create(request):
     initial = {}
     if request.GET.get("workspace", "").isdigit():
         initial["workspace"] = request.GET["workspace"]
-    form = JobForm(request.POST or None, user=request.user, node_options=options, initial=initial)
+    form = JobForm(request.POST if request.method == "POST" else None, user=request.user, node_options=options, initial=initial)
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
         try:
@@ -99,8 +99,9 @@ def job_detail(request, pk):
     job = get_object_or_404(WorkspaceJob.objects.select_related("workspace"), pk=pk, owner=request.user)
     cluster = services.cluster_jobs_by_name(request)
     k8s = (cluster or {}).get((job.workspace.namespace, job.k8s_name))
+    job.cluster_state = services.job_state(k8s)
     return render(request, "workspaces/job_detail.html", {
-        "job": job, "k8s": k8s, "state": services.job_state(k8s), "cluster_ok": cluster is not None})
+        "job": job, "k8s": k8s, "cluster_ok": cluster is not None})
 
 
 # --- admins: approval queue ----------------------------------------------------------
@@ -230,7 +231,7 @@ def reject_job(request, pk):
 @admin_required
 def workspace_settings(request):
     s = JobSettings.load()
-    form = JobSettingsForm(request.POST or None, initial={"approval_required": s.approval_required})
+    form = JobSettingsForm(request.POST if request.method == "POST" else None, initial={"approval_required": s.approval_required})
     if request.method == "POST" and form.is_valid():
         services.set_job_approval(request.user, form.cleaned_data["approval_required"])
         messages.success(request, _("Settings saved."))
