@@ -101,11 +101,18 @@ class NodeLedger:
     tainted: bool
     plugin_state: str  # "running" | "pending" | "missing" | "unknown"
     resources: dict[str, ResourceLine]
-    devices: list[Device]
+    raw_devices: list[dict]  # as the snapshot gives them; Device rows are built on demand
+    in_use: frozenset  # indexes into raw_devices
     physical: int
     physical_used: int
     physical_source: str  # "dcgm" | "twin" | "labels" | "derived"
     labels: dict
+
+    @property
+    def devices(self) -> list[Device]:
+        return [Device(uuid=d.get("uuid", ""), model=d.get("model", ""), mig=list(d.get("mig") or []),
+                       in_use=i in self.in_use, users=list(d.get("pods") or []))
+                for i, d in enumerate(self.raw_devices)]
 
     @property
     def logical(self) -> int:
@@ -304,8 +311,7 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
     else:
         mode = "exclusive" if resources else "unlabelled"
 
-    devs = [Device(uuid=d.get("uuid", ""), model=d.get("model", ""), mig=list(d.get("mig") or []),
-                   users=list(d.get("pods") or [])) for d in (devices or [])]
+    devs = devices or []
     model = _node_model(labels, devs)
     if devs:
         physical, source = len(devs), device_source
@@ -316,10 +322,11 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
         source = "derived"
     configured_replicas = replicas
     shared_line = next((r for r in resources.values() if r.gpu_type == SHARED and not r.stale), None)
-    whole_gpus = sum(1 for d in devs if not d.mig) if devs else physical
+    whole_gpus = sum(1 for d in devs if not d.get("mig")) if devs else physical
     if shared_line and shared_line.allocatable and whole_gpus:
         replicas = max(1, shared_line.allocatable // whole_gpus)
-    physical_used = _mark_devices_in_use(devs, resources, replicas, device_source)
+    in_use = _devices_in_use(devs, resources, replicas, device_source)
+    physical_used = len(in_use)
     if not devs:
         physical_used = _derived_physical_used(resources, replicas, physical)
 
@@ -330,7 +337,7 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
         # taint is worth showing, since a plugin DaemonSet may not tolerate it.
         tainted=any(t.get("effect") in ("NoSchedule", "NoExecute") and t.get("key") != GPU
                     for t in spec.get("taints") or []),
-        plugin_state=plugin_state, resources=resources, devices=devs, physical=physical,
+        plugin_state=plugin_state, resources=resources, raw_devices=devs, in_use=in_use, physical=physical,
         physical_used=physical_used, physical_source=source, labels=labels,
     )
 
@@ -342,8 +349,8 @@ def _ready(status: dict) -> bool:
     return True  # a node with no conditions reported (simulated) is taken as ready
 
 
-def _node_model(labels: dict, devs: list[Device]) -> str:
-    models = [d.model for d in devs if d.model]
+def _node_model(labels: dict, devs: list[dict]) -> str:
+    models = [d["model"] for d in devs if d.get("model")]
     if models:
         return max(set(models), key=models.count)
     product = labels.get("nvidia.com/gpu.product", "")
@@ -370,34 +377,31 @@ def _derived_physical_used(resources: dict[str, ResourceLine], replicas: int, ph
     return min(used, physical)
 
 
-def _mark_devices_in_use(devs: list[Device], resources: dict[str, ResourceLine], replicas: int,
-                         device_source: str) -> int:
-    """Which devices are in use. DCGM names the pods per device; the twin has no such
-    mapping, so requests are packed onto devices in order, as the plugin allocates."""
+def _devices_in_use(devs: list[dict], resources: dict[str, ResourceLine], replicas: int,
+                    device_source: str) -> frozenset:
+    """Indexes of the devices in use. DCGM names the pods per device; the twin has no
+    such mapping, so requests are packed onto devices in order, as the plugin allocates."""
     if not devs:
-        return 0
+        return frozenset()
     if device_source == "dcgm":
-        for d in devs:
-            d.in_use = bool(d.users)
-        return sum(d.in_use for d in devs)
-    whole = [d for d in devs if not d.mig]
+        return frozenset(i for i, d in enumerate(devs) if d.get("pods"))
+    used: set[int] = set()
+    whole = [i for i, d in enumerate(devs) if not d.get("mig")]
     for r in resources.values():
         if r.stale or not r.requested:
             continue
         if r.gpu_type == EXCLUSIVE:
-            for d in whole[: r.requested]:
-                d.in_use = True
+            used.update(whole[: r.requested])
         elif r.gpu_type == SHARED:
-            for d in whole[: math.ceil(r.requested / max(replicas, 1))]:
-                d.in_use = True
+            used.update(whole[: math.ceil(r.requested / max(replicas, 1))])
         elif r.gpu_type.startswith("mig-"):
             profile, left = r.gpu_type[4:], r.requested
-            for d in devs:
-                n = d.mig.count(profile)
+            for i, d in enumerate(devs):
+                n = (d.get("mig") or []).count(profile)
                 if n and left > 0:
-                    d.in_use = True
+                    used.add(i)
                     left -= n
-    return sum(d.in_use for d in devs)
+    return frozenset(used)
 
 
 # --- the whole cluster --------------------------------------------------------
@@ -457,11 +461,12 @@ def compute(snapshot) -> Ledger:
             rrow = by_resource.setdefault(r.resource, ResourceRow(r.resource))
             rrow.logical += r.allocatable
             rrow.requested += r.requested
-        for d in n.devices or []:
-            gtype = ("mig-" + d.mig[0]) if d.mig else (SHARED if n.mode == "timeslicing" else EXCLUSIVE)
+        for d in n.raw_devices:
+            mig = d.get("mig")
+            gtype = ("mig-" + mig[0]) if mig else (SHARED if n.mode == "timeslicing" else EXCLUSIVE)
             if (n.model, gtype) in by_type:
                 by_type[(n.model, gtype)].physical += 1
-        if not n.devices:
+        if not n.raw_devices:
             whole_type = SHARED if n.mode == "timeslicing" else EXCLUSIVE
             if (n.model, whole_type) in by_type:
                 by_type[(n.model, whole_type)].physical += n.physical
