@@ -82,3 +82,28 @@ def help_page(request):
     from .templatetags.brick import GLOSSARY
 
     return render(request, "gpus/help.html", {"glossary": GLOSSARY})
+
+
+@require_GET
+@admin_required
+def evidence(request):
+    """CNCF AI Conformance gpu_sharing evidence from the live cluster (seed 002)."""
+    from django.http import HttpResponse
+
+    from brickadmin.cluster import get_gateway
+    from brickadmin.cluster.snapshot import OPERATOR_NAMESPACE
+
+    from . import evidence as ev_mod
+
+    ledger, snapshot = current_ledger(request)
+    ev = None
+    if ledger is not None:
+        gw = get_gateway()
+        configmaps = snapshot.plugin_configmaps + gw.list_configmaps(namespace=OPERATOR_NAMESPACE)
+        ev = ev_mod.build(snapshot, ledger, configmaps)
+        if request.GET.get("format") == "md":
+            resp = HttpResponse(ev_mod.as_markdown(ev), content_type="text/markdown; charset=utf-8")
+            stamp = ev.captured_at.strftime("%Y%m%dT%H%M%SZ")
+            resp["Content-Disposition"] = f'attachment; filename="gpu_sharing-evidence-{stamp}.md"'
+            return resp
+    return render(request, "gpus/evidence.html", {"ev": ev, "snapshot": snapshot})
