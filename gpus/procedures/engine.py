@@ -24,6 +24,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from brickadmin.cluster import ClusterError, TransientClusterError, get_gateway
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
@@ -210,9 +211,17 @@ def execute(run_id: int, gateway=None) -> str:
             beat.join(timeout=5)
 
 
+FINISH_TITLES = {RunStatus.SUCCEEDED: gettext_noop("Run succeeded"), RunStatus.FAILED: gettext_noop("Run failed"),
+                 RunStatus.CANCELLED: gettext_noop("Run cancelled")}
+
+
 def _finish(run, token, status, message):
-    ProcedureRun.objects.filter(pk=run.pk, claim_token=token, status=RunStatus.RUNNING).update(
-        status=status, finished_at=timezone.now(), message=message, heartbeat_at=timezone.now())
+    """The run's final status, with its own event (so pages polling "after seq N" see it)."""
+    state = {RunStatus.SUCCEEDED: StepState.SUCCEEDED, RunStatus.FAILED: StepState.FAILED}.get(
+        status, StepState.CANCELLED)
+    record(run.pk, step_key=RUN_EVENT, title=_(FINISH_TITLES[status]), state=state, token=token,
+           output=message if status == RunStatus.SUCCEEDED else "", error="" if status == RunStatus.SUCCEEDED else message,
+           run_update={"status": status, "finished_at": timezone.now(), "message": message})
     return status
 
 
@@ -242,8 +251,6 @@ def _execute(run, token, gateway) -> str:
         if not ok:
             return _finish(run, token, RunStatus.FAILED, message)
     summary = _("All %(n)d steps done.") % {"n": len(steps)}
-    record(run.pk, step_key=RUN_EVENT, title=_("Run succeeded"), state=StepState.SUCCEEDED, token=token,
-           output=summary)
     return _finish(run, token, RunStatus.SUCCEEDED, summary)
 
 

@@ -1,0 +1,180 @@
+"""Wizard pages, run pages, history, audit downloads, manifest and health pages."""
+import csv
+import io
+import json
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from gpus.models import ProcedureRun
+from gpus.procedures import engine, service
+from gpus.tasks import execute_run
+
+pytestmark = pytest.mark.usefixtures("fast_engine")
+
+
+def test_pages_are_for_admins_only(twin, alice_client):
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    for url in (reverse("procedure_index"), reverse("wizard_pick", args=["A"]), reverse("run_list"),
+                reverse("run_detail", args=[run.pk]), reverse("run_audit_json", args=[run.pk]),
+                reverse("manifest"), reverse("health")):
+        assert alice_client.get(url).status_code == 403, url
+    assert alice_client.post(reverse("run_cancel", args=[run.pk])).status_code == 403
+    assert alice_client.post(reverse("wizard_start", args=["A"]), {"node": "dev-a1-ws04"}).status_code == 403
+
+
+def test_pick_shows_ineligible_nodes_disabled_with_reason(demo, admin_client):
+    page = admin_client.get(reverse("wizard_pick", args=["A"])).content.decode()
+    assert 'value="gpu-a30-01"' in page and 'value="gpu-a30-03" disabled' in page
+    assert "Already time-slicing." in page
+    page_b = admin_client.get(reverse("wizard_pick", args=["B"])).content.decode()
+    assert 'value="gpu-a30-01" disabled' in page_b and "Already exclusive." in page_b
+    page_d = admin_client.get(reverse("wizard_pick", args=["D"])).content.decode()
+    assert 'value="cpu-01"' in page_d and 'value="gpu-a30-01" disabled' in page_d
+
+
+def test_plan_lists_steps_with_kubectl_and_prechecks(twin, admin_client):
+    r = admin_client.get(reverse("wizard_plan", args=["A"]), {"node": "dev-a1-ws04"})
+    page = r.content.decode()
+    assert r.status_code == 200
+    assert "kubectl drain dev-a1-ws04 --ignore-daemonsets --delete-emptydir-data" in page
+    assert "kubectl label node dev-a1-ws04 brick.cloud/gpu.sharing=timeslicing --overwrite" in page
+    assert "nvidia.com~1gpu" in page and "kubectl uncordon dev-a1-ws04" in page
+    assert not ProcedureRun.objects.exists()  # nothing runs before the confirm
+
+
+def test_plan_b_blocked_names_workspaces_and_disables_confirm(twin, admin_client):
+    page = admin_client.get(reverse("wizard_plan", args=["B"]), {"node": "dev-a1-ws02"}).content.decode()
+    assert "ws-shared (owner bob)" in page
+    assert 'type="submit" disabled' in page
+    r = admin_client.post(reverse("wizard_start", args=["B"]), {"node": "dev-a1-ws02"})
+    assert r.status_code == 400 and not ProcedureRun.objects.exists()
+
+
+def test_confirm_creates_run_and_second_wizard_is_refused_with_link(twin, admin_user):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(admin_user)
+    plan = client.get(reverse("wizard_plan", args=["A"]), {"node": "dev-a1-ws04"})
+    token = plan.cookies["csrftoken"].value if "csrftoken" in plan.cookies else client.cookies["csrftoken"].value
+    assert client.post(reverse("wizard_start", args=["A"]), {"node": "dev-a1-ws04"}).status_code == 403  # no token
+    r = client.post(reverse("wizard_start", args=["A"]), {"node": "dev-a1-ws04", "csrfmiddlewaretoken": token})
+    run = ProcedureRun.objects.get()
+    assert r.status_code == 302 and r["Location"] == reverse("run_detail", args=[run.pk])
+    assert run.actor == admin_user and run.actor_name == "root" and run.status == "pending"
+    again = client.post(reverse("wizard_start", args=["A"]), {"node": "dev-a1-ws04", "csrfmiddlewaretoken": token})
+    assert again.status_code == 409
+    assert reverse("run_detail", args=[run.pk]) in again.content.decode()
+    assert ProcedureRun.objects.count() == 1
+
+
+def test_run_page_progress_partial_and_catch_up(twin, admin_client):
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    page = admin_client.get(reverse("run_detail", args=[run.pk])).content.decode()
+    assert 'hx-trigger="every' in page and 'id="step-drain"' in page
+    url = reverse("run_progress", args=[run.pk])
+    run.refresh_from_db()
+    assert admin_client.get(url, {"after": run.last_seq, "status": run.status}).status_code == 204
+    execute_run(run.pk)
+    run.refresh_from_db()
+    # a browser that was at "after N" catches up with everything from the rows
+    r = admin_client.get(url, {"after": 3, "status": "pending"})
+    body = r.content.decode()
+    assert r.status_code == 200 and 'data-state="succeeded"' in body and "hx-trigger" not in body
+    assert body.count('class="step state-succeeded"') == 10
+
+
+def test_cancel_and_resume_buttons(twin, admin_client):
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    admin_client.post(reverse("run_cancel", args=[run.pk]))
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    page = admin_client.get(reverse("run_detail", args=[run.pk])).content.decode()
+    assert reverse("run_resume", args=[run.pk]) in page
+    admin_client.post(reverse("run_resume", args=[run.pk]))
+    run.refresh_from_db()
+    assert run.status == "pending"
+    execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == "succeeded"
+
+
+def test_history_filters_and_node_link(twin, admin_client):
+    b = service.start_run("B", "dev-a1-ws02", {}, actor_name="ops", dispatch=False)
+    execute_run(b.pk)  # blocked by the pre-check: failed
+    a = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    execute_run(a.pk)
+    page = admin_client.get(reverse("run_list"), {"node": "dev-a1-ws04"}).content.decode()
+    assert f'>#{a.pk}<' in page and f'>#{b.pk}<' not in page
+    page = admin_client.get(reverse("run_list"), {"status": "failed"}).content.decode()
+    assert f'>#{b.pk}<' in page and f'>#{a.pk}<' not in page
+    partial = admin_client.get(reverse("run_list"), {"procedure": "A"}, HTTP_HX_REQUEST="true").content.decode()
+    assert partial.strip().startswith('<div id="run-table">') and "<html" not in partial
+    node_page = admin_client.get(reverse("node_detail", args=["dev-a1-ws02"])).content.decode()
+    assert reverse("wizard_pick", args=["B"]) in node_page and "?node=dev-a1-ws02" in node_page
+
+
+def test_history_is_paginated(twin, admin_client, settings):
+    settings.PAGE_SIZE = 2
+    for _i in range(3):
+        r = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+        service.cancel_run(r, actor_name="root")
+    page = admin_client.get(reverse("run_list")).content.decode()
+    assert "Page 1 of 2" in page
+
+
+def test_audit_downloads(twin, admin_client):
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    execute_run(run.pk)
+    data = json.loads(admin_client.get(reverse("run_audit_json", args=[run.pk])).content)
+    assert data["run"]["actor"] == "root" and data["run"]["status"] == "succeeded"
+    seqs = [e["seq"] for e in data["events"]]
+    assert seqs == sorted(seqs) and len(seqs) == run.steps.count()
+    assert any(e["step_key"] == "remove-stale" and e["sent"] for e in data["events"])
+    r = admin_client.get(reverse("run_audit_csv", args=[run.pk]))
+    assert r["Content-Disposition"].endswith('audit.csv"')
+    rows = list(csv.reader(io.StringIO(r.content.decode())))
+    assert rows[0][:3] == ["run", "procedure", "node"] and rows[1][2] == "dev-a1-ws04"
+    assert rows[3][:5] == ["seq", "recorded_at", "step_key", "title", "state"]
+    assert len(rows) - 4 == run.steps.count()
+
+
+def test_django_admin_is_read_only(twin, admin_user, client):
+    admin_user.is_superuser = True
+    admin_user.save()
+    client.force_login(admin_user)
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    assert client.get(f"/django-admin/gpus/procedurerun/{run.pk}/change/").status_code == 200
+    assert client.get(f"/django-admin/gpus/procedurerun/{run.pk}/delete/").status_code == 403
+    assert client.get("/django-admin/gpus/steprun/add/").status_code == 403
+    assert client.post(f"/django-admin/gpus/procedurerun/{run.pk}/change/", {"status": "succeeded"}).status_code == 403
+
+
+def test_manifest_page_shows_drift_after_hand_edit(twin, admin_client):
+    page = admin_client.get(reverse("manifest")).content.decode()
+    assert page.count('data-state="in-sync"') == 4
+    cm = twin.get_configmap("brick-nvidia", "nvidia-device-plugin-config-timeslicing")
+    cm["data"]["config.yaml"] = cm["data"]["config.yaml"].replace("replicas: 2", "replicas: 3")
+    twin.apply(cm)  # someone edited the live object by hand
+    page = admin_client.get(reverse("manifest")).content.decode()
+    assert 'data-state="drifted"' in page and "nvidia-device-plugin-config-timeslicing" in page
+    admin_client.post(reverse("manifest_apply"))
+    cm = twin.get_configmap("brick-nvidia", "nvidia-device-plugin-config-timeslicing")
+    assert "replicas: 2" in cm["data"]["config.yaml"]
+
+
+def test_manifest_save_refuses_invalid_version(twin, admin_client):
+    from gpus import manifest
+
+    content = manifest.current().content.replace("replicas: 2", "replicas: 1")
+    admin_client.post(reverse("manifest_save"), {"content": content, "note": "x"})
+    assert manifest.current().version == 1
+    ok = manifest.current().content.replace("replicas: 2", "replicas: 3")
+    admin_client.post(reverse("manifest_save"), {"content": ok, "note": "three"})
+    assert manifest.current().version == 2 and manifest.current().actor_name == "root"
+
+
+def test_health_page_lists_demo_problems(demo, admin_client):
+    page = admin_client.get(reverse("health")).content.decode()
+    for kind in ("stale-capacity", "label-typo", "plugin-missing", "replicas-not-reflected"):
+        assert f'data-kind="{kind}"' in page, kind
