@@ -77,8 +77,10 @@ def clean(obj: dict) -> dict:
 
 def reset(gw: KubeGateway) -> None:
     """Remove what a previous scenario (or test) left: its namespaces, nodes, priority classes."""
+    # brickadmin's own namespace (deploy/, labelled part-of=brickadmin) is not a scenario's
     namespaces = [n["metadata"]["name"] for n in gw.list_namespaces()
-                  if n["metadata"]["name"] not in SYSTEM_NAMESPACES]
+                  if n["metadata"]["name"] not in SYSTEM_NAMESPACES
+                  and (n["metadata"].get("labels") or {}).get("app.kubernetes.io/part-of") != "brickadmin"]
     for ns in namespaces:
         gw.delete("v1", "Namespace", ns)
     for pod in gw.list_pods(namespace="default"):

@@ -66,11 +66,16 @@ def _escape(pointer_token: str) -> str:
     return pointer_token.replace("~", "~0").replace("/", "~1")
 
 
-def _quota_key(key: str) -> str:
-    """Extended resources (``nvidia.com/gpu``) are quota'd only as ``requests.<name>``."""
-    if "/" in key and not key.startswith(("requests.", "limits.")) and "." in key.split("/", 1)[0]:
-        return f"requests.{key}"
-    return key
+def _check_quota_keys(name: str, hard: dict) -> None:
+    """The API server accepts ``nvidia.com/gpu`` or ``limits.nvidia.com/gpu`` as quota keys,
+    but quota only enforces extended resources as ``requests.<name>``: such a quota would
+    silently limit nothing. Refuse it the way the twin does (422, permanent)."""
+    for key in hard:
+        if key.startswith(("nvidia.com/", "limits.nvidia.com/")):
+            raise PermanentClusterError(
+                f'ResourceQuota "{name}" is invalid: spec.hard[{key}]: extended resources are quota\'d '
+                f'only as requests.{key.split("nvidia.com/", 1)[0].removeprefix("limits.")}nvidia.com/'
+                f'{key.split("nvidia.com/", 1)[1]}', status=422, reason="Invalid")
 
 
 class KubeGateway:
@@ -93,7 +98,10 @@ class KubeGateway:
         except (k8s_config.ConfigException, OSError, TypeError, ValueError) as e:
             raise PermanentClusterError(f"cannot load cluster configuration: {e}") from e
         if token:
-            cfg.api_key = {"authorization": f"Bearer {token}"}
+            # the kubeconfig loader installs a hook that re-reads its own token before every
+            # request: drop it, or the kubeconfig's credentials silently win over this token
+            cfg.refresh_api_key_hook = None
+            cfg.api_key = {"BearerToken": f"Bearer {token}", "authorization": f"Bearer {token}"}
             cfg.api_key_prefix = {}
             cfg.cert_file = cfg.key_file = None  # authenticate as the token, not a client cert
         # one quick connect retry; read/status retries are ours to decide
@@ -432,9 +440,10 @@ class KubeGateway:
         return self._request("POST", "/api/v1/namespaces", body=body)
 
     def create_resource_quota(self, namespace: str, name: str, hard: dict[str, str]) -> dict:
+        _check_quota_keys(name, hard)
         body = {"apiVersion": "v1", "kind": "ResourceQuota",
                 "metadata": {"name": name, "namespace": namespace},
-                "spec": {"hard": {_quota_key(k): str(v) for k, v in hard.items()}}}
+                "spec": {"hard": {k: str(v) for k, v in hard.items()}}}
         return self._request("POST", self._ns_path("/api/v1", "resourcequotas", namespace), body=body)
 
     def create_priority_class(self, name: str, value: int, description: str = "",

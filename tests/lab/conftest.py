@@ -1,0 +1,202 @@
+"""Fixtures for the lab tests (a real control plane on 127.0.0.1; see lab/lab.py).
+
+The lab is found through BRICK_LAB_KUBECONFIG (lab/up's env file exports it) or the
+default state dir. With CI set, a missing lab is started with lab/up, and if that fails
+the tests FAIL; locally they skip (set BRICK_LAB_AUTOSTART=1 to start the lab instead).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from brickadmin.cluster.base import ClusterError
+from brickadmin.cluster.kube import KubeGateway
+
+REPO = Path(__file__).resolve().parents[2]
+LAB_DIR = Path(os.environ.get("BRICK_LAB_DIR", "/tmp/brickadmin-lab"))
+IN_CI = bool(os.environ.get("CI"))
+sys.path.insert(0, str(REPO / "lab"))
+
+
+
+class Lab:
+    def __init__(self, kubeconfig: str):
+        self.kubeconfig = kubeconfig
+        self.state = Path(kubeconfig).parent
+        env = {}
+        env_file = self.state / "env"
+        if env_file.exists():
+            for line in env_file.read_text().splitlines():
+                if line.startswith("export ") and "=" in line:
+                    k, v = line[len("export "):].split("=", 1)
+                    env[k] = v
+        self.prometheus_url = os.environ.get("BRICK_LAB_PROMETHEUS_URL", env.get("BRICK_LAB_PROMETHEUS_URL",
+                                                                                 "http://127.0.0.1:19090"))
+        self.gpusim_url = os.environ.get("BRICK_LAB_GPUSIM_URL", env.get("BRICK_LAB_GPUSIM_URL",
+                                                                         "http://127.0.0.1:19400"))
+        self.kubectl = env.get("BRICK_LAB_KUBECTL", "kubectl")
+        self.admin = KubeGateway(kubeconfig)
+        self.loaded: str | None = None
+
+    # --- helpers the tests share ---------------------------------------------------
+    def load(self, scenario: str) -> dict:
+        import load_scenario
+
+        os.environ.setdefault("BRICK_LAB_GPUSIM_URL", self.gpusim_url)
+        out = load_scenario.load(scenario, self.kubeconfig)
+        self.loaded = scenario
+        return out
+
+    def gpusim(self, path: str = "/state"):
+        with urllib.request.urlopen(self.gpusim_url + path, timeout=10) as r:
+            data = r.read()
+        return json.loads(data) if path != "/metrics" else data.decode()
+
+    def gpusim_syncs(self, n: int = 3) -> None:
+        """Wait until gpusim has gone round its loop n more times."""
+        s0 = self.gpusim()["syncs"]
+        wait_until(lambda: self.gpusim()["syncs"] >= s0 + n, 30, f"{n} gpusim syncs")
+
+    def prom(self, promql: str) -> list[dict]:
+        url = self.prometheus_url + "/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return json.loads(r.read())["data"]["result"]
+
+    def nvidia(self, node: str, section: str = "allocatable") -> dict[str, str]:
+        st = self.admin.get_node(node).get("status") or {}
+        return {k: v for k, v in (st.get(section) or {}).items() if k.startswith("nvidia.com/")}
+
+    def sa_token(self, namespace: str, name: str, seconds: int = 3600) -> str:
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "spec": {"expirationSeconds": seconds}}
+        out = self.admin._request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", body=body)
+        return out["status"]["token"]
+
+
+def wait_until(check, timeout: float = 30, what: str = "condition", interval: float = 0.3):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def _reachable(kubeconfig: str) -> str | None:
+    """None when the lab answers, else why not."""
+    if not Path(kubeconfig).exists():
+        return f"no kubeconfig at {kubeconfig}"
+    try:
+        KubeGateway(kubeconfig, request_timeout=5).ping()
+    except ClusterError as e:
+        return str(e)
+    return None
+
+
+@pytest.fixture(scope="session")
+def lab() -> Lab:
+    kubeconfig = os.environ.get("BRICK_LAB_KUBECONFIG") or str(LAB_DIR / "kubeconfig")
+    why = _reachable(kubeconfig)
+    if why and (IN_CI or os.environ.get("BRICK_LAB_AUTOSTART")):
+        r = subprocess.run([str(REPO / "lab" / "up")], capture_output=True, text=True, timeout=3600)
+        if r.returncode != 0:
+            pytest.fail(f"the lab is missing and lab/up failed (exit {r.returncode}):\n{r.stderr[-4000:]}")
+        kubeconfig = str(LAB_DIR / "kubeconfig")
+        why = _reachable(kubeconfig)
+    if why:
+        if IN_CI:
+            pytest.fail(f"the Kubernetes lab is required in CI but is not reachable: {why}")
+        pytest.skip(f"the Kubernetes lab is not running ({why}); start it with lab/up")
+    return Lab(kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def rbac(lab):
+    """deploy/'s ServiceAccount + ClusterRole applied to the lab; returns the SA's token."""
+    import yaml
+
+    r = subprocess.run([lab.kubectl, "kustomize", str(REPO / "deploy")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    docs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    wanted = [d for d in docs if d["kind"] in ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
+    assert {d["kind"] for d in wanted} == {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
+    for d in wanted:
+        lab.admin.apply(d, field_manager="lab-tests")
+    sa = next(d for d in wanted if d["kind"] == "ServiceAccount")
+    ns = sa["metadata"]["namespace"]
+    wait_until(lambda: _exists(lab, f"/api/v1/namespaces/{ns}/serviceaccounts/{sa['metadata']['name']}"), 30,
+               "the ServiceAccount")
+    return {"token": lab.sa_token(ns, sa["metadata"]["name"]), "docs": docs, "namespace": ns,
+            "name": sa["metadata"]["name"]}
+
+
+def _exists(lab, path) -> bool:
+    try:
+        lab.admin._request("GET", path)
+        return True
+    except ClusterError:
+        return False
+
+
+def token_subject(token: str) -> dict:
+    payload = token.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+
+
+
+def make_node(lab: Lab, name: str, labels: dict | None = None, taints: list | None = None) -> dict:
+    """A fresh KWOK node (deleted first if a previous run left it)."""
+    lab.admin.delete("v1", "Node", name)
+    wait_until(lambda: not _exists(lab, f"/api/v1/nodes/{name}"), 30, f"old node {name} to go")
+    body = {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                         "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", **(labels or {})}},
+            "spec": {"taints": taints} if taints else {},
+            "status": {"capacity": {"cpu": "32", "memory": "128Gi", "pods": "110"},
+                       "allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110"}}}
+    lab.admin._request("POST", "/api/v1/nodes", body=body)
+    wait_until(lambda: any(c["type"] == "Ready" and c["status"] == "True"
+                           for c in (lab.admin.get_node(name).get("status") or {}).get("conditions") or []),
+               30, f"node {name} Ready")
+    return lab.admin.get_node(name)
+
+
+def make_namespace(lab: Lab, name: str) -> None:
+    if _exists(lab, f"/api/v1/namespaces/{name}"):
+        lab.admin.delete("v1", "Namespace", name)
+        wait_until(lambda: not _exists(lab, f"/api/v1/namespaces/{name}"), 120, f"old namespace {name} to go")
+    lab.admin._request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
+                                                           "metadata": {"name": name}})
+    wait_until(lambda: _exists(lab, f"/api/v1/namespaces/{name}/serviceaccounts/default"), 30,
+               f"default ServiceAccount in {name}")
+
+
+def make_pod(lab: Lab, ns: str, name: str, node: str | None, *, labels: dict | None = None,
+             emptydir: bool = False, gpu: dict | None = None, wait_running: bool = True) -> dict:
+    spec = {"containers": [{"name": "main", "image": "busybox"}], "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 1,
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    if node:
+        spec["nodeName"] = node
+    if emptydir:
+        spec["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    if gpu:
+        spec["containers"][0]["resources"] = {"limits": dict(gpu), "requests": dict(gpu)}
+    body = {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": labels or {"app": name}}, "spec": spec}
+    lab.admin._request("POST", f"/api/v1/namespaces/{ns}/pods", body=body)
+    if wait_running:
+        wait_until(lambda: (lab.admin.get_pod(ns, name).get("status") or {}).get("phase") == "Running", 30,
+                   f"pod {ns}/{name} Running")
+    return lab.admin.get_pod(ns, name)
