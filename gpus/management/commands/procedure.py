@@ -1,0 +1,182 @@
+"""The conversion procedures from a terminal, writing the same records as the wizards.
+
+  manage.py procedure plan A --node dev-a1-ws04
+  manage.py procedure run A --node dev-a1-ws04 --actor ops [--inline] [--follow]
+  manage.py procedure run C --replicas 4 --follow
+  manage.py procedure run D --node gpu-new-01 --sharing none --confirm-checklist --inline
+  manage.py procedure follow 12
+  manage.py procedure resume 12 [--inline] [--follow]
+  manage.py procedure cancel 12
+  manage.py procedure list [--node N]
+  manage.py procedure reap
+
+Without --inline the run is enqueued for the Celery worker (as from the web).
+Exit status: 0 succeeded (or enqueued), 1 failed/cancelled/interrupted/refused.
+"""
+import getpass
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from gpus.models import ACTIVE_STATUSES, ProcedureRun
+from gpus.procedures import engine, service
+from gpus.procedures.definitions import PROCEDURES
+
+MARK = {"pending": "·", "running": "▶", "succeeded": "✓", "failed": "✗", "skipped": "–", "cancelled": "⊘"}
+
+
+class Command(BaseCommand):
+    help = "Plan, run, follow, resume or cancel a conversion procedure (A-D)."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        for name in ("plan", "run"):
+            p = sub.add_parser(name)
+            p.add_argument("procedure", choices=sorted(PROCEDURES))
+            p.add_argument("--node", default="")
+            p.add_argument("--replicas", type=int)
+            p.add_argument("--sharing", choices=["none", "timeslicing"])
+            p.add_argument("--acknowledge", action="store_true",
+                           help="B on the only time-slicing node: the affected owners agreed")
+            p.add_argument("--confirm-checklist", action="store_true",
+                           help="D: driver and container runtime are installed on the node")
+            if name == "run":
+                p.add_argument("--actor", default="", help="name recorded as the actor (default: OS user)")
+                p.add_argument("--inline", action="store_true", help="execute here instead of the Celery worker")
+                p.add_argument("--follow", action="store_true")
+        for name in ("follow", "resume", "cancel"):
+            p = sub.add_parser(name)
+            p.add_argument("run_id", type=int)
+            if name == "resume":
+                p.add_argument("--actor", default="")
+                p.add_argument("--inline", action="store_true")
+                p.add_argument("--follow", action="store_true")
+            if name == "cancel":
+                p.add_argument("--actor", default="")
+        p = sub.add_parser("list")
+        p.add_argument("--node", default="")
+        p.add_argument("--limit", type=int, default=20)
+        sub.add_parser("reap")
+
+    def handle(self, *args, **opts):
+        return getattr(self, "do_" + opts["action"])(opts)
+
+    # --- helpers -----------------------------------------------------------------
+    def _params(self, o):
+        code = o["procedure"]
+        if PROCEDURES[code].needs_node and not o["node"]:
+            raise CommandError(f"procedure {code} needs --node")
+        params = {}
+        if code == "B":
+            params["acknowledged"] = o["acknowledge"]
+        if code == "C":
+            if not o["replicas"]:
+                raise CommandError("procedure C needs --replicas")
+            params["replicas"] = o["replicas"]
+        if code == "D":
+            if not o["sharing"]:
+                raise CommandError("procedure D needs --sharing none|timeslicing")
+            params.update(sharing=o["sharing"], checklist_confirmed=o["confirm_checklist"])
+        return params
+
+    def _actor(self, o):
+        return o.get("actor") or f"{getpass.getuser()} (terminal)"
+
+    def _get(self, run_id):
+        try:
+            return ProcedureRun.objects.get(pk=run_id)
+        except ProcedureRun.DoesNotExist:
+            raise CommandError(f"no run #{run_id}") from None
+
+    def _print_event(self, e):
+        mark = MARK.get(e.state, "?")
+        attempt = f" (attempt {e.attempt})" if e.attempt > 1 else ""
+        self.stdout.write(f"#{e.seq:<3} {mark} {e.state:<9} {e.title}{attempt}")
+        if e.state == "running" and e.kubectl:
+            self.stdout.write(f"       $ {e.kubectl}")
+        for text in (e.output, e.error):
+            for line in (text or "").splitlines():
+                self.stdout.write(f"       {line}")
+
+    def _follow(self, run_id, after=0, poll=0.3):
+        while True:
+            run = self._get(run_id)
+            for e in run.steps.filter(seq__gt=after).order_by("seq"):
+                self._print_event(e)
+                after = e.seq
+            if run.status not in ACTIVE_STATUSES and after >= run.last_seq:
+                return self._outcome(run)
+            time.sleep(poll)
+
+    def _outcome(self, run):
+        style = self.style.SUCCESS if run.status == "succeeded" else self.style.ERROR
+        self.stdout.write(style(f"run #{run.pk}: {run.status}. {run.message}"))
+        if run.status != "succeeded":
+            raise SystemExit(1)
+
+    def _refused(self, exc):
+        link = f" (run #{exc.active.pk}: manage.py procedure follow {exc.active.pk})" if exc.active else ""
+        self.stderr.write(self.style.ERROR(f"refused: {exc.message}{link}"))
+        raise SystemExit(1)
+
+    # --- actions -----------------------------------------------------------------
+    def do_plan(self, o):
+        from brickadmin.cluster import get_gateway
+
+        code, params = o["procedure"], self._params(o)
+        self.stdout.write(f"Procedure {code} on {o['node'] or 'the time-slicing nodes'} {params}")
+        self.stdout.write("Pre-check:")
+        for c in PROCEDURES[code].prechecks(get_gateway(), o["node"], params):
+            self.stdout.write(f"  [{c.level}] {c.detail}")
+            if c.fix and c.level == "block":
+                self.stdout.write(f"         to fix: {c.fix}")
+        self.stdout.write("Steps:")
+        for step, title, kubectl in engine.plan(code, o["node"], params):
+            self.stdout.write(f"  {title}" + (f"  [skipped: {step.skip_reason}]" if step.skip_reason else ""))
+            if kubectl:
+                self.stdout.write(f"      $ {kubectl}")
+
+    def do_run(self, o):
+        code, params = o["procedure"], self._params(o)
+        try:
+            run = service.start_run(code, o["node"], params, actor_name=self._actor(o), source="terminal",
+                                    dispatch=not o["inline"])
+        except service.RunRefused as exc:
+            return self._refused(exc)
+        self.stdout.write(f"run #{run.pk} created" + ("" if o["inline"] else " and enqueued for the worker"))
+        self._continue(run, o)
+
+    def _continue(self, run, o):
+        if o["inline"]:
+            engine.execute(run.pk)
+            return self._follow(run.pk)
+        if o["follow"]:
+            return self._follow(run.pk)
+
+    def do_follow(self, o):
+        self._follow(self._get(o["run_id"]).pk)
+
+    def do_resume(self, o):
+        run = self._get(o["run_id"])
+        try:
+            service.resume_run(run, actor_name=self._actor(o), dispatch=not o["inline"])
+        except service.RunRefused as exc:
+            return self._refused(exc)
+        self.stdout.write(f"run #{run.pk} resumed")
+        self._continue(run, o)
+
+    def do_cancel(self, o):
+        run = service.cancel_run(self._get(o["run_id"]), actor_name=self._actor(o))
+        self.stdout.write(f"run #{run.pk}: {run.status}{' (cancel requested)' if run.cancel_requested else ''}")
+
+    def do_list(self, o):
+        qs = ProcedureRun.objects.all()
+        if o["node"]:
+            qs = qs.filter(node=o["node"])
+        for r in qs[: o["limit"]]:
+            self.stdout.write(f"#{r.pk:<5} {r.procedure} {r.node or 'cluster':<20} {r.status:<11} {r.actor_name:<20} "
+                              f"{r.created_at:%Y-%m-%d %H:%M:%S}")
+
+    def do_reap(self, o):
+        reaped = engine.reap_stale()
+        self.stdout.write(f"interrupted: {reaped or 'none'}")
