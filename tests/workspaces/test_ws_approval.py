@@ -284,3 +284,20 @@ def test_the_twin_refuses_unenforced_keys_like_the_api_server(twin):
         twin.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "x"},
                     "spec": {"hard": {"requests.storage": "1Gi"}, "scopeSelector": {"matchExpressions": [
                         {"scopeName": "PriorityClass", "operator": "NotIn", "values": ["a"]}]}}})
+
+
+def test_queue_query_count_does_not_grow_with_the_queue(twin, alice, bob, admin_client, settings):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def count(n):
+        WorkspaceRequest.objects.all().delete()
+        WorkspaceRequest.objects.bulk_create(
+            WorkspaceRequest(name=f"q-{i}", requester=(alice, bob)[i % 2], requester_name="x", gpu=1, cpu=1,
+                             memory_gib=1, storage_gib=1) for i in range(n))
+        admin_client.get(QUEUE)
+        with CaptureQueriesContext(connection) as ctx:
+            assert admin_client.get(QUEUE + "?page=2").status_code == 200
+        return len(ctx.captured_queries)
+
+    assert count(settings.PAGE_SIZE * 2) == count(settings.PAGE_SIZE * 12)
