@@ -1,0 +1,232 @@
+"""Procedure engine benchmark (not a test).
+
+1. Engine overhead per step: procedures A and B run inline on the twin; the time the
+   engine spends outside the steps' own ensure/verify work (claiming, recording each
+   event in its own transaction, cancel checks, heartbeat), per executed step.
+2. Commit-to-browser latency of step state changes: a real `manage.py runserver`, a real
+   Celery worker on Redis, Debian's Chromium on the run page (htmx polling). For every
+   event row that arrives after the page loaded: the time the browser showed it minus the
+   time the row was recorded (just before its commit). Median and p95. Target p95 < 1 s.
+
+Run: .venv/bin/python bench/procedures.py [--runs N] [--browser-runs N] [--no-browser]
+(own SQLite file under a temp dir unless DATABASE_URL is set; starts its own redis-server
+unless REDIS_URL is set.)
+"""
+import argparse
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+VAR = Path(os.environ.setdefault("BRICK_VAR_DIR", tempfile.mkdtemp(prefix="brick-bench-proc-")))
+os.environ.setdefault("DATABASE_URL", f"sqlite:///{VAR / 'bench.sqlite3'}")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "brickadmin.settings")
+os.environ["BRICK_CLUSTER"] = "twin"
+os.environ.pop("PROMETHEUS_URL", None)
+os.environ["BRICK_PROCEDURE_VERIFY_TIMEOUT"] = "0"
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright sync API runs an event loop
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+
+from brickadmin.cluster import scenarios  # noqa: E402
+from brickadmin.cluster.twin import TwinGateway  # noqa: E402
+from gpus.models import ProcedureRun  # noqa: E402
+from gpus.procedures import base, engine, service  # noqa: E402
+
+
+def pct(values, p):
+    values = sorted(values)
+    if not values:
+        return float("nan")
+    k = (len(values) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def load(name="seed-example"):
+    objects, hardware, plugin_configs = scenarios.read(name)
+    TwinGateway().load(objects, hardware, plugin_configs)
+
+
+# --- 1. engine overhead -----------------------------------------------------------
+
+def engine_overhead(runs: int):
+    step_time = {"t": 0.0}
+
+    def timed(fn):
+        def wrapper(self, ctx):
+            t0 = time.perf_counter()
+            try:
+                return fn(self, ctx)
+            finally:
+                step_time["t"] += time.perf_counter() - t0
+        return wrapper
+
+    classes = set()
+    for proc in ("A", "B"):
+        for s in engine.get_procedure(proc).steps({}):
+            classes.add(type(s))
+    for cls in classes:  # measure the steps' own work, to subtract it
+        for name in ("ensure", "verify"):
+            if name in cls.__dict__ or name in base.Step.__dict__:
+                setattr(cls, name, timed(getattr(cls, name)))
+
+    per_step, totals = [], []
+    load()
+    for i in range(runs):
+        code, node = ("A", "dev-a1-ws04") if i % 2 == 0 else ("B", "dev-a1-ws04")
+        run = service.start_run(code, node, {}, actor_name="bench", dispatch=False)
+        step_time["t"] = 0.0
+        t0 = time.perf_counter()
+        status = engine.execute(run.pk)
+        total = time.perf_counter() - t0
+        assert status == "succeeded", ProcedureRun.objects.get(pk=run.pk).message
+        executed = len(engine.get_procedure(code).steps({}))
+        per_step.append((total - step_time["t"]) / executed * 1000)
+        totals.append(total * 1000)
+    print(f"engine overhead per step ({runs} runs of A/B, {executed} steps each, twin, "
+          f"{django.db.connection.vendor}):")
+    print(f"  median {statistics.median(per_step):.1f} ms, p95 {pct(per_step, 95):.1f} ms "
+          f"(whole run median {statistics.median(totals):.0f} ms, steps' own work excluded)")
+    return per_step
+
+
+# --- 2. commit-to-browser latency ---------------------------------------------------
+
+OBSERVER = """
+(() => {
+  window.__seen = {};
+  window.__initial = {};
+  const snap = (initial) => document.querySelectorAll('li[data-seq]').forEach(li => {
+    const seq = li.dataset.seq;
+    if (initial) { window.__initial[seq] = true; }
+    if (!(seq in window.__seen)) window.__seen[seq] = Date.now();
+  });
+  document.addEventListener('DOMContentLoaded', () => {
+    snap(true);
+    new MutationObserver(() => snap(false)).observe(document.body, {subtree: true, childList: true});
+  });
+})();
+"""
+
+
+def browser_latency(runs: int, pause: float):
+    chromium = "/usr/bin/chromium"
+    if not os.path.exists(chromium):
+        print("commit-to-browser latency: skipped (no /usr/bin/chromium)")
+        return None
+    procs = []
+    redis_url = os.environ.get("REDIS_URL")
+    if not redis_url:
+        port = free_port()
+        procs.append(subprocess.Popen([shutil.which("redis-server"), "--port", str(port), "--save", "",
+                                       "--appendonly", "no", "--dir", str(VAR)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        redis_url = f"redis://127.0.0.1:{port}/0"
+        time.sleep(0.5)
+    from brickadmin.celery import app
+
+    app.conf.broker_url = redis_url
+    app._pool = None
+    app.amqp._producer_pool = None
+    env = {**os.environ, "REDIS_URL": redis_url, "BRICK_PROCEDURE_STEP_PAUSE": str(pause)}
+    web_port = free_port()
+    log = open(VAR / "bench-procs.log", "ab")
+    procs.append(subprocess.Popen([sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{web_port}"],
+                                  cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+    procs.append(subprocess.Popen([sys.executable, "-m", "celery", "-A", "brickadmin", "worker", "--pool=solo",
+                                   "--without-gossip", "--without-mingle", "-l", "WARNING"],
+                                  cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+    base_url = f"http://127.0.0.1:{web_port}"
+    latencies = []
+    try:
+        import urllib.request
+
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(base_url + "/login/", timeout=1)
+                break
+            except Exception:
+                time.sleep(0.1)
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as p:
+            b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+            page = b.new_page()
+            page.goto(base_url + "/login/")
+            page.fill("input[name=username]", "bench")
+            page.fill("input[name=password]", "bench-pw-123")
+            page.click("button[type=submit]")
+            page.wait_for_url(base_url + "/")
+            page.add_init_script(OBSERVER)
+            for i in range(runs):
+                load()
+                run = service.start_run("A", "dev-a1-ws04", {}, actor_name="bench")  # enqueued on commit
+                page.goto(f"{base_url}/runs/{run.pk}/")
+                page.wait_for_selector("#run-progress[data-status=succeeded]", timeout=120_000)
+                page.wait_for_timeout(50)
+                seen = page.evaluate("window.__seen")
+                initial = page.evaluate("window.__initial")
+                for e in run.steps.all():
+                    key = str(e.seq)
+                    if key in seen and key not in initial:
+                        latencies.append(seen[key] - e.recorded_at.timestamp() * 1000)
+            b.close()
+    finally:
+        for pr in reversed(procs):  # the processes this script started, by their own ids
+            try:
+                os.killpg(pr.pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pr.terminate()
+            try:
+                pr.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pr.kill()
+        log.close()
+    from django.conf import settings
+
+    poll = getattr(settings, "BRICK_RUN_POLL_MS", 300)
+    print(f"commit-to-browser latency (Chromium, htmx polling every {poll} ms, {runs} runs of A, "
+          f"{len(latencies)} step events that arrived after the page loaded):")
+    print(f"  median {statistics.median(latencies):.0f} ms, p95 {pct(latencies, 95):.0f} ms, "
+          f"max {max(latencies):.0f} ms  (target p95 < 1000 ms)")
+    return latencies
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--browser-runs", type=int, default=3)
+    parser.add_argument("--pause", type=float, default=0.3, help="seconds each step pauses (worker)")
+    parser.add_argument("--no-browser", action="store_true")
+    args = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    User = get_user_model()
+    if not User.objects.filter(username="bench").exists():
+        User.objects.create_user("bench", password="bench-pw-123", is_staff=True)
+    engine_overhead(args.runs)
+    if not args.no_browser:
+        browser_latency(args.browser_runs, args.pause)
+
+
+if __name__ == "__main__":
+    main()
