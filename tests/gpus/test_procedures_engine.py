@@ -288,3 +288,20 @@ def test_reaper_marks_stale_running_run_interrupted(twin):
     execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == "succeeded"
+
+
+def test_missing_toleration_fails_with_fix_then_resume_after_manifest_fix(demo):
+    run = run_now("A", "gpu-a100-02")  # tainted brick.cloud/dedicated=llm: neither DaemonSet tolerates it
+    assert run.status == "failed"
+    failed = run.steps.filter(state="failed").exclude(step_key=engine.RUN_EVENT).last()
+    assert failed.step_key == "plugin-pod" and "toleration" in failed.error
+    content = manifest.current().content.replace(
+        "      tolerations:\n",
+        "      tolerations:\n      - key: brick.cloud/dedicated\n        operator: Exists\n        effect: NoSchedule\n")
+    assert content.count("brick.cloud/dedicated") == 2  # both DaemonSets, identical tolerations
+    manifest.apply(manifest.parse(manifest.save_version(content, actor_name="root").content), demo)
+    service.resume_run(run, actor_name="root", dispatch=False)
+    execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.message
+    assert demo.get_node("gpu-a100-02")["status"]["allocatable"][SHARED] == str(8 * 4)

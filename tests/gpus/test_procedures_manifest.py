@@ -1,0 +1,117 @@
+"""The managed device-plugin manifest: validation rules, replicas edit, drift, apply with
+a DaemonSet selector change (delete + re-create), versions."""
+import copy
+
+import pytest
+import yaml
+
+from gpus import health, manifest
+from gpus import ledger as ledger_mod
+from brickadmin.cluster.snapshot import take_snapshot
+
+FILE = manifest.MANIFEST_FILE.read_text()
+
+
+def docs():
+    return manifest.parse(FILE)
+
+
+def ds(d, name):
+    return next(x for x in d if x["metadata"]["name"] == name)
+
+
+def set_ts_config(d, mutate):
+    cm = ds(d, manifest.TS_CONFIGMAP)
+    cfg = yaml.safe_load(cm["data"]["config.yaml"])
+    mutate(cfg)
+    cm["data"]["config.yaml"] = yaml.safe_dump(cfg)
+    return d
+
+
+def test_shipped_manifest_is_valid():
+    v = manifest.validate(docs())
+    assert v.ok, v.errors
+    assert manifest.ts_replicas(docs()) == 2
+
+
+def test_tolerations_must_be_identical():
+    d = docs()
+    ds(d, manifest.TS_DAEMONSET)["spec"]["template"]["spec"]["tolerations"] = []
+    assert any("identical tolerations" in e for e in manifest.validate(d).errors)
+
+
+def test_replicas_at_least_two():
+    d = set_ts_config(docs(), lambda c: c["sharing"]["timeSlicing"]["resources"][0].update(replicas=1))
+    assert any("at least 2" in e for e in manifest.validate(d).errors)
+
+
+def test_rename_by_default_under_flags_is_refused():
+    def move(c):
+        c["sharing"]["timeSlicing"].pop("renameByDefault")
+        c["flags"]["renameByDefault"] = True
+    errors = manifest.validate(set_ts_config(docs(), move)).errors
+    assert any("under flags" in e for e in errors) and any("must be true" in e for e in errors)
+
+
+def test_node_selectors_on_the_sharing_label():
+    d = docs()
+    ds(d, manifest.DEFAULT_DAEMONSET)["spec"]["template"]["spec"]["nodeSelector"] = {"brick.cloud/gpu.type": "nvidia"}
+    assert any("nodeSelector brick.cloud/gpu.sharing=none" in e for e in manifest.validate(d).errors)
+
+
+def test_set_replicas_keeps_comments_and_only_changes_replicas():
+    out = manifest.set_replicas(FILE, 4)
+    assert manifest.ts_replicas(manifest.parse(out)) == 4
+    assert out.startswith("# BRICK NVIDIA device plugin")
+    assert out.replace("replicas: 4", "replicas: 2") == FILE
+
+
+def test_versions_and_invalid_content_refused(db):
+    assert manifest.current().version == 1
+    with pytest.raises(manifest.ManifestError):
+        manifest.save_version(FILE.replace("renameByDefault: true", "renameByDefault: false"), actor_name="root")
+    v2 = manifest.save_version(manifest.set_replicas(FILE, 3), actor_name="root", note="three")
+    assert v2.version == 2 and manifest.current().pk == v2.pk
+    assert manifest.save_version(manifest.set_replicas(FILE, 3), actor_name="root").pk == v2.pk  # unchanged
+
+
+def test_drift_detects_hand_edit_and_apply_restores(twin):
+    d = docs()
+    assert {i.state for i in manifest.drift(d, twin)} == {"in-sync"}
+    live = twin.get_daemonset("brick-nvidia", manifest.TS_DAEMONSET)
+    live["spec"]["template"]["spec"]["tolerations"] = []
+    twin.apply(live)  # kubectl edit, which the seed forbids
+    drifted = [i for i in manifest.drift(d, twin) if i.state != "in-sync"]
+    assert [i.name for i in drifted] == [manifest.TS_DAEMONSET]
+    assert any("tolerations" in p for p in drifted[0].paths)
+    manifest.apply(d, twin)
+    assert {i.state for i in manifest.drift(d, twin)} == {"in-sync"}
+
+
+def test_selector_change_is_deleted_and_recreated(twin):
+    d = docs()
+    new = copy.deepcopy(d)
+    target = ds(new, manifest.TS_DAEMONSET)
+    target["spec"]["selector"]["matchLabels"]["brick.cloud/plugin"] = "ts"
+    target["spec"]["template"]["metadata"]["labels"]["brick.cloud/plugin"] = "ts"
+    assert manifest.validate(new).ok
+    lines = manifest.apply(new, twin)
+    assert f"daemonset.apps/{manifest.TS_DAEMONSET} deleted (spec.selector is immutable)" in lines
+    live = twin.get_daemonset("brick-nvidia", manifest.TS_DAEMONSET)
+    assert live["spec"]["selector"]["matchLabels"]["brick.cloud/plugin"] == "ts"
+    # the time-slicing node still gets its plugin pod from the re-created DaemonSet
+    pods = twin.list_pods(namespace="brick-nvidia", field_selector="spec.nodeName=dev-a1-ws02")
+    assert [p["status"]["phase"] for p in pods] == ["Running"]
+
+
+def test_health_finds_each_troubleshooting_case(demo):
+    led = ledger_mod.compute(take_snapshot(demo))
+    found = {(p.kind, p.subject) for p in health.problems(led)}
+    assert ("stale-capacity", "gpu-a100-04") in found
+    assert ("label-typo", "gpu-h100-05") in found
+    assert ("plugin-missing", "gpu-a100-02") in found  # tainted, no toleration
+    assert ("replicas-not-reflected", "gpu-a30-04") in found
+    demo.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "workspace-quota",
+                "namespace": "ws-notebooks"}, "spec": {"hard": {"requests.nvidia.com/gpu.shared": "500"}}})
+    led = ledger_mod.compute(take_snapshot(demo))
+    assert ("quota-over-total", "nvidia.com/gpu.shared") in {(p.kind, p.subject) for p in health.problems(led)}
