@@ -295,7 +295,7 @@ def test_missing_toleration_fails_with_fix_then_resume_after_manifest_fix(demo):
     assert run.status == "failed"
     failed = run.steps.filter(state="failed").exclude(step_key=engine.RUN_EVENT).last()
     assert failed.step_key == "plugin-pod" and "toleration" in failed.error
-    content = manifest.current().content.replace(
+    content = manifest.set_replicas(manifest.current().content, 4).replace(  # demo runs replicas 4
         "      tolerations:\n",
         "      tolerations:\n      - key: brick.cloud/dedicated\n        operator: Exists\n        effect: NoSchedule\n")
     assert content.count("brick.cloud/dedicated") == 2  # both DaemonSets, identical tolerations
