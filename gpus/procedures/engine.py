@@ -311,6 +311,13 @@ def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple
             return _fail(ctx, index, step, title, kubectl, attempt, started, None, "",
                          Check(False, str(exc), _("The API server refused the request (%(err)s). This will not "
                                                   "succeed by retrying: fix the cause, then resume.") % {"err": exc}))
+        except (Cancelled, LostClaim):
+            raise
+        except Exception as exc:  # a bug or an unexpected answer: record it rather than vanish
+            log.exception("step %s of run %s crashed", step.key, run_id)
+            return _fail(ctx, index, step, title, kubectl, attempt, started, None, "",
+                         Check(False, repr(exc), _("Unexpected error in this step (%(err)s). Check the worker log, "
+                                                   "then resume.") % {"err": repr(exc)[:300]}))
         if not check.ok:
             return _fail(ctx, index, step, title, kubectl, attempt, started, outcome.sent, outcome.output, check)
         output = "\n".join(x for x in (outcome.output, check.detail) if x)

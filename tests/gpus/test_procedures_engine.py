@@ -305,3 +305,14 @@ def test_missing_toleration_fails_with_fix_then_resume_after_manifest_fix(demo):
     run.refresh_from_db()
     assert run.status == "succeeded", run.message
     assert demo.get_node("gpu-a100-02")["status"]["allocatable"][SHARED] == str(8 * 4)
+
+
+def test_unexpected_error_fails_the_run_with_a_message(twin, monkeypatch):
+    from gpus.procedures import steps
+
+    def broken(self, ctx):
+        raise KeyError("status")
+
+    monkeypatch.setattr(steps.Label, "ensure", broken)
+    run = run_now("A", "dev-a1-ws04")
+    assert run.status == "failed" and "Unexpected error" in run.message
