@@ -105,7 +105,7 @@ def _reachable(kubeconfig: str) -> str | None:
 
 
 @pytest.fixture(scope="session")
-def lab() -> Lab:
+def lab():
     kubeconfig = os.environ.get("BRICK_LAB_KUBECONFIG") or str(LAB_DIR / "kubeconfig")
     why = _reachable(kubeconfig)
     if why and (IN_CI or os.environ.get("BRICK_LAB_AUTOSTART")):
@@ -118,7 +118,14 @@ def lab() -> Lab:
         if IN_CI:
             pytest.fail(f"the Kubernetes lab is required in CI but is not reachable: {why}")
         pytest.skip(f"the Kubernetes lab is not running ({why}); start it with lab/up")
-    return Lab(kubeconfig)
+    from lablock import LabBusy, lab_lock
+
+    # the lab is one cluster per machine: parallel runs (pytest -n, other suites) take turns
+    try:
+        with lab_lock(timeout=float(os.environ.get("BRICK_LAB_LOCK_TIMEOUT", "1800"))):
+            yield Lab(kubeconfig)
+    except LabBusy as e:
+        pytest.fail(str(e))
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,149 @@
+"""Twin against lab: the same scenario loaded into the simulated cluster (twin.py) and into
+the real control plane (lab) must give the same ledger numbers, and the two must react
+alike to relabelling, rollout restarts and status patches.
+
+The lab side is read the way production reads a cluster: KubeGateway for the objects and
+Prometheus (DCGM series from gpusim, scraped) for the physical GPUs. The twin side uses its
+own hardware facts.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from brickadmin.cluster import scenarios
+from brickadmin.cluster.snapshot import take_snapshot
+from brickadmin.cluster.twin import TwinGateway
+from gpus import ledger as ledger_mod
+
+from .conftest import wait_until
+
+pytestmark = [pytest.mark.lab, pytest.mark.django_db]
+
+SCENARIOS = ["seed-example", "qks", "demo"]
+
+
+def numbers(led) -> dict:
+    """Everything the screens show from a ledger, as plain data."""
+    return {
+        "totals": {"logical": led.logical, "requested": led.requested, "physical": led.physical,
+                   "physical_used": led.physical_used},
+        "by_type": [(r.model, r.gpu_type, r.resource, {"logical": r.logical, "requested": r.requested,
+                                                       "physical": r.physical, "cordoned_logical": r.cordoned_logical,
+                                                       "nodes": r.nodes}) for r in led.by_type],
+        "by_resource": {r.resource: {"logical": r.logical, "allocated": r.allocated, "requested": r.requested}
+                        for r in led.by_resource},
+        "allocated": led.allocated_by_namespace,
+        "nodes": {n.name: {
+            "model": n.model, "convention": n.convention, "mode": n.mode, "replicas": n.replicas,
+            "configured_replicas": n.configured_replicas, "ready": n.ready, "cordoned": n.cordoned,
+            "tainted": n.tainted, "plugin_state": n.plugin_state, "physical": n.physical,
+            "physical_used": n.physical_used,
+            "resources": {k: (r.gpu_type, r.capacity, r.allocatable, r.requested, r.stale)
+                          for k, r in sorted(n.resources.items())},
+            "devices_in_use": sorted(d.uuid for d in n.devices if d.in_use),
+        } for n in led.nodes},
+    }
+
+
+def differences(a, b, path="") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b), key=str):
+            if k not in a:
+                out.append(f"{path}/{k}: only in lab: {b[k]!r}")
+            elif k not in b:
+                out.append(f"{path}/{k}: only in twin: {a[k]!r}")
+            else:
+                out += differences(a[k], b[k], f"{path}/{k}")
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{path}[{i}]")]
+    return [] if a == b else [f"{path}: twin {a!r} != lab {b!r}"]
+
+
+def load_twin(name) -> TwinGateway:
+    objects, hardware, plugin_configs = scenarios.read(name)
+    gw = TwinGateway()
+    gw.load(objects, hardware, plugin_configs)
+    return gw
+
+
+def lab_ledger(lab, settings, expected_uuids: int):
+    settings.PROMETHEUS_URL = lab.prometheus_url
+    settings.BRICK_SNAPSHOT_CACHE_SECONDS = 0
+    # Prometheus must have scraped what gpusim serves now (pods on GPUs included)
+    served = sorted(set(re.findall(r'^DCGM_FI_DEV_GPU_UTIL\{[^}]*\}', lab.gpusim("/metrics"), re.M)))
+
+    def scraped():
+        rows = lab.prom("DCGM_FI_DEV_GPU_UTIL")
+        return len({r["metric"]["UUID"] for r in rows}) == expected_uuids and len(rows) == len(served)
+    if expected_uuids:
+        wait_until(scraped, 30, "Prometheus to scrape gpusim")
+    snap = take_snapshot(lab.admin, use_prometheus=True)
+    if expected_uuids:
+        assert snap.device_source == "dcgm", snap.device_note
+    return ledger_mod.compute(snap)
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_ledger_numbers_match(lab, settings, name):
+    lab.load(name)
+    _, hardware, _ = scenarios.read(name)
+    lab_numbers = numbers(lab_ledger(lab, settings, sum(len(g) for g in hardware.values())))
+    twin_numbers = numbers(ledger_mod.compute(take_snapshot(load_twin(name), use_prometheus=False)))
+    diff = differences(twin_numbers, lab_numbers)
+    assert not diff, f"{name}: twin and lab differ:\n" + "\n".join(diff)
+    assert lab_numbers["totals"]["logical"] > 0
+
+
+def nvidia_status(gw, node) -> dict:
+    st = gw.get_node(node).get("status") or {}
+    return {sec: {k: v for k, v in (st.get(sec) or {}).items() if k.startswith("nvidia.com/")}
+            for sec in ("capacity", "allocatable")}
+
+
+def test_twin_reacts_like_the_lab(lab):
+    """Relabel, status patch, ConfigMap edit without and with a rollout restart: after
+    each step the GPU nodes' nvidia resources are the same on both."""
+    lab.load("seed-example")
+    twin = load_twin("seed-example")
+    nodes = ["dev-a1-ws02", "dev-a1-ws04"]
+    ts_cm = "nvidia-device-plugin-config-timeslicing"
+
+    def settle():
+        wait_until(lambda: all(lab.admin.daemonset_rollout_status("brick-nvidia", d["metadata"]["name"]).done
+                               for d in lab.admin.list_daemonsets("brick-nvidia")), 60, "rollouts")
+        lab.gpusim_syncs(4)
+
+    def compare(step):
+        settle()
+        got = {n: nvidia_status(lab.admin, n) for n in nodes}
+        want = {n: nvidia_status(twin, n) for n in nodes}
+        assert got == want, f"after {step}: lab {got} != twin {want}"
+
+    def both(fn):
+        fn(lab.admin)
+        fn(twin)
+
+    compare("load")
+    both(lambda g: g.label_node("dev-a1-ws04", {"brick.cloud/gpu.sharing": "timeslicing"}))
+    wait_until(lambda: lab.nvidia("dev-a1-ws04").get("nvidia.com/gpu.shared") == "2", 60, "ws04 shared")
+    compare("relabel ws04 to timeslicing")
+    both(lambda g: g.remove_node_status_resources("dev-a1-ws04", ["nvidia.com/gpu"]))
+    compare("status patch removing nvidia.com/gpu")
+    cm = lab.admin.get_configmap("brick-nvidia", ts_cm)
+    edited = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": ts_cm, "namespace": "brick-nvidia"},
+              "data": {"config.yaml": cm["data"]["config.yaml"].replace("replicas: 2", "replicas: 3")}}
+    both(lambda g: g.apply(edited, field_manager="lab-tests"))
+    compare("ConfigMap edit without restart")
+    both(lambda g: g.rollout_restart_daemonset("brick-nvidia", "nvidia-device-plugin-timeslicing"))
+    wait_until(lambda: lab.nvidia("dev-a1-ws02").get("nvidia.com/gpu.shared") == "3", 60, "replicas 3")
+    compare("rollout restart")
+    both(lambda g: g.label_node("dev-a1-ws02", {"brick.cloud/gpu.sharing": "none"}))
+    wait_until(lambda: lab.nvidia("dev-a1-ws02").get("nvidia.com/gpu") == "1", 60, "ws02 exclusive")
+    compare("relabel ws02 to none")
+    both(lambda g: g.label_node("dev-a1-ws02", {"brick.cloud/gpu.sharing": "time-slicing"}))
+    wait_until(lambda: lab.nvidia("dev-a1-ws02").get("nvidia.com/gpu") == "0", 60, "no plugin on ws02")
+    compare("label typo (no plugin)")
