@@ -20,9 +20,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
@@ -90,6 +91,11 @@ def record(run_id: int, *, step_key: str, step_index: int = 0, title: str = "", 
 def record_plan(run: ProcedureRun):
     """At creation: the run-created event and one pending row per planned step (the plan as
     confirmed, with its kubectl equivalents, is part of the record)."""
+    with translation.override(settings.LANGUAGE_CODE):
+        _record_plan(run)
+
+
+def _record_plan(run):
     record(run.pk, step_key=RUN_EVENT, title=_("Run created by %(who)s") % {"who": run.actor_name},
            state=StepState.PENDING, output=_("parameters: %(p)s") % {"p": run.params})
     for i, (step, title, kubectl) in enumerate(plan(run.procedure, run.node, run.params)):
@@ -193,6 +199,11 @@ def claim(run_id: int) -> str | None:
 
 def execute(run_id: int, gateway=None) -> str:
     """Run (or continue) a run. Returns its final status, or 'not-claimed'."""
+    with translation.override(settings.LANGUAGE_CODE):  # one language for the audit record
+        return _claim_and_execute(run_id, gateway)
+
+
+def _claim_and_execute(run_id, gateway):
     token = claim(run_id)
     if token is None:
         return "not-claimed"

@@ -1,8 +1,11 @@
 """Starting, resuming and cancelling runs: what the wizard views and the terminal share."""
 from __future__ import annotations
 
+import functools
+
+from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from ..models import ACTIVE_STATUSES, RESUMABLE_STATUSES, ProcedureRun, RunStatus, StepState
@@ -19,6 +22,18 @@ class RunRefused(Exception):
         super().__init__(message)
         self.message = message
         self.active = active
+
+
+def in_record_language(fn):
+    """Audit rows are written in the site's language, whoever clicks (RunRefused messages
+    too: callers show them as they are)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with translation.override(settings.LANGUAGE_CODE):
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def enqueue(run_id: int):
@@ -38,6 +53,7 @@ def _conflicting(code: str, lock_key: str) -> ProcedureRun | None:
     return active_run_for(CLUSTER_LOCK)
 
 
+@in_record_language
 def start_run(code: str, node: str, params: dict, *, actor=None, actor_name: str = "", source: str = "web",
               dispatch=True) -> ProcedureRun:
     """Create the run row and its planned steps, then enqueue the task after commit.
@@ -64,6 +80,7 @@ def start_run(code: str, node: str, params: dict, *, actor=None, actor_name: str
     return run
 
 
+@in_record_language
 def resume_run(run: ProcedureRun, *, actor=None, actor_name: str = "", dispatch=True) -> ProcedureRun:
     """Make a failed, interrupted or cancelled run pending again; the engine skips the
     steps that already succeeded."""
@@ -94,6 +111,7 @@ def resume_run(run: ProcedureRun, *, actor=None, actor_name: str = "", dispatch=
     return run
 
 
+@in_record_language
 def cancel_run(run: ProcedureRun, *, actor=None, actor_name: str = "") -> ProcedureRun:
     """A pending run is cancelled at once; a running one stops before its next step."""
     name = actor_name or (actor.get_username() if actor else "?")
