@@ -105,3 +105,34 @@ def test_users_see_only_their_own_workspaces(twin, alice, bob, client, make_requ
     page = text(client.get("/workspaces/").content)
     assert "bob-ws" in page and "alice-ws" not in page
     assert client.get(f"/workspaces/{mine.pk}/").status_code == 200
+
+
+def test_cluster_unreachable_request_form_says_so_and_creates_nothing(twin, alice_client, monkeypatch):
+    from brickadmin.cluster import ClusterUnreachable
+    from brickadmin.cluster.twin import TwinGateway
+
+    def down(self, *a, **kw):
+        raise ClusterUnreachable("connection refused")
+
+    monkeypatch.setattr(TwinGateway, "list_namespaces", down)
+    r = post(alice_client)
+    assert r.status_code == 400
+    assert "The cluster cannot be read to check this name" in text(r.content)
+    assert not WorkspaceRequest.objects.exists()
+
+
+def test_cluster_unreachable_approval_changes_nothing(twin, alice, admin_user, make_request, monkeypatch):
+    from brickadmin.cluster import ClusterUnreachable
+    from workspaces import services
+
+    req = make_request(alice, "team-a")
+
+    def down(*a, **kw):
+        raise ClusterUnreachable("connection refused")
+
+    monkeypatch.setattr("gpus.services.take_snapshot", down)
+    with pytest.raises(services.WorkspaceError, match="cannot be read"):
+        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    req.refresh_from_db()
+    assert req.status == "pending"
+    assert "team-a" not in {n["metadata"]["name"] for n in twin.list_namespaces()}
