@@ -107,11 +107,38 @@ class _Conversion(ProcedureDef):
         if n.mode == "unlabelled":
             checks.append(Check(True, _("The sharing label value %(v)s is not recognised; this run sets it to "
                                         "%(t)s.") % {"v": n.sharing_label, "t": self.target}, level="warn"))
+        blocker = self._untolerated_taints(gateway, node)
+        if blocker:
+            checks.append(blocker)
         pods = [r for r in n.resources.values() if r.requested]
         if pods:
             checks.append(Check(True, _("GPU pods on %(node)s will be evicted: %(res)s") % {
                 "node": node, "res": ", ".join(f"{r.resource} {r.requested}" for r in pods)}, level="warn"))
         return checks
+
+    def _untolerated_taints(self, gateway, node):
+        """The target mode's DaemonSet must tolerate the node's taints, or its plugin pod
+        never starts there and the node exposes no GPU at all (seed 3.2)."""
+        from brickadmin.cluster import NotFound
+        from brickadmin.cluster import deviceplugin as dp
+
+        name = manifest_mod.TS_DAEMONSET if self.target == "timeslicing" else manifest_mod.DEFAULT_DAEMONSET
+        try:
+            ds = gateway.get_daemonset(PLUGIN_NAMESPACE, name)
+        except NotFound:
+            return Check(False, _("DaemonSet %(ns)s/%(name)s does not exist.") % {"ns": PLUGIN_NAMESPACE, "name": name},
+                         _("Apply the managed device-plugin manifest first (Manifest page)."))
+        taints = (gateway.get_node(node).get("spec") or {}).get("taints") or []
+        tolerations = ds["spec"]["template"]["spec"].get("tolerations")
+        missing = [t for t in taints if not dp.tolerates([t], tolerations)]
+        if not missing:
+            return None
+        names = ", ".join(f'{t.get("key")}{"=" + t["value"] if t.get("value") else ""}:{t.get("effect")}'
+                          for t in missing)
+        return Check(False, _("DaemonSet %(name)s does not tolerate the taint(s) %(taints)s of %(node)s: its plugin "
+                              "pod would never start there.") % {"name": name, "taints": names, "node": node},
+                     _("Add the toleration to both DaemonSets (they must stay identical) in the managed manifest, "
+                       "apply it, then start again."), level="block")
 
     def eligibility(self, n):
         if n.convention != "brick":

@@ -294,7 +294,9 @@ def test_missing_toleration_fails_with_fix_then_resume_after_manifest_fix(demo):
     run = run_now("A", "gpu-a100-02")  # tainted brick.cloud/dedicated=llm: neither DaemonSet tolerates it
     assert run.status == "failed"
     failed = run.steps.filter(state="failed").exclude(step_key=engine.RUN_EVENT).last()
-    assert failed.step_key == "plugin-pod" and "toleration" in failed.error
+    assert failed.step_key == "precheck" and "brick.cloud/dedicated=llm:NoSchedule" in failed.output
+    assert "toleration" in failed.error
+    assert not demo.get_node("gpu-a100-02")["spec"].get("unschedulable")  # stopped before touching the node
     content = manifest.set_replicas(manifest.current().content, 4).replace(  # demo runs replicas 4
         "      tolerations:\n",
         "      tolerations:\n      - key: brick.cloud/dedicated\n        operator: Exists\n        effect: NoSchedule\n")
