@@ -60,3 +60,18 @@ def problems(ledger, snapshot=None) -> list[Problem]:
                                _("Replicas were lowered or nodes converted: lower Workspace quotas of this type.")))
     out.sort(key=lambda p: (SEVERITY_ORDER.get(p.severity, 9), p.kind, p.subject))
     return out
+
+
+def drift_problems(drift_items) -> list[Problem]:
+    """Live device-plugin objects that differ from the managed manifest (someone used
+    kubectl edit, or a version was saved but not applied)."""
+    out = []
+    for d in drift_items:
+        if d.state == "in-sync":
+            continue
+        what = _("missing on the cluster") if d.state == "missing" else \
+            _("differs from the managed manifest at %(paths)s") % {"paths": ", ".join(d.paths[:5])}
+        out.append(Problem("warn", "manifest-drift", f"{d.kind}/{d.name}", what,
+                           _("Apply the managed manifest (or save the live change as a new version first, if it "
+                             "was intended). A later apply of an old file would silently undo hand edits.")))
+    return out

@@ -385,4 +385,10 @@ def health(request):
 
     ledger, snapshot = current_ledger(request)
     problems = health_mod.problems(ledger, snapshot) if ledger else []
+    if ledger:
+        try:
+            docs = manifest_mod.parse(manifest_mod.current().content)
+            problems += health_mod.drift_problems(manifest_mod.drift(docs, get_gateway()))
+        except (ClusterError, manifest_mod.ManifestError):
+            pass
     return render(request, "gpus/wizards/health.html", {"problems": problems, "ledger": ledger})

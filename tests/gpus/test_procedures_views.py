@@ -176,5 +176,5 @@ def test_manifest_save_refuses_invalid_version(twin, admin_client):
 
 def test_health_page_lists_demo_problems(demo, admin_client):
     page = admin_client.get(reverse("health")).content.decode()
-    for kind in ("stale-capacity", "label-typo", "plugin-missing", "replicas-not-reflected"):
+    for kind in ("stale-capacity", "label-typo", "plugin-missing", "replicas-not-reflected", "manifest-drift"):
         assert f'data-kind="{kind}"' in page, kind
