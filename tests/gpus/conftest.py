@@ -193,3 +193,10 @@ def load_into_twin(name):
     gw = TwinGateway()
     gw.load(objects, hardware, plugin_configs)
     return gw
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Django deletes the SQLite test file; remove the WAL side files it leaves."""
+    for p in Path(settings.VAR_DIR).glob(f"test-gpus-{os.getpid()}.sqlite3*"):
+        if p.name.endswith(("-wal", "-shm")) and not p.with_name(p.name[:-4]).exists():
+            p.unlink(missing_ok=True)
