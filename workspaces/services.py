@@ -330,6 +330,7 @@ def job_node_options(ledger) -> list[NodeOption]:
         elif free == 0:
             reason = _("No free GPU on this node right now")
         out.append(NodeOption(n.name, ledger_mod.GPU, free, alloc, not reason, reason))
+    out.sort(key=lambda o: (not o.selectable, o.name))  # selectable first, as seed 2.4 lists them
     return out
 
 
