@@ -43,7 +43,9 @@ class LostClaim(Exception):
 
 
 class Cancelled(Exception):
-    pass
+    def __init__(self, recorded=False):
+        super().__init__("cancelled")
+        self.recorded = recorded
 
 
 @dataclass
@@ -257,7 +259,9 @@ def _execute(run, token, gateway) -> str:
             continue
         try:
             ok, message = _run_step(ctx, index, step, title, kubectl)
-        except Cancelled:
+        except Cancelled as exc:
+            if exc.recorded:
+                return _finish(run, token, RunStatus.CANCELLED, _cancel_message(run, title, during=True))
             return _cancel(run, token, index, step, title, kubectl)
         if not ok:
             return _finish(run, token, RunStatus.FAILED, message)
@@ -270,10 +274,17 @@ def _cancel(run, token, index, step, title, kubectl):
     record(run.pk, step_key=step.key, step_index=index, title=title, state=StepState.CANCELLED, kubectl=kubectl,
            started_at=now, finished_at=now, token=token,
            output=_("Cancelled before this step; nothing was sent for it."))
+    return _finish(run, token, RunStatus.CANCELLED, _cancel_message(run, title))
+
+
+def _cancel_message(run, title, during=False):
     where = _("Node %(node)s may be left cordoned: uncordon it or resume the run.") % {"node": run.node} \
         if run.node else ""
-    message = _("Cancelled before step %(title)s. %(where)s") % {"title": title, "where": where}
-    return _finish(run, token, RunStatus.CANCELLED, message.strip())
+    if during:
+        message = _("Cancelled during step %(title)s. %(where)s") % {"title": title, "where": where}
+    else:
+        message = _("Cancelled before step %(title)s. %(where)s") % {"title": title, "where": where}
+    return message.strip()
 
 
 def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple[bool, str]:
@@ -288,6 +299,7 @@ def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple
         started = timezone.now()
         record(run_id, step_key=step.key, step_index=index, title=title, state=StepState.RUNNING, attempt=attempt,
                started_at=started, kubectl=kubectl, token=ctx.token)
+        outcome = None
         try:
             outcome = step.ensure(ctx)
             if pause:
@@ -322,7 +334,15 @@ def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple
             return _fail(ctx, index, step, title, kubectl, attempt, started, None, "",
                          Check(False, str(exc), _("The API server refused the request (%(err)s). This will not "
                                                   "succeed by retrying: fix the cause, then resume.") % {"err": exc}))
-        except (Cancelled, LostClaim):
+        except Cancelled:
+            # The cancel arrived while this step waited (pause, polling or backoff).
+            record(run_id, step_key=step.key, step_index=index, title=title, state=StepState.CANCELLED,
+                   attempt=attempt, started_at=started, finished_at=timezone.now(), kubectl=kubectl,
+                   sent=outcome.sent if outcome else None, token=ctx.token,
+                   output=(_("Cancelled while this step was waiting; its change was sent but not verified.")
+                           if outcome and outcome.changed else _("Cancelled while this step was waiting.")))
+            raise Cancelled(recorded=True) from None
+        except LostClaim:
             raise
         except Exception as exc:  # a bug or an unexpected answer: record it rather than vanish
             log.exception("step %s of run %s crashed", step.key, run_id)

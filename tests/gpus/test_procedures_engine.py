@@ -318,3 +318,23 @@ def test_unexpected_error_fails_the_run_with_a_message(twin, monkeypatch):
     monkeypatch.setattr(steps.Label, "ensure", broken)
     run = run_now("A", "dev-a1-ws04")
     assert run.status == "failed" and "Unexpected error" in run.message
+
+
+def test_cancel_while_a_step_waits_records_what_was_sent(twin, monkeypatch):
+    from gpus.procedures import steps
+
+    monkeypatch.setenv("BRICK_PROCEDURE_STEP_PAUSE", "0.05")
+    original = steps.Label.ensure
+
+    def label_then_cancel(self, ctx):
+        result = original(self, ctx)
+        service.cancel_run(ctx.run, actor_name="root")
+        return result
+
+    monkeypatch.setattr(steps.Label, "ensure", label_then_cancel)
+    run = run_now("A", "dev-a1-ws04")
+    assert run.status == "cancelled" and "during step" in run.message
+    ev = run.steps.filter(step_key="label", state="cancelled").get()
+    assert ev.sent == {"metadata": {"labels": {"brick.cloud/gpu.sharing": "timeslicing"}}}
+    assert "sent but not verified" in ev.output
+    assert latest_states(run)["plugin-pod"] == "pending"  # nothing after it ran
