@@ -261,14 +261,30 @@ def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledg
             status=WorkspaceRequest.Status.APPROVED, decided_at=now, decided_by=actor,
             decided_by_name=actor.get_username(), gpu_type=choice.gpu_type if choice else "",
             gpu_resource=resource, overcommit=overcommitted, last_error="")
-        _record(actor, Decision.Action.APPROVE, workspace=req, subject=req.name, gpu_resource=resource,
-                amount=req.gpu, available_before=choice.available if choice else None, overcommit=overcommitted,
-                detail=f"namespace {req.namespace}; quota " + ", ".join(
-                    f"{k}={v}" for k, v in quota_hard(req, resource).items()) + f", requests.storage={req.storage_gib}Gi")
-    if not updated:
+        if updated:
+            _record(actor, Decision.Action.APPROVE, workspace=req, subject=req.name, gpu_resource=resource,
+                    amount=req.gpu, available_before=choice.available if choice else None,
+                    overcommit=overcommitted, detail=f"namespace {req.namespace}; quota " + ", ".join(
+                        f"{k}={v}" for k, v in quota_hard(req, resource).items())
+                    + f", requests.storage={req.storage_gib}Gi")
+    if not updated:  # decided by someone else meanwhile: take back what this call created
+        try:
+            gw.delete("v1", "Namespace", req.namespace)
+        except ClusterError:
+            log.exception("could not remove namespace %s of a request decided meanwhile", req.namespace)
         raise WorkspaceError(_("This request was already decided."))
     req.refresh_from_db()
     return req
+
+
+def workspace_quotas(ws: WorkspaceRequest, request=None) -> list[dict] | None:
+    """The Workspace's ResourceQuotas as the cluster has them (hard and used), or None."""
+    try:
+        return get_gateway().list_resource_quotas(ws.namespace)
+    except ClusterError as exc:
+        if request is not None:
+            request.cluster_error = str(exc)
+        return None
 
 
 def reject(req_id: int, actor, reason: str) -> WorkspaceRequest:

@@ -50,7 +50,8 @@ def workspace_request(request):
 def workspace_detail(request, pk):
     ws = get_object_or_404(WorkspaceRequest, pk=pk, requester=request.user)
     jobs = ws.jobs.order_by("-created_at", "-id")[:50]
-    return render(request, "workspaces/workspace_detail.html", {"ws": ws, "jobs": jobs})
+    quotas = services.workspace_quotas(ws, request) if ws.status == WorkspaceRequest.Status.APPROVED else None
+    return render(request, "workspaces/workspace_detail.html", {"ws": ws, "jobs": jobs, "quotas": quotas})
 
 
 # --- users: Jobs ------------------------------------------------------------------

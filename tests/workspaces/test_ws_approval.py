@@ -301,3 +301,26 @@ def test_queue_query_count_does_not_grow_with_the_queue(twin, alice, bob, admin_
         return len(ctx.captured_queries)
 
     assert count(settings.PAGE_SIZE * 2) == count(settings.PAGE_SIZE * 12)
+
+
+def test_the_user_sees_the_quota_the_cluster_holds(approved, alice, login):
+    ws = approved(alice, "team-a")
+    page = text(login(alice).get(f"/workspaces/{ws.pk}/").content)
+    assert "workspace-compute requests.nvidia.com/gpu.shared 1 0" in page
+    assert "workspace-storage requests.storage 20Gi 0" in page
+
+
+def test_a_request_rejected_while_being_approved_leaves_no_namespace(twin, alice, admin_user, make_request,
+                                                                     monkeypatch):
+    req = make_request(alice, "team-a")
+    real_apply = TwinGateway.apply
+
+    def reject_meanwhile(self, manifest, **kw):
+        WorkspaceRequest.objects.filter(pk=req.pk).update(status="rejected", rejection_reason="by another admin")
+        return real_apply(self, manifest, **kw)
+
+    monkeypatch.setattr(TwinGateway, "apply", reject_meanwhile)
+    with pytest.raises(services.WorkspaceError, match="already decided"):
+        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    assert "team-a" not in objects(twin, "Namespace")
+    assert not Decision.objects.filter(workspace=req, action="approve").exists()
