@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -13,6 +14,7 @@ from . import engine
 from .definitions import get as get_procedure
 
 CLUSTER_LOCK = "cluster:timeslicing"
+log = logging.getLogger(__name__)
 
 
 class RunRefused(Exception):
@@ -37,9 +39,21 @@ def in_record_language(fn):
 
 
 def enqueue(run_id: int):
+    """Hand the run to the worker. When the queue cannot be reached the run is marked
+    failed (nothing was changed on the cluster) so it can be resumed later."""
     from ..tasks import execute_run
 
-    execute_run.delay(run_id)
+    try:
+        execute_run.delay(run_id)
+    except Exception as exc:  # kombu/redis raise many types
+        log.exception("could not enqueue run %s", run_id)
+        message = _("Could not reach the task queue (%(err)s). Nothing was changed on the cluster; resume the run "
+                    "once the queue and a worker are up.") % {"err": exc}
+        with transaction.atomic():
+            if ProcedureRun.objects.filter(pk=run_id, status=RunStatus.PENDING).update(
+                    status=RunStatus.FAILED, finished_at=timezone.now(), message=message):
+                engine.record(run_id, step_key=engine.RUN_EVENT, title=_("Not queued"), state=StepState.FAILED,
+                              error=message)
 
 
 def active_run_for(lock_key: str) -> ProcedureRun | None:

@@ -338,3 +338,20 @@ def test_cancel_while_a_step_waits_records_what_was_sent(twin, monkeypatch):
     assert ev.sent == {"metadata": {"labels": {"brick.cloud/gpu.sharing": "timeslicing"}}}
     assert "sent but not verified" in ev.output
     assert latest_states(run)["plugin-pod"] == "pending"  # nothing after it ran
+
+
+def test_unreachable_queue_marks_run_failed_and_resumable(twin, monkeypatch, django_capture_on_commit_callbacks):
+    from gpus import tasks
+
+    def broker_down(*args, **kwargs):
+        raise ConnectionRefusedError("Error 111 connecting to redis:6379")
+
+    monkeypatch.setattr(tasks.execute_run, "delay", broker_down)
+    with django_capture_on_commit_callbacks(execute=True):
+        run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root")
+    run.refresh_from_db()
+    assert run.status == "failed" and "task queue" in run.message
+    service.resume_run(run, actor_name="root", dispatch=False)
+    execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == "succeeded"
