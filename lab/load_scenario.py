@@ -131,7 +131,14 @@ def create(gw: KubeGateway, obj: dict) -> None:
             gw._request("PATCH", path + f"/{md['name']}/status", body={"status": status},
                         content_type="application/merge-patch+json")
         return
-    gw.apply(body, field_manager="lab-scenario")
+    try:
+        gw.apply(body, field_manager="lab-scenario")
+    except ClusterError as e:
+        if kind == "PriorityClass" and e.status == 422:  # value is immutable: replace it
+            gw.delete("scheduling.k8s.io/v1", "PriorityClass", md["name"])
+            gw.apply(body, field_manager="lab-scenario")
+        else:
+            raise
 
 
 def load(name: str, kubeconfig: str, *, do_wait: bool = True, timeout: float = 180) -> dict:

@@ -89,13 +89,17 @@ def lab_ledger(lab, settings, expected_uuids: int):
     settings.PROMETHEUS_URL = lab.prometheus_url
     settings.BRICK_SNAPSHOT_CACHE_SECONDS = 0
     # Prometheus must have scraped what gpusim serves now (pods on GPUs included)
-    served = sorted(set(re.findall(r'^DCGM_FI_DEV_GPU_UTIL\{[^}]*\}', lab.gpusim("/metrics"), re.M)))
+    def served():
+        lines = re.findall(r'^DCGM_FI_DEV_GPU_UTIL\{([^}]*)\}', lab.gpusim("/metrics"), re.M)
+        return {(dict(re.findall(r'(\w+)="([^"]*)"', ls)).get("UUID"), dict(re.findall(r'(\w+)="([^"]*)"', ls)).get("pod", ""))
+                for ls in lines}
 
     def scraped():
-        rows = lab.prom("DCGM_FI_DEV_GPU_UTIL")
-        return len({r["metric"]["UUID"] for r in rows}) == expected_uuids and len(rows) == len(served)
+        want = served()
+        got = {(r["metric"].get("UUID"), r["metric"].get("pod", "")) for r in lab.prom("DCGM_FI_DEV_GPU_UTIL")}
+        return got == want and len({u for u, _ in want}) == expected_uuids
     if expected_uuids:
-        wait_until(scraped, 30, "Prometheus to scrape gpusim")
+        wait_until(scraped, 30, "Prometheus to scrape what gpusim serves")
     snap = take_snapshot(lab.admin, use_prometheus=True)
     if expected_uuids:
         assert snap.device_source == "dcgm", snap.device_note
