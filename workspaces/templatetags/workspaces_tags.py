@@ -1,6 +1,7 @@
 """Template helpers of the workspaces app."""
 from django import template
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 register = template.Library()
 
@@ -24,7 +25,7 @@ def waiting(since):
     h, rem = divmod(rem, 3600)
     m = rem // 60
     if d:
-        return f"{d} d {h} h"
+        return _("%(d)s d %(h)s h") % {"d": d, "h": h}
     if h:
-        return f"{h} h {m} min"
-    return f"{m} min"
+        return _("%(h)s h %(m)s min") % {"h": h, "m": m}
+    return _("%(m)s min") % {"m": m}
