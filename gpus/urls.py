@@ -25,6 +25,7 @@ urlpatterns += [
     path("runs/<int:pk>/progress/", wz.run_progress, name="run_progress"),
     path("runs/<int:pk>/cancel/", wz.run_cancel, name="run_cancel"),
     path("runs/<int:pk>/resume/", wz.run_resume, name="run_resume"),
+    path("runs/<int:pk>/checklist/", wz.run_confirm_checklist, name="run_confirm_checklist"),
     path("runs/<int:pk>/audit.json", wz.run_audit_json, name="run_audit_json"),
     path("runs/<int:pk>/audit.csv", wz.run_audit_csv, name="run_audit_csv"),
     path("manifest/", wz.manifest_view, name="manifest"),

@@ -192,7 +192,10 @@ def step_rows(run, events):
 
 def _progress_context(run):
     events = list(run.steps.order_by("seq"))
-    return {"run": run, "events": events, "rows": step_rows(run, events),
+    rows = step_rows(run, events)
+    waits_checklist = run.procedure == "D" and run.is_resumable and any(
+        r["key"] == "checklist" and r["event"].state == "failed" for r in rows)
+    return {"run": run, "events": events, "rows": rows, "waits_checklist": waits_checklist,
             "poll_ms": int(getattr(settings, "BRICK_RUN_POLL_MS", 300))}
 
 
@@ -242,6 +245,21 @@ def run_resume(request, pk):
                                                 _("Open run #%(id)d") % {"id": exc.active.pk}))
         else:
             messages.error(request, exc.message)
+    return redirect(run)
+
+
+@require_POST
+@admin_required
+def run_confirm_checklist(request, pk):
+    run = get_object_or_404(ProcedureRun, pk=pk)
+    if not request.POST.get("checklist_confirmed"):
+        messages.error(request, _("Tick the checklist box to confirm."))
+        return redirect(run)
+    try:
+        service.confirm_checklist(run, actor=request.user)
+        messages.success(request, _("Checklist confirmed; the run continues."))
+    except service.RunRefused as exc:
+        messages.error(request, exc.message)
     return redirect(run)
 
 

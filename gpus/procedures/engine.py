@@ -160,6 +160,12 @@ class Context:
         return (StepRun.objects.filter(run_id=self.run.pk, step_key=step_key, state=StepState.SUCCEEDED)
                 .order_by("-seq").values_list("finished_at", flat=True).first())
 
+    def checklist_confirmed_by(self) -> str:
+        """Who confirmed the manual checklist on the run page or terminal, if anyone."""
+        sent = (StepRun.objects.filter(run_id=self.run.pk, step_key=RUN_EVENT, sent__checklist_confirmed=True)
+                .order_by("-seq").values_list("sent", flat=True).first())
+        return (sent or {}).get("by", "")
+
     def sent_before(self, step_key) -> bool:
         """Whether this run already sent something for this step (an earlier attempt)."""
         return StepRun.objects.filter(run_id=self.run.pk, step_key=step_key, sent__isnull=False).exists()

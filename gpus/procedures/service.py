@@ -140,3 +140,17 @@ def cancel_run(run: ProcedureRun, *, actor=None, actor_name: str = "") -> Proced
                           state=StepState.CANCELLED)
     run.refresh_from_db()
     return run
+
+
+@in_record_language
+def confirm_checklist(run: ProcedureRun, *, actor=None, actor_name: str = "", dispatch=True) -> ProcedureRun:
+    """Procedure D's manual step: the admin confirms the node build checklist (recorded
+    with who and when), and the run resumes from that step."""
+    name = actor_name or (actor.get_username() if actor else "?")
+    if run.procedure != "D" or run.status not in RESUMABLE_STATUSES:
+        raise RunRefused(_("Only a stopped procedure D run waits for the checklist."))
+    engine.record(run.pk, step_key=engine.RUN_EVENT, title=_("Checklist confirmed by %(who)s") % {"who": name},
+                  state=StepState.SUCCEEDED, sent={"checklist_confirmed": True, "by": name},
+                  output=_("The NVIDIA driver and nvidia-container-runtime are installed on %(node)s.")
+                  % {"node": run.node})
+    return resume_run(run, actor=actor, actor_name=actor_name, dispatch=dispatch)

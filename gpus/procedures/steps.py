@@ -423,10 +423,12 @@ class Checklist(Step):
                  "per the node build guide")
 
     def verify(self, ctx):
-        who = ctx.params.get("checklist_confirmed_by")
-        if ctx.params.get("checklist_confirmed"):
+        who = ctx.params.get("checklist_confirmed_by") or ctx.run.actor_name
+        if not ctx.params.get("checklist_confirmed"):
+            who = ctx.checklist_confirmed_by()  # confirmed on the run page after a first stop here
+        if who:
             return Check(True, _("Confirmed by %(who)s: driver and container runtime are installed on %(node)s.")
-                         % {"who": who or ctx.run.actor_name, "node": ctx.node})
+                         % {"who": who, "node": ctx.node})
         raise StepFailed(_("The checklist was not confirmed."),
-                         _("Install the driver and container runtime on the node, then start the wizard again "
-                           "and confirm the checklist."))
+                         _("Install the NVIDIA driver and nvidia-container-runtime on the node, then confirm the "
+                           "checklist on this run's page (or: manage.py procedure resume RUN --confirm-checklist)."))

@@ -178,3 +178,22 @@ def test_health_page_lists_demo_problems(demo, admin_client):
     page = admin_client.get(reverse("health")).content.decode()
     for kind in ("stale-capacity", "label-typo", "plugin-missing", "replicas-not-reflected", "manifest-drift"):
         assert f'data-kind="{kind}"' in page, kind
+
+
+def test_d_checklist_confirmed_on_the_run_page(twin, admin_client, monkeypatch, django_capture_on_commit_callbacks):
+    from .test_procedures_engine import add_blank_node
+
+    add_blank_node(twin)
+    monkeypatch.setattr(service, "enqueue", lambda run_id: execute_run(run_id))  # the worker, inline
+    run = service.start_run("D", "gpu-new-01", {"sharing": "none"}, actor_name="root", dispatch=False)
+    execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == "failed"
+    page = admin_client.get(reverse("run_detail", args=[run.pk])).content.decode()
+    assert reverse("run_confirm_checklist", args=[run.pk]) in page
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client.post(reverse("run_confirm_checklist", args=[run.pk]), {"checklist_confirmed": "on"})
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.message
+    assert "Confirmed by root" in run.steps.get(step_key="checklist", state="succeeded").output
+    assert twin.get_node("gpu-new-01")["metadata"]["labels"]["brick.cloud/gpu.type"] == "nvidia"

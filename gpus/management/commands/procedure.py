@@ -49,6 +49,8 @@ class Command(BaseCommand):
             p.add_argument("run_id", type=int)
             if name == "resume":
                 p.add_argument("--actor", default="")
+                p.add_argument("--confirm-checklist", action="store_true",
+                               help="D stopped at its checklist: the driver and runtime are installed now")
                 p.add_argument("--inline", action="store_true")
                 p.add_argument("--follow", action="store_true")
             if name == "cancel":
@@ -159,7 +161,10 @@ class Command(BaseCommand):
     def do_resume(self, o):
         run = self._get(o["run_id"])
         try:
-            service.resume_run(run, actor_name=self._actor(o), dispatch=not o["inline"])
+            if o.get("confirm_checklist"):
+                service.confirm_checklist(run, actor_name=self._actor(o), dispatch=not o["inline"])
+            else:
+                service.resume_run(run, actor_name=self._actor(o), dispatch=not o["inline"])
         except service.RunRefused as exc:
             return self._refused(exc)
         self.stdout.write(f"run #{run.pk} resumed")
