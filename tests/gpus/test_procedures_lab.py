@@ -33,7 +33,14 @@ def lab():
         if IN_CI:
             pytest.fail(f"the Kubernetes lab is required in CI but is not reachable: {why}")
         pytest.skip(f"the Kubernetes lab is not running ({why}); start it with lab/up")
-    return Lab(kubeconfig)
+    from lablock import LabBusy, lab_lock  # lab/ is on sys.path (tests/lab/conftest.py)
+
+    # one user of the lab at a time: these tests load scenarios and change the cluster
+    try:
+        with lab_lock(timeout=float(os.environ.get("BRICK_LAB_LOCK_TIMEOUT", "1800"))):
+            yield Lab(kubeconfig)
+    except LabBusy as e:
+        pytest.fail(str(e))
 
 
 @pytest.fixture
