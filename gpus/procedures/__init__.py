@@ -1,2 +1,18 @@
-"""Conversion procedures A-D: definitions (steps + pre-checks), the engine, and the
-service functions the wizard views and the terminal share."""
+"""Conversion procedures A-D (seed section 4).
+
+Layout
+- base.py         Step / ProcedureDef / Check / Outcome: what a step is (title + kubectl
+                  equivalent, idempotent ``ensure``, ``verify``).
+- steps.py        the node steps shared by A, B and D (cordon, drain, label, plugin pod,
+                  allocatable, status patch, no-stale, uncordon, Prometheus check).
+- definitions.py  A, B, C, D as ordered step lists, with their pre-checks and node eligibility.
+- engine.py       claim (conditional UPDATE), execute, record (one event per transaction,
+                  numbered per run), retries with backoff, cancel, resume, heartbeat, reaper.
+- service.py      start / resume / cancel / confirm-checklist: what the wizard views and the
+                  ``procedure`` management command share.
+
+The record: ProcedureRun (mutable status, heartbeat, cancel flag) + StepRun events
+(append-only; every state change of a step is a new row with the run's next seq). The run
+page renders the current state of each step from the latest row per step and polls
+"after seq N" (htmx); a late or reconnecting browser catches up from the rows.
+"""
