@@ -14,7 +14,9 @@ log = logging.getLogger(__name__)
 _state = threading.local()
 
 # dcgm-exporter labelled the host "Hostname"; newer builds use "hostname".
-PHYSICAL_GPUS = 'count by (Hostname, hostname, UUID, modelName, pod, namespace) (DCGM_FI_DEV_GPU_UTIL)'
+# One series per GPU, or per MIG instance (GPU_I_PROFILE / GPU_I_ID) of a MIG-enabled GPU.
+PHYSICAL_GPUS = ('count by (Hostname, hostname, UUID, modelName, pod, namespace, GPU_I_PROFILE, GPU_I_ID) '
+                 '(DCGM_FI_DEV_GPU_UTIL)')
 ALLOCATABLE_BY_NODE = 'kube_node_status_allocatable{resource=~"nvidia_com.+"}'
 SHARED_TOTAL_EXCEPT = 'sum(kube_node_status_allocatable{{resource="nvidia_com_gpu_shared",node!="{node}"}})'
 SHARED_ALLOCATED = 'sum(kube_resourcequota{resource="requests.nvidia.com/gpu.shared",type="hard"})'
@@ -53,6 +55,7 @@ def physical_gpus() -> dict[str, list[dict]] | None:
         _state.error = "Prometheus has no DCGM series"
         return None
     nodes: dict[str, dict[str, dict]] = {}
+    instances: dict[str, dict[int, str]] = {}  # GPU UUID -> {GPU_I_ID: profile}
     for row in rows:
         m = row["metric"]
         host = m.get("Hostname") or m.get("hostname")
@@ -60,8 +63,14 @@ def physical_gpus() -> dict[str, list[dict]] | None:
         if not host or not uuid:
             continue
         dev = nodes.setdefault(host, {}).setdefault(uuid, {"uuid": uuid, "model": m.get("modelName", ""), "pods": []})
+        if m.get("GPU_I_PROFILE"):
+            instances.setdefault(uuid, {})[int(m.get("GPU_I_ID") or 0)] = m["GPU_I_PROFILE"]
         if m.get("pod"):
             dev["pods"].append(f'{m.get("namespace", "")}/{m["pod"]}')
+    for devs in nodes.values():
+        for uuid, dev in devs.items():
+            if uuid in instances:
+                dev["mig"] = [profile for _, profile in sorted(instances[uuid].items())]
     return {host: list(devs.values()) for host, devs in nodes.items()}
 
 

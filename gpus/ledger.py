@@ -31,6 +31,9 @@ GPU_TYPE_LABEL = "brick.cloud/gpu.type"
 OPERATOR_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 
 EXCLUSIVE, SHARED = "exclusive", "shared"
+# The conventional GPU taint keeps CPU pods off GPU nodes, and cordon's own taint is
+# shown as "cordoned" (DaemonSets tolerate it): neither is news on a GPU node.
+IGNORED_TAINTS = {GPU, "node.kubernetes.io/unschedulable"}
 
 
 def gpu_type_of(resource: str, node_shared_plain: bool = False) -> str:
@@ -333,9 +336,8 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
     return NodeLedger(
         name=meta["name"], model=model, convention=convention, mode=mode, sharing_label=sharing,
         replicas=replicas, configured_replicas=configured_replicas, ready=_ready(status), cordoned=bool(spec.get("unschedulable")),
-        # The conventional nvidia.com/gpu taint keeps CPU pods off GPU nodes; any other
-        # taint is worth showing, since a plugin DaemonSet may not tolerate it.
-        tainted=any(t.get("effect") in ("NoSchedule", "NoExecute") and t.get("key") != GPU
+        # Taints worth showing: ones a plugin DaemonSet may not tolerate (see IGNORED_TAINTS).
+        tainted=any(t.get("effect") in ("NoSchedule", "NoExecute") and t.get("key") not in IGNORED_TAINTS
                     for t in spec.get("taints") or []),
         plugin_state=plugin_state, resources=resources, raw_devices=devs, in_use=in_use, physical=physical,
         physical_used=physical_used, physical_source=source, labels=labels,

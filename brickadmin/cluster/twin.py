@@ -26,6 +26,7 @@ from .base import Conflict, DrainResult, NotFound, PermanentClusterError, Rollou
 from .models import TwinHardware, TwinObject, TwinState
 
 GPU_NODE_LABEL = "brick.cloud/gpu.type"
+UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
 API_VERSIONS = {
     "Node": "v1", "Pod": "v1", "Namespace": "v1", "ConfigMap": "v1", "ResourceQuota": "v1",
@@ -238,10 +239,17 @@ class TwinGateway:
         spec = body.setdefault("spec", {})
         if bool(spec.get("unschedulable")) == value:
             return
+        # The node lifecycle controller mirrors spec.unschedulable as a taint.
+        taints = [t for t in spec.get("taints") or [] if t.get("key") != UNSCHEDULABLE_TAINT["key"]]
         if value:
             spec["unschedulable"] = True
+            taints.append(dict(UNSCHEDULABLE_TAINT, timeAdded=now_iso()))
         else:
             spec.pop("unschedulable", None)
+        if taints:
+            spec["taints"] = taints
+        else:
+            spec.pop("taints", None)
         self._save(body)
         self._bump()
 
@@ -502,7 +510,12 @@ class TwinGateway:
         TwinHardware.objects.all().delete()
         TwinHardware.objects.bulk_create(TwinHardware(node=n, gpus=g) for n, g in hardware.items())
         for obj in objects:
-            self._save(copy.deepcopy(obj))
+            obj = copy.deepcopy(obj)
+            if obj["kind"] == "Node" and (obj.get("spec") or {}).get("unschedulable"):
+                taints = obj["spec"].setdefault("taints", [])
+                if not any(t.get("key") == UNSCHEDULABLE_TAINT["key"] for t in taints):
+                    taints.append(dict(UNSCHEDULABLE_TAINT))
+            self._save(obj)
         self._reconcile()
         for node, config in (plugin_configs or {}).items():
             hw = TwinHardware.objects.get(node=node)

@@ -19,6 +19,8 @@ from tests.conftest import require_service
 DCGM = """# TYPE DCGM_FI_DEV_GPU_UTIL gauge
 DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-aaa",device="nvidia0",modelName="NVIDIA A30",Hostname="dev-a1-ws04",pod="train-0",namespace="ws-exclusive",container="main"} 87
 DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-bbb",device="nvidia0",modelName="NVIDIA A30",hostname="dev-a1-ws02"} 0
+DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-mmm",device="nvidia0",modelName="RTX",Hostname="mig-node",GPU_I_PROFILE="1g.24gb",GPU_I_ID="1",pod="llm",namespace="inf"} 50
+DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-mmm",device="nvidia0",modelName="RTX",Hostname="mig-node",GPU_I_PROFILE="2g.48gb",GPU_I_ID="0"} 0
 """
 
 
@@ -60,7 +62,7 @@ def prometheus(tmp_path_factory):
 
     while True:
         try:
-            if len(PrometheusConnect(url=url).custom_query("DCGM_FI_DEV_GPU_UTIL")) == 2:
+            if len(PrometheusConnect(url=url).custom_query("DCGM_FI_DEV_GPU_UTIL")) == 4:
                 break
         except Exception:
             pass
@@ -74,12 +76,14 @@ def prometheus(tmp_path_factory):
     exporter.shutdown()
 
 
-def test_physical_gpus_from_dcgm_accepts_both_host_labels(prometheus, settings):
+def test_physical_gpus_from_dcgm_accepts_both_host_labels_and_mig_instances(prometheus, settings):
     settings.PROMETHEUS_URL = prometheus
     devices = metrics.physical_gpus()
     assert devices == {
         "dev-a1-ws04": [{"uuid": "GPU-aaa", "model": "NVIDIA A30", "pods": ["ws-exclusive/train-0"]}],
         "dev-a1-ws02": [{"uuid": "GPU-bbb", "model": "NVIDIA A30", "pods": []}],
+        # one GPU however many MIG instances it has; instances in GPU_I_ID order
+        "mig-node": [{"uuid": "GPU-mmm", "model": "RTX", "pods": ["inf/llm"], "mig": ["2g.48gb", "1g.24gb"]}],
     }
 
 
