@@ -28,8 +28,29 @@ sys.path.insert(0, str(REPO / "lab"))
 
 
 
+_held = None
+
+
+def hold_lab(timeout: float | None = None) -> None:
+    """Take the lab for this process until it exits (re-entrant). The lab is one cluster per
+    machine: pytest -n workers, other suites and other engineers' runs take turns instead of
+    resetting each other's scenarios. Every Lab() takes it."""
+    global _held
+    if _held is not None:
+        return
+    from lablock import LabBusy, lab_lock
+
+    cm = lab_lock(timeout=timeout if timeout is not None else float(os.environ.get("BRICK_LAB_LOCK_TIMEOUT", "1800")))
+    try:
+        cm.__enter__()
+    except LabBusy as e:
+        pytest.fail(str(e))
+    _held = cm  # released when the process exits (the lock file descriptor closes)
+
+
 class Lab:
     def __init__(self, kubeconfig: str):
+        hold_lab()
         self.kubeconfig = kubeconfig
         self.state = Path(kubeconfig).parent
         env = {}
@@ -118,14 +139,7 @@ def lab():
         if IN_CI:
             pytest.fail(f"the Kubernetes lab is required in CI but is not reachable: {why}")
         pytest.skip(f"the Kubernetes lab is not running ({why}); start it with lab/up")
-    from lablock import LabBusy, lab_lock
-
-    # the lab is one cluster per machine: parallel runs (pytest -n, other suites) take turns
-    try:
-        with lab_lock(timeout=float(os.environ.get("BRICK_LAB_LOCK_TIMEOUT", "1800"))):
-            yield Lab(kubeconfig)
-    except LabBusy as e:
-        pytest.fail(str(e))
+    return Lab(kubeconfig)  # holds the lab for this process (see hold_lab)
 
 
 @pytest.fixture(scope="session")
