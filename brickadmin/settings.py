@@ -137,6 +137,8 @@ if REDIS_URL:
 else:
     # Embedded broker for the zero-setup demo: kombu's filesystem transport.
     _broker_dir = VAR_DIR / "broker"
+    for _d in ("queue", "processed"):
+        (_broker_dir / _d).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
