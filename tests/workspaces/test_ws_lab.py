@@ -33,6 +33,9 @@ def kube(monkeypatch):
         except ClusterError:
             gw = None
     require_service(gw is not None, f"the lab API server ({KUBECONFIG})")
+    from tests.lab.conftest import hold_lab
+
+    hold_lab()  # the lab is one cluster per machine: take turns with other runs (lab/lablock.py)
     monkeypatch.setattr(services, "get_gateway", lambda: gw)
     created = []
     yield gw, created
