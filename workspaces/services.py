@@ -45,6 +45,14 @@ DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # The only GPU resource names a Workspace quota can ever carry, as requests.<name>.
 GPU_RESOURCE_RE = re.compile(r"^nvidia\.com/(gpu|gpu\.shared|mig-[0-9]+g\.[0-9]+gb(\.me)?)$")
 LIMIT_KEYS = ("gpu", "cpu", "memory_gib", "storage_gib")
+LABEL_VALUE_BAD = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def owner_label_value(username: str) -> str:
+    """A username as a valid label value (≤ 63 of [A-Za-z0-9._-], alphanumeric at both
+    ends): Django allows '@' and '+' in usernames, Kubernetes label values do not."""
+    value = LABEL_VALUE_BAD.sub("_", username)[:63].strip("._-")
+    return value or "unknown"
 
 
 class WorkspaceError(Exception):
@@ -230,7 +238,7 @@ def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledg
         ensure_priority_class(gw, USER_PRIORITY_CLASS, USER_PRIORITY_VALUE,
                               "BRICK Workspace workloads; may preempt Jobs (brick-job-priority).",
                               "PreemptLowerPriority")
-        owner = req.requester_name
+        owner = owner_label_value(req.requester_name)
         gw.create_namespace(req.namespace, {WORKSPACE_LABEL: "true", OWNER_LABEL: owner})
         created_ns = True
         for manifest in workspace_manifests(req, resource):
@@ -351,7 +359,7 @@ def job_node_options(ledger) -> list[NodeOption]:
 
 
 def job_manifest(job: WorkspaceJob) -> dict:
-    labels = {MANAGED_BY_LABEL: "brickadmin", JOB_ID_LABEL: str(job.pk), OWNER_LABEL: job.owner_name}
+    labels = {MANAGED_BY_LABEL: "brickadmin", JOB_ID_LABEL: str(job.pk), OWNER_LABEL: owner_label_value(job.owner_name)}
     container = {"name": "main", "image": job.image,
                  "resources": {"limits": {ledger_mod.GPU: str(job.gpu)}, "requests": {ledger_mod.GPU: str(job.gpu)}}}
     if job.command.strip():

@@ -113,6 +113,25 @@ def field_selector_matches(obj: dict, selector: str | None) -> bool:
     return True
 
 
+_LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _validate_labels(kind: str, name: str, labels: dict) -> None:
+    """The API server's 422 for an invalid object name or label value (namespaces)."""
+    if kind == "Namespace" and (len(name) > 63 or not _DNS1123_LABEL_RE.match(name)):
+        raise PermanentClusterError(f'Namespace "{name}" is invalid: metadata.name: Invalid value: "{name}": '
+                                    "a lowercase RFC 1123 label must consist of lower case alphanumeric "
+                                    "characters or '-'", status=422, reason="Invalid")
+    for key, value in (labels or {}).items():
+        value = str(value)
+        if len(value) > 63 or not _LABEL_VALUE_RE.match(value):
+            raise PermanentClusterError(
+                f'{kind} "{name}" is invalid: metadata.labels: Invalid value: "{value}": a valid label must be '
+                "an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and "
+                "end with an alphanumeric character", status=422, reason="Invalid")
+
+
 def _template_hash(ds: dict) -> str:
     raw = json.dumps(ds["spec"]["template"], sort_keys=True).encode()
     return hashlib.sha256(raw).hexdigest()[:10]
@@ -424,6 +443,7 @@ class TwinGateway:
 
     @transaction.atomic
     def create_namespace(self, name, labels):
+        _validate_labels("Namespace", name, labels)
         return self._create({"apiVersion": "v1", "kind": "Namespace",
                              "metadata": {"name": name, "labels": dict(labels)}, "status": {"phase": "Active"}})
 

@@ -324,3 +324,18 @@ def test_a_request_rejected_while_being_approved_leaves_no_namespace(twin, alice
         services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
     assert "team-a" not in objects(twin, "Namespace")
     assert not Decision.objects.filter(workspace=req, action="approve").exists()
+
+
+def test_an_email_username_becomes_a_valid_owner_label(twin, admin_user, make_request, django_user_model):
+    eve = django_user_model.objects.create_user("eve+ml@example.com", password="x")
+    req = make_request(eve, "eve-ws")
+    services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    assert objects(twin, "Namespace")["eve-ws"]["metadata"]["labels"]["brick.cloud/owner"] == "eve_ml_example.com"
+    req.refresh_from_db()
+    assert req.requester_name == "eve+ml@example.com"
+
+
+def test_the_twin_refuses_invalid_namespace_names_and_label_values(twin):
+    for name, labels in (("Bad_Name", {}), ("ok", {"brick.cloud/owner": "a@b"}), ("ok2", {"x": "-a"})):
+        with pytest.raises(PermanentClusterError, match="is invalid"):
+            twin.create_namespace(name, labels)
