@@ -47,7 +47,10 @@ def lab():
 def on_lab(lab, settings, db):
     settings.PROMETHEUS_URL = lab.prometheus_url
     settings.BRICK_SNAPSHOT_CACHE_SECONDS = 0
-    lab.load("seed-example")
+    try:
+        lab.load("seed-example")
+    except SystemExit as exc:  # load_scenario exits on a timeout: a failure, not an interpreter exit
+        pytest.fail(f"could not load seed-example into the lab: {exc}")
     return lab
 
 
