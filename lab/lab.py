@@ -33,11 +33,13 @@ PKI = STATE / "pki"
 LOGS = STATE / "logs"
 PIDS = STATE / "pids"
 HOST = "127.0.0.1"
-PORTS = {
+# BRICK_LAB_PORT_OFFSET (with its own BRICK_LAB_DIR) runs a second lab beside the first
+_OFFSET = int(os.environ.get("BRICK_LAB_PORT_OFFSET", "0"))
+PORTS = {k: v + _OFFSET for k, v in {
     "etcd": 12379, "etcd-peer": 12380, "apiserver": 16443, "ksm": 18080, "ksm-telemetry": 18081,
     "prometheus": 19090, "gpusim": 19400, "kwok": 16247,
     "controller-manager": 16257, "scheduler": 16259,
-}
+}.items()}
 ADMIN_TOKEN_FILE = STATE / "admin.token"
 KUBECONFIG = STATE / "kubeconfig"
 HARDWARE = STATE / "hardware.json"

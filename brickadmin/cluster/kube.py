@@ -58,7 +58,8 @@ _KNOWN = {
 
 
 def _now_rfc3339() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # sub-second precision: two restarts within one second must still change the template
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _escape(pointer_token: str) -> str:

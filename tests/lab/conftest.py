@@ -72,7 +72,7 @@ class Lab:
     def load(self, scenario: str) -> dict:
         import load_scenario
 
-        os.environ.setdefault("BRICK_LAB_GPUSIM_URL", self.gpusim_url)
+        load_scenario.GPUSIM = self.gpusim_url
         out = load_scenario.load(scenario, self.kubeconfig)
         self.loaded = scenario
         return out

@@ -7,6 +7,7 @@ Assertions read the cluster state back, never the calls made.
 from __future__ import annotations
 
 import copy
+import re
 import threading
 import time
 
@@ -341,7 +342,8 @@ def test_list_gpu_pods(seeded, gw):
 
 def test_unreachable_api_server_is_transient(tmp_path, seeded):
     kc = tmp_path / "kubeconfig"
-    kc.write_text(open(seeded.kubeconfig).read().replace("127.0.0.1:16443", "127.0.0.1:1"))
+    kc.write_text(re.sub(r"server: https://127\.0\.0\.1:\d+", "server: https://127.0.0.1:1",
+                         open(seeded.kubeconfig).read()))
     gw = KubeGateway(str(kc), request_timeout=3)
     with pytest.raises(ClusterUnreachable) as e:
         gw.list_nodes()

@@ -25,18 +25,9 @@ SCENARIOS = ["seed-example", "qks", "demo"]
 
 # Differences found and not yet fixed (they live in files this suite does not own). Each
 # entry must still show up: once fixed, the test fails until the entry is removed.
-MIG_PHYSICAL = ("metrics.physical_gpus() drops dcgm-exporter's MIG labels (GPU_I_PROFILE/GPU_I_ID), so the "
-                "lab's devices carry no 'mig' and the ledger counts MIG GPUs as exclusive physical GPUs; fix: "
-                "group PHYSICAL_GPUS also by GPU_I_PROFILE, GPU_I_ID and fill device['mig']")
-CORDON_TAINT = ("a real cordon also taints the node node.kubernetes.io/unschedulable:NoSchedule (node lifecycle "
-                "controller); the twin does not add it, and the ledger counts it as 'tainted'; fix: twin adds/"
-                "removes the taint on cordon/uncordon, or the ledger ignores that taint (DaemonSets tolerate it)")
-KNOWN_DIFFERENCES = {
-    "seed-example": {},
-    "qks": {"/by_type[1]": MIG_PHYSICAL, "/by_type[2]": MIG_PHYSICAL},
-    "demo": {"/by_type[0]": MIG_PHYSICAL, "/by_type[2]": MIG_PHYSICAL, "/by_type[3]": MIG_PHYSICAL,
-             "/nodes/gpu-a100-03/tainted": CORDON_TAINT},
-}
+# Found and fixed so far: MIG instances missing from the DCGM devices (metrics.py), and the
+# node.kubernetes.io/unschedulable taint a real cordon adds (twin.py, ledger.py).
+KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {"seed-example": {}, "qks": {}, "demo": {}}
 
 
 def numbers(led) -> dict:
