@@ -20,13 +20,14 @@ EXPECTED_RULES = {
     ("", "nodes/status"): {"patch"},
     ("", "pods"): {"get", "list"},
     ("", "pods/eviction"): {"create"},
-    ("", "namespaces"): {"get", "list", "create"},
-    ("", "resourcequotas"): {"get", "list", "create", "patch"},
-    ("", "configmaps"): {"get", "list", "create", "patch", "delete"},
+    ("", "namespaces"): {"list", "create", "delete"},
+    ("", "resourcequotas"): {"list", "create", "patch"},
+    ("", "limitranges"): {"create", "patch"},
+    ("", "configmaps"): {"get", "list", "create", "patch"},
     ("apps", "daemonsets"): {"get", "list", "create", "patch", "delete"},
     ("policy", "poddisruptionbudgets"): {"list"},
-    ("batch", "jobs"): {"get", "list", "create", "delete"},
-    ("scheduling.k8s.io", "priorityclasses"): {"get", "list", "create", "patch"},
+    ("batch", "jobs"): {"list", "create", "delete"},
+    ("scheduling.k8s.io", "priorityclasses"): {"list", "create"},
 }
 
 

@@ -255,13 +255,58 @@ def test_server_side_apply_with_field_manager(seeded, gw):
     assert e.value.status == 422 and not e.value.transient
 
 
+def _ds(name, component, selector_extra=None):
+    labels = {"app.kubernetes.io/name": "sel-test", "app.kubernetes.io/component": component}
+    sel = {**labels, **(selector_extra or {})}
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": "brick-nvidia"},
+            "spec": {"selector": {"matchLabels": sel},
+                     "template": {"metadata": {"labels": sel},
+                                  "spec": {"nodeSelector": {"brick.cloud/never": "true"},
+                                           "containers": [{"name": "c", "image": "busybox"}]}}}}
+
+
+def test_daemonset_delete_and_recreate_with_a_new_selector(seeded, gw):
+    """The manifest flow for an immutable selector: delete, then apply again (and delete is idempotent)."""
+    name = f"sel-test-{gw.tag}"
+    seeded.admin.delete("apps/v1", "DaemonSet", name, "brick-nvidia")
+    wait_until(lambda: not [d for d in seeded.admin.list_daemonsets("brick-nvidia") if d["metadata"]["name"] == name],
+               30, "old DaemonSet gone")
+    gw.apply(_ds(name, "a"), field_manager="brickadmin-test")
+    with pytest.raises(PermanentClusterError):
+        gw.apply(_ds(name, "a", {"extra": "x"}), field_manager="brickadmin-test")
+    gw.delete("apps/v1", "DaemonSet", name, "brick-nvidia")
+    wait_until(lambda: not [d for d in seeded.admin.list_daemonsets("brick-nvidia") if d["metadata"]["name"] == name],
+               30, "DaemonSet deleted")
+    gw.delete("apps/v1", "DaemonSet", name, "brick-nvidia")  # already gone: no error
+    gw.apply(_ds(name, "a", {"extra": "x"}), field_manager="brickadmin-test")
+    live = seeded.admin.get_daemonset("brick-nvidia", name)
+    assert live["spec"]["selector"]["matchLabels"]["extra"] == "x"
+    seeded.admin.delete("apps/v1", "DaemonSet", name, "brick-nvidia")
+
+
+def test_workspace_flow_apply_quota_limitrange_then_delete_namespace(seeded, gw):
+    ns = f"gw-ws-{gw.tag}-{int(time.time() * 1000) % 100000}"
+    gw.create_namespace(ns, {"brick.cloud/workspace": "true"})
+    gw.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "priority", "namespace": ns},
+              "spec": {"hard": {"pods": "10"},
+                       "scopeSelector": {"matchExpressions": [{"operator": "In", "scopeName": "PriorityClass",
+                                                               "values": ["brick-user-priority"]}]}}})
+    gw.apply({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "defaults", "namespace": ns},
+              "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "100m"}}]}})
+    assert [q["metadata"]["name"] for q in seeded.admin.list_resource_quotas(ns)] == ["priority"]
+    assert seeded.admin._request("GET", f"/api/v1/namespaces/{ns}/limitranges/defaults")["spec"]["limits"]
+    gw.delete("v1", "Namespace", ns)
+    wait_until(lambda: not [n for n in seeded.admin.list_namespaces() if n["metadata"]["name"] == ns], 120,
+               "the namespace to be deleted")
+
+
 def test_delete_is_idempotent(seeded, gw):
     seeded.admin.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "del-me", "namespace": "brick-nvidia"},
                         "data": {"x": "y"}}, field_manager="lab-tests")
-    gw.delete("v1", "ConfigMap", "del-me", "brick-nvidia")
+    seeded.admin.delete("v1", "ConfigMap", "del-me", "brick-nvidia")
     with pytest.raises(NotFound):
         seeded.admin.get_configmap("brick-nvidia", "del-me")
-    gw.delete("v1", "ConfigMap", "del-me", "brick-nvidia")  # already gone: no error
+    gw.delete("batch/v1", "Job", "never-was", NS)  # already gone: no error
 
 
 def test_rollout_restart_and_status(seeded, gw):
