@@ -28,24 +28,16 @@ sys.path.insert(0, str(REPO / "lab"))
 
 
 
-_held = None
-
-
 def hold_lab(timeout: float | None = None) -> None:
-    """Take the lab for this process until it exits (re-entrant). The lab is one cluster per
-    machine: pytest -n workers, other suites and other engineers' runs take turns instead of
-    resetting each other's scenarios. Every Lab() takes it."""
-    global _held
-    if _held is not None:
-        return
-    from lablock import LabBusy, lab_lock
+    """Take the lab for this process until it exits (re-entrant, lab/lablock.py). The lab is
+    one cluster per machine: pytest -n workers, other suites and other engineers' runs take
+    turns instead of resetting each other's scenarios. Every Lab() takes it."""
+    from lablock import LabBusy, hold
 
-    cm = lab_lock(timeout=timeout if timeout is not None else float(os.environ.get("BRICK_LAB_LOCK_TIMEOUT", "1800")))
     try:
-        cm.__enter__()
+        hold(timeout if timeout is not None else float(os.environ.get("BRICK_LAB_LOCK_TIMEOUT", "1800")))
     except LabBusy as e:
         pytest.fail(str(e))
-    _held = cm  # released when the process exits (the lock file descriptor closes)
 
 
 class Lab:
