@@ -137,13 +137,14 @@ if REDIS_URL:
 else:
     # Embedded broker for the zero-setup demo: kombu's filesystem transport.
     _broker_dir = VAR_DIR / "broker"
-    for _d in ("queue", "processed"):
+    for _d in ("queue", "processed", "control"):
         (_broker_dir / _d).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),  # else kombu writes ./control
         "store_processed": False,
     }
 CELERY_TASK_ACKS_LATE = True  # a task whose worker dies is redelivered; steps are idempotent
