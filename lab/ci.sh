@@ -40,7 +40,7 @@ say "binaries ready in $(( $(date +%s) - b0 ))s"
 
 # --- Python ------------------------------------------------------------------------------------
 PY="${BRICK_LAB_PYTHON:-}"
-[ -z "$PY" ] && [ -x .venv/bin/python ] && PY=.venv/bin/python
+[ -z "$PY" ] && [ -x .venv/bin/python ] && PY="$PWD/.venv/bin/python"
 [ -z "$PY" ] && PY="$(command -v python3)"
 "$PY" -c "import kubernetes, yaml, pytest, django" 2>/dev/null \
   || die "$PY lacks the project's packages (pip install -r requirements.txt)"

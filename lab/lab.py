@@ -285,7 +285,7 @@ def api(path: str, token: str, method: str = "GET", body: dict | None = None) ->
 def python_for_tools() -> str:
     for cand in (os.environ.get("BRICK_LAB_PYTHON"), str(REPO / ".venv" / "bin" / "python"), sys.executable):
         if cand and os.access(cand, os.X_OK):
-            return cand
+            return os.path.abspath(cand)  # processes start in the state dir
     return "python3"
 
 
