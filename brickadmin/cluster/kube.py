@@ -127,8 +127,10 @@ class KubeGateway:
             m, url, hdrs, b, post = self.api_client.param_serialize(
                 method=method, resource_path=path, query_params=q or None,
                 header_params=headers, body=body, auth_settings=["BearerToken"])
+            read_timeout = timeout or self.request_timeout
+            # a dead address should fail fast (the pages show a banner), a slow answer may take longer
             resp = self.api_client.call_api(m, url, header_params=hdrs, body=b, post_params=post,
-                                            _request_timeout=timeout or self.request_timeout)
+                                            _request_timeout=(min(3.0, read_timeout), read_timeout))
             data = resp.read()
             status = resp.status
         except ApiException as e:  # raised by the REST layer for some statuses
@@ -178,10 +180,17 @@ class KubeGateway:
               field_selector: str | None = None) -> list[dict]:
         items: list[dict] = []
         cont = None
+        restarted = False
         while True:
-            page = self._request("GET", path, query={
-                "labelSelector": label_selector, "fieldSelector": field_selector,
-                "limit": self.page_size, "continue": cont})
+            try:
+                page = self._request("GET", path, query={
+                    "labelSelector": label_selector, "fieldSelector": field_selector,
+                    "limit": self.page_size, "continue": cont})
+            except PermanentClusterError as e:
+                if e.status == 410 and cont and not restarted:  # continue token expired: start over once
+                    items, cont, restarted = [], None, True
+                    continue
+                raise
             kind = (page.get("kind") or "").removesuffix("List")
             for it in page.get("items") or []:
                 it.setdefault("apiVersion", page.get("apiVersion"))
