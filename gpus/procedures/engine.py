@@ -395,4 +395,26 @@ def reap_stale(stale_seconds: float | None = None) -> list[int]:
                        finished_at=timezone.now(), kubectl=in_step.kubectl, error=message)
             record(run.pk, step_key=RUN_EVENT, title=_("Run interrupted"), state=StepState.FAILED, error=message)
         reaped.append(run.pk)
+    requeue_orphans(stale_seconds)
     return reaped
+
+
+def requeue_orphans(stale_seconds: float) -> list[int]:
+    """Pending runs no worker claimed within ``stale_seconds`` (the message was lost, or a
+    worker died between receiving and claiming it) are enqueued again, at most once per
+    period (heartbeat_at marks the last enqueue). A duplicate message is harmless: only
+    one claim succeeds."""
+    from django.db.models import Q
+
+    from .service import enqueue
+
+    now = timezone.now()
+    cutoff = now - timezone.timedelta(seconds=stale_seconds)
+    stale = Q(status=RunStatus.PENDING, created_at__lt=cutoff) & (Q(heartbeat_at__isnull=True) |
+                                                                  Q(heartbeat_at__lt=cutoff))
+    out = []
+    for pk in ProcedureRun.objects.filter(stale).values_list("pk", flat=True):
+        if ProcedureRun.objects.filter(stale, pk=pk).update(heartbeat_at=now):
+            enqueue(pk)
+            out.append(pk)
+    return out

@@ -111,7 +111,7 @@ def resume_run(run: ProcedureRun, *, actor=None, actor_name: str = "", dispatch=
         with transaction.atomic():
             n = ProcedureRun.objects.filter(pk=run.pk, status__in=RESUMABLE_STATUSES).update(
                 status=RunStatus.PENDING, cancel_requested=False, finished_at=None, claim_token="", message="",
-                resumed_count=F("resumed_count") + 1)
+                resumed_count=F("resumed_count") + 1, heartbeat_at=timezone.now())
             if not n:
                 raise RunRefused(_("The run changed meanwhile; reload the page."))
             engine.record(run.pk, step_key=engine.RUN_EVENT, title=_("Resumed by %(who)s") % {"who": name},

@@ -355,3 +355,18 @@ def test_unreachable_queue_marks_run_failed_and_resumable(twin, monkeypatch, dja
     execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == "succeeded"
+
+
+def test_reaper_requeues_a_pending_run_no_worker_claimed(twin, monkeypatch):
+    from django.utils import timezone
+
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)  # its message was lost
+    ProcedureRun.objects.filter(pk=run.pk).update(created_at=timezone.now() - timezone.timedelta(minutes=5))
+    monkeypatch.setattr(service, "enqueue", lambda run_id: execute_run(run_id))  # a worker, inline
+    engine.reap_stale(60)
+    run.refresh_from_db()
+    assert run.status == "succeeded"
+    fresh = service.start_run("B", "dev-a1-ws02", {}, actor_name="root", dispatch=False)
+    engine.reap_stale(60)  # just created: left alone
+    fresh.refresh_from_db()
+    assert fresh.status == "pending"
