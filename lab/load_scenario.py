@@ -33,7 +33,21 @@ from brickadmin.cluster.base import ClusterError, NotFound  # noqa: E402
 from brickadmin.cluster.kube import KubeGateway  # noqa: E402
 
 STATE = Path(os.environ.get("BRICK_LAB_DIR", "/tmp/brickadmin-lab"))
-GPUSIM = os.environ.get("BRICK_LAB_GPUSIM_URL", "http://127.0.0.1:19400")
+
+
+def _gpusim_url() -> str:
+    """BRICK_LAB_GPUSIM_URL, else the one lab/up wrote into $BRICK_LAB_DIR/env."""
+    if os.environ.get("BRICK_LAB_GPUSIM_URL"):
+        return os.environ["BRICK_LAB_GPUSIM_URL"]
+    env = STATE / "env"
+    if env.exists():
+        for line in env.read_text().splitlines():
+            if line.startswith("export BRICK_LAB_GPUSIM_URL="):
+                return line.split("=", 1)[1].strip()
+    return f"http://127.0.0.1:{19400 + int(os.environ.get('BRICK_LAB_PORT_OFFSET', '0'))}"
+
+
+GPUSIM = _gpusim_url()
 KWOK_NODE = "kwok.x-k8s.io/node"
 KWOK_STATUS = "kwok.x-k8s.io/status"
 SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
