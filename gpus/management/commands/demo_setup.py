@@ -23,6 +23,7 @@ class Command(BaseCommand):
         call_command("migrate", verbosity=0)
         if not (keep and TwinObject.objects.exists()):
             call_command("load_scenario", scenario, stdout=self.stdout)
+            self._manage_the_loaded_manifest()
         User = get_user_model()
         for username, password, staff in DEMO_ACCOUNTS:
             user, _ = User.objects.get_or_create(username=username)
@@ -32,3 +33,19 @@ class Command(BaseCommand):
         self.stdout.write("Demo accounts:")
         for username, password, staff in DEMO_ACCOUNTS:
             self.stdout.write(f"  {username:6} / {password}   ({'cluster admin' if staff else 'user'})")
+
+    def _manage_the_loaded_manifest(self):
+        """The managed device-plugin manifest starts as the file; a scenario may run other
+        replicas. Record a version that matches it, so the demo starts without drift."""
+        from brickadmin.cluster import NotFound, get_gateway
+        from gpus import manifest
+
+        try:
+            live = get_gateway().get_configmap("brick-nvidia", "nvidia-device-plugin-config-timeslicing")
+        except NotFound:
+            return
+        replicas = manifest.ts_replicas([live])
+        current = manifest.current()
+        if replicas and manifest.ts_replicas(manifest.parse(current.content)) != replicas:
+            manifest.save_version(manifest.set_replicas(current.content, replicas), actor_name="demo setup",
+                                  note=f"replicas {replicas}, as in the loaded scenario")
