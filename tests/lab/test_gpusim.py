@@ -122,6 +122,8 @@ def test_kube_state_metrics_exposes_gpu_node_labels_and_allocatable(seeded):
     rows = wait_until(lambda: seeded.prom('kube_node_labels{node="dev-a1-ws02",label_brick_cloud_gpu_sharing="timeslicing"}'),
                       30, "kube_node_labels with the allowlisted BRICK labels")
     assert rows[0]["metric"]["label_nvidia_com_gpu_product"] == "NVIDIA-A30"
-    rows = wait_until(lambda: seeded.prom('kube_node_status_allocatable{node="dev-a1-ws02",resource=~"nvidia_com.+"}'),
-                      30, "allocatable nvidia resources")
-    assert {r["metric"]["resource"]: r["value"][1] for r in rows} == {"nvidia_com_gpu_shared": "2"}
+    def allocatable():
+        rows = seeded.prom('kube_node_status_allocatable{node="dev-a1-ws02",resource=~"nvidia_com.+"}')
+        return {r["metric"]["resource"]: r["value"][1] for r in rows}
+    # KSM watches the node and Prometheus scrapes every 2 s: the value follows within seconds
+    wait_until(lambda: allocatable() == {"nvidia_com_gpu_shared": "2"}, 30, "allocatable nvidia resources")
