@@ -85,8 +85,9 @@ def test_recording_rules_load_into_the_lab_prometheus_and_answer(lab):
     # the seed's Workspace-creation table: nvidia.com/gpu 1 1 0, nvidia.com/gpu.shared 2 1 1
     want_logical = {("exclusive", "nvidia_com_gpu"): 1.0, ("shared", "nvidia_com_gpu_shared"): 2.0}
     wait_until(lambda: by("brick:gpu_logical:sum_by_type", "gpu_type", "resource") == want_logical, 60, "logical")
-    assert by("brick:gpu_allocated:sum_by_type", "gpu_type", "resource") == {
-        ("exclusive", "nvidia_com_gpu"): 1.0, ("shared", "nvidia_com_gpu_shared"): 1.0}
+    wait_until(lambda: by("brick:gpu_allocated:sum_by_type", "gpu_type", "resource") == {
+        ("exclusive", "nvidia_com_gpu"): 1.0, ("shared", "nvidia_com_gpu_shared"): 1.0}, 30, "allocated")
     wait_until(lambda: by("brick:gpu_available:by_type", "gpu_type", "resource") == {
         ("exclusive", "nvidia_com_gpu"): 0.0, ("shared", "nvidia_com_gpu_shared"): 1.0}, 30, "available")
-    assert by("brick:node_gpu_physical", "node") == {("dev-a1-ws04",): 1.0, ("dev-a1-ws02",): 1.0}
+    wait_until(lambda: by("brick:node_gpu_physical", "node") == {("dev-a1-ws04",): 1.0, ("dev-a1-ws02",): 1.0},
+               30, "physical GPUs per node")
