@@ -292,7 +292,6 @@ def python_for_tools() -> str:
 def components(bd: Path, token: str) -> list[tuple[str, list[str], callable, float]]:
     p = str(PKI)
     kc = str(KUBECONFIG)
-    v = versions()
     etcd = [str(bd / "etcd"), "--name=lab", f"--data-dir={STATE}/etcd",
             f"--listen-client-urls=http://{HOST}:{PORTS['etcd']}",
             f"--advertise-client-urls=http://{HOST}:{PORTS['etcd']}",
@@ -334,7 +333,6 @@ def components(bd: Path, token: str) -> list[tuple[str, list[str], callable, flo
     prom = ["prometheus", f"--config.file={STATE}/prometheus.yml", f"--storage.tsdb.path={STATE}/prometheus",
             f"--web.listen-address={HOST}:{PORTS['prometheus']}", "--web.enable-lifecycle",
             "--storage.tsdb.retention.time=1d", "--log.level=warn"]
-    del v
     return [
         ("etcd", etcd, lambda: http_ok(f"http://{HOST}:{PORTS['etcd']}/health"), 30),
         ("kube-apiserver", apiserver, lambda: http_ok(f"{API_URL}/readyz", token), 120),

@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from brickadmin.cluster import deviceplugin as dp  # noqa: E402
 from brickadmin.cluster import scenarios  # noqa: E402
-from brickadmin.cluster.base import ClusterError, NotFound  # noqa: E402
+from brickadmin.cluster.base import ClusterError  # noqa: E402
 from brickadmin.cluster.kube import KubeGateway  # noqa: E402
 
 STATE = Path(os.environ.get("BRICK_LAB_DIR", "/tmp/brickadmin-lab"))
