@@ -61,3 +61,12 @@ def test_shipped_scenarios_match_their_generator(tmp_path, monkeypatch):
     build.seed_example(), build.qks(), build.demo()
     for name in ("seed-example", "qks", "demo"):
         assert (tmp_path / f"{name}.yaml").read_text() == (SCENARIO_DIR / f"{name}.yaml").read_text()
+
+
+def test_demo_setup_refuses_outside_the_demo(db, settings):
+    settings.DEBUG = False
+    with pytest.raises(CommandError, match="for the demo only"):
+        call_command("demo_setup")
+    settings.DEBUG, settings.BRICK_CLUSTER = True, "kube"
+    with pytest.raises(CommandError, match="for the demo only"):
+        call_command("demo_setup")

@@ -1,6 +1,6 @@
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 DEMO_ACCOUNTS = [
     # username, password, is_staff
@@ -18,6 +18,11 @@ class Command(BaseCommand):
         parser.add_argument("--keep", action="store_true", help="keep the twin if it already holds a cluster")
 
     def handle(self, *args, scenario, keep, **options):
+        from django.conf import settings
+
+        if not settings.DEBUG or settings.BRICK_CLUSTER != "twin":
+            # It creates accounts with published passwords and replaces the twin.
+            raise CommandError("demo_setup is for the demo only (DJANGO_DEBUG=1 and the simulated cluster).")
         from brickadmin.cluster.models import TwinObject
 
         call_command("migrate", verbosity=0)
