@@ -200,3 +200,21 @@ class ManifestVersion(models.Model):
 
     def __str__(self):
         return f"v{self.version}"
+
+
+class ProcedureLock(models.Model):
+    """A single row (pk=1), locked (``select_for_update``) while a run is started or
+    resumed: the conflict check across lock keys (C against node runs) and the insert are
+    then one step. The unique index on ProcedureRun.lock_key covers only the same key."""
+
+    class Meta:
+        verbose_name = "procedure lock"
+
+    def __str__(self):
+        return "procedure lock"
+
+    @classmethod
+    def acquire(cls):
+        """Lock the row until the current transaction ends (creating it on first use).
+        SQLite has no row locks; there every write transaction starts IMMEDIATE (settings)."""
+        cls.objects.select_for_update().get_or_create(pk=1)

@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from ..models import ACTIVE_STATUSES, RESUMABLE_STATUSES, ProcedureRun, RunStatus, StepState
+from ..models import ACTIVE_STATUSES, RESUMABLE_STATUSES, ProcedureLock, ProcedureRun, RunStatus, StepState
 from . import engine
 from .definitions import get as get_procedure
 
@@ -75,13 +75,14 @@ def start_run(code: str, node: str, params: dict, *, actor=None, actor_name: str
     proc = get_procedure(code)
     node = node if proc.needs_node else ""
     lock_key = proc.lock_key(node)
-    other = _conflicting(code, lock_key)
-    if other is not None:
-        raise RunRefused(_("Run #%(id)d (%(p)s on %(t)s) is in progress; wait for it to finish.")
-                         % {"id": other.pk, "p": other.procedure, "t": other.target}, other)
     name = actor_name or (actor.get_username() if actor else "")
     try:
         with transaction.atomic():
+            ProcedureLock.acquire()  # the check and the insert are one step (C against node runs)
+            other = _conflicting(code, lock_key)
+            if other is not None:
+                raise RunRefused(_("Run #%(id)d (%(p)s on %(t)s) is in progress; wait for it to finish.")
+                                 % {"id": other.pk, "p": other.procedure, "t": other.target}, other)
             run = ProcedureRun.objects.create(procedure=code, node=node, lock_key=lock_key, params=params,
                                               actor=actor, actor_name=name or "?", source=source)
             engine.record_plan(run)
@@ -98,22 +99,32 @@ def start_run(code: str, node: str, params: dict, *, actor=None, actor_name: str
 def resume_run(run: ProcedureRun, *, actor=None, actor_name: str = "", dispatch=True) -> ProcedureRun:
     """Make a failed, interrupted or cancelled run pending again; the engine skips the
     steps that already succeeded."""
+    return _resume(run, actor=actor, actor_name=actor_name, dispatch=dispatch)
+
+
+def _resume(run: ProcedureRun, *, actor=None, actor_name: str = "", dispatch=True, before=None) -> ProcedureRun:
+    """``before(run)`` records what goes with this resume (the checklist confirmation),
+    in the same transaction and only once every check has passed."""
+    from django.db.models import F
+
     name = actor_name or (actor.get_username() if actor else "?")
     if run.status not in RESUMABLE_STATUSES:
         raise RunRefused(_("Only a failed, interrupted or cancelled run can be resumed (this one is %(s)s).")
                          % {"s": run.get_status_display()})
-    other = _conflicting(run.procedure, run.lock_key)
-    if other is not None and other.pk != run.pk:
-        raise RunRefused(_("Run #%(id)d is in progress on %(t)s.") % {"id": other.pk, "t": other.target}, other)
-    from django.db.models import F
-
     try:
         with transaction.atomic():
+            ProcedureLock.acquire()  # the check and the update are one step (C against node runs)
+            other = _conflicting(run.procedure, run.lock_key)
+            if other is not None and other.pk != run.pk:
+                raise RunRefused(_("Run #%(id)d is in progress on %(t)s.") % {"id": other.pk, "t": other.target},
+                                 other)
             n = ProcedureRun.objects.filter(pk=run.pk, status__in=RESUMABLE_STATUSES).update(
                 status=RunStatus.PENDING, cancel_requested=False, finished_at=None, claim_token="", message="",
                 resumed_count=F("resumed_count") + 1, heartbeat_at=timezone.now())
             if not n:
                 raise RunRefused(_("The run changed meanwhile; reload the page."))
+            if before is not None:
+                before(run)
             engine.record(run.pk, step_key=engine.RUN_EVENT, title=_("Resumed by %(who)s") % {"who": name},
                           state=StepState.PENDING)
             if dispatch:
@@ -149,8 +160,11 @@ def confirm_checklist(run: ProcedureRun, *, actor=None, actor_name: str = "", di
     name = actor_name or (actor.get_username() if actor else "?")
     if run.procedure != "D" or run.status not in RESUMABLE_STATUSES:
         raise RunRefused(_("Only a stopped procedure D run waits for the checklist."))
-    engine.record(run.pk, step_key=engine.RUN_EVENT, title=_("Checklist confirmed by %(who)s") % {"who": name},
-                  state=StepState.SUCCEEDED, sent={"checklist_confirmed": True, "by": name},
-                  output=_("The NVIDIA driver and nvidia-container-runtime are installed on %(node)s.")
-                  % {"node": run.node})
-    return resume_run(run, actor=actor, actor_name=actor_name, dispatch=dispatch)
+
+    def record_confirmation(run):
+        engine.record(run.pk, step_key=engine.RUN_EVENT, title=_("Checklist confirmed by %(who)s") % {"who": name},
+                      state=StepState.SUCCEEDED, sent={"checklist_confirmed": True, "by": name},
+                      output=_("The NVIDIA driver and nvidia-container-runtime are installed on %(node)s.")
+                      % {"node": run.node})
+
+    return _resume(run, actor=actor, actor_name=actor_name, dispatch=dispatch, before=record_confirmation)
