@@ -340,7 +340,10 @@ def manifest_view(request):
     cur = manifest_mod.current()
     version = cur
     if request.GET.get("v"):
-        version = get_object_or_404(ManifestVersion, version=request.GET["v"])
+        v = request.GET["v"]
+        if not (v.isascii() and v.isdigit() and len(v) <= 9):
+            raise Http404(_("No such manifest version"))
+        version = get_object_or_404(ManifestVersion, version=int(v))
     docs, error, validation, drift = [], "", None, []
     try:
         docs = manifest_mod.parse(version.content)

@@ -197,3 +197,14 @@ def test_d_checklist_confirmed_on_the_run_page(twin, admin_client, monkeypatch, 
     assert run.status == "succeeded", run.message
     assert "Confirmed by root" in run.steps.get(step_key="checklist", state="succeeded").output
     assert twin.get_node("gpu-new-01")["metadata"]["labels"]["brick.cloud/gpu.type"] == "nvidia"
+
+
+@pytest.mark.parametrize("v", ["abc", "1e5", "1.0", "-1", " 1", "²", "99999999999999999999999"])
+def test_manifest_version_that_is_not_a_number_is_404(twin, admin_client, v):
+    assert admin_client.get(reverse("manifest"), {"v": v}).status_code == 404
+
+
+def test_manifest_version_by_number(twin, admin_client):
+    assert admin_client.get(reverse("manifest"), {"v": "1"}).status_code == 200
+    assert admin_client.get(reverse("manifest"), {"v": "7"}).status_code == 404
+
