@@ -385,26 +385,33 @@ def create_job(user, workspace: WorkspaceRequest, *, node: str, image: str, comm
 
 
 def submit_job(job: WorkspaceJob, actor) -> WorkspaceJob:
-    """Create the Kubernetes Job (after approval, or at once when approval is off)."""
+    """Create the Kubernetes Job (after approval, or at once when approval is off).
+
+    The Job is claimed first (pending -> submitted, one conditional UPDATE), so of two
+    decisions made at once only one reaches the cluster; the other is told it was already
+    decided and writes nothing. A refusal by the cluster takes the claim back with a
+    conditional UPDATE too (to pending for a retry, or to failed when no admin decided),
+    never by saving stale in-memory state over whatever the row holds now."""
+    Status = WorkspaceJob.Status
+    decider = actor.get_username() if actor is not None else ""
+    if not WorkspaceJob.objects.filter(pk=job.pk, status=Status.PENDING).update(
+            status=Status.SUBMITTED, last_error="", decided_by_name=decider):
+        raise WorkspaceError(_("This Job was already decided."))
     gw = get_gateway()
     try:
         ensure_priority_class(gw, JOB_PRIORITY_CLASS, JOB_PRIORITY_VALUE,
                               "BRICK Jobs: scavenging tier, preempted by Workspace pods.", "Never")
         gw.create_job(job.workspace.namespace, job_manifest(job))
     except ClusterError as exc:
-        job.last_error = str(exc)
-        if actor is None:
-            job.status = WorkspaceJob.Status.FAILED
-        job.save(update_fields=["status", "last_error"])
+        back = Status.FAILED if actor is None else Status.PENDING
+        WorkspaceJob.objects.filter(pk=job.pk, status=Status.SUBMITTED).update(
+            status=back, last_error=str(exc), decided_by_name="")
+        job.refresh_from_db()
         if actor is not None:
             _record(actor, Decision.Action.JOB_FAILED, job=job, subject=job.k8s_name, gpu_resource=ledger_mod.GPU,
                     amount=job.gpu, detail=str(exc))
         raise WorkspaceError(_("Kubernetes refused the Job: %(e)s") % {"e": exc}) from exc
-    job.status = WorkspaceJob.Status.SUBMITTED
-    job.last_error = ""
-    if actor is not None:
-        job.decided_by_name = actor.get_username()
-    job.save(update_fields=["status", "last_error", "decided_by_name"])
+    job.refresh_from_db()
     if actor is not None:
         _record(actor, Decision.Action.JOB_APPROVE, job=job, subject=job.k8s_name, gpu_resource=ledger_mod.GPU,
                 amount=job.gpu, detail=f"node {job.node}; namespace {job.workspace.namespace}")
@@ -426,7 +433,7 @@ def approve_job(job_id: int, actor, ledger=None) -> WorkspaceJob:
     if job.gpu > option.free:
         raise WorkspaceError(_("Node %(n)s has %(f)s free GPU; the Job asks for %(g)s.") % {
             "n": job.node, "f": option.free, "g": job.gpu})
-    return submit_job(job, actor)
+    return submit_job(job, actor)  # claims the Job: a second approval stops there
 
 
 def reject_job(job_id: int, actor, reason: str) -> WorkspaceJob:
