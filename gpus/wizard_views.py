@@ -312,6 +312,16 @@ def run_audit_json(request, pk):
     return response
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(value):
+    """A text cell a spreadsheet would read as a formula gets a leading quote (CSV injection)."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 @require_GET
 @admin_required
 def run_audit_csv(request, pk):
@@ -321,14 +331,14 @@ def run_audit_csv(request, pk):
     writer = csv.writer(response)
     meta = _run_meta(run)
     writer.writerow(["run", "procedure", "node", "actor", "status", "created_at", "message"])
-    writer.writerow([meta["id"], meta["procedure"], meta["node"], meta["actor"], meta["status"],
-                     meta["created_at"], meta["message"]])
+    writer.writerow([csv_safe(meta[f]) for f in ("id", "procedure", "node", "actor", "status", "created_at",
+                                                  "message")])
     writer.writerow([])
     writer.writerow(AUDIT_FIELDS)
     for e in run.steps.order_by("seq"):
         d = _event_dict(e)
         d["sent"] = "" if d["sent"] is None else json.dumps(d["sent"])
-        writer.writerow([d[f] for f in AUDIT_FIELDS])
+        writer.writerow([csv_safe(d[f]) for f in AUDIT_FIELDS])
     return response
 
 

@@ -208,3 +208,19 @@ def test_manifest_version_by_number(twin, admin_client):
     assert admin_client.get(reverse("manifest"), {"v": "1"}).status_code == 200
     assert admin_client.get(reverse("manifest"), {"v": "7"}).status_code == 404
 
+
+def test_audit_csv_cells_cannot_start_a_formula(twin, admin_client):
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="=cmd()", dispatch=False)
+    service.cancel_run(run, actor_name="@SUM(1)")
+    service.resume_run(run, actor_name="+1", dispatch=False)
+    service.cancel_run(run, actor_name="-2")
+    engine.record(run.pk, step_key=engine.RUN_EVENT, title="\tx", state="failed", output="=HYPERLINK(\"x\")",
+                  error="\r=1", kubectl="@x")
+    rows = list(csv.reader(io.StringIO(admin_client.get(reverse("run_audit_csv", args=[run.pk])).content.decode())))
+    cells = [c for row in rows for c in row]
+    assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")]
+    assert rows[1][3] == "'=cmd()"
+    assert "'Cancelled by @SUM(1) before it started." not in cells  # only a leading character is escaped
+    for escaped in ("'\tx", "'=HYPERLINK(\"x\")", "'\r=1", "'@x"):
+        assert escaped in cells, escaped
+
