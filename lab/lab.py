@@ -196,7 +196,9 @@ def pid_of(name: str) -> int | None:
             return None
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         expect = (PIDS / f"{name}.cmd").read_bytes() if (PIDS / f"{name}.cmd").exists() else b""
-        if expect and not cmdline.startswith(expect):
+        # An empty cmdline is a process still inside exec() (the window is wide on a busy
+        # machine): alive, not a recycled pid.
+        if expect and cmdline and not cmdline.startswith(expect):
             return None
     except OSError:
         return None
