@@ -391,8 +391,12 @@ def manifest_apply(request):
     from django.utils import timezone
 
     cur = manifest_mod.current()
-    docs = manifest_mod.parse(cur.content)
-    result = manifest_mod.validate(docs)
+    try:
+        docs = manifest_mod.parse(cur.content)
+        result = manifest_mod.validate(docs)
+    except manifest_mod.ManifestError as exc:
+        messages.error(request, _("Version %(v)d is not valid: %(e)s") % {"v": cur.version, "e": exc})
+        return redirect("manifest")
     if not result.ok:
         messages.error(request, _("Version %(v)d is not valid: %(e)s") % {"v": cur.version, "e": "; ".join(result.errors)})
         return redirect("manifest")

@@ -224,3 +224,15 @@ def test_audit_csv_cells_cannot_start_a_formula(twin, admin_client):
     for escaped in ("'\tx", "'=HYPERLINK(\"x\")", "'\r=1", "'@x"):
         assert escaped in cells, escaped
 
+
+def test_manifest_apply_of_unparsable_version_shows_a_message(twin, admin_client):
+    from gpus import manifest
+    from gpus.models import ManifestVersion
+
+    cur = manifest.current()
+    ManifestVersion.objects.create(version=cur.version + 1, content="kind: [unclosed", actor_name="root")
+    r = admin_client.post(reverse("manifest_apply"), follow=True)
+    assert r.status_code == 200
+    page = r.content.decode()
+    assert "Not valid YAML" in page and "Version 2 is not valid" in page
+    assert ManifestVersion.objects.get(version=cur.version + 1).applied_at is None
