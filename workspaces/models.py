@@ -59,6 +59,9 @@ class ResourceLimit(models.Model):
 class WorkspaceRequest(models.Model):
     class Status(models.TextChoices):
         PENDING = "pending", _("Pending")
+        # Claimed by an approval under way (never left behind: the approval ends in
+        # approved, or puts the request back to pending, in the same transaction).
+        APPROVING = "approving", _("Being approved")
         APPROVED = "approved", _("Approved")
         REJECTED = "rejected", _("Rejected")
 
@@ -87,7 +90,7 @@ class WorkspaceRequest(models.Model):
         ordering = ["created_at", "id"]
         constraints = [
             # A name is held by a pending or approved request; a rejection frees it.
-            models.UniqueConstraint(fields=["name"], condition=Q(status__in=["pending", "approved"]),
+            models.UniqueConstraint(fields=["name"], condition=Q(status__in=["pending", "approving", "approved"]),
                                     name="workspace_name_held_once"),
         ]
         indexes = [models.Index(fields=["status", "created_at"]), models.Index(fields=["requester", "status"])]

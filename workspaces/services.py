@@ -89,7 +89,7 @@ def name_problem(name: str) -> str | None:
 def name_taken(name: str) -> str | None:
     """Why the name is taken (a request holds it, or the namespace exists), or None.
     Raises ClusterError when the cluster cannot be read."""
-    if WorkspaceRequest.objects.filter(name=name, status__in=["pending", "approved"]).exists():
+    if WorkspaceRequest.objects.filter(name=name, status__in=["pending", "approving", "approved"]).exists():
         return _("A Workspace with this name already exists or is waiting for approval.")
     if any(ns["metadata"]["name"] == name for ns in get_gateway().list_namespaces()):
         return _("A namespace with this name already exists in the cluster.")
@@ -206,81 +206,125 @@ def _record(actor, action, *, workspace=None, job=None, subject="", **kw) -> Dec
                                    workspace=workspace, job=job, subject=subject, **kw)
 
 
+def _approval_lock() -> None:
+    """Serialise Workspace approvals: call inside transaction.atomic(); held until it ends.
+
+    The lock is the JobSettings singleton row (SELECT ... FOR UPDATE). On SQLite, where
+    FOR UPDATE does not exist, the transaction's BEGIN IMMEDIATE (settings) already
+    serialises writers."""
+    JobSettings.load()
+    JobSettings.objects.select_for_update().get(pk=1)
+
+
+def _fresh_ledger(gw):
+    """The ledger as the cluster is now, for a decision taken under _approval_lock.
+
+    The snapshot may be a cached one (by twin version, or by time on a real cluster);
+    the quotas, from which "allocated" comes and which approvals change, are always read
+    again here, so an approval sees every approval committed before it."""
+    from dataclasses import replace
+
+    from gpus.services import current_ledger
+
+    _cached, snap = current_ledger()
+    if snap is None:
+        return None
+    try:
+        quotas = gw.list_resource_quotas()
+    except ClusterError as exc:
+        log.warning("cluster unreachable: %s", exc)
+        return None
+    return ledger_mod.compute(replace(snap, quotas=quotas, ledger=None))
+
+
 def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledger=None) -> WorkspaceRequest:
     """Create the Workspace in the cluster, all or nothing, then record the decision.
 
+    Approvals are serialised (_approval_lock) and each one claims its request
+    (pending -> approving, a conditional UPDATE) before anything else: a second approval
+    of the same request is told it was already decided and writes nothing. GPU
+    availability is read inside the lock from the cluster as it is now (``ledger``
+    overrides that, for tests against a cluster whose nodes are not the point).
+
     Raises WorkspaceError (nothing created, request still pending, reason in the message)."""
-    req = WorkspaceRequest.objects.select_related("requester").get(pk=req_id)
-    if not req.is_pending:
-        raise WorkspaceError(_("This request was already decided."))
-    if req.gpu == 0:
-        resource = ""
-        choice = None
-    else:
-        if ledger is None:
-            from gpus.services import current_ledger
-
-            ledger, _snap = current_ledger()
-        if ledger is None:
-            raise WorkspaceError(_("The cluster cannot be read; nothing was changed."))
-        choice = next((c for c in gpu_choices(ledger) if c.resource == resource), None)
-        if choice is None:
-            raise WorkspaceError(_("Choose a GPU type the cluster offers."))
-        if req.gpu > choice.available and not overcommit:
-            raise WorkspaceError(_(
-                "Only %(a)s %(r)s available now; approving %(n)s needs the explicit overcommit box.") % {
-                "a": choice.available, "r": resource, "n": req.gpu})
-    overcommitted = bool(choice and req.gpu > choice.available)
-
-    gw = get_gateway()
-    created_ns = False
-    try:
-        ensure_priority_class(gw, USER_PRIORITY_CLASS, USER_PRIORITY_VALUE,
-                              "BRICK Workspace workloads; may preempt Jobs (brick-job-priority).",
-                              "PreemptLowerPriority")
-        owner = owner_label_value(req.requester_name)
-        gw.create_namespace(req.namespace, {WORKSPACE_LABEL: "true", OWNER_LABEL: owner})
-        created_ns = True
-        for manifest in workspace_manifests(req, resource):
-            if manifest["kind"] == "ResourceQuota" and "scopeSelector" not in manifest["spec"]:
-                gw.create_resource_quota(req.namespace, manifest["metadata"]["name"], manifest["spec"]["hard"])
-            else:
-                gw.apply(manifest)
-    except ClusterError as exc:
-        undo_error = ""
-        if created_ns:
-            try:
-                gw.delete("v1", "Namespace", req.namespace)  # takes the quotas and LimitRange with it
-            except ClusterError as undo_exc:
-                undo_error = str(undo_exc)
-        msg = _("Kubernetes refused: %(e)s. Nothing was kept; the request is still pending.") % {"e": exc}
-        if undo_error:
-            msg = _("Kubernetes refused: %(e)s. Removing the half-created namespace %(ns)s also failed "
-                    "(%(u)s): delete it by hand.") % {"e": exc, "ns": req.namespace, "u": undo_error}
-        WorkspaceRequest.objects.filter(pk=req.pk).update(last_error=msg)
-        _record(actor, Decision.Action.APPROVE_FAILED, workspace=req, subject=req.name, gpu_resource=resource,
-                amount=req.gpu, available_before=choice.available if choice else None,
-                overcommit=overcommitted, detail=msg)
-        raise WorkspaceError(msg) from exc
-
-    now = timezone.now()
+    Status = WorkspaceRequest.Status
+    failure = None
     with transaction.atomic():
-        updated = WorkspaceRequest.objects.filter(pk=req.pk, status=WorkspaceRequest.Status.PENDING).update(
-            status=WorkspaceRequest.Status.APPROVED, decided_at=now, decided_by=actor,
-            decided_by_name=actor.get_username(), gpu_type=choice.gpu_type if choice else "",
-            gpu_resource=resource, overcommit=overcommitted, last_error="")
-        if updated:
-            _record(actor, Decision.Action.APPROVE, workspace=req, subject=req.name, gpu_resource=resource,
-                    amount=req.gpu, available_before=choice.available if choice else None,
-                    overcommit=overcommitted, detail=f"namespace {req.namespace}; quota " + ", ".join(
-                        f"{k}={v}" for k, v in quota_hard(req, resource).items())
-                    + f", requests.storage={req.storage_gib}Gi")
-    if not updated:  # decided by someone else meanwhile: take back what this call created
+        _approval_lock()
+        req = WorkspaceRequest.objects.select_related("requester").get(pk=req_id)
+        if not WorkspaceRequest.objects.filter(pk=req.pk, status=Status.PENDING).update(status=Status.APPROVING):
+            raise WorkspaceError(_("This request was already decided."))
+        # Until the cluster is written to, a WorkspaceError rolls the claim back with the transaction.
+        gw = get_gateway()
+        if req.gpu == 0:
+            resource = ""
+            choice = None
+        else:
+            if ledger is None:
+                ledger = _fresh_ledger(gw)
+            if ledger is None:
+                raise WorkspaceError(_("The cluster cannot be read; nothing was changed."))
+            choice = next((c for c in gpu_choices(ledger) if c.resource == resource), None)
+            if choice is None:
+                raise WorkspaceError(_("Choose a GPU type the cluster offers."))
+            if req.gpu > choice.available and not overcommit:
+                raise WorkspaceError(_(
+                    "Only %(a)s %(r)s available now; approving %(n)s needs the explicit overcommit box.") % {
+                    "a": choice.available, "r": resource, "n": req.gpu})
+        overcommitted = bool(choice and req.gpu > choice.available)
+
+        created_ns = False
         try:
-            gw.delete("v1", "Namespace", req.namespace)
-        except ClusterError:
-            log.exception("could not remove namespace %s of a request decided meanwhile", req.namespace)
-        raise WorkspaceError(_("This request was already decided."))
+            ensure_priority_class(gw, USER_PRIORITY_CLASS, USER_PRIORITY_VALUE,
+                                  "BRICK Workspace workloads; may preempt Jobs (brick-job-priority).",
+                                  "PreemptLowerPriority")
+            owner = owner_label_value(req.requester_name)
+            gw.create_namespace(req.namespace, {WORKSPACE_LABEL: "true", OWNER_LABEL: owner})
+            created_ns = True
+            for manifest in workspace_manifests(req, resource):
+                if manifest["kind"] == "ResourceQuota" and "scopeSelector" not in manifest["spec"]:
+                    gw.create_resource_quota(req.namespace, manifest["metadata"]["name"], manifest["spec"]["hard"])
+                else:
+                    gw.apply(manifest)
+        except ClusterError as exc:
+            undo_error = ""
+            if created_ns:
+                try:
+                    gw.delete("v1", "Namespace", req.namespace)  # takes the quotas and LimitRange with it
+                except ClusterError as undo_exc:
+                    undo_error = str(undo_exc)
+            msg = _("Kubernetes refused: %(e)s. Nothing was kept; the request is still pending.") % {"e": exc}
+            if undo_error:
+                msg = _("Kubernetes refused: %(e)s. Removing the half-created namespace %(ns)s also failed "
+                        "(%(u)s): delete it by hand.") % {"e": exc, "ns": req.namespace, "u": undo_error}
+            # Only while this call holds the claim; then the claim is given back.
+            if WorkspaceRequest.objects.filter(pk=req.pk, status=Status.APPROVING).update(
+                    last_error=msg, status=Status.PENDING):
+                _record(actor, Decision.Action.APPROVE_FAILED, workspace=req, subject=req.name,
+                        gpu_resource=resource, amount=req.gpu,
+                        available_before=choice.available if choice else None,
+                        overcommit=overcommitted, detail=msg)
+            failure = (msg, exc)
+        else:
+            now = timezone.now()
+            updated = WorkspaceRequest.objects.filter(pk=req.pk, status=Status.APPROVING).update(
+                status=Status.APPROVED, decided_at=now, decided_by=actor,
+                decided_by_name=actor.get_username(), gpu_type=choice.gpu_type if choice else "",
+                gpu_resource=resource, overcommit=overcommitted, last_error="")
+            if updated:
+                _record(actor, Decision.Action.APPROVE, workspace=req, subject=req.name, gpu_resource=resource,
+                        amount=req.gpu, available_before=choice.available if choice else None,
+                        overcommit=overcommitted, detail=f"namespace {req.namespace}; quota " + ", ".join(
+                            f"{k}={v}" for k, v in quota_hard(req, resource).items())
+                        + f", requests.storage={req.storage_gib}Gi")
+            else:  # decided by someone else meanwhile: take back what this call created
+                try:
+                    gw.delete("v1", "Namespace", req.namespace)
+                except ClusterError:
+                    log.exception("could not remove namespace %s of a request decided meanwhile", req.namespace)
+                failure = (_("This request was already decided."), None)
+    if failure is not None:
+        raise WorkspaceError(failure[0]) from failure[1]
     req.refresh_from_db()
     return req
 

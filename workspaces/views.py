@@ -151,8 +151,9 @@ def approve_request(request, pk):
     form = ApproveForm(request.POST, request_obj=req, choices=choices, prefix=f"r{req.pk}")
     if form.is_valid():
         try:
+            # No ledger passed: the service reads availability afresh, inside its approval lock.
             services.approve(req.pk, request.user, form.cleaned_data.get("resource") or "",
-                             overcommit=form.cleaned_data["overcommit"], ledger=ledger)
+                             overcommit=form.cleaned_data["overcommit"])
         except services.WorkspaceError as exc:
             messages.error(request, _("%(name)s not approved: %(why)s") % {"name": req.name, "why": exc})
         else:

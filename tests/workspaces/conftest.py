@@ -49,3 +49,22 @@ def login():
         return c
 
     return _login
+
+
+# The concurrency tests (test_ws_races.py) run approvals in threads, each with its own
+# connection: with SQLite the test database must then be a file, not memory (as in
+# tests/gpus/conftest.py; whichever conftest runs first names it).
+def _file_test_database():
+    import os
+    from pathlib import Path
+
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        test = db.setdefault("TEST", {})
+        if not test.get("NAME"):
+            test["NAME"] = str(Path(settings.VAR_DIR) / f"test-workspaces-{os.getpid()}.sqlite3")
+
+
+_file_test_database()

@@ -1,11 +1,15 @@
 """Decisions made twice at once (review of the approval paths): the second decision is
 told "already decided" and changes nothing, and the record stays the winner's."""
+import threading
+import time
+
 import pytest
+from django.db import connection
 
 from brickadmin.cluster import PermanentClusterError
 from brickadmin.cluster.twin import TwinGateway
 from workspaces import services
-from workspaces.models import Decision, WorkspaceJob
+from workspaces.models import Decision, WorkspaceJob, WorkspaceRequest
 
 from .conftest import objects
 
@@ -73,3 +77,157 @@ def test_a_job_rejected_while_the_cluster_call_fails_stays_rejected(ws, twin, al
         services.approve_job(job.pk, admin_user)
     job.refresh_from_db()
     assert (job.status, job.rejection_reason) == ("rejected", "by another admin")
+
+
+# --- Workspace requests --------------------------------------------------------------
+
+def test_a_request_approved_twice_at_once_keeps_the_winners_record(twin, alice, admin_user, make_request,
+                                                                   monkeypatch):
+    """Two approvals of one request, the second starting while the first is under way:
+    one approves, the other is told "already decided" and writes nothing."""
+    req = make_request(alice, "team-a")
+    real_choices = services.gpu_choices
+    other = {}
+
+    def other_approval_meanwhile(ledger):
+        if not other:
+            other["started"] = True
+            try:
+                services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+                other["result"] = "approved"
+            except services.WorkspaceError as exc:
+                other["result"] = str(exc)
+        return real_choices(ledger)
+
+    monkeypatch.setattr(services, "gpu_choices", other_approval_meanwhile)
+    try:
+        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+        mine = "approved"
+    except services.WorkspaceError as exc:
+        mine = str(exc)
+    assert sorted([mine, other["result"]]) == ["This request was already decided.", "approved"]
+    req.refresh_from_db()
+    assert (req.status, req.last_error, req.gpu_resource) == ("approved", "", "nvidia.com/gpu.shared")
+    assert [d.action for d in Decision.objects.filter(workspace=req)] == ["approve"]
+    assert objects(twin, "Namespace")["team-a"]["metadata"]["labels"]["brick.cloud/workspace"] == "true"
+    assert set(objects(twin, "ResourceQuota", "team-a")) == {"workspace-compute", "workspace-storage"}
+
+
+def test_a_claimed_request_is_already_decided_and_nothing_is_written(twin, alice, admin_user, make_request):
+    req = make_request(alice, "team-a")
+    WorkspaceRequest.objects.filter(pk=req.pk).update(status="approving")  # another approval under way
+    with pytest.raises(services.WorkspaceError, match="already decided"):
+        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    with pytest.raises(services.WorkspaceError, match="already decided"):
+        services.reject(req.pk, admin_user, "no")
+    req.refresh_from_db()
+    assert (req.status, req.last_error) == ("approving", "")
+    assert not Decision.objects.exists()
+    assert "team-a" not in objects(twin, "Namespace")
+    # The claim holds the name, like pending and approved requests do.
+    with pytest.raises(services.WorkspaceError, match="already exists"):
+        make_request(alice, "team-a")
+
+
+def test_a_refused_approval_releases_its_claim(twin, alice, admin_user, make_request, monkeypatch):
+    req = make_request(alice, "team-a")
+    monkeypatch.setattr(TwinGateway, "apply",
+                        lambda self, *a, **kw: (_ for _ in ()).throw(PermanentClusterError("limitranges is forbidden")))
+    with pytest.raises(services.WorkspaceError, match="forbidden"):
+        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    req.refresh_from_db()
+    assert req.status == "pending" and "forbidden" in req.last_error
+    assert [d.action for d in Decision.objects.filter(workspace=req)] == ["approve_failed"]
+    assert "team-a" not in objects(twin, "Namespace")
+
+
+def test_refusals_before_the_cluster_leave_the_request_pending(twin, alice, admin_user, make_request):
+    req = make_request(alice, "team-a", gpu=2)
+    with pytest.raises(services.WorkspaceError, match="overcommit box"):
+        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    with pytest.raises(services.WorkspaceError, match="GPU type"):
+        services.approve(req.pk, admin_user, "nvidia.com/mig-1g.5gb")
+    req.refresh_from_db()
+    assert (req.status, req.last_error) == ("pending", "")
+    assert not Decision.objects.exists()
+
+
+# --- availability: approvals of different requests ------------------------------------
+
+def shared_allocated(gw):
+    return sum(int(q["spec"]["hard"].get("requests.nvidia.com/gpu.shared", 0))
+               for q in gw.list_resource_quotas())
+
+
+def test_availability_is_read_after_the_approvals_before(twin, alice, bob, admin_user, make_request, login,
+                                                         monkeypatch):
+    """The admin's page read 1 shared GPU available for both requests; another admin
+    approved the first before this POST was handled: the second needs the overcommit box."""
+    from workspaces import views
+
+    first = make_request(alice, "team-a")
+    second = make_request(bob, "team-b")
+    real_ledger = views.current_ledger
+
+    def first_approved_meanwhile(request=None):
+        got = real_ledger(request)  # this POST's view of the cluster: 1 shared available
+        if first.status == "pending":
+            first.status = services.approve(first.pk, admin_user, "nvidia.com/gpu.shared").status
+        return got
+
+    monkeypatch.setattr(views, "current_ledger", first_approved_meanwhile)
+    allocated_before = shared_allocated(twin)
+    r = login(admin_user).post(f"/workspaces/approvals/{second.pk}/approve/",
+                               {f"r{second.pk}-resource": "nvidia.com/gpu.shared"})
+    assert r.status_code == 400
+    second.refresh_from_db()
+    assert (second.status, second.overcommit) == ("pending", False)
+    assert "team-b" not in objects(twin, "Namespace")
+    assert shared_allocated(twin) == allocated_before + 1  # the first one only
+    assert not Decision.objects.filter(workspace=second).exists()
+
+
+def test_simultaneous_approvals_of_different_requests_never_overcommit(transactional_db, load_scenario,
+                                                                        django_user_model, monkeypatch):
+    if connection.vendor == "sqlite" and "memory" in str(connection.settings_dict["NAME"]):
+        pytest.skip("needs a file database shared by threads")  # conftest.py makes it one
+    twin = load_scenario("seed-example")  # shared: 2 logical, 1 allocated
+    admin = django_user_model.objects.create_user("root", is_staff=True)
+    users = [django_user_model.objects.create_user(f"u{i}") for i in range(3)]
+    reqs = [services.create_request(u, name=f"ws-{i}", gpu=1, cpu=1, memory_gib=1, storage_gib=1)
+            for i, u in enumerate(users)]
+    allocated_before = shared_allocated(twin)
+    real_create_namespace = TwinGateway.create_namespace
+
+    def slow_create_namespace(self, *a, **kw):
+        time.sleep(0.3)  # every approval has read the ledger by now, unless approvals are serialised
+        return real_create_namespace(self, *a, **kw)
+
+    monkeypatch.setattr(TwinGateway, "create_namespace", slow_create_namespace)
+    barrier = threading.Barrier(len(reqs))
+    approved, refused, errors = [], [], []
+
+    def approve(req):
+        try:
+            barrier.wait()
+            approved.append(services.approve(req.pk, admin, "nvidia.com/gpu.shared").pk)
+        except services.WorkspaceError as exc:
+            refused.append(str(exc))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(repr(exc))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=approve, args=(r,)) for r in reqs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(approved) == 1 and len(refused) == 2
+    assert all("Only 0 nvidia.com/gpu.shared available now" in m for m in refused)
+    assert shared_allocated(twin) == allocated_before + 1 == 2
+    statuses = sorted(WorkspaceRequest.objects.values_list("status", flat=True))
+    assert statuses == ["approved", "pending", "pending"]
+    assert Decision.objects.filter(action="approve").count() == 1
+    assert not Decision.objects.filter(action="approve_failed").exists()
