@@ -55,6 +55,7 @@ def login():
 # connection: with SQLite the test database must then be a file, not memory (as in
 # tests/gpus/conftest.py; whichever conftest runs first names it).
 def _file_test_database():
+    import atexit
     import os
     from pathlib import Path
 
@@ -64,7 +65,12 @@ def _file_test_database():
     if db["ENGINE"].endswith("sqlite3"):
         test = db.setdefault("TEST", {})
         if not test.get("NAME"):
-            test["NAME"] = str(Path(settings.VAR_DIR) / f"test-workspaces-{os.getpid()}.sqlite3")
+            test["NAME"] = name = str(Path(settings.VAR_DIR) / f"test-workspaces-{os.getpid()}.sqlite3")
+
+            @atexit.register
+            def _remove_wal_files():  # Django removes the database file, WAL mode leaves these
+                for suffix in ("-wal", "-shm"):
+                    Path(name + suffix).unlink(missing_ok=True)
 
 
 _file_test_database()
