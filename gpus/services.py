@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 
 from brickadmin.cluster import ClusterError
-from brickadmin.cluster.snapshot import take_snapshot
+from brickadmin.cluster.snapshot import take_snapshot, without_gc_pauses
 
 from . import ledger as ledger_mod
 
@@ -23,5 +23,6 @@ def current_ledger(request=None):
         return None, None
     # A cached snapshot (the twin unchanged) keeps its ledger: compute once per snapshot.
     if snapshot.ledger is None:
-        snapshot.ledger = ledger_mod.compute(snapshot)
+        with without_gc_pauses():
+            snapshot.ledger = ledger_mod.compute(snapshot)
     return snapshot.ledger, snapshot

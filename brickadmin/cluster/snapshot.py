@@ -2,8 +2,10 @@
 checks read, plus the physical GPU facts from Prometheus (DCGM) or the twin."""
 from __future__ import annotations
 
+import gc
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -34,6 +36,30 @@ class Snapshot:
 
 _cache_lock = threading.Lock()
 _cache: dict = {}
+_gc_lock = threading.Lock()
+_gc_holders = 0
+_gc_was_enabled = True
+
+
+@contextmanager
+def without_gc_pauses():
+    """Build a large acyclic structure (tens of thousands of dicts) without the cyclic
+    garbage collector rescanning it at every allocation threshold: that is nearly half
+    the time of a cold snapshot + ledger at 5,000 nodes. Reference counting still frees
+    everything; the collector's state is restored when the last holder (any thread) leaves."""
+    global _gc_holders, _gc_was_enabled
+    with _gc_lock:
+        if _gc_holders == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_holders += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_holders -= 1
+            if _gc_holders == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 def take_snapshot(gateway=None, *, use_prometheus: bool = True) -> Snapshot:
@@ -53,6 +79,18 @@ def take_snapshot(gateway=None, *, use_prometheus: bool = True) -> Snapshot:
         with _cache_lock:
             if _cache.get("key") == key:
                 return _cache["snapshot"]
+
+    with without_gc_pauses():
+        snap = _read(gateway, use_prometheus)
+    if key is not None:
+        with _cache_lock:
+            _cache.clear()
+            _cache.update(key=key, snapshot=snap)
+    return snap
+
+
+def _read(gateway, use_prometheus: bool) -> Snapshot:
+    from .. import metrics
 
     plugin_pods = gateway.list_pods(namespace=dp.PLUGIN_NAMESPACE) + [
         p for p in gateway.list_pods(namespace=OPERATOR_NAMESPACE)
@@ -76,8 +114,4 @@ def take_snapshot(gateway=None, *, use_prometheus: bool = True) -> Snapshot:
         else:
             snap.device_source = "labels"
         snap.device_note = metrics.last_error() or ""
-    if key is not None:
-        with _cache_lock:
-            _cache.clear()
-            _cache.update(key=key, snapshot=snap)
     return snap

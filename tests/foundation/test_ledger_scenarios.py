@@ -111,3 +111,20 @@ def test_stale_severity_from_a_plain_snapshot(allocatable, severity):
     assert n.logical == 2
     assert n.plugin_state == "missing"
     assert n.physical_source == "derived" and n.physical == 1
+
+
+def test_snapshot_restores_the_garbage_collector(load_scenario):
+    import gc
+
+    from brickadmin.cluster.snapshot import _cache, without_gc_pauses
+
+    gw = load_scenario("seed-example")
+    assert gc.isenabled()
+    _cache.clear()
+    take_snapshot(gw, use_prometheus=False)
+    assert gc.isenabled()
+    with without_gc_pauses():
+        with without_gc_pauses():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
