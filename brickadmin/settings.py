@@ -177,6 +177,7 @@ BRICK_SNAPSHOT_CACHE_SECONDS = float(os.environ.get("BRICK_SNAPSHOT_CACHE_SECOND
 # --- product limits ----------------------------------------------------------
 BRICK_DEFAULT_LIMITS = {"gpu": 4, "cpu": 16, "memory_gib": 64, "storage_gib": 200}
 BRICK_RUN_RETENTION_DAYS = int(os.environ.get("BRICK_RUN_RETENTION_DAYS", "365"))
+BRICK_RUN_POLL_MS = int(os.environ.get("BRICK_RUN_POLL_MS", "300"))
 BRICK_RUN_HEARTBEAT_STALE_SECONDS = int(os.environ.get("BRICK_RUN_HEARTBEAT_STALE_SECONDS", "60"))
 PAGE_SIZE = 25
 
