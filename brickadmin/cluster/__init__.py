@@ -17,6 +17,11 @@ from .base import (  # noqa: F401  (re-exported)
     TransientClusterError,
 )
 
+__all__ = [
+    "ClusterError", "ClusterGateway", "ClusterUnreachable", "Conflict", "DrainResult", "Forbidden", "NotFound",
+    "PermanentClusterError", "RolloutStatus", "TransientClusterError", "cluster_problem", "get_gateway",
+]
+
 _kube_gateways: dict = {}
 _health: dict = {}
 _lock = threading.Lock()

@@ -13,13 +13,14 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import require_service
 from django.conf import settings
 
 from brickadmin.cluster import scenarios
 from brickadmin.cluster.twin import TwinGateway
 
 REPO = Path(__file__).resolve().parents[2]
-IN_CI = bool(os.environ.get("CI"))
 
 _db = settings.DATABASES["default"]
 if _db["ENGINE"].endswith("sqlite3"):
@@ -95,11 +96,7 @@ def redis_url(tmp_path_factory):
 
 
 def _require(ok, what):
-    if ok:
-        return
-    if IN_CI:
-        pytest.fail(f"{what} is required in CI but is not available")
-    pytest.skip(f"{what} is not available")
+    require_service(ok, what)
 
 
 def database_url() -> str:

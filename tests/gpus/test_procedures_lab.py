@@ -2,8 +2,6 @@
 nodes, gpusim playing device plugin + kubelet, kube-state-metrics and Prometheus (the
 step-7 check reads Prometheus, not the fallback)."""
 import os
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -12,27 +10,14 @@ from gpus.procedures import engine, service
 
 pytestmark = [pytest.mark.lab]
 
-REPO = Path(__file__).resolve().parents[2]
-IN_CI = bool(os.environ.get("CI"))
 SHARED, GPU = "nvidia.com/gpu.shared", "nvidia.com/gpu"
 
 
 @pytest.fixture(scope="module")
 def lab():
-    from tests.lab.conftest import LAB_DIR, Lab, _reachable
+    from tests.lab.conftest import Lab, lab_kubeconfig
 
-    kubeconfig = os.environ.get("BRICK_LAB_KUBECONFIG") or str(LAB_DIR / "kubeconfig")
-    why = _reachable(kubeconfig)
-    if why and (IN_CI or os.environ.get("BRICK_LAB_AUTOSTART")):
-        r = subprocess.run([str(REPO / "lab" / "up")], capture_output=True, text=True, timeout=3600)
-        if r.returncode != 0:
-            pytest.fail(f"the lab is missing and lab/up failed: {r.stderr[-3000:]}")
-        kubeconfig = str(LAB_DIR / "kubeconfig")
-        why = _reachable(kubeconfig)
-    if why:
-        if IN_CI:
-            pytest.fail(f"the Kubernetes lab is required in CI but is not reachable: {why}")
-        pytest.skip(f"the Kubernetes lab is not running ({why}); start it with lab/up")
+    kubeconfig = lab_kubeconfig()
     from lablock import LabBusy, lab_lock  # lab/ is on sys.path (tests/lab/conftest.py)
 
     # one user of the lab at a time: these tests load scenarios and change the cluster

@@ -117,8 +117,9 @@ def _reachable(kubeconfig: str) -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
-def lab():
+def lab_kubeconfig() -> str:
+    """The running lab's kubeconfig. In CI (or with BRICK_LAB_AUTOSTART) a missing lab is
+    started with lab/up; in CI a lab that cannot be reached fails the test, elsewhere it skips."""
     kubeconfig = os.environ.get("BRICK_LAB_KUBECONFIG") or str(LAB_DIR / "kubeconfig")
     why = _reachable(kubeconfig)
     if why and (IN_CI or os.environ.get("BRICK_LAB_AUTOSTART")):
@@ -131,7 +132,12 @@ def lab():
         if IN_CI:
             pytest.fail(f"the Kubernetes lab is required in CI but is not reachable: {why}")
         pytest.skip(f"the Kubernetes lab is not running ({why}); start it with lab/up")
-    return Lab(kubeconfig)  # holds the lab for this process (see hold_lab)
+    return kubeconfig
+
+
+@pytest.fixture(scope="session")
+def lab():
+    return Lab(lab_kubeconfig())  # holds the lab for this process (see hold_lab)
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@ gateway (all or nothing), overcommit, rejection, the audit record."""
 import re
 
 import pytest
-from django.test import override_settings
 
 from brickadmin.cluster import PermanentClusterError, TransientClusterError
 from brickadmin.cluster.twin import TwinGateway

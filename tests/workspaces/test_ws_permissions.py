@@ -15,7 +15,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from workspaces import services
 from workspaces.models import ResourceLimit, WorkspaceJob, WorkspaceRequest
 
-from .conftest import objects, text
+from .conftest import objects
 
 pytestmark = pytest.mark.django_db
 
