@@ -9,6 +9,7 @@ import logging
 import threading
 
 from django.conf import settings
+from django.utils.translation import gettext
 
 log = logging.getLogger(__name__)
 _state = threading.local()
@@ -36,13 +37,13 @@ def query(promql: str) -> list[dict] | None:
     """Instant query; None (and last_error()) when Prometheus is absent or fails."""
     _state.error = None
     if not settings.PROMETHEUS_URL:
-        _state.error = "Prometheus is not configured"
+        _state.error = gettext("Prometheus is not configured")
         return None
     try:
         return _client().custom_query(query=promql)
     except Exception as exc:  # the client raises several unrelated types
         log.warning("Prometheus query failed: %s", exc)
-        _state.error = f"Prometheus query failed: {exc}"
+        _state.error = gettext("Prometheus query failed: %(error)s") % {"error": exc}
         return None
 
 
@@ -52,7 +53,7 @@ def physical_gpus() -> dict[str, list[dict]] | None:
     if rows is None:
         return None
     if not rows:
-        _state.error = "Prometheus has no DCGM series"
+        _state.error = gettext("Prometheus has no DCGM series")
         return None
     nodes: dict[str, dict[str, dict]] = {}
     instances: dict[str, dict[int, str]] = {}  # GPU UUID -> {GPU_I_ID: profile}

@@ -14,6 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_POST
 
 from brickadmin.cluster import ClusterError, get_gateway
@@ -27,11 +28,11 @@ from .procedures.definitions import PROCEDURES
 from .services import current_ledger
 
 DESCRIPTIONS = {
-    "A": _("Cordon and drain a node, switch its sharing label to timeslicing, verify the time-slicing plugin and "
-           "physical × replicas, remove the stale nvidia.com/gpu, uncordon, check Prometheus."),
-    "B": _("The same skeleton back to exclusive, after a pre-check that the shared quota still fits without the node."),
-    "C": _("Change replicas in the managed manifest, apply, rollout restart, verify every time-slicing node."),
-    "D": _("Confirm the node build checklist, label gpu.type and gpu.sharing together, verify the plugin and resources."),
+    "A": gettext_lazy("Cordon and drain a node, switch its sharing label to timeslicing, verify the time-slicing plugin and "
+                       "physical × replicas, remove the stale nvidia.com/gpu, uncordon, check Prometheus."),
+    "B": gettext_lazy("The same skeleton back to exclusive, after a pre-check that the shared quota still fits without the node."),
+    "C": gettext_lazy("Change replicas in the managed manifest, apply, rollout restart, verify every time-slicing node."),
+    "D": gettext_lazy("Confirm the node build checklist, label gpu.type and gpu.sharing together, verify the plugin and resources."),
 }
 
 
