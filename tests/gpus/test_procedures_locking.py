@@ -4,6 +4,8 @@ leaves no trace."""
 import threading
 
 import pytest
+
+from tests.conftest import require_service
 from django.db import connection
 from django.urls import reverse
 
@@ -43,7 +45,7 @@ def test_c_and_node_run_started_at_the_same_time_make_one_active_run(transaction
                                                                      first, second):
     """Both starts pass their conflict check before either inserts (the race the lock closes)."""
     if connection.vendor == "sqlite" and "memory" in str(connection.settings_dict["NAME"]):
-        pytest.skip("needs a file database shared by threads")
+        require_service(False, "a file database shared by threads")  # never in-memory in CI (PostgreSQL)
     load_scenario("seed-example")
     barrier = threading.Barrier(2)
     checked = service._conflicting

@@ -3,6 +3,8 @@ killed with SIGKILL in the middle of a step; and ten simultaneous starts on one 
 import threading
 
 import pytest
+
+from tests.conftest import require_service
 from django.db import connection
 
 from gpus.models import ProcedureRun, StepRun
@@ -72,7 +74,7 @@ def test_worker_runs_procedure_enqueued_on_commit(transactional_db, load_scenari
 
 def test_ten_simultaneous_starts_on_one_node_make_exactly_one_run(transactional_db, load_scenario):
     if connection.vendor == "sqlite" and "memory" in str(connection.settings_dict["NAME"]):
-        pytest.skip("needs a file database shared by threads")  # tests/gpus/conftest.py makes it one
+        require_service(False, "a file database shared by threads")  # never in-memory in CI (PostgreSQL)
     load_scenario("seed-example")
     barrier = threading.Barrier(10)
     started, refused, errors = [], [], []

@@ -4,6 +4,8 @@ import threading
 import time
 
 import pytest
+
+from tests.conftest import require_service
 from django.db import connection
 
 from brickadmin.cluster import PermanentClusterError
@@ -190,7 +192,7 @@ def test_availability_is_read_after_the_approvals_before(twin, alice, bob, admin
 def test_simultaneous_approvals_of_different_requests_never_overcommit(transactional_db, load_scenario,
                                                                         django_user_model, monkeypatch):
     if connection.vendor == "sqlite" and "memory" in str(connection.settings_dict["NAME"]):
-        pytest.skip("needs a file database shared by threads")  # conftest.py makes it one
+        require_service(False, "a file database shared by threads")  # never in-memory in CI (PostgreSQL)
     twin = load_scenario("seed-example")  # shared: 2 logical, 1 allocated
     admin = django_user_model.objects.create_user("root", is_staff=True)
     users = [django_user_model.objects.create_user(f"u{i}") for i in range(3)]
