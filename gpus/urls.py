@@ -1,35 +1,29 @@
 from django.urls import path
 
-from . import views
+from .views import health, inventory, manifest, runs, wizards
 
 urlpatterns = [
-    path("", views.dashboard, name="dashboard"),
-    path("dashboard/models/", views.dashboard_models, name="dashboard_models"),
-    path("nodes/", views.node_list, name="node_list"),
-    path("nodes/<str:name>/", views.node_detail, name="node_detail"),
-    path("availability/", views.availability, name="availability"),
-    path("help/", views.help_page, name="help"),
-    path("evidence/", views.evidence, name="evidence"),
-]
-
-# Conversion wizards, runs, the managed manifest, health (gpus/wizard_views.py).
-from . import wizard_views as wz  # noqa: E402
-
-urlpatterns += [
-    path("procedures/", wz.procedure_index, name="procedure_index"),
-    path("procedures/<str:code>/", wz.wizard_pick, name="wizard_pick"),
-    path("procedures/<str:code>/plan/", wz.wizard_plan, name="wizard_plan"),
-    path("procedures/<str:code>/start/", wz.wizard_start, name="wizard_start"),
-    path("runs/", wz.run_list, name="run_list"),
-    path("runs/<int:pk>/", wz.run_detail, name="run_detail"),
-    path("runs/<int:pk>/progress/", wz.run_progress, name="run_progress"),
-    path("runs/<int:pk>/cancel/", wz.run_cancel, name="run_cancel"),
-    path("runs/<int:pk>/resume/", wz.run_resume, name="run_resume"),
-    path("runs/<int:pk>/checklist/", wz.run_confirm_checklist, name="run_confirm_checklist"),
-    path("runs/<int:pk>/audit.json", wz.run_audit_json, name="run_audit_json"),
-    path("runs/<int:pk>/audit.csv", wz.run_audit_csv, name="run_audit_csv"),
-    path("manifest/", wz.manifest_view, name="manifest"),
-    path("manifest/save/", wz.manifest_save, name="manifest_save"),
-    path("manifest/apply/", wz.manifest_apply, name="manifest_apply"),
-    path("health/", wz.health, name="health"),
+    path("", inventory.dashboard, name="dashboard"),
+    path("dashboard/models/", inventory.dashboard_models, name="dashboard_models"),
+    path("nodes/", inventory.node_list, name="node_list"),
+    path("nodes/<str:name>/", inventory.node_detail, name="node_detail"),
+    path("availability/", inventory.availability, name="availability"),
+    path("help/", inventory.help_page, name="help"),
+    path("evidence/", inventory.evidence, name="evidence"),
+    path("procedures/", wizards.procedure_index, name="procedure_index"),
+    path("procedures/<str:code>/", wizards.wizard_pick, name="wizard_pick"),
+    path("procedures/<str:code>/plan/", wizards.wizard_plan, name="wizard_plan"),
+    path("procedures/<str:code>/start/", wizards.wizard_start, name="wizard_start"),
+    path("runs/", runs.run_list, name="run_list"),
+    path("runs/<int:pk>/", runs.run_detail, name="run_detail"),
+    path("runs/<int:pk>/progress/", runs.run_progress, name="run_progress"),
+    path("runs/<int:pk>/cancel/", runs.run_cancel, name="run_cancel"),
+    path("runs/<int:pk>/resume/", runs.run_resume, name="run_resume"),
+    path("runs/<int:pk>/checklist/", runs.run_confirm_checklist, name="run_confirm_checklist"),
+    path("runs/<int:pk>/audit.json", runs.run_audit_json, name="run_audit_json"),
+    path("runs/<int:pk>/audit.csv", runs.run_audit_csv, name="run_audit_csv"),
+    path("manifest/", manifest.manifest_view, name="manifest"),
+    path("manifest/save/", manifest.manifest_save, name="manifest_save"),
+    path("manifest/apply/", manifest.manifest_apply, name="manifest_apply"),
+    path("health/", health.health, name="health"),
 ]

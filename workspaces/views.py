@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from gpus.permissions import admin_required
+from brickadmin.permissions import admin_required
 from gpus.services import current_ledger
 
 from . import services

@@ -51,7 +51,7 @@ def login():
     return _login
 
 
-# The concurrency tests (test_ws_races.py) run approvals in threads, each with its own
+# The concurrency tests (test_races.py) run approvals in threads, each with its own
 # connection: with SQLite the test database must then be a file, not memory (as in
 # tests/gpus/conftest.py; whichever conftest runs first names it).
 def _file_test_database():

@@ -1,11 +1,13 @@
+"""The inventory pages: Dashboard, per-model detail, Availability, Nodes, node detail, help, evidence."""
 from django.conf import settings
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from .permissions import admin_required
-from .services import current_ledger
+from brickadmin.permissions import admin_required
+
+from ..services import current_ledger
 
 MODE_CHOICES = ("exclusive", "timeslicing", "mig", "unlabelled")
 
@@ -79,7 +81,7 @@ def node_detail(request, name):
 
 @require_GET
 def help_page(request):
-    from .templatetags.brick import GLOSSARY
+    from ..templatetags.brick import GLOSSARY
 
     return render(request, "gpus/help.html", {"glossary": GLOSSARY})
 
@@ -93,7 +95,7 @@ def evidence(request):
     from brickadmin.cluster import get_gateway
     from brickadmin.cluster.snapshot import OPERATOR_NAMESPACE
 
-    from . import evidence as ev_mod
+    from .. import evidence as ev_mod
 
     ledger, snapshot = current_ledger(request)
     ev = None

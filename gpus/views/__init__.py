@@ -1,0 +1,1 @@
+"""The gpus pages, one module per area: inventory, wizards, runs, manifest, health."""

@@ -1,0 +1,83 @@
+"""The managed device-plugin manifest: versions, validation, drift, save and apply."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from brickadmin.cluster import ClusterError, get_gateway
+from brickadmin.permissions import admin_required
+
+from .. import manifest as manifest_mod
+from ..forms import ManifestForm
+from ..models import ManifestVersion
+
+@require_GET
+@admin_required
+def manifest_view(request):
+    cur = manifest_mod.current()
+    version = cur
+    if request.GET.get("v"):
+        v = request.GET["v"]
+        if not (v.isascii() and v.isdigit() and len(v) <= 9):
+            raise Http404(_("No such manifest version"))
+        version = get_object_or_404(ManifestVersion, version=int(v))
+    docs, error, validation, drift = [], "", None, []
+    try:
+        docs = manifest_mod.parse(version.content)
+        validation = manifest_mod.validate(docs)
+    except manifest_mod.ManifestError as exc:
+        error = str(exc)
+    if docs:
+        try:
+            drift = manifest_mod.drift(docs, get_gateway())
+        except ClusterError as exc:
+            request.cluster_error = str(exc)
+    form = ManifestForm(initial={"content": cur.content})
+    return render(request, "gpus/wizards/manifest.html", {
+        "version": version, "current": cur, "versions": ManifestVersion.objects.all()[:50], "validation": validation,
+        "error": error, "drift": drift, "form": form, "in_sync": drift and all(d.state == "in-sync" for d in drift)})
+
+
+@require_POST
+@admin_required
+def manifest_save(request):
+    form = ManifestForm(request.POST)
+    if form.is_valid():
+        try:
+            v = manifest_mod.save_version(form.cleaned_data["content"].replace("\r\n", "\n"), actor=request.user,
+                                          note=form.cleaned_data["note"])
+            messages.success(request, _("Saved as version %(v)d. Apply it to change the cluster.") % {"v": v.version})
+        except manifest_mod.ManifestError as exc:
+            messages.error(request, _("Not saved: %(err)s") % {"err": exc})
+    return redirect("manifest")
+
+
+@require_POST
+@admin_required
+def manifest_apply(request):
+    from django.utils import timezone
+
+    cur = manifest_mod.current()
+    try:
+        docs = manifest_mod.parse(cur.content)
+        result = manifest_mod.validate(docs)
+    except manifest_mod.ManifestError as exc:
+        messages.error(request, _("Version %(v)d is not valid: %(e)s") % {"v": cur.version, "e": exc})
+        return redirect("manifest")
+    if not result.ok:
+        messages.error(request, _("Version %(v)d is not valid: %(e)s") % {"v": cur.version, "e": "; ".join(result.errors)})
+        return redirect("manifest")
+    try:
+        lines = manifest_mod.apply(docs, get_gateway())
+    except ClusterError as exc:
+        messages.error(request, _("Apply failed: %(err)s") % {"err": exc})
+        return redirect("manifest")
+    ManifestVersion.objects.filter(pk=cur.pk).update(applied_at=timezone.now())
+    messages.success(request, _("Applied version %(v)d: %(lines)s. A ConfigMap change takes effect only after a "
+                                "rollout restart (procedure C does both).") % {"v": cur.version, "lines": "; ".join(lines)})
+    return redirect("manifest")
+
+

@@ -1,0 +1,190 @@
+"""Run pages: live progress, cancel, resume, the checklist confirmation, history and audit downloads."""
+from __future__ import annotations
+
+import csv
+import json
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.html import format_html
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from brickadmin.permissions import admin_required
+
+from ..forms import RunFilterForm
+from ..models import Procedure, ProcedureRun, StepRun
+from ..procedures import engine, service
+
+def step_rows(run, events):
+    """Current state per step (latest event of each), in plan order, from the rows."""
+    latest, first = {}, {}
+    for e in events:
+        if e.step_key == engine.RUN_EVENT:
+            continue
+        first.setdefault(e.step_key, e)
+        latest[e.step_key] = e
+    rows = []
+    for key, e in latest.items():
+        start = next((x.started_at for x in reversed(events) if x.step_key == key and x.started_at), None)
+        rows.append({"key": key, "event": e, "title": e.title, "kubectl": first[key].kubectl or e.kubectl,
+                     "index": e.step_index, "started_at": start})
+    rows.sort(key=lambda r: r["index"])
+    return rows
+
+
+def _progress_context(run):
+    events = list(run.steps.order_by("seq"))
+    rows = step_rows(run, events)
+    waits_checklist = run.procedure == "D" and run.is_resumable and any(
+        r["key"] == "checklist" and r["event"].state == "failed" for r in rows)
+    return {"run": run, "events": events, "rows": rows, "waits_checklist": waits_checklist,
+            "poll_ms": int(getattr(settings, "BRICK_RUN_POLL_MS", 300))}
+
+
+@require_GET
+@admin_required
+def run_detail(request, pk):
+    run = get_object_or_404(ProcedureRun, pk=pk)
+    return render(request, "gpus/runs/detail.html", _progress_context(run))
+
+
+@require_GET
+@admin_required
+def run_progress(request, pk):
+    """The progress partial; 204 when nothing happened after seq N (htmx keeps the page)."""
+    run = get_object_or_404(ProcedureRun, pk=pk)
+    try:
+        after = int(request.GET.get("after", "-1"))
+    except ValueError:
+        after = -1
+    if after == run.last_seq and request.GET.get("status") == run.status:
+        return HttpResponse(status=204)
+    return render(request, "gpus/runs/detail.html#run-progress", _progress_context(run))
+
+
+@require_POST
+@admin_required
+def run_cancel(request, pk):
+    run = get_object_or_404(ProcedureRun, pk=pk)
+    if run.is_active:
+        service.cancel_run(run, actor=request.user)
+        messages.warning(request, _("Cancel requested: the run stops before its next step."))
+    else:
+        messages.error(request, _("This run is not running."))
+    return redirect(run)
+
+
+@require_POST
+@admin_required
+def run_resume(request, pk):
+    run = get_object_or_404(ProcedureRun, pk=pk)
+    try:
+        service.resume_run(run, actor=request.user)
+        messages.success(request, _("Resumed: the run continues from the step that did not finish."))
+    except service.RunRefused as exc:
+        if exc.active:
+            messages.error(request, format_html('{} <a href="{}">{}</a>', exc.message, exc.active.get_absolute_url(),
+                                                _("Open run #%(id)d") % {"id": exc.active.pk}))
+        else:
+            messages.error(request, exc.message)
+    return redirect(run)
+
+
+@require_POST
+@admin_required
+def run_confirm_checklist(request, pk):
+    run = get_object_or_404(ProcedureRun, pk=pk)
+    if not request.POST.get("checklist_confirmed"):
+        messages.error(request, _("Tick the checklist box to confirm."))
+        return redirect(run)
+    try:
+        service.confirm_checklist(run, actor=request.user)
+        messages.success(request, _("Checklist confirmed; the run continues."))
+    except service.RunRefused as exc:
+        messages.error(request, exc.message)
+    return redirect(run)
+
+
+@require_GET
+@admin_required
+def run_list(request):
+    form = RunFilterForm(request.GET or None)
+    qs = ProcedureRun.objects.all()
+    if form.is_valid():
+        d = form.cleaned_data
+        if d["procedure"]:
+            qs = qs.filter(procedure=d["procedure"])
+        if d["status"]:
+            qs = qs.filter(status=d["status"])
+        if d["node"]:
+            qs = qs.filter(node=d["node"])
+        if d["actor"]:
+            qs = qs.filter(actor_name__icontains=d["actor"])
+    page = Paginator(qs, settings.PAGE_SIZE).get_page(request.GET.get("page"))
+    template = "gpus/runs/list.html"
+    if request.htmx and not request.htmx.boosted:
+        template += "#run-table"
+    return render(request, template, {"page": page, "form": form, "node": request.GET.get("node", "")})
+
+
+AUDIT_FIELDS = ["seq", "recorded_at", "step_key", "title", "state", "attempt", "started_at", "finished_at",
+                "kubectl", "sent", "output", "error"]
+
+
+def _run_meta(run):
+    return {"id": run.pk, "procedure": run.procedure, "procedure_name": str(Procedure(run.procedure).label),
+            "node": run.node, "params": run.params, "actor": run.actor_name, "status": run.status,
+            "created_at": run.created_at.isoformat(), "started_at": run.started_at and run.started_at.isoformat(),
+            "finished_at": run.finished_at and run.finished_at.isoformat(), "message": run.message,
+            "source": run.source, "resumed": run.resumed_count}
+
+
+def _event_dict(e: StepRun):
+    return {f: (getattr(e, f).isoformat() if hasattr(getattr(e, f), "isoformat") else getattr(e, f))
+            for f in AUDIT_FIELDS}
+
+
+@require_GET
+@admin_required
+def run_audit_json(request, pk):
+    run = get_object_or_404(ProcedureRun, pk=pk)
+    data = {"run": _run_meta(run), "events": [_event_dict(e) for e in run.steps.order_by("seq")]}
+    response = JsonResponse(data, json_dumps_params={"indent": 2, "ensure_ascii": False})
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-audit.json"'
+    return response
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(value):
+    """A text cell a spreadsheet would read as a formula gets a leading quote (CSV injection)."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+@require_GET
+@admin_required
+def run_audit_csv(request, pk):
+    run = get_object_or_404(ProcedureRun, pk=pk)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-audit.csv"'
+    writer = csv.writer(response)
+    meta = _run_meta(run)
+    writer.writerow(["run", "procedure", "node", "actor", "status", "created_at", "message"])
+    writer.writerow([csv_safe(meta[f]) for f in ("id", "procedure", "node", "actor", "status", "created_at",
+                                                  "message")])
+    writer.writerow([])
+    writer.writerow(AUDIT_FIELDS)
+    for e in run.steps.order_by("seq"):
+        d = _event_dict(e)
+        d["sent"] = "" if d["sent"] is None else json.dumps(d["sent"])
+        writer.writerow([csv_safe(d[f]) for f in AUDIT_FIELDS])
+    return response
+
+
