@@ -1,49 +1,50 @@
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from .models import Procedure, RunStatus
+from .models import RunStatus
+from .procedures import registry
 
 
 class WizardForm(forms.Form):
-    """Parameters of a procedure. ``node_choices`` are the eligible nodes."""
+    """A procedure's parameters: the node when it needs one, then the fields its
+    definition declares. ``eligible`` is the set of node names it applies to (None: no
+    node needed, or no restriction)."""
 
     node = forms.CharField(required=False, label=_("Node"))
-    replicas = forms.IntegerField(required=False, min_value=2, max_value=64, label=_("New replicas"))
-    sharing = forms.ChoiceField(required=False, label=_("Sharing mode"),
-                                choices=[("none", _("Exclusive (none)")), ("timeslicing", _("Time-slicing"))])
-    acknowledged = forms.BooleanField(required=False, label=_("I have agreed with the affected Workspace owners"))
-    checklist_confirmed = forms.BooleanField(
-        required=False, label=_("The NVIDIA driver and nvidia-container-runtime are installed on this node"))
 
-    def __init__(self, code, *args, eligible=None, **kwargs):
+    def __init__(self, proc, *args, eligible=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.code = code
-        self.eligible = eligible  # set of node names, or None (no node needed)
+        self.proc = proc
+        self.eligible = eligible
+        for p in proc.params:
+            self.fields[p.name] = p.field()
+
+    @property
+    def pick_fields(self):
+        """The bound fields the pick page asks for (not the plan page's confirmations)."""
+        return [self[p.name] for p in self.proc.pick_params]
 
     def clean(self):
         data = super().clean()
-        if self.code in ("A", "B", "D"):
+        if self.proc.needs_node:
             if not data.get("node"):
                 self.add_error("node", _("Choose a node."))
             elif self.eligible is not None and data["node"] not in self.eligible:
                 self.add_error("node", _("This procedure does not apply to that node."))
-        if self.code == "C" and not data.get("replicas"):
-            self.add_error("replicas", _("Give the new number of replicas (at least 2)."))
-        if self.code == "D" and not data.get("sharing"):
-            self.add_error("sharing", _("Choose the sharing mode."))
         return data
 
     def params(self):
         d = self.cleaned_data
-        if self.code == "C":
-            return {"replicas": d["replicas"]}
-        if self.code == "D":
-            return {"sharing": d["sharing"], "checklist_confirmed": bool(d.get("checklist_confirmed"))}
-        return {"acknowledged": bool(d.get("acknowledged"))} if self.code == "B" else {}
+        return {p.name: (bool(d.get(p.name)) if p.confirm else d[p.name]) for p in self.proc.params}
+
+    def missing_confirmations(self, needs_ack: bool) -> list[str]:
+        """Why the run cannot start yet: a plan-page confirmation left unticked."""
+        return [str(p.refusal) for p in self.proc.confirm_params
+                if (p.confirm == "always" or (p.confirm == "ack" and needs_ack)) and not self.cleaned_data.get(p.name)]
 
 
 class RunFilterForm(forms.Form):
-    procedure = forms.ChoiceField(required=False, choices=[("", _("All"))] + list(Procedure.choices),
+    procedure = forms.ChoiceField(required=False, choices=lambda: [("", _("All"))] + registry.choices(),
                                   label=_("Procedure"))
     status = forms.ChoiceField(required=False, choices=[("", _("All"))] + list(RunStatus.choices), label=_("Status"))
     node = forms.CharField(required=False, label=_("Node"))

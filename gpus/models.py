@@ -24,11 +24,12 @@ class AuditImmutable(Exception):
     """An attempt to edit or delete an append-only audit row."""
 
 
-class Procedure(models.TextChoices):
-    A = "A", _("A. Exclusive → Time-slicing")
-    B = "B", _("B. Time-slicing → Exclusive")
-    C = "C", _("C. Change time-slicing replicas")
-    D = "D", _("D. Add a GPU node")
+def procedure_choices():
+    """The registered procedures (gpus/procedures/registry.py), asked when needed: the
+    registry imports the procedures, which import these models."""
+    from .procedures import registry
+
+    return registry.choices()
 
 
 class RunStatus(models.TextChoices):
@@ -65,7 +66,7 @@ class RunQuerySet(models.QuerySet):
 
 
 class ProcedureRun(models.Model):
-    procedure = models.CharField(max_length=1, choices=Procedure.choices)
+    procedure = models.CharField(max_length=1, choices=procedure_choices)
     node = models.CharField(max_length=253, blank=True, default="",
                             help_text=_("Target node; empty for cluster-wide procedures (C)."))
     # What the one-run-at-a-time constraint locks: the node, or "cluster:timeslicing" for C.

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -77,9 +78,55 @@ class Step:
         return Check(True)
 
 
+CLUSTER_LOCK = "cluster:timeslicing"  # the lock key of a cluster-wide procedure's runs
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter of a procedure, as the wizard, the plan page and the terminal take it.
+
+    ``field()`` builds the form field that validates it (the same validation for the web
+    and ``manage.py procedure``). ``confirm`` says where it is asked: "" on the pick page,
+    "always" as a checkbox on the plan page the run cannot start without, "ack" as that
+    checkbox only when a pre-check asks for an acknowledgement. ``refusal`` is the message
+    when a confirmation is missing; ``cli`` the terminal flag (default ``--<name>``).
+    """
+
+    name: str
+    field: Callable[[], object]
+    confirm: str = ""
+    refusal: str = ""
+    cli: str = ""
+
+    @property
+    def flag(self) -> str:
+        return self.cli or "--" + self.name.replace("_", "-")
+
+
+@dataclass
+class NodeChoice:
+    """A node the pick page lists: ``reason`` says why the procedure does not apply ('' if it does)."""
+
+    name: str
+    reason: str = ""
+    summary: str = ""
+
+
 class ProcedureDef:
+    """Everything the engine, the pages, the terminal and the locks know about a procedure.
+
+    Subclasses give ``code``, ``label``, ``description`` and ``steps()``; the rest has
+    defaults for a procedure that converts one GPU node of the BRICK convention.
+    """
+
     code = ""
+    label = ""  # "A. Exclusive → Time-slicing"
+    description = ""  # one paragraph on the procedure index and pick page
+    action_label = ""  # the button on a node's page ("" = not offered there)
     needs_node = True
+    cluster_wide = False  # takes the cluster-wide lock: runs beside no other run
+    checklist = ""  # text of the manual checklist the admin confirms ("" = none)
+    params: tuple[Param, ...] = ()
 
     def steps(self, params: dict) -> list[Step]:
         raise NotImplementedError
@@ -88,8 +135,40 @@ class ProcedureDef:
         return []
 
     def lock_key(self, node: str) -> str:
-        return node
+        return CLUSTER_LOCK if self.cluster_wide else node
 
     def eligibility(self, node_view) -> str:
-        """'' when the procedure makes sense on this node, else the reason."""
+        """'' when the procedure makes sense on this GPU node (a ledger NodeLedger), else the reason."""
         return ""
+
+    def node_choices(self, ledger, snapshot) -> list[NodeChoice]:
+        """The nodes the pick page offers (GPU nodes by default), each with why it does not apply."""
+        out = []
+        for n in ledger.nodes:
+            summary = f"{n.model} · {n.physical} GPU · {n.mode}" + (f" ×{n.replicas}" if n.mode == "timeslicing" else "")
+            out.append(NodeChoice(n.name, self.eligibility(n), summary))
+        return out
+
+    def offered_on(self, node_view) -> bool:
+        """Whether a GPU node's page offers this procedure as a button."""
+        return False
+
+    def pick_facts(self, ledger, snapshot) -> list[tuple[str, object]]:
+        """(label, value) lines the pick page shows before the parameters."""
+        return []
+
+    def pick_url(self, node: str = "") -> str:
+        from urllib.parse import quote
+
+        from django.urls import reverse
+
+        url = reverse("wizard_pick", args=[self.code])
+        return url + "?node=" + quote(node, safe="") if self.needs_node and node else url
+
+    @property
+    def pick_params(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if not p.confirm)
+
+    @property
+    def confirm_params(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if p.confirm)

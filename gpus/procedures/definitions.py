@@ -1,7 +1,10 @@
-"""Procedures A-D (seed section 4, BRICK convention): ordered steps and pre-checks."""
+"""Procedures A-D (BRICK convention): ordered steps, pre-checks, and what the pages and
+the terminal need to offer them (label, description, parameters, nodes, checklist)."""
 from __future__ import annotations
 
+from django import forms
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from brickadmin import metrics
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
@@ -9,7 +12,8 @@ from brickadmin.cluster.snapshot import take_snapshot
 
 from .. import ledger as ledger_mod
 from .. import manifest as manifest_mod
-from .base import Check, Outcome, ProcedureDef, Step, StepFailed
+from .base import Check, NodeChoice, Outcome, Param, ProcedureDef, Step
+from .registry import PROCEDURES, get, register  # noqa: F401  (PROCEDURES and get: the old names)
 from .steps import (
     GPU_SHARED,
     SHARING_LABEL,
@@ -153,12 +157,31 @@ class _Conversion(ProcedureDef):
 
 class ProcedureA(_Conversion):
     code = "A"
+    label = gettext_lazy("A. Exclusive → Time-slicing")
+    description = gettext_lazy("Cordon and drain a node, switch its sharing label to timeslicing, verify the "
+                               "time-slicing plugin and physical × replicas, remove the stale nvidia.com/gpu, "
+                               "uncordon, check Prometheus.")
+    action_label = gettext_lazy("Convert to time-slicing (A)")
     target = "timeslicing"
+
+    def offered_on(self, n):
+        return n.convention == "brick" and n.mode != "timeslicing"
 
 
 class ProcedureB(_Conversion):
     code = "B"
+    label = gettext_lazy("B. Time-slicing → Exclusive")
+    description = gettext_lazy("The same skeleton back to exclusive, after a pre-check that the shared quota still "
+                               "fits without the node.")
+    action_label = gettext_lazy("Convert to exclusive (B)")
     target = "none"
+    params = (Param("acknowledged", lambda: forms.BooleanField(
+        required=False, label=gettext_lazy("I have agreed with the affected Workspace owners; their shared GPU pods "
+                                           "will stay Pending.")),
+        confirm="ack", refusal=gettext_lazy("Tick the acknowledgement to go on."), cli="--acknowledge"),)
+
+    def offered_on(self, n):
+        return n.convention == "brick" and n.mode in ("timeslicing", "unlabelled")
 
     def precheck_kubectl(self, run):
         return ("PromQL: " + metrics.SHARED_TOTAL_EXCEPT.format(node=run.node) + "  >=  " + metrics.SHARED_ALLOCATED)
@@ -361,10 +384,22 @@ class PrometheusEveryTSNode(Step):
 
 class ProcedureC(ProcedureDef):
     code = "C"
+    label = gettext_lazy("C. Change time-slicing replicas")
+    description = gettext_lazy("Change replicas in the managed manifest, apply, rollout restart, verify every "
+                               "time-slicing node.")
+    action_label = gettext_lazy("Change replicas (C)")
     needs_node = False
+    cluster_wide = True  # every time-slicing node changes
+    params = (Param("replicas", lambda: forms.IntegerField(
+        min_value=2, max_value=64, label=gettext_lazy("New replicas"),
+        error_messages={"required": gettext_lazy("Give the new number of replicas (at least 2).")})),)
 
-    def lock_key(self, node):
-        return "cluster:timeslicing"
+    def offered_on(self, n):
+        return n.convention == "brick" and n.mode == "timeslicing"
+
+    def pick_facts(self, ledger, snapshot):
+        return [(_("Current replicas in the time-slicing ConfigMap"),
+                 ledger_mod.brick_replicas(snapshot.plugin_configmaps))]
 
     def steps(self, params):
         return [PrecheckStep(self), EditManifest(), ApplyManifest(), RolloutRestart(), RolloutStatus(),
@@ -411,6 +446,31 @@ class ProcedureC(ProcedureDef):
 
 class ProcedureD(ProcedureDef):
     code = "D"
+    label = gettext_lazy("D. Add a GPU node")
+    description = gettext_lazy("Confirm the node build checklist, label gpu.type and gpu.sharing together, verify "
+                               "the plugin and resources.")
+    checklist = gettext_lazy("Checklist: the NVIDIA driver (.run) and nvidia-container-runtime (rpm) are installed "
+                             "on %(node)s per the node build guide.")
+    params = (
+        Param("sharing", lambda: forms.ChoiceField(
+            label=gettext_lazy("Sharing mode"), initial="none",
+            choices=[("none", gettext_lazy("Exclusive (none)")), ("timeslicing", gettext_lazy("Time-slicing"))],
+            error_messages={"required": gettext_lazy("Choose the sharing mode.")})),
+        Param("checklist_confirmed", lambda: forms.BooleanField(
+            required=False, label=gettext_lazy("Checklist: the NVIDIA driver (.run) and nvidia-container-runtime "
+                                               "(rpm) are installed on this node per the node build guide.")),
+            confirm="always", cli="--confirm-checklist",
+            refusal=gettext_lazy("Confirm the checklist: the driver and container runtime must be installed first.")),
+    )
+
+    def node_choices(self, ledger, snapshot):
+        """Every node of the cluster: D turns a plain node into a GPU node."""
+        out = []
+        for raw in snapshot.nodes:
+            labels = raw["metadata"].get("labels") or {}
+            roles = ", ".join(k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/"))
+            out.append(NodeChoice(raw["metadata"]["name"], self.eligibility_raw(raw), roles))
+        return out
 
     def steps(self, params):
         v = params.get("sharing", "none")
@@ -447,11 +507,5 @@ class ProcedureD(ProcedureDef):
         return ""
 
 
-PROCEDURES: dict[str, ProcedureDef] = {p.code: p for p in (ProcedureA(), ProcedureB(), ProcedureC(), ProcedureD())}
-
-
-def get(code: str) -> ProcedureDef:
-    try:
-        return PROCEDURES[code]
-    except KeyError:
-        raise StepFailed(f"unknown procedure {code!r}") from None
+for _proc in (ProcedureA(), ProcedureB(), ProcedureC(), ProcedureD()):
+    register(_proc)

@@ -71,3 +71,11 @@ def gpu_requests(pod):
     from brickadmin.cluster.deviceplugin import pod_gpu_requests
 
     return ", ".join(f"{k}: {v}" for k, v in pod_gpu_requests(pod).items())
+
+
+@register.simple_tag
+def procedure_actions(node):
+    """[(procedure, url)] the node's page offers: each procedure says whether it applies."""
+    from gpus.procedures import registry
+
+    return [(p, p.pick_url(node.name)) for p in registry.all_procedures() if p.offered_on(node)]

@@ -16,8 +16,8 @@ from django.views.decorators.http import require_GET, require_POST
 from brickadmin.permissions import admin_required
 
 from ..forms import RunFilterForm
-from ..models import Procedure, ProcedureRun, StepRun
-from ..procedures import engine, service
+from ..models import ProcedureRun, StepRun
+from ..procedures import engine, registry, service
 
 def step_rows(run, events):
     """Current state per step (latest event of each), in plan order, from the rows."""
@@ -39,9 +39,13 @@ def step_rows(run, events):
 def _progress_context(run):
     events = list(run.steps.order_by("seq"))
     rows = step_rows(run, events)
-    waits_checklist = run.procedure == "D" and run.is_resumable and any(
-        r["key"] == "checklist" and r["event"].state == "failed" for r in rows)
-    return {"run": run, "events": events, "rows": rows, "waits_checklist": waits_checklist,
+    proc = registry.find(run.procedure)
+    checklist = ""
+    if proc is not None and proc.checklist and run.is_resumable:
+        manual = {s.key for s in proc.steps(run.params or {}) if s.manual}
+        if any(r["key"] in manual and r["event"].state == "failed" for r in rows):
+            checklist = proc.checklist % {"node": run.node}
+    return {"run": run, "events": events, "rows": rows, "waits_checklist": bool(checklist), "checklist": checklist,
             "poll_ms": int(getattr(settings, "BRICK_RUN_POLL_MS", 300))}
 
 
@@ -136,7 +140,7 @@ AUDIT_FIELDS = ["seq", "recorded_at", "step_key", "title", "state", "attempt", "
 
 
 def _run_meta(run):
-    return {"id": run.pk, "procedure": run.procedure, "procedure_name": str(Procedure(run.procedure).label),
+    return {"id": run.pk, "procedure": run.procedure, "procedure_name": run.get_procedure_display(),
             "node": run.node, "params": run.params, "actor": run.actor_name, "status": run.status,
             "created_at": run.created_at.isoformat(), "started_at": run.started_at and run.started_at.isoformat(),
             "finished_at": run.finished_at and run.finished_at.isoformat(), "message": run.message,

@@ -1,4 +1,5 @@
-"""Conversion wizards: the procedure index, the pick page, the plan page and the start."""
+"""Conversion wizards: the procedure index, the pick page, the plan page and the start.
+Everything about a procedure comes from its definition (gpus/procedures/registry.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,31 +10,23 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_POST
 
-from brickadmin.cluster import ClusterError, get_gateway
+from brickadmin.cluster import get_gateway
 from brickadmin.permissions import admin_required
 
 from ..forms import WizardForm
-from ..models import Procedure, ProcedureRun
-from ..procedures import engine, service
-from ..procedures.definitions import PROCEDURES
+from ..models import ProcedureRun
+from ..procedures import engine, registry, service
+from ..procedures.base import CLUSTER_LOCK
 from ..services import current_ledger
-
-DESCRIPTIONS = {
-    "A": gettext_lazy("Cordon and drain a node, switch its sharing label to timeslicing, verify the time-slicing plugin and "
-                       "physical × replicas, remove the stale nvidia.com/gpu, uncordon, check Prometheus."),
-    "B": gettext_lazy("The same skeleton back to exclusive, after a pre-check that the shared quota still fits without the node."),
-    "C": gettext_lazy("Change replicas in the managed manifest, apply, rollout restart, verify every time-slicing node."),
-    "D": gettext_lazy("Confirm the node build checklist, label gpu.type and gpu.sharing together, verify the plugin and resources."),
-}
 
 
 def _proc_or_404(code):
-    if code not in PROCEDURES:
+    proc = registry.find(code)
+    if proc is None:
         raise Http404(_("No such procedure"))
-    return PROCEDURES[code]
+    return proc
 
 
 @dataclass
@@ -48,30 +41,32 @@ class NodeOption:
         return bool(self.reason or self.active)
 
 
-def node_options(code, request=None) -> list[NodeOption]:
-    proc = PROCEDURES[code]
+def node_options(proc, request=None) -> list[NodeOption]:
+    """The nodes the procedure offers, each with why it does not apply or the run in its way."""
+    if not proc.needs_node:
+        return []
+    ledger, snapshot = current_ledger(request)
+    if ledger is None:
+        return []
     active = {r.lock_key: r for r in ProcedureRun.objects.active()}
-    cluster_run = active.get(service.CLUSTER_LOCK)
-    out = []
-    if code == "D":
-        for raw in get_gateway().list_nodes():
-            name = raw["metadata"]["name"]
-            labels = raw["metadata"].get("labels") or {}
-            roles = ", ".join(k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/"))
-            out.append(NodeOption(name, proc.eligibility_raw(raw), active.get(name) or cluster_run, roles))
-    else:
-        ledger, _snap = current_ledger(request)
-        for n in (ledger.nodes if ledger else []):
-            summary = f"{n.model} · {n.physical} GPU · {n.mode}" + (f" ×{n.replicas}" if n.mode == "timeslicing" else "")
-            out.append(NodeOption(n.name, proc.eligibility(n), active.get(n.name) or cluster_run, summary))
+    cluster_run = active.get(CLUSTER_LOCK)
+    out = [NodeOption(c.name, c.reason, active.get(c.name) or cluster_run, c.summary)
+           for c in proc.node_choices(ledger, snapshot)]
     out.sort(key=lambda o: (o.disabled, o.name))
     return out
+
+
+def _pick_context(request, proc, form):
+    ledger, snapshot = current_ledger(request)
+    return {"proc": proc, "code": proc.code, "proc_label": proc.label, "description": proc.description,
+            "options": node_options(proc, request), "form": form, "selected": request.GET.get("node", ""),
+            "facts": proc.pick_facts(ledger, snapshot) if ledger else []}
 
 
 @require_GET
 @admin_required
 def procedure_index(request):
-    procs = [(code, label, DESCRIPTIONS[code]) for code, label in Procedure.choices]
+    procs = [(p.code, p.label, p.description) for p in registry.all_procedures()]
     recent = ProcedureRun.objects.all()[:10]
     return render(request, "gpus/wizards/index.html", {"procs": procs, "recent": recent})
 
@@ -80,78 +75,58 @@ def procedure_index(request):
 @admin_required
 def wizard_pick(request, code):
     proc = _proc_or_404(code)
-    options = node_options(code, request) if proc.needs_node else []
-    form = WizardForm(code, initial={"node": request.GET.get("node", ""), "sharing": "none"})
-    current = None
-    if code == "C":
-        from .ledger import brick_replicas
-        from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
-
-        try:
-            current = brick_replicas(get_gateway().list_configmaps(namespace=PLUGIN_NAMESPACE))
-        except ClusterError as exc:
-            request.cluster_error = str(exc)
-    return render(request, "gpus/wizards/pick.html", {
-        "code": code, "proc_label": Procedure(code).label, "description": DESCRIPTIONS[code], "options": options,
-        "form": form, "selected": request.GET.get("node", ""), "current_replicas": current})
+    form = WizardForm(proc, initial={"node": request.GET.get("node", "")})
+    return render(request, "gpus/wizards/pick.html", _pick_context(request, proc, form))
 
 
-def _plan_context(request, code, form):
-    proc = PROCEDURES[code]
+def _plan_context(request, proc, form):
     params = form.params()
     node = form.cleaned_data.get("node") or ""
-    try:
-        checks = proc.prechecks(get_gateway(), node, params)
-    except ClusterError as exc:
-        request.cluster_error = str(exc)
-        checks = []
-    steps = engine.plan(code, node if proc.needs_node else "", params)
+    checks = proc.prechecks(get_gateway(), node, params)  # live: the plan decides a write
+    steps = engine.plan(proc.code, node if proc.needs_node else "", params)
     blocked = any(c.level == "block" for c in checks)
     needs_ack = any(c.level == "ack" for c in checks)
-    active = service.active_run_for(proc.lock_key(node)) or service.active_run_for(service.CLUSTER_LOCK)
-    return {"code": code, "proc_label": Procedure(code).label, "node": node, "params": params, "form": form,
-            "checks": checks, "steps": steps, "blocked": blocked, "needs_ack": needs_ack, "active": active}
+    active = service.active_run_for(proc.lock_key(node)) or service.active_run_for(CLUSTER_LOCK)
+    confirms = [form[p.name] for p in proc.confirm_params if p.confirm == "always" or (p.confirm == "ack" and needs_ack)]
+    hidden = [(p.name, params[p.name]) for p in proc.pick_params]
+    return {"proc": proc, "code": proc.code, "proc_label": proc.label, "node": node, "params": params, "form": form,
+            "checks": checks, "steps": steps, "blocked": blocked, "needs_ack": needs_ack, "active": active,
+            "confirms": confirms, "hidden_params": hidden}
 
 
-def _eligible(code, request):
-    if not PROCEDURES[code].needs_node:
+def _eligible(proc, request):
+    if not proc.needs_node:
         return None
-    return {o.name for o in node_options(code, request) if not o.reason}
+    return {o.name for o in node_options(proc, request) if not o.reason}
 
 
 @require_GET
 @admin_required
 def wizard_plan(request, code):
-    _proc_or_404(code)
-    form = WizardForm(code, request.GET, eligible=_eligible(code, request))
+    proc = _proc_or_404(code)
+    form = WizardForm(proc, request.GET, eligible=_eligible(proc, request))
     if not form.is_valid():
-        options = node_options(code, request) if PROCEDURES[code].needs_node else []
-        return render(request, "gpus/wizards/pick.html", {
-            "code": code, "proc_label": Procedure(code).label, "description": DESCRIPTIONS[code],
-            "options": options, "form": form, "selected": request.GET.get("node", "")}, status=400)
-    return render(request, "gpus/wizards/plan.html", _plan_context(request, code, form))
+        return render(request, "gpus/wizards/pick.html", _pick_context(request, proc, form), status=400)
+    return render(request, "gpus/wizards/plan.html", _plan_context(request, proc, form))
 
 
 @require_POST
 @admin_required
 def wizard_start(request, code):
-    _proc_or_404(code)
-    form = WizardForm(code, request.POST, eligible=_eligible(code, request))
+    proc = _proc_or_404(code)
+    form = WizardForm(proc, request.POST, eligible=_eligible(proc, request))
     if not form.is_valid():
         return redirect(reverse("wizard_pick", args=[code]))
-    ctx = _plan_context(request, code, form)
+    ctx = _plan_context(request, proc, form)
     errors = []
     if ctx["blocked"]:
         errors.append(_("The pre-check blocks this run; fix what it says first."))
-    if ctx["needs_ack"] and not form.cleaned_data.get("acknowledged"):
-        errors.append(_("Tick the acknowledgement to go on."))
-    if code == "D" and not form.cleaned_data.get("checklist_confirmed"):
-        errors.append(_("Confirm the checklist: the driver and container runtime must be installed first."))
+    errors += form.missing_confirmations(ctx["needs_ack"])
     if errors:
         ctx["errors"] = errors
         return render(request, "gpus/wizards/plan.html", ctx, status=400)
     params = form.params()
-    if code == "D":
+    if proc.checklist:
         params["checklist_confirmed_by"] = request.user.get_username()
     try:
         run = service.start_run(code, ctx["node"], params, actor=request.user, source="web")

@@ -18,28 +18,25 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from django import forms
+
+from gpus.forms import WizardForm
 from gpus.models import ACTIVE_STATUSES, ProcedureRun
-from gpus.procedures import engine, service
-from gpus.procedures.definitions import PROCEDURES
+from gpus.procedures import engine, registry, service
 
 MARK = {"pending": "·", "running": "▶", "succeeded": "✓", "failed": "✗", "skipped": "–", "cancelled": "⊘"}
 
 
 class Command(BaseCommand):
-    help = "Plan, run, follow, resume or cancel a conversion procedure (A-D)."
+    help = "Plan, run, follow, resume or cancel a conversion procedure (A-D), or list runs."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
         for name in ("plan", "run"):
             p = sub.add_parser(name)
-            p.add_argument("procedure", choices=sorted(PROCEDURES))
+            p.add_argument("procedure", choices=[proc.code for proc in registry.all_procedures()])
             p.add_argument("--node", default="")
-            p.add_argument("--replicas", type=int)
-            p.add_argument("--sharing", choices=["none", "timeslicing"])
-            p.add_argument("--acknowledge", action="store_true",
-                           help="B on the only time-slicing node: the affected owners agreed")
-            p.add_argument("--confirm-checklist", action="store_true",
-                           help="D: driver and container runtime are installed on the node")
+            self._add_param_flags(p)
             if name == "run":
                 p.add_argument("--actor", default="", help="name recorded as the actor (default: OS user)")
                 p.add_argument("--inline", action="store_true", help="execute here instead of the Celery worker")
@@ -60,26 +57,43 @@ class Command(BaseCommand):
         p.add_argument("--limit", type=int, default=20)
         sub.add_parser("reap")
 
+    @staticmethod
+    def _add_param_flags(parser):
+        """One flag per parameter any procedure declares (the same name shared by two
+        procedures is one flag); the values are validated by the wizard's form."""
+        seen = set()
+        for proc in registry.all_procedures():
+            for param in proc.params:
+                if param.flag in seen:
+                    continue
+                seen.add(param.flag)
+                field = param.field()
+                label = f"{proc.code}: {field.label}"
+                if isinstance(field, forms.BooleanField):
+                    parser.add_argument(param.flag, dest=param.name, action="store_true", help=label)
+                elif isinstance(field, forms.ChoiceField):
+                    parser.add_argument(param.flag, dest=param.name, choices=[c for c, _l in field.choices],
+                                        help=label)
+                else:
+                    parser.add_argument(param.flag, dest=param.name, help=label)
+
     def handle(self, *args, **opts):
         return getattr(self, "do_" + opts["action"])(opts)
 
     # --- helpers -----------------------------------------------------------------
     def _params(self, o):
-        code = o["procedure"]
-        if PROCEDURES[code].needs_node and not o["node"]:
-            raise CommandError(f"procedure {code} needs --node")
-        params = {}
-        if code == "B":
-            params["acknowledged"] = o["acknowledge"]
-        if code == "C":
-            if not o["replicas"]:
-                raise CommandError("procedure C needs --replicas")
-            params["replicas"] = o["replicas"]
-        if code == "D":
-            if not o["sharing"]:
-                raise CommandError("procedure D needs --sharing none|timeslicing")
-            params.update(sharing=o["sharing"], checklist_confirmed=o["confirm_checklist"])
-        return params
+        proc = registry.get(o["procedure"])
+        data = {"node": o["node"]}
+        for p in proc.params:
+            value = o.get(p.name)
+            if value not in (None, False):
+                data[p.name] = "on" if value is True else value
+        form = WizardForm(proc, data)
+        if not form.is_valid():
+            flags = {"node": "--node", **{p.name: p.flag for p in proc.params}}
+            problems = "; ".join(f"{flags.get(name, name)}: {' '.join(errors)}" for name, errors in form.errors.items())
+            raise CommandError(f"procedure {proc.code}: {problems}")
+        return form.params()
 
     def _actor(self, o):
         return o.get("actor") or f"{getpass.getuser()} (terminal)"
@@ -128,7 +142,7 @@ class Command(BaseCommand):
         code, params = o["procedure"], self._params(o)
         self.stdout.write(f"Procedure {code} on {o['node'] or 'the time-slicing nodes'} {params}")
         self.stdout.write("Pre-check:")
-        for c in PROCEDURES[code].prechecks(get_gateway(), o["node"], params):
+        for c in registry.get(code).prechecks(get_gateway(), o["node"], params):
             self.stdout.write(f"  [{c.level}] {c.detail}")
             if c.fix and c.level == "block":
                 self.stdout.write(f"         to fix: {c.fix}")

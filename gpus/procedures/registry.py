@@ -1,0 +1,37 @@
+"""The procedures the product offers, by code. Everything outside ``gpus/procedures/``
+asks here (never compares a code): the pages, the forms, the terminal, the engine."""
+from __future__ import annotations
+
+from .base import ProcedureDef, StepFailed
+
+PROCEDURES: dict[str, ProcedureDef] = {}
+
+
+def register(proc: ProcedureDef) -> ProcedureDef:
+    PROCEDURES[proc.code] = proc
+    return proc
+
+
+def get(code: str) -> ProcedureDef:
+    """The procedure with this code; StepFailed when there is none (the engine records it)."""
+    try:
+        return PROCEDURES[code]
+    except KeyError:
+        raise StepFailed(f"unknown procedure {code!r}") from None
+
+
+def find(code: str) -> ProcedureDef | None:
+    return PROCEDURES.get(code)
+
+
+def all_procedures() -> list[ProcedureDef]:
+    return [PROCEDURES[c] for c in sorted(PROCEDURES)]
+
+
+def choices() -> list[tuple[str, str]]:
+    """(code, label) for model and form choices; evaluated when asked, so a procedure
+    registered later (a test's throw-away one) is a choice too."""
+    return [(p.code, p.label) for p in all_procedures()]
+
+
+from . import definitions  # noqa: E402,F401  (registers A-D)
