@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+CLUSTER_LOCK = "cluster:timeslicing"  # the lock key of cluster-wide procedures
+
 
 def knob(name: str, default: float) -> float:
     """A tuning value: settings first, then the environment (so a worker subprocess can
@@ -80,6 +82,8 @@ class Step:
 class ProcedureDef:
     code = ""
     needs_node = True
+    cluster_wide = False  # takes the cluster-wide lock and conflicts with every other active run
+    checklist = ""  # non-empty when the procedure has a manual checklist step
 
     def steps(self, params: dict) -> list[Step]:
         raise NotImplementedError

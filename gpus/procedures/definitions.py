@@ -362,6 +362,7 @@ class PrometheusEveryTSNode(Step):
 class ProcedureC(ProcedureDef):
     code = "C"
     needs_node = False
+    cluster_wide = True
 
     def lock_key(self, node):
         return "cluster:timeslicing"
@@ -411,6 +412,7 @@ class ProcedureC(ProcedureDef):
 
 class ProcedureD(ProcedureDef):
     code = "D"
+    checklist = "checklist"  # placeholder: the lead's branch sets the checklist text
 
     def steps(self, params):
         v = params.get("sharing", "none")
