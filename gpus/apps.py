@@ -4,3 +4,8 @@ from django.apps import AppConfig
 class GpusConfig(AppConfig):
     default_auto_field = 'django.db.models.BigAutoField'
     name = 'gpus'
+
+    def ready(self):
+        # Register the Celery tasks in every process, not only the worker: runs are
+        # enqueued by task name, and a registered task honours CELERY_TASK_ALWAYS_EAGER.
+        from . import tasks  # noqa: F401

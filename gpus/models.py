@@ -19,9 +19,10 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
+from brickadmin.audit import AppendOnlyModel, AppendOnlyViolation
+from brickadmin.choices import TaggedChoices
 
-class AuditImmutable(Exception):
-    """An attempt to edit or delete an append-only audit row."""
+AuditImmutable = AppendOnlyViolation  # the name the procedure code and tests have used
 
 
 def procedure_choices():
@@ -32,34 +33,32 @@ def procedure_choices():
     return registry.choices()
 
 
-class RunStatus(models.TextChoices):
-    PENDING = "pending", _("Pending")
-    RUNNING = "running", _("Running")
-    SUCCEEDED = "succeeded", _("Succeeded")
-    FAILED = "failed", _("Failed")
-    CANCELLED = "cancelled", _("Cancelled")
-    INTERRUPTED = "interrupted", _("Interrupted")
+class RunStatus(TaggedChoices):
+    PENDING = "pending", "", _("Pending")
+    RUNNING = "running", "warn", _("Running")
+    SUCCEEDED = "succeeded", "ok", _("Succeeded")
+    FAILED = "failed", "bad", _("Failed")
+    CANCELLED = "cancelled", "warn", _("Cancelled")
+    INTERRUPTED = "interrupted", "bad", _("Interrupted")
 
 
 ACTIVE_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
 FINISHED_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.INTERRUPTED)
 RESUMABLE_STATUSES = (RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.CANCELLED)
-STATUS_TAG = {"pending": "", "running": "warn", "succeeded": "ok", "failed": "bad", "cancelled": "warn",
-              "interrupted": "bad", "skipped": "", "waiting": "warn"}
 
 
-class StepState(models.TextChoices):
-    PENDING = "pending", _("Pending")
-    RUNNING = "running", _("Running")
-    SUCCEEDED = "succeeded", _("Succeeded")
-    FAILED = "failed", _("Failed")
-    SKIPPED = "skipped", _("Skipped")
-    CANCELLED = "cancelled", _("Cancelled")
+class StepState(TaggedChoices):
+    PENDING = "pending", "", _("Pending")
+    RUNNING = "running", "warn", _("Running")
+    SUCCEEDED = "succeeded", "ok", _("Succeeded")
+    FAILED = "failed", "bad", _("Failed")
+    SKIPPED = "skipped", "", _("Skipped")
+    CANCELLED = "cancelled", "warn", _("Cancelled")
 
 
 class RunQuerySet(models.QuerySet):
     def delete(self):
-        raise AuditImmutable("Procedure runs are an audit record; use ProcedureRun.prune()")
+        raise AppendOnlyViolation("Procedure runs are an audit record; use ProcedureRun.prune()")
 
     def active(self):
         return self.filter(status__in=ACTIVE_STATUSES)
@@ -103,7 +102,7 @@ class ProcedureRun(models.Model):
         return f"#{self.pk} {self.procedure} {self.node or 'cluster'} ({self.status})"
 
     def delete(self, *args, **kwargs):
-        raise AuditImmutable("Procedure runs are an audit record and are never deleted by hand")
+        raise AppendOnlyViolation("Procedure runs are an audit record and are never deleted by hand")
 
     def get_absolute_url(self):
         return reverse("run_detail", args=[self.pk])
@@ -118,7 +117,7 @@ class ProcedureRun(models.Model):
 
     @property
     def status_tag(self):
-        return STATUS_TAG.get(self.status, "")
+        return RunStatus.tag_of(self.status)
 
     @property
     def target(self):
@@ -137,15 +136,9 @@ class ProcedureRun(models.Model):
         return len(ids)
 
 
-class StepQuerySet(models.QuerySet):
-    def update(self, **kwargs):
-        raise AuditImmutable("Step events are append-only")
+class StepRun(AppendOnlyModel):
+    append_only_message = "Step events are append-only"
 
-    def delete(self):
-        raise AuditImmutable("Step events are append-only")
-
-
-class StepRun(models.Model):
     run = models.ForeignKey(ProcedureRun, on_delete=models.CASCADE, related_name="steps")
     seq = models.PositiveIntegerField(db_index=True)
     step_index = models.PositiveSmallIntegerField(default=0)
@@ -161,8 +154,6 @@ class StepRun(models.Model):
     output = models.TextField(blank=True, default="")
     error = models.TextField(blank=True, default="")
 
-    objects = StepQuerySet.as_manager()
-
     class Meta:
         ordering = ["run", "seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="step_seq_unique_per_run")]
@@ -170,17 +161,9 @@ class StepRun(models.Model):
     def __str__(self):
         return f"run {self.run_id} #{self.seq} {self.step_key} {self.state}"
 
-    def save(self, *args, **kwargs):
-        if not self._state.adding:
-            raise AuditImmutable("Step events are append-only")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise AuditImmutable("Step events are append-only")
-
     @property
     def state_tag(self):
-        return STATUS_TAG.get(self.state, "")
+        return StepState.tag_of(self.state)
 
 
 class ManifestVersion(models.Model):

@@ -12,6 +12,8 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from brickadmin.audit import AppendOnlyModel
+
 # Kubernetes names and labels the product writes.
 WORKSPACE_LABEL = "brick.cloud/workspace"
 OWNER_LABEL = "brick.cloud/owner"
@@ -107,32 +109,7 @@ class WorkspaceRequest(models.Model):
         return self.status == self.Status.PENDING
 
 
-class AppendOnlyQuerySet(models.QuerySet):
-    def update(self, **kwargs):
-        raise ValueError("audit records are append-only")
-
-    def delete(self):
-        raise ValueError("audit records are append-only")
-
-
-class AppendOnly(models.Model):
-    """Rows that are written once and never changed or deleted through the ORM."""
-
-    objects = AppendOnlyQuerySet.as_manager()
-
-    class Meta:
-        abstract = True
-
-    def save(self, *args, **kwargs):
-        if self.pk is not None and not self._state.adding:
-            raise ValueError("audit records are append-only")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise ValueError("audit records are append-only")
-
-
-class Decision(AppendOnly):
+class Decision(AppendOnlyModel):
     """One admin decision (or a failed attempt at one): who, when, what."""
 
     class Action(models.TextChoices):

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+CLUSTER_LOCK = "cluster:timeslicing"  # the lock key of cluster-wide procedures
+
 
 def knob(name: str, default: float) -> float:
     """A tuning value: settings first, then the environment (so a worker subprocess can
@@ -76,9 +78,6 @@ class Step:
 
     def verify(self, ctx) -> Check:
         return Check(True)
-
-
-CLUSTER_LOCK = "cluster:timeslicing"  # the lock key of a cluster-wide procedure's runs
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from brickadmin.cluster.snapshot import take_snapshot
 from .. import ledger as ledger_mod
 from .. import manifest as manifest_mod
 from .base import Check, NodeChoice, Outcome, Param, ProcedureDef, Step
-from .registry import PROCEDURES, get, register  # noqa: F401  (PROCEDURES and get: the old names)
 from .steps import (
     GPU_SHARED,
     SHARING_LABEL,
@@ -507,5 +506,4 @@ class ProcedureD(ProcedureDef):
         return ""
 
 
-for _proc in (ProcedureA(), ProcedureB(), ProcedureC(), ProcedureD()):
-    register(_proc)
+BUILT_IN = (ProcedureA(), ProcedureB(), ProcedureC(), ProcedureD())  # registry.py lists them by code

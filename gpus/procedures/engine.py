@@ -7,8 +7,11 @@
 - Cancel is checked between steps (and while waiting); transient API errors are retried
   with exponential backoff, each attempt recorded; the first failed verification stops
   the run with what to fix. Resume skips the steps that already succeeded.
-- A heartbeat thread keeps ``heartbeat_at`` fresh; reap_stale() marks runs whose worker
-  died as interrupted.
+- A heartbeat thread keeps ``heartbeat_at`` fresh; the reaper (reaper.py) marks runs whose
+  worker died as interrupted.
+
+Events are written through recording.py (a StepRecorder per step attempt); nothing here
+enqueues (queue.py) and nothing here imports the Celery tasks (tasks.py imports this).
 """
 from __future__ import annotations
 
@@ -18,11 +21,9 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import F
+from django.db import connection
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
@@ -32,76 +33,18 @@ from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
 
 from ..models import ProcedureRun, RunStatus, StepRun, StepState
 from .base import Check, StepFailed, knob
-from .definitions import get as get_procedure
+from .registry import get as get_procedure
+from .reaper import reap_stale, requeue_orphans  # noqa: F401  (callers have imported these from here)
+from .recording import (  # noqa: F401  (plan, PlanTarget, record_plan: callers have imported these from here)
+    RUN_EVENT, LostClaim, PlanTarget, StepRecorder, completed_steps, plan, record, record_plan)
 
 log = logging.getLogger(__name__)
-RUN_EVENT = "_run"  # step_key of run-level events (created, resumed, cancel requested, ...)
-
-
-class LostClaim(Exception):
-    """The run is no longer ours (reaped as interrupted while we were slow)."""
 
 
 class Cancelled(Exception):
     def __init__(self, recorded=False):
         super().__init__("cancelled")
         self.recorded = recorded
-
-
-@dataclass
-class PlanTarget:
-    """What step titles and kubectl lines need, before a run exists."""
-
-    node: str
-    params: dict = field(default_factory=dict)
-    pk: int | None = None
-    actor_name: str = ""
-
-
-def plan(code: str, node: str, params: dict):
-    """[(step, title, kubectl)] for a procedure on a node."""
-    target = PlanTarget(node=node, params=params)
-    return [(s, s.title(target), s.kubectl(target)) for s in get_procedure(code).steps(params)]
-
-
-# --- recording ------------------------------------------------------------------
-
-def record(run_id: int, *, step_key: str, step_index: int = 0, title: str = "", state: str,
-           attempt: int = 0, started_at=None, finished_at=None, kubectl: str = "", sent=None,
-           output: str = "", error: str = "", token: str | None = None, run_update: dict | None = None) -> StepRun:
-    """Append one event, with the run's next seq, in its own transaction. With ``token``,
-    only while the run is still claimed by us (else LostClaim)."""
-    now = timezone.now()
-    with transaction.atomic():
-        qs = ProcedureRun.objects.filter(pk=run_id)
-        if token is not None:
-            qs = qs.filter(claim_token=token, status=RunStatus.RUNNING)
-        updates = {"last_seq": F("last_seq") + 1, **(run_update or {})}
-        if token is not None:
-            updates["heartbeat_at"] = now
-        if step_key != RUN_EVENT:
-            updates["current_step"] = step_key
-        if qs.update(**updates) == 0:
-            raise LostClaim(run_id)
-        seq = ProcedureRun.objects.filter(pk=run_id).values_list("last_seq", flat=True).get()
-        return StepRun.objects.create(
-            run_id=run_id, seq=seq, step_key=step_key, step_index=step_index, title=str(title)[:300], state=state,
-            attempt=attempt, started_at=started_at, finished_at=finished_at, kubectl=kubectl, sent=sent,
-            output=output, error=error)
-
-
-def record_plan(run: ProcedureRun):
-    """At creation: the run-created event and one pending row per planned step (the plan as
-    confirmed, with its kubectl equivalents, is part of the record)."""
-    with translation.override(settings.LANGUAGE_CODE):
-        _record_plan(run)
-
-
-def _record_plan(run):
-    record(run.pk, step_key=RUN_EVENT, title=_("Run created by %(who)s") % {"who": run.actor_name},
-           state=StepState.PENDING, output=_("parameters: %(p)s") % {"p": run.params})
-    for i, (step, title, kubectl) in enumerate(plan(run.procedure, run.node, run.params)):
-        record(run.pk, step_key=step.key, step_index=i, title=title, state=StepState.PENDING, kubectl=kubectl)
 
 
 # --- heartbeat ------------------------------------------------------------------
@@ -185,14 +128,6 @@ class Context:
             time.sleep(min(left, 0.5))
 
 
-def completed_steps(run_id) -> set[str]:
-    """Step keys whose latest event is succeeded or skipped."""
-    latest = {}
-    for key, state in StepRun.objects.filter(run_id=run_id).order_by("seq").values_list("step_key", "state"):
-        latest[key] = state
-    return {k for k, s in latest.items() if s in (StepState.SUCCEEDED, StepState.SKIPPED)}
-
-
 def _worker_name():
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -259,9 +194,8 @@ def _execute(run, token, gateway) -> str:
         if ctx.cancel_requested():
             return _cancel(run, token, index, step, title, kubectl)
         if step.skip_reason:
-            now = timezone.now()
-            record(run.pk, step_key=step.key, step_index=index, title=title, state=StepState.SKIPPED,
-                   started_at=now, finished_at=now, output=str(step.skip_reason), token=token)
+            StepRecorder(run.pk, step.key, index, title, token=token, started_at=timezone.now()).skipped(
+                str(step.skip_reason))
             continue
         try:
             ok, message = _run_step(ctx, index, step, title, kubectl)
@@ -277,9 +211,8 @@ def _execute(run, token, gateway) -> str:
 
 def _cancel(run, token, index, step, title, kubectl):
     now = timezone.now()
-    record(run.pk, step_key=step.key, step_index=index, title=title, state=StepState.CANCELLED, kubectl=kubectl,
-           started_at=now, finished_at=now, token=token,
-           output=_("Cancelled before this step; nothing was sent for it."))
+    StepRecorder(run.pk, step.key, index, title, kubectl=kubectl, token=token, started_at=now).cancelled(
+        _("Cancelled before this step; nothing was sent for it."), finished_at=now)
     return _finish(run, token, RunStatus.CANCELLED, _cancel_message(run, title))
 
 
@@ -298,13 +231,12 @@ def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple
     backoff = knob("BRICK_PROCEDURE_RETRY_BACKOFF", 1.0)
     pause = knob("BRICK_PROCEDURE_STEP_PAUSE", 0.0)
     timeout = knob("BRICK_PROCEDURE_VERIFY_TIMEOUT", 0 if ctx.gateway.name == "twin" else 180) if step.waits else 0
-    run_id = ctx.run.pk
     attempt = 0
     while True:
         attempt += 1
-        started = timezone.now()
-        record(run_id, step_key=step.key, step_index=index, title=title, state=StepState.RUNNING, attempt=attempt,
-               started_at=started, kubectl=kubectl, token=ctx.token)
+        rec = StepRecorder(ctx.run.pk, step.key, index, title, kubectl=kubectl, token=ctx.token, attempt=attempt,
+                           started_at=timezone.now())
+        rec.running()
         outcome = None
         try:
             outcome = step.ensure(ctx)
@@ -323,98 +255,38 @@ def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple
         except TransientClusterError as exc:
             if attempt < max_attempts:
                 delay = backoff * (2 ** (attempt - 1))
-                record(run_id, step_key=step.key, step_index=index, title=title, state=StepState.FAILED,
-                       attempt=attempt, started_at=started, finished_at=timezone.now(), kubectl=kubectl,
-                       token=ctx.token, error=_("Transient API error (%(err)s); retrying in %(d).1fs "
-                                                "(attempt %(a)d of %(m)d).") % {"err": exc, "d": delay,
-                                                                                "a": attempt, "m": max_attempts})
+                rec.failed(_("Transient API error (%(err)s); retrying in %(d).1fs (attempt %(a)d of %(m)d).")
+                           % {"err": exc, "d": delay, "a": attempt, "m": max_attempts})
                 ctx.sleep(delay)
                 continue
-            return _fail(ctx, index, step, title, kubectl, attempt, started, None, "",
-                         Check(False, str(exc), _("The API server kept failing (%(err)s) after %(m)d attempts. "
-                                                  "Check the cluster is reachable, then resume.")
-                               % {"err": exc, "m": max_attempts}))
+            return _fail(rec, Check(False, str(exc), _("The API server kept failing (%(err)s) after %(m)d attempts. "
+                                                       "Check the cluster is reachable, then resume.")
+                                    % {"err": exc, "m": max_attempts}))
         except StepFailed as exc:
-            return _fail(ctx, index, step, title, kubectl, attempt, started, None, "", Check(False, exc.detail, exc.fix))
+            return _fail(rec, Check(False, exc.detail, exc.fix))
         except ClusterError as exc:
-            return _fail(ctx, index, step, title, kubectl, attempt, started, None, "",
-                         Check(False, str(exc), _("The API server refused the request (%(err)s). This will not "
-                                                  "succeed by retrying: fix the cause, then resume.") % {"err": exc}))
+            return _fail(rec, Check(False, str(exc), _("The API server refused the request (%(err)s). This will not "
+                                                       "succeed by retrying: fix the cause, then resume.")
+                                    % {"err": exc}))
         except Cancelled:
             # The cancel arrived while this step waited (pause, polling or backoff).
-            record(run_id, step_key=step.key, step_index=index, title=title, state=StepState.CANCELLED,
-                   attempt=attempt, started_at=started, finished_at=timezone.now(), kubectl=kubectl,
-                   sent=outcome.sent if outcome else None, token=ctx.token,
-                   output=(_("Cancelled while this step was waiting; its change was sent but not verified.")
-                           if outcome and outcome.changed else _("Cancelled while this step was waiting.")))
+            rec.cancelled(_("Cancelled while this step was waiting; its change was sent but not verified.")
+                          if outcome and outcome.changed else _("Cancelled while this step was waiting."),
+                          sent=outcome.sent if outcome else None)
             raise Cancelled(recorded=True) from None
         except LostClaim:
             raise
         except Exception as exc:  # a bug or an unexpected answer: record it rather than vanish
-            log.exception("step %s of run %s crashed", step.key, run_id)
-            return _fail(ctx, index, step, title, kubectl, attempt, started, None, "",
-                         Check(False, repr(exc), _("Unexpected error in this step (%(err)s). Check the worker log, "
-                                                   "then resume.") % {"err": repr(exc)[:300]}))
+            log.exception("step %s of run %s crashed", step.key, ctx.run.pk)
+            return _fail(rec, Check(False, repr(exc), _("Unexpected error in this step (%(err)s). Check the worker "
+                                                        "log, then resume.") % {"err": repr(exc)[:300]}))
         if not check.ok:
-            return _fail(ctx, index, step, title, kubectl, attempt, started, outcome.sent, outcome.output, check)
-        output = "\n".join(x for x in (outcome.output, check.detail) if x)
-        record(run_id, step_key=step.key, step_index=index, title=title, state=StepState.SUCCEEDED, attempt=attempt,
-               started_at=started, finished_at=timezone.now(), kubectl=kubectl, sent=outcome.sent, output=output,
-               token=ctx.token)
+            return _fail(rec, check, sent=outcome.sent, output=outcome.output)
+        rec.succeeded(sent=outcome.sent, output="\n".join(x for x in (outcome.output, check.detail) if x))
         return True, ""
 
 
-def _fail(ctx, index, step, title, kubectl, attempt, started, sent, output, check: Check):
+def _fail(rec: StepRecorder, check: Check, *, sent=None, output: str = ""):
     error = check.fix or check.detail
-    record(ctx.run.pk, step_key=step.key, step_index=index, title=title, state=StepState.FAILED, attempt=attempt,
-           started_at=started, finished_at=timezone.now(), kubectl=kubectl, sent=sent,
-           output="\n".join(x for x in (output, check.detail) if x), error=error, token=ctx.token)
-    return False, _("Stopped at %(title)s: %(error)s") % {"title": title, "error": error}
-
-
-# --- the reaper -----------------------------------------------------------------
-
-def reap_stale(stale_seconds: float | None = None) -> list[int]:
-    """Mark running runs whose heartbeat is older than ``stale_seconds`` as interrupted."""
-    stale_seconds = stale_seconds if stale_seconds is not None else knob("BRICK_RUN_HEARTBEAT_STALE_SECONDS", 60)
-    cutoff = timezone.now() - timezone.timedelta(seconds=stale_seconds)
-    reaped = []
-    for run in ProcedureRun.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=cutoff):
-        message = _("Interrupted: the worker %(w)s stopped sending heartbeats (last at %(t)s). Resume the run to "
-                    "continue from the step it was in; steps are idempotent.") % {
-            "w": run.worker or "?", "t": run.heartbeat_at.strftime("%Y-%m-%d %H:%M:%S UTC")}
-        with transaction.atomic():
-            n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, heartbeat_at__lt=cutoff).update(
-                status=RunStatus.INTERRUPTED, finished_at=timezone.now(), message=message, claim_token="")
-            if not n:
-                continue
-            in_step = (StepRun.objects.filter(run_id=run.pk).exclude(step_key=RUN_EVENT).order_by("-seq").first())
-            if in_step and in_step.state == StepState.RUNNING:
-                record(run.pk, step_key=in_step.step_key, step_index=in_step.step_index, title=in_step.title,
-                       state=StepState.FAILED, attempt=in_step.attempt, started_at=in_step.started_at,
-                       finished_at=timezone.now(), kubectl=in_step.kubectl, error=message)
-            record(run.pk, step_key=RUN_EVENT, title=_("Run interrupted"), state=StepState.FAILED, error=message)
-        reaped.append(run.pk)
-    requeue_orphans(stale_seconds)
-    return reaped
-
-
-def requeue_orphans(stale_seconds: float) -> list[int]:
-    """Pending runs no worker claimed within ``stale_seconds`` (the message was lost, or a
-    worker died between receiving and claiming it) are enqueued again, at most once per
-    period (heartbeat_at marks the last enqueue). A duplicate message is harmless: only
-    one claim succeeds."""
-    from django.db.models import Q
-
-    from .service import enqueue
-
-    now = timezone.now()
-    cutoff = now - timezone.timedelta(seconds=stale_seconds)
-    stale = Q(status=RunStatus.PENDING, created_at__lt=cutoff) & (Q(heartbeat_at__isnull=True) |
-                                                                  Q(heartbeat_at__lt=cutoff))
-    out = []
-    for pk in ProcedureRun.objects.filter(stale).values_list("pk", flat=True):
-        if ProcedureRun.objects.filter(stale, pk=pk).update(heartbeat_at=now):
-            enqueue(pk)
-            out.append(pk)
-    return out
+    rec.failed(error, sent=sent, output="\n".join(x for x in (output, check.detail) if x))
+    return False, _("Stopped at %(title)s: %(error)s") % {"title": rec.title, "error": error}

@@ -1,10 +1,13 @@
 """The procedures the product offers, by code. Everything outside ``gpus/procedures/``
-asks here (never compares a code): the pages, the forms, the terminal, the engine."""
+asks here (never compares a code): the pages, the forms, the terminal, the engine.
+It starts with A-D from ``definitions.py``; ``register()`` adds one (a test's throw-away
+procedure, in that process only)."""
 from __future__ import annotations
 
 from .base import ProcedureDef, StepFailed
+from .definitions import BUILT_IN
 
-PROCEDURES: dict[str, ProcedureDef] = {}
+PROCEDURES: dict[str, ProcedureDef] = {p.code: p for p in BUILT_IN}
 
 
 def register(proc: ProcedureDef) -> ProcedureDef:
@@ -33,5 +36,3 @@ def choices() -> list[tuple[str, str]]:
     registered later (a test's throw-away one) is a choice too."""
     return [(p.code, p.label) for p in all_procedures()]
 
-
-from . import definitions  # noqa: E402,F401  (registers A-D)

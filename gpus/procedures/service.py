@@ -2,19 +2,18 @@
 from __future__ import annotations
 
 import functools
-import logging
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from ..models import ACTIVE_STATUSES, RESUMABLE_STATUSES, ProcedureLock, ProcedureRun, RunStatus, StepState
-from . import engine
-from .definitions import get as get_procedure
-
-CLUSTER_LOCK = "cluster:timeslicing"
-log = logging.getLogger(__name__)
+from .base import CLUSTER_LOCK
+from .registry import get as get_procedure
+from .queue import enqueue
+from .recording import RUN_EVENT, record, record_plan
 
 
 class RunRefused(Exception):
@@ -38,31 +37,14 @@ def in_record_language(fn):
     return wrapper
 
 
-def enqueue(run_id: int):
-    """Hand the run to the worker. When the queue cannot be reached the run is marked
-    failed (nothing was changed on the cluster) so it can be resumed later."""
-    from ..tasks import execute_run
-
-    try:
-        execute_run.delay(run_id)
-    except Exception as exc:  # kombu/redis raise many types
-        log.exception("could not enqueue run %s", run_id)
-        message = _("Could not reach the task queue (%(err)s). Nothing was changed on the cluster; resume the run "
-                    "once the queue and a worker are up.") % {"err": exc}
-        with transaction.atomic():
-            if ProcedureRun.objects.filter(pk=run_id, status=RunStatus.PENDING).update(
-                    status=RunStatus.FAILED, finished_at=timezone.now(), message=message):
-                engine.record(run_id, step_key=engine.RUN_EVENT, title=_("Not queued"), state=StepState.FAILED,
-                              error=message)
-
-
 def active_run_for(lock_key: str) -> ProcedureRun | None:
     return ProcedureRun.objects.filter(lock_key=lock_key, status__in=ACTIVE_STATUSES).first()
 
 
 def _conflicting(code: str, lock_key: str) -> ProcedureRun | None:
-    """C changes every time-slicing node: it does not run beside node conversions."""
-    if code == "C":
+    """A cluster-wide procedure (C changes every time-slicing node) does not run beside
+    any other run; node runs do not run beside it."""
+    if get_procedure(code).cluster_wide:
         return ProcedureRun.objects.filter(status__in=ACTIVE_STATUSES).exclude(lock_key=lock_key).first()
     return active_run_for(CLUSTER_LOCK)
 
@@ -85,7 +67,7 @@ def start_run(code: str, node: str, params: dict, *, actor=None, actor_name: str
                                  % {"id": other.pk, "p": other.procedure, "t": other.target}, other)
             run = ProcedureRun.objects.create(procedure=code, node=node, lock_key=lock_key, params=params,
                                               actor=actor, actor_name=name or "?", source=source)
-            engine.record_plan(run)
+            record_plan(run)
             if dispatch:
                 transaction.on_commit(lambda: enqueue(run.pk))
     except IntegrityError:
@@ -105,8 +87,6 @@ def resume_run(run: ProcedureRun, *, actor=None, actor_name: str = "", dispatch=
 def _resume(run: ProcedureRun, *, actor=None, actor_name: str = "", dispatch=True, before=None) -> ProcedureRun:
     """``before(run)`` records what goes with this resume (the checklist confirmation),
     in the same transaction and only once every check has passed."""
-    from django.db.models import F
-
     name = actor_name or (actor.get_username() if actor else "?")
     if run.status not in RESUMABLE_STATUSES:
         raise RunRefused(_("Only a failed, interrupted or cancelled run can be resumed (this one is %(s)s).")
@@ -125,8 +105,8 @@ def _resume(run: ProcedureRun, *, actor=None, actor_name: str = "", dispatch=Tru
                 raise RunRefused(_("The run changed meanwhile; reload the page."))
             if before is not None:
                 before(run)
-            engine.record(run.pk, step_key=engine.RUN_EVENT, title=_("Resumed by %(who)s") % {"who": name},
-                          state=StepState.PENDING)
+            record(run.pk, step_key=RUN_EVENT, title=_("Resumed by %(who)s") % {"who": name},
+                   state=StepState.PENDING)
             if dispatch:
                 transaction.on_commit(lambda: enqueue(run.pk))
     except IntegrityError:
@@ -147,8 +127,8 @@ def cancel_run(run: ProcedureRun, *, actor=None, actor_name: str = "") -> Proced
         if not n:
             n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(cancel_requested=True)
         if n:
-            engine.record(run.pk, step_key=engine.RUN_EVENT, title=_("Cancel requested by %(who)s") % {"who": name},
-                          state=StepState.CANCELLED)
+            record(run.pk, step_key=RUN_EVENT, title=_("Cancel requested by %(who)s") % {"who": name},
+                   state=StepState.CANCELLED)
     run.refresh_from_db()
     return run
 
@@ -158,13 +138,13 @@ def confirm_checklist(run: ProcedureRun, *, actor=None, actor_name: str = "", di
     """Procedure D's manual step: the admin confirms the node build checklist (recorded
     with who and when), and the run resumes from that step."""
     name = actor_name or (actor.get_username() if actor else "?")
-    if run.procedure != "D" or run.status not in RESUMABLE_STATUSES:
+    if not get_procedure(run.procedure).checklist or run.status not in RESUMABLE_STATUSES:
         raise RunRefused(_("Only a stopped procedure D run waits for the checklist."))
 
     def record_confirmation(run):
-        engine.record(run.pk, step_key=engine.RUN_EVENT, title=_("Checklist confirmed by %(who)s") % {"who": name},
-                      state=StepState.SUCCEEDED, sent={"checklist_confirmed": True, "by": name},
-                      output=_("The NVIDIA driver and nvidia-container-runtime are installed on %(node)s.")
-                      % {"node": run.node})
+        record(run.pk, step_key=RUN_EVENT, title=_("Checklist confirmed by %(who)s") % {"who": name},
+               state=StepState.SUCCEEDED, sent={"checklist_confirmed": True, "by": name},
+               output=_("The NVIDIA driver and nvidia-container-runtime are installed on %(node)s.")
+               % {"node": run.node})
 
     return _resume(run, actor=actor, actor_name=actor_name, dispatch=dispatch, before=record_confirmation)

@@ -81,7 +81,7 @@ def test_b_only_ts_node_requires_acknowledgement(load_scenario):
 
 
 def service_prechecks(code, node, params=None):
-    from gpus.procedures.definitions import get
+    from gpus.procedures.registry import get
 
     return get(code).prechecks(TwinGateway(), node, params or {})
 
@@ -341,12 +341,12 @@ def test_cancel_while_a_step_waits_records_what_was_sent(twin, monkeypatch):
 
 
 def test_unreachable_queue_marks_run_failed_and_resumable(twin, monkeypatch, django_capture_on_commit_callbacks):
-    from gpus import tasks
+    from brickadmin.celery import app
 
     def broker_down(*args, **kwargs):
         raise ConnectionRefusedError("Error 111 connecting to redis:6379")
 
-    monkeypatch.setattr(tasks.execute_run, "delay", broker_down)
+    monkeypatch.setattr(app, "send_task", broker_down)  # every message this process publishes
     with django_capture_on_commit_callbacks(execute=True):
         run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root")
     run.refresh_from_db()
@@ -362,7 +362,9 @@ def test_reaper_requeues_a_pending_run_no_worker_claimed(twin, monkeypatch):
 
     run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)  # its message was lost
     ProcedureRun.objects.filter(pk=run.pk).update(created_at=timezone.now() - timezone.timedelta(minutes=5))
-    monkeypatch.setattr(service, "enqueue", lambda run_id: execute_run(run_id))  # a worker, inline
+    from gpus.procedures import reaper
+
+    monkeypatch.setattr(reaper, "enqueue", lambda run_id: execute_run(run_id))  # a worker, inline
     engine.reap_stale(60)
     run.refresh_from_db()
     assert run.status == "succeeded"

@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from brickadmin.audit import AppendOnlyViolation
 from brickadmin.cluster import PermanentClusterError, TransientClusterError
 from brickadmin.cluster.twin import TwinGateway
 from gpus.ledger import compute
@@ -215,13 +216,13 @@ def test_audit_records_are_append_only(twin, alice, admin_user, make_request, dj
     services.reject(req.pk, admin_user, "no")
     d = Decision.objects.get()
     d.detail = "rewritten"
-    with pytest.raises(ValueError):
+    with pytest.raises(AppendOnlyViolation):
         d.save()
-    with pytest.raises(ValueError):
+    with pytest.raises(AppendOnlyViolation):
         d.delete()
-    with pytest.raises(ValueError):
+    with pytest.raises(AppendOnlyViolation):
         Decision.objects.update(detail="x")
-    with pytest.raises(ValueError):
+    with pytest.raises(AppendOnlyViolation):
         Decision.objects.all().delete()
     # The actor's name outlives the account.
     admin_user.delete()
