@@ -66,12 +66,13 @@ def ds_owner(uid: str, controller: bool) -> dict:
     return {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": DS, "uid": uid, "controller": controller}
 
 
-def pods(ds_uid: str = "ds-uid") -> dict[str, dict]:
-    """role -> pod. The DaemonSet-controlled pod is what the DaemonSet controller would have made."""
+def pods(ds_uid: str = "ds-uid", node_uid: str = "node-uid") -> dict[str, dict]:
+    """role -> pod. The DaemonSet-controlled pod is what the DaemonSet controller would have made;
+    owners carry the owners' real uids on a real cluster (the garbage collector checks them)."""
     return {
         "mirror": _pod("static-web-parity-node", "mirror",
                        annotations={"kubernetes.io/config.mirror": "3f2a"},
-                       owners=[{"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": "node-uid",
+                       owners=[{"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": node_uid,
                                 "controller": True}]),
         "daemonset-controller": _pod(f"{DS}-x7k2p", "daemonset-controller", labels={"app": DS},
                                      owners=[ds_owner(ds_uid, True)]),
