@@ -33,6 +33,7 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 from brickadmin.cluster import scenarios as s  # noqa: E402
 from brickadmin.cluster import snapshot as snapshot_mod  # noqa: E402
+from brickadmin.cluster import vocabulary as vocab  # noqa: E402
 from brickadmin.cluster.models import TwinHardware, TwinObject, TwinState  # noqa: E402
 from brickadmin.cluster.twin import TwinGateway  # noqa: E402
 from gpus import ledger  # noqa: E402
@@ -54,12 +55,12 @@ def generate(n_nodes: int, n_pods: int):
     for i in range(n_nodes):
         model, mem = MODELS[i % 3]
         sharing = "timeslicing" if i % 4 == 0 else "none"
-        res = "nvidia.com/gpu.shared" if sharing == "timeslicing" else "nvidia.com/gpu"
+        res = vocab.GPU_SHARED if sharing == "timeslicing" else vocab.GPU
         count = 8 * (4 if sharing == "timeslicing" else 1)
         extra = {"capacity": {res: str(count)}, "allocatable": {res: str(count)}}
         if i % 97 == 0:
-            extra["capacity"]["nvidia.com/gpu"] = "8"
-            extra["allocatable"]["nvidia.com/gpu"] = "0"
+            extra["capacity"][vocab.GPU] = "8"
+            extra["allocatable"][vocab.GPU] = "0"
         name = f"gpu-{i:05d}"
         node = s.node(name, model=model, sharing=sharing, gpu_count=8, extra_status=extra,
                       unschedulable=(i % 50 == 0))
@@ -68,19 +69,19 @@ def generate(n_nodes: int, n_pods: int):
         hw.append(TwinHardware(node=name, gpus=s.gpus(name, model, 8, mem)))
         comp = "timeslicing" if sharing == "timeslicing" else "default"
         pod = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": f"nvidia-device-plugin-{comp}-{i:05d}", "namespace": "brick-nvidia",
+               "metadata": {"name": f"nvidia-device-plugin-{comp}-{i:05d}", "namespace": vocab.PLUGIN_NAMESPACE,
                             "uid": str(uuid.uuid4()),
-                            "labels": {"app.kubernetes.io/component": comp},
+                            "labels": {vocab.COMPONENT_LABEL: comp},
                             "ownerReferences": [{"kind": "DaemonSet", "name": f"nvidia-device-plugin-{comp}"}]},
                "spec": {"nodeName": name, "containers": [{"name": "p", "image": "plugin"}]},
                "status": {"phase": "Running"}}
-        objs.append(TwinObject(kind="Pod", namespace="brick-nvidia", name=pod["metadata"]["name"], body=pod,
+        objs.append(TwinObject(kind="Pod", namespace=vocab.PLUGIN_NAMESPACE, name=pod["metadata"]["name"], body=pod,
                                node_name=name))
     n_ws = max(1, n_nodes // 10)
     for w in range(n_ws):
         ns = f"ws-{w:04d}"
         objs.append(TwinObject(kind="Namespace", name=ns, body=s.namespace(ns, owner=f"user{w}")))
-        q = s.quota(ns, {"requests.nvidia.com/gpu": 4, "requests.nvidia.com/gpu.shared": 4})
+        q = s.quota(ns, {vocab.quota_key(vocab.GPU): 4, vocab.quota_key(vocab.GPU_SHARED): 4})
         objs.append(TwinObject(kind="ResourceQuota", namespace=ns, name="workspace-quota", body=q))
     for p in range(n_pods - n_nodes):
         name, sharing, res = nodes[p % n_nodes]

@@ -11,6 +11,8 @@ import threading
 from django.conf import settings
 from django.utils.translation import gettext
 
+from brickadmin.cluster.vocabulary import GPU_SHARED, ksm_resource, quota_key
+
 log = logging.getLogger(__name__)
 _state = threading.local()
 
@@ -19,8 +21,9 @@ _state = threading.local()
 PHYSICAL_GPUS = ('count by (Hostname, hostname, UUID, modelName, pod, namespace, GPU_I_PROFILE, GPU_I_ID) '
                  '(DCGM_FI_DEV_GPU_UTIL)')
 ALLOCATABLE_BY_NODE = 'kube_node_status_allocatable{resource=~"nvidia_com.+"}'
-SHARED_TOTAL_EXCEPT = 'sum(kube_node_status_allocatable{{resource="nvidia_com_gpu_shared",node!="{node}"}})'
-SHARED_ALLOCATED = 'sum(kube_resourcequota{resource="requests.nvidia.com/gpu.shared",type="hard"})'
+SHARED_TOTAL_EXCEPT = ('sum(kube_node_status_allocatable{{resource="' + ksm_resource(GPU_SHARED)
+                       + '",node!="{node}"}})')
+SHARED_ALLOCATED = f'sum(kube_resourcequota{{resource="{quota_key(GPU_SHARED)}",type="hard"}})'
 
 
 def last_error() -> str | None:

@@ -8,6 +8,13 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from brickadmin.cluster.vocabulary import (
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    GPU_PRESENT_LABEL,
+    NODE_ROLE_PREFIX,
+    SHARING_LABEL,
+)
+
 from . import ledger as L
 
 
@@ -44,7 +51,7 @@ def _age(node: dict, now: datetime) -> str:
 
 
 def _roles(labels: dict) -> str:
-    roles = sorted(k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/"))
+    roles = sorted(k.split("/", 1)[1] for k in labels if k.startswith(NODE_ROLE_PREFIX))
     return ",".join(roles) or "<none>"
 
 
@@ -67,7 +74,7 @@ def build(snapshot, led: L.Ledger, configmaps: list[dict]) -> Evidence:
     ev = Evidence(captured_at=now, strategies=strategies, partitions_exposed=bool(mig_nodes),
                   oversubscribed=oversubscribed)
 
-    cols = ["nvidia.com/gpu.present", "nvidia.com/device-plugin.config", "brick.cloud/gpu.sharing"]
+    cols = [GPU_PRESENT_LABEL, DEVICE_PLUGIN_CONFIG_LABEL, SHARING_LABEL]
     rows = [["NAME", "STATUS", "ROLES", "AGE", "VERSION", "GPU.PRESENT", "DEVICE-PLUGIN.CONFIG", "GPU.SHARING"]]
     for node in sorted(snapshot.nodes, key=lambda n: n["metadata"]["name"]):
         labels = node["metadata"].get("labels") or {}
@@ -78,7 +85,7 @@ def build(snapshot, led: L.Ledger, configmaps: list[dict]) -> Evidence:
                     + [labels.get(c, "") for c in cols])
     ev.proofs.append(Proof(
         "Sharing strategy per node",
-        "kubectl get nodes -L nvidia.com/gpu.present -L nvidia.com/device-plugin.config -L brick.cloud/gpu.sharing",
+        "kubectl get nodes " + " ".join(f"-L {c}" for c in cols),
         _table(rows), f"{len(gpu_names)} GPU nodes; strategies in use: {', '.join(strategies) or 'none'}."))
 
     for n in mig_nodes:

@@ -18,22 +18,23 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import yaml
-
 from brickadmin.cluster.deviceplugin import pod_gpu_requests
-
-GPU = "nvidia.com/gpu"
-GPU_SHARED = "nvidia.com/gpu.shared"
-MIG_PREFIX = "nvidia.com/mig-"
-NVIDIA = "nvidia.com/"
-SHARING_LABEL = "brick.cloud/gpu.sharing"
-GPU_TYPE_LABEL = "brick.cloud/gpu.type"
-OPERATOR_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported: callers import them from the ledger)
+    GPU,
+    GPU_SHARED,
+    GPU_TYPE_LABEL,
+    MIG_PREFIX,
+    SHARING_LABEL,
+    UNSCHEDULABLE_TAINT_KEY,
+    configmap_replicas,
+)
+from brickadmin.cluster.vocabulary import DEVICE_PLUGIN_CONFIG_LABEL as OPERATOR_CONFIG_LABEL
+from brickadmin.cluster.vocabulary import NVIDIA_PREFIX as NVIDIA
 
 EXCLUSIVE, SHARED = "exclusive", "shared"
 # The conventional GPU taint keeps CPU pods off GPU nodes, and cordon's own taint is
 # shown as "cordoned" (DaemonSets tolerate it): neither is news on a GPU node.
-IGNORED_TAINTS = {GPU, "node.kubernetes.io/unschedulable"}
+IGNORED_TAINTS = {GPU, UNSCHEDULABLE_TAINT_KEY}
 
 
 def gpu_type_of(resource: str, node_shared_plain: bool = False) -> str:
@@ -251,13 +252,8 @@ def _operator_replicas(labels: dict) -> int:
 
 def brick_replicas(configmaps: list[dict]) -> int:
     """Replicas in the BRICK time-slicing ConfigMap (1 when absent)."""
-    for cm in configmaps:
-        if cm["metadata"]["name"] == "nvidia-device-plugin-config-timeslicing":
-            cfg = yaml.safe_load((cm.get("data") or {}).get("config.yaml") or "") or {}
-            for res in ((cfg.get("sharing") or {}).get("timeSlicing") or {}).get("resources") or []:
-                if res.get("name") == GPU:
-                    return max(1, quantity(res.get("replicas", 1)))
-    return 1
+    replicas = configmap_replicas(configmaps)
+    return 1 if replicas is None else max(1, replicas)
 
 
 def _plugin_state(node_name: str, plugin_pods_by_node: dict[str, list[dict]], convention: str) -> str:

@@ -15,16 +15,21 @@ from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
 from brickadmin.cluster import NotFound, PermanentClusterError
+from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported: procedures read them here)
+    DEFAULT_DAEMONSET,
+    SHARING_LABEL,
+    TS_CONFIGMAP,
+    TS_DAEMONSET,
+    configmap_replicas,
+    parse_plugin_config,
+    time_slicing,
+)
+from brickadmin.cluster.vocabulary import COMPONENT_LABEL as COMPONENT  # noqa: F401
+from brickadmin.cluster.vocabulary import PLUGIN_CONFIG_KEY as CONFIG_KEY
+from brickadmin.cluster.vocabulary import PLUGIN_NAMESPACE as NAMESPACE
+from brickadmin.cluster.vocabulary import RESTARTED_AT_ANNOTATION as RESTARTED_AT  # noqa: F401
 
 MANIFEST_FILE = Path(__file__).resolve().parent / "manifests" / "brick-nvidia-device-plugin.yaml"
-NAMESPACE = "brick-nvidia"
-SHARING_LABEL = "brick.cloud/gpu.sharing"
-COMPONENT = "app.kubernetes.io/component"
-TS_CONFIGMAP = "nvidia-device-plugin-config-timeslicing"
-TS_DAEMONSET = "nvidia-device-plugin-timeslicing"
-DEFAULT_DAEMONSET = "nvidia-device-plugin-default"
-CONFIG_KEY = "config.yaml"
-RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 
 
 class ManifestError(ValueError):
@@ -47,16 +52,11 @@ def _docs_of(docs, kind):
 
 
 def _config(cm: dict) -> dict:
-    return yaml.safe_load((cm.get("data") or {}).get(CONFIG_KEY) or "") or {}
+    return parse_plugin_config((cm.get("data") or {}).get(CONFIG_KEY) or "")
 
 
 def ts_replicas(docs: list[dict]) -> int | None:
-    for cm in _docs_of(docs, "ConfigMap"):
-        if cm["metadata"]["name"] == TS_CONFIGMAP:
-            for res in ((_config(cm).get("sharing") or {}).get("timeSlicing") or {}).get("resources") or []:
-                if res.get("name") == "nvidia.com/gpu":
-                    return int(res.get("replicas", 1))
-    return None
+    return configmap_replicas(_docs_of(docs, "ConfigMap"))
 
 
 @dataclass
@@ -121,7 +121,7 @@ def validate(docs: list[dict]) -> Validation:
             v.errors.append(_("%(name)s: config.yaml is not valid YAML: %(err)s") % {"name": TS_CONFIGMAP, "err": exc})
             cfg = {}
         flags = cfg.get("flags") or {}
-        slicing = (cfg.get("sharing") or {}).get("timeSlicing") or {}
+        slicing = time_slicing(cfg)
         if "renameByDefault" in flags:
             v.errors.append(_("renameByDefault is under flags; it belongs under sharing.timeSlicing."))
         if slicing.get("renameByDefault") is not True:

@@ -39,9 +39,10 @@ sys.path.insert(0, str(REPO))
 import yaml  # noqa: E402
 
 from brickadmin.cluster import deviceplugin as dp  # noqa: E402
+from brickadmin.cluster.vocabulary import DEVICE_PLUGIN_CONFIG_LABEL, MIG_PREFIX  # noqa: E402
+from brickadmin.cluster.vocabulary import GPU_TYPE_LABEL as GPU_NODE_LABEL  # noqa: E402  (as in the twin)
 
 PLUGIN_COMPONENTS = ("default", "timeslicing")
-GPU_NODE_LABEL = "brick.cloud/gpu.type"  # nodes the brick-nvidia plugin serves (as in the twin)
 
 
 def log(msg: str) -> None:
@@ -149,7 +150,7 @@ class Simulator:
             text = data.get(dp.CONFIG_KEY)
             if text is None:
                 # GPU Operator style: one ConfigMap of named configs, picked by a node label
-                key = (node["metadata"].get("labels") or {}).get("nvidia.com/device-plugin.config")
+                key = (node["metadata"].get("labels") or {}).get(DEVICE_PLUGIN_CONFIG_LABEL)
                 text = data.get(key) if key else None
         rec = {"config": text, "configMap": cm_name, "node": pod["spec"].get("nodeName"),
                "pod": pod["metadata"]["name"], "started": time.time()}
@@ -295,8 +296,8 @@ class Simulator:
                                 idx = whole[(next_slot // replicas) % len(whole)]
                                 next_slot += 1
                                 out.setdefault((node, f"gpu:{idx}"), []).append((p, c["name"]))
-                        elif res.startswith("nvidia.com/mig-"):
-                            prof = res[len("nvidia.com/mig-"):]
+                        elif res.startswith(MIG_PREFIX):
+                            prof = res[len(MIG_PREFIX):]
                             for _ in range(count):
                                 free = next(((i, n) for i, n, pr in migs if pr == prof and (i, n) not in used_mig), None)
                                 if free is None:

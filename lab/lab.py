@@ -14,6 +14,7 @@ Only the standard library is used here, so any python3 can run it.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -47,13 +48,24 @@ PROM_URL = f"http://{HOST}:{PORTS['prometheus']}"
 API_URL = f"https://{HOST}:{PORTS['apiserver']}"
 RULES_SRC = REPO / "deploy" / "prometheus" / "brickadmin-rules.yaml"
 
+
+def _load_vocabulary():
+    """brickadmin/cluster/vocabulary.py by path: lab.py runs without Django (the package's __init__ needs it)."""
+    spec = importlib.util.spec_from_file_location("brick_vocabulary", REPO / "brickadmin" / "cluster" / "vocabulary.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+V = _load_vocabulary()
+
 # node labels kube-state-metrics exposes on kube_node_labels. KSM 2.15 supports exact keys
 # or a lone "*" per resource, not prefixes such as nvidia.com/*, so the keys are listed.
 NODE_LABELS_ALLOWLIST = [
-    "brick.cloud/gpu.type", "brick.cloud/gpu.sharing",
-    "nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.replicas",
-    "nvidia.com/gpu.sharing-strategy", "nvidia.com/gpu.memory", "nvidia.com/device-plugin.config",
-    "nvidia.com/mig.config", "nvidia.com/mig.strategy", "nvidia.com/gpu.present",
+    V.GPU_TYPE_LABEL, V.SHARING_LABEL,
+    V.GPU_PRODUCT_LABEL, V.GPU_COUNT_LABEL, V.GPU_REPLICAS_LABEL,
+    V.GPU_SHARING_STRATEGY_LABEL, V.GPU_MEMORY_LABEL, V.DEVICE_PLUGIN_CONFIG_LABEL,
+    V.MIG_CONFIG_LABEL, V.MIG_STRATEGY_LABEL, V.GPU_PRESENT_LABEL,
 ]
 
 

@@ -31,6 +31,7 @@ from brickadmin.cluster import deviceplugin as dp  # noqa: E402
 from brickadmin.cluster import scenarios  # noqa: E402
 from brickadmin.cluster.base import ClusterError  # noqa: E402
 from brickadmin.cluster.kube import KubeGateway  # noqa: E402
+from brickadmin.cluster.vocabulary import GPU_TYPE_LABEL, labels_match, tolerates  # noqa: E402
 
 STATE = Path(os.environ.get("BRICK_LAB_DIR", "/tmp/brickadmin-lab"))
 
@@ -182,8 +183,8 @@ def settle(gw: KubeGateway, objects, hardware, plugin_configs, timeout: float) -
         for ds in gw.list_daemonsets(namespace=dp.PLUGIN_NAMESPACE):
             tmpl = ds["spec"]["template"]["spec"]
             want = sum(1 for n in nodes
-                       if dp.matches_selector(n["metadata"].get("labels") or {}, tmpl.get("nodeSelector"))
-                       and dp.tolerates((n.get("spec") or {}).get("taints"), tmpl.get("tolerations")))
+                       if labels_match(n["metadata"].get("labels") or {}, tmpl.get("nodeSelector"))
+                       and tolerates((n.get("spec") or {}).get("taints"), tmpl.get("tolerations")))
             st = gw.daemonset_rollout_status(ds["metadata"]["namespace"], ds["metadata"]["name"])
             if not st.done or st.desired != want:
                 pending.append(f"{ds['metadata']['name']}: want {want}; {st.message}")
@@ -216,7 +217,7 @@ def settle(gw: KubeGateway, objects, hardware, plugin_configs, timeout: float) -
         nodes = {n["metadata"]["name"]: n for n in gw.list_nodes()}
         for node_name in hardware:
             node = nodes.get(node_name)
-            if node is None or not (node["metadata"].get("labels") or {}).get("brick.cloud/gpu.type"):
+            if node is None or not (node["metadata"].get("labels") or {}).get(GPU_TYPE_LABEL):
                 continue
             if node_name not in st["advertised"]:
                 not_yet.append(f"{node_name}: not synced")

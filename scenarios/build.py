@@ -9,11 +9,12 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from brickadmin.cluster import scenarios as s  # noqa: E402
+from brickadmin.cluster import vocabulary as vocab  # noqa: E402
 
 OUT = Path(__file__).resolve().parent
 A30, A100, H100 = "NVIDIA A30", "NVIDIA A100 80GB PCIe", "NVIDIA H100 80GB HBM3"
 RTX6000 = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
-GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+GPU_TAINT = {"key": vocab.GPU, "operator": "Exists", "effect": "NoSchedule"}
 
 
 def write(name, description, objects, hardware):
@@ -28,9 +29,9 @@ def seed_example():
         s.node("dev-a1-ws04", model=A30, sharing="none", gpu_count=1),
         s.node("dev-a1-ws02", model=A30, sharing="timeslicing", gpu_count=1),
         s.namespace("ws-exclusive", owner="alice"),
-        s.quota("ws-exclusive", {"requests.nvidia.com/gpu": 1, "requests.cpu": 2, "requests.memory": "8Gi"}),
+        s.quota("ws-exclusive", {vocab.quota_key(vocab.GPU): 1, "requests.cpu": 2, "requests.memory": "8Gi"}),
         s.namespace("ws-shared", owner="bob"),
-        s.quota("ws-shared", {"requests.nvidia.com/gpu.shared": 1, "requests.cpu": 2, "requests.memory": "8Gi"}),
+        s.quota("ws-shared", {vocab.quota_key(vocab.GPU_SHARED): 1, "requests.cpu": 2, "requests.memory": "8Gi"}),
     ]
     hardware = {"dev-a1-ws04": s.gpus("dev-a1-ws04", A30, 1, 24576),
                 "dev-a1-ws02": s.gpus("dev-a1-ws02", A30, 1, 24576)}
@@ -49,23 +50,23 @@ def qks():
     objects = [s.namespace("gpu-operator"), operator_cm]
     for i, role in ((1, "control-plane"), (2, "control-plane"), (3, "control-plane"), (4, "worker")):
         n = s.node(f"qcs0{i}", cpu="32", memory="256Gi")
-        n["metadata"]["labels"][f"node-role.kubernetes.io/{role}"] = ""
+        n["metadata"]["labels"][vocab.NODE_ROLE_PREFIX + role] = ""
         n["status"]["nodeInfo"]["kubeletVersion"] = "v1.35.1"
         objects.append(n)
-    gfd = {"nvidia.com/gpu.present": "true"}
-    qcs05 = s.node("qcs05", labels={**gfd, "nvidia.com/device-plugin.config": "time-slicing-5",
-                                    "nvidia.com/gpu.product": "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition-SHARED",
-                                    "nvidia.com/gpu.count": "1", "nvidia.com/gpu.replicas": "5",
-                                    "nvidia.com/gpu.sharing-strategy": "time-slicing"},
-                   extra_status={"capacity": {"nvidia.com/gpu": "5"}, "allocatable": {"nvidia.com/gpu": "5"}})
-    qcs06 = s.node("qcs06", labels={**gfd, "nvidia.com/device-plugin.config": "none",
-                                    "nvidia.com/gpu.sharing-strategy": "none", "nvidia.com/gpu.replicas": "1"},
-                   extra_status={"capacity": {"nvidia.com/gpu": "1"}, "allocatable": {"nvidia.com/gpu": "1"}})
-    mig = {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.24gb": "4", "nvidia.com/mig-4g.96gb": "1"}
+    gfd = {vocab.GPU_PRESENT_LABEL: "true"}
+    qcs05 = s.node("qcs05", labels={**gfd, vocab.DEVICE_PLUGIN_CONFIG_LABEL: "time-slicing-5",
+                                    vocab.GPU_PRODUCT_LABEL: "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition-SHARED",
+                                    vocab.GPU_COUNT_LABEL: "1", vocab.GPU_REPLICAS_LABEL: "5",
+                                    vocab.GPU_SHARING_STRATEGY_LABEL: "time-slicing"},
+                   extra_status={"capacity": {vocab.GPU: "5"}, "allocatable": {vocab.GPU: "5"}})
+    qcs06 = s.node("qcs06", labels={**gfd, vocab.DEVICE_PLUGIN_CONFIG_LABEL: "none",
+                                    vocab.GPU_SHARING_STRATEGY_LABEL: "none", vocab.GPU_REPLICAS_LABEL: "1"},
+                   extra_status={"capacity": {vocab.GPU: "1"}, "allocatable": {vocab.GPU: "1"}})
+    mig = {vocab.GPU: "0", "nvidia.com/mig-1g.24gb": "4", "nvidia.com/mig-4g.96gb": "1"}
     qcs07 = s.node("qcs07", cpu="64", memory="527910868Ki",
-                   labels={**gfd, "nvidia.com/device-plugin.config": "mig-mixed",
-                           "nvidia.com/gpu.product": "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
-                           "nvidia.com/gpu.count": "2", "nvidia.com/mig.strategy": "mixed"},
+                   labels={**gfd, vocab.DEVICE_PLUGIN_CONFIG_LABEL: "mig-mixed",
+                           vocab.GPU_PRODUCT_LABEL: "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
+                           vocab.GPU_COUNT_LABEL: "2", vocab.MIG_STRATEGY_LABEL: "mixed"},
                    extra_status={"capacity": dict(mig), "allocatable": dict(mig)})
     objects += [qcs05, qcs06, qcs07]
     for n in ("qcs05", "qcs06", "qcs07"):
@@ -98,7 +99,7 @@ def demo():
         ("gpu-a100-01", A100, 8, 81920, "none", {}),
         ("gpu-a100-02", A100, 8, 81920, "none", {"taint": True}),
         ("gpu-a100-03", A100, 8, 81920, "none", {"cordoned": True}),
-        ("gpu-a100-04", A100, 4, 81920, "timeslicing", {"stale": "nvidia.com/gpu"}),
+        ("gpu-a100-04", A100, 4, 81920, "timeslicing", {"stale": vocab.GPU}),
         ("gpu-a100-05", A100, 4, 81920, "none", {"mig": [["1g.10gb"] * 7, ["3g.40gb", "3g.40gb"], [], []]}),
         ("gpu-h100-01", H100, 8, 81559, "none", {}),
         ("gpu-h100-02", H100, 8, 81559, "none", {}),
@@ -128,28 +129,28 @@ def demo():
         cpu = s.node(f"cpu-{i:02d}", cpu="96", memory="768Gi")
         objects.append(cpu)
     workspaces = [
-        ("ws-vision", "alice", {"requests.nvidia.com/gpu": 8}),
-        ("ws-llm-train", "alice", {"requests.nvidia.com/gpu": 16}),
-        ("ws-nlp-lab", "bob", {"requests.nvidia.com/gpu.shared": 12}),
-        ("ws-notebooks", "bob", {"requests.nvidia.com/gpu.shared": 16}),
+        ("ws-vision", "alice", {vocab.quota_key(vocab.GPU): 8}),
+        ("ws-llm-train", "alice", {vocab.quota_key(vocab.GPU): 16}),
+        ("ws-nlp-lab", "bob", {vocab.quota_key(vocab.GPU_SHARED): 12}),
+        ("ws-notebooks", "bob", {vocab.quota_key(vocab.GPU_SHARED): 16}),
         ("ws-inference", "carol", {"requests.nvidia.com/mig-1g.10gb": 5, "requests.nvidia.com/mig-3g.40gb": 2}),
-        ("ws-recsys", "dave", {"requests.nvidia.com/gpu": 12}),
+        ("ws-recsys", "dave", {vocab.quota_key(vocab.GPU): 12}),
     ]
     for ns, owner, hard in workspaces:
         objects.append(s.namespace(ns, owner=owner))
         objects.append(s.quota(ns, {**hard, "requests.cpu": 64, "requests.memory": "256Gi",
                                     "requests.storage": "1Ti"}))
     pods = [
-        ("ws-vision", "detector-train", "gpu-a100-01", "nvidia.com/gpu", 4),
-        ("ws-vision", "segmenter-eval", "gpu-a30-01", "nvidia.com/gpu", 2),
-        ("ws-llm-train", "llama-ft-0", "gpu-h100-01", "nvidia.com/gpu", 8),
-        ("ws-llm-train", "llama-ft-1", "gpu-h100-02", "nvidia.com/gpu", 4),
-        ("ws-recsys", "recsys-train", "gpu-a100-03", "nvidia.com/gpu", 2),
-        ("ws-nlp-lab", "bert-notebook", "gpu-a30-03", "nvidia.com/gpu.shared", 1),
-        ("ws-nlp-lab", "tokenizer-svc", "gpu-a30-03", "nvidia.com/gpu.shared", 1),
-        ("ws-notebooks", "jupyter-bob", "gpu-h100-04", "nvidia.com/gpu.shared", 1),
-        ("ws-notebooks", "jupyter-erin", "gpu-h100-04", "nvidia.com/gpu.shared", 1),
-        ("ws-notebooks", "jupyter-frank", "gpu-a100-04", "nvidia.com/gpu.shared", 1),
+        ("ws-vision", "detector-train", "gpu-a100-01", vocab.GPU, 4),
+        ("ws-vision", "segmenter-eval", "gpu-a30-01", vocab.GPU, 2),
+        ("ws-llm-train", "llama-ft-0", "gpu-h100-01", vocab.GPU, 8),
+        ("ws-llm-train", "llama-ft-1", "gpu-h100-02", vocab.GPU, 4),
+        ("ws-recsys", "recsys-train", "gpu-a100-03", vocab.GPU, 2),
+        ("ws-nlp-lab", "bert-notebook", "gpu-a30-03", vocab.GPU_SHARED, 1),
+        ("ws-nlp-lab", "tokenizer-svc", "gpu-a30-03", vocab.GPU_SHARED, 1),
+        ("ws-notebooks", "jupyter-bob", "gpu-h100-04", vocab.GPU_SHARED, 1),
+        ("ws-notebooks", "jupyter-erin", "gpu-h100-04", vocab.GPU_SHARED, 1),
+        ("ws-notebooks", "jupyter-frank", "gpu-a100-04", vocab.GPU_SHARED, 1),
         ("ws-inference", "embed-svc-0", "gpu-a100-05", "nvidia.com/mig-1g.10gb", 1),
         ("ws-inference", "embed-svc-1", "gpu-a100-05", "nvidia.com/mig-1g.10gb", 1),
         ("ws-inference", "rerank-svc", "gpu-a100-05", "nvidia.com/mig-3g.40gb", 1),

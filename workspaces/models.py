@@ -13,12 +13,14 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from brickadmin.audit import AppendOnlyModel
+from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported: services and views read them here)
+    JOB_ID_LABEL,
+    MANAGED_BY_LABEL,
+    OWNER_LABEL,
+    WORKSPACE_LABEL,
+)
 
-# Kubernetes names and labels the product writes.
-WORKSPACE_LABEL = "brick.cloud/workspace"
-OWNER_LABEL = "brick.cloud/owner"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-JOB_ID_LABEL = "brick.cloud/job-id"
+# Kubernetes names the product writes (labels: brickadmin.cluster.vocabulary).
 USER_PRIORITY_CLASS = "brick-user-priority"
 USER_PRIORITY_VALUE = 1000
 JOB_PRIORITY_CLASS = "brick-job-priority"

@@ -31,6 +31,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from brickadmin.cluster import ClusterError, Conflict, get_gateway
+from brickadmin.cluster.vocabulary import HOSTNAME_LABEL, MIG_PREFIX, NVIDIA_PREFIX, PLUGIN_NAMESPACE
 from gpus import ledger as ledger_mod
 
 from .models import (
@@ -43,7 +44,7 @@ log = logging.getLogger(__name__)
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # The only GPU resource names a Workspace quota can ever carry, as requests.<name>.
-GPU_RESOURCE_RE = re.compile(r"^nvidia\.com/(gpu|gpu\.shared|mig-[0-9]+g\.[0-9]+gb(\.me)?)$")
+GPU_RESOURCE_RE = re.compile(rf"^{re.escape(NVIDIA_PREFIX)}(gpu|gpu\.shared|mig-[0-9]+g\.[0-9]+gb(\.me)?)$")
 LIMIT_KEYS = ("gpu", "cpu", "memory_gib", "storage_gib")
 LABEL_VALUE_BAD = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -81,7 +82,7 @@ def name_problem(name: str) -> str | None:
     if not DNS1123_LABEL.match(name):
         return _("Use lowercase letters, digits and '-', starting and ending with a letter or digit "
                  "(a Kubernetes namespace name).")
-    if name.startswith("kube-") or name in ("default", "brick-nvidia", "gpu-operator"):
+    if name.startswith("kube-") or name in ("default", PLUGIN_NAMESPACE, "gpu-operator"):
         return _("This name is reserved for the system.")
     return None
 
@@ -378,7 +379,7 @@ def job_node_options(ledger) -> list[NodeOption]:
             out.append(NodeOption(n.name, res, 0, 0, False, _("Time-slicing nodes do not support Jobs")))
             continue
         if n.mode == "mig":
-            res = next((r.resource for r in served if r.gpu_type.startswith("mig-")), "nvidia.com/mig-*")
+            res = next((r.resource for r in served if r.gpu_type.startswith("mig-")), f"{MIG_PREFIX}*")
             out.append(NodeOption(n.name, res, 0, 0, False, _("MIG nodes do not support Jobs")))
             continue
         line = n.resources.get(ledger_mod.GPU)
@@ -414,7 +415,7 @@ def job_manifest(job: WorkspaceJob) -> dict:
         "spec": {"backoffLimit": 0, "template": {
             "metadata": {"labels": labels},
             "spec": {"restartPolicy": "Never", "priorityClassName": JOB_PRIORITY_CLASS,
-                     "nodeSelector": {"kubernetes.io/hostname": job.node},
+                     "nodeSelector": {HOSTNAME_LABEL: job.node},
                      "tolerations": [{"key": ledger_mod.GPU, "operator": "Exists", "effect": "NoSchedule"}],
                      "containers": [container]}}},
     }

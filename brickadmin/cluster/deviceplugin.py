@@ -6,14 +6,20 @@ and the real control plane react identically.
 """
 from __future__ import annotations
 
-import yaml
-
-NVIDIA_PREFIX = "nvidia.com/"
-GPU = "nvidia.com/gpu"
-GPU_SHARED = "nvidia.com/gpu.shared"
-PLUGIN_NAMESPACE = "brick-nvidia"
-COMPONENT_LABEL = "app.kubernetes.io/component"
-CONFIG_KEY = "config.yaml"
+from .vocabulary import (  # noqa: F401  (re-exported: the twin and lab/ read them here too)
+    COMPONENT_LABEL,
+    GPU,
+    GPU_SHARED,
+    MIG_PREFIX,
+    NVIDIA_PREFIX,
+    PLUGIN_NAMESPACE,
+    labels_match,
+    parse_plugin_config,
+    time_slicing,
+    time_slicing_replicas,
+    tolerates,
+)
+from .vocabulary import PLUGIN_CONFIG_KEY as CONFIG_KEY  # noqa: F401
 
 
 def pod_gpu_requests(pod: dict) -> dict[str, int]:
@@ -28,13 +34,7 @@ def pod_gpu_requests(pod: dict) -> dict[str, int]:
     return out
 
 
-def parse_config(config: str | dict | None) -> dict:
-    """The plugin's config file (the ConfigMap's ``config.yaml``) as a dict."""
-    if config is None:
-        return {}
-    if isinstance(config, dict):
-        return config
-    return yaml.safe_load(config) or {}
+parse_config = parse_plugin_config
 
 
 def advertised_resources(gpus: list[dict], config: str | dict | None) -> dict[str, int]:
@@ -52,15 +52,11 @@ def advertised_resources(gpus: list[dict], config: str | dict | None) -> dict[st
     if mig_strategy != "none":
         for g in gpus:
             for profile in g.get("mig") or []:
-                key = f"nvidia.com/mig-{profile}"
+                key = f"{MIG_PREFIX}{profile}"
                 out[key] = out.get(key, 0) + 1
-    sharing = ((cfg.get("sharing") or {}).get("timeSlicing")) or {}
-    replicas = 1
-    rename = False
-    for res in sharing.get("resources") or []:
-        if res.get("name") == GPU:
-            replicas = int(res.get("replicas", 1))
-            rename = bool(sharing.get("renameByDefault", False))
+    replicas = time_slicing_replicas(cfg)
+    rename = replicas is not None and bool(time_slicing(cfg).get("renameByDefault", False))
+    replicas = 1 if replicas is None else replicas
     if whole:
         name = GPU_SHARED if (rename and replicas > 1) else GPU
         out[name] = out.get(name, 0) + len(whole) * replicas
@@ -86,28 +82,7 @@ def kubelet_status(status: dict, advertised: dict[str, int] | None) -> dict:
     return {**status, "capacity": capacity, "allocatable": allocatable}
 
 
-def matches_selector(labels: dict, selector: dict | None) -> bool:
-    return all(labels.get(k) == v for k, v in (selector or {}).items())
-
-
-def tolerates(taints: list[dict] | None, tolerations: list[dict] | None) -> bool:
-    """True when every NoSchedule/NoExecute taint is tolerated (DaemonSet rules)."""
-    for taint in taints or []:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        if taint.get("key", "").startswith("node.kubernetes.io/unschedulable"):
-            continue  # DaemonSet pods tolerate cordon
-        if not any(_tolerates_one(taint, t) for t in tolerations or []):
-            return False
-    return True
-
-
-def _tolerates_one(taint: dict, tol: dict) -> bool:
-    if tol.get("effect") and tol["effect"] != taint.get("effect"):
-        return False
-    if tol.get("operator") == "Exists":
-        return not tol.get("key") or tol["key"] == taint.get("key")
-    return tol.get("key") == taint.get("key") and tol.get("value", "") == taint.get("value", "")
+matches_selector = labels_match  # nodeSelector-style equality
 
 
 def daemonset_for_node(node: dict, daemonsets: list[dict]) -> dict | None:

@@ -25,6 +25,18 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from .deviceplugin import pod_gpu_requests
+from .vocabulary import (  # noqa: F401  (MIRROR_ANNOTATION stays importable from here)
+    EVICT,
+    MIRROR_ANNOTATION,
+    NVIDIA_PREFIX,
+    QUOTA_LIMITS_PREFIX,
+    QUOTA_REQUESTS_PREFIX,
+    RESTARTED_AT_ANNOTATION,
+    drain_decision,
+    is_terminal,
+    json_pointer_escape,
+    uses_emptydir,
+)
 from .base import (
     ClusterError,
     ClusterUnreachable,
@@ -37,8 +49,7 @@ from .base import (
     TransientClusterError,
 )
 
-RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+RESTARTED_AT = RESTARTED_AT_ANNOTATION
 
 # kind -> (api prefix, plural, namespaced) for the kinds the gateway names itself;
 # anything else handed to apply()/delete() is resolved through discovery.
@@ -62,9 +73,7 @@ def _now_rfc3339() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _escape(pointer_token: str) -> str:
-    """RFC 6901: '~' -> '~0', '/' -> '~1'."""
-    return pointer_token.replace("~", "~0").replace("/", "~1")
+_escape = json_pointer_escape
 
 
 def _check_quota_keys(name: str, hard: dict) -> None:
@@ -72,11 +81,11 @@ def _check_quota_keys(name: str, hard: dict) -> None:
     but quota only enforces extended resources as ``requests.<name>``: such a quota would
     silently limit nothing. Refuse it the way the twin does (422, permanent)."""
     for key in hard:
-        if key.startswith(("nvidia.com/", "limits.nvidia.com/")):
+        if key.startswith((NVIDIA_PREFIX, QUOTA_LIMITS_PREFIX + NVIDIA_PREFIX)):
             raise PermanentClusterError(
                 f'ResourceQuota "{name}" is invalid: spec.hard[{key}]: extended resources are quota\'d '
-                f'only as requests.{key.split("nvidia.com/", 1)[0].removeprefix("limits.")}nvidia.com/'
-                f'{key.split("nvidia.com/", 1)[1]}', status=422, reason="Invalid")
+                f'only as {QUOTA_REQUESTS_PREFIX}{key.split(NVIDIA_PREFIX, 1)[0].removeprefix(QUOTA_LIMITS_PREFIX)}'
+                f'{NVIDIA_PREFIX}{key.split(NVIDIA_PREFIX, 1)[1]}', status=422, reason="Invalid")
 
 
 class KubeGateway:
@@ -340,19 +349,13 @@ class KubeGateway:
         for pod in pods:
             md = pod["metadata"]
             key = f"{md['namespace']}/{md['name']}"
-            owners = md.get("ownerReferences") or []
-            if MIRROR_ANNOTATION in (md.get("annotations") or {}):
-                result.skipped.append(key)
-                continue
-            if any(o.get("kind") == "DaemonSet" and o.get("controller") for o in owners):
+            if drain_decision(pod) != EVICT:
                 result.skipped.append(key)
                 continue
             if md.get("deletionTimestamp"):
                 pending[key] = pod  # already going: just wait for it
                 continue
-            terminal = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-            uses_emptydir = any("emptyDir" in v for v in (pod.get("spec") or {}).get("volumes") or [])
-            if uses_emptydir and not delete_emptydir_data and not terminal:
+            if uses_emptydir(pod) and not delete_emptydir_data and not is_terminal(pod):
                 result.blocked[key] = "uses emptyDir (local data would be deleted); allow deleting emptyDir data"
                 continue
             pending[key] = pod

@@ -22,6 +22,9 @@ import re
 from pathlib import Path
 
 import yaml
+
+from . import vocabulary as vocab
+
 BASE_DIR = Path(__file__).resolve().parents[2]
 SCENARIO_DIR = BASE_DIR / "scenarios"
 MIG_PROFILE = re.compile(r"^\d+g\.\d+gb(\+me)?$")
@@ -121,7 +124,7 @@ def _validate_object(obj, where, seen):
         status = obj.get("status") or {}
         for section in ("capacity", "allocatable"):
             for res, value in (status.get(section) or {}).items():
-                if res.startswith("nvidia.com/") and not re.fullmatch(r"\d+", str(value)):
+                if res.startswith(vocab.NVIDIA_PREFIX) and not re.fullmatch(r"\d+", str(value)):
                     raise ScenarioError(f"{label}: status.{section}[{res}]: {value!r} is not a whole number")
     if kind == "Pod":
         spec = obj.get("spec") or {}
@@ -130,7 +133,7 @@ def _validate_object(obj, where, seen):
         for i, c in enumerate(spec["containers"]):
             for section in ("requests", "limits"):
                 for res, value in ((c.get("resources") or {}).get(section) or {}).items():
-                    if res.startswith("nvidia.com/") and not re.fullmatch(r"\d+", str(value)):
+                    if res.startswith(vocab.NVIDIA_PREFIX) and not re.fullmatch(r"\d+", str(value)):
                         raise ScenarioError(
                             f"{label}: spec.containers[{i}].resources.{section}[{res}]: {value!r} is not a whole number")
     if kind == "ResourceQuota":
@@ -138,8 +141,9 @@ def _validate_object(obj, where, seen):
         if not isinstance(hard, dict):
             raise ScenarioError(f"{label}: spec.hard must be a mapping")
         for res in hard:
-            if res.startswith("nvidia.com/") or res.startswith("limits.nvidia.com/"):
-                raise ScenarioError(f"{label}: spec.hard[{res}]: extended resources are quota'd as requests.{res.split('nvidia.com/')[0]}nvidia.com/…")
+            if res.startswith(vocab.NVIDIA_PREFIX) or res.startswith(vocab.QUOTA_LIMITS_PREFIX + vocab.NVIDIA_PREFIX):
+                raise ScenarioError(f"{label}: spec.hard[{res}]: extended resources are quota'd as "
+                                    f"requests.{res.split(vocab.NVIDIA_PREFIX)[0]}{vocab.NVIDIA_PREFIX}…")
 
 
 # --- builders (the demo and benchmark generators use these) -----------------
@@ -147,12 +151,12 @@ def _validate_object(obj, where, seen):
 def node(name: str, *, model: str | None = None, sharing: str | None = None, gpu_count: int = 0,
          labels: dict | None = None, taints: list | None = None, cpu: str = "64", memory: str = "512Gi",
          extra_status: dict | None = None, unschedulable: bool = False) -> dict:
-    lab = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "node-role.kubernetes.io/worker": ""}
+    lab = {vocab.HOSTNAME_LABEL: name, vocab.OS_LABEL: "linux", vocab.NODE_ROLE_PREFIX + "worker": ""}
     if sharing is not None:
-        lab.update({"brick.cloud/gpu.type": "nvidia", "brick.cloud/gpu.sharing": sharing})
+        lab.update({vocab.GPU_TYPE_LABEL: "nvidia", vocab.SHARING_LABEL: sharing})
     if model:
-        lab["nvidia.com/gpu.product"] = model.replace(" ", "-")
-        lab["nvidia.com/gpu.count"] = str(gpu_count)
+        lab[vocab.GPU_PRODUCT_LABEL] = model.replace(" ", "-")
+        lab[vocab.GPU_COUNT_LABEL] = str(gpu_count)
     lab.update(labels or {})
     base = {"cpu": cpu, "memory": memory, "pods": "110", "ephemeral-storage": "860321675478"}
     status = {"capacity": dict(base), "allocatable": dict(base),
@@ -189,7 +193,7 @@ def _uuid_for(node_name: str, index: int) -> str:
 def namespace(name: str, owner: str | None = None) -> dict:
     labels = {"kubernetes.io/metadata.name": name}
     if owner:
-        labels.update({"brick.cloud/workspace": "true", "brick.cloud/owner": owner})
+        labels.update({vocab.WORKSPACE_LABEL: "true", vocab.OWNER_LABEL: owner})
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
 
@@ -218,5 +222,5 @@ def device_plugin_manifest(replicas: int = 2) -> list[dict]:
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
     for d in docs:
         if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("timeslicing"):
-            d["data"]["config.yaml"] = d["data"]["config.yaml"].replace("replicas: 2", f"replicas: {replicas}")
-    return [namespace("brick-nvidia")] + docs
+            d["data"][vocab.PLUGIN_CONFIG_KEY] = d["data"][vocab.PLUGIN_CONFIG_KEY].replace("replicas: 2", f"replicas: {replicas}")
+    return [namespace(vocab.PLUGIN_NAMESPACE)] + docs

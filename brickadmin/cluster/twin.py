@@ -24,9 +24,27 @@ from django.db import transaction
 from . import deviceplugin as dp
 from .base import Conflict, DrainResult, NotFound, PermanentClusterError, RolloutStatus
 from .models import TwinHardware, TwinObject, TwinState
+from .vocabulary import (  # noqa: F401  (label_selector_matches, is_terminal: importable from here)
+    EVICT,
+    HOSTNAME_LABEL,
+    NVIDIA_PREFIX,
+    PLUGIN_CONFIG_KEY,
+    PLUGIN_NAMESPACE,
+    QUOTA_LIMITS_PREFIX,
+    RESTARTED_AT_ANNOTATION,
+    UNSCHEDULABLE_TAINT_KEY,
+    disruptions_allowed,
+    drain_decision,
+    is_terminal,
+    label_selector_matches,
+    pdbs_for,
+    split_selector_terms,
+    tolerates,
+    uses_emptydir,
+)
+from .vocabulary import GPU_TYPE_LABEL as GPU_NODE_LABEL
 
-GPU_NODE_LABEL = "brick.cloud/gpu.type"
-UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+UNSCHEDULABLE_TAINT = {"key": UNSCHEDULABLE_TAINT_KEY, "effect": "NoSchedule"}
 
 API_VERSIONS = {
     "Node": "v1", "Pod": "v1", "Namespace": "v1", "ConfigMap": "v1", "ResourceQuota": "v1",
@@ -40,58 +58,6 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def is_terminal(pod: dict) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
-# --- selectors --------------------------------------------------------------
-
-_SET_RE = re.compile(r"^\s*([^\s!=]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
-
-
-def _split_selector(selector: str) -> list[str]:
-    parts, depth, cur = [], 0, ""
-    for ch in selector:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        parts.append(cur)
-    return parts
-
-
-def label_selector_matches(labels: dict, selector: str | None) -> bool:
-    if not selector:
-        return True
-    for term in _split_selector(selector):
-        term = term.strip()
-        m = _SET_RE.match(term)
-        if m:
-            key, op, values = m.group(1), m.group(2), {v.strip() for v in m.group(3).split(",")}
-            if (op == "in") != (labels.get(key) in values):
-                return False
-        elif "!=" in term:
-            key, value = term.split("!=", 1)
-            if labels.get(key.strip()) == value.strip():
-                return False
-        elif "=" in term:
-            key, value = term.replace("==", "=").split("=", 1)
-            if labels.get(key.strip()) != value.strip():
-                return False
-        elif term.startswith("!"):
-            if term[1:] in labels:
-                return False
-        elif term not in labels:
-            return False
-    return True
-
-
 def _field(obj: dict, path: str):
     cur = obj
     for part in path.split("."):
@@ -100,7 +66,7 @@ def _field(obj: dict, path: str):
 
 
 def field_selector_matches(obj: dict, selector: str | None) -> bool:
-    for term in _split_selector(selector or ""):
+    for term in split_selector_terms(selector or ""):
         term = term.strip()
         if "!=" in term:
             key, value = term.split("!=", 1)
@@ -280,12 +246,10 @@ class TwinGateway:
         pods = [p for p in self.list_pods(field_selector=f"spec.nodeName={node}") if not is_terminal(p)]
         for pod in pods:
             key = f'{pod["metadata"]["namespace"]}/{pod["metadata"]["name"]}'
-            owners = pod["metadata"].get("ownerReferences") or []
-            if any(o.get("kind") == "DaemonSet" for o in owners) or \
-                    "kubernetes.io/config.mirror" in (pod["metadata"].get("annotations") or {}):
+            if drain_decision(pod) != EVICT:
                 result.skipped.append(key)
                 continue
-            if not delete_emptydir_data and any("emptyDir" in v for v in pod["spec"].get("volumes") or []):
+            if not delete_emptydir_data and uses_emptydir(pod):
                 result.blocked[key] = "pod uses emptyDir volumes (local data would be deleted)"
                 continue
             pdb = self._blocking_pdb(pod, pdbs)
@@ -301,24 +265,8 @@ class TwinGateway:
         return result
 
     def _blocking_pdb(self, pod, pdbs) -> str | None:
-        labels = pod["metadata"].get("labels") or {}
-        ns = pod["metadata"]["namespace"]
-        for pdb in pdbs:
-            if pdb["metadata"]["namespace"] != ns:
-                continue
-            selector = (pdb["spec"].get("selector") or {}).get("matchLabels") or {}
-            if not selector or not dp.matches_selector(labels, selector):
-                continue
-            matching = [p for p in self.list_pods(namespace=ns)
-                        if dp.matches_selector(p["metadata"].get("labels") or {}, selector)
-                        and (p.get("status") or {}).get("phase") == "Running"]
-            healthy = len(matching)
-            spec = pdb["spec"]
-            if "minAvailable" in spec:
-                allowed = healthy - int(spec["minAvailable"])
-            else:
-                allowed = int(spec.get("maxUnavailable", 0))
-            if allowed <= 0:
+        for pdb in pdbs_for(pod, pdbs):
+            if disruptions_allowed(pdb, self.list_pods(namespace=pod["metadata"]["namespace"])) <= 0:
                 return pdb["metadata"]["name"]
         return None
 
@@ -391,10 +339,10 @@ class TwinGateway:
                 # Keep a restartedAt annotation the apply does not mention, as SSA does
                 # for fields owned by another manager (kubectl rollout restart).
                 old_ann = current["spec"]["template"].get("metadata", {}).get("annotations") or {}
-                restarted = old_ann.get("kubectl.kubernetes.io/restartedAt")
+                restarted = old_ann.get(RESTARTED_AT_ANNOTATION)
                 if restarted:
                     body["spec"]["template"].setdefault("metadata", {}).setdefault(
-                        "annotations", {}).setdefault("kubectl.kubernetes.io/restartedAt", restarted)
+                        "annotations", {}).setdefault(RESTARTED_AT_ANNOTATION, restarted)
                 if body["spec"] != current["spec"]:
                     body["metadata"]["generation"] = int(current["metadata"].get("generation", 1)) + 1
             if body == current:
@@ -424,7 +372,7 @@ class TwinGateway:
     def rollout_restart_daemonset(self, namespace, name):
         body = self._get("DaemonSet", name, namespace)
         tmeta = body["spec"]["template"].setdefault("metadata", {})
-        tmeta.setdefault("annotations", {})["kubectl.kubernetes.io/restartedAt"] = now_iso() + f"#{uuid.uuid4().hex[:6]}"
+        tmeta.setdefault("annotations", {})[RESTARTED_AT_ANNOTATION] = now_iso() + f"#{uuid.uuid4().hex[:6]}"
         body["metadata"]["generation"] = int(body["metadata"].get("generation", 1)) + 1
         self._save(body)
         self._reconcile()
@@ -454,7 +402,7 @@ class TwinGateway:
         Terminating, ...) over a standard resource that is not a pod count or cpu/memory."""
         hard = spec.get("hard") or {}
         for key in hard:
-            if key.startswith("limits.nvidia.com/") or (key.startswith("nvidia.com/")):
+            if key.startswith(QUOTA_LIMITS_PREFIX + NVIDIA_PREFIX) or (key.startswith(NVIDIA_PREFIX)):
                 raise PermanentClusterError(
                     f'ResourceQuota "{name}" is invalid: spec.hard[{key}]: Invalid value: '
                     "must be a standard resource for quota", status=422, reason="Invalid")
@@ -495,7 +443,7 @@ class TwinGateway:
         created = self._create(job)
         # The Job controller's pod, placed where the nodeSelector says (the scheduler).
         tmpl = job["spec"]["template"]
-        node = (tmpl["spec"].get("nodeSelector") or {}).get("kubernetes.io/hostname", "")
+        node = (tmpl["spec"].get("nodeSelector") or {}).get(HOSTNAME_LABEL, "")
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": f'{job["metadata"]["name"]}-{uuid.uuid4().hex[:5]}', "namespace": namespace,
                             "labels": {**(tmpl.get("metadata", {}).get("labels") or {}),
@@ -549,13 +497,13 @@ class TwinGateway:
     # --- the simulated controllers ------------------------------------------
     def _reconcile(self, nodes: list[str] | None = None):
         """DaemonSet controller for brick-nvidia, then device plugin + kubelet."""
-        daemonsets = self.list_daemonsets(namespace=dp.PLUGIN_NAMESPACE)
+        daemonsets = self.list_daemonsets(namespace=PLUGIN_NAMESPACE)
         node_rows = TwinObject.objects.filter(kind="Node")
         if nodes is not None:
             node_rows = node_rows.filter(name__in=nodes)
         hardware = {h.node: h for h in TwinHardware.objects.all() if nodes is None or h.node in nodes}
         plugin_pods = {}
-        for row in TwinObject.objects.filter(kind="Pod", namespace=dp.PLUGIN_NAMESPACE):
+        for row in TwinObject.objects.filter(kind="Pod", namespace=PLUGIN_NAMESPACE):
             owner = (row.body["metadata"].get("ownerReferences") or [{}])[0]
             if owner.get("kind") == "DaemonSet":
                 plugin_pods.setdefault(row.node_name, []).append(row.body)
@@ -574,11 +522,11 @@ class TwinGateway:
                 # Like the DaemonSet controller: an untolerated NoSchedule taint stops new
                 # pods but leaves a running one; only NoExecute evicts it.
                 if wanted and owner == wanted["metadata"]["name"] and current_hash == _template_hash(wanted) \
-                        and dp.tolerates([t for t in taints or [] if t.get("effect") == "NoExecute"], tolerations):
+                        and tolerates([t for t in taints or [] if t.get("effect") == "NoExecute"], tolerations):
                     running = pod
                 else:
-                    self._delete_row("Pod", pod["metadata"]["name"], dp.PLUGIN_NAMESPACE)
-            if wanted and running is None and dp.tolerates(taints, tolerations):
+                    self._delete_row("Pod", pod["metadata"]["name"], PLUGIN_NAMESPACE)
+            if wanted and running is None and tolerates(taints, tolerations):
                 running = self._start_plugin_pod(wanted, name)
             self._kubelet_sync(row, hardware.get(name), running)
         for ds in daemonsets:
@@ -608,10 +556,10 @@ class TwinGateway:
             hw.plugin_pod_uid, hw.advertised = "", None
         elif plugin_pod["metadata"]["uid"] != hw.plugin_pod_uid:
             # The plugin reads its config once, at start.
-            ds = self._get("DaemonSet", plugin_pod["metadata"]["ownerReferences"][0]["name"], dp.PLUGIN_NAMESPACE)
+            ds = self._get("DaemonSet", plugin_pod["metadata"]["ownerReferences"][0]["name"], PLUGIN_NAMESPACE)
             cm_name = dp.config_map_name(ds)
             try:
-                config = self._get("ConfigMap", cm_name, dp.PLUGIN_NAMESPACE)["data"].get(dp.CONFIG_KEY)
+                config = self._get("ConfigMap", cm_name, PLUGIN_NAMESPACE)["data"].get(PLUGIN_CONFIG_KEY)
             except NotFound:
                 config = None
             advertised = dp.advertised_resources(hw.gpus, config)
@@ -626,7 +574,7 @@ class TwinGateway:
             self._save(node)
 
     def _plugin_pod_by_uid(self, uid):
-        for pod in self.list_pods(namespace=dp.PLUGIN_NAMESPACE):
+        for pod in self.list_pods(namespace=PLUGIN_NAMESPACE):
             if pod["metadata"]["uid"] == uid:
                 return pod
         return None

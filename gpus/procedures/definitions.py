@@ -7,6 +7,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from brickadmin import metrics
+from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
 from brickadmin.cluster.snapshot import take_snapshot
 
@@ -33,7 +34,6 @@ from .steps import (
     whole_gpus,
 )
 
-OWNER_LABEL = "brick.cloud/owner"
 
 
 class PrecheckStep(Step):
@@ -70,7 +70,7 @@ def _ledger(gateway):
 
 def _workspaces(gateway):
     """namespace -> owner, for Workspace namespaces."""
-    return {ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(OWNER_LABEL, "")
+    return {ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(vocab.OWNER_LABEL, "")
             for ns in gateway.list_namespaces()}
 
 
@@ -467,7 +467,7 @@ class ProcedureD(ProcedureDef):
         out = []
         for raw in snapshot.nodes:
             labels = raw["metadata"].get("labels") or {}
-            roles = ", ".join(k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/"))
+            roles = ", ".join(k.split("/", 1)[1] for k in labels if k.startswith(vocab.NODE_ROLE_PREFIX))
             out.append(NodeChoice(raw["metadata"]["name"], self.eligibility_raw(raw), roles))
         return out
 
@@ -499,9 +499,9 @@ class ProcedureD(ProcedureDef):
         labels = raw["metadata"].get("labels") or {}
         if labels.get(TYPE_LABEL):
             return _("Already a GPU node (%(l)s=%(v)s).") % {"l": TYPE_LABEL, "v": labels[TYPE_LABEL]}
-        if labels.get("nvidia.com/gpu.present") or labels.get("nvidia.com/device-plugin.config"):
+        if labels.get(vocab.GPU_PRESENT_LABEL) or labels.get(vocab.DEVICE_PLUGIN_CONFIG_LABEL):
             return _("Managed by the GPU Operator convention.")
-        if "node-role.kubernetes.io/control-plane" in labels:
+        if vocab.CONTROL_PLANE_LABEL in labels:
             return _("Control-plane node.")
         return ""
 

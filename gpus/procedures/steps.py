@@ -7,17 +7,26 @@ import json
 from django.utils.translation import gettext as _
 
 from brickadmin import metrics
-from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
+from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported for definitions.py)
+    COMPONENT_LABEL,
+    EVICT,
+    GPU,
+    GPU_SHARED,
+    MIG_PREFIX,
+    NVIDIA_PREFIX,
+    PLUGIN_NAMESPACE,
+    SHARING_LABEL,
+    drain_decision,
+    is_terminal,
+    json_pointer_escape,
+    ksm_resource,
+    pdbs_for,
+)
+from brickadmin.cluster.vocabulary import GPU_TYPE_LABEL as TYPE_LABEL
+from brickadmin.cluster.vocabulary import MIRROR_ANNOTATION as MIRROR  # noqa: F401
 
 from .. import ledger as ledger_mod
 from .base import Check, Outcome, Step, StepFailed
-
-GPU = "nvidia.com/gpu"
-GPU_SHARED = "nvidia.com/gpu.shared"
-SHARING_LABEL = "brick.cloud/gpu.sharing"
-TYPE_LABEL = "brick.cloud/gpu.type"
-COMPONENT_LABEL = "app.kubernetes.io/component"
-MIRROR = "kubernetes.io/config.mirror"
 
 MODE = {  # sharing label value -> (plugin component, served resource, stale resource)
     "timeslicing": ("timeslicing", GPU_SHARED, GPU),
@@ -25,8 +34,7 @@ MODE = {  # sharing label value -> (plugin component, served resource, stale res
 }
 
 
-def esc(resource: str) -> str:
-    return resource.replace("~", "~0").replace("/", "~1")
+esc = json_pointer_escape
 
 
 def status_patch(node_status: dict, resource: str) -> list[dict]:
@@ -52,7 +60,7 @@ def nvidia_resources(node: dict) -> dict[str, tuple[str, str]]:
     st = node.get("status") or {}
     cap, alloc = st.get("capacity") or {}, st.get("allocatable") or {}
     return {r: (cap.get(r, "-"), alloc.get(r, "-")) for r in sorted(set(cap) | set(alloc))
-            if r.startswith("nvidia.com/")}
+            if r.startswith(NVIDIA_PREFIX)}
 
 
 def fmt_resources(node: dict) -> str:
@@ -85,24 +93,9 @@ class Cordon(Step):
 
 
 def _evictable(pod: dict) -> bool:
-    md = pod["metadata"]
-    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-        return False
-    if MIRROR in (md.get("annotations") or {}):
-        return False
-    return not any(o.get("kind") == "DaemonSet" for o in md.get("ownerReferences") or [])
+    """A pod the drain still has to move: a finished pod is as good as gone."""
+    return not is_terminal(pod) and drain_decision(pod) == EVICT
 
-
-def _pdbs_for(pod, pdbs) -> list[dict]:
-    labels = pod["metadata"].get("labels") or {}
-    out = []
-    for pdb in pdbs:
-        if pdb["metadata"].get("namespace") != pod["metadata"].get("namespace"):
-            continue
-        sel = ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-        if sel and all(labels.get(k) == v for k, v in sel.items()):
-            out.append(pdb)
-    return out
 
 
 class Drain(Step):
@@ -138,7 +131,7 @@ class Drain(Step):
         items, blockers = [], []
         for p in left:
             key = f'{p["metadata"]["namespace"]}/{p["metadata"]["name"]}'
-            names = [b["metadata"]["name"] for b in _pdbs_for(p, pdbs)]
+            names = [b["metadata"]["name"] for b in pdbs_for(p, pdbs)]
             if names:
                 blockers.append(key)
                 items.append(_("%(pod)s is protected by PodDisruptionBudget %(pdb)s")
@@ -335,7 +328,7 @@ class NoStale(Step):
     def verify(self, ctx):
         node = ctx.gateway.get_node(ctx.node)
         served = MODE[self.value][1]
-        stale = [r for r in nvidia_resources(node) if r != served and not r.startswith("nvidia.com/mig-")]
+        stale = [r for r in nvidia_resources(node) if r != served and not r.startswith(MIG_PREFIX)]
         return Check(not stale, fmt_resources(node),
                      _("Stale resources left: %(res)s. Remove them with the status patch of step 5.")
                      % {"res": ", ".join(stale)})
@@ -363,7 +356,7 @@ class Uncordon(Step):
 
 
 def prometheus_check(ctx, node: str, resource: str, expected: int) -> Check:
-    metric = resource.replace("nvidia.com/", "nvidia_com_").replace(".", "_").replace("-", "_")
+    metric = ksm_resource(resource)
     values = metrics.node_allocatable(node)
     if values is None:
         why = metrics.last_error() or _("Prometheus is not configured")

@@ -3,6 +3,8 @@ from django import template
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
+from brickadmin.cluster.vocabulary import COMPONENT_LABEL
+
 register = template.Library()
 
 # The seed's glossary (000, sections 1.3, 3.1 and 4). Keys are used by {% term %}.
@@ -63,7 +65,7 @@ def percent(part, whole):
 
 @register.filter
 def get_component(labels):
-    return labels.get("app.kubernetes.io/component") or labels.get("app", "")
+    return labels.get(COMPONENT_LABEL) or labels.get("app", "")
 
 
 @register.filter

@@ -43,10 +43,11 @@ class Command(BaseCommand):
         """The managed device-plugin manifest starts as the file; a scenario may run other
         replicas. Record a version that matches it, so the demo starts without drift."""
         from brickadmin.cluster import NotFound, get_gateway
+        from brickadmin.cluster.vocabulary import PLUGIN_NAMESPACE, TS_CONFIGMAP
         from gpus import manifest
 
         try:
-            live = get_gateway().get_configmap("brick-nvidia", "nvidia-device-plugin-config-timeslicing")
+            live = get_gateway().get_configmap(PLUGIN_NAMESPACE, TS_CONFIGMAP)
         except NotFound:
             return
         replicas = manifest.ts_replicas([live])
