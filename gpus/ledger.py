@@ -90,6 +90,44 @@ class Device:
     users: list[str] = field(default_factory=list)  # pods, when known (DCGM)
 
 
+@dataclass(slots=True, frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass(slots=True, frozen=True)
+class PodLine:
+    """A pod on a node, as the node page shows it: no Kubernetes JSON past the ledger."""
+
+    namespace: str
+    name: str
+    phase: str
+    gpu_requests: dict[str, int]
+    component: str = ""  # app.kubernetes.io/component (or app) label, for device-plugin pods
+
+    @property
+    def running(self) -> bool:
+        return self.phase == "Running"
+
+    @property
+    def requests_text(self) -> str:
+        return ", ".join(f"{k}: {v}" for k, v in self.gpu_requests.items())
+
+
+def pod_line(pod: dict) -> PodLine:
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    return PodLine(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
+                   phase=(pod.get("status") or {}).get("phase") or "",
+                   gpu_requests=pod_gpu_requests(pod),
+                   component=labels.get("app.kubernetes.io/component") or labels.get("app", ""))
+
+
 @dataclass(slots=True)
 class NodeLedger:
     name: str
@@ -110,6 +148,9 @@ class NodeLedger:
     physical_used: int
     physical_source: str  # "dcgm" | "twin" | "labels" | "derived"
     labels: dict
+    taints: list[Taint] = field(default_factory=list)  # every taint of the node, as it has them
+    pods: list[PodLine] = field(default_factory=list)  # GPU pods on the node, any phase
+    plugin_pods: list[PodLine] = field(default_factory=list)  # device-plugin pods on the node
 
     @property
     def devices(self) -> list[Device]:
@@ -215,10 +256,6 @@ class Ledger:
         return [n for n in self.nodes if n.stale]
 
     @property
-    def attention_count(self) -> int:
-        return len(self.plugin_down_nodes) + len(self.stale_nodes) + len(self.cordoned_nodes)
-
-    @property
     def plugin_down_nodes(self) -> list[NodeLedger]:
         return [n for n in self.nodes if n.plugin_state in ("missing", "pending")]
 
@@ -270,7 +307,8 @@ def _plugin_state(node_name: str, plugin_pods_by_node: dict[str, list[dict]], co
 
 
 def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] | None,
-                device_source: str, plugin_state: str, ts_replicas: int) -> NodeLedger:
+                device_source: str, plugin_state: str, ts_replicas: int, *,
+                pods: list[dict] = (), plugin_pods: list[dict] = ()) -> NodeLedger:
     meta = node["metadata"]
     labels = meta.get("labels") or {}
     spec = node.get("spec") or {}
@@ -341,6 +379,8 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
                     for t in spec.get("taints") or []),
         plugin_state=plugin_state, resources=resources, raw_devices=devs, in_use=in_use, physical=physical,
         physical_used=physical_used, physical_source=source, labels=labels,
+        taints=[Taint(t.get("key", ""), t.get("value") or "", t.get("effect", "")) for t in spec.get("taints") or []],
+        pods=[pod_line(p) for p in pods], plugin_pods=[pod_line(p) for p in plugin_pods],
     )
 
 
@@ -408,6 +448,11 @@ def _devices_in_use(devs: list[dict], resources: dict[str, ResourceLine], replic
 
 # --- the whole cluster --------------------------------------------------------
 
+def has_node(snapshot, name: str) -> bool:
+    """Whether the cluster has a node of that name, GPU node or not."""
+    return any(n["metadata"]["name"] == name for n in snapshot.nodes)
+
+
 def allocated_by_namespace(quotas: list[dict]) -> dict[str, dict[str, int]]:
     """Quota ceilings: hard ``requests.nvidia.com/*`` per namespace."""
     out: dict[str, dict[str, int]] = defaultdict(dict)
@@ -424,9 +469,12 @@ def allocated_by_namespace(quotas: list[dict]) -> dict[str, dict[str, int]]:
 def compute(snapshot) -> Ledger:
     """The ledger for a snapshot (brickadmin.cluster.snapshot.Snapshot)."""
     requests_by_node: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    pods_by_node: dict[str, list[dict]] = defaultdict(list)
     for pod in snapshot.gpu_pods:
         phase = (pod.get("status") or {}).get("phase")
         node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            pods_by_node[node].append(pod)
         if phase in ("Succeeded", "Failed") or not node:
             continue
         for res, amount in pod_gpu_requests(pod).items():
@@ -445,7 +493,8 @@ def compute(snapshot) -> Ledger:
         convention_guess = "brick" if (node["metadata"].get("labels") or {}).get(GPU_TYPE_LABEL) else "other"
         nodes.append(node_ledger(
             node, dict(requests_by_node.get(name, {})), snapshot.devices.get(name), snapshot.device_source,
-            _plugin_state(name, plugin_pods_by_node, convention_guess), ts_replicas))
+            _plugin_state(name, plugin_pods_by_node, convention_guess), ts_replicas,
+            pods=pods_by_node.get(name, ()), plugin_pods=plugin_pods_by_node.get(name, ())))
     nodes.sort(key=lambda n: n.name)
 
     by_type: dict[tuple[str, str], TypeRow] = {}

@@ -1,28 +1,11 @@
-"""The ledger for a request: one snapshot, one computation, errors turned into a banner."""
+"""Kept for callers not yet moved to ``gpus.reading.read_cluster`` (gpus/views/wizards.py)."""
 from __future__ import annotations
 
-import logging
-
-from brickadmin.cluster import ClusterError
-from brickadmin.cluster.snapshot import take_snapshot, without_gc_pauses
-
-from . import ledger as ledger_mod
-
-log = logging.getLogger(__name__)
+from .reading import read_cluster
 
 
 def current_ledger(request=None):
-    """(ledger, snapshot), or (None, None) when the cluster cannot be read; then
-    ``request.cluster_error`` carries the reason for the banner on every page."""
-    try:
-        snapshot = take_snapshot()
-    except ClusterError as exc:
-        log.warning("cluster unreachable: %s", exc)
-        if request is not None:
-            request.cluster_error = str(exc)
-        return None, None
-    # A cached snapshot (the twin unchanged) keeps its ledger: compute once per snapshot.
-    if snapshot.ledger is None:
-        with without_gc_pauses():
-            snapshot.ledger = ledger_mod.compute(snapshot)
-    return snapshot.ledger, snapshot
+    """(ledger, snapshot). Raises ClusterError (the middleware renders it): never returns
+    (None, None) any more and writes nothing onto ``request``. Use ``read_cluster()``."""
+    view = read_cluster()
+    return view.ledger, view.snapshot
