@@ -63,15 +63,3 @@ def percent(part, whole):
         return int(round(100 * float(part) / float(whole))) if whole else 0
     except (TypeError, ValueError):
         return 0
-
-
-@register.filter
-def get_component(labels):
-    return labels.get("app.kubernetes.io/component") or labels.get("app", "")
-
-
-@register.filter
-def gpu_requests(pod):
-    from brickadmin.cluster.deviceplugin import pod_gpu_requests
-
-    return ", ".join(f"{k}: {v}" for k, v in pod_gpu_requests(pod).items())
