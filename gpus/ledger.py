@@ -119,12 +119,12 @@ class PodLine:
         return ", ".join(f"{k}: {v}" for k, v in self.gpu_requests.items())
 
 
-def pod_line(pod: dict, gpu_requests: dict[str, int] | None = None) -> PodLine:
+def pod_line(pod: dict) -> PodLine:
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     return PodLine(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
                    phase=(pod.get("status") or {}).get("phase") or "",
-                   gpu_requests=pod_gpu_requests(pod) if gpu_requests is None else gpu_requests,
+                   gpu_requests=pod_gpu_requests(pod),
                    component=labels.get("app.kubernetes.io/component") or labels.get("app", ""))
 
 
@@ -148,9 +148,22 @@ class NodeLedger:
     physical_used: int
     physical_source: str  # "dcgm" | "twin" | "labels" | "derived"
     labels: dict
-    taints: list[Taint] = field(default_factory=list)  # every taint of the node, as it has them
-    pods: list[PodLine] = field(default_factory=list)  # GPU pods on the node, any phase
-    plugin_pods: list[PodLine] = field(default_factory=list)  # device-plugin pods on the node
+    # As the snapshot gives them (shared, not copied); the rows below are built on demand.
+    raw_taints: list[dict] = field(default_factory=list)
+    raw_pods: list[dict] = field(default_factory=list)  # GPU pods on the node, any phase
+    raw_plugin_pods: list[dict] = field(default_factory=list)  # device-plugin pods on the node
+
+    @property
+    def taints(self) -> list[Taint]:
+        return [Taint(t.get("key", ""), t.get("value") or "", t.get("effect", "")) for t in self.raw_taints]
+
+    @property
+    def pods(self) -> list[PodLine]:
+        return [pod_line(p) for p in self.raw_pods]
+
+    @property
+    def plugin_pods(self) -> list[PodLine]:
+        return [pod_line(p) for p in self.raw_plugin_pods]
 
     @property
     def devices(self) -> list[Device]:
@@ -308,7 +321,7 @@ def _plugin_state(node_name: str, plugin_pods_by_node: dict[str, list[dict]], co
 
 def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] | None,
                 device_source: str, plugin_state: str, ts_replicas: int, *,
-                pods: list[PodLine] = (), plugin_pods: list[dict] = ()) -> NodeLedger:
+                pods: list[dict] = (), plugin_pods: list[dict] = ()) -> NodeLedger:
     meta = node["metadata"]
     labels = meta.get("labels") or {}
     spec = node.get("spec") or {}
@@ -379,8 +392,7 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
                     for t in spec.get("taints") or []),
         plugin_state=plugin_state, resources=resources, raw_devices=devs, in_use=in_use, physical=physical,
         physical_used=physical_used, physical_source=source, labels=labels,
-        taints=[Taint(t.get("key", ""), t.get("value") or "", t.get("effect", "")) for t in spec.get("taints") or []],
-        pods=list(pods), plugin_pods=[pod_line(p) for p in plugin_pods],
+        raw_taints=spec.get("taints") or [], raw_pods=list(pods), raw_plugin_pods=list(plugin_pods),
     )
 
 
@@ -469,17 +481,15 @@ def allocated_by_namespace(quotas: list[dict]) -> dict[str, dict[str, int]]:
 def compute(snapshot) -> Ledger:
     """The ledger for a snapshot (brickadmin.cluster.snapshot.Snapshot)."""
     requests_by_node: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    pods_by_node: dict[str, list[PodLine]] = defaultdict(list)
+    pods_by_node: dict[str, list[dict]] = defaultdict(list)
     for pod in snapshot.gpu_pods:
         phase = (pod.get("status") or {}).get("phase")
         node = (pod.get("spec") or {}).get("nodeName")
-        if not node:
+        if node:
+            pods_by_node[node].append(pod)
+        if phase in ("Succeeded", "Failed") or not node:
             continue
-        gpu_requests = pod_gpu_requests(pod)
-        pods_by_node[node].append(pod_line(pod, gpu_requests))
-        if phase in ("Succeeded", "Failed"):
-            continue
-        for res, amount in gpu_requests.items():
+        for res, amount in pod_gpu_requests(pod).items():
             requests_by_node[node][res] += amount
 
     plugin_pods_by_node: dict[str, list[dict]] = defaultdict(list)

@@ -11,7 +11,6 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from brickadmin.cluster import ClusterError, get_gateway
 from brickadmin.cluster.snapshot import Snapshot, take_snapshot, without_gc_pauses
 
 from . import health as health_mod
@@ -51,18 +50,22 @@ def read_cluster(gateway=None) -> ClusterView:
     return ClusterView(snapshot=snapshot, ledger=ledger_of(snapshot))
 
 
-def health_inputs(view: ClusterView, *, drift: bool = True, gateway=None) -> health_mod.HealthInputs:
+def health_inputs(view: ClusterView, *, drift: bool = True) -> health_mod.HealthInputs:
     """Gather what the health checks read, once, before the pure checks run: the view, and
-    the managed manifest's drift (live DaemonSets and ConfigMaps; not in the snapshot).
-    A drift that cannot be read (cluster error, invalid manifest) is left out (None)."""
+    the managed manifest's drift (the current manifest version, from the database, against
+    the snapshot's device-plugin ConfigMaps and DaemonSets: no API call). An invalid
+    manifest leaves the drift out (None)."""
     items = None
     if drift:
         from . import manifest as manifest_mod
 
+        snap = view.snapshot
+        live = {(kind, o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
+                for kind, objs in (("ConfigMap", snap.plugin_configmaps), ("DaemonSet", snap.plugin_daemonsets))
+                for o in objs}
         try:
-            docs = manifest_mod.parse(manifest_mod.current().content)
-            items = manifest_mod.drift(docs, gateway or get_gateway())
-        except (ClusterError, manifest_mod.ManifestError) as exc:
+            items = manifest_mod.drift(manifest_mod.parse(manifest_mod.current().content), live=live)
+        except manifest_mod.ManifestError as exc:
             log.warning("manifest drift not read: %s", exc)
     return health_mod.HealthInputs(ledger=view.ledger, snapshot=view.snapshot, drift=items)
 

@@ -23,6 +23,7 @@ class Snapshot:
     quotas: list[dict]
     plugin_pods: list[dict] = field(default_factory=list)
     plugin_configmaps: list[dict] = field(default_factory=list)
+    plugin_daemonsets: list[dict] = field(default_factory=list)  # for the managed manifest's drift
     # the GPU Operator's ConfigMaps (its time-slicing config, for the conformance evidence)
     operator_configmaps: list[dict] = field(default_factory=list)
     # node name -> physical GPUs [{"uuid", "model", "mig": [...], "pods": ["ns/name", ...]}]
@@ -103,6 +104,7 @@ def _read(gateway, use_prometheus: bool) -> Snapshot:
         plugin_pods=plugin_pods,
         plugin_configmaps=gateway.list_configmaps(namespace=dp.PLUGIN_NAMESPACE),
         operator_configmaps=gateway.list_configmaps(namespace=OPERATOR_NAMESPACE),
+        plugin_daemonsets=gateway.list_daemonsets(namespace=dp.PLUGIN_NAMESPACE),
         source=gateway.name,
     )
     measured = metrics.physical_gpus() if use_prometheus else None

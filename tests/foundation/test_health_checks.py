@@ -140,3 +140,16 @@ def test_dashboard_card_nodes_state_and_health_page_agree(admin_client, load_sce
     card_counts = {k: int(n) for k, n in re.findall(r'data-kind="([^"]+)"><span class="tag \w+">(\d+)</span>', card)}
     assert card_counts == dict(health_counts)
     assert {"replicas-not-reflected", "cordoned", "manifest-drift"} <= set(card_counts)
+
+
+@pytest.mark.django_db
+def test_drift_from_the_snapshot_is_the_live_drift(load_scenario):
+    from brickadmin.cluster.snapshot import take_snapshot
+    from gpus import manifest
+    from gpus.reading import ClusterView, health_inputs
+
+    demo = load_scenario("demo")
+    snap = take_snapshot(demo, use_prometheus=False)
+    from_snapshot = health_inputs(ClusterView(snap, ledger.compute(snap))).drift
+    assert from_snapshot == manifest.drift(manifest.parse(manifest.current().content), demo)
+    assert any(d.state != "in-sync" for d in from_snapshot)
