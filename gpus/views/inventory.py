@@ -52,9 +52,8 @@ def node_list(request):
     if model:
         nodes = [n for n in nodes if n.model == model]
     page = Paginator(nodes, settings.PAGE_SIZE).get_page(request.GET.get("page"))
-    # The State column: each node's problems from the one health list (drift is about
-    # DaemonSets and ConfigMaps, never a node, so it is not read here).
-    problems = health_mod.by_node(read_problems(view, drift=False))
+    # The State column: each node's problems from the one health list.
+    problems = health_mod.by_node(read_problems(view))
     rows = [(n, problems.get(n.name, [])) for n in page]
     ctx = {"ledger": view.ledger, "snapshot": view.snapshot, "page": page, "rows": rows, "models": models,
            "modes": GpuMode.choices, "mode": mode, "model": model}
