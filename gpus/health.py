@@ -1,12 +1,30 @@
-"""Health checks: pure functions from a ledger (and its snapshot) to problems with their
-remediation, after the seed's troubleshooting table."""
+"""Health checks: a registry of pure functions, each from the health inputs (snapshot,
+ledger, drift) to problems with their remediation (the troubleshooting table in our own words).
+
+The Dashboard's "Needs attention" card, the Health page and the Nodes list's State column
+all read the one list ``problems(inputs)`` returns, so a check added here appears in all three.
+
+To add a check: write one function ``def my_check(inputs: HealthInputs) -> Iterable[Problem]``
+decorated with ``@check("my-kind", gettext_lazy("Short title"))``. Nothing else: the card
+groups by kind with that title, the Health page lists it, and a problem whose subject is a
+node shows on that node's row. If its input is not in the snapshot or the ledger, add it
+to ``HealthInputs`` and gather it in ``gpus.reading.health_inputs`` (effects live there, not here).
+"""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from .procedures import registry
 
 SEVERITY_ORDER = {"bad": 0, "warn": 1, "info": 2}
+
+# What a problem's subject names: a node (linked to its page), a GPU resource, or an
+# object of the managed device-plugin manifest (linked to the Manifest page).
+NODE, RESOURCE, MANIFEST = "node", "resource", "manifest"
 
 
 @dataclass
@@ -16,62 +34,200 @@ class Problem:
     subject: str  # node name or resource
     message: str
     remedy: str
-    wizard: str = ""  # procedure code that fixes it, if any
+    wizard: str = ""  # code of the procedure that fixes it, if any (see fix_url)
+    subject_type: str = NODE
+
+    @property
+    def node(self) -> str:
+        """The node the problem is about, or ''."""
+        return self.subject if self.subject_type == NODE else ""
+
+    @property
+    def title(self) -> str:
+        entry = REGISTRY.get(self.kind)
+        return str(entry.title) if entry else self.kind
+
+    @property
+    def subject_url(self) -> str:
+        from django.urls import reverse
+
+        if self.subject_type == NODE:
+            return reverse("node_detail", args=[self.subject])
+        if self.subject_type == MANIFEST:
+            return reverse("manifest")
+        return ""
+
+    @property
+    def fix_url(self) -> str:
+        """The pick page of the procedure that fixes it (with this node chosen when the
+        procedure runs on a node), or ''."""
+        if not self.wizard:
+            return ""
+        proc = registry.find(self.wizard)
+        return proc.pick_url(self.node) if proc else ""
 
 
-def problems(ledger, snapshot=None) -> list[Problem]:
+@dataclass
+class HealthInputs:
+    """Everything the checks read, gathered once before they run (gpus.reading.health_inputs)."""
+
+    ledger: object  # gpus.ledger.Ledger
+    snapshot: object = None  # brickadmin.cluster.snapshot.Snapshot
+    drift: list | None = None  # gpus.manifest.DriftItem list; None when not read
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    kind: str
+    title: str
+    run: Callable[[HealthInputs], Iterable[Problem]]
+
+
+REGISTRY: dict[str, HealthCheck] = {}
+
+
+def check(kind: str, title):
+    """Register a check (in definition order) under the kind of problem it reports."""
+    def register(fn):
+        REGISTRY[kind] = HealthCheck(kind, title, fn)
+        return fn
+    return register
+
+
+def problems(inputs: HealthInputs) -> list[Problem]:
+    """Every registered check on the inputs, worst first."""
     out: list[Problem] = []
-    for n in ledger.nodes:
-        for r in n.stale:
-            if r.stale_severity == "allocatable":
-                out.append(Problem("bad", "stale-allocatable", n.name,
-                                   _("%(res)s is stale but still allocatable (%(a)d): pods asking for it can be "
-                                     "scheduled here and fail with UnexpectedAdmissionError.")
-                                   % {"res": r.resource, "a": r.allocatable},
-                                   _("Clean up now: remove it from node status (step 5 of procedure A/B), then "
-                                     "recreate any pod that failed.")))
-            else:
-                out.append(Problem("warn", "stale-capacity", n.name,
-                                   _("%(res)s is left in capacity (allocatable 0).") % {"res": r.resource},
-                                   _("Harmless for scheduling; remove it with the status patch of step 5.")))
-        if n.convention == "brick" and n.mode == "unlabelled":
-            out.append(Problem("bad", "label-typo", n.name,
-                               _("Sharing label value %(v)r is neither none nor timeslicing: no device plugin "
-                                 "selects this node.") % {"v": n.sharing_label},
-                               _("Set brick.cloud/gpu.sharing to exactly none or timeslicing (procedure A or B)."),
-                               "A"))
-        elif n.convention == "brick" and n.plugin_state in ("missing", "pending"):
-            out.append(Problem("bad", "plugin-missing", n.name,
-                               _("No Running device-plugin pod (%(s)s): the node exposes no GPU resource.")
-                               % {"s": n.plugin_state},
-                               _("If the pod is Pending or absent on a tainted node, a toleration is missing: keep "
-                                 "both DaemonSets' tolerations identical in the managed manifest and apply it.")))
-        if n.mode == "timeslicing" and n.replicas != n.configured_replicas and n.plugin_state == "running":
-            out.append(Problem("warn", "replicas-not-reflected", n.name,
-                               _("Replicas configured %(c)d but the plugin advertises %(r)d per GPU.")
-                               % {"c": n.configured_replicas, "r": n.replicas},
-                               _("The rollout restart was skipped (procedure C step 2): restart the time-slicing "
-                                 "plugin."), "C"))
-    for row in ledger.by_resource:
-        if row.allocated > row.logical:
-            out.append(Problem("bad", "quota-over-total", row.resource,
-                               _("Allocated quota %(a)d exceeds the Total %(t)d.") % {"a": row.allocated,
-                                                                                       "t": row.logical},
-                               _("Replicas were lowered or nodes converted: lower Workspace quotas of this type.")))
+    for entry in REGISTRY.values():
+        out.extend(entry.run(inputs))
     out.sort(key=lambda p: (SEVERITY_ORDER.get(p.severity, 9), p.kind, p.subject))
     return out
 
 
-def drift_problems(drift_items) -> list[Problem]:
+def by_node(found: list[Problem]) -> dict[str, list[Problem]]:
+    """node name -> its problems (the Nodes list's State column)."""
+    out: dict[str, list[Problem]] = {}
+    for p in found:
+        if p.node:
+            out.setdefault(p.node, []).append(p)
+    return out
+
+
+@dataclass
+class Group:
+    kind: str
+    title: str
+    severity: str
+    problems: list[Problem]
+
+    @property
+    def count(self) -> int:
+        return len(self.problems)
+
+
+def summary(found: list[Problem]) -> list[Group]:
+    """Problems grouped by kind, worst first (the Dashboard card)."""
+    groups: dict[str, Group] = {}
+    for p in found:
+        g = groups.get(p.kind)
+        if g is None:
+            g = groups[p.kind] = Group(p.kind, p.title, p.severity, [])
+        elif SEVERITY_ORDER.get(p.severity, 9) < SEVERITY_ORDER.get(g.severity, 9):
+            g.severity = p.severity
+        g.problems.append(p)
+    return sorted(groups.values(), key=lambda g: (SEVERITY_ORDER.get(g.severity, 9), g.kind))
+
+
+# --- the checks ---------------------------------------------------------------------
+
+@check("stale-allocatable", gettext_lazy("Stale resource still allocatable"))
+def stale_allocatable(inputs: HealthInputs) -> Iterable[Problem]:
+    for n in inputs.ledger.nodes:
+        for r in n.stale:
+            if r.stale_severity == "allocatable":
+                yield Problem("bad", "stale-allocatable", n.name,
+                              _("%(res)s is stale but still allocatable (%(a)d): pods asking for it can be "
+                                "scheduled here and fail with UnexpectedAdmissionError.")
+                              % {"res": r.resource, "a": r.allocatable},
+                              _("Clean up now: remove it from node status (step 5 of procedure A/B), then "
+                                "recreate any pod that failed."))
+
+
+@check("stale-capacity", gettext_lazy("Stale resource left in capacity"))
+def stale_capacity(inputs: HealthInputs) -> Iterable[Problem]:
+    for n in inputs.ledger.nodes:
+        for r in n.stale:
+            if r.stale_severity == "capacity":
+                yield Problem("warn", "stale-capacity", n.name,
+                              _("%(res)s is left in capacity (allocatable 0).") % {"res": r.resource},
+                              _("Harmless for scheduling; remove it with the status patch of step 5."))
+
+
+@check("label-typo", gettext_lazy("Unrecognised sharing label"))
+def label_typo(inputs: HealthInputs) -> Iterable[Problem]:
+    for n in inputs.ledger.nodes:
+        if n.convention == "brick" and n.mode == "unlabelled":
+            yield Problem("bad", "label-typo", n.name,
+                          _("Sharing label value %(v)r is neither none nor timeslicing: no device plugin "
+                            "selects this node.") % {"v": n.sharing_label},
+                          _("Set brick.cloud/gpu.sharing to exactly none or timeslicing (procedure A or B)."),
+                          "A")
+
+
+@check("plugin-missing", gettext_lazy("Device plugin not running"))
+def plugin_missing(inputs: HealthInputs) -> Iterable[Problem]:
+    for n in inputs.ledger.nodes:
+        # A node with a sharing-label typo has no plugin either: label-typo says why.
+        if n.convention == "brick" and n.mode != "unlabelled" and n.plugin_state in ("missing", "pending"):
+            yield Problem("bad", "plugin-missing", n.name,
+                          _("No Running device-plugin pod (%(s)s): the node exposes no GPU resource.")
+                          % {"s": n.plugin_state},
+                          _("If the pod is Pending or absent on a tainted node, a toleration is missing: keep "
+                            "both DaemonSets' tolerations identical in the managed manifest and apply it."))
+
+
+@check("replicas-not-reflected", gettext_lazy("Replicas not reflected"))
+def replicas_not_reflected(inputs: HealthInputs) -> Iterable[Problem]:
+    for n in inputs.ledger.nodes:
+        if n.mode == "timeslicing" and n.replicas != n.configured_replicas and n.plugin_state == "running":
+            yield Problem("warn", "replicas-not-reflected", n.name,
+                          _("Replicas configured %(c)d but the plugin advertises %(r)d per GPU.")
+                          % {"c": n.configured_replicas, "r": n.replicas},
+                          _("The rollout restart was skipped (procedure C step 2): restart the time-slicing "
+                            "plugin."), "C")
+
+
+@check("cordoned", gettext_lazy("Cordoned node"))
+def cordoned(inputs: HealthInputs) -> Iterable[Problem]:
+    for n in inputs.ledger.nodes:
+        if n.cordoned:
+            yield Problem("info", "cordoned", n.name,
+                          _("Cordoned: its GPUs take no new pods (%(n)d logical GPU(s) held back).")
+                          % {"n": n.logical},
+                          _("If no procedure or maintenance is in progress on it, uncordon it: "
+                            "kubectl uncordon %(node)s.") % {"node": n.name})
+
+
+@check("quota-over-total", gettext_lazy("Quota over the Total"))
+def quota_over_total(inputs: HealthInputs) -> Iterable[Problem]:
+    for row in inputs.ledger.by_resource:
+        if row.allocated > row.logical:
+            yield Problem("bad", "quota-over-total", row.resource,
+                          _("Allocated quota %(a)d exceeds the Total %(t)d.") % {"a": row.allocated,
+                                                                                  "t": row.logical},
+                          _("Replicas were lowered or nodes converted: lower Workspace quotas of this type."),
+                          subject_type=RESOURCE)
+
+
+@check("manifest-drift", gettext_lazy("Device plugin differs from the managed manifest"))
+def manifest_drift(inputs: HealthInputs) -> Iterable[Problem]:
     """Live device-plugin objects that differ from the managed manifest (someone used
     kubectl edit, or a version was saved but not applied)."""
-    out = []
-    for d in drift_items:
+    for d in inputs.drift or []:
         if d.state == "in-sync":
             continue
         what = _("missing on the cluster") if d.state == "missing" else \
             _("differs from the managed manifest at %(paths)s") % {"paths": ", ".join(d.paths[:5])}
-        out.append(Problem("warn", "manifest-drift", f"{d.kind}/{d.name}", what,
-                           _("Apply the managed manifest (or save the live change as a new version first, if it "
-                             "was intended). A later apply of an old file would silently undo hand edits.")))
-    return out
+        yield Problem("warn", "manifest-drift", f"{d.kind}/{d.name}", what,
+                      _("Apply the managed manifest (or save the live change as a new version first, if it "
+                        "was intended). A later apply of an old file would silently undo hand edits."),
+                      subject_type=MANIFEST)

@@ -18,7 +18,11 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import pod_gpu_requests
+from brickadmin.cluster.vocabulary import (
+    DEVICE_PLUGIN_CONFIG_LABEL as OPERATOR_CONFIG_LABEL,
+)
 from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported: callers import them from the ledger)
     GPU,
     GPU_SHARED,
@@ -28,7 +32,6 @@ from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported: callers
     UNSCHEDULABLE_TAINT_KEY,
     configmap_replicas,
 )
-from brickadmin.cluster.vocabulary import DEVICE_PLUGIN_CONFIG_LABEL as OPERATOR_CONFIG_LABEL
 from brickadmin.cluster.vocabulary import NVIDIA_PREFIX as NVIDIA
 
 EXCLUSIVE, SHARED = "exclusive", "shared"
@@ -91,6 +94,44 @@ class Device:
     users: list[str] = field(default_factory=list)  # pods, when known (DCGM)
 
 
+@dataclass(slots=True, frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass(slots=True, frozen=True)
+class PodLine:
+    """A pod on a node, as the node page shows it: no Kubernetes JSON past the ledger."""
+
+    namespace: str
+    name: str
+    phase: str
+    gpu_requests: dict[str, int]
+    component: str = ""  # app.kubernetes.io/component (or app) label, for device-plugin pods
+
+    @property
+    def running(self) -> bool:
+        return self.phase == "Running"
+
+    @property
+    def requests_text(self) -> str:
+        return ", ".join(f"{k}: {v}" for k, v in self.gpu_requests.items())
+
+
+def pod_line(pod: dict) -> PodLine:
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    return PodLine(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
+                   phase=(pod.get("status") or {}).get("phase") or "",
+                   gpu_requests=pod_gpu_requests(pod),
+                   component=labels.get(vocab.COMPONENT_LABEL) or labels.get("app", ""))
+
+
 @dataclass(slots=True)
 class NodeLedger:
     name: str
@@ -111,6 +152,22 @@ class NodeLedger:
     physical_used: int
     physical_source: str  # "dcgm" | "twin" | "labels" | "derived"
     labels: dict
+    # As the snapshot gives them (shared, not copied); the rows below are built on demand.
+    raw_taints: list[dict] = field(default_factory=list)
+    raw_pods: list[dict] = field(default_factory=list)  # GPU pods on the node, any phase
+    raw_plugin_pods: list[dict] = field(default_factory=list)  # device-plugin pods on the node
+
+    @property
+    def taints(self) -> list[Taint]:
+        return [Taint(t.get("key", ""), t.get("value") or "", t.get("effect", "")) for t in self.raw_taints]
+
+    @property
+    def pods(self) -> list[PodLine]:
+        return [pod_line(p) for p in self.raw_pods]
+
+    @property
+    def plugin_pods(self) -> list[PodLine]:
+        return [pod_line(p) for p in self.raw_plugin_pods]
 
     @property
     def devices(self) -> list[Device]:
@@ -216,10 +273,6 @@ class Ledger:
         return [n for n in self.nodes if n.stale]
 
     @property
-    def attention_count(self) -> int:
-        return len(self.plugin_down_nodes) + len(self.stale_nodes) + len(self.cordoned_nodes)
-
-    @property
     def plugin_down_nodes(self) -> list[NodeLedger]:
         return [n for n in self.nodes if n.plugin_state in ("missing", "pending")]
 
@@ -228,23 +281,23 @@ class Ledger:
 
 def is_gpu_node(node: dict) -> bool:
     labels = node["metadata"].get("labels") or {}
-    if labels.get(GPU_TYPE_LABEL) or labels.get("nvidia.com/gpu.present") == "true":
+    if labels.get(GPU_TYPE_LABEL) or labels.get(vocab.GPU_PRESENT_LABEL) == "true":
         return True
     status = node.get("status") or {}
     return any(k.startswith(NVIDIA) for k in (status.get("capacity") or {}))
 
 
 def _operator_shared(labels: dict) -> bool:
-    if labels.get("nvidia.com/gpu.sharing-strategy") == "time-slicing":
+    if labels.get(vocab.GPU_SHARING_STRATEGY_LABEL) == "time-slicing":
         return True
-    if quantity(labels.get("nvidia.com/gpu.replicas", 1)) > 1:
+    if quantity(labels.get(vocab.GPU_REPLICAS_LABEL, 1)) > 1:
         return True
     return "time-slicing" in labels.get(OPERATOR_CONFIG_LABEL, "")
 
 
 def _operator_replicas(labels: dict) -> int:
-    if labels.get("nvidia.com/gpu.replicas"):
-        return max(1, quantity(labels["nvidia.com/gpu.replicas"]))
+    if labels.get(vocab.GPU_REPLICAS_LABEL):
+        return max(1, quantity(labels[vocab.GPU_REPLICAS_LABEL]))
     config = labels.get(OPERATOR_CONFIG_LABEL, "")
     tail = config.rsplit("-", 1)[-1]
     return max(1, quantity(tail)) if config.startswith("time-slicing") else 1
@@ -266,7 +319,8 @@ def _plugin_state(node_name: str, plugin_pods_by_node: dict[str, list[dict]], co
 
 
 def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] | None,
-                device_source: str, plugin_state: str, ts_replicas: int) -> NodeLedger:
+                device_source: str, plugin_state: str, ts_replicas: int, *,
+                pods: list[dict] = (), plugin_pods: list[dict] = ()) -> NodeLedger:
     meta = node["metadata"]
     labels = meta.get("labels") or {}
     spec = node.get("spec") or {}
@@ -279,7 +333,7 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
         convention = "brick"
         shared_plain = False
         replicas = ts_replicas if sharing == "timeslicing" else 1
-    elif OPERATOR_CONFIG_LABEL in labels or any(k.startswith("nvidia.com/gpu.") for k in labels):
+    elif OPERATOR_CONFIG_LABEL in labels or any(k.startswith(vocab.GFD_GPU_LABEL_PREFIX) for k in labels):
         convention = "operator"
         shared_plain = _operator_shared(labels)
         replicas = _operator_replicas(labels) if shared_plain else 1
@@ -314,8 +368,8 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
     model = _node_model(labels, devs)
     if devs:
         physical, source = len(devs), device_source
-    elif labels.get("nvidia.com/gpu.count"):
-        physical, source = quantity(labels["nvidia.com/gpu.count"]), "labels"
+    elif labels.get(vocab.GPU_COUNT_LABEL):
+        physical, source = quantity(labels[vocab.GPU_COUNT_LABEL]), "labels"
     else:
         physical = _physical_from_allocatable(resources, replicas)
         source = "derived"
@@ -337,6 +391,7 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
                     for t in spec.get("taints") or []),
         plugin_state=plugin_state, resources=resources, raw_devices=devs, in_use=in_use, physical=physical,
         physical_used=physical_used, physical_source=source, labels=labels,
+        raw_taints=spec.get("taints") or [], raw_pods=list(pods), raw_plugin_pods=list(plugin_pods),
     )
 
 
@@ -351,7 +406,7 @@ def _node_model(labels: dict, devs: list[dict]) -> str:
     models = [d["model"] for d in devs if d.get("model")]
     if models:
         return max(set(models), key=models.count)
-    product = labels.get("nvidia.com/gpu.product", "")
+    product = labels.get(vocab.GPU_PRODUCT_LABEL, "")
     if product:
         return product.replace("-SHARED", "").replace("-", " ")
     return "Unknown GPU"
@@ -404,6 +459,11 @@ def _devices_in_use(devs: list[dict], resources: dict[str, ResourceLine], replic
 
 # --- the whole cluster --------------------------------------------------------
 
+def has_node(snapshot, name: str) -> bool:
+    """Whether the cluster has a node of that name, GPU node or not."""
+    return any(n["metadata"]["name"] == name for n in snapshot.nodes)
+
+
 def allocated_by_namespace(quotas: list[dict]) -> dict[str, dict[str, int]]:
     """Quota ceilings: hard ``requests.nvidia.com/*`` per namespace."""
     out: dict[str, dict[str, int]] = defaultdict(dict)
@@ -420,9 +480,12 @@ def allocated_by_namespace(quotas: list[dict]) -> dict[str, dict[str, int]]:
 def compute(snapshot) -> Ledger:
     """The ledger for a snapshot (brickadmin.cluster.snapshot.Snapshot)."""
     requests_by_node: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    pods_by_node: dict[str, list[dict]] = defaultdict(list)
     for pod in snapshot.gpu_pods:
         phase = (pod.get("status") or {}).get("phase")
         node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            pods_by_node[node].append(pod)
         if phase in ("Succeeded", "Failed") or not node:
             continue
         for res, amount in pod_gpu_requests(pod).items():
@@ -441,7 +504,8 @@ def compute(snapshot) -> Ledger:
         convention_guess = "brick" if (node["metadata"].get("labels") or {}).get(GPU_TYPE_LABEL) else "other"
         nodes.append(node_ledger(
             node, dict(requests_by_node.get(name, {})), snapshot.devices.get(name), snapshot.device_source,
-            _plugin_state(name, plugin_pods_by_node, convention_guess), ts_replicas))
+            _plugin_state(name, plugin_pods_by_node, convention_guess), ts_replicas,
+            pods=pods_by_node.get(name, ()), plugin_pods=plugin_pods_by_node.get(name, ())))
     nodes.sort(key=lambda n: n.name)
 
     by_type: dict[tuple[str, str], TypeRow] = {}

@@ -184,16 +184,25 @@ class DriftItem:
     paths: list[str] = field(default_factory=list)
 
 
-def drift(docs: list[dict], gateway) -> list[DriftItem]:
+def drift(docs: list[dict], gateway=None, *, live: dict | None = None) -> list[DriftItem]:
+    """Desired vs live, per ConfigMap and DaemonSet of the manifest. The live objects are read
+    through ``gateway``, or taken from ``live`` ({(kind, namespace, name): object}, e.g. the
+    snapshot's) when given."""
     out = []
     for d in docs:
         kind, name = d["kind"], d["metadata"]["name"]
         ns = d["metadata"].get("namespace", NAMESPACE)
         try:
-            if kind == "ConfigMap":
-                live = gateway.get_configmap(ns, name)
+            if live is not None:
+                if kind not in ("ConfigMap", "DaemonSet"):
+                    continue
+                if (kind, ns, name) not in live:
+                    raise NotFound(f"{kind} {ns}/{name}")
+                live_obj = live[(kind, ns, name)]
+            elif kind == "ConfigMap":
+                live_obj = gateway.get_configmap(ns, name)
             elif kind == "DaemonSet":
-                live = gateway.get_daemonset(ns, name)
+                live_obj = gateway.get_daemonset(ns, name)
             else:
                 continue
         except NotFound:
@@ -201,7 +210,7 @@ def drift(docs: list[dict], gateway) -> list[DriftItem]:
             continue
         want = {k: v for k, v in d.items() if k in ("data", "spec")}
         want["metadata"] = {"labels": d["metadata"].get("labels") or {}}
-        paths = subset_diff(want, live)
+        paths = subset_diff(want, live_obj)
         out.append(DriftItem(kind, name, "drifted" if paths else "in-sync", paths))
     return out
 

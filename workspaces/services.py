@@ -225,17 +225,15 @@ def _fresh_ledger(gw):
     again here, so an approval sees every approval committed before it."""
     from dataclasses import replace
 
-    from gpus.services import current_ledger
+    from gpus.reading import read_cluster
 
-    _cached, snap = current_ledger()
-    if snap is None:
-        return None
     try:
+        snap = read_cluster().snapshot
         quotas = gw.list_resource_quotas()
     except ClusterError as exc:
         log.warning("cluster unreachable: %s", exc)
         return None
-    return ledger_mod.compute(replace(snap, quotas=quotas, ledger=None))
+    return ledger_mod.compute(replace(snap, quotas=quotas))
 
 
 def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledger=None) -> WorkspaceRequest:
@@ -330,14 +328,25 @@ def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledg
     return req
 
 
-def workspace_quotas(ws: WorkspaceRequest, request=None) -> list[dict] | None:
-    """The Workspace's ResourceQuotas as the cluster has them (hard and used), or None."""
-    try:
-        return get_gateway().list_resource_quotas(ws.namespace)
-    except ClusterError as exc:
-        if request is not None:
-            request.cluster_error = str(exc)
-        return None
+@dataclass(frozen=True)
+class QuotaLine:
+    """One resource of one of the Workspace's ResourceQuotas, as the cluster has it."""
+
+    quota: str
+    resource: str
+    hard: str
+    used: str
+
+
+def workspace_quotas(ws: WorkspaceRequest) -> list[QuotaLine]:
+    """The Workspace's ResourceQuotas as the cluster has them (hard and used).
+    Raises ClusterError when the cluster cannot be read."""
+    out = []
+    for q in get_gateway().list_resource_quotas(ws.namespace):
+        used = (q.get("status") or {}).get("used") or {}
+        for key, value in ((q.get("spec") or {}).get("hard") or {}).items():
+            out.append(QuotaLine(q["metadata"]["name"], key, str(value), str(used.get(key, ""))))
+    return out
 
 
 def reject(req_id: int, actor, reason: str) -> WorkspaceRequest:
@@ -468,9 +477,12 @@ def approve_job(job_id: int, actor, ledger=None) -> WorkspaceJob:
     if job.status != WorkspaceJob.Status.PENDING:
         raise WorkspaceError(_("This Job was already decided."))
     if ledger is None:
-        from gpus.services import current_ledger
+        from gpus.reading import read_cluster
 
-        ledger, _snap = current_ledger()
+        try:
+            ledger = read_cluster().ledger
+        except ClusterError as exc:
+            raise WorkspaceError(_("The cluster cannot be read; nothing was changed.")) from exc
     option = next((o for o in job_node_options(ledger) if o.name == job.node), None)
     if option is None or not option.selectable:
         raise WorkspaceError(_("Node %(n)s cannot take this Job now: %(why)s") % {
@@ -516,14 +528,9 @@ def job_state(k8s_job: dict | None) -> str:
     return "Pending"
 
 
-def cluster_jobs_by_name(request=None) -> dict[tuple[str, str], dict] | None:
-    """(namespace, name) -> Job for the Jobs brickadmin made; None when unreadable."""
-    try:
-        jobs = get_gateway().list_jobs(label_selector=f"{MANAGED_BY_LABEL}=brickadmin")
-    except ClusterError as exc:
-        if request is not None:
-            request.cluster_error = str(exc)
-        return None
+def cluster_jobs_by_name() -> dict[tuple[str, str], dict]:
+    """(namespace, name) -> Job for the Jobs brickadmin made. Raises ClusterError."""
+    jobs = get_gateway().list_jobs(label_selector=f"{MANAGED_BY_LABEL}=brickadmin")
     return {(j["metadata"].get("namespace", ""), j["metadata"]["name"]): j for j in jobs}
 
 

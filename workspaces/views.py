@@ -9,14 +9,27 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from brickadmin.cluster import ClusterError
+from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
-from gpus.services import current_ledger
+from gpus.reading import read_cluster
 
 from . import services
 from .forms import (
     AMOUNT_FIELDS, ApproveForm, JobForm, JobSettingsForm, RejectForm, ResourceLimitForm, WorkspaceRequestForm,
 )
 from .models import Decision, JobSettings, ResourceLimit, WorkspaceJob, WorkspaceRequest
+
+
+def _ledger_or_banner(request):
+    """(ledger, snapshot) for the pages that still work without the cluster (forms and
+    queues): (None, None) and the banner when it cannot be read."""
+    try:
+        view = read_cluster()
+    except ClusterError as exc:
+        show_cluster_error(request, exc)
+        return None, None
+    return view.ledger, view.snapshot
 
 
 # --- users: Workspaces -------------------------------------------------------------
@@ -40,7 +53,7 @@ def workspace_request(request):
             messages.success(request, _("Workspace %(name)s requested; an admin will assign its GPU type.") % {
                 "name": ws.name})
             return redirect("workspace_detail", pk=ws.pk)
-    ledger, snapshot = current_ledger(request)
+    ledger, snapshot = _ledger_or_banner(request)
     return render(request, "workspaces/request_form.html", {
         "form": form, "ledger": ledger, "snapshot": snapshot, "amount_fields": AMOUNT_FIELDS,
     }, status=400 if form.is_bound and form.errors else 200)
@@ -50,7 +63,12 @@ def workspace_request(request):
 def workspace_detail(request, pk):
     ws = get_object_or_404(WorkspaceRequest, pk=pk, requester=request.user)
     jobs = ws.jobs.order_by("-created_at", "-id")[:50]
-    quotas = services.workspace_quotas(ws, request) if ws.status == WorkspaceRequest.Status.APPROVED else None
+    quotas = None
+    if ws.status == WorkspaceRequest.Status.APPROVED:
+        try:
+            quotas = services.workspace_quotas(ws)
+        except ClusterError as exc:
+            show_cluster_error(request, exc)
     return render(request, "workspaces/workspace_detail.html", {"ws": ws, "jobs": jobs, "quotas": quotas})
 
 
@@ -60,7 +78,7 @@ def workspace_detail(request, pk):
 def job_list(request):
     rows = WorkspaceJob.objects.filter(owner=request.user).select_related("workspace")
     page = Paginator(rows, settings.PAGE_SIZE).get_page(request.GET.get("page"))
-    cluster = services.cluster_jobs_by_name(request)
+    cluster = _cluster_jobs_or_banner(request)
     for job in page:
         job.cluster_state = services.job_state((cluster or {}).get((job.workspace.namespace, job.k8s_name))) \
             if cluster is not None else None
@@ -69,7 +87,7 @@ def job_list(request):
 
 @require_http_methods(["GET", "POST"])
 def job_create(request):
-    ledger, snapshot = current_ledger(request)
+    ledger, snapshot = _ledger_or_banner(request)
     options = services.job_node_options(ledger)
     initial = {}
     if request.GET.get("workspace", "").isdigit():
@@ -98,17 +116,24 @@ def job_create(request):
 @require_GET
 def job_detail(request, pk):
     job = get_object_or_404(WorkspaceJob.objects.select_related("workspace"), pk=pk, owner=request.user)
-    cluster = services.cluster_jobs_by_name(request)
-    k8s = (cluster or {}).get((job.workspace.namespace, job.k8s_name))
-    job.cluster_state = services.job_state(k8s)
-    return render(request, "workspaces/job_detail.html", {
-        "job": job, "k8s": k8s, "cluster_ok": cluster is not None})
+    cluster = _cluster_jobs_or_banner(request)
+    job.cluster_state = services.job_state((cluster or {}).get((job.workspace.namespace, job.k8s_name)))
+    return render(request, "workspaces/job_detail.html", {"job": job, "cluster_ok": cluster is not None})
+
+
+def _cluster_jobs_or_banner(request):
+    """The cluster's Jobs by (namespace, name), or None and the banner when unreadable."""
+    try:
+        return services.cluster_jobs_by_name()
+    except ClusterError as exc:
+        show_cluster_error(request, exc)
+        return None
 
 
 # --- admins: approval queue ----------------------------------------------------------
 
 def _queue_context(request, forms_by_pk=None):
-    ledger, snapshot = current_ledger(request)
+    ledger, snapshot = _ledger_or_banner(request)
     choices = services.gpu_choices(ledger)
     pending = WorkspaceRequest.objects.filter(status=WorkspaceRequest.Status.PENDING).order_by("created_at", "id")
     page = Paginator(pending, settings.PAGE_SIZE).get_page(request.GET.get("page"))
@@ -146,7 +171,7 @@ def _back_to_queue(request):
 @admin_required
 def approve_request(request, pk):
     req = get_object_or_404(WorkspaceRequest, pk=pk)
-    ledger, _snap = current_ledger(request)
+    ledger, _snap = _ledger_or_banner(request)
     choices = services.gpu_choices(ledger)
     form = ApproveForm(request.POST, request_obj=req, choices=choices, prefix=f"r{req.pk}")
     if form.is_valid():
@@ -190,7 +215,7 @@ def job_queue(request):
     pending = WorkspaceJob.objects.filter(status=WorkspaceJob.Status.PENDING).select_related(
         "workspace").order_by("created_at", "id")
     page = Paginator(pending, settings.PAGE_SIZE).get_page(request.GET.get("page"))
-    ledger, snapshot = current_ledger(request)
+    ledger, snapshot = _ledger_or_banner(request)
     options = {o.name: o for o in services.job_node_options(ledger)}
     for job in page:
         job.option = options.get(job.node)

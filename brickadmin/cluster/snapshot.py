@@ -23,6 +23,9 @@ class Snapshot:
     quotas: list[dict]
     plugin_pods: list[dict] = field(default_factory=list)
     plugin_configmaps: list[dict] = field(default_factory=list)
+    plugin_daemonsets: list[dict] = field(default_factory=list)  # for the managed manifest's drift
+    # the GPU Operator's ConfigMaps (its time-slicing config, for the conformance evidence)
+    operator_configmaps: list[dict] = field(default_factory=list)
     # node name -> physical GPUs [{"uuid", "model", "mig": [...], "pods": ["ns/name", ...]}]
     devices: dict[str, list[dict]] = field(default_factory=dict)
     # "dcgm": measured by the DCGM exporter through Prometheus; "twin": the simulated
@@ -31,7 +34,6 @@ class Snapshot:
     device_note: str = ""
     taken_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     source: str = "twin"
-    ledger: object = None  # gpus.ledger.Ledger, memoised by gpus.services
 
 
 _cache_lock = threading.Lock()
@@ -101,6 +103,8 @@ def _read(gateway, use_prometheus: bool) -> Snapshot:
         quotas=gateway.list_resource_quotas(),
         plugin_pods=plugin_pods,
         plugin_configmaps=gateway.list_configmaps(namespace=dp.PLUGIN_NAMESPACE),
+        operator_configmaps=gateway.list_configmaps(namespace=OPERATOR_NAMESPACE),
+        plugin_daemonsets=gateway.list_daemonsets(namespace=dp.PLUGIN_NAMESPACE),
         source=gateway.name,
     )
     measured = metrics.physical_gpus() if use_prometheus else None

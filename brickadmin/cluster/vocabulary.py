@@ -10,10 +10,11 @@ from __future__ import annotations
 import re
 
 # --- resources -------------------------------------------------------------------
+# Names are written out whole, so a grep for one finds its single definition.
 NVIDIA_PREFIX = "nvidia.com/"
-GPU = NVIDIA_PREFIX + "gpu"
-GPU_SHARED = NVIDIA_PREFIX + "gpu.shared"  # time-slicing with renameByDefault
-MIG_PREFIX = NVIDIA_PREFIX + "mig-"  # nvidia.com/mig-<profile> (migStrategy mixed)
+GPU = "nvidia.com/gpu"
+GPU_SHARED = "nvidia.com/gpu.shared"  # time-slicing with renameByDefault
+MIG_PREFIX = "nvidia.com/mig-"  # nvidia.com/mig-<profile> (migStrategy mixed)
 QUOTA_LIMITS_PREFIX = "limits."  # quota keys; extended resources only work as requests.<name>
 QUOTA_REQUESTS_PREFIX = "requests."
 
@@ -27,20 +28,20 @@ COMPONENT_LABEL = "app.kubernetes.io/component"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 
 # --- GPU Operator / GPU Feature Discovery labels ------------------------------------
-DEVICE_PLUGIN_CONFIG_LABEL = NVIDIA_PREFIX + "device-plugin.config"
-GPU_PRESENT_LABEL = NVIDIA_PREFIX + "gpu.present"
-GPU_COUNT_LABEL = NVIDIA_PREFIX + "gpu.count"
-GPU_PRODUCT_LABEL = NVIDIA_PREFIX + "gpu.product"
-GPU_MEMORY_LABEL = NVIDIA_PREFIX + "gpu.memory"
-GPU_REPLICAS_LABEL = NVIDIA_PREFIX + "gpu.replicas"
-GPU_SHARING_STRATEGY_LABEL = NVIDIA_PREFIX + "gpu.sharing-strategy"
-GFD_GPU_LABEL_PREFIX = NVIDIA_PREFIX + "gpu."
-MIG_CONFIG_LABEL = NVIDIA_PREFIX + "mig.config"
-MIG_STRATEGY_LABEL = NVIDIA_PREFIX + "mig.strategy"
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+GPU_REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+GPU_SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
+GFD_GPU_LABEL_PREFIX = "nvidia.com/gpu."
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 
 # --- Kubernetes well-known names ------------------------------------------------
 NODE_ROLE_PREFIX = "node-role.kubernetes.io/"
-CONTROL_PLANE_LABEL = NODE_ROLE_PREFIX + "control-plane"
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 OS_LABEL = "kubernetes.io/os"
 UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"

@@ -3,7 +3,7 @@ from django import template
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
-from brickadmin.cluster.vocabulary import COMPONENT_LABEL
+from ..choices import GpuMode, GpuType
 
 register = template.Library()
 
@@ -31,19 +31,21 @@ def term(key, text=None):
 
 @register.filter
 def gpu_type_name(gpu_type):
-    if gpu_type == "exclusive":
-        return _("Exclusive")
-    if gpu_type == "shared":
-        return _("Shared (time-slicing)")
-    if str(gpu_type).startswith("mig-"):
-        return format_html("MIG {}", gpu_type[4:])
-    return gpu_type
+    """'Exclusive', 'Shared (time-slicing)', 'MIG 1g.5gb' (gpus.choices.GpuType)."""
+    return GpuType.label_of(gpu_type)
 
 
 @register.filter
 def mode_name(mode):
-    return {"exclusive": _("Exclusive"), "timeslicing": _("Time-slicing"), "mig": _("MIG"),
-            "unlabelled": _("Unrecognised labels")}.get(mode, mode)
+    member = GpuMode.of(mode)
+    return member.label if member is not None else mode
+
+
+@register.filter
+def mode_colour(mode):
+    """The tag class of a GPU mode (gpus.choices.GpuMode)."""
+    member = GpuMode.of(mode)
+    return member.colour if member is not None else ""
 
 
 @register.simple_tag(takes_context=True)
@@ -61,18 +63,6 @@ def percent(part, whole):
         return int(round(100 * float(part) / float(whole))) if whole else 0
     except (TypeError, ValueError):
         return 0
-
-
-@register.filter
-def get_component(labels):
-    return labels.get(COMPONENT_LABEL) or labels.get("app", "")
-
-
-@register.filter
-def gpu_requests(pod):
-    from brickadmin.cluster.deviceplugin import pod_gpu_requests
-
-    return ", ".join(f"{k}: {v}" for k, v in pod_gpu_requests(pod).items())
 
 
 @register.simple_tag

@@ -7,48 +7,56 @@ from django.views.decorators.http import require_GET
 
 from brickadmin.permissions import admin_required
 
-from ..services import current_ledger
-
-MODE_CHOICES = ("exclusive", "timeslicing", "mig", "unlabelled")
+from .. import health as health_mod
+from ..choices import GpuMode
+from ..ledger import has_node
+from ..reading import read_cluster, read_problems
 
 
 @require_GET
 def dashboard(request):
-    ledger, snapshot = current_ledger(request)
-    return render(request, "gpus/dashboard.html", {"ledger": ledger, "snapshot": snapshot})
+    view = read_cluster()
+    ctx = {"ledger": view.ledger, "snapshot": view.snapshot}
+    if request.user.is_staff:  # the "Needs attention" card: the Health page's problems, grouped
+        problems = read_problems(view)
+        ctx.update(problems=problems, attention=health_mod.summary(problems))
+    return render(request, "gpus/dashboard.html", ctx)
 
 
 @require_GET
 def dashboard_models(request):
     """The magnifier: per-model detail, Exclusive / (Shared) / MIG as separate rows."""
-    ledger, snapshot = current_ledger(request)
+    view = read_cluster()
     template = "gpus/dashboard_models.html"
     if request.htmx:
         template += "#models-table"
-    return render(request, template, {"ledger": ledger, "snapshot": snapshot})
+    return render(request, template, {"ledger": view.ledger, "snapshot": view.snapshot})
 
 
 @require_GET
 def availability(request):
-    ledger, snapshot = current_ledger(request)
-    return render(request, "gpus/availability.html", {"ledger": ledger, "snapshot": snapshot})
+    view = read_cluster()
+    return render(request, "gpus/availability.html", {"ledger": view.ledger, "snapshot": view.snapshot})
 
 
 @require_GET
 @admin_required
 def node_list(request):
-    ledger, snapshot = current_ledger(request)
-    nodes = ledger.nodes if ledger else []
+    view = read_cluster()
+    nodes = view.ledger.nodes
     models = sorted({n.model for n in nodes})
     mode = request.GET.get("mode", "")
     model = request.GET.get("model", "")
-    if mode in MODE_CHOICES:
+    if mode in GpuMode.values:
         nodes = [n for n in nodes if n.mode == mode]
     if model:
         nodes = [n for n in nodes if n.model == model]
     page = Paginator(nodes, settings.PAGE_SIZE).get_page(request.GET.get("page"))
-    ctx = {"ledger": ledger, "snapshot": snapshot, "page": page, "models": models, "modes": MODE_CHOICES,
-           "mode": mode, "model": model}
+    # The State column: each node's problems from the one health list.
+    problems = health_mod.by_node(read_problems(view))
+    rows = [(n, problems.get(n.name, [])) for n in page]
+    ctx = {"ledger": view.ledger, "snapshot": view.snapshot, "page": page, "rows": rows, "models": models,
+           "modes": GpuMode.choices, "mode": mode, "model": model}
     template = "gpus/node_list.html"
     if request.htmx:
         template += "#node-table"
@@ -58,25 +66,12 @@ def node_list(request):
 @require_GET
 @admin_required
 def node_detail(request, name):
-    from brickadmin.cluster import NotFound, get_gateway
-
-    ledger, snapshot = current_ledger(request)
-    node = ledger.node(name) if ledger else None
-    raw = None
-    if ledger is not None:
-        try:
-            raw = get_gateway().get_node(name)
-        except NotFound:
-            raw = None
-        if node is None and raw is None:
-            raise Http404(f"No node named {name}")
-    plugin_pods = [p for p in (snapshot.plugin_pods if snapshot else [])
-                   if (p.get("spec") or {}).get("nodeName") == name]
-    gpu_pods = [p for p in (snapshot.gpu_pods if snapshot else []) if (p.get("spec") or {}).get("nodeName") == name]
+    view = read_cluster()
+    node = view.ledger.node(name)
+    if node is None and not has_node(view.snapshot, name):
+        raise Http404(f"No node named {name}")
     return render(request, "gpus/node_detail.html", {
-        "ledger": ledger, "snapshot": snapshot, "node": node, "raw": raw, "name": name,
-        "plugin_pods": plugin_pods, "gpu_pods": gpu_pods,
-    })
+        "ledger": view.ledger, "snapshot": view.snapshot, "node": node, "name": name})
 
 
 @require_GET
@@ -92,20 +87,14 @@ def evidence(request):
     """CNCF AI Conformance gpu_sharing evidence from the live cluster (seed 002)."""
     from django.http import HttpResponse
 
-    from brickadmin.cluster import get_gateway
-    from brickadmin.cluster.snapshot import OPERATOR_NAMESPACE
-
     from .. import evidence as ev_mod
 
-    ledger, snapshot = current_ledger(request)
-    ev = None
-    if ledger is not None:
-        gw = get_gateway()
-        configmaps = snapshot.plugin_configmaps + gw.list_configmaps(namespace=OPERATOR_NAMESPACE)
-        ev = ev_mod.build(snapshot, ledger, configmaps)
-        if request.GET.get("format") == "md":
-            resp = HttpResponse(ev_mod.as_markdown(ev), content_type="text/markdown; charset=utf-8")
-            stamp = ev.captured_at.strftime("%Y%m%dT%H%M%SZ")
-            resp["Content-Disposition"] = f'attachment; filename="gpu_sharing-evidence-{stamp}.md"'
-            return resp
+    view = read_cluster()
+    snapshot = view.snapshot
+    ev = ev_mod.build(snapshot, view.ledger, snapshot.plugin_configmaps + snapshot.operator_configmaps)
+    if request.GET.get("format") == "md":
+        resp = HttpResponse(ev_mod.as_markdown(ev), content_type="text/markdown; charset=utf-8")
+        stamp = ev.captured_at.strftime("%Y%m%dT%H%M%SZ")
+        resp["Content-Disposition"] = f'attachment; filename="gpu_sharing-evidence-{stamp}.md"'
+        return resp
     return render(request, "gpus/evidence.html", {"ev": ev, "snapshot": snapshot})

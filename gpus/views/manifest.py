@@ -8,6 +8,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from brickadmin.cluster import ClusterError, get_gateway
+from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
 
 from .. import manifest as manifest_mod
@@ -34,7 +35,7 @@ def manifest_view(request):
         try:
             drift = manifest_mod.drift(docs, get_gateway())
         except ClusterError as exc:
-            request.cluster_error = str(exc)
+            show_cluster_error(request, exc)
     form = ManifestForm(initial={"content": cur.content})
     return render(request, "gpus/wizards/manifest.html", {
         "version": version, "current": cur, "versions": ManifestVersion.objects.all()[:50], "validation": validation,

@@ -19,7 +19,7 @@ from ..forms import WizardForm
 from ..models import ProcedureRun
 from ..procedures import engine, registry, service
 from ..procedures.base import CLUSTER_LOCK
-from ..services import current_ledger
+from ..reading import read_cluster
 
 
 def _proc_or_404(code):
@@ -41,26 +41,23 @@ class NodeOption:
         return bool(self.reason or self.active)
 
 
-def node_options(proc, request=None) -> list[NodeOption]:
+def node_options(proc, view) -> list[NodeOption]:
     """The nodes the procedure offers, each with why it does not apply or the run in its way."""
     if not proc.needs_node:
-        return []
-    ledger, snapshot = current_ledger(request)
-    if ledger is None:
         return []
     active = {r.lock_key: r for r in ProcedureRun.objects.active()}
     cluster_run = active.get(CLUSTER_LOCK)
     out = [NodeOption(c.name, c.reason, active.get(c.name) or cluster_run, c.summary)
-           for c in proc.node_choices(ledger, snapshot)]
+           for c in proc.node_choices(view.ledger, view.snapshot)]
     out.sort(key=lambda o: (o.disabled, o.name))
     return out
 
 
 def _pick_context(request, proc, form):
-    ledger, snapshot = current_ledger(request)
+    view = read_cluster()  # raises ClusterError: the middleware shows why
     return {"proc": proc, "code": proc.code, "proc_label": proc.label, "description": proc.description,
-            "options": node_options(proc, request), "form": form, "selected": request.GET.get("node", ""),
-            "facts": proc.pick_facts(ledger, snapshot) if ledger else []}
+            "options": node_options(proc, view), "form": form, "selected": request.GET.get("node", ""),
+            "facts": proc.pick_facts(view.ledger, view.snapshot)}
 
 
 @require_GET
@@ -79,7 +76,7 @@ def wizard_pick(request, code):
     return render(request, "gpus/wizards/pick.html", _pick_context(request, proc, form))
 
 
-def _plan_context(request, proc, form):
+def _plan_context(proc, form):
     params = form.params()
     node = form.cleaned_data.get("node") or ""
     checks = proc.prechecks(get_gateway(), node, params)  # live: the plan decides a write
@@ -94,30 +91,30 @@ def _plan_context(request, proc, form):
             "confirms": confirms, "hidden_params": hidden}
 
 
-def _eligible(proc, request):
+def _eligible(proc):
     if not proc.needs_node:
         return None
-    return {o.name for o in node_options(proc, request) if not o.reason}
+    return {o.name for o in node_options(proc, read_cluster()) if not o.reason}
 
 
 @require_GET
 @admin_required
 def wizard_plan(request, code):
     proc = _proc_or_404(code)
-    form = WizardForm(proc, request.GET, eligible=_eligible(proc, request))
+    form = WizardForm(proc, request.GET, eligible=_eligible(proc))
     if not form.is_valid():
         return render(request, "gpus/wizards/pick.html", _pick_context(request, proc, form), status=400)
-    return render(request, "gpus/wizards/plan.html", _plan_context(request, proc, form))
+    return render(request, "gpus/wizards/plan.html", _plan_context(proc, form))
 
 
 @require_POST
 @admin_required
 def wizard_start(request, code):
     proc = _proc_or_404(code)
-    form = WizardForm(proc, request.POST, eligible=_eligible(proc, request))
+    form = WizardForm(proc, request.POST, eligible=_eligible(proc))
     if not form.is_valid():
         return redirect(reverse("wizard_pick", args=[code]))
-    ctx = _plan_context(request, proc, form)
+    ctx = _plan_context(proc, form)
     errors = []
     if ctx["blocked"]:
         errors.append(_("The pre-check blocks this run; fix what it says first."))

@@ -99,3 +99,18 @@ def test_login_page_and_korean_translation(client, alice):
     html = client.get(reverse("help")).content.decode()
     assert 'lang="ko"' in html
     assert "용어집" in html  # "Glossary"
+
+
+def test_node_detail_reads_taints_and_pods_from_the_ledger(admin_client, load_scenario):
+    load_scenario("demo")
+    html = admin_client.get(reverse("node_detail", args=["gpu-a30-01"])).content.decode()
+    assert "<code>nvidia.com/gpu:NoSchedule</code>" in html
+
+
+def test_node_detail_of_a_node_without_gpus(admin_client, twin):
+    from brickadmin.cluster import scenarios as s
+
+    twin._save(s.node("cpu-only-01", model=None))
+    resp = admin_client.get(reverse("node_detail", args=["cpu-only-01"]))
+    assert resp.status_code == 200
+    assert "This node has no GPUs" in resp.content.decode()

@@ -106,7 +106,7 @@ def test_selector_change_is_deleted_and_recreated(twin):
 
 def test_health_finds_each_troubleshooting_case(demo):
     led = ledger_mod.compute(take_snapshot(demo))
-    found = {(p.kind, p.subject) for p in health.problems(led)}
+    found = {(p.kind, p.subject) for p in health.problems(health.HealthInputs(led))}
     assert ("stale-capacity", "gpu-a100-04") in found
     assert ("label-typo", "gpu-h100-05") in found
     assert ("plugin-missing", "gpu-a100-02") in found  # tainted, no toleration
@@ -114,4 +114,5 @@ def test_health_finds_each_troubleshooting_case(demo):
     demo.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "workspace-quota",
                 "namespace": "ws-notebooks"}, "spec": {"hard": {"requests.nvidia.com/gpu.shared": "500"}}})
     led = ledger_mod.compute(take_snapshot(demo))
-    assert ("quota-over-total", "nvidia.com/gpu.shared") in {(p.kind, p.subject) for p in health.problems(led)}
+    assert ("quota-over-total", "nvidia.com/gpu.shared") in {
+        (p.kind, p.subject) for p in health.problems(health.HealthInputs(led))}

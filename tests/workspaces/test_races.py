@@ -169,15 +169,15 @@ def test_availability_is_read_after_the_approvals_before(twin, alice, bob, admin
 
     first = make_request(alice, "team-a")
     second = make_request(bob, "team-b")
-    real_ledger = views.current_ledger
+    real_read = views.read_cluster
 
-    def first_approved_meanwhile(request=None):
-        got = real_ledger(request)  # this POST's view of the cluster: 1 shared available
+    def first_approved_meanwhile(*args, **kwargs):
+        got = real_read(*args, **kwargs)  # this POST's view of the cluster: 1 shared available
         if first.status == "pending":
             first.status = services.approve(first.pk, admin_user, "nvidia.com/gpu.shared").status
         return got
 
-    monkeypatch.setattr(views, "current_ledger", first_approved_meanwhile)
+    monkeypatch.setattr(views, "read_cluster", first_approved_meanwhile)
     allocated_before = shared_allocated(twin)
     r = login(admin_user).post(f"/workspaces/approvals/{second.pk}/approve/",
                                {f"r{second.pk}-resource": "nvidia.com/gpu.shared"})

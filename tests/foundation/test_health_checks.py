@@ -1,0 +1,155 @@
+"""Each health check on plain in-memory snapshots (no database, no twin), and the one list
+the Dashboard card, the Health page and the Nodes State column share."""
+import re
+from collections import Counter
+
+import pytest
+from django.urls import reverse
+
+from gpus import health, ledger
+from gpus.manifest import DriftItem
+
+from .inmemory import GPU, SHARED, node, quota, snapshot
+
+
+def found(snap, drift=None):
+    return health.problems(health.HealthInputs(ledger.compute(snap), snap, drift))
+
+
+def triples(problems):
+    return [(p.subject, p.kind, p.severity) for p in problems]
+
+
+def test_stale_allocatable():
+    snap = snapshot([node("ts-1", sharing="timeslicing", physical=2, resources={SHARED: (8, 8), GPU: (2, 2)})])
+    assert triples(found(snap)) == [("ts-1", "stale-allocatable", "bad")]
+
+
+def test_stale_capacity():
+    snap = snapshot([node("ts-1", sharing="timeslicing", physical=2, resources={SHARED: (8, 8), GPU: (2, 0)})])
+    assert triples(found(snap)) == [("ts-1", "stale-capacity", "warn")]
+
+
+def test_label_typo_points_to_procedure_a_for_that_node():
+    snap = snapshot([node("typo-1", sharing="timesliced")], plugin_pods=[])
+    problems = found(snap)
+    assert triples(problems) == [("typo-1", "label-typo", "bad")]  # not also "plugin-missing"
+    assert problems[0].fix_url == reverse("wizard_pick", args=["A"]) + "?node=typo-1"
+
+
+def test_plugin_missing():
+    snap = snapshot([node("ex-1"), node("ex-2")], plugin_pods=[])
+    assert triples(found(snap)) == [("ex-1", "plugin-missing", "bad"), ("ex-2", "plugin-missing", "bad")]
+
+
+def test_replicas_not_reflected_points_to_procedure_c_without_a_node():
+    snap = snapshot([node("ts-1", sharing="timeslicing", physical=4, resources={SHARED: (8, 8)})], replicas=4)
+    problems = found(snap)
+    assert triples(problems) == [("ts-1", "replicas-not-reflected", "warn")]
+    assert problems[0].fix_url == reverse("wizard_pick", args=["C"])
+
+
+def test_cordoned_node_says_uncordon():
+    problems = found(snapshot([node("ex-1", unschedulable=True), node("ex-2")]))
+    assert triples(problems) == [("ex-1", "cordoned", "info")]
+    assert "uncordon" in problems[0].remedy and problems[0].fix_url == ""
+
+
+def test_quota_over_total_is_about_a_resource():
+    snap = snapshot([node("ex-1", physical=2)], quotas=[quota("ws-a", {GPU: 2}), quota("ws-b", {GPU: 1})])
+    problems = found(snap)
+    assert triples(problems) == [(GPU, "quota-over-total", "bad")]
+    assert problems[0].node == "" and problems[0].subject_url == ""
+
+
+def test_manifest_drift_from_the_gathered_drift_items():
+    drift = [DriftItem("DaemonSet", "nvidia-device-plugin-default", "drifted", ["spec.template.spec.tolerations"]),
+             DriftItem("ConfigMap", "nvidia-device-plugin-config-timeslicing", "missing"),
+             DriftItem("ConfigMap", "nvidia-device-plugin-config-default", "in-sync")]
+    problems = found(snapshot([node("ex-1")]), drift)
+    assert triples(problems) == [("ConfigMap/nvidia-device-plugin-config-timeslicing", "manifest-drift", "warn"),
+                                 ("DaemonSet/nvidia-device-plugin-default", "manifest-drift", "warn")]
+    assert all(p.node == "" and p.subject_url == reverse("manifest") for p in problems)
+    assert found(snapshot([node("ex-1")]), None) == []  # drift not read: nothing claimed
+
+
+def test_a_healthy_cluster_has_no_problem():
+    assert found(snapshot([node("ex-1"), node("ts-1", sharing="timeslicing", resources={SHARED: (16, 16)})])) == []
+
+
+def test_every_registered_check_is_tested_here():
+    tested = {"stale-allocatable", "stale-capacity", "label-typo", "plugin-missing", "replicas-not-reflected",
+              "cordoned", "quota-over-total", "manifest-drift"}
+    assert set(health.REGISTRY) == tested
+
+
+def mixed_snapshot():
+    """A replicas mismatch and a cordoned node, beside a healthy node."""
+    return snapshot([node("ts-1", sharing="timeslicing", physical=4, resources={SHARED: (8, 8)}),
+                     node("ex-1", unschedulable=True), node("ex-2")], replicas=4)
+
+
+def test_card_nodes_and_health_read_the_same_list():
+    problems = found(mixed_snapshot())
+    assert triples(problems) == [("ts-1", "replicas-not-reflected", "warn"), ("ex-1", "cordoned", "info")]
+    per_node = health.by_node(problems)
+    assert {n: [p.kind for p in ps] for n, ps in per_node.items()} == {
+        "ts-1": ["replicas-not-reflected"], "ex-1": ["cordoned"]}
+    card = health.summary(problems)
+    assert [(g.kind, g.severity, g.count) for g in card] == [("replicas-not-reflected", "warn", 1),
+                                                              ("cordoned", "info", 1)]
+
+
+def test_a_check_added_once_appears_everywhere(monkeypatch):
+    monkeypatch.setitem(health.REGISTRY, "too-hot", health.HealthCheck("too-hot", "Too hot", lambda inputs: [
+        health.Problem("warn", "too-hot", n.name, "hot", "cool it") for n in inputs.ledger.nodes if n.name == "ex-2"]))
+    problems = found(mixed_snapshot())
+    assert ("ex-2", "too-hot", "warn") in triples(problems)
+    assert [p.kind for p in health.by_node(problems)["ex-2"]] == ["too-hot"]
+    assert ("too-hot", 1) in [(g.kind, g.count) for g in health.summary(problems)]
+    assert problems[[p.kind for p in problems].index("too-hot")].title == "Too hot"
+
+
+# --- the same agreement through the pages, on the twin --------------------------------
+
+def page_kinds_by_node(html):
+    """{(node, kind)} from the rows of a page: a row's node link and its data-kind marks."""
+    out = set()
+    for row in re.findall(r"<tr[^>]*>.*?</tr>", html, re.S):
+        names = re.findall(r'href="/nodes/([^/]+)/"', row)
+        for kind in re.findall(r'data-kind="([^"]+)"', row):
+            if names:
+                out.add((names[0], kind))
+    return out
+
+
+@pytest.mark.django_db
+def test_dashboard_card_nodes_state_and_health_page_agree(admin_client, load_scenario, settings):
+    load_scenario("demo")  # gpu-a30-04: replicas not reflected; gpu-a100-03: cordoned
+    settings.PAGE_SIZE = 500
+    health_html = admin_client.get(reverse("health")).content.decode()
+    nodes_html = admin_client.get(reverse("node_list")).content.decode()
+    dash_html = admin_client.get(reverse("dashboard")).content.decode()
+
+    on_health = page_kinds_by_node(health_html)
+    assert ("gpu-a30-04", "replicas-not-reflected") in on_health and ("gpu-a100-03", "cordoned") in on_health
+    assert page_kinds_by_node(nodes_html) == on_health
+
+    health_counts = Counter(re.findall(r'<tr class="problem-[^"]*" data-kind="([^"]+)"', health_html))
+    card = re.search(r'data-testid="attention">(.*?)</ul>', dash_html, re.S).group(1)
+    card_counts = {k: int(n) for k, n in re.findall(r'data-kind="([^"]+)"><span class="tag \w+">(\d+)</span>', card)}
+    assert card_counts == dict(health_counts)
+    assert {"replicas-not-reflected", "cordoned", "manifest-drift"} <= set(card_counts)
+
+
+@pytest.mark.django_db
+def test_drift_from_the_snapshot_is_the_live_drift(load_scenario):
+    from brickadmin.cluster.snapshot import take_snapshot
+    from gpus import manifest
+    from gpus.reading import ClusterView, health_inputs
+
+    demo = load_scenario("demo")
+    snap = take_snapshot(demo, use_prometheus=False)
+    from_snapshot = health_inputs(ClusterView(snap, ledger.compute(snap))).drift
+    assert from_snapshot == manifest.drift(manifest.parse(manifest.current().content), demo)
+    assert any(d.state != "in-sync" for d in from_snapshot)

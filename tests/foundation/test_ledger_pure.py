@@ -1,0 +1,84 @@
+"""The ledger on plain in-memory snapshots: no database, no twin."""
+from gpus import ledger
+from gpus.choices import GpuMode, GpuType
+from gpus.reading import ledger_of
+
+from .inmemory import GPU, SHARED, gpu_pod, node, plugin_pod, quota, snapshot
+
+
+def test_exclusive_and_timeslicing_nodes_count_logical_requested_and_allocated():
+    snap = snapshot([node("ex-1", physical=2), node("ts-1", sharing="timeslicing", physical=2,
+                                                     resources={SHARED: (8, 8)})],
+                    gpu_pods=[gpu_pod("ws-a", "train", "ex-1"), gpu_pod("ws-b", "nb", "ts-1", SHARED, 1),
+                              gpu_pod("ws-b", "done", "ts-1", SHARED, 1, phase="Succeeded")],
+                    quotas=[quota("ws-a", {GPU: 1}), quota("ws-b", {SHARED: 3})])
+    led = ledger.compute(snap)
+    ex, ts = led.node("ex-1"), led.node("ts-1")
+    assert (ex.mode, ex.logical, ex.requested, ex.physical) == ("exclusive", 2, 1, 2)
+    assert (ts.mode, ts.logical, ts.requested, ts.replicas, ts.configured_replicas) == ("timeslicing", 8, 1, 4, 4)
+    assert [(r.resource, r.logical, r.allocated, r.available) for r in led.by_resource] == [
+        (GPU, 2, 1, 1), (SHARED, 8, 3, 5)]
+    assert (led.logical, led.requested) == (10, 2)
+
+
+def test_stale_resources_are_reported_not_counted():
+    snap = snapshot([node("ts-1", sharing="timeslicing", physical=2, resources={SHARED: (8, 8), GPU: (2, 0)})])
+    n = ledger.compute(snap).node("ts-1")
+    assert [(r.resource, r.stale_severity) for r in n.stale] == [(GPU, "capacity")]
+    assert n.logical == 8
+
+
+def test_node_carries_its_taints_and_pods_with_their_phase():
+    taints = [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"},
+              {"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
+    snap = snapshot([node("ex-1", taints=taints)],
+                    gpu_pods=[gpu_pod("ws-a", "train", "ex-1", amount=2),
+                              gpu_pod("ws-a", "old", "ex-1", phase="Failed"),
+                              gpu_pod("ws-a", "elsewhere", "other-node")],
+                    plugin_pods=[plugin_pod("ex-1", phase="Pending")])
+    n = ledger.compute(snap).node("ex-1")
+    assert [(t.key, t.value, t.effect) for t in n.taints] == [("dedicated", "ml", "NoSchedule"),
+                                                              ("nvidia.com/gpu", "", "NoSchedule")]
+    assert [str(t) for t in n.taints] == ["dedicated=ml:NoSchedule", "nvidia.com/gpu:NoSchedule"]
+    assert n.tainted  # "dedicated" is one a plugin DaemonSet may not tolerate
+    assert [(p.namespace, p.name, p.phase, p.gpu_requests) for p in n.pods] == [
+        ("ws-a", "train", "Running", {GPU: 2}), ("ws-a", "old", "Failed", {GPU: 1})]
+    assert n.pods[0].requests_text == "nvidia.com/gpu: 2"
+    assert [(p.name, p.phase, p.running, p.component) for p in n.plugin_pods] == [
+        ("nvidia-device-plugin-default-ex-1", "Pending", False, "device-plugin-default")]
+    assert n.plugin_state == "pending"
+    assert n.requested == 2  # the Failed pod holds nothing
+
+
+def test_cordoned_unlabelled_and_non_gpu_nodes():
+    snap = snapshot([node("ex-1", unschedulable=True), node("typo-1", sharing="timesliced"),
+                     node("cpu-1", gpu=False)])
+    led = ledger.compute(snap)
+    assert [n.name for n in led.nodes] == ["ex-1", "typo-1"]
+    assert led.node("ex-1").cordoned and led.cordoned_nodes == [led.node("ex-1")]
+    assert led.node("typo-1").mode == GpuMode.UNLABELLED
+    assert led.node("cpu-1") is None and ledger.has_node(snap, "cpu-1") and not ledger.has_node(snap, "nope")
+
+
+def test_replicas_the_plugin_advertises_versus_the_config():
+    snap = snapshot([node("ts-1", sharing="timeslicing", physical=4, resources={SHARED: (8, 8)})], replicas=4)
+    n = ledger.compute(snap).node("ts-1")
+    assert (n.replicas, n.configured_replicas) == (2, 4)
+
+
+def test_the_ledger_is_memoised_per_snapshot_not_stored_on_it():
+    snap = snapshot([node("ex-1")])
+    first = ledger_of(snap)
+    assert ledger_of(snap) is first
+    assert not hasattr(snap, "ledger")
+    other = snapshot([node("ex-1")])
+    assert ledger_of(other) is not first
+
+
+def test_choices_carry_label_and_colour_and_compare_as_strings():
+    assert GpuMode.TIMESLICING == "timeslicing" and GpuMode.of("timeslicing") is GpuMode.TIMESLICING
+    assert GpuMode.of("bogus") is None
+    assert str(GpuMode.UNLABELLED.label) == "Unrecognised labels" and GpuMode.MIG.colour == "mode-mig"
+    assert GpuType.of("mig-1g.5gb") is GpuType.MIG and GpuType.label_of("mig-1g.5gb") == "MIG 1g.5gb"
+    assert GpuType.label_of("shared") == "Shared (time-slicing)" and GpuType.SHARED.colour
+    assert ledger.gpu_type_of(SHARED) == GpuType.SHARED
