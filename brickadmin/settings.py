@@ -73,6 +73,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.i18n",
                 "brickadmin.context_processors.cluster_banner",
+                "gpus.context_processors.view_freshness",
             ],
         },
     },

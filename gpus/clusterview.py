@@ -2,14 +2,330 @@
 
 The cluster watcher (``manage.py watch_cluster``, brickadmin/cluster/watch.py) keeps a
 small Kubernetes-shaped projection of the cluster up to date by list-then-watch and hands
-each new projection, as a ``Snapshot``, to ``publish()``, which computes the ledger and the
-health findings (pure) and writes them to the database."""
+each new projection, as a ``Snapshot``, to ``publish()``. ``publish`` computes the ledger
+and the health findings (pure functions) and writes them to the database as the next
+generation: a row per node (rewritten only when it changed), per model × type, per
+resource and per finding. ``stored_view()`` reads them back for a page with a constant
+number of queries, whatever the cluster's size, and no API call.
+"""
 from __future__ import annotations
 
-from brickadmin.cluster.snapshot import Snapshot
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone, translation
+
+from brickadmin.cluster.snapshot import Snapshot, without_gc_pauses
+
+from . import health as health_mod
+from . import ledger as ledger_mod
+from .models import ViewNode, ViewProblem, ViewResourceRow, ViewState, ViewTypeRow
+
+# The watcher beats at least this often; a page calls it down after WATCHER_STALE_SECONDS.
+HEARTBEAT_SECONDS = 10
 
 
-def publish(snapshot: Snapshot, *, watcher: str = "") -> int:
-    """Materialise ``snapshot`` (the ledger, per node, per model × type, per resource, and
-    the health findings) as the view's next generation; returns the generation."""
-    raise NotImplementedError  # written by the lead; the watcher only calls it
+def snapshot_drift(snapshot: Snapshot):
+    """The managed manifest's drift against the snapshot's device-plugin objects (no API
+    call); None when the current manifest cannot be read."""
+    from . import manifest as manifest_mod
+
+    live = {(kind, o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
+            for kind, objs in (("ConfigMap", snapshot.plugin_configmaps), ("DaemonSet", snapshot.plugin_daemonsets))
+            for o in objs}
+    try:
+        return manifest_mod.drift(manifest_mod.parse(manifest_mod.current().content), live=live)
+    except manifest_mod.ManifestError:
+        return None
+
+
+def _digest(data) -> str:
+    return hashlib.sha1(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _slim_node(node: dict) -> dict:
+    """What the pages need of any node (GPU or not): name, labels, taints, unschedulable."""
+    md, spec = node.get("metadata") or {}, node.get("spec") or {}
+    return {"metadata": {"name": md.get("name", ""), "labels": md.get("labels") or {}},
+            "spec": {k: spec[k] for k in ("unschedulable", "taints") if k in spec}}
+
+
+def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
+    """Materialise ``snapshot`` as the view's next generation; returns the generation.
+
+    ``position`` orders writers that may race (the twin's event id): a snapshot older than
+    the stored one is not written."""
+    with without_gc_pauses():
+        led = ledger_mod.compute(snapshot)
+        drift = snapshot_drift(snapshot)
+        inputs = health_mod.HealthInputs(ledger=led, snapshot=snapshot, drift=drift)
+        problems = {}
+        for code, _name in settings.LANGUAGES:  # findings are words: one text per site language
+            with translation.override(code):
+                problems[code] = [(p, str(p.message), str(p.remedy)) for p in health_mod.problems(inputs)]
+        per_node: dict[str, int] = {}
+        for p, _m, _r in problems[settings.LANGUAGE_CODE]:
+            if p.node:
+                per_node[p.node] = per_node.get(p.node, 0) + 1
+        gpu = {n.name: n for n in led.nodes}
+        rows = {}
+        for raw in snapshot.nodes:
+            name = raw["metadata"]["name"]
+            n = gpu.get(name)
+            data = {"ledger": ledger_mod.node_to_dict(n) if n else None, "raw": _slim_node(raw),
+                    "problems": per_node.get(name, 0)}
+            rows[name] = (n, data, _digest(data))
+    now = timezone.now()
+    with transaction.atomic():
+        state, _created = ViewState.objects.select_for_update().get_or_create(pk=1)
+        if position and state.position > position:
+            return state.generation
+        gen = state.generation + 1
+        _write_nodes(rows, gen)
+        ViewTypeRow.objects.all().delete()
+        ViewTypeRow.objects.bulk_create(
+            ViewTypeRow(generation=gen, position=i, model=r.model, gpu_type=r.gpu_type, resource=r.resource,
+                        logical=r.logical, requested=r.requested, physical=r.physical,
+                        cordoned_logical=r.cordoned_logical, nodes=r.nodes) for i, r in enumerate(led.by_type))
+        ViewResourceRow.objects.all().delete()
+        ViewResourceRow.objects.bulk_create(
+            ViewResourceRow(generation=gen, position=i, resource=r.resource, logical=r.logical,
+                            allocated=r.allocated, requested=r.requested) for i, r in enumerate(led.by_resource))
+        ViewProblem.objects.all().delete()
+        ViewProblem.objects.bulk_create(_problem_rows(problems, gen))
+        state.generation = gen
+        state.as_of = snapshot.taken_at
+        state.published_at = now
+        state.position = max(position, state.position) if position else state.position
+        state.source = snapshot.source
+        state.device_source = snapshot.device_source
+        state.device_note = snapshot.device_note
+        if watcher:
+            state.watcher, state.watcher_seen_at = watcher, now
+        state.totals = {"logical": led.logical, "requested": led.requested, "physical": led.physical,
+                        "physical_used": led.physical_used, "gpu_nodes": len(led.nodes), "nodes": len(rows),
+                        "models": sorted({n.model for n in led.nodes})}
+        state.extra = {"plugin_configmaps": snapshot.plugin_configmaps,
+                       "plugin_daemonsets": snapshot.plugin_daemonsets,
+                       "operator_configmaps": snapshot.operator_configmaps,
+                       "allocated_by_namespace": led.allocated_by_namespace}
+        state.save()
+    return gen
+
+
+def _write_nodes(rows: dict, gen: int) -> None:
+    """Rewrite only the nodes whose data changed; drop the nodes that are gone."""
+    stored = dict(ViewNode.objects.values_list("name", "digest"))
+    gone = set(stored) - set(rows)
+    if gone:
+        ViewNode.objects.filter(name__in=gone).delete()
+    changed = [name for name, (_n, _d, digest) in rows.items() if stored.get(name) != digest]
+    if not changed:
+        return
+    ViewNode.objects.filter(name__in=[c for c in changed if c in stored]).delete()
+    new = []
+    for name in changed:
+        n, data, digest = rows[name]
+        new.append(ViewNode(name=name, generation=gen, is_gpu=n is not None, model=n.model if n else "",
+                            mode=n.mode if n else "", convention=n.convention if n else "",
+                            cordoned=bool((data["raw"]["spec"] or {}).get("unschedulable")),
+                            problems=data["problems"], ledger=data["ledger"], raw=data["raw"], digest=digest))
+    ViewNode.objects.bulk_create(new, batch_size=500)
+
+
+def _problem_rows(problems: dict, gen: int):
+    base = problems[settings.LANGUAGE_CODE]
+    for i, (p, _message, _remedy) in enumerate(base):
+        yield ViewProblem(generation=gen, position=i, severity=p.severity, kind=p.kind, subject=p.subject,
+                          subject_type=p.subject_type, wizard=p.wizard,
+                          message={code: found[i][1] for code, found in problems.items()},
+                          remedy={code: found[i][2] for code, found in problems.items()})
+
+
+def heartbeat(watcher: str, status: dict | None = None) -> None:
+    """The watcher is alive (and how it is doing), even when nothing changed."""
+    ViewState.objects.get_or_create(pk=1)
+    ViewState.objects.filter(pk=1).update(watcher=watcher, watcher_seen_at=timezone.now(),
+                                          watcher_status=status or {})
+
+
+# --- reading -------------------------------------------------------------------------
+
+class ViewUnavailable(Exception):
+    """No view has been published yet (the watcher has not run)."""
+
+
+@dataclass
+class Freshness:
+    """How old the numbers are, and whether the watcher keeps them up to date."""
+
+    as_of: datetime | None
+    published_at: datetime | None
+    watcher: str
+    watcher_seen_at: datetime | None
+    source: str
+    live: bool  # the twin: brought up to date on every read
+
+    @property
+    def age_seconds(self) -> float | None:
+        return (timezone.now() - self.as_of).total_seconds() if self.as_of else None
+
+    @property
+    def watcher_down(self) -> bool:
+        if self.live:
+            return False
+        limit = timedelta(seconds=float(getattr(settings, "BRICK_WATCHER_STALE_SECONDS", 30)))
+        return self.watcher_seen_at is None or timezone.now() - self.watcher_seen_at > limit
+
+
+class StoredLedger:
+    """The stored ledger, with the attributes of ``gpus.ledger.Ledger`` the pages read.
+    Totals and the per-type and per-resource rows are loaded with the state; nodes only
+    when a page asks for them (then all at once, or one by name)."""
+
+    def __init__(self, state: ViewState, by_type, by_resource):
+        self.by_type = by_type
+        self.by_resource = by_resource
+        self.allocated_by_namespace = state.extra.get("allocated_by_namespace", {})
+        self.device_source = state.device_source
+        self.totals = state.totals
+        self.logical = state.totals.get("logical", 0)
+        self.requested = state.totals.get("requested", 0)
+        self.physical = state.totals.get("physical", 0)
+        self.physical_used = state.totals.get("physical_used", 0)
+        self.models = state.totals.get("models", [])
+        self._nodes = None
+
+    @property
+    def nodes(self) -> list[ledger_mod.NodeLedger]:
+        if self._nodes is None:
+            self._nodes = [ledger_mod.node_from_dict(d) for d in
+                           ViewNode.objects.filter(is_gpu=True).order_by("name").values_list("ledger", flat=True)]
+        return self._nodes
+
+    def node(self, name: str) -> ledger_mod.NodeLedger | None:
+        if self._nodes is not None:
+            return next((n for n in self._nodes if n.name == name), None)
+        data = ViewNode.objects.filter(name=name, is_gpu=True).values_list("ledger", flat=True).first()
+        return ledger_mod.node_from_dict(data) if data else None
+
+    def resource(self, name: str) -> ledger_mod.ResourceRow:
+        return next((r for r in self.by_resource if r.resource == name), ledger_mod.ResourceRow(resource=name))
+
+    @property
+    def cordoned_nodes(self):
+        return [n for n in self.nodes if n.cordoned]
+
+    @property
+    def stale_nodes(self):
+        return [n for n in self.nodes if n.stale]
+
+    @property
+    def plugin_down_nodes(self):
+        return [n for n in self.nodes if n.plugin_state in ("missing", "pending")]
+
+
+class StoredSnapshot:
+    """The stored projection, with the attributes of ``Snapshot`` the pages read."""
+
+    def __init__(self, state: ViewState):
+        self.taken_at = state.as_of
+        self.source = state.source
+        self.device_source = state.device_source
+        self.device_note = state.device_note
+        self.plugin_configmaps = state.extra.get("plugin_configmaps", [])
+        self.plugin_daemonsets = state.extra.get("plugin_daemonsets", [])
+        self.operator_configmaps = state.extra.get("operator_configmaps", [])
+        self._nodes = None
+
+    @property
+    def nodes(self) -> list[dict]:
+        """Every node's projection (name, labels, taints), GPU node or not."""
+        if self._nodes is None:
+            self._nodes = list(ViewNode.objects.order_by("name").values_list("raw", flat=True))
+        return self._nodes
+
+    def has_node(self, name: str) -> bool:
+        return ViewNode.objects.filter(name=name).exists()
+
+
+@dataclass
+class StoredView:
+    snapshot: StoredSnapshot
+    ledger: StoredLedger
+    freshness: Freshness
+    generation: int = 0
+    _problems: list | None = field(default=None, repr=False)
+
+    def problems(self) -> list[health_mod.Problem]:
+        """The findings, in the language of the request."""
+        if self._problems is None:
+            lang = translation.get_language() or settings.LANGUAGE_CODE
+            self._problems = [_problem(row, lang) for row in ViewProblem.objects.all()]
+        return self._problems
+
+    def problems_of(self, names) -> dict[str, list[health_mod.Problem]]:
+        """Findings per node, for these nodes only (a page of the Nodes list)."""
+        lang = translation.get_language() or settings.LANGUAGE_CODE
+        out: dict[str, list[health_mod.Problem]] = {}
+        for row in ViewProblem.objects.filter(subject_type=health_mod.NODE, subject__in=list(names)):
+            out.setdefault(row.subject, []).append(_problem(row, lang))
+        return out
+
+
+def _problem(row: ViewProblem, lang: str) -> health_mod.Problem:
+    def text(d):
+        return d.get(lang) or d.get(settings.LANGUAGE_CODE) or next(iter(d.values()), "")
+
+    return health_mod.Problem(severity=row.severity, kind=row.kind, subject=row.subject, message=text(row.message),
+                              remedy=text(row.remedy), wizard=row.wizard, subject_type=row.subject_type)
+
+
+def stored_view(*, live: bool = False) -> StoredView:
+    """The current view: three queries (state, type rows, resource rows). Raises
+    ViewUnavailable when nothing was published yet."""
+    state = ViewState.objects.filter(pk=1).first()
+    if state is None or not state.generation:
+        raise ViewUnavailable()
+    by_type = [ledger_mod.TypeRow(model=r.model, gpu_type=r.gpu_type, resource=r.resource, logical=r.logical,
+                                  requested=r.requested, physical=r.physical, cordoned_logical=r.cordoned_logical,
+                                  nodes=r.nodes) for r in ViewTypeRow.objects.all()]
+    by_resource = [ledger_mod.ResourceRow(resource=r.resource, logical=r.logical, allocated=r.allocated,
+                                          requested=r.requested) for r in ViewResourceRow.objects.all()]
+    fresh = Freshness(as_of=state.as_of, published_at=state.published_at, watcher=state.watcher,
+                      watcher_seen_at=state.watcher_seen_at, source=state.source, live=live)
+    return StoredView(snapshot=StoredSnapshot(state), ledger=StoredLedger(state, by_type, by_resource),
+                      freshness=fresh, generation=state.generation)
+
+
+def has_view() -> bool:
+    return ViewState.objects.filter(pk=1, generation__gt=0).exists()
+
+
+def node_page(view: StoredView, *, mode: str = "", model: str = "", number=None, per_page: int = 50):
+    """A page of GPU nodes, filtered and paginated in SQL: (page, [(NodeLedger, problems)])."""
+    from django.core.paginator import Paginator
+
+    qs = ViewNode.objects.filter(is_gpu=True)
+    if mode:
+        qs = qs.filter(mode=mode)
+    if model:
+        qs = qs.filter(model=model)
+    page = Paginator(qs.order_by("name").only("name", "ledger"), per_page).get_page(number)
+    nodes = [ledger_mod.node_from_dict(row.ledger) for row in page]
+    problems = view.problems_of(n.name for n in nodes)
+    return page, [(n, problems.get(n.name, [])) for n in nodes]
+
+
+def freshness(*, live: bool = False) -> Freshness | None:
+    """The view's freshness from its state row alone (no view rows), or None without a view."""
+    state = ViewState.objects.filter(pk=1).only("as_of", "published_at", "watcher", "watcher_seen_at", "source",
+                                                "generation").first()
+    if state is None or not state.generation:
+        return None
+    return Freshness(as_of=state.as_of, published_at=state.published_at, watcher=state.watcher,
+                     watcher_seen_at=state.watcher_seen_at, source=state.source, live=live)

@@ -543,3 +543,26 @@ def compute(snapshot) -> Ledger:
     res_rows = sorted(by_resource.values(), key=lambda r: (r.resource != GPU, r.resource != GPU_SHARED, r.resource))
     return Ledger(nodes=nodes, by_type=rows, by_resource=res_rows,
                   allocated_by_namespace=allocated, device_source=snapshot.device_source)
+
+
+# --- stored form (the materialised view, gpus/clusterview.py) ----------------------
+
+def node_to_dict(n: NodeLedger) -> dict:
+    """A node's ledger line as JSON-ready data; ``node_from_dict`` gives it back equal."""
+    return {
+        "name": n.name, "model": n.model, "convention": n.convention, "mode": n.mode,
+        "sharing_label": n.sharing_label, "replicas": n.replicas, "configured_replicas": n.configured_replicas,
+        "ready": n.ready, "cordoned": n.cordoned, "tainted": n.tainted, "plugin_state": n.plugin_state,
+        "resources": [[r.resource, r.gpu_type, r.capacity, r.allocatable, r.requested, r.stale]
+                      for r in n.resources.values()],
+        "raw_devices": n.raw_devices, "in_use": sorted(n.in_use), "physical": n.physical,
+        "physical_used": n.physical_used, "physical_source": n.physical_source, "labels": n.labels,
+        "raw_taints": n.raw_taints, "raw_pods": n.raw_pods, "raw_plugin_pods": n.raw_plugin_pods,
+    }
+
+
+def node_from_dict(d: dict) -> NodeLedger:
+    fields = dict(d)
+    fields["resources"] = {r[0]: ResourceLine(*r) for r in d["resources"]}
+    fields["in_use"] = frozenset(d["in_use"])
+    return NodeLedger(**fields)

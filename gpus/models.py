@@ -202,3 +202,107 @@ class ProcedureLock(models.Model):
         """Lock the row until the current transaction ends (creating it on first use).
         SQLite has no row locks; there every write transaction starts IMMEDIATE (settings)."""
         cls.objects.select_for_update().get_or_create(pk=1)
+
+
+# --- the materialised cluster view (gpus/clusterview.py) ----------------------------
+# Written by the cluster watcher (one writer at a time), read by every page: a page view
+# costs the API server nothing and a constant number of queries. Each row carries the
+# generation that last wrote it; ViewState says which generation is current and the time
+# it reflects.
+
+class ViewState(models.Model):
+    """The one row (pk=1) describing the current view."""
+
+    generation = models.PositiveBigIntegerField(default=0)
+    as_of = models.DateTimeField(null=True, blank=True)  # the time the projection reflects
+    published_at = models.DateTimeField(null=True, blank=True)
+    # Where the watcher got to, for ordering writers (the twin's event id; "" for kube).
+    position = models.BigIntegerField(default=0)
+    source = models.CharField(max_length=16, blank=True, default="")  # twin | kube
+    device_source = models.CharField(max_length=16, blank=True, default="labels")
+    device_note = models.TextField(blank=True, default="")
+    # The watcher's identity and liveness: pages say plainly when it is behind or down.
+    watcher = models.CharField(max_length=200, blank=True, default="")
+    watcher_seen_at = models.DateTimeField(null=True, blank=True)
+    watcher_status = models.JSONField(default=dict, blank=True)
+    totals = models.JSONField(default=dict, blank=True)  # the ledger's headline numbers
+    # Small cluster-wide objects some pages read (device-plugin ConfigMaps and DaemonSets,
+    # the GPU Operator's ConfigMaps, quota per namespace): a few kB whatever the size.
+    extra = models.JSONField(default=dict, blank=True)
+
+    def __str__(self):
+        return f"view generation {self.generation}"
+
+
+class ViewNode(models.Model):
+    """One node: every node of the cluster (GPU or not), its ledger line when it is a GPU node."""
+
+    name = models.CharField(max_length=253, unique=True)
+    generation = models.PositiveBigIntegerField()
+    is_gpu = models.BooleanField(default=False)
+    model = models.CharField(max_length=200, blank=True, default="")
+    mode = models.CharField(max_length=16, blank=True, default="")
+    convention = models.CharField(max_length=16, blank=True, default="")
+    cordoned = models.BooleanField(default=False)
+    problems = models.PositiveIntegerField(default=0)
+    ledger = models.JSONField(null=True, blank=True)  # gpus.ledger.node_to_dict
+    raw = models.JSONField(default=dict)  # the node's projection (labels, taints, status)
+    digest = models.CharField(max_length=64, blank=True, default="")  # skip rewriting an unchanged node
+
+    class Meta:
+        ordering = ["name"]
+        indexes = [models.Index(fields=["is_gpu", "mode", "name"]), models.Index(fields=["is_gpu", "model", "name"])]
+
+    def __str__(self):
+        return self.name
+
+
+class ViewTypeRow(models.Model):
+    """One Dashboard detail row: a GPU model × type."""
+
+    generation = models.PositiveBigIntegerField()
+    position = models.PositiveIntegerField()
+    model = models.CharField(max_length=200)
+    gpu_type = models.CharField(max_length=64)
+    resource = models.CharField(max_length=128)
+    logical = models.IntegerField(default=0)
+    requested = models.IntegerField(default=0)
+    physical = models.IntegerField(default=0)
+    cordoned_logical = models.IntegerField(default=0)
+    nodes = models.IntegerField(default=0)
+
+    class Meta:
+        ordering = ["position"]
+
+
+class ViewResourceRow(models.Model):
+    """One availability row: a resource name."""
+
+    generation = models.PositiveBigIntegerField()
+    position = models.PositiveIntegerField()
+    resource = models.CharField(max_length=128)
+    logical = models.IntegerField(default=0)
+    allocated = models.IntegerField(default=0)
+    requested = models.IntegerField(default=0)
+
+    class Meta:
+        ordering = ["position"]
+
+
+class ViewProblem(models.Model):
+    """One health finding (gpus/health.py)."""
+
+    generation = models.PositiveBigIntegerField()
+    position = models.PositiveIntegerField()
+    severity = models.CharField(max_length=8)
+    kind = models.CharField(max_length=64)
+    subject = models.CharField(max_length=300)
+    subject_type = models.CharField(max_length=16)
+    # {language code: text}: computed once per language of the site (settings.LANGUAGES)
+    message = models.JSONField(default=dict)
+    remedy = models.JSONField(default=dict)
+    wizard = models.CharField(max_length=8, blank=True, default="")
+
+    class Meta:
+        ordering = ["position"]
+        indexes = [models.Index(fields=["subject_type", "subject"])]

@@ -1,18 +1,26 @@
-"""The one read path of the pages: the cluster's snapshot and its ledger, and the health
-problems computed from them.
+"""The one read path of the pages: the materialised cluster view (gpus/clusterview.py).
 
-``read_cluster()`` raises ``brickadmin.cluster.ClusterError`` when the cluster cannot be
-read; ``brickadmin.middleware.ClusterErrorMiddleware`` turns it into the 503 page with the
-banner. A page that still has something to show without the cluster catches it itself
-(and calls ``brickadmin.middleware.show_cluster_error`` for the banner)."""
+``read_cluster()`` returns the stored view: its ledger, a projection of the cluster, its
+health findings and how fresh they are, with no API call and a constant number of
+queries. On the simulated cluster the view is first brought up to date in-process (the
+twin's writes are its events), so every page shows the twin as it is now. On a real
+cluster only the watcher (``manage.py watch_cluster``) writes the view; pages say when it
+is behind or down.
+
+``live_view()`` reads the cluster itself: for what decides a write (pre-checks, the
+evidence capture), never for looking. Both raise ``brickadmin.cluster.ClusterError``
+when the cluster cannot be read; ``brickadmin.middleware.ClusterErrorMiddleware`` turns it
+into the 503 page with the banner."""
 from __future__ import annotations
 
 import logging
 import threading
 from dataclasses import dataclass
 
+from brickadmin.cluster import ClusterUnreachable, cluster_problem, get_gateway
 from brickadmin.cluster.snapshot import Snapshot, take_snapshot, without_gc_pauses
 
+from . import clusterview
 from . import health as health_mod
 from . import ledger as ledger_mod
 
@@ -31,9 +39,8 @@ _memo: dict = {}  # {"snapshot": the last snapshot, "ledger": its ledger}
 
 def ledger_of(snapshot: Snapshot) -> ledger_mod.Ledger:
     """The snapshot's ledger, computed once per snapshot: a cached snapshot (the twin
-    unchanged, or a real cluster within BRICK_SNAPSHOT_CACHE_SECONDS) is the same object,
-    so its ledger is reused. The memo holds the snapshot itself, so the identity it is
-    keyed on cannot be reused by another object."""
+    unchanged) is the same object, so its ledger is reused. The memo holds the snapshot
+    itself, so the identity it is keyed on cannot be reused by another object."""
     with _memo_lock:
         if _memo.get("snapshot") is snapshot:
             return _memo["ledger"]
@@ -44,33 +51,52 @@ def ledger_of(snapshot: Snapshot) -> ledger_mod.Ledger:
     return led
 
 
-def read_cluster(gateway=None) -> ClusterView:
-    """The snapshot and its ledger. Raises ClusterError when the cluster cannot be read."""
+def live_view(gateway=None) -> ClusterView:
+    """The cluster read now (API calls): for deciding a write, never for a page that looks."""
     snapshot = take_snapshot(gateway)
     return ClusterView(snapshot=snapshot, ledger=ledger_of(snapshot))
 
 
-def health_inputs(view: ClusterView, *, drift: bool = True) -> health_mod.HealthInputs:
-    """Gather what the health checks read, once, before the pure checks run: the view, and
-    the managed manifest's drift (the current manifest version, from the database, against
-    the snapshot's device-plugin ConfigMaps and DaemonSets: no API call). An invalid
-    manifest leaves the drift out (None)."""
-    items = None
-    if drift:
-        from . import manifest as manifest_mod
+_twin_lock = threading.Lock()
+_twin_published: dict = {}  # {"version": the twin version this process last published}
 
-        snap = view.snapshot
-        live = {(kind, o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
-                for kind, objs in (("ConfigMap", snap.plugin_configmaps), ("DaemonSet", snap.plugin_daemonsets))
-                for o in objs}
-        try:
-            items = manifest_mod.drift(manifest_mod.parse(manifest_mod.current().content), live=live)
-        except manifest_mod.ManifestError as exc:
-            log.warning("manifest drift not read: %s", exc)
+
+def _bring_twin_view_up_to_date(gateway) -> None:
+    """The twin's view follows its writes: publish when the twin changed since this
+    process last published (its snapshot is cached per twin version)."""
+    version = gateway.version()
+    with _twin_lock:
+        if _twin_published.get("version") == version and clusterview.has_view():
+            return
+        clusterview.publish(take_snapshot(gateway), watcher="")
+        _twin_published["version"] = version
+
+
+def read_cluster(gateway=None) -> clusterview.StoredView:
+    """The stored view for a page. Raises ClusterError when there is none to show."""
+    gateway = gateway or get_gateway()
+    live = gateway.name == "twin"
+    if live:
+        _bring_twin_view_up_to_date(gateway)
+    try:
+        return clusterview.stored_view(live=live)
+    except clusterview.ViewUnavailable:
+        # Say first whether the cluster itself answers (probed at most every 10 s).
+        raise ClusterUnreachable(cluster_problem() or "The cluster watcher has not published the cluster's numbers yet: start "
+                                 "`manage.py watch_cluster` (it lists the cluster, then keeps the view up to "
+                                 "date).") from None
+
+
+def health_inputs(view: ClusterView, *, drift: bool = True) -> health_mod.HealthInputs:
+    """What the health checks read, gathered once before the pure checks run: the view, and
+    the managed manifest's drift against the snapshot's device-plugin objects (no API call)."""
+    items = clusterview.snapshot_drift(view.snapshot) if drift else None
     return health_mod.HealthInputs(ledger=view.ledger, snapshot=view.snapshot, drift=items)
 
 
-def read_problems(view: ClusterView, *, drift: bool = True) -> list[health_mod.Problem]:
-    """Every health problem of the view (the one list the Dashboard card, the Health page
-    and the Nodes list read)."""
-    return health_mod.problems(health_inputs(view, drift=drift))
+def read_problems(view) -> list[health_mod.Problem]:
+    """Every health finding (the one list the Dashboard card, the Health page and the Nodes
+    list read): stored with the view, or computed for a live view."""
+    if isinstance(view, clusterview.StoredView):
+        return view.problems()
+    return health_mod.problems(health_inputs(view))

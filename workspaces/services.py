@@ -225,10 +225,10 @@ def _fresh_ledger(gw):
     again here, so an approval sees every approval committed before it."""
     from dataclasses import replace
 
-    from gpus.reading import read_cluster
+    from gpus.reading import live_view
 
     try:
-        snap = read_cluster().snapshot
+        snap = live_view(gw).snapshot
         quotas = gw.list_resource_quotas()
     except ClusterError as exc:
         log.warning("cluster unreachable: %s", exc)
@@ -477,10 +477,10 @@ def approve_job(job_id: int, actor, ledger=None) -> WorkspaceJob:
     if job.status != WorkspaceJob.Status.PENDING:
         raise WorkspaceError(_("This Job was already decided."))
     if ledger is None:
-        from gpus.reading import read_cluster
+        from gpus.reading import live_view
 
         try:
-            ledger = read_cluster().ledger
+            ledger = live_view().ledger  # a decision reads the cluster, not the view
         except ClusterError as exc:
             raise WorkspaceError(_("The cluster cannot be read; nothing was changed.")) from exc
     option = next((o for o in job_node_options(ledger) if o.name == job.node), None)

@@ -1,6 +1,5 @@
 """The inventory pages: Dashboard, per-model detail, Availability, Nodes, node detail, help, evidence."""
 from django.conf import settings
-from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
@@ -9,8 +8,8 @@ from brickadmin.permissions import admin_required
 
 from .. import health as health_mod
 from ..choices import GpuMode
-from ..ledger import has_node
-from ..reading import read_cluster, read_problems
+from .. import clusterview
+from ..reading import live_view, read_cluster, read_problems
 
 
 @require_GET
@@ -43,20 +42,12 @@ def availability(request):
 @admin_required
 def node_list(request):
     view = read_cluster()
-    nodes = view.ledger.nodes
-    models = sorted({n.model for n in nodes})
     mode = request.GET.get("mode", "")
     model = request.GET.get("model", "")
-    if mode in GpuMode.values:
-        nodes = [n for n in nodes if n.mode == mode]
-    if model:
-        nodes = [n for n in nodes if n.model == model]
-    page = Paginator(nodes, settings.PAGE_SIZE).get_page(request.GET.get("page"))
-    # The State column: each node's problems from the one health list.
-    problems = health_mod.by_node(read_problems(view))
-    rows = [(n, problems.get(n.name, [])) for n in page]
-    ctx = {"ledger": view.ledger, "snapshot": view.snapshot, "page": page, "rows": rows, "models": models,
-           "modes": GpuMode.choices, "mode": mode, "model": model}
+    page, rows = clusterview.node_page(view, mode=mode if mode in GpuMode.values else "", model=model,
+                                       number=request.GET.get("page"), per_page=settings.PAGE_SIZE)
+    ctx = {"ledger": view.ledger, "snapshot": view.snapshot, "page": page, "rows": rows,
+           "models": view.ledger.models, "modes": GpuMode.choices, "mode": mode, "model": model}
     template = "gpus/node_list.html"
     if request.htmx:
         template += "#node-table"
@@ -68,10 +59,11 @@ def node_list(request):
 def node_detail(request, name):
     view = read_cluster()
     node = view.ledger.node(name)
-    if node is None and not has_node(view.snapshot, name):
+    if node is None and not view.snapshot.has_node(name):
         raise Http404(f"No node named {name}")
     return render(request, "gpus/node_detail.html", {
-        "ledger": view.ledger, "snapshot": view.snapshot, "node": node, "name": name})
+        "ledger": view.ledger, "snapshot": view.snapshot, "node": node, "name": name,
+        "problems": view.problems_of([name]).get(name, [])})
 
 
 @require_GET
@@ -89,7 +81,7 @@ def evidence(request):
 
     from .. import evidence as ev_mod
 
-    view = read_cluster()
+    view = live_view()  # evidence is a capture of the cluster as it is now
     snapshot = view.snapshot
     ev = ev_mod.build(snapshot, view.ledger, snapshot.plugin_configmaps + snapshot.operator_configmaps)
     if request.GET.get("format") == "md":
