@@ -1,5 +1,6 @@
-"""CNCF AI Conformance `gpu_sharing` evidence (seed 002), produced from the live
-cluster for either convention: the commands an auditor would run and their output,
+"""Evidence for the `gpu_sharing` requirement of the CNCF Kubernetes AI Conformance
+programme (the cluster shares GPUs by time-slicing or MIG), produced from the live
+cluster for either convention (docs/operator-guide.md#node-labels-the-single-source-of-truth): the commands an auditor would run and their output,
 stamped with the capture time. Pure functions over a snapshot, its ledger and the
 device-plugin ConfigMaps."""
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The GPU ledger: pure functions from a cluster snapshot to the numbers.
 
-Terms (seed glossary): physical, physical_used, logical (kubelet allocatable),
+Terms (docs/operator-guide.md#physical-and-logical-counts): physical, physical_used, logical (kubelet allocatable),
 allocated (ResourceQuota ``requests.<resource>`` hard), requested (non-terminal pod
 requests), available (logical - allocated).
 

@@ -70,9 +70,10 @@ class Validation:
 
 
 def validate(docs: list[dict]) -> Validation:
-    """The seed's rules (3.2, 4): two ConfigMaps and two DaemonSets; identical tolerations;
-    replicas >= 2; renameByDefault under sharing.timeSlicing (not flags); node selectors on
-    the sharing label; each DaemonSet mounts a ConfigMap the file defines."""
+    """The rules of docs/operator-guide.md#the-device-plugin and #procedures: two
+    ConfigMaps and two DaemonSets; identical tolerations; replicas >= 2; renameByDefault
+    under sharing.timeSlicing (not flags); node selectors on the sharing label; each
+    DaemonSet mounts a ConfigMap the file defines."""
     v = Validation()
     cms = {d["metadata"]["name"]: d for d in _docs_of(docs, "ConfigMap")}
     dss = {d["metadata"]["name"]: d for d in _docs_of(docs, "DaemonSet")}

@@ -35,12 +35,13 @@ def seed_example():
     ]
     hardware = {"dev-a1-ws04": s.gpus("dev-a1-ws04", A30, 1, 24576),
                 "dev-a1-ws02": s.gpus("dev-a1-ws02", A30, 1, 24576)}
-    write("seed-example", "Seed 000, sections 2.2-2.4: one A30 exclusive node, one A30 time-slicing node "
+    write("seed-example", "A minimal BRICK cluster: one A30 exclusive node, one A30 time-slicing node "
           "(replicas 2), one Workspace quota of each type, no GPU pods.", objects, hardware)
 
 
 def qks():
-    """Seed 002: GPU Operator convention; status as the seed's kubectl output shows it."""
+    """The QKS cluster of the CNCF evidence document (GPU Operator convention); node status
+    as that document's kubectl output shows it."""
     operator_cm = {"apiVersion": "v1", "kind": "ConfigMap",
                    "metadata": {"name": "device-plugin-configs", "namespace": "gpu-operator"},
                    "data": {"time-slicing-5": "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
@@ -82,8 +83,9 @@ def qks():
     objects.append(s.gpu_pod("inference", "llm-large-0", "qcs07", "nvidia.com/mig-4g.96gb", 1))
     hardware = {"qcs05": s.gpus("qcs05", RTX6000, 1, 97887),
                 "qcs07": s.gpus("qcs07", RTX6000, 2, 97887, mig=[["1g.24gb"] * 4, ["4g.96gb"]])}
-    write("qks", "Seed 002 (QKS): GPU Operator convention. qcs05 time-slicing-5 (nvidia.com/gpu: 5 on one GPU), "
-          "qcs06 exclusive, qcs07 MIG mixed with 4 partitions in use. The seed gives no physical count for qcs06.",
+    write("qks", "The QKS cluster of the CNCF evidence document (GPU Operator convention). "
+          "qcs05 time-slicing-5 (nvidia.com/gpu: 5 on one GPU), qcs06 exclusive, qcs07 MIG mixed with "
+          "4 partitions in use. That document gives no physical count for qcs06.",
           objects, hardware)
 
 
@@ -110,7 +112,7 @@ def demo():
     for name, model, count, mem, sharing, extra in specs:
         labels = {}
         if extra.get("typo"):
-            sharing = "time-slicing"  # the label typo the seed's troubleshooting table warns about
+            sharing = "time-slicing"  # the label typo docs/operator-guide.md#troubleshooting warns about
         taints = [GPU_TAINT, {"key": "brick.cloud/dedicated", "value": "llm", "effect": "NoSchedule"}] \
             if extra.get("taint") else [GPU_TAINT]
         extra_status = {}

@@ -7,8 +7,8 @@ What an approved Workspace is, in Kubernetes terms (all created through the gate
 - ResourceQuota ``workspace-compute``: ``requests.<gpu resource>``, ``requests.cpu``,
   ``requests.memory``, scoped with ``PriorityClass NotIn [brick-job-priority]``. Every pod
   in the namespace counts against it (pods at ``brick-user-priority`` and pods with no
-  class alike) except scavenging Jobs, which by design (seed 3.4) run outside Workspace
-  quotas. The scope also makes it a quota that "covers" brick-user-priority pods when the
+  class alike) except scavenging Jobs, which by design run outside Workspace
+  quotas (docs/operator-guide.md#jobs). The scope also makes it a quota that "covers" brick-user-priority pods when the
   API server limits that class through ResourceQuota admission ``limitedResources``.
 - ResourceQuota ``workspace-storage``: ``requests.storage`` (PVCs; the API server refuses
   a PriorityClass scope on a storage quota, hence a second, unscoped quota).
@@ -378,7 +378,7 @@ class NodeOption:
 
 
 def job_node_options(ledger) -> list[NodeOption]:
-    """The Job node list of seed 2.4: exclusive nodes selectable with free / allocatable;
+    """The node list of the Job form: exclusive nodes selectable with free / allocatable;
     time-slicing and MIG nodes, and nodes that cannot take pods, disabled with a reason."""
     out = []
     for n in (ledger.nodes if ledger else []):
@@ -408,7 +408,7 @@ def job_node_options(ledger) -> list[NodeOption]:
         elif free == 0:
             reason = _("No free GPU on this node right now")
         out.append(NodeOption(n.name, ledger_mod.GPU, free, alloc, not reason, reason))
-    out.sort(key=lambda o: (not o.selectable, o.name))  # selectable first, as seed 2.4 lists them
+    out.sort(key=lambda o: (not o.selectable, o.name))  # selectable first, then the disabled ones
     return out
 
 

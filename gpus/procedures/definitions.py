@@ -121,7 +121,8 @@ class _Conversion(ProcedureDef):
 
     def _untolerated_taints(self, gateway, node):
         """The target mode's DaemonSet must tolerate the node's taints, or its plugin pod
-        never starts there and the node exposes no GPU at all (seed 3.2)."""
+        never starts there and the node exposes no GPU at all
+        (docs/operator-guide.md#the-device-plugin)."""
         from brickadmin.cluster import NotFound
         from brickadmin.cluster import deviceplugin as dp
 

@@ -1,4 +1,4 @@
-"""Steps shared by procedures A-D (seed section 4). Each: title + kubectl equivalent,
+"""Steps shared by procedures A-D (docs/operator-guide.md#procedures). Each: title + kubectl equivalent,
 an idempotent ``ensure`` (reads first, sends only what is missing) and a ``verify``."""
 from __future__ import annotations
 

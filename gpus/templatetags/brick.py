@@ -7,7 +7,8 @@ from ..choices import GpuMode, GpuType
 
 register = template.Library()
 
-# The seed's glossary (000, sections 1.3, 3.1 and 4). Keys are used by {% term %}.
+# The glossary of docs/operator-guide.md (#physical-and-logical-counts, #procedures).
+# Keys are used by {% term %}.
 GLOSSARY = {
     "physical": (_("Physical"), _("GPU devices installed (DCGM: distinct GPU UUIDs). Fixed, whatever the sharing mode.")),
     "physical_used": (_("Physical used"), _("Physical devices with a Running pod attached.")),

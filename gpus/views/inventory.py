@@ -76,7 +76,8 @@ def help_page(request):
 @require_GET
 @admin_required
 def evidence(request):
-    """CNCF AI Conformance gpu_sharing evidence from the live cluster (seed 002)."""
+    """Evidence for the CNCF Kubernetes AI Conformance `gpu_sharing` requirement (the
+    cluster shares GPUs by time-slicing or MIG), captured from the live cluster."""
     from django.http import HttpResponse
 
     from .. import evidence as ev_mod

@@ -1,4 +1,4 @@
-"""The ledger on the shipped scenarios: the seeds' own numbers, exactly."""
+"""The ledger on the shipped scenarios: the numbers each scenario was built to show, exactly."""
 import pytest
 
 from brickadmin.cluster.snapshot import take_snapshot

@@ -80,7 +80,7 @@ def test_drift_detects_hand_edit_and_apply_restores(twin):
     assert {i.state for i in manifest.drift(d, twin)} == {"in-sync"}
     live = twin.get_daemonset("brick-nvidia", manifest.TS_DAEMONSET)
     live["spec"]["template"]["spec"]["tolerations"] = []
-    twin.apply(live)  # kubectl edit, which the seed forbids
+    twin.apply(live)  # kubectl edit, which docs/operator-guide.md#procedures forbids
     drifted = [i for i in manifest.drift(d, twin) if i.state != "in-sync"]
     assert [i.name for i in drifted] == [manifest.TS_DAEMONSET]
     assert any("tolerations" in p for p in drifted[0].paths)

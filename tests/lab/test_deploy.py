@@ -82,7 +82,7 @@ def test_recording_rules_load_into_the_lab_prometheus_and_answer(lab):
     wait_until(lambda: by("brick:node_gpu_type", "node", "gpu_type", "convention") == want_types, 60,
                "brick:node_gpu_type")
     assert {r["metric"]["gpu_model"] for r in lab.prom("brick:node_gpu_type")} == {"NVIDIA-A30"}
-    # the seed's Workspace-creation table: nvidia.com/gpu 1 1 0, nvidia.com/gpu.shared 2 1 1
+    # the seed-example scenario's Total / Used / Available: nvidia.com/gpu 1 1 0, nvidia.com/gpu.shared 2 1 1
     want_logical = {("exclusive", "nvidia_com_gpu"): 1.0, ("shared", "nvidia_com_gpu_shared"): 2.0}
     wait_until(lambda: by("brick:gpu_logical:sum_by_type", "gpu_type", "resource") == want_logical, 60, "logical")
     wait_until(lambda: by("brick:gpu_allocated:sum_by_type", "gpu_type", "resource") == {

@@ -93,7 +93,7 @@ def test_configmap_edit_changes_nothing_until_a_rollout_restart(seeded):
 
 def test_no_plugin_pod_means_allocatable_zero(seeded):
     gw = seeded.admin
-    gw.label_node("dev-a1-ws02", {"brick.cloud/gpu.sharing": "time-slicing"})  # the seed's typo: no DaemonSet matches
+    gw.label_node("dev-a1-ws02", {"brick.cloud/gpu.sharing": "time-slicing"})  # a label typo: no DaemonSet matches
     wait_until(lambda: not plugin_pods(seeded, "dev-a1-ws02"), 60, "the plugin pod to go")
     wait_until(lambda: seeded.nvidia("dev-a1-ws02") == {"nvidia.com/gpu.shared": "0"}, 30, "allocatable 0")
     assert seeded.nvidia("dev-a1-ws02", "capacity") == {"nvidia.com/gpu.shared": "2"}

@@ -1,5 +1,6 @@
-"""Jobs (issue 5, part 3; seed 2.4 and 3.4): the node list, approval, the Kubernetes Job,
-its state read from the cluster, the warning when approval is off."""
+"""Jobs (issue 5, part 3): the Job form's node list (exclusive nodes selectable, the others
+disabled with a reason), approval, the Kubernetes Job outside Workspace quotas, its state
+read from the cluster, the warning when approval is off."""
 import re
 
 import pytest

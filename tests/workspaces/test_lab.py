@@ -93,7 +93,8 @@ def test_approval_creates_an_enforced_workspace_on_the_lab(kube, alice, admin_us
     # ...also for a pod with no PriorityClass at all (the scope is NotIn brick-job-priority)...
     with pytest.raises(PermanentClusterError, match="exceeded quota"):
         gw.apply(pod(name, "p3", gpu))
-    # ...while a scavenging Job's pod runs outside the Workspace quota (seed 3.4).
+    # ...while a scavenging Job's pod runs outside the Workspace quota
+    # (docs/operator-guide.md#jobs).
     services.ensure_priority_class(gw, JOB_PRIORITY_CLASS, -10, "jobs", "Never")
     exclusive = {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}
     gw.apply(pod(name, "job-pod", exclusive, JOB_PRIORITY_CLASS))

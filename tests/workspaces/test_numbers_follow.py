@@ -49,7 +49,7 @@ def test_a_running_job_moves_requested_on_the_dashboard_not_allocated(approved, 
     job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
     services.approve_job(job.pk, admin_user)
     logical, allocated, available, requested = numbers(twin, "nvidia.com/gpu")
-    assert (logical, allocated, available) == before[:3]  # Jobs run outside quotas (seed 3.4)
+    assert (logical, allocated, available) == before[:3]  # Jobs run outside quotas
     assert requested == 1
     page = login(alice).get("/").content.decode()
     assert 'data-testid="gpu-used">1<' in page

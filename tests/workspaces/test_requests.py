@@ -1,4 +1,5 @@
-"""Workspace request form and "My workspaces" (issue 5, part 1; seed 2.1-2.2)."""
+"""Workspace request form and "My workspaces" (issue 5, part 1), with the
+per-resource Total / Used / Available table beside the form."""
 import pytest
 from django.contrib.auth.models import Group
 
@@ -24,7 +25,7 @@ def test_form_shows_defaults_as_max_and_the_availability_table(twin, alice_clien
     assert f"(Max {lim['cpu']} CPU)" in page
     assert f"(Max {lim['memory_gib']} GiB)" in page
     assert f"(Max {lim['storage_gib']} GiB)" in page
-    # Seed 2.2, beside the form: per resource Total / Used (allocated) / Available.
+    # Beside the form: per resource Total / Used (allocated) / Available.
     assert "nvidia.com/gpu Exclusive 1 1 0" in page
     assert "nvidia.com/gpu.shared Shared (time-slicing) 2 1 1" in page
     assert "approval may be delayed" in page
@@ -59,7 +60,7 @@ def test_name_taken_by_a_request_or_by_a_namespace(twin, alice_client, bob, clie
     r = post(alice_client)
     assert r.status_code == 400
     assert "already exists or is waiting for approval" in text(r.content)
-    r = post(alice_client, name="ws-exclusive")  # a namespace of the seed cluster
+    r = post(alice_client, name="ws-exclusive")  # a namespace of the seed-example scenario
     assert r.status_code == 400 and "already exists in the cluster" in text(r.content)
     assert WorkspaceRequest.objects.count() == 1
 
