@@ -1,0 +1,147 @@
+"""The materialised view: what the watcher publishes is what the pages show, a page view
+reads it with a constant number of queries and no API call, and the pages say when the
+numbers may be out of date."""
+import re
+import socket
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone, translation
+
+from brickadmin.cluster import scenarios
+from brickadmin.cluster.snapshot import take_snapshot
+from gpus import clusterview, health, ledger
+from gpus.models import ViewNode, ViewState
+from gpus.reading import health_inputs, live_view
+
+
+@pytest.mark.parametrize("name", ["seed-example", "qks", "demo"])
+def test_stored_view_equals_the_live_ledger(load_scenario, name):
+    gw = load_scenario(name)
+    live = live_view(gw)
+    clusterview.publish(live.snapshot)
+    stored = clusterview.stored_view()
+    assert [ledger.node_to_dict(n) for n in stored.ledger.nodes] == [ledger.node_to_dict(n) for n in live.ledger.nodes]
+    assert stored.ledger.by_type == live.ledger.by_type
+    assert stored.ledger.by_resource == live.ledger.by_resource
+    assert (stored.ledger.logical, stored.ledger.requested, stored.ledger.physical, stored.ledger.physical_used) == \
+        (live.ledger.logical, live.ledger.requested, live.ledger.physical, live.ledger.physical_used)
+    with translation.override("en"):
+        expected = [(p.severity, p.kind, p.subject, p.message) for p in health.problems(health_inputs(live))]
+        assert [(p.severity, p.kind, p.subject, p.message) for p in stored.problems()] == expected
+    assert ViewNode.objects.count() == len(live.snapshot.nodes)  # every node, GPU or not
+
+
+def test_publishing_rewrites_only_the_nodes_that_changed(load_scenario):
+    gw = load_scenario("demo")
+    first = clusterview.publish(take_snapshot(gw))
+    second = clusterview.publish(take_snapshot(gw))
+    assert second == first + 1
+    assert set(ViewNode.objects.values_list("generation", flat=True)) == {first}
+    gw.cordon("gpu-a30-01")
+    third = clusterview.publish(take_snapshot(gw))
+    changed = set(ViewNode.objects.filter(generation=third).values_list("name", flat=True))
+    assert changed == {"gpu-a30-01"}
+    assert clusterview.stored_view().ledger.node("gpu-a30-01").cordoned
+
+
+def test_an_older_position_does_not_overwrite_a_newer_view(load_scenario):
+    gw = load_scenario("seed-example")
+    clusterview.publish(take_snapshot(gw), position=10)
+    gw.cordon("dev-a1-ws04")
+    clusterview.publish(take_snapshot(gw), position=9)  # a slower writer with an older read
+    assert not clusterview.stored_view().ledger.node("dev-a1-ws04").cordoned
+
+
+def test_findings_are_stored_in_every_site_language(load_scenario, admin_client):
+    load_scenario("demo")
+    en = admin_client.get(reverse("health")).content.decode()
+    admin_client.cookies["django_language"] = "ko"
+    ko = admin_client.get(reverse("health"), HTTP_ACCEPT_LANGUAGE="ko").content.decode()
+    assert "allocatable" in en
+    assert en != ko and re.search(r"[\uac00-\ud7a3]", ko)
+
+
+@pytest.fixture
+def real_cluster_that_does_not_answer(settings, tmp_path):
+    """A real-cluster configuration whose API server does not exist: any API call fails."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: gone, cluster: {{server: "https://127.0.0.1:{port}", insecure-skip-tls-verify: true}}}}]
+users: [{{name: u, user: {{token: abc}}}}]
+contexts: [{{name: c, context: {{cluster: gone, user: u}}}}]
+current-context: c
+""")
+    settings.BRICK_CLUSTER = "kube"
+    settings.BRICK_KUBECONFIG = str(kubeconfig)
+    return port
+
+
+def _publish_scenario(name, watcher="watcher-1", seen=None):
+    from brickadmin.cluster.twin import TwinGateway
+
+    objects, hardware, plugin_configs = scenarios.read(name)
+    gw = TwinGateway()
+    gw.load(objects, hardware, plugin_configs)
+    clusterview.publish(take_snapshot(gw), watcher=watcher)
+    ViewState.objects.filter(pk=1).update(watcher_seen_at=seen or timezone.now())
+
+
+PAGES = [("dashboard", []), ("dashboard_models", []), ("availability", []), ("node_list", []),
+         ("node_detail", ["gpu-a30-01"]), ("health", []), ("workspace_request", []), ("approval_queue", []),
+         ("job_list", []), ("job_queue", []), ("job_create", [])]
+
+
+@pytest.mark.parametrize("name,args", PAGES)
+def test_pages_read_the_view_without_calling_the_api_server(db, admin_client, real_cluster_that_does_not_answer,
+                                                            name, args):
+    _publish_scenario("demo")
+    resp = admin_client.get(reverse(name, args=args))
+    assert resp.status_code == 200, resp.content.decode()[:500]
+    assert 'data-testid="watcher-down"' not in resp.content.decode()
+
+
+def test_dashboard_numbers_come_from_the_view_on_a_real_cluster(db, alice_client, real_cluster_that_does_not_answer):
+    _publish_scenario("seed-example")
+    html = alice_client.get(reverse("dashboard")).content.decode()
+    assert re.search(r'data-testid="gpu-total">3<', html)
+    assert 'data-testid="view-age"' in html
+
+
+def test_a_silent_watcher_is_said_plainly(db, alice_client, real_cluster_that_does_not_answer):
+    _publish_scenario("seed-example", seen=timezone.now() - timedelta(minutes=5))
+    html = alice_client.get(reverse("dashboard")).content.decode()
+    assert "The cluster watcher is not running." in html
+    assert re.search(r'data-testid="gpu-total">3<', html), "the last numbers are still shown, marked"
+
+
+def test_no_view_yet_says_so(db, alice_client, real_cluster_that_does_not_answer):
+    resp = alice_client.get(reverse("dashboard"))
+    assert resp.status_code == 503
+    assert "The cluster cannot be reached." in resp.content.decode()
+
+
+def _queries(client, name, args=()):
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get(reverse(name, args=list(args))).status_code == 200
+    return len(ctx.captured_queries)
+
+
+@pytest.mark.parametrize("name,args", PAGES)
+def test_a_page_costs_the_same_queries_whatever_the_cluster_size(db, admin_client, real_cluster_that_does_not_answer,
+                                                                 name, args, settings):
+    settings.PAGE_SIZE = 5
+    _publish_scenario("seed-example")
+    args = ["dev-a1-ws02"] if name == "node_detail" else args
+    _queries(admin_client, name, args)  # first use creates settings rows (JobSettings)
+    small = _queries(admin_client, name, args)
+    _publish_scenario("demo")
+    args = ["gpu-a30-01"] if name == "node_detail" else args
+    assert _queries(admin_client, name, args) == small
