@@ -162,7 +162,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE = {
-    "reap-stale-runs": {"task": "gpus.tasks.reap_stale_runs", "schedule": 30.0},
+    "reap-stale-runs": {"task": "gpus.tasks.reap_stale_runs", "schedule": 5.0},  # a dead worker's run resumes within ~15 s
     "prune-old-runs": {"task": "gpus.tasks.prune_old_runs", "schedule": 3600.0},
 }
 
@@ -179,7 +179,8 @@ BRICK_SNAPSHOT_CACHE_SECONDS = float(os.environ.get("BRICK_SNAPSHOT_CACHE_SECOND
 BRICK_DEFAULT_LIMITS = {"gpu": 4, "cpu": 16, "memory_gib": 64, "storage_gib": 200}
 BRICK_RUN_RETENTION_DAYS = int(os.environ.get("BRICK_RUN_RETENTION_DAYS", "365"))
 BRICK_RUN_POLL_MS = int(os.environ.get("BRICK_RUN_POLL_MS", "300"))
-BRICK_RUN_HEARTBEAT_STALE_SECONDS = int(os.environ.get("BRICK_RUN_HEARTBEAT_STALE_SECONDS", "60"))
+BRICK_RUN_HEARTBEAT_STALE_SECONDS = int(os.environ.get("BRICK_RUN_HEARTBEAT_STALE_SECONDS", "10"))
+BRICK_RUN_AUTO_RESUMES = int(os.environ.get("BRICK_RUN_AUTO_RESUMES", "3"))  # then a person resumes
 PAGE_SIZE = 25
 
 LOGGING = {

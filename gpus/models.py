@@ -151,6 +151,10 @@ class StepRun(AppendOnlyModel):
     recorded_at = models.DateTimeField(auto_now_add=True)
     kubectl = models.TextField(blank=True, default="")
     sent = models.JSONField(null=True, blank=True)  # what was sent to the API server (None: nothing)
+    # Write ahead: {"request": {"call", "args"}, "state": "intended" | "sent" | "failed"}, recorded
+    # before a write goes to the API server and after it returns, so a worker killed in
+    # between leaves a record of what may have reached the cluster.
+    intent = models.JSONField(null=True, blank=True)
     output = models.TextField(blank=True, default="")
     error = models.TextField(blank=True, default="")
 

@@ -34,9 +34,9 @@ from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
 from ..models import ProcedureRun, RunStatus, StepRun, StepState
 from .base import Check, StepFailed, knob
 from .registry import get as get_procedure
-from .reaper import reap_stale, requeue_orphans  # noqa: F401  (callers have imported these from here)
+from .reaper import reap_stale, requeue_orphans, take_over  # noqa: F401  (reap_stale, requeue_orphans: old names)
 from .recording import (  # noqa: F401  (plan, PlanTarget, record_plan: callers have imported these from here)
-    RUN_EVENT, LostClaim, PlanTarget, StepRecorder, completed_steps, plan, record, record_plan)
+    RUN_EVENT, LostClaim, PlanTarget, StepRecorder, WriteAheadGateway, completed_steps, plan, record, record_plan)
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,7 @@ class Heartbeat(threading.Thread):
 class Context:
     def __init__(self, run: ProcedureRun, gateway, token: str):
         self.run = run
+        self.cluster = gateway  # the gateway itself; steps use self.gateway, which records their writes
         self.gateway = gateway
         self.token = token
         self.node = run.node
@@ -135,8 +136,16 @@ def _worker_name():
 def claim(run_id: int) -> str | None:
     token = str(uuid.uuid4())
     now = timezone.now()
-    n = ProcedureRun.objects.filter(pk=run_id, status=RunStatus.PENDING).update(
-        status=RunStatus.RUNNING, claim_token=token, started_at=now, heartbeat_at=now, worker=_worker_name())
+    pending = ProcedureRun.objects.filter(pk=run_id, status=RunStatus.PENDING)
+    n = pending.update(status=RunStatus.RUNNING, claim_token=token, started_at=now, heartbeat_at=now,
+                       worker=_worker_name())
+    if not n:
+        # A redelivered message for a run whose worker died: take it over now rather than
+        # wait for the reaper (a live worker's run has a fresh heartbeat and is left alone).
+        stale = now - timezone.timedelta(seconds=knob("BRICK_RUN_HEARTBEAT_STALE_SECONDS", 10))
+        if take_over(run_id, stale):
+            n = pending.update(status=RunStatus.RUNNING, claim_token=token, started_at=now, heartbeat_at=now,
+                               worker=_worker_name())
     return token if n else None
 
 
@@ -151,7 +160,7 @@ def _claim_and_execute(run_id, gateway):
     if token is None:
         return "not-claimed"
     run = ProcedureRun.objects.get(pk=run_id)
-    beat = Heartbeat(run_id, token, max(0.5, knob("BRICK_RUN_HEARTBEAT_STALE_SECONDS", 60) / 4))
+    beat = Heartbeat(run_id, token, max(0.5, knob("BRICK_RUN_HEARTBEAT_STALE_SECONDS", 10) / 4))
     if not connection.in_atomic_block:  # (inside a test's transaction another connection would block)
         beat.start()
     try:
@@ -237,6 +246,7 @@ def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple
         rec = StepRecorder(ctx.run.pk, step.key, index, title, kubectl=kubectl, token=ctx.token, attempt=attempt,
                            started_at=timezone.now())
         rec.running()
+        ctx.gateway = WriteAheadGateway(ctx.cluster, rec)  # every write of this attempt is recorded first
         outcome = None
         try:
             outcome = step.ensure(ctx)

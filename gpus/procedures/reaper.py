@@ -1,9 +1,11 @@
-"""The reaper (a periodic task): runs whose worker died are marked interrupted; pending
-runs no worker claimed are enqueued again."""
+"""The reaper (a periodic task): runs whose worker died are taken over and resumed
+automatically (a few times, then left interrupted for a person); pending runs no worker
+claimed are enqueued again. A redelivered task does the same for its run when it finds it
+running with a stale heartbeat (engine.claim)."""
 from __future__ import annotations
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -14,27 +16,57 @@ from .recording import RUN_EVENT, StepRecorder, record
 
 
 def reap_stale(stale_seconds: float | None = None) -> list[int]:
-    """Mark running runs whose heartbeat is older than ``stale_seconds`` as interrupted."""
-    stale_seconds = stale_seconds if stale_seconds is not None else knob("BRICK_RUN_HEARTBEAT_STALE_SECONDS", 60)
+    """Take over the running runs whose heartbeat is older than ``stale_seconds`` (their
+    worker died): each is resumed automatically from the step it was in (steps are
+    idempotent) and enqueued again, at most BRICK_RUN_AUTO_RESUMES times; after that it is
+    marked interrupted for a person to look at. Returns the runs taken over or interrupted."""
+    stale_seconds = stale_seconds if stale_seconds is not None else knob("BRICK_RUN_HEARTBEAT_STALE_SECONDS", 10)
     cutoff = timezone.now() - timezone.timedelta(seconds=stale_seconds)
-    reaped = []
-    for run in ProcedureRun.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=cutoff):
-        message = _("Interrupted: the worker %(w)s stopped sending heartbeats (last at %(t)s). Resume the run to "
-                    "continue from the step it was in; steps are idempotent.") % {
-            "w": run.worker or "?", "t": run.heartbeat_at.strftime("%Y-%m-%d %H:%M:%S UTC")}
-        with transaction.atomic():
-            n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, heartbeat_at__lt=cutoff).update(
-                status=RunStatus.INTERRUPTED, finished_at=timezone.now(), message=message, claim_token="")
-            if not n:
-                continue
-            in_step = (StepRun.objects.filter(run_id=run.pk).exclude(step_key=RUN_EVENT).order_by("-seq").first())
-            if in_step and in_step.state == StepState.RUNNING:
-                StepRecorder(run.pk, in_step.step_key, in_step.step_index, in_step.title, kubectl=in_step.kubectl,
-                             attempt=in_step.attempt, started_at=in_step.started_at).failed(message)
-            record(run.pk, step_key=RUN_EVENT, title=_("Run interrupted"), state=StepState.FAILED, error=message)
-        reaped.append(run.pk)
+    reaped = [pk for pk in ProcedureRun.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=cutoff)
+              .values_list("pk", flat=True) if take_over(pk, cutoff)]
     requeue_orphans(stale_seconds)
     return reaped
+
+
+def take_over(run_id: int, cutoff) -> bool:
+    """If the run's worker stopped beating before ``cutoff``: close the step it was in as
+    failed, then make the run pending again (recorded as an automatic resume) and enqueue
+    it; or, past the limit of automatic resumes, mark it interrupted. False when the run
+    is not stale (its worker is alive, or someone else took it over first)."""
+    limit = int(knob("BRICK_RUN_AUTO_RESUMES", 3))
+    with transaction.atomic():
+        run = ProcedureRun.objects.filter(pk=run_id, status=RunStatus.RUNNING, heartbeat_at__lt=cutoff).first()
+        if run is None:
+            return False
+        last_beat = run.heartbeat_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        resumes = StepRun.objects.filter(run_id=run.pk, step_key=RUN_EVENT, sent__auto_resume=True).count()
+        automatic = resumes < limit
+        if automatic:
+            message = _("The worker %(w)s stopped sending heartbeats (last at %(t)s); the run was resumed "
+                        "automatically from the step it was in (steps are idempotent).") % {
+                "w": run.worker or "?", "t": last_beat}
+            n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, heartbeat_at__lt=cutoff).update(
+                status=RunStatus.PENDING, claim_token="", message="", heartbeat_at=timezone.now(),
+                resumed_count=F("resumed_count") + 1)
+        else:
+            message = _("Interrupted: the worker %(w)s stopped sending heartbeats (last at %(t)s), and the run was "
+                        "already resumed automatically %(n)d times. Resume the run to continue from the step it "
+                        "was in; steps are idempotent.") % {"w": run.worker or "?", "t": last_beat, "n": resumes}
+            n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, heartbeat_at__lt=cutoff).update(
+                status=RunStatus.INTERRUPTED, finished_at=timezone.now(), message=message, claim_token="")
+        if not n:
+            return False
+        in_step = StepRun.objects.filter(run_id=run.pk).exclude(step_key=RUN_EVENT).order_by("-seq").first()
+        if in_step and in_step.state == StepState.RUNNING:
+            StepRecorder(run.pk, in_step.step_key, in_step.step_index, in_step.title, kubectl=in_step.kubectl,
+                         attempt=in_step.attempt, started_at=in_step.started_at).failed(message)
+        if automatic:
+            record(run.pk, step_key=RUN_EVENT, title=_("Resumed automatically"), state=StepState.PENDING,
+                   output=message, sent={"auto_resume": True, "worker": run.worker})
+            transaction.on_commit(lambda: enqueue(run.pk))
+        else:
+            record(run.pk, step_key=RUN_EVENT, title=_("Run interrupted"), state=StepState.FAILED, error=message)
+    return True
 
 
 def requeue_orphans(stale_seconds: float) -> list[int]:

@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -44,7 +45,7 @@ def plan(code: str, node: str, params: dict):
 
 
 def record(run_id: int, *, step_key: str, step_index: int = 0, title: str = "", state: str,
-           attempt: int = 0, started_at=None, finished_at=None, kubectl: str = "", sent=None,
+           attempt: int = 0, started_at=None, finished_at=None, kubectl: str = "", sent=None, intent=None,
            output: str = "", error: str = "", token: str | None = None, run_update: dict | None = None) -> StepRun:
     """Append one event, with the run's next seq, in its own transaction. With ``token``,
     only while the run is still claimed by us (else LostClaim)."""
@@ -64,7 +65,7 @@ def record(run_id: int, *, step_key: str, step_index: int = 0, title: str = "", 
         return StepRun.objects.create(
             run_id=run_id, seq=seq, step_key=step_key, step_index=step_index, title=str(title)[:300], state=state,
             attempt=attempt, started_at=started_at, finished_at=finished_at, kubectl=kubectl, sent=sent,
-            output=output, error=error)
+            intent=intent, output=output, error=error)
 
 
 class StepRecorder:
@@ -95,6 +96,51 @@ class StepRecorder:
 
     def skipped(self, reason: str) -> StepRun:
         return self._record(StepState.SKIPPED, self.started_at, output=reason)
+
+    def request(self, request: dict, state: str, error: str = "") -> StepRun:
+        """Write ahead: a request about to go to the API server ("intended"), or what came of
+        it ("sent", "failed"). The step stays running."""
+        what = {"intended": _("about to send: %(call)s"), "sent": _("sent: %(call)s"),
+                "failed": _("not accepted: %(call)s")}[state] % {"call": describe(request)}
+        return self._record(StepState.RUNNING, intent={"request": request, "state": state}, output=what, error=error)
+
+
+def describe(request: dict) -> str:
+    """One line for a recorded request: cordon('gpu-1'), label_node('gpu-1', {...})."""
+    args = ", ".join(json.dumps(a, ensure_ascii=False)[:200] for a in request.get("args", []))
+    kwargs = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)[:200]}" for k, v in request.get("kwargs", {}).items())
+    return f"{request.get('call')}({', '.join(x for x in (args, kwargs) if x)})"
+
+
+class WriteAheadGateway:
+    """The gateway a step sees: reads pass through; every write is recorded (intended)
+    before it is sent and again once it returned (sent) or raised (failed)."""
+
+    WRITES = frozenset({"cordon", "uncordon", "label_node", "remove_node_status_resources", "drain", "apply",
+                        "delete", "rollout_restart_daemonset", "create_namespace", "create_resource_quota",
+                        "create_priority_class", "create_job"})
+
+    def __init__(self, gateway, recorder: StepRecorder):
+        self._gateway = gateway
+        self._recorder = recorder
+
+    def __getattr__(self, name):
+        attr = getattr(self._gateway, name)
+        if name not in self.WRITES:
+            return attr
+
+        def write(*args, **kwargs):
+            request = json.loads(json.dumps({"call": name, "args": list(args), "kwargs": kwargs}, default=str))
+            self._recorder.request(request, "intended")
+            try:
+                result = attr(*args, **kwargs)
+            except Exception as exc:
+                self._recorder.request(request, "failed", error=str(exc)[:2000])
+                raise
+            self._recorder.request(request, "sent")
+            return result
+
+        return write
 
 
 def record_plan(run: ProcedureRun):

@@ -136,7 +136,7 @@ def run_list(request):
 
 
 AUDIT_FIELDS = ["seq", "recorded_at", "step_key", "title", "state", "attempt", "started_at", "finished_at",
-                "kubectl", "sent", "output", "error"]
+                "kubectl", "sent", "intent", "output", "error"]
 
 
 def _run_meta(run):
@@ -188,6 +188,7 @@ def run_audit_csv(request, pk):
     for e in run.steps.order_by("seq"):
         d = _event_dict(e)
         d["sent"] = "" if d["sent"] is None else json.dumps(d["sent"])
+        d["intent"] = "" if d["intent"] is None else json.dumps(d["intent"])
         writer.writerow([csv_safe(d[f]) for f in AUDIT_FIELDS])
     return response
 

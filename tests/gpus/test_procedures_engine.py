@@ -164,8 +164,8 @@ def test_resume_after_failure_continues_from_failed_step(demo):
     run.refresh_from_db()
     assert run.status == "succeeded", run.message
     for key in done_before:  # steps done before the failure ran exactly once
-        assert run.steps.filter(step_key=key, state="running").count() == 1, key
-    assert run.steps.filter(step_key="drain", state="running").count() == 2
+        assert run.steps.filter(step_key=key, state="running", intent__isnull=True).count() == 1, key
+    assert run.steps.filter(step_key="drain", state="running", intent__isnull=True).count() == 2
     labels, spec, cap, alloc = status(demo, "gpu-a30-03")
     assert labels["brick.cloud/gpu.sharing"] == "none" and alloc[GPU] == "4" and SHARED not in cap
 
@@ -204,9 +204,15 @@ def test_transient_errors_are_retried_and_each_attempt_recorded(twin, monkeypatc
     monkeypatch.setattr(TwinGateway, "label_node", flaky)
     run = run_now("A", "dev-a1-ws04")
     assert run.status == "succeeded", run.message
-    attempts = list(run.steps.filter(step_key="label").exclude(state="pending").values_list("attempt", "state"))
+    attempts = list(run.steps.filter(step_key="label", intent__isnull=True).exclude(state="pending")
+                    .values_list("attempt", "state"))
     assert attempts == [(1, "running"), (1, "failed"), (2, "running"), (2, "failed"), (3, "running"),
                         (3, "succeeded")]
+    # Written ahead: each attempt recorded the request before sending it, then what came of it.
+    requests = [(e.attempt, e.intent["state"], e.intent["request"]["call"])
+                for e in run.steps.filter(step_key="label", intent__isnull=False).order_by("seq")]
+    assert requests == [(1, "intended", "label_node"), (1, "failed", "label_node"), (2, "intended", "label_node"),
+                        (2, "failed", "label_node"), (3, "intended", "label_node"), (3, "sent", "label_node")]
 
 
 def test_permanent_error_stops_without_retry(twin, monkeypatch):
@@ -218,7 +224,7 @@ def test_permanent_error_stops_without_retry(twin, monkeypatch):
     monkeypatch.setattr(TwinGateway, "label_node", forbidden)
     run = run_now("A", "dev-a1-ws04")
     assert run.status == "failed"
-    assert run.steps.filter(step_key="label", state="running").count() == 1
+    assert run.steps.filter(step_key="label", state="running", intent__isnull=True).count() == 1
     assert "forbidden" in run.message
 
 
@@ -275,19 +281,96 @@ def test_prune_keeps_running_and_recent_runs(twin, settings):
     assert ProcedureRun.objects.get(pk=running.pk).status == "running"
 
 
-def test_reaper_marks_stale_running_run_interrupted(twin):
+def _stale(run):
     from django.utils import timezone
 
+    ProcedureRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timezone.timedelta(minutes=10))
+
+
+def test_reaper_resumes_a_run_whose_worker_died(twin, monkeypatch, django_capture_on_commit_callbacks):
+    from gpus.procedures import reaper
+
+    enqueued = []
+    monkeypatch.setattr(reaper, "enqueue", enqueued.append)
     run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
     engine.claim(run.pk)
-    ProcedureRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timezone.timedelta(minutes=10))
+    _stale(run)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert engine.reap_stale(60) == [run.pk]
+    run.refresh_from_db()
+    assert run.status == "pending" and enqueued == [run.pk]
+    event = run.steps.filter(step_key=engine.RUN_EVENT).order_by("-seq").first()
+    assert event.title == "Resumed automatically" and "heartbeats" in event.output
+    execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == "succeeded"
+
+
+def test_after_the_automatic_resumes_a_person_decides(twin, monkeypatch, settings):
+    from gpus.procedures import reaper
+
+    monkeypatch.setattr(reaper, "enqueue", lambda pk: None)
+    settings.BRICK_RUN_AUTO_RESUMES = 2
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    for _ in range(2):
+        engine.claim(run.pk)
+        _stale(run)
+        assert engine.reap_stale(60) == [run.pk]
+        assert ProcedureRun.objects.get(pk=run.pk).status == "pending"
+    engine.claim(run.pk)
+    _stale(run)
     assert engine.reap_stale(60) == [run.pk]
     run.refresh_from_db()
-    assert run.status == "interrupted" and "heartbeat" in run.message
+    assert run.status == "interrupted" and "heartbeat" in run.message and "2 times" in run.message
     service.resume_run(run, actor_name="root", dispatch=False)
     execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == "succeeded"
+
+
+def test_a_redelivered_task_takes_over_a_run_whose_worker_died(twin, monkeypatch):
+    from gpus.procedures import reaper
+
+    monkeypatch.setattr(reaper, "enqueue", lambda pk: None)
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    assert engine.claim(run.pk)
+    assert execute_run(run.pk) == "not-claimed"  # its worker is alive: the duplicate does nothing
+    _stale(run)
+    assert execute_run(run.pk) == "succeeded"  # the worker died: the redelivered message continues it
+    assert run.steps.filter(step_key=engine.RUN_EVENT, title="Resumed automatically").count() == 1
+
+
+class WorkerDied(BaseException):
+    """What a SIGKILL looks like from inside a step: nothing after it runs."""
+
+
+def test_a_write_is_recorded_before_it_is_sent(twin, monkeypatch):
+    """Killed between sending a write and recording it: the audit still says what may have
+    reached the API server, and the resumed run finds the change made and does not repeat it."""
+    from gpus.procedures import reaper
+
+    monkeypatch.setattr(reaper, "enqueue", lambda pk: None)
+    original = TwinGateway.label_node
+
+    def label_then_die(self, node, labels):
+        original(self, node, labels)
+        raise WorkerDied()
+
+    monkeypatch.setattr(TwinGateway, "label_node", label_then_die)
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    with pytest.raises(WorkerDied):
+        engine.execute(run.pk, twin)
+    intent = run.steps.filter(step_key="label", intent__isnull=False).get()
+    assert intent.intent["state"] == "intended"
+    assert intent.intent["request"] == {"call": "label_node",
+                                        "args": ["dev-a1-ws04", {"brick.cloud/gpu.sharing": "timeslicing"}],
+                                        "kwargs": {}}
+    monkeypatch.setattr(TwinGateway, "label_node", original)
+    _stale(run)
+    assert engine.reap_stale(60) == [run.pk]
+    assert execute_run(run.pk) == "succeeded"
+    final = run.steps.filter(step_key="label", state="succeeded").get()
+    assert final.sent is None and "already" in final.output
 
 
 def test_missing_toleration_fails_with_fix_then_resume_after_manifest_fix(demo):
