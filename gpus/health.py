@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from brickadmin.cluster import vocabulary as vocab
+
 from .procedures import registry
 
 SEVERITY_ORDER = {"bad": 0, "warn": 1, "info": 2}
@@ -173,14 +175,36 @@ def label_typo(inputs: HealthInputs) -> Iterable[Problem]:
                           "A")
 
 
+def _why_no_plugin(n, daemonsets: list[dict]) -> str:
+    """Why a BRICK node has no running device-plugin pod, from the DaemonSets' node
+    selectors and tolerations and the node's labels and taints; '' when they allow it."""
+    selecting = [ds for ds in daemonsets
+                 if vocab.labels_match(n.labels, ((ds.get("spec") or {}).get("template") or {})
+                                       .get("spec", {}).get("nodeSelector"))]
+    if not selecting:
+        return _("No device-plugin DaemonSet selects this node's labels (%(label)s=%(v)s).") % {
+            "label": vocab.SHARING_LABEL, "v": n.sharing_label}
+    for ds in selecting:
+        tolerations = ds["spec"]["template"]["spec"].get("tolerations")
+        missing = [t for t in n.raw_taints if not vocab.tolerates([t], tolerations)]
+        if missing:
+            taints = ", ".join(str(t) for t in n.taints if any(
+                t.key == m.get("key") and t.effect == m.get("effect") for m in missing))
+            return _("DaemonSet %(ds)s should run here but does not tolerate the node's taint %(taints)s.") % {
+                "ds": ds["metadata"]["name"], "taints": taints}
+    return ""
+
+
 @check("plugin-missing", gettext_lazy("Device plugin not running"))
 def plugin_missing(inputs: HealthInputs) -> Iterable[Problem]:
+    daemonsets = getattr(inputs.snapshot, "plugin_daemonsets", None) or []
     for n in inputs.ledger.nodes:
         # A node with a sharing-label typo has no plugin either: label-typo says why.
         if n.convention == "brick" and n.mode != "unlabelled" and n.plugin_state in ("missing", "pending"):
+            cause = _why_no_plugin(n, daemonsets) if daemonsets else ""
             yield Problem("bad", "plugin-missing", n.name,
                           _("No Running device-plugin pod (%(s)s): the node exposes no GPU resource.")
-                          % {"s": n.plugin_state},
+                          % {"s": n.plugin_state} + (" " + cause if cause else ""),
                           _("If the pod is Pending or absent on a tainted node, a toleration is missing: keep "
                             "both DaemonSets' tolerations identical in the managed manifest and apply it."))
 
@@ -218,16 +242,33 @@ def quota_over_total(inputs: HealthInputs) -> Iterable[Problem]:
                           subject_type=RESOURCE)
 
 
+def uses_operator_convention(ledger) -> bool:
+    """GPU nodes, none of them following the BRICK labels: the GPU Operator runs the plugin."""
+    return bool(ledger.nodes) and all(n.convention != "brick" for n in ledger.nodes)
+
+
 @check("manifest-drift", gettext_lazy("Device plugin differs from the managed manifest"))
 def manifest_drift(inputs: HealthInputs) -> Iterable[Problem]:
     """Live device-plugin objects that differ from the managed manifest (someone used
     kubectl edit, or a version was saved but not applied)."""
-    for d in inputs.drift or []:
-        if d.state == "in-sync":
-            continue
+    items = [d for d in inputs.drift or [] if d.state != "in-sync"]
+    if items and uses_operator_convention(inputs.ledger) and all(d.state == "missing" for d in items):
+        return  # BRICK's own objects are not used on such a cluster: the convention check says so
+    for d in items:
         what = _("missing on the cluster") if d.state == "missing" else \
             _("differs from the managed manifest at %(paths)s") % {"paths": ", ".join(d.paths[:5])}
         yield Problem("warn", "manifest-drift", f"{d.kind}/{d.name}", what,
                       _("Apply the managed manifest (or save the live change as a new version first, if it "
                         "was intended). A later apply of an old file would silently undo hand edits."),
                       subject_type=MANIFEST)
+
+
+@check("convention", gettext_lazy("GPU Operator convention"))
+def convention(inputs: HealthInputs) -> Iterable[Problem]:
+    """Said once, so that the absent BRICK device-plugin objects are not reported as problems."""
+    if uses_operator_convention(inputs.ledger) and any(d.state == "missing" for d in inputs.drift or []):
+        yield Problem("info", "convention", _("cluster"),
+                      _("This cluster's GPU nodes follow the NVIDIA GPU Operator convention: the Operator runs "
+                        "the device plugin, so BRICK's own device-plugin objects are not used here."),
+                      _("Nothing to do. The wizards follow the BRICK labels; procedure D adds a node the BRICK "
+                        "way."), subject_type=RESOURCE)

@@ -42,6 +42,44 @@ def test_plugin_missing():
     assert triples(found(snap)) == [("ex-1", "plugin-missing", "bad"), ("ex-2", "plugin-missing", "bad")]
 
 
+def daemonset(name, sharing, tolerations=()):
+    return {"metadata": {"namespace": "brick-nvidia", "name": name},
+            "spec": {"template": {"spec": {"nodeSelector": {"brick.cloud/gpu.sharing": sharing},
+                                           "tolerations": list(tolerations)}}}}
+
+
+PLUGIN_DAEMONSETS = [daemonset("nvidia-device-plugin-default", "none"),
+                     daemonset("nvidia-device-plugin-timeslicing", "timeslicing")]
+
+
+def test_plugin_missing_names_the_taint_the_daemonset_does_not_tolerate():
+    snap = snapshot([node("ex-1", taints=[{"key": "brick.cloud/dedicated", "value": "llm", "effect": "NoSchedule"}])],
+                    plugin_pods=[])
+    snap.plugin_daemonsets = PLUGIN_DAEMONSETS
+    (problem,) = found(snap)
+    assert (problem.kind, problem.subject) == ("plugin-missing", "ex-1")
+    assert "nvidia-device-plugin-default" in problem.message
+    assert "brick.cloud/dedicated=llm:NoSchedule" in problem.message
+
+
+def test_plugin_missing_says_when_no_daemonset_selects_the_node():
+    snap = snapshot([node("ex-1")], plugin_pods=[])
+    snap.plugin_daemonsets = [daemonset("nvidia-device-plugin-timeslicing", "timeslicing")]
+    (problem,) = found(snap)
+    assert "No device-plugin DaemonSet selects this node's labels (brick.cloud/gpu.sharing=none)" in problem.message
+
+
+def test_a_gpu_operator_cluster_is_said_once_not_reported_as_missing_objects():
+    operator_node = {"metadata": {"name": "op-1", "labels": {"nvidia.com/gpu.present": "true",
+                                                              "nvidia.com/gpu.product": "NVIDIA-A30"}},
+                     "spec": {}, "status": {"capacity": {GPU: "1"}, "allocatable": {GPU: "1"}}}
+    drift = [DriftItem("DaemonSet", "nvidia-device-plugin-default", "missing"),
+             DriftItem("ConfigMap", "nvidia-device-plugin-config-timeslicing", "missing")]
+    problems = found(snapshot([operator_node], plugin_pods=[]), drift)
+    assert triples(problems) == [("cluster", "convention", "info")]
+    assert "GPU Operator" in problems[0].message
+
+
 def test_replicas_not_reflected_points_to_procedure_c_without_a_node():
     snap = snapshot([node("ts-1", sharing="timeslicing", physical=4, resources={SHARED: (8, 8)})], replicas=4)
     problems = found(snap)
@@ -79,7 +117,7 @@ def test_a_healthy_cluster_has_no_problem():
 
 def test_every_registered_check_is_tested_here():
     tested = {"stale-allocatable", "stale-capacity", "label-typo", "plugin-missing", "replicas-not-reflected",
-              "cordoned", "quota-over-total", "manifest-drift"}
+              "cordoned", "quota-over-total", "manifest-drift", "convention"}
     assert set(health.REGISTRY) == tested
 
 
