@@ -66,7 +66,7 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
         problems = {}
         for code, _name in settings.LANGUAGES:  # findings are words: one text per site language
             with translation.override(code):
-                problems[code] = [(p, str(p.message), str(p.remedy)) for p in health_mod.problems(inputs)]
+                problems[code] = [(p, str(p.message), str(p.remedy)) for p in health_mod.problems(inputs, reads="cluster")]
         per_node: dict[str, int] = {}
         for p, _m, _r in problems[settings.LANGUAGE_CODE]:
             if p.node:
@@ -262,18 +262,23 @@ class StoredView:
     _problems: list | None = field(default=None, repr=False)
 
     def problems(self) -> list[health_mod.Problem]:
-        """The findings, in the language of the request."""
+        """The findings, in the language of the request: those stored with the view (from
+        the cluster) and those from the product's records, read now."""
         if self._problems is None:
             lang = translation.get_language() or settings.LANGUAGE_CODE
-            self._problems = [_problem(row, lang) for row in ViewProblem.objects.all()]
+            stored = [_problem(row, lang) for row in ViewProblem.objects.all()]
+            self._problems = health_mod.ordered(stored + record_problems())
         return self._problems
 
     def problems_of(self, names) -> dict[str, list[health_mod.Problem]]:
         """Findings per node, for these nodes only (a page of the Nodes list)."""
+        names = list(names)
         lang = translation.get_language() or settings.LANGUAGE_CODE
         out: dict[str, list[health_mod.Problem]] = {}
-        for row in ViewProblem.objects.filter(subject_type=health_mod.NODE, subject__in=list(names)):
-            out.setdefault(row.subject, []).append(_problem(row, lang))
+        found = [_problem(row, lang) for row in
+                 ViewProblem.objects.filter(subject_type=health_mod.NODE, subject__in=names)]
+        for p in health_mod.ordered(found + record_problems(names)):
+            out.setdefault(p.subject, []).append(p)
         return out
 
 
@@ -329,3 +334,21 @@ def freshness(*, live: bool = False) -> Freshness | None:
         return None
     return Freshness(as_of=state.as_of, published_at=state.published_at, watcher=state.watcher,
                      watcher_seen_at=state.watcher_seen_at, source=state.source, live=live)
+
+
+def record_problems(nodes=None) -> list[health_mod.Problem]:
+    """The checks that read the product's records (stopped runs), with the cordoned state
+    from the view: two queries whatever the number of runs and nodes."""
+    from django.db.models import Exists, OuterRef
+
+    from .models import RESUMABLE_STATUSES, ProcedureRun
+
+    later = ProcedureRun.objects.filter(node=OuterRef("node"), created_at__gt=OuterRef("created_at"))
+    stopped = ProcedureRun.objects.filter(status__in=RESUMABLE_STATUSES).exclude(node="").exclude(Exists(later))
+    if nodes is not None:
+        stopped = stopped.filter(node__in=list(nodes))
+    stopped = list(stopped)
+    cordoned = set(ViewNode.objects.filter(name__in=[r.node for r in stopped], cordoned=True)
+                   .values_list("name", flat=True)) if stopped else set()
+    inputs = health_mod.HealthInputs(ledger=None, stopped_runs=[(r, r.node in cordoned) for r in stopped])
+    return health_mod.problems(inputs, reads="records")

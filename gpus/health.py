@@ -13,7 +13,9 @@ to ``HealthInputs`` and gather it in ``gpus.reading.health_inputs`` (effects liv
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -38,6 +40,8 @@ class Problem:
     remedy: str
     wizard: str = ""  # code of the procedure that fixes it, if any (see fix_url)
     subject_type: str = NODE
+    link: str = ""  # a page that deals with it (a run to resume), with link_text
+    link_text: str = ""
 
     @property
     def node(self) -> str:
@@ -76,6 +80,10 @@ class HealthInputs:
     ledger: object  # gpus.ledger.Ledger
     snapshot: object = None  # brickadmin.cluster.snapshot.Snapshot
     drift: list | None = None  # gpus.manifest.DriftItem list; None when not read
+    # The product's own records, for the checks that read them (reads="records"): the last
+    # run on each node when it stopped unfinished, with whether that node is cordoned now.
+    stopped_runs: list = field(default_factory=list)  # [(ProcedureRun, cordoned: bool)]
+    now: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -83,26 +91,33 @@ class HealthCheck:
     kind: str
     title: str
     run: Callable[[HealthInputs], Iterable[Problem]]
+    # "cluster": computed from the cluster when the view is published; "records": from the
+    # product's own records when a page is read (they change without the cluster changing).
+    reads: str = "cluster"
 
 
 REGISTRY: dict[str, HealthCheck] = {}
 
 
-def check(kind: str, title):
+def check(kind: str, title, *, reads: str = "cluster"):
     """Register a check (in definition order) under the kind of problem it reports."""
     def register(fn):
-        REGISTRY[kind] = HealthCheck(kind, title, fn)
+        REGISTRY[kind] = HealthCheck(kind, title, fn, reads)
         return fn
     return register
 
 
-def problems(inputs: HealthInputs) -> list[Problem]:
-    """Every registered check on the inputs, worst first."""
+def problems(inputs: HealthInputs, *, reads: str | None = None) -> list[Problem]:
+    """Every registered check (or those reading ``reads``) on the inputs, worst first."""
     out: list[Problem] = []
     for entry in REGISTRY.values():
-        out.extend(entry.run(inputs))
-    out.sort(key=lambda p: (SEVERITY_ORDER.get(p.severity, 9), p.kind, p.subject))
-    return out
+        if reads is None or entry.reads == reads:
+            out.extend(entry.run(inputs))
+    return ordered(out)
+
+
+def ordered(found: list[Problem]) -> list[Problem]:
+    return sorted(found, key=lambda p: (SEVERITY_ORDER.get(p.severity, 9), p.kind, p.subject))
 
 
 def by_node(found: list[Problem]) -> dict[str, list[Problem]]:
@@ -272,3 +287,33 @@ def convention(inputs: HealthInputs) -> Iterable[Problem]:
                         "the device plugin, so BRICK's own device-plugin objects are not used here."),
                       _("Nothing to do. The wizards follow the BRICK labels; procedure D adds a node the BRICK "
                         "way."), subject_type=RESOURCE)
+
+
+@check("run-left-cordoned", gettext_lazy("Left cordoned by a stopped run"), reads="records")
+def run_left_cordoned(inputs: HealthInputs) -> Iterable[Problem]:
+    for run, node_cordoned in inputs.stopped_runs:
+        if node_cordoned:
+            yield Problem("warn", "run-left-cordoned", run.node,
+                          _("Run #%(id)d (%(proc)s) is %(status)s and left the node cordoned.")
+                          % {"id": run.pk, "proc": run.get_procedure_display(), "status": run.get_status_display()},
+                          _("Resume the run to finish the conversion, or restore the node from the run's page."),
+                          link=run.get_absolute_url(), link_text=_("Open run #%(id)d") % {"id": run.pk})
+
+
+CHECKLIST_WAIT = timedelta(days=1)
+
+
+@check("checklist-waiting", gettext_lazy("Waiting for a checklist"), reads="records")
+def checklist_waiting(inputs: HealthInputs) -> Iterable[Problem]:
+    now = inputs.now or datetime.now(dt_timezone.utc)
+    for run, _cordoned in inputs.stopped_runs:
+        proc = registry.find(run.procedure)
+        waiting = proc is not None and proc.checklist and run.current_step in {
+            s.key for s in proc.steps(run.params or {}) if s.manual}
+        if waiting and run.finished_at and now - run.finished_at > CHECKLIST_WAIT:
+            yield Problem("info", "checklist-waiting", run.node,
+                          _("Run #%(id)d has been waiting for its checklist confirmation since %(when)s.")
+                          % {"id": run.pk, "when": run.finished_at.strftime("%Y-%m-%d %H:%M UTC")},
+                          _("Confirm the checklist on the run's page once the node is ready, or leave it: "
+                            "nothing changes on the cluster meanwhile."),
+                          link=run.get_absolute_url(), link_text=_("Open run #%(id)d") % {"id": run.pk})

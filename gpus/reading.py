@@ -99,4 +99,4 @@ def read_problems(view) -> list[health_mod.Problem]:
     list read): stored with the view, or computed for a live view."""
     if isinstance(view, clusterview.StoredView):
         return view.problems()
-    return health_mod.problems(health_inputs(view))
+    return health_mod.problems(health_inputs(view), reads="cluster") + clusterview.record_problems()

@@ -117,8 +117,54 @@ def test_a_healthy_cluster_has_no_problem():
 
 def test_every_registered_check_is_tested_here():
     tested = {"stale-allocatable", "stale-capacity", "label-typo", "plugin-missing", "replicas-not-reflected",
-              "cordoned", "quota-over-total", "manifest-drift", "convention"}
+              "cordoned", "quota-over-total", "manifest-drift", "convention", "run-left-cordoned",
+              "checklist-waiting"}
     assert set(health.REGISTRY) == tested
+
+
+def record_found(stopped_runs, now=None):
+    return health.problems(health.HealthInputs(ledger=None, stopped_runs=stopped_runs, now=now), reads="records")
+
+
+def test_a_stopped_run_that_left_its_node_cordoned_links_to_the_run():
+    from gpus.models import ProcedureRun
+
+    failed = ProcedureRun(pk=7, procedure="A", node="ex-1", status="failed")
+    cancelled_elsewhere = ProcedureRun(pk=8, procedure="B", node="ex-2", status="cancelled")
+    problems = record_found([(failed, True), (cancelled_elsewhere, False)])
+    assert triples(problems) == [("ex-1", "run-left-cordoned", "warn")]
+    assert problems[0].link == reverse("run_detail", args=[7]) and "#7" in problems[0].message
+
+
+def test_a_checklist_waiting_for_more_than_a_day():
+    from datetime import datetime, timedelta, timezone
+
+    from gpus.models import ProcedureRun
+
+    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    old = ProcedureRun(pk=9, procedure="D", node="new-1", status="failed", current_step="checklist",
+                       params={"sharing": "none"}, finished_at=now - timedelta(days=2))
+    fresh = ProcedureRun(pk=10, procedure="D", node="new-2", status="failed", current_step="checklist",
+                         params={"sharing": "none"}, finished_at=now - timedelta(hours=2))
+    assert triples(record_found([(old, False), (fresh, False)], now)) == [("new-1", "checklist-waiting", "info")]
+
+
+@pytest.mark.django_db
+def test_a_run_stopped_after_cordoning_shows_on_health_and_the_nodes_list(admin_client, load_scenario):
+    from gpus.procedures import engine, service
+
+    demo = load_scenario("demo")
+    run = service.start_run("B", "gpu-a30-03", {}, actor_name="root", dispatch=False)  # a PDB blocks its drain
+    engine.execute(run.pk, demo)
+    run.refresh_from_db()
+    assert run.status == "failed" and demo.get_node("gpu-a30-03")["spec"].get("unschedulable")
+    assert ("gpu-a30-03", "run-left-cordoned") in page_kinds_by_node(admin_client.get(reverse("health")).content.decode())
+    assert ("gpu-a30-03", "run-left-cordoned") in page_kinds_by_node(
+        admin_client.get(reverse("node_list"), {"model": "NVIDIA A30"}).content.decode())
+    service.resume_run(run, actor_name="root", dispatch=False)
+    demo.delete("policy/v1", "PodDisruptionBudget", "tokenizer-svc-pdb", "ws-nlp-lab")
+    engine.execute(run.pk, demo)
+    assert "run-left-cordoned" not in admin_client.get(reverse("health")).content.decode()
 
 
 def mixed_snapshot():
