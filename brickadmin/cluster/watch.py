@@ -326,13 +326,18 @@ class ClusterWatcher:
         for t in threads:
             t.start()
         self._dirty.set()  # publish the primed projection
+        failures = 0
         try:
             while not stop.is_set():
                 if not self._dirty.wait(timeout=1.0):
                     continue
                 stop.wait(debounce)  # gather the rest of the burst
                 self._dirty.clear()
-                self._publish(on_change)
+                if self._publish(on_change):
+                    failures = 0
+                else:
+                    stop.wait(self.backoff(failures))
+                    failures += 1
         finally:
             stop.set()
             with self._lock:
@@ -345,14 +350,15 @@ class ClusterWatcher:
             for t in threads:
                 t.join(timeout=10)
 
-    def _publish(self, on_change) -> None:
+    def _publish(self, on_change) -> bool:
         try:
             on_change(self.snapshot())
         except Exception as exc:  # noqa: BLE001  (the view's failure must not stop the watcher)
             log.exception("publishing the cluster view failed")
             self._error(None, exc)
-            self._dirty.set()  # try again at the next window
-            return
+            self._dirty.set()  # try again (after a backoff)
+            return False
         with self._lock:
             self.counters["published"] += 1
             self.last_published_at = _now()
+        return True
