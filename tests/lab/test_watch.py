@@ -72,6 +72,23 @@ def gw(lab):
     return KubeGateway(lab.kubeconfig)
 
 
+def retried(fn, timeout=60):
+    """A write just after the API server came back (its controllers and caches may still be
+    warming up): retry transient refusals until ``timeout``."""
+    from brickadmin.cluster.base import ClusterError, Conflict
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return fn()
+        except Conflict:
+            return None  # created by an earlier attempt
+        except ClusterError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+
+
 def gpu_node(lab):
     return next(n["metadata"]["name"] for n in lab.admin.list_nodes()
                 if any(k.startswith("nvidia.com/") for k in (n.get("status") or {}).get("allocatable") or {}))
@@ -145,8 +162,8 @@ def test_the_watcher_survives_an_api_server_restart(lab, gw):
             time.sleep(3)  # it keeps retrying, with backoff
         finally:
             start_apiserver()
-        lab.admin.label_node(node, {"brick.test/restart": "1"})
-        make_pod(lab, NS, "after-restart", None, gpu={"nvidia.com/gpu": "1"}, wait_running=False)
+        retried(lambda: lab.admin.label_node(node, {"brick.test/restart": "1"}))
+        retried(lambda: make_pod(lab, NS, "after-restart", None, gpu={"nvidia.com/gpu": "1"}, wait_running=False))
         wait_until(lambda: equal_to_fresh(r.w, gw), 120, "the watcher equal to a fresh list after the restart")
         st = r.w.status()
         assert st["errors"] >= 1 and not st["behind"]
