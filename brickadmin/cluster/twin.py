@@ -218,7 +218,7 @@ class TwinGateway:
             items.append(body)
         return items, str(rv)
 
-    def watch(self, kind, namespace=None, *, resource_version, timeout_seconds=300, poll_seconds=0.1):
+    def watch(self, kind, namespace=None, *, resource_version, timeout_seconds=300, poll_seconds=0.2):
         """Events after ``resource_version``, read from the event log (polled). With
         ``timeout_seconds=0``: the events pending now, then the stream ends."""
         if kind not in WATCHED_KINDS:
