@@ -220,3 +220,19 @@ def test_lease_election_on_the_real_api_server(lab, gw):
     assert b.release() is True
     assert a.try_acquire_or_renew() is True
     assert gw.get_lease(ns, "watch-test")["spec"]["holderIdentity"] == "a"
+
+
+def test_the_service_account_may_watch_and_hold_its_lease_but_only_in_its_namespace(lab, rbac):
+    from brickadmin.cluster.base import Forbidden
+    from brickadmin.cluster.watch import WATCHES
+
+    sa = KubeGateway(lab.kubeconfig, token=rbac["token"])
+    for kind, ns in WATCHES:
+        _, rv = sa.list_with_version(kind, ns)
+        list(sa.watch(kind, ns, resource_version=rv, timeout_seconds=1))
+    e = LeaderElector(sa, rbac["namespace"], "watch-rbac-test", "sa", lease_duration=3, renew_deadline=2)
+    assert e.try_acquire_or_renew() is True
+    assert e.try_acquire_or_renew() is True  # update
+    assert e.release() is True
+    with pytest.raises(Forbidden):
+        sa.create_lease(NS, {"metadata": {"name": "elsewhere"}, "spec": {"holderIdentity": "sa"}})
