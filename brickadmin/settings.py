@@ -174,6 +174,10 @@ BRICK_CLUSTER = os.environ.get("BRICK_CLUSTER", "kube" if (BRICK_KUBECONFIG or B
 PROMETHEUS_URL = os.environ.get("PROMETHEUS_URL", "")
 PROMETHEUS_TIMEOUT = float(os.environ.get("PROMETHEUS_TIMEOUT", "3"))
 BRICK_SNAPSHOT_CACHE_SECONDS = float(os.environ.get("BRICK_SNAPSHOT_CACHE_SECONDS", "0"))
+# manage.py watch_cluster: how often DCGM figures are fetched from Prometheus (seconds), and
+# the namespace of its leader-election Lease (the product's own; the Deployment sets POD_NAMESPACE)
+BRICK_METRICS_INTERVAL = float(os.environ.get("BRICK_METRICS_INTERVAL", "30"))
+BRICK_LEASE_NAMESPACE = os.environ.get("BRICK_LEASE_NAMESPACE") or os.environ.get("POD_NAMESPACE") or "brickadmin"
 
 # --- product limits ----------------------------------------------------------
 BRICK_DEFAULT_LIMITS = {"gpu": 4, "cpu": 16, "memory_gib": 64, "storage_gib": 200}

@@ -11,6 +11,7 @@ from .base import (  # noqa: F401  (re-exported)
     Conflict,
     DrainResult,
     Forbidden,
+    Gone,
     NotFound,
     PermanentClusterError,
     RolloutStatus,
@@ -18,7 +19,7 @@ from .base import (  # noqa: F401  (re-exported)
 )
 
 __all__ = [
-    "ClusterError", "ClusterGateway", "ClusterUnreachable", "Conflict", "DrainResult", "Forbidden", "NotFound",
+    "ClusterError", "ClusterGateway", "ClusterUnreachable", "Conflict", "DrainResult", "Forbidden", "Gone", "NotFound",
     "PermanentClusterError", "RolloutStatus", "TransientClusterError", "cluster_problem", "get_gateway",
 ]
 

@@ -48,6 +48,14 @@ class ClusterUnreachable(TransientClusterError):
     """The API server did not answer at all."""
 
 
+class Gone(PermanentClusterError):
+    """410 Gone / Expired: the resourceVersion a watch (or a list's continue token) starts
+    from has been compacted away. Retrying the same request cannot help; list again."""
+
+    def __init__(self, message: str, *, status: int | None = 410, reason: str = "Expired"):
+        super().__init__(message, status=status, reason=reason)
+
+
 @dataclass
 class DrainResult:
     evicted: list[str] = field(default_factory=list)  # "ns/name"
@@ -113,3 +121,37 @@ class ClusterGateway(Protocol):
     def create_priority_class(self, name: str, value: int, description: str = "",
                               preemption_policy: str = "PreemptLowerPriority") -> dict: ...
     def create_job(self, namespace: str, manifest: dict) -> dict: ...
+
+    # --- list-then-watch (the cluster watcher, brickadmin/cluster/watch.py) ---
+    # ``kind`` is one of WATCHED_KINDS. Objects are the API server's JSON.
+    def list_with_version(self, kind: str, namespace: str | None = None, *,
+                          keep=None) -> tuple[list[dict], str]:
+        """Every object of ``kind`` (paginated) and the list's ``metadata.resourceVersion``.
+        ``keep(obj) -> obj | None``, when given, is applied to each item as its page
+        arrives (a projection; None drops the item), so a huge list is never held whole."""
+        ...
+    def watch(self, kind: str, namespace: str | None = None, *, resource_version: str,
+              timeout_seconds: int = 300) -> "WatchStream":
+        """Events after ``resource_version``: an iterable of ``{"type": ADDED|MODIFIED|
+        DELETED|BOOKMARK, "object": {...}}`` that ends when the server closes the stream
+        (``timeoutSeconds``). Raises ``Gone`` when the version was compacted (410, or an
+        ERROR event with code 410); other failures as the usual errors. ``close()`` ends it
+        from another thread."""
+        ...
+
+    # --- Leases (coordination.k8s.io/v1), for leader election (lease.py) --
+    def get_lease(self, namespace: str, name: str) -> dict: ...  # raises NotFound
+    def create_lease(self, namespace: str, body: dict) -> dict: ...  # raises Conflict if it exists
+    def update_lease(self, namespace: str, body: dict) -> dict:
+        """PUT with the body's metadata.resourceVersion: raises Conflict when someone
+        else wrote the Lease since it was read (optimistic concurrency)."""
+        ...
+
+
+# The kinds the cluster watcher lists and watches, with their API version.
+WATCHED_KINDS = {"Node": "v1", "Pod": "v1", "ResourceQuota": "v1", "DaemonSet": "apps/v1", "ConfigMap": "v1"}
+
+
+class WatchStream(Protocol):
+    def __iter__(self): ...
+    def close(self) -> None: ...

@@ -38,11 +38,13 @@ from .vocabulary import (  # noqa: F401  (MIRROR_ANNOTATION stays importable fro
     uses_emptydir,
 )
 from .base import (
+    WATCHED_KINDS,
     ClusterError,
     ClusterUnreachable,
     Conflict,
     DrainResult,
     Forbidden,
+    Gone,
     NotFound,
     PermanentClusterError,
     RolloutStatus,
@@ -65,7 +67,9 @@ _KNOWN = {
     ("batch/v1", "Job"): ("/apis/batch/v1", "jobs", True),
     ("policy/v1", "PodDisruptionBudget"): ("/apis/policy/v1", "poddisruptionbudgets", True),
     ("scheduling.k8s.io/v1", "PriorityClass"): ("/apis/scheduling.k8s.io/v1", "priorityclasses", False),
+    ("coordination.k8s.io/v1", "Lease"): ("/apis/coordination.k8s.io/v1", "leases", True),
 }
+LEASES = "/apis/coordination.k8s.io/v1"
 
 
 def _now_rfc3339() -> str:
@@ -179,6 +183,8 @@ class KubeGateway:
             return Forbidden(text, status=status, reason=reason or "Forbidden")
         if status == 409:
             return Conflict(text, status=status, reason=reason or "Conflict")
+        if status == 410:
+            return Gone(text, status=status, reason=reason or "Expired")
         if status == 429 or status >= 500 or status in (408,):
             return TransientClusterError(text, status=status, reason=reason or "ServerError")
         if status == 0:
@@ -187,6 +193,13 @@ class KubeGateway:
 
     def _list(self, path: str, *, label_selector: str | None = None,
               field_selector: str | None = None) -> list[dict]:
+        return self._list_versioned(path, label_selector=label_selector, field_selector=field_selector)[0]
+
+    def _list_versioned(self, path: str, *, label_selector: str | None = None,
+                        field_selector: str | None = None, keep=None) -> tuple[list[dict], str]:
+        """Every item (paged through limit/continue) and the list's resourceVersion (every
+        page of one list is served from the same version). ``keep`` projects each item as
+        its page arrives; None drops it."""
         items: list[dict] = []
         cont = None
         restarted = False
@@ -204,10 +217,15 @@ class KubeGateway:
             for it in page.get("items") or []:
                 it.setdefault("apiVersion", page.get("apiVersion"))
                 it.setdefault("kind", kind)
+                if keep is not None:
+                    it = keep(it)
+                    if it is None:
+                        continue
                 items.append(it)
-            cont = (page.get("metadata") or {}).get("continue")
+            meta = page.get("metadata") or {}
+            cont = meta.get("continue")
             if not cont:
-                return items
+                return items, str(meta.get("resourceVersion") or "")
 
     @staticmethod
     def _ns_path(prefix: str, plural: str, namespace: str | None, name: str | None = None) -> str:
@@ -283,6 +301,73 @@ class KubeGateway:
 
     def gpu_devices(self) -> dict[str, list[dict]] | None:
         return None  # a real cluster's hardware is known from DCGM metrics (metrics.py)
+
+    # ------------------------------------------------------------------ list-then-watch
+    def _kind_path(self, kind: str, namespace: str | None) -> tuple[str, str]:
+        api_version = WATCHED_KINDS.get(kind)
+        if api_version is None:
+            raise PermanentClusterError(f"{kind} is not a watched kind", reason="Invalid")
+        prefix, plural, namespaced = self._resource(api_version, kind)
+        return self._ns_path(prefix, plural, namespace if namespaced else None), api_version
+
+    def list_with_version(self, kind: str, namespace: str | None = None, *, keep=None) -> tuple[list[dict], str]:
+        path, _ = self._kind_path(kind, namespace)
+        return self._list_versioned(path, keep=keep)
+
+    def watch(self, kind: str, namespace: str | None = None, *, resource_version: str,
+              timeout_seconds: int = 300) -> "_KubeWatch":
+        """A watch stream (``?watch=1``, bookmarks on, the server ends it after
+        ``timeout_seconds``), read line by line. Opening it raises like any request
+        (``Gone`` for 410); iterating raises ``Gone`` for an ERROR event with code 410."""
+        path, api_version = self._kind_path(kind, namespace)
+        query = [("watch", "1"), ("resourceVersion", resource_version), ("allowWatchBookmarks", "true"),
+                 ("timeoutSeconds", str(int(timeout_seconds)))]
+        headers = {"Accept": "application/json"}
+        method = "GET"
+        try:
+            m, url, hdrs, b, post = self.api_client.param_serialize(
+                method=method, resource_path=path, query_params=query, header_params=headers,
+                auth_settings=["BearerToken"])
+            # the server closes the stream after timeout_seconds; a silent socket for much
+            # longer than that (bookmarks come about every minute) is a dead connection
+            resp = self.api_client.call_api(m, url, header_params=hdrs, body=b, post_params=post,
+                                            _request_timeout=(3.0, timeout_seconds + 30))
+        except ApiException as e:
+            raise self._error(e.status or 0, e.body, method, path) from e
+        except urllib3.exceptions.HTTPError as e:
+            raise self._transport_error(e, method, path) from e
+        except OSError as e:
+            raise self._transport_error(e, method, path) from e
+        if not 200 <= resp.status <= 299:
+            data = resp.read()
+            raise self._error(resp.status, data, method, path)
+        return _KubeWatch(self, resp.response, method, path, api_version, kind)
+
+    def _transport_error(self, e: Exception, method: str, path: str) -> ClusterError:
+        if isinstance(e, urllib3.exceptions.ReadTimeoutError):
+            return TransientClusterError(f"{method} {path}: timed out reading from the API server", reason="Timeout")
+        if isinstance(e, urllib3.exceptions.ProtocolError) and not isinstance(
+                getattr(e, "reason", None) or (e.args[1] if len(e.args) > 1 else None), ConnectionRefusedError):
+            return TransientClusterError(f"{method} {path}: the stream broke: {e}", reason="StreamBroken")
+        reason = getattr(e, "reason", None) or e
+        return ClusterUnreachable(f"the Kubernetes API server at {self.configuration.host} did not answer: {reason}",
+                                  reason="Unreachable")
+
+    # ------------------------------------------------------------------ leases
+    def _lease_path(self, namespace: str, name: str | None = None) -> str:
+        return self._ns_path(LEASES, "leases", namespace, name)
+
+    def get_lease(self, namespace: str, name: str) -> dict:
+        return self._request("GET", self._lease_path(namespace, name))
+
+    def create_lease(self, namespace: str, body: dict) -> dict:
+        body = {**body, "apiVersion": "coordination.k8s.io/v1", "kind": "Lease"}
+        return self._request("POST", self._lease_path(namespace), body=body)
+
+    def update_lease(self, namespace: str, body: dict) -> dict:
+        """PUT: the body's metadata.resourceVersion makes it conditional (409 Conflict)."""
+        body = {**body, "apiVersion": "coordination.k8s.io/v1", "kind": "Lease"}
+        return self._request("PUT", self._lease_path(namespace, body["metadata"]["name"]), body=body)
 
     def ping(self) -> dict:
         """The API server's version; raises ClusterUnreachable when it does not answer."""
@@ -472,3 +557,58 @@ class KubeGateway:
         body.setdefault("kind", "Job")
         body["metadata"] = {**(manifest.get("metadata") or {}), "namespace": namespace}
         return self._request("POST", self._ns_path("/apis/batch/v1", "jobs", namespace), body=body)
+
+
+class _KubeWatch:
+    """One watch stream: iterate for events (``{"type", "object"}``), ``close()`` from
+    any thread to end it. Bookmarks come through as ``BOOKMARK`` events."""
+
+    def __init__(self, gateway: KubeGateway, response, method: str, path: str, api_version: str, kind: str):
+        self._gw, self._resp, self._method, self._path = gateway, response, method, path
+        self._api_version, self._kind = api_version, kind
+        self._closed = False
+
+    def close(self) -> None:
+        self._closed = True
+        try:
+            self._resp.shutdown()  # unblocks a read in another thread
+        except Exception:  # noqa: BLE001  (already closed, or an older urllib3)
+            pass
+        try:
+            self._resp.release_conn()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def __iter__(self):
+        buf = b""
+        try:
+            for chunk in self._resp.stream(65536, decode_content=True):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if line.strip():
+                        yield self._event(line)
+            if buf.strip():
+                yield self._event(buf)
+        except ClusterError:
+            raise
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
+            if self._closed:
+                return
+            raise self._gw._transport_error(e, self._method, self._path) from e
+        finally:
+            self.close()
+
+    def _event(self, line: bytes) -> dict:
+        try:
+            ev = json.loads(line)
+        except ValueError as e:
+            raise TransientClusterError(f"{self._method} {self._path}: unreadable watch event: {line[:200]!r}",
+                                        reason="StreamBroken") from e
+        obj = ev.get("object") or {}
+        if ev.get("type") == "ERROR":
+            code = int(obj.get("code") or 0)
+            raise self._gw._error(code or 500, json.dumps(obj).encode(), self._method, self._path)
+        obj.setdefault("apiVersion", self._api_version)
+        obj.setdefault("kind", self._kind)
+        return ev

@@ -47,3 +47,31 @@ class TwinState(models.Model):
     Random rather than a counter: a rolled-back write must not reuse a version."""
 
     version = models.CharField(max_length=32, default="")
+    # The twin's resourceVersion: one counter for every write, as etcd's revision. Each
+    # write of a TwinObject takes the next value (row-locked, so versions are assigned
+    # and committed in order) and appends a TwinEvent with it.
+    last_rv = models.BigIntegerField(default=0)
+    # Events up to here were pruned (like etcd compaction): a watch from an older
+    # version gets 410 Gone and must list again.
+    compacted_rv = models.BigIntegerField(default=0)
+
+
+class TwinEvent(models.Model):
+    """Append-only: what a watch on the twin would deliver. Written in the same
+    transaction as the TwinObject change it describes; ``id`` is the resourceVersion."""
+
+    ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+    TYPES = [(t, t) for t in (ADDED, MODIFIED, DELETED)]
+
+    id = models.BigIntegerField(primary_key=True)
+    kind = models.CharField(max_length=63)
+    namespace = models.CharField(max_length=253, blank=True, default="")
+    name = models.CharField(max_length=253)
+    type = models.CharField(max_length=8, choices=TYPES)
+    body = models.JSONField()
+
+    class Meta:
+        indexes = [models.Index(fields=["kind", "id"])]
+
+    def __str__(self):
+        return f"{self.id} {self.type} {self.kind} {self.namespace}/{self.name}"

@@ -34,6 +34,9 @@ class Snapshot:
     device_note: str = ""
     taken_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     source: str = "twin"
+    # GPU-requesting pods in phase Failed (projected), for diagnosis; the cluster watcher
+    # fills it, a one-off read (take_snapshot) leaves it empty
+    failed_gpu_pods: list[dict] = field(default_factory=list)
 
 
 _cache_lock = threading.Lock()

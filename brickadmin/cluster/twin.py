@@ -16,14 +16,17 @@ import copy
 import hashlib
 import json
 import re
+import threading
+import time
 import uuid
 from datetime import datetime, timezone
 
 from django.db import transaction
+from django.db.models import F
 
 from . import deviceplugin as dp
-from .base import Conflict, DrainResult, NotFound, PermanentClusterError, RolloutStatus
-from .models import TwinHardware, TwinObject, TwinState
+from .base import WATCHED_KINDS, Conflict, DrainResult, Gone, NotFound, PermanentClusterError, RolloutStatus
+from .models import TwinEvent, TwinHardware, TwinObject, TwinState
 from .vocabulary import (  # noqa: F401  (label_selector_matches, is_terminal: importable from here)
     EVICT,
     HOSTNAME_LABEL,
@@ -50,7 +53,12 @@ API_VERSIONS = {
     "Node": "v1", "Pod": "v1", "Namespace": "v1", "ConfigMap": "v1", "ResourceQuota": "v1",
     "DaemonSet": "apps/v1", "PodDisruptionBudget": "policy/v1", "Job": "batch/v1",
     "PriorityClass": "scheduling.k8s.io/v1", "ServiceAccount": "v1", "LimitRange": "v1",
+    "Lease": "coordination.k8s.io/v1",
 }
+# The event log keeps about this many events (pruned every PRUNE_EVERY writes); a watch
+# from an older version gets 410 Gone, as after an etcd compaction.
+EVENT_LOG_KEEP = 20_000
+PRUNE_EVERY = 500
 CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass"}
 
 
@@ -139,21 +147,114 @@ class TwinGateway:
         meta = body.setdefault("metadata", {})
         meta.setdefault("uid", str(uuid.uuid4()))
         meta.setdefault("creationTimestamp", now_iso())
-        meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 0) + 1)
+        rv = self._next_rv()
+        meta["resourceVersion"] = str(rv)
         body.setdefault("apiVersion", API_VERSIONS.get(kind, "v1"))
         namespace = "" if kind in CLUSTER_SCOPED else meta.get("namespace", "default")
         if kind not in CLUSTER_SCOPED:
             meta["namespace"] = namespace
         node_name = (body.get("spec") or {}).get("nodeName", "") if kind == "Pod" else ""
         holds_gpu = kind == "Pod" and not is_terminal(body) and bool(dp.pod_gpu_requests(body))
-        TwinObject.objects.update_or_create(
+        _, created = TwinObject.objects.update_or_create(
             kind=kind, namespace=namespace, name=meta["name"],
             defaults={"body": body, "node_name": node_name or "", "holds_gpu": holds_gpu},
         )
+        self._record(rv, TwinEvent.ADDED if created else TwinEvent.MODIFIED, kind, namespace, meta["name"], body)
         return body
 
     def _delete_row(self, kind, name, namespace=""):
-        TwinObject.objects.filter(kind=kind, namespace=namespace or "", name=name).delete()
+        self._delete_rows(TwinObject.objects.filter(kind=kind, namespace=namespace or "", name=name))
+
+    def _delete_rows(self, qs):
+        """Delete rows, each with its DELETED event (the object as it was, at a new version)."""
+        rows = list(qs.values_list("pk", "kind", "namespace", "name", "body"))
+        for _pk, kind, namespace, name, body in rows:
+            rv = self._next_rv()
+            body["metadata"]["resourceVersion"] = str(rv)
+            self._record(rv, TwinEvent.DELETED, kind, namespace, name, body)
+        if rows:
+            TwinObject.objects.filter(pk__in=[r[0] for r in rows]).delete()
+
+    # --- the event log (what a watch delivers) --------------------------------
+    @staticmethod
+    def _next_rv() -> int:
+        """The next resourceVersion. The UPDATE locks the one TwinState row until the
+        transaction commits, so versions are committed in order: a watcher that has seen
+        version N has seen every version below N."""
+        if not TwinState.objects.filter(pk=1).update(last_rv=F("last_rv") + 1):
+            TwinState.objects.get_or_create(pk=1)
+            TwinState.objects.filter(pk=1).update(last_rv=F("last_rv") + 1)
+        return TwinState.objects.filter(pk=1).values_list("last_rv", flat=True).get()
+
+    @staticmethod
+    def _record(rv: int, type_: str, kind: str, namespace: str, name: str, body: dict) -> None:
+        TwinEvent.objects.create(id=rv, kind=kind, namespace=namespace, name=name, type=type_, body=body)
+        if rv % PRUNE_EVERY == 0 and rv > EVENT_LOG_KEEP:
+            TwinGateway._compact(rv - EVENT_LOG_KEEP)
+
+    @staticmethod
+    def _compact(upto: int) -> None:
+        """Forget the events up to ``upto`` (etcd compaction): watches from before it get Gone."""
+        TwinEvent.objects.filter(id__lte=upto).delete()
+        TwinState.objects.filter(pk=1, compacted_rv__lt=upto).update(compacted_rv=upto)
+
+    @staticmethod
+    def resource_version() -> int:
+        return TwinState.objects.filter(pk=1).values_list("last_rv", flat=True).first() or 0
+
+    def list_with_version(self, kind, namespace=None, *, keep=None):
+        """Every object of ``kind`` and the version the list reflects (at least). The
+        version is read first: a change committed in between is in the list and replayed
+        by the watch from that version, which converges (events carry whole objects)."""
+        if kind not in WATCHED_KINDS:
+            raise PermanentClusterError(f"{kind} is not a watched kind", reason="Invalid")
+        rv = self.resource_version()
+        items = []
+        for body in self._rows(kind, namespace).order_by("namespace", "name").values_list("body", flat=True):
+            if keep is not None:
+                body = keep(body)
+                if body is None:
+                    continue
+            items.append(body)
+        return items, str(rv)
+
+    def watch(self, kind, namespace=None, *, resource_version, timeout_seconds=300, poll_seconds=0.2):
+        """Events after ``resource_version``, read from the event log (polled). With
+        ``timeout_seconds=0``: the events pending now, then the stream ends."""
+        if kind not in WATCHED_KINDS:
+            raise PermanentClusterError(f"{kind} is not a watched kind", reason="Invalid")
+        return TwinWatch(kind, namespace, int(resource_version or 0), timeout_seconds, poll_seconds)
+
+    # --- Leases (leader election) ------------------------------------------------
+    def get_lease(self, namespace, name):
+        return self._get("Lease", name, namespace)
+
+    @transaction.atomic
+    def create_lease(self, namespace, body):
+        body = copy.deepcopy(body)
+        body.update(apiVersion="coordination.k8s.io/v1", kind="Lease")
+        body["metadata"] = {k: v for k, v in body["metadata"].items() if k != "resourceVersion"}
+        body["metadata"]["namespace"] = namespace
+        if TwinObject.objects.filter(kind="Lease", namespace=namespace, name=body["metadata"]["name"]).exists():
+            raise Conflict(f'leases.coordination.k8s.io "{body["metadata"]["name"]}" already exists',
+                           status=409, reason="AlreadyExists")
+        return self._save(body)  # no _bump: a lease renewal is not a change of the GPU cluster
+
+    @transaction.atomic
+    def update_lease(self, namespace, body):
+        body = copy.deepcopy(body)
+        name = body["metadata"]["name"]
+        row = TwinObject.objects.select_for_update().filter(kind="Lease", namespace=namespace, name=name).first()
+        if row is None:
+            raise NotFound(f'leases.coordination.k8s.io "{name}" not found', status=404, reason="NotFound")
+        if str(body["metadata"].get("resourceVersion") or "") != str(row.body["metadata"].get("resourceVersion")):
+            raise Conflict(f'Operation cannot be fulfilled on leases.coordination.k8s.io "{name}": the object has '
+                           "been modified; please apply your changes to the latest version and try again",
+                           status=409, reason="Conflict")
+        body.update(apiVersion="coordination.k8s.io/v1", kind="Lease")
+        body["metadata"] = {**row.body["metadata"], **{k: v for k, v in body["metadata"].items()
+                                                       if k in ("labels", "annotations")}}
+        return self._save(body)
 
     def _bump(self):
         TwinState.objects.update_or_create(pk=1, defaults={"version": uuid.uuid4().hex})
@@ -360,7 +461,7 @@ class TwinGateway:
         self._get(kind, name, ns)
         self._delete_row(kind, name, ns)
         if kind == "Namespace":
-            TwinObject.objects.filter(namespace=name).delete()
+            self._delete_rows(TwinObject.objects.filter(namespace=name))
         if kind == "DaemonSet":
             self._reconcile()  # its pods go: no DaemonSet wants them any more
         if kind == "Job":
@@ -475,6 +576,9 @@ class TwinGateway:
         gives, per node, the config its running plugin read at start when that differs
         from the ConfigMap (a rollout restart that was skipped)."""
         TwinObject.objects.all().delete()
+        # A new cluster: rather than a DELETED event per old object, compact the log past
+        # the replacement, so every watch started before it gets Gone and lists again.
+        self._compact(self._next_rv())
         TwinHardware.objects.all().delete()
         TwinHardware.objects.bulk_create(TwinHardware(node=n, gpus=g) for n, g in hardware.items())
         for obj in objects:
@@ -592,3 +696,46 @@ class TwinGateway:
         if ds.get("status") != status:
             ds["status"] = status
             self._save(ds)
+
+
+class TwinWatch:
+    """A watch on the twin: polls the event log for ``kind`` after a version. Ends after
+    ``timeout_seconds`` (0: after the events pending now), or when closed; raises Gone when
+    the version was compacted away. Sends a BOOKMARK when the log moved on only for
+    other kinds, so an idle watch's version stays recent."""
+
+    def __init__(self, kind, namespace, rv, timeout_seconds, poll_seconds):
+        self.kind, self.namespace, self.rv = kind, namespace, rv
+        self.timeout, self.poll = timeout_seconds, poll_seconds
+        self._closed = threading.Event()
+
+    def close(self):
+        self._closed.set()
+
+    def _pending(self):
+        last, compacted = TwinState.objects.filter(pk=1).values_list("last_rv", "compacted_rv").first() or (0, 0)
+        if self.rv < compacted:
+            raise Gone(f"too old resource version: {self.rv} ({compacted})", status=410, reason="Expired")
+        qs = TwinEvent.objects.filter(kind=self.kind, id__gt=self.rv, id__lte=last)
+        if self.namespace:
+            qs = qs.filter(namespace=self.namespace)
+        events = list(qs.order_by("id").values_list("id", "type", "body")[:1000])
+        return last, events
+
+    def __iter__(self):
+        deadline = time.monotonic() + self.timeout
+        bookmarked = self.rv
+        while not self._closed.is_set():
+            last, events = self._pending()
+            for rv, type_, body in events:
+                self.rv = rv
+                yield {"type": type_, "object": body}
+            if len(events) == 1000:
+                continue
+            if last > self.rv and last > bookmarked:  # only other kinds' events since
+                self.rv = bookmarked = last
+                yield {"type": "BOOKMARK", "object": {"kind": self.kind, "apiVersion": WATCHED_KINDS[self.kind],
+                                                     "metadata": {"resourceVersion": str(last)}}}
+            if time.monotonic() >= deadline:
+                return
+            self._closed.wait(self.poll)

@@ -142,14 +142,16 @@ def lab():
 
 @pytest.fixture(scope="session")
 def rbac(lab):
-    """deploy/'s ServiceAccount + ClusterRole applied to the lab; returns the SA's token."""
+    """deploy/'s ServiceAccount + ClusterRole (+ the watcher's Lease Role) applied to the lab;
+    returns the SA's token."""
     import yaml
 
     r = subprocess.run([lab.kubectl, "kustomize", str(REPO / "deploy")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     docs = [d for d in yaml.safe_load_all(r.stdout) if d]
-    wanted = [d for d in docs if d["kind"] in ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
-    assert {d["kind"] for d in wanted} == {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
+    kinds = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+    wanted = [d for d in docs if d["kind"] in kinds]
+    assert {d["kind"] for d in wanted} == kinds
     for d in wanted:
         lab.admin.apply(d, field_manager="lab-tests")
     sa = next(d for d in wanted if d["kind"] == "ServiceAccount")

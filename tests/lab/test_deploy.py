@@ -14,17 +14,17 @@ pytestmark = pytest.mark.lab
 
 RULES = REPO / "deploy" / "prometheus" / "brickadmin-rules.yaml"
 
-# exactly what brickadmin/cluster/kube.py calls
+# exactly what brickadmin/cluster/kube.py calls (watch: the cluster watcher's streams)
 EXPECTED_RULES = {
-    ("", "nodes"): {"get", "list", "patch"},
+    ("", "nodes"): {"get", "list", "watch", "patch"},
     ("", "nodes/status"): {"patch"},
-    ("", "pods"): {"get", "list"},
+    ("", "pods"): {"get", "list", "watch"},
     ("", "pods/eviction"): {"create"},
     ("", "namespaces"): {"list", "create", "delete"},
-    ("", "resourcequotas"): {"list", "create", "patch"},
+    ("", "resourcequotas"): {"list", "watch", "create", "patch"},
     ("", "limitranges"): {"create", "patch"},
-    ("", "configmaps"): {"get", "list", "create", "patch"},
-    ("apps", "daemonsets"): {"get", "list", "create", "patch", "delete"},
+    ("", "configmaps"): {"get", "list", "watch", "create", "patch"},
+    ("apps", "daemonsets"): {"get", "list", "watch", "create", "patch", "delete"},
     ("policy", "poddisruptionbudgets"): {"list"},
     ("batch", "jobs"): {"list", "create", "delete"},
     ("scheduling.k8s.io", "priorityclasses"): {"list", "create"},
@@ -34,8 +34,11 @@ EXPECTED_RULES = {
 def test_kustomize_builds_web_worker_beat_with_the_service_account(rbac):
     docs = rbac["docs"]
     deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
-    assert {"brickadmin-web", "brickadmin-worker", "brickadmin-beat"} <= set(deployments)
-    for name in ("brickadmin-web", "brickadmin-worker", "brickadmin-beat"):
+    assert {"brickadmin-web", "brickadmin-worker", "brickadmin-beat", "brickadmin-watcher"} <= set(deployments)
+    assert deployments["brickadmin-watcher"]["spec"]["replicas"] == 2
+    assert deployments["brickadmin-watcher"]["spec"]["template"]["spec"]["containers"][0]["command"][-1] \
+        == "watch_cluster"
+    for name in ("brickadmin-web", "brickadmin-worker", "brickadmin-beat", "brickadmin-watcher"):
         spec = deployments[name]["spec"]["template"]["spec"]
         assert spec["serviceAccountName"] == "brickadmin"
         assert deployments[name]["metadata"]["namespace"] == "brickadmin"
@@ -54,6 +57,18 @@ def test_cluster_role_names_exactly_the_gateway_verbs(rbac):
                 got.setdefault((group, res), set()).update(rule["verbs"])
     assert got == EXPECTED_RULES
     binding = next(d for d in rbac["docs"] if d["kind"] == "ClusterRoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "brickadmin", "namespace": "brickadmin"}]
+
+
+def test_the_watcher_lease_is_a_role_in_the_product_namespace_only(rbac):
+    assert [d for d in rbac["docs"] if d["kind"] == "ClusterRole"
+            and any("leases" in r["resources"] for r in d["rules"])] == []
+    role = next(d for d in rbac["docs"] if d["kind"] == "Role")
+    assert role["metadata"]["namespace"] == "brickadmin"
+    assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                              "verbs": ["get", "create", "update"]}]
+    binding = next(d for d in rbac["docs"] if d["kind"] == "RoleBinding")
+    assert binding["metadata"]["namespace"] == "brickadmin" and binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "brickadmin", "namespace": "brickadmin"}]
 
 

@@ -1,0 +1,133 @@
+"""Leader election over a ``coordination.k8s.io/v1`` Lease, like client-go's leaderelection.
+
+Two ``watch_cluster`` replicas run; the one holding the Lease is active, the other waits.
+The holder renews every ``retry_period``; if it cannot renew for ``renew_deadline`` it
+gives up leadership (stops working) before the Lease can expire (``lease_duration``), so
+two leaders never overlap as long as renew_deadline < lease_duration. A candidate takes
+the Lease only when it has seen the same record unchanged for ``lease_duration`` on its
+own clock (no trust in the other's clock), and writes are conditional on the
+resourceVersion read (a lost race is a 409 Conflict: try again later).
+"""
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from datetime import datetime, timezone
+
+from .base import ClusterError, Conflict, NotFound
+
+log = logging.getLogger(__name__)
+
+
+def _micro_time(dt: datetime | None = None) -> str:
+    return (dt or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    def __init__(self, gateway, namespace: str, name: str, identity: str, *, lease_duration: float = 15,
+                 renew_deadline: float = 10, retry_period: float = 2, clock=time.monotonic):
+        if not renew_deadline < lease_duration:
+            raise ValueError("renew_deadline must be shorter than lease_duration")
+        self.gateway, self.namespace, self.name, self.identity = gateway, namespace, name, identity
+        self.lease_duration, self.renew_deadline, self.retry_period = lease_duration, renew_deadline, retry_period
+        self.clock = clock
+        self._observed_spec: dict | None = None
+        self._observed_at = 0.0
+        self._last_renew = 0.0  # clock() of the last successful acquire/renew
+        self.is_leader = False
+
+    # ------------------------------------------------------------------ one attempt
+    def try_acquire_or_renew(self) -> bool:
+        """One attempt (client-go's tryAcquireOrRenew). True when this identity holds the Lease."""
+        now = self.clock()
+        spec_new = {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
+                    "acquireTime": _micro_time(), "renewTime": _micro_time(), "leaseTransitions": 0}
+        try:
+            lease = self.gateway.get_lease(self.namespace, self.name)
+        except NotFound:
+            try:
+                self.gateway.create_lease(self.namespace, {
+                    "metadata": {"name": self.name, "namespace": self.namespace}, "spec": spec_new})
+            except (Conflict, ClusterError) as exc:
+                log.info("lease %s/%s: create failed: %s", self.namespace, self.name, exc)
+                return self._lost()
+            return self._won(now)
+        except ClusterError as exc:
+            log.warning("lease %s/%s: cannot read: %s", self.namespace, self.name, exc)
+            return self._lost()
+
+        spec = dict(lease.get("spec") or {})
+        if spec != self._observed_spec:
+            self._observed_spec, self._observed_at = spec, now
+        holder = spec.get("holderIdentity") or ""
+        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        if holder and holder != self.identity and now < self._observed_at + duration:
+            return self._lost()  # held by another, not expired (by our clock)
+        if holder == self.identity:
+            spec_new["acquireTime"] = spec.get("acquireTime") or spec_new["acquireTime"]
+            spec_new["leaseTransitions"] = int(spec.get("leaseTransitions") or 0)
+        else:
+            spec_new["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+        body = {"metadata": {k: v for k, v in lease["metadata"].items() if k in ("name", "namespace",
+                                                                                "resourceVersion", "labels",
+                                                                                "annotations")},
+                "spec": spec_new}
+        try:
+            updated = self.gateway.update_lease(self.namespace, body)
+        except ClusterError as exc:  # Conflict: someone wrote in between
+            log.info("lease %s/%s: update failed: %s", self.namespace, self.name, exc)
+            return self._lost()
+        self._observed_spec, self._observed_at = dict(updated.get("spec") or spec_new), now
+        return self._won(now)
+
+    def _won(self, now: float) -> bool:
+        if not self.is_leader:
+            log.info("lease %s/%s: %s is the leader", self.namespace, self.name, self.identity)
+        self.is_leader, self._last_renew = True, now
+        return True
+
+    def _lost(self) -> bool:
+        return False
+
+    # ------------------------------------------------------------------ loops
+    def acquire(self, stop: threading.Event) -> bool:
+        """Block until this identity leads (True) or ``stop`` is set (False)."""
+        while not stop.is_set():
+            if self.try_acquire_or_renew():
+                return True
+            stop.wait(self.retry_period * random.uniform(1.0, 1.2))
+        return False
+
+    def keep(self, stop: threading.Event, lost: threading.Event) -> None:
+        """Renew every retry_period until ``stop``; set ``lost`` (and return) when renewal
+        has failed for renew_deadline. Run it in a thread beside the work."""
+        while not stop.wait(self.retry_period):
+            if self.try_acquire_or_renew():
+                continue
+            if self.clock() - self._last_renew >= self.renew_deadline:
+                log.warning("lease %s/%s: %s could not renew for %ss: leadership lost",
+                            self.namespace, self.name, self.identity, self.renew_deadline)
+                self.is_leader = False
+                lost.set()
+                return
+
+    def release(self) -> bool:
+        """Give the Lease up (holder cleared, duration 1 s) so a standby takes over at once."""
+        if not self.is_leader:
+            return False
+        self.is_leader = False
+        try:
+            lease = self.gateway.get_lease(self.namespace, self.name)
+            spec = dict(lease.get("spec") or {})
+            if spec.get("holderIdentity") != self.identity:
+                return False
+            spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=_micro_time())
+            self.gateway.update_lease(self.namespace, {"metadata": {
+                "name": self.name, "namespace": self.namespace,
+                "resourceVersion": lease["metadata"].get("resourceVersion")}, "spec": spec})
+            return True
+        except ClusterError as exc:
+            log.warning("lease %s/%s: release failed: %s", self.namespace, self.name, exc)
+            return False

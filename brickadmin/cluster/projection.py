@@ -1,0 +1,165 @@
+"""What the cluster watcher keeps of each object: pure functions, no Django.
+
+The watcher holds the whole cluster in memory (5,000 nodes, 150,000 pods), so it keeps
+only the pods the product looks at and, of every object, only the fields that the
+ledger (gpus/ledger.py), the health checks (gpus/health.py), the conformance evidence
+(gpus/evidence.py), the node pages and the procedures' node choices read. The objects
+stay Kubernetes-shaped, so the ledger cannot tell a projection from the full object
+(tests/cluster/test_projection.py checks that on every scenario).
+
+- Node: name, labels, creationTimestamp; spec.unschedulable and taints; status
+  capacity, allocatable, the conditions' type/status/reason, nodeInfo.kubeletVersion.
+  Not kept: annotations, managedFields, images, addresses, daemonEndpoints.
+- Pod (only GPU-requesting pods and device-plugin pods): name, namespace, uid, labels,
+  ownerReferences, creation/deletion timestamps; spec.nodeName and, per container, its
+  name and nvidia.com/* requests and limits; status phase, reason, message, startTime,
+  the Ready condition and each container's state summary (for failed-pod diagnosis).
+- ResourceQuota: name, namespace; spec and status whole (a few keys).
+- DaemonSet and ConfigMap of the device plugin / the GPU Operator: whole (the manifest
+  drift compares their spec and data), except ``metadata.managedFields``.
+"""
+from __future__ import annotations
+
+from .deviceplugin import pod_gpu_requests
+from .vocabulary import NVIDIA_PREFIX, PLUGIN_NAMESPACE
+
+OPERATOR_NAMESPACE = "gpu-operator"
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+_META_KEEP = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp")
+
+
+def _meta(obj: dict, *, labels: bool = True, owners: bool = False) -> dict:
+    src = obj.get("metadata") or {}
+    out = {k: src[k] for k in _META_KEEP if k in src}
+    if labels and src.get("labels"):
+        out["labels"] = dict(src["labels"])
+    if owners and src.get("ownerReferences"):
+        out["ownerReferences"] = [{k: o[k] for k in ("apiVersion", "kind", "name", "uid", "controller") if k in o}
+                                  for o in src["ownerReferences"]]
+    return out
+
+
+def _head(obj: dict, kind: str, api_version: str = "v1") -> dict:
+    return {"apiVersion": obj.get("apiVersion") or api_version, "kind": obj.get("kind") or kind}
+
+
+# --- which pods -------------------------------------------------------------------
+
+def is_gpu_pod(pod: dict) -> bool:
+    """Whether a pod's containers request any nvidia.com/* resource (any phase)."""
+    return bool(pod_gpu_requests(pod))
+
+
+def is_plugin_pod(pod: dict) -> bool:
+    """A device-plugin pod: every pod of the BRICK plugin's namespace, and the GPU
+    Operator's pods whose ``app`` label names the device plugin."""
+    meta = pod.get("metadata") or {}
+    ns = meta.get("namespace", "")
+    if ns == PLUGIN_NAMESPACE:
+        return True
+    return ns == OPERATOR_NAMESPACE and "device-plugin" in (meta.get("labels") or {}).get("app", "")
+
+
+def is_terminal(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
+def keeps_pod(pod: dict) -> bool:
+    return is_gpu_pod(pod) or is_plugin_pod(pod)
+
+
+# --- the projections -----------------------------------------------------------------
+
+def node(obj: dict) -> dict:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    out = {**_head(obj, "Node"), "metadata": _meta(obj)}
+    s = {}
+    if spec.get("unschedulable"):
+        s["unschedulable"] = True
+    if spec.get("taints"):
+        s["taints"] = [dict(t) for t in spec["taints"]]
+    out["spec"] = s
+    st = {}
+    for section in ("capacity", "allocatable"):
+        if section in status:
+            st[section] = dict(status[section] or {})
+    if "conditions" in status:
+        st["conditions"] = [{k: c[k] for k in ("type", "status", "reason") if k in c}
+                            for c in status.get("conditions") or []]
+    version = (status.get("nodeInfo") or {}).get("kubeletVersion")
+    if version:
+        st["nodeInfo"] = {"kubeletVersion": version}
+    out["status"] = st
+    return out
+
+
+def _container(c: dict) -> dict:
+    out = {"name": c.get("name", "")}
+    res = c.get("resources") or {}
+    slim = {}
+    for section in ("requests", "limits"):
+        picked = {k: v for k, v in (res.get(section) or {}).items() if k.startswith(NVIDIA_PREFIX)}
+        if picked:
+            slim[section] = picked
+    if slim:
+        out["resources"] = slim
+    return out
+
+
+def _container_status(cs: dict) -> dict:
+    out = {k: cs[k] for k in ("name", "ready", "restartCount") if k in cs}
+    for key in ("state", "lastState"):
+        state = cs.get(key) or {}
+        if state:
+            (which, detail), = list(state.items())[:1]
+            detail = detail or {}
+            out[key] = {which: {k: detail[k] for k in ("reason", "message", "exitCode") if k in detail}}
+    return out
+
+
+def pod(obj: dict) -> dict:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    s = {"containers": [_container(c) for c in spec.get("containers") or []]}
+    if spec.get("nodeName"):
+        s["nodeName"] = spec["nodeName"]
+    st = {k: status[k] for k in ("phase", "reason", "message", "startTime") if k in status}
+    ready = [{k: c[k] for k in ("type", "status", "reason") if k in c}
+             for c in status.get("conditions") or [] if c.get("type") in ("Ready", "PodScheduled")]
+    if ready:
+        st["conditions"] = ready
+    if status.get("containerStatuses"):
+        st["containerStatuses"] = [_container_status(cs) for cs in status["containerStatuses"]]
+    return {**_head(obj, "Pod"), "metadata": _meta(obj, owners=True), "spec": s, "status": st}
+
+
+def resource_quota(obj: dict) -> dict:
+    out = {**_head(obj, "ResourceQuota"), "metadata": _meta(obj)}
+    for key in ("spec", "status"):
+        if key in obj:
+            out[key] = obj[key]
+    return out
+
+
+def whole(obj: dict) -> dict:
+    """DaemonSets and ConfigMaps: everything but managedFields (never read, often the bulk)."""
+    meta = obj.get("metadata") or {}
+    if "managedFields" not in meta:
+        return obj
+    return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+
+
+def project(kind: str, obj: dict) -> dict | None:
+    """The projection of ``obj`` (of ``kind``), or None when the watcher does not keep it."""
+    if kind == "Pod":
+        return pod(obj) if keeps_pod(obj) else None
+    if kind == "Node":
+        return node(obj)
+    if kind == "ResourceQuota":
+        return resource_quota(obj)
+    return whole(obj)
+
+
+def keeper(kind: str):
+    """``keep`` for gateway.list_with_version: project, or drop."""
+    return lambda obj: project(kind, obj)

@@ -1,0 +1,364 @@
+"""The cluster watcher: list, then watch, and keep a small projection of the cluster.
+
+One ``ClusterWatcher`` over a gateway (the real cluster or the twin: the same code)
+lists each watched kind once (paginated, remembering the list's resourceVersion), then
+follows a watch stream per kind from there, applying events to an in-memory store of
+projected objects (projection.py). ``snapshot()`` hands the store out as the same
+``Snapshot`` the ledger and the health checks have always read.
+
+``run(on_change, stop=...)`` is the long-running form (``manage.py watch_cluster``): one
+thread per stream, bookmarks on, streams rotated by the server after ``timeout_seconds``;
+a 410 Gone (or an ERROR event with code 410) lists that kind again; a broken stream
+reconnects from the last resourceVersion after an exponential backoff with jitter (capped,
+never a tight loop). A burst of events costs one ``on_change(snapshot)`` per debounce
+window, not one per event. ``status()`` says how far behind the projection may be.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from . import projection
+from .base import ClusterError, Gone
+from .snapshot import OPERATOR_NAMESPACE, Snapshot
+from .vocabulary import PLUGIN_NAMESPACE
+
+log = logging.getLogger(__name__)
+
+# (kind, namespace or None for all): what the watcher lists and watches.
+WATCHES: tuple[tuple[str, str | None], ...] = (
+    ("Node", None),
+    ("Pod", None),
+    ("ResourceQuota", None),
+    ("DaemonSet", PLUGIN_NAMESPACE),
+    ("ConfigMap", PLUGIN_NAMESPACE),
+    ("ConfigMap", OPERATOR_NAMESPACE),
+)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _key(obj: dict) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace", ""), meta.get("name", "")
+
+
+def _label(watch: tuple[str, str | None]) -> str:
+    kind, ns = watch
+    return f"{kind}/{ns}" if ns else kind
+
+
+@dataclass
+class _Stream:
+    """One watched kind: its store and how current it is."""
+
+    kind: str
+    namespace: str | None
+    items: dict = field(default_factory=dict)  # (namespace, name) -> projected object
+    rv: str = ""  # "" until listed; reset to "" when a relist is needed
+    connected: bool = False
+    behind_since: datetime | None = None  # None: current (listed, and its stream open or just synced)
+    current_at: datetime | None = None
+    stream: object = None  # the open watch stream, for close()
+
+
+class ClusterWatcher:
+    def __init__(self, gateway, *, timeout_seconds: int = 300, backoff_base: float = 0.5,
+                 backoff_cap: float = 30.0, watches=WATCHES):
+        self.gateway = gateway
+        self.timeout_seconds = timeout_seconds
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self._lock = threading.RLock()
+        self._streams = {w: _Stream(*w) for w in watches}
+        self._dirty = threading.Event()
+        self.counters = {"lists": 0, "watches": 0, "events": 0, "bookmarks": 0, "relists": 0, "errors": 0,
+                         "changes": 0, "published": 0}
+        self.last_event_at: datetime | None = None
+        self.last_error = ""
+        self.last_error_at: datetime | None = None
+        self.last_published_at: datetime | None = None
+        self.primed_at: datetime | None = None
+        self.started_at = _now()
+
+    # ------------------------------------------------------------------ listing
+    def prime(self) -> None:
+        """List every watched kind (paginated); remember each list's resourceVersion."""
+        for w in self._streams:
+            self._relist(w)
+        self.primed_at = _now()
+
+    def _relist(self, w) -> bool:
+        kind, ns = w
+        items, rv = self.gateway.list_with_version(kind, ns, keep=projection.keeper(kind))
+        store = {_key(o): o for o in items}
+        with self._lock:
+            s = self._streams[w]
+            changed = store != s.items
+            s.items, s.rv = store, rv
+            s.behind_since, s.current_at = None, _now()
+            self.counters["lists"] += 1
+            if changed:
+                self.counters["changes"] += 1
+        return changed
+
+    # ------------------------------------------------------------------ events
+    def _apply(self, w, event: dict) -> bool:
+        """Apply one watch event to the store; True if the projection changed."""
+        kind = w[0]
+        type_ = event.get("type")
+        obj = event.get("object") or {}
+        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        with self._lock:
+            s = self._streams[w]
+            now = _now()
+            s.current_at = now
+            if type_ == "BOOKMARK":
+                self.counters["bookmarks"] += 1
+                if rv:
+                    s.rv = rv
+                return False
+            self.counters["events"] += 1
+            self.last_event_at = now
+            key = _key(obj)
+            if type_ == "DELETED":
+                changed = s.items.pop(key, None) is not None
+            else:
+                slim = projection.project(kind, obj)
+                if slim is None:  # no longer (or never) one the watcher keeps
+                    changed = s.items.pop(key, None) is not None
+                else:
+                    changed = s.items.get(key) != slim
+                    s.items[key] = slim
+            if rv:
+                s.rv = rv
+            if changed:
+                self.counters["changes"] += 1
+            return changed
+
+    def sync(self) -> bool:
+        """Apply the events pending now, without waiting for more (in-process, for the
+        twin; on a real cluster each kind's watch is held open for a second). A kind
+        whose version was compacted is listed again. True if anything changed."""
+        if self.primed_at is None:
+            self.prime()
+            return True
+        changed = False
+        timeout = 0 if self.gateway.name == "twin" else 1
+        for w, s in self._streams.items():
+            try:
+                if not s.rv:
+                    changed |= self._relist(w)
+                    continue
+                stream = self.gateway.watch(w[0], w[1], resource_version=s.rv, timeout_seconds=timeout)
+                self.counters["watches"] += 1
+                for ev in stream:
+                    changed |= self._apply(w, ev)
+                with self._lock:
+                    s.behind_since, s.current_at = None, _now()
+            except Gone:
+                self.counters["relists"] += 1
+                changed |= self._relist(w)
+        return changed
+
+    # ------------------------------------------------------------------ the projection
+    def snapshot(self) -> Snapshot:
+        """The projection as a Snapshot (sorted, like a list). ``taken_at`` is the time the
+        projection is known to reflect: now, unless a stream is down, then when it broke."""
+        with self._lock:
+            def items(kind, ns=None):
+                s = self._streams.get((kind, ns))
+                return [] if s is None else [s.items[k] for k in sorted(s.items)]
+
+            pods = items("Pod")
+            gpu_pods, failed, plugin_pods = [], [], []
+            for p in pods:
+                if projection.is_gpu_pod(p):
+                    phase = (p.get("status") or {}).get("phase")
+                    if phase == "Failed":
+                        failed.append(p)
+                    elif phase != "Succeeded":
+                        gpu_pods.append(p)
+                if projection.is_plugin_pod(p):
+                    plugin_pods.append(p)
+            nodes = sorted(items("Node"), key=lambda n: n["metadata"]["name"])
+            snap = Snapshot(
+                nodes=nodes, gpu_pods=gpu_pods, failed_gpu_pods=failed, quotas=items("ResourceQuota"),
+                plugin_pods=plugin_pods, plugin_configmaps=items("ConfigMap", PLUGIN_NAMESPACE),
+                plugin_daemonsets=items("DaemonSet", PLUGIN_NAMESPACE),
+                operator_configmaps=items("ConfigMap", OPERATOR_NAMESPACE),
+                source=self.gateway.name, taken_at=self.as_of())
+        if self.gateway.name == "twin":
+            snap.devices, snap.device_source = self.gateway.gpu_devices() or {}, "twin"
+        else:
+            snap.devices, snap.device_source = {}, "labels"  # DCGM devices are merged by the caller
+        return snap
+
+    def as_of(self) -> datetime:
+        with self._lock:
+            behind = [s.behind_since for s in self._streams.values() if s.behind_since is not None]
+            never = any(not s.rv for s in self._streams.values())
+        if never and not behind:
+            return self.primed_at or self.started_at
+        return min(behind) if behind else _now()
+
+    def status(self) -> dict:
+        """Counters and freshness, for the pages' "how old / watcher behind" line."""
+        with self._lock:
+            streams = {_label(w): {"resource_version": s.rv, "connected": s.connected, "objects": len(s.items),
+                                   "behind_since": s.behind_since, "current_at": s.current_at}
+                       for w, s in self._streams.items()}
+            return {**self.counters, "started_at": self.started_at, "primed_at": self.primed_at,
+                    "last_event_at": self.last_event_at, "last_error": self.last_error,
+                    "last_error_at": self.last_error_at, "last_published_at": self.last_published_at,
+                    "as_of": self.as_of(), "behind": any(s.behind_since for s in self._streams.values()),
+                    "streams": streams}
+
+    def poke(self) -> None:
+        """Ask for an on_change at the next debounce window (e.g. new DCGM figures)."""
+        self._dirty.set()
+
+    # ------------------------------------------------------------------ running
+    def backoff(self, attempt: int) -> float:
+        """Exponential backoff with jitter: base·2^attempt, capped, times 0.5–1."""
+        delay = min(self.backoff_cap, self.backoff_base * (2 ** min(attempt, 30)))
+        return delay * random.uniform(0.5, 1.0)
+
+    def _error(self, w, exc: BaseException) -> None:
+        with self._lock:
+            self.counters["errors"] += 1
+            self.last_error = f"{_label(w) if w else 'watcher'}: {exc}"
+            self.last_error_at = _now()
+            if w is not None:
+                s = self._streams[w]
+                s.connected = False
+                if s.behind_since is None:
+                    s.behind_since = s.current_at or _now()
+
+    def _follow(self, w, stop: threading.Event) -> None:
+        """One kind's loop: (re)list when needed, watch from the last version, back off on errors."""
+        s = self._streams[w]
+        attempt = 0
+        try:
+            while not stop.is_set():
+                opened = time.monotonic()
+                delivered = 0
+                try:
+                    if not s.rv:
+                        if self._relist(w):
+                            self._dirty.set()
+                    stream = self.gateway.watch(w[0], w[1], resource_version=s.rv,
+                                                timeout_seconds=self.timeout_seconds)
+                    with self._lock:
+                        s.stream, s.connected = stream, True
+                        s.behind_since, s.current_at = None, _now()
+                        self.counters["watches"] += 1
+                    if stop.is_set():
+                        stream.close()
+                    for ev in stream:
+                        delivered += 1
+                        if self._apply(w, ev):
+                            self._dirty.set()
+                        if stop.is_set():
+                            break
+                    with self._lock:
+                        s.connected = False
+                    # a normal end (the server's timeoutSeconds): reconnect at once, unless the
+                    # stream ended at once with nothing in it (then count it as a failure)
+                    if delivered or time.monotonic() - opened >= 5:
+                        attempt = 0
+                        continue
+                    raise ClusterError(f"the watch of {_label(w)} ended at once")
+                except Gone as exc:
+                    # compacted: list again (at once the first time; backoff if it keeps happening)
+                    log.info("watch of %s: %s; listing again", _label(w), exc)
+                    with self._lock:
+                        self.counters["relists"] += 1
+                        s.rv, s.connected = "", False
+                        if s.behind_since is None:
+                            s.behind_since = s.current_at or _now()
+                    if attempt:
+                        stop.wait(self.backoff(attempt))
+                    attempt += 1
+                except Exception as exc:  # noqa: BLE001  (ClusterError, or a bug: never a tight loop)
+                    if stop.is_set():
+                        break
+                    if not isinstance(exc, ClusterError):
+                        log.exception("watch of %s failed", _label(w))
+                    else:
+                        log.warning("watch of %s: %s", _label(w), exc)
+                    if delivered:
+                        attempt = 0
+                    self._error(w, exc)
+                    stop.wait(self.backoff(attempt))
+                    attempt += 1
+        finally:
+            with self._lock:
+                s.connected, s.stream = False, None
+            if self.gateway.name == "twin":
+                from django.db import connection
+
+                connection.close()  # this thread's own connection
+
+    def run(self, on_change, *, stop: threading.Event, debounce: float = 0.5) -> None:
+        """Block until ``stop`` is set: prime (retrying with backoff), publish, then follow
+        every kind in its own thread and call ``on_change(snapshot)`` at most once per
+        ``debounce`` seconds while anything changes."""
+        attempt = 0
+        while self.primed_at is None and not stop.is_set():
+            try:
+                self.prime()
+            except ClusterError as exc:
+                self._error(None, exc)
+                log.warning("listing the cluster failed: %s", exc)
+                stop.wait(self.backoff(attempt))
+                attempt += 1
+        if stop.is_set():
+            return
+        threads = [threading.Thread(target=self._follow, args=(w, stop), name=f"watch-{_label(w)}", daemon=True)
+                   for w in self._streams]
+        for t in threads:
+            t.start()
+        self._dirty.set()  # publish the primed projection
+        failures = 0
+        try:
+            while not stop.is_set():
+                if not self._dirty.wait(timeout=1.0):
+                    continue
+                stop.wait(debounce)  # gather the rest of the burst
+                self._dirty.clear()
+                if self._publish(on_change):
+                    failures = 0
+                else:
+                    stop.wait(self.backoff(failures))
+                    failures += 1
+        finally:
+            stop.set()
+            with self._lock:
+                streams = [s.stream for s in self._streams.values() if s.stream is not None]
+            for st in streams:
+                try:
+                    st.close()
+                except Exception:  # noqa: BLE001
+                    pass
+            for t in threads:
+                t.join(timeout=10)
+
+    def _publish(self, on_change) -> bool:
+        try:
+            on_change(self.snapshot())
+        except Exception as exc:  # noqa: BLE001  (the view's failure must not stop the watcher)
+            log.exception("publishing the cluster view failed")
+            self._error(None, exc)
+            self._dirty.set()  # try again (after a backoff)
+            return False
+        with self._lock:
+            self.counters["published"] += 1
+            self.last_published_at = _now()
+        return True

@@ -1,0 +1,161 @@
+"""manage.py watch_cluster [--once] [--debounce 0.5] [--identity NAME]
+
+The cluster watcher: elect a leader through a Lease (two replicas are safe, one is active),
+then list and watch the cluster (brickadmin/cluster/watch.py) and hand every new projection
+to ``gpus.clusterview.publish`` (at most once per debounce window). DCGM devices are fetched
+from Prometheus every BRICK_METRICS_INTERVAL seconds when PROMETHEUS_URL is set and merged
+into the snapshot before publishing. ``--once``: list, publish once, exit (for scripts).
+SIGTERM/SIGINT stop cleanly and release the Lease so the standby takes over at once."""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from brickadmin import metrics
+from brickadmin.cluster import ClusterError, get_gateway
+from brickadmin.cluster.lease import LeaderElector
+from brickadmin.cluster.watch import ClusterWatcher
+
+log = logging.getLogger(__name__)
+LEASE_NAME = "brickadmin-watch-cluster"
+
+
+class DeviceFeed:
+    """The DCGM devices, fetched on an interval (not per snapshot), merged into snapshots."""
+
+    def __init__(self, interval: float):
+        self.interval = interval
+        self.devices: dict | None = None
+        self.note = ""
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return bool(settings.PROMETHEUS_URL)
+
+    def fetch(self) -> bool:
+        """Fetch once; True when the figures changed."""
+        measured = metrics.physical_gpus()
+        with self._lock:
+            changed = measured != self.devices
+            self.devices, self.note = measured, ("" if measured is not None else (metrics.last_error() or ""))
+        return changed
+
+    def loop(self, watcher: ClusterWatcher, stop: threading.Event) -> None:
+        while not stop.wait(self.interval):
+            try:
+                if self.fetch():
+                    watcher.poke()
+            except Exception:  # noqa: BLE001  (Prometheus must not stop the watcher)
+                log.exception("fetching DCGM devices failed")
+
+    def merge(self, snap):
+        if not self.enabled:
+            return snap
+        with self._lock:
+            devices, note = self.devices, self.note
+        if devices is not None:
+            snap.devices, snap.device_source, snap.device_note = devices, "dcgm", ""
+        elif snap.source != "twin":
+            snap.device_note = note
+        return snap
+
+
+class Command(BaseCommand):
+    help = "List then watch the cluster and keep the materialised cluster view up to date."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--once", action="store_true", help="list, publish once and exit")
+        parser.add_argument("--debounce", type=float, default=0.5,
+                            help="seconds to gather a burst of events into one publication")
+        parser.add_argument("--identity", default="", help="this replica's name in the Lease (default: host-pid)")
+        parser.add_argument("--lease-duration", type=float, default=15)
+        parser.add_argument("--renew-deadline", type=float, default=10)
+        parser.add_argument("--retry-period", type=float, default=2)
+
+    def handle(self, *args, once=False, debounce=0.5, identity="", lease_duration=15, renew_deadline=10,
+               retry_period=2, **opts):
+        from gpus import clusterview
+
+        identity = identity or f"{socket.gethostname()}-{os.getpid()}"
+        try:
+            gateway = get_gateway()
+        except ClusterError as exc:
+            raise CommandError(str(exc)) from exc
+        feed = DeviceFeed(settings.BRICK_METRICS_INTERVAL)
+
+        def on_change(snap):
+            return clusterview.publish(feed.merge(snap), watcher=identity)
+
+        if once:
+            watcher = ClusterWatcher(gateway)
+            try:
+                watcher.prime()
+            except ClusterError as exc:
+                raise CommandError(f"listing the cluster failed: {exc}") from exc
+            if feed.enabled:
+                feed.fetch()
+            generation = on_change(watcher.snapshot())
+            self.stdout.write(f"published generation {generation}")
+            return
+
+        stop = threading.Event()
+
+        def on_signal(signum, frame):
+            log.info("signal %s: stopping", signum)
+            stop.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        elector = LeaderElector(gateway, settings.BRICK_LEASE_NAMESPACE, LEASE_NAME, identity,
+                                lease_duration=lease_duration, renew_deadline=renew_deadline,
+                                retry_period=retry_period)
+        self.stdout.write(f"{identity}: waiting for the lease {settings.BRICK_LEASE_NAMESPACE}/{LEASE_NAME}")
+        try:
+            while not stop.is_set():
+                if not elector.acquire(stop):
+                    break
+                self.stdout.write(f"{identity}: leading; watching the {gateway.name} cluster")
+                lost = self._lead(gateway, elector, feed, on_change, stop, debounce)
+                if lost and not stop.is_set():
+                    self.stdout.write(f"{identity}: lost the lease; standing by")
+        finally:
+            elector.release()
+        self.stdout.write(f"{identity}: stopped")
+
+    @staticmethod
+    def _lead(gateway, elector, feed, on_change, stop, debounce) -> bool:
+        """Watch while leading; returns True when the lease was lost (not stopped)."""
+        work = threading.Event()
+        lost = threading.Event()
+        watcher = ClusterWatcher(gateway)
+        threads = [threading.Thread(target=elector.keep, args=(work, lost), name="lease", daemon=True)]
+        if feed.enabled:
+            threads.append(threading.Thread(target=feed.loop, args=(watcher, work), name="dcgm", daemon=True))
+
+        def relay():
+            while not work.is_set():
+                if stop.wait(0.2) or lost.is_set():
+                    work.set()
+
+        threads.append(threading.Thread(target=relay, name="relay", daemon=True))
+        if feed.enabled:
+            try:
+                feed.fetch()
+            except Exception:  # noqa: BLE001
+                log.exception("fetching DCGM devices failed")
+        for t in threads:
+            t.start()
+        try:
+            watcher.run(on_change, stop=work, debounce=debounce)
+        finally:
+            work.set()
+            for t in threads:
+                t.join(timeout=5)
+        return lost.is_set()

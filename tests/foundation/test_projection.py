@@ -1,0 +1,145 @@
+"""What the cluster watcher keeps (brickadmin/cluster/projection.py): the slim projection
+gives the same ledger, health findings and evidence as the full objects."""
+import dataclasses
+from datetime import datetime, timezone
+
+import pytest
+
+from brickadmin.cluster import projection, scenarios
+from brickadmin.cluster.snapshot import OPERATOR_NAMESPACE, Snapshot, take_snapshot
+from brickadmin.cluster.vocabulary import PLUGIN_NAMESPACE
+from brickadmin.cluster.watch import ClusterWatcher
+from gpus import evidence as ev_mod
+from gpus import health
+from gpus import ledger as L
+
+SCENARIOS = ["seed-example", "qks", "demo"]
+AT = datetime(2026, 12, 1, tzinfo=timezone.utc)
+
+
+def _key(o):
+    return o["metadata"].get("namespace", ""), o["metadata"]["name"]
+
+
+def snapshot_of(objects, hardware, project=False):
+    """A Snapshot from a list of objects, selected as snapshot._read selects them."""
+    by_kind = {}
+    for o in sorted(objects, key=_key):
+        if project:
+            o = projection.project(o["kind"], o)
+            if o is None:
+                continue
+        by_kind.setdefault(o["kind"], []).append(o)
+    pods = by_kind.get("Pod", [])
+    ns = lambda o: o["metadata"].get("namespace", "")  # noqa: E731
+    return Snapshot(
+        nodes=by_kind.get("Node", []),
+        gpu_pods=[p for p in pods if projection.is_gpu_pod(p) and not projection.is_terminal(p)],
+        quotas=by_kind.get("ResourceQuota", []),
+        plugin_pods=[p for p in pods if projection.is_plugin_pod(p)],
+        plugin_configmaps=[c for c in by_kind.get("ConfigMap", []) if ns(c) == PLUGIN_NAMESPACE],
+        operator_configmaps=[c for c in by_kind.get("ConfigMap", []) if ns(c) == OPERATOR_NAMESPACE],
+        plugin_daemonsets=[d for d in by_kind.get("DaemonSet", []) if ns(d) == PLUGIN_NAMESPACE],
+        devices=hardware, device_source="twin", taken_at=AT)
+
+
+def ledger_facts(led):
+    """Everything the ledger says, with the raw objects replaced by what is read of them."""
+    nodes = []
+    for n in led.nodes:
+        d = {f.name: getattr(n, f.name) for f in dataclasses.fields(n) if not f.name.startswith("raw_")}
+        d.update(pods=sorted(n.pods, key=lambda p: (p.namespace, p.name)),
+                 plugin_pods=sorted(n.plugin_pods, key=lambda p: (p.namespace, p.name)),
+                 taints=n.taints, devices=n.devices)
+        nodes.append(d)
+    return nodes, led.by_type, led.by_resource, led.allocated_by_namespace, led.device_source
+
+
+def everything(snap):
+    led = L.compute(snap)
+    problems = health.problems(health.HealthInputs(ledger=led, snapshot=snap, drift=None))
+    ev = ev_mod.as_markdown(ev_mod.build(snap, led, snap.plugin_configmaps + snap.operator_configmaps))
+    return ledger_facts(led), [dataclasses.astuple(p) for p in problems], ev
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_projection_gives_the_same_ledger_health_and_evidence_as_the_full_objects(name):
+    objects, hardware, _ = scenarios.read(name)
+    full, slim = snapshot_of(objects, hardware), snapshot_of(objects, hardware, project=True)
+    assert slim.nodes and len(slim.gpu_pods) == len(full.gpu_pods) and len(slim.plugin_pods) == len(full.plugin_pods)
+    assert everything(slim) == everything(full)
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_watcher_snapshot_of_the_twin_equals_a_full_read(load_scenario, name):
+    gw = load_scenario(name)
+    full = take_snapshot(gw, use_prometheus=False)
+    w = ClusterWatcher(gw)
+    w.prime()
+    slim = w.snapshot()
+    full.taken_at = slim.taken_at = AT
+    full.gpu_pods = sorted(full.gpu_pods, key=_key)
+    assert everything(slim) == everything(full)
+    # the device-plugin objects the drift compares are kept whole
+    assert [d["spec"] for d in slim.plugin_daemonsets] == [d["spec"] for d in full.plugin_daemonsets]
+    assert [c["data"] for c in slim.plugin_configmaps] == [c["data"] for c in full.plugin_configmaps]
+
+
+def test_node_projection_drops_what_nothing_reads():
+    node = {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n1", "labels": {"a": "b"}, "annotations": {"big": "x" * 1000},
+                         "managedFields": [{"manager": "kubelet"}], "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"unschedulable": True, "taints": [{"key": "k", "effect": "NoSchedule"}], "podCIDR": "10.0.0.0/24"},
+            "status": {"capacity": {"cpu": "4", "nvidia.com/gpu": "2"}, "allocatable": {"nvidia.com/gpu": "2"},
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "m",
+                                       "lastHeartbeatTime": "t"}],
+                       "images": [{"names": ["x"] * 50}], "nodeInfo": {"kubeletVersion": "v1.34", "osImage": "x"}}}
+    slim = projection.node(node)
+    assert slim == {"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": "n1", "labels": {"a": "b"}, "creationTimestamp": "2026-01-01T00:00:00Z"},
+                    "spec": {"unschedulable": True, "taints": [{"key": "k", "effect": "NoSchedule"}]},
+                    "status": {"capacity": {"cpu": "4", "nvidia.com/gpu": "2"},
+                               "allocatable": {"nvidia.com/gpu": "2"},
+                               "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+                               "nodeInfo": {"kubeletVersion": "v1.34"}}}
+
+
+def pod(ns, name, *, gpu=None, labels=None, phase="Running"):
+    c = {"name": "main", "image": "x", "env": [{"name": "A", "value": "1"}],
+         "resources": {"requests": {"cpu": "1", **(gpu or {})}, "limits": {**(gpu or {})}}}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": labels or {}},
+            "spec": {"nodeName": "n1", "containers": [c], "volumes": [{"name": "v", "emptyDir": {}}]},
+            "status": {"phase": phase, "reason": "OutOfnvidia.com/gpu" if phase == "Failed" else None,
+                       "containerStatuses": [{"name": "main", "ready": False, "restartCount": 3, "image": "x",
+                                              "state": {"terminated": {"reason": "Error", "exitCode": 1,
+                                                                       "startedAt": "t"}}}]}}
+
+
+def test_which_pods_are_kept():
+    assert projection.keeps_pod(pod("ws", "a", gpu={"nvidia.com/gpu": "1"}))
+    assert projection.keeps_pod(pod("ws", "a", gpu={"nvidia.com/mig-1g.5gb": "1"}, phase="Succeeded"))
+    assert not projection.keeps_pod(pod("ws", "cpu-only"))
+    assert projection.keeps_pod(pod(PLUGIN_NAMESPACE, "plugin-x"))
+    assert projection.keeps_pod(pod(OPERATOR_NAMESPACE, "p", labels={"app": "nvidia-device-plugin-daemonset"}))
+    assert not projection.keeps_pod(pod(OPERATOR_NAMESPACE, "p", labels={"app": "gpu-feature-discovery"}))
+    assert projection.project("Pod", pod("ws", "cpu-only")) is None
+
+
+def test_pod_projection_keeps_gpu_requests_and_the_failure_summary():
+    slim = projection.pod(pod("ws", "a", gpu={"nvidia.com/gpu": "2"}, phase="Failed"))
+    assert slim["spec"] == {"nodeName": "n1", "containers": [
+        {"name": "main", "resources": {"requests": {"nvidia.com/gpu": "2"}, "limits": {"nvidia.com/gpu": "2"}}}]}
+    assert slim["status"]["phase"] == "Failed" and slim["status"]["reason"] == "OutOfnvidia.com/gpu"
+    assert slim["status"]["containerStatuses"] == [
+        {"name": "main", "ready": False, "restartCount": 3,
+         "state": {"terminated": {"reason": "Error", "exitCode": 1}}}]
+    assert L.pod_line(slim) == L.pod_line(pod("ws", "a", gpu={"nvidia.com/gpu": "2"}, phase="Failed"))
+
+
+def test_daemonsets_and_configmaps_are_kept_whole_but_managed_fields():
+    ds = {"kind": "DaemonSet", "metadata": {"name": "d", "namespace": PLUGIN_NAMESPACE, "managedFields": [{}],
+                                            "labels": {"x": "y"}}, "spec": {"template": {"spec": {}}}}
+    slim = projection.project("DaemonSet", ds)
+    assert slim == {"kind": "DaemonSet", "metadata": {"name": "d", "namespace": PLUGIN_NAMESPACE,
+                                                      "labels": {"x": "y"}}, "spec": {"template": {"spec": {}}}}

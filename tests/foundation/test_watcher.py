@@ -1,0 +1,269 @@
+"""The cluster watcher (brickadmin/cluster/watch.py) against the twin (real database):
+list then watch, 410 Gone relists, backoff, debounce; the twin's event log; the Lease."""
+import threading
+import time
+
+import pytest
+from django.core.management import call_command
+from django.db import transaction
+
+from brickadmin.cluster import Conflict, Gone, TransientClusterError, scenarios
+from brickadmin.cluster import twin as twin_mod
+from brickadmin.cluster.lease import LeaderElector
+from brickadmin.cluster.models import TwinEvent, TwinState
+from brickadmin.cluster.snapshot import Snapshot
+from brickadmin.cluster.twin import TwinGateway
+from brickadmin.cluster.vocabulary import PLUGIN_NAMESPACE
+from brickadmin.cluster.watch import ClusterWatcher
+
+
+def stores(w):
+    return {k: dict(s.items) for k, s in w._streams.items()}
+
+
+def fresh(gw):
+    w = ClusterWatcher(gw)
+    w.prime()
+    return stores(w)
+
+
+def gpu_pod(name, ns="ws-a", node="", phase="Running", gpus=1):
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x", "resources": {
+                "requests": {"nvidia.com/gpu": str(gpus)}, "limits": {"nvidia.com/gpu": str(gpus)}}}]},
+            "status": {"phase": phase}}
+
+
+def wait_until(check, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def demo(load_scenario):
+    return load_scenario("demo")
+
+
+def test_every_twin_write_appends_an_event_with_a_global_resource_version(demo):
+    gw = demo
+    node = gw.list_nodes()[0]["metadata"]["name"]
+    rv0 = TwinGateway.resource_version()
+    body = gw.label_node(node, {"brick.test/x": "1"})
+    ev = TwinEvent.objects.filter(kind="Node", name=node).latest("id")
+    assert ev.type == "MODIFIED" and ev.id > rv0 and body["metadata"]["resourceVersion"] == str(ev.id)
+    assert ev.body["metadata"]["labels"]["brick.test/x"] == "1"
+    ns = next(p["metadata"]["namespace"] for p in gw.list_gpu_pods())
+    in_ns = {(o.kind, o.name) for o in twin_mod.TwinObject.objects.filter(namespace=ns)}
+    gw.delete("v1", "Namespace", ns)
+    deleted = {(e.kind, e.name) for e in TwinEvent.objects.filter(type="DELETED", namespace=ns)}
+    assert in_ns and in_ns <= deleted
+
+
+def test_sync_follows_writes_and_ends_equal_to_a_fresh_list(demo):
+    gw = demo
+    w = ClusterWatcher(gw)
+    w.prime()
+    assert w.sync() is False
+    nodes = [n["metadata"]["name"] for n in gw.list_nodes()]
+    gw.label_node(nodes[0], {"brick.test/x": "1"})
+    gw.cordon(nodes[1])
+    ds = gw.list_daemonsets(namespace=PLUGIN_NAMESPACE)[0]["metadata"]["name"]
+    gw.rollout_restart_daemonset(PLUGIN_NAMESPACE, ds)  # plugin pods replaced, node status follows
+    ns = next(p["metadata"]["namespace"] for p in gw.list_gpu_pods())
+    gw.delete("v1", "Namespace", ns)
+    with transaction.atomic():
+        gw._save(gpu_pod("failed-one", ns="ws-x", node=nodes[2], phase="Failed"))
+        gw._save({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cpu", "namespace": "ws-x"},
+                  "spec": {"containers": [{"name": "c"}]}, "status": {"phase": "Running"}})
+    assert w.sync() is True
+    assert stores(w) == fresh(gw)
+    assert w.counters["relists"] == 0 and w.counters["events"] > 0
+    snap = w.snapshot()
+    assert isinstance(snap, Snapshot) and snap.source == "twin" and snap.device_source == "twin" and snap.devices
+    assert [p["metadata"]["name"] for p in snap.failed_gpu_pods] == ["failed-one"]
+    assert "failed-one" not in {p["metadata"]["name"] for p in snap.gpu_pods}
+    assert "cpu" not in {p["metadata"]["name"] for p in snap.gpu_pods + snap.plugin_pods}
+    assert all(n["metadata"]["name"] != ns for n in snap.quotas)
+
+
+def test_a_compacted_version_is_gone_and_the_watcher_lists_again(demo):
+    gw = demo
+    w = ClusterWatcher(gw)
+    w.prime()
+    old = w._streams[("Node", None)].rv
+    node = gw.list_nodes()[0]["metadata"]["name"]
+    gw.label_node(node, {"brick.test/y": "2"})
+    TwinGateway._compact(TwinGateway.resource_version())
+    with pytest.raises(Gone):
+        list(gw.watch("Node", resource_version=old, timeout_seconds=0))
+    assert w.sync() is True
+    assert w.counters["relists"] == len(w._streams)
+    assert stores(w) == fresh(gw)
+    assert w._streams[("Node", None)].items[("", node)]["metadata"]["labels"]["brick.test/y"] == "2"
+
+
+def test_loading_another_scenario_makes_every_watch_list_again(load_scenario):
+    gw = load_scenario("seed-example")
+    w = ClusterWatcher(gw)
+    w.prime()
+    objects, hardware, configs = scenarios.read("demo")
+    gw.load(objects, hardware, configs)
+    assert w.sync() is True
+    assert w.counters["relists"] == len(w._streams)
+    assert stores(w) == fresh(gw)
+
+
+def test_the_event_log_is_bounded(demo, monkeypatch):
+    monkeypatch.setattr(twin_mod, "EVENT_LOG_KEEP", 50)
+    monkeypatch.setattr(twin_mod, "PRUNE_EVERY", 10)
+    gw = demo
+    node = gw.list_nodes()[0]["metadata"]["name"]
+    for i in range(60):
+        gw.label_node(node, {"brick.test/i": str(i)})
+    state = TwinState.objects.get(pk=1)
+    assert state.compacted_rv > 0
+    assert TwinEvent.objects.count() <= 50 + 10
+    assert not TwinEvent.objects.filter(id__lte=state.compacted_rv).exists()
+
+
+def test_a_burst_of_1000_events_costs_a_handful_of_publications(transactional_db, demo):
+    gw = demo
+    calls = []
+    stop = threading.Event()
+    w = ClusterWatcher(gw)
+    t = threading.Thread(target=w.run, args=(calls.append,), kwargs={"stop": stop, "debounce": 0.3})
+    t.start()
+    try:
+        wait_until(lambda: calls, what="the first publication")
+        before = len(calls)
+        node = gw.list_nodes()[0]["metadata"]["name"]
+        with transaction.atomic():
+            for i in range(1000):
+                gw._save(gpu_pod(f"burst-{i}", ns="ws-burst", node=node))
+        wait_until(lambda: calls and sum(p["metadata"]["namespace"] == "ws-burst" for p in calls[-1].gpu_pods)
+                   == 1000, what="the burst in a publication")
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        t.join(timeout=20)
+    assert not t.is_alive()
+    assert w.counters["events"] >= 1000
+    assert 1 <= len(calls) - before <= 3, len(calls) - before
+    assert w.status()["published"] == len(calls)
+
+
+def test_running_watcher_relists_after_compaction_and_ends_equal(transactional_db, demo):
+    gw = demo
+    calls = []
+    stop = threading.Event()
+    w = ClusterWatcher(gw)
+    t = threading.Thread(target=w.run, args=(calls.append,), kwargs={"stop": stop, "debounce": 0.1})
+    t.start()
+    try:
+        wait_until(lambda: calls and all(s.connected for s in w._streams.values()), what="streams open")
+        nodes = [n["metadata"]["name"] for n in gw.list_nodes()]
+        # a change and a compaction past it in one transaction: no watch can have seen it
+        with transaction.atomic():
+            gw.label_node(nodes[0], {"brick.test/z": "1"})
+            TwinGateway._compact(TwinGateway.resource_version())
+        gw.label_node(nodes[1], {"brick.test/z": "2"})
+        wait_until(lambda: stores(w) == fresh(gw), what="the watcher equal to a fresh list")
+    finally:
+        stop.set()
+        t.join(timeout=20)
+    assert stores(w) == fresh(gw)
+    assert w.counters["relists"] >= 1
+
+
+class BrokenGateway:
+    name = "kube"
+
+    def __init__(self):
+        self.watches = 0
+
+    def list_with_version(self, kind, namespace=None, *, keep=None):
+        return [], "1"
+
+    def watch(self, kind, namespace=None, *, resource_version, timeout_seconds=300):
+        self.watches += 1
+        raise TransientClusterError("connection refused")
+
+
+def test_a_broken_stream_backs_off_exponentially_never_a_tight_loop():
+    gw = BrokenGateway()
+    w = ClusterWatcher(gw, backoff_base=0.05, backoff_cap=0.4, watches=(("Node", None),))
+    stop = threading.Event()
+    t = threading.Thread(target=w.run, args=(lambda s: None,), kwargs={"stop": stop, "debounce": 0.05})
+    t.start()
+    time.sleep(1.5)
+    st = w.status()
+    stop.set()
+    t.join(timeout=5)
+    assert 3 <= gw.watches <= 12, gw.watches
+    assert st["errors"] == gw.watches or st["errors"] == gw.watches - 1
+    assert st["behind"] and "connection refused" in st["last_error"]
+    assert st["streams"]["Node"]["behind_since"] is not None and st["as_of"] <= st["streams"]["Node"]["behind_since"]
+
+
+def test_backoff_grows_to_its_cap_with_jitter():
+    w = ClusterWatcher(BrokenGateway(), backoff_base=0.5, backoff_cap=30)
+    for attempt in range(40):
+        d = w.backoff(attempt)
+        ideal = min(30, 0.5 * 2 ** attempt)
+        assert ideal * 0.5 <= d <= ideal
+    assert len({round(w.backoff(10), 6) for _ in range(20)}) > 1  # jitter
+
+
+def test_the_lease_elects_one_leader_and_the_standby_takes_over_when_it_expires(db):
+    gw = TwinGateway()
+    now = [1000.0]
+    clock = lambda: now[0]  # noqa: E731
+    a = LeaderElector(gw, "brickadmin", "watch", "a", lease_duration=15, renew_deadline=10, clock=clock)
+    b = LeaderElector(gw, "brickadmin", "watch", "b", lease_duration=15, renew_deadline=10, clock=clock)
+    assert a.try_acquire_or_renew() is True
+    assert b.try_acquire_or_renew() is False
+    now[0] += 5
+    assert a.try_acquire_or_renew() is True  # renewed
+    now[0] += 10
+    assert b.try_acquire_or_renew() is False  # the record changed 10 s ago (by b's clock): not expired
+    now[0] += 16  # a stopped renewing
+    assert b.try_acquire_or_renew() is True
+    assert gw.get_lease("brickadmin", "watch")["spec"]["holderIdentity"] == "b"
+    assert gw.get_lease("brickadmin", "watch")["spec"]["leaseTransitions"] == 1
+    assert a.try_acquire_or_renew() is False
+    assert b.release() is True
+    assert a.try_acquire_or_renew() is True  # released: taken at once
+
+
+def test_lease_updates_are_conditional_on_the_resource_version(db):
+    gw = TwinGateway()
+    gw.create_lease("ns", {"metadata": {"name": "l"}, "spec": {"holderIdentity": "a"}})
+    with pytest.raises(Conflict):
+        gw.create_lease("ns", {"metadata": {"name": "l"}, "spec": {"holderIdentity": "b"}})
+    lease = gw.get_lease("ns", "l")
+    gw.update_lease("ns", {**lease, "spec": {"holderIdentity": "b"}})
+    with pytest.raises(Conflict):
+        gw.update_lease("ns", {**lease, "spec": {"holderIdentity": "c"}})  # stale version
+    assert gw.get_lease("ns", "l")["spec"]["holderIdentity"] == "b"
+
+
+def test_a_lease_renewal_does_not_change_the_twin_version(db):
+    gw = TwinGateway()
+    v = gw.version()
+    gw.create_lease("ns", {"metadata": {"name": "l"}, "spec": {"holderIdentity": "a"}})
+    assert gw.version() == v
+
+
+def test_watch_cluster_once_publishes_one_snapshot(demo, monkeypatch):
+    from gpus import clusterview
+
+    got = []
+    monkeypatch.setattr(clusterview, "publish", lambda snap, *, watcher="": got.append((snap, watcher)) or 7)
+    call_command("watch_cluster", "--once", "--identity", "test-1")
+    assert len(got) == 1 and got[0][1] == "test-1"
+    snap = got[0][0]
+    assert snap.nodes and snap.gpu_pods and snap.source == "twin"

@@ -1,0 +1,238 @@
+"""The cluster watcher (brickadmin/cluster/watch.py) against the lab's real API server:
+after a burst of changes, an API server restart and an etcd compaction, the watcher's
+projection ends equal to a fresh list, by itself."""
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from brickadmin.cluster.kube import KubeGateway
+from brickadmin.cluster.lease import LeaderElector
+from brickadmin.cluster.watch import ClusterWatcher
+
+from .conftest import make_namespace, make_pod, wait_until
+
+pytestmark = pytest.mark.lab
+
+NS = "brick-watch-test"
+
+
+def strip(obj):
+    """The projection without its resourceVersion (the only field a fresh list may differ in
+    while nothing changes: bookmarks and events move it at different times)."""
+    meta = {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}
+    return {**obj, "metadata": meta}
+
+
+def stores(w):
+    return {k: {key: strip(o) for key, o in s.items.items()} for k, s in w._streams.items()}
+
+
+def fresh(gw):
+    w = ClusterWatcher(gw)
+    w.prime()
+    return stores(w)
+
+
+def equal_to_fresh(w, gw):
+    return stores(w) == fresh(gw)
+
+
+class Running:
+    """A watcher running in a thread, publishing into a list."""
+
+    def __init__(self, gw, **kw):
+        self.calls = []
+        self.stop = threading.Event()
+        self.w = ClusterWatcher(gw, **kw)
+        self.t = threading.Thread(target=self.w.run, args=(self.calls.append,),
+                                  kwargs={"stop": self.stop, "debounce": 0.3}, daemon=True)
+
+    def __enter__(self):
+        self.t.start()
+        wait_until(lambda: self.calls and all(s.connected for s in self.w._streams.values()), 60,
+                   "the watcher primed and following")
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.t.join(timeout=30)
+        assert not self.t.is_alive()
+
+
+@pytest.fixture(scope="module")
+def gw(lab):
+    lab.load("qks")
+    make_namespace(lab, NS)
+    return KubeGateway(lab.kubeconfig)
+
+
+def retried(fn, timeout=60):
+    """A write just after the API server came back (its controllers and caches may still be
+    warming up): retry transient refusals until ``timeout``."""
+    from brickadmin.cluster.base import ClusterError, Conflict
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return fn()
+        except Conflict:
+            return None  # created by an earlier attempt
+        except ClusterError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+
+
+def gpu_node(lab):
+    return next(n["metadata"]["name"] for n in lab.admin.list_nodes()
+                if any(k.startswith("nvidia.com/") for k in (n.get("status") or {}).get("allocatable") or {}))
+
+
+# --- the lab's control plane -------------------------------------------------------
+
+def _labmod():
+    import lab as labmod  # lab/lab.py (tests/lab/conftest.py puts lab/ on sys.path)
+
+    return labmod
+
+
+def stop_apiserver():
+    labmod = _labmod()
+    labmod.stop("kube-apiserver")
+
+
+def start_apiserver():
+    labmod = _labmod()
+    token = labmod.ADMIN_TOKEN_FILE.read_text().strip()
+    name, argv, ready, timeout = next(c for c in labmod.components(labmod.bin_dir(), token)
+                                      if c[0] == "kube-apiserver")
+    labmod.start(name, argv)
+    labmod.wait_for(name, ready, timeout, name)
+
+
+def etcd(path: str, body: dict) -> dict:
+    url = "http://127.0.0.1:%d%s" % (_labmod().PORTS["etcd"], path)
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def compact_etcd() -> int:
+    rev = int(etcd("/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"])
+    etcd("/v3/kv/compaction", {"revision": str(rev), "physical": True})
+    return rev
+
+
+# --- the tests ---------------------------------------------------------------------------
+
+def test_a_burst_of_changes_ends_equal_to_a_fresh_list(lab, gw):
+    node = gpu_node(lab)
+    with Running(gw, timeout_seconds=10) as r:  # short streams: they rotate during the test
+        before = len(r.calls)
+        for i in range(30):
+            make_pod(lab, NS, f"burst-{i}", None, gpu={"nvidia.com/gpu": "1"}, wait_running=False)
+        make_pod(lab, NS, "cpu-only", None, wait_running=False)
+        lab.admin.label_node(node, {"brick.test/watch": "1"})
+        for i in range(0, 30, 3):
+            lab.admin.delete("v1", "Pod", f"burst-{i}", NS)
+        wait_until(lambda: equal_to_fresh(r.w, gw), 60, "the watcher equal to a fresh list")
+        snap = r.calls[-1] if r.calls else None
+        time.sleep(12)  # past a stream rotation
+        assert equal_to_fresh(r.w, gw)
+        st = r.w.status()
+    assert st["watches"] > len(r.w._streams)  # rotated (timeoutSeconds) and reconnected
+    assert st["events"] >= 30 and st["relists"] == 0
+    assert snap is not None and "cpu-only" not in {p["metadata"]["name"] for p in snap.gpu_pods}
+    assert len(r.calls) - before < 30  # debounced: far fewer publications than events
+    lab.admin.label_node(node, {"brick.test/watch": None})
+
+
+def test_the_watcher_survives_an_api_server_restart(lab, gw):
+    node = gpu_node(lab)
+    with Running(gw, backoff_base=0.2, backoff_cap=2) as r:
+        stop_apiserver()
+        try:
+            wait_until(lambda: r.w.status()["behind"], 30, "the watcher to notice")
+            time.sleep(3)  # it keeps retrying, with backoff
+        finally:
+            start_apiserver()
+        retried(lambda: lab.admin.label_node(node, {"brick.test/restart": "1"}))
+        retried(lambda: make_pod(lab, NS, "after-restart", None, gpu={"nvidia.com/gpu": "1"}, wait_running=False))
+        wait_until(lambda: equal_to_fresh(r.w, gw), 120, "the watcher equal to a fresh list after the restart")
+        st = r.w.status()
+        assert st["errors"] >= 1 and not st["behind"]
+        assert r.w._streams[("Node", None)].items[("", node)]["metadata"]["labels"]["brick.test/restart"] == "1"
+    lab.admin.label_node(node, {"brick.test/restart": None})
+
+
+def test_an_etcd_compaction_gives_410_and_the_watcher_lists_again(lab, gw):
+    """The watcher is cut off (its streams closed, reconnection held), the cluster changes,
+    etcd is compacted past the watcher's version, and the API server restarts so its watch
+    cache (which would otherwise still serve the old version from memory) starts from the
+    compacted store: the watch from the old version gets 410 Gone, the watcher lists again
+    and ends equal to a fresh list."""
+    node = gpu_node(lab)
+    gate = threading.Event()
+    gate.set()
+
+    class Gated(KubeGateway):
+        def watch(self, *a, **kw):
+            gate.wait()
+            return super().watch(*a, **kw)
+
+    gated = Gated(lab.kubeconfig)
+    with Running(gated, backoff_base=0.2, backoff_cap=2) as r:
+        gate.clear()
+        for s in list(r.w._streams.values()):
+            if s.stream is not None:
+                s.stream.close()
+        old = r.w._streams[("Pod", None)].rv
+        lab.admin.label_node(node, {"brick.test/compact": "1"})
+        for i in range(5):
+            make_pod(lab, NS, f"compact-{i}", None, gpu={"nvidia.com/gpu": "1"}, wait_running=False)
+        rev = compact_etcd()
+        assert rev > int(old)
+        stop_apiserver()
+        start_apiserver()
+        gate.set()
+        wait_until(lambda: r.w.status()["relists"] >= 1, 120, "a 410 and a relist")
+        wait_until(lambda: equal_to_fresh(r.w, gw), 120, "the watcher equal to a fresh list after compaction")
+        names = {k[1] for k in r.w._streams[("Pod", None)].items}
+        assert {f"compact-{i}" for i in range(5)} <= names
+    lab.admin.label_node(node, {"brick.test/compact": None})
+
+
+def test_lease_election_on_the_real_api_server(lab, gw):
+    ns = NS
+    a = LeaderElector(gw, ns, "watch-test", "a", lease_duration=3, renew_deadline=2, retry_period=0.5)
+    b = LeaderElector(gw, ns, "watch-test", "b", lease_duration=3, renew_deadline=2, retry_period=0.5)
+    assert a.try_acquire_or_renew() is True
+    assert b.try_acquire_or_renew() is False
+    time.sleep(3.5)  # a stops renewing
+    assert b.try_acquire_or_renew() is True
+    assert a.try_acquire_or_renew() is False
+    assert b.release() is True
+    assert a.try_acquire_or_renew() is True
+    assert gw.get_lease(ns, "watch-test")["spec"]["holderIdentity"] == "a"
+
+
+def test_the_service_account_may_watch_and_hold_its_lease_but_only_in_its_namespace(lab, rbac):
+    from brickadmin.cluster.base import Forbidden
+    from brickadmin.cluster.watch import WATCHES
+
+    sa = KubeGateway(lab.kubeconfig, token=rbac["token"])
+    for kind, ns in WATCHES:
+        _, rv = sa.list_with_version(kind, ns)
+        list(sa.watch(kind, ns, resource_version=rv, timeout_seconds=1))
+    e = LeaderElector(sa, rbac["namespace"], "watch-rbac-test", "sa", lease_duration=3, renew_deadline=2)
+    assert e.try_acquire_or_renew() is True
+    assert e.try_acquire_or_renew() is True  # update
+    assert e.release() is True
+    with pytest.raises(Forbidden):
+        sa.create_lease(NS, {"metadata": {"name": "elsewhere"}, "spec": {"holderIdentity": "sa"}})
