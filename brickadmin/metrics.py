@@ -91,3 +91,44 @@ def node_allocatable(node: str) -> dict[str, float] | None:
     if rows is None:
         return None
     return {r["metric"]["resource"]: float(r["value"][1]) for r in rows}
+
+
+class DeviceFeed:
+    """The DCGM devices, fetched on an interval (not per snapshot), merged into snapshots."""
+
+    def __init__(self, interval: float):
+        self.interval = interval
+        self.devices: dict | None = None
+        self.note = ""
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return bool(settings.PROMETHEUS_URL)
+
+    def fetch(self) -> bool:
+        """Fetch once; True when the figures changed."""
+        measured = physical_gpus()
+        with self._lock:
+            changed = measured != self.devices
+            self.devices, self.note = measured, ("" if measured is not None else (last_error() or ""))
+        return changed
+
+    def loop(self, watcher, stop: threading.Event) -> None:
+        while not stop.wait(self.interval):
+            try:
+                if self.fetch():
+                    watcher.poke()
+            except Exception:  # noqa: BLE001  (Prometheus must not stop the watcher)
+                log.exception("fetching DCGM devices failed")
+
+    def merge(self, snap):
+        if not self.enabled:
+            return snap
+        with self._lock:
+            devices, note = self.devices, self.note
+        if devices is not None:
+            snap.devices, snap.device_source, snap.device_note = devices, "dcgm", ""
+        elif snap.source != "twin":
+            snap.device_note = note
+        return snap

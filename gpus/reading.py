@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 
 from brickadmin.cluster import ClusterUnreachable, cluster_problem, get_gateway
@@ -58,18 +59,42 @@ def live_view(gateway=None) -> ClusterView:
 
 
 _twin_lock = threading.Lock()
-_twin_published: dict = {}  # {"version": the twin version this process last published}
+_twin: dict = {}  # this process's watcher of the twin, the twin version it reflects, the DCGM feed
 
 
 def _bring_twin_view_up_to_date(gateway) -> None:
-    """The twin's view follows its writes: publish when the twin changed since this
-    process last published (its snapshot is cached per twin version)."""
-    version = gateway.version()
+    """The twin's writes are its events: this process watches them with the same watcher
+    as production (list once, then apply the events since) and publishes when the twin
+    moved on (or, with Prometheus configured, when the DCGM figures fetched on their
+    interval changed). A second process publishing meanwhile is ordered by the twin's
+    resourceVersion. One query when nothing changed."""
+    from django.conf import settings
+
+    from brickadmin import metrics
+    from brickadmin.cluster.watch import ClusterWatcher
+
+    rv = gateway.resource_version()
     with _twin_lock:
-        if _twin_published.get("version") == version and clusterview.has_view():
+        feed = _twin.get("feed")
+        if feed is None or _twin.get("prometheus") != settings.PROMETHEUS_URL:
+            feed = _twin["feed"] = metrics.DeviceFeed(settings.BRICK_METRICS_INTERVAL)
+            _twin["prometheus"], _twin["fetched"] = settings.PROMETHEUS_URL, None
+        dcgm_changed = False
+        if feed.enabled and (_twin["fetched"] is None or time.monotonic() - _twin["fetched"] > feed.interval):
+            dcgm_changed = feed.fetch() or _twin["fetched"] is None
+            _twin["fetched"] = time.monotonic()
+        watcher = _twin.get("watcher")
+        if watcher is not None and _twin.get("rv") == rv and not dcgm_changed and clusterview.has_view():
             return
-        clusterview.publish(take_snapshot(gateway), watcher="")
-        _twin_published["version"] = version
+        if watcher is None or rv < _twin.get("rv", 0) or not clusterview.has_view():
+            watcher = _twin["watcher"] = ClusterWatcher(gateway)  # first use, or a twin replaced under us
+            watcher.prime()
+            changed = True
+        else:
+            changed = watcher.sync() or dcgm_changed
+        if changed:
+            clusterview.publish(feed.merge(watcher.snapshot()), position=rv)
+        _twin["rv"] = rv
 
 
 def read_cluster(gateway=None) -> clusterview.StoredView:

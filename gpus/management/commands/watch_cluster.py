@@ -26,47 +26,6 @@ log = logging.getLogger(__name__)
 LEASE_NAME = "brickadmin-watch-cluster"
 
 
-class DeviceFeed:
-    """The DCGM devices, fetched on an interval (not per snapshot), merged into snapshots."""
-
-    def __init__(self, interval: float):
-        self.interval = interval
-        self.devices: dict | None = None
-        self.note = ""
-        self._lock = threading.Lock()
-
-    @property
-    def enabled(self) -> bool:
-        return bool(settings.PROMETHEUS_URL)
-
-    def fetch(self) -> bool:
-        """Fetch once; True when the figures changed."""
-        measured = metrics.physical_gpus()
-        with self._lock:
-            changed = measured != self.devices
-            self.devices, self.note = measured, ("" if measured is not None else (metrics.last_error() or ""))
-        return changed
-
-    def loop(self, watcher: ClusterWatcher, stop: threading.Event) -> None:
-        while not stop.wait(self.interval):
-            try:
-                if self.fetch():
-                    watcher.poke()
-            except Exception:  # noqa: BLE001  (Prometheus must not stop the watcher)
-                log.exception("fetching DCGM devices failed")
-
-    def merge(self, snap):
-        if not self.enabled:
-            return snap
-        with self._lock:
-            devices, note = self.devices, self.note
-        if devices is not None:
-            snap.devices, snap.device_source, snap.device_note = devices, "dcgm", ""
-        elif snap.source != "twin":
-            snap.device_note = note
-        return snap
-
-
 class Command(BaseCommand):
     help = "List then watch the cluster and keep the materialised cluster view up to date."
 
@@ -88,7 +47,7 @@ class Command(BaseCommand):
             gateway = get_gateway()
         except ClusterError as exc:
             raise CommandError(str(exc)) from exc
-        feed = DeviceFeed(settings.BRICK_METRICS_INTERVAL)
+        feed = metrics.DeviceFeed(settings.BRICK_METRICS_INTERVAL)
 
         def on_change(snap):
             return clusterview.publish(feed.merge(snap), watcher=identity)
@@ -145,6 +104,8 @@ class Command(BaseCommand):
                     work.set()
 
         threads.append(threading.Thread(target=relay, name="relay", daemon=True))
+        threads.append(threading.Thread(target=_beat, args=(watcher, elector.identity, work), name="beat",
+                                        daemon=True))
         if feed.enabled:
             try:
                 feed.fetch()
@@ -159,3 +120,18 @@ class Command(BaseCommand):
             for t in threads:
                 t.join(timeout=5)
         return lost.is_set()
+
+
+def _beat(watcher: ClusterWatcher, identity: str, stop: threading.Event) -> None:
+    """Tell the pages the watcher is alive (and how it is doing), changes or not."""
+    import json
+
+    from gpus import clusterview
+
+    while True:
+        try:
+            clusterview.heartbeat(identity, json.loads(json.dumps(watcher.status(), default=str)))
+        except Exception:  # noqa: BLE001  (a busy database must not stop the watcher)
+            log.exception("watcher heartbeat failed")
+        if stop.wait(clusterview.HEARTBEAT_SECONDS):
+            return
