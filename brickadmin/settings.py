@@ -177,6 +177,8 @@ BRICK_SNAPSHOT_CACHE_SECONDS = float(os.environ.get("BRICK_SNAPSHOT_CACHE_SECOND
 # manage.py watch_cluster: how often DCGM figures are fetched from Prometheus (seconds), and
 # the namespace of its leader-election Lease (the product's own; the Deployment sets POD_NAMESPACE)
 BRICK_METRICS_INTERVAL = float(os.environ.get("BRICK_METRICS_INTERVAL", "30"))
+# Pages call the watcher down (numbers may be out of date) after this long without a heartbeat.
+BRICK_WATCHER_STALE_SECONDS = float(os.environ.get("BRICK_WATCHER_STALE_SECONDS", "30"))
 BRICK_LEASE_NAMESPACE = os.environ.get("BRICK_LEASE_NAMESPACE") or os.environ.get("POD_NAMESPACE") or "brickadmin"
 
 # --- product limits ----------------------------------------------------------
