@@ -317,3 +317,69 @@ def checklist_waiting(inputs: HealthInputs) -> Iterable[Problem]:
                           _("Confirm the checklist on the run's page once the node is ready, or leave it: "
                             "nothing changes on the cluster meanwhile."),
                           link=run.get_absolute_url(), link_text=_("Open run #%(id)d") % {"id": run.pk})
+
+
+def _owners(snapshot) -> dict[str, str]:
+    """namespace -> the Workspace owner named by its label."""
+    return {ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(vocab.OWNER_LABEL, "")
+            for ns in getattr(snapshot, "namespaces", None) or []}
+
+
+def _pod_words(pod: dict, owners: dict) -> dict:
+    md = pod.get("metadata") or {}
+    ns = md.get("namespace", "")
+    return {"pod": f"{ns}/{md.get('name', '')}", "ws": ns, "owner": owners.get(ns) or "?"}
+
+
+@check("pod-admission-failed", gettext_lazy("GPU pod refused by the kubelet"))
+def pod_admission_failed(inputs: HealthInputs) -> Iterable[Problem]:
+    """Pods the kubelet refused (UnexpectedAdmissionError), explained by their cause."""
+    from brickadmin.cluster.deviceplugin import pod_gpu_requests
+
+    owners = _owners(inputs.snapshot)
+    for pod in getattr(inputs.snapshot, "failed_gpu_pods", None) or []:
+        status = pod.get("status") or {}
+        if status.get("reason") != "UnexpectedAdmissionError":
+            continue
+        words = _pod_words(pod, owners)
+        node_name = (pod.get("spec") or {}).get("nodeName", "")
+        requests = pod_gpu_requests(pod)
+        n = inputs.ledger.node(node_name) if node_name else None
+        stale = [r for r in requests if n is not None and r in n.resources and n.resources[r].stale]
+        if requests.get(vocab.GPU_SHARED, 0) > 1:
+            message = _("Pod %(pod)s (Workspace %(ws)s, owner %(owner)s) asked for %(n)d %(res)s: time-slicing "
+                        "allows one per pod (failRequestsGreaterThanOne), so the kubelet refused it.") % {
+                **words, "n": requests[vocab.GPU_SHARED], "res": vocab.GPU_SHARED}
+            remedy = _("Ask the owner to request one shared GPU per pod (or an exclusive GPU for more), then "
+                       "recreate the pod.")
+        elif stale:
+            message = _("Pod %(pod)s (Workspace %(ws)s, owner %(owner)s) was scheduled on %(node)s, where %(res)s "
+                        "is stale but was still allocatable; the kubelet refused it.") % {
+                **words, "node": node_name, "res": ", ".join(stale)}
+            remedy = _("Remove the stale resource from the node's status (step 5 of procedure A/B), then "
+                       "recreate the pod: it will not start by itself.")
+        else:
+            message = _("Pod %(pod)s (Workspace %(ws)s, owner %(owner)s) was refused by the kubelet: %(why)s") % {
+                **words, "why": status.get("message") or status.get("reason")}
+            remedy = _("Read the kubelet's message; recreate the pod once its cause is fixed.")
+        yield Problem("bad", "pod-admission-failed", node_name or words["pod"], message, remedy,
+                      subject_type=NODE if node_name else RESOURCE)
+
+
+@check("pod-pending-no-resource", gettext_lazy("GPU pod waiting for a resource no node offers"))
+def pod_pending_no_resource(inputs: HealthInputs) -> Iterable[Problem]:
+    """Pods Pending for a GPU resource that no node serves any more (after a conversion)."""
+    from brickadmin.cluster.deviceplugin import pod_gpu_requests
+
+    owners = _owners(inputs.snapshot)
+    offered = {r.resource for r in inputs.ledger.by_resource if r.logical > 0}
+    for pod in getattr(inputs.snapshot, "gpu_pods", None) or []:
+        if (pod.get("status") or {}).get("phase") != "Pending" or (pod.get("spec") or {}).get("nodeName"):
+            continue
+        missing = sorted(r for r in pod_gpu_requests(pod) if r not in offered)
+        if missing:
+            yield Problem("warn", "pod-pending-no-resource", ", ".join(missing),
+                          _("Pod %(pod)s (Workspace %(ws)s, owner %(owner)s) is Pending: it asks for %(res)s, which "
+                            "no node offers any more.") % {**_pod_words(pod, owners), "res": ", ".join(missing)},
+                          _("Convert a node back to the mode that serves it, or ask the owner to use the GPU type "
+                            "the cluster offers now."), subject_type=RESOURCE)

@@ -15,6 +15,7 @@ stay Kubernetes-shaped, so the ledger cannot tell a projection from the full obj
   name and nvidia.com/* requests and limits; status phase, reason, message, startTime,
   the Ready condition and each container's state summary (for failed-pod diagnosis).
 - ResourceQuota: name, namespace; spec and status whole (a few keys).
+- Namespace: name and labels (a Workspace's owner).
 - DaemonSet and ConfigMap of the device plugin / the GPU Operator: whole (the manifest
   drift compares their spec and data), except ``metadata.managedFields``.
 """
@@ -141,6 +142,11 @@ def resource_quota(obj: dict) -> dict:
     return out
 
 
+def namespace(obj: dict) -> dict:
+    """Name and labels (the Workspace owner): who holds a quota, whose pod failed."""
+    return {**_head(obj, "Namespace"), "metadata": _meta(obj)}
+
+
 def whole(obj: dict) -> dict:
     """DaemonSets and ConfigMaps: everything but managedFields (never read, often the bulk)."""
     meta = obj.get("metadata") or {}
@@ -157,6 +163,8 @@ def project(kind: str, obj: dict) -> dict | None:
         return node(obj)
     if kind == "ResourceQuota":
         return resource_quota(obj)
+    if kind == "Namespace":
+        return namespace(obj)
     return whole(obj)
 
 

@@ -37,6 +37,7 @@ class Snapshot:
     # GPU-requesting pods in phase Failed (projected), for diagnosis; the cluster watcher
     # fills it, a one-off read (take_snapshot) leaves it empty
     failed_gpu_pods: list[dict] = field(default_factory=list)
+    namespaces: list[dict] = field(default_factory=list)  # name and labels (the Workspace owner)
 
 
 _cache_lock = threading.Lock()
@@ -108,6 +109,8 @@ def _read(gateway, use_prometheus: bool) -> Snapshot:
         plugin_configmaps=gateway.list_configmaps(namespace=dp.PLUGIN_NAMESPACE),
         operator_configmaps=gateway.list_configmaps(namespace=OPERATOR_NAMESPACE),
         plugin_daemonsets=gateway.list_daemonsets(namespace=dp.PLUGIN_NAMESPACE),
+        failed_gpu_pods=[p for p in gateway.list_pods(field_selector="status.phase=Failed") if dp.pod_gpu_requests(p)],
+        namespaces=gateway.list_namespaces(),
         source=gateway.name,
     )
     measured = metrics.physical_gpus() if use_prometheus else None

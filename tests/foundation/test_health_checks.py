@@ -9,7 +9,7 @@ from django.urls import reverse
 from gpus import health, ledger
 from gpus.manifest import DriftItem
 
-from .inmemory import GPU, SHARED, node, quota, snapshot
+from .inmemory import GPU, SHARED, gpu_pod, node, quota, snapshot
 
 
 def found(snap, drift=None):
@@ -80,6 +80,49 @@ def test_a_gpu_operator_cluster_is_said_once_not_reported_as_missing_objects():
     assert "GPU Operator" in problems[0].message
 
 
+def refused(pod, message="Allocate failed due to requested number of devices unavailable"):
+    pod["status"].update(reason="UnexpectedAdmissionError", message=message)
+    return pod
+
+
+WORKSPACES = [{"metadata": {"name": "ws-a", "labels": {"brick.cloud/owner": "alice"}}}]
+
+
+def test_a_pod_asking_for_two_shared_gpus_is_explained_with_its_workspace_and_owner():
+    snap = snapshot([node("ts-1", sharing="timeslicing", resources={SHARED: (16, 16)})])
+    snap.failed_gpu_pods = [refused(gpu_pod("ws-a", "train", "ts-1", SHARED, 2, phase="Failed"))]
+    snap.namespaces = WORKSPACES
+    (problem,) = found(snap)
+    assert (problem.kind, problem.subject, problem.severity) == ("pod-admission-failed", "ts-1", "bad")
+    assert "ws-a/train" in problem.message and "owner alice" in problem.message
+    assert "failRequestsGreaterThanOne" in problem.message
+
+
+def test_a_pod_refused_on_a_stale_resource_names_the_node_and_the_resource():
+    snap = snapshot([node("ts-1", sharing="timeslicing", physical=2, resources={SHARED: (8, 8), GPU: (2, 2)})])
+    snap.failed_gpu_pods = [refused(gpu_pod("ws-a", "infer", "ts-1", GPU, 1, phase="Failed"))]
+    problems = [p for p in found(snap) if p.kind == "pod-admission-failed"]
+    assert len(problems) == 1 and "ts-1" in problems[0].message and GPU in problems[0].message
+    assert "recreate the pod" in problems[0].remedy
+
+
+def test_another_refusal_gives_the_kubelets_message():
+    snap = snapshot([node("ex-1")])
+    snap.failed_gpu_pods = [refused(gpu_pod("ws-a", "x", "ex-1", GPU, 1, phase="Failed"), "device plugin gone")]
+    (problem,) = found(snap)
+    assert "device plugin gone" in problem.message
+
+
+def test_a_pod_pending_for_a_resource_no_node_offers():
+    pending = gpu_pod("ws-a", "waits", "", SHARED, 1, phase="Pending")
+    pending["spec"].pop("nodeName")
+    snap = snapshot([node("ex-1")], gpu_pods=[pending])
+    snap.namespaces = WORKSPACES
+    (problem,) = found(snap)
+    assert (problem.kind, problem.subject) == ("pod-pending-no-resource", SHARED)
+    assert "ws-a/waits" in problem.message and "alice" in problem.message
+
+
 def test_replicas_not_reflected_points_to_procedure_c_without_a_node():
     snap = snapshot([node("ts-1", sharing="timeslicing", physical=4, resources={SHARED: (8, 8)})], replicas=4)
     problems = found(snap)
@@ -118,7 +161,7 @@ def test_a_healthy_cluster_has_no_problem():
 def test_every_registered_check_is_tested_here():
     tested = {"stale-allocatable", "stale-capacity", "label-typo", "plugin-missing", "replicas-not-reflected",
               "cordoned", "quota-over-total", "manifest-drift", "convention", "run-left-cordoned",
-              "checklist-waiting"}
+              "checklist-waiting", "pod-admission-failed", "pod-pending-no-resource"}
     assert set(health.REGISTRY) == tested
 
 

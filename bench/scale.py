@@ -1,0 +1,959 @@
+"""Scale benchmark against the lab's real API server (issue 10, "Benchmark"): the watch-fed,
+materialised cluster view at 500 nodes / 15,000 pods, 2,000 / 60,000 (and 5,000 / 150,000
+when asked and the machine holds it).
+
+    .venv/bin/python bench/scale.py [--sizes 500,2000] [--pods-per-node 30]
+
+For each size it grows the lab's cluster (KWOK GPU nodes with the BRICK labels, as
+lab/load_scenario.py makes them; gpusim advertises their GPUs through the device-plugin
+DaemonSets; pods bound to the nodes, one in ten requesting GPUs), then prints:
+
+* the watcher's initial list time and its memory (VmRSS of `manage.py watch_cluster`, a
+  subprocess on a fresh SQLite database, after priming and after the churn);
+* Dashboard (/), Nodes (/nodes/) and Availability (/availability/) server time through the
+  Django test client: median of 20 in a warm process, and the first request in a new process;
+* Kubernetes API calls and bytes per page view from the API server's own /metrics
+  (apiserver_request_total, apiserver_response_sizes_sum) before/after 20 views of each page,
+  divided by 20. apiserver_request_total carries no client label, so the watcher is stopped
+  and the lab's other API clients (gpusim, KWOK, kube-state-metrics, controller-manager,
+  scheduler) are paused (SIGSTOP/SIGCONT, a few seconds) during those windows; an equal
+  window without page views is printed as the residual. The page process also counts the
+  HTTP requests it sends to the API server itself (client side), as a cross-check;
+* SQL queries per page (CaptureQueriesContext);
+* the delay from `kubectl label node` (the GPU product label, so a new model row appears)
+  to the Dashboard and the Nodes page (?model=) showing it: median and p95 of 20;
+* the watcher's CPU time (utime+stime from /proc/<pid>/stat) over a churn of 1,000 pod
+  creations and deletions, until its view settled again;
+* one `kubectl get nodes -o json` (median of 5) and the Dashboard's median over it;
+* a count check: the watcher's kept pods and nodes against a fresh list.
+
+Everything it creates (namespaces bench-scale-*, nodes bench-scale-*, the lease namespace, the
+device-plugin objects when the lab had none, gpusim hardware entries) is removed at the end,
+also on Ctrl-C; processes it starts are stopped. It waits for lab/ci.sh and bench/faults.py to
+finish, takes lab/lablock.py's lock, and brings the lab up (and down at the end) only when no
+lab is running. Creation time is printed but is not the measured figure.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PY = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else sys.executable
+LAB_DIR = Path(os.environ.get("BRICK_LAB_DIR", "/tmp/brickadmin-lab"))
+BENCH_LABEL = ("brickadmin-bench", "scale")
+PREFIX = "bench-scale"
+LEASE_NS = f"{PREFIX}-lease"
+CHURN_NS = f"{PREFIX}-churn"
+PAGES = ("/", "/nodes/", "/availability/")
+MODELS = [("NVIDIA A30", 24576), ("NVIDIA A100 80GB PCIe", 81920), ("NVIDIA H100 80GB HBM3", 81559)]
+BACKGROUND = ("gpusim", "kwok", "kube-state-metrics", "kube-controller-manager", "kube-scheduler")
+MARK = "@@scale@@ "
+
+
+def log(msg: str) -> None:
+    print(f"  [{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def pct(values, q):
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    k = (len(s) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+# =========================================================================== page worker
+# `scale.py --worker` (a warm process answering JSON commands on stdin) and
+# `scale.py --first URL` (a new process timing its first request). Both read the same
+# database as the watcher.
+
+def _django():
+    sys.path.insert(0, str(REPO))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "brickadmin.settings")
+    import django
+
+    django.setup()
+    import urllib3.connectionpool
+
+    counter = {"n": 0, "paths": []}
+    orig = urllib3.connectionpool.HTTPConnectionPool.urlopen
+
+    def counting(self, method, url, *a, **kw):  # every request the page process sends to the API server
+        counter["n"] += 1
+        counter["paths"].append(f"{method} {url.split('?')[0]}")
+        return orig(self, method, url, *a, **kw)
+
+    urllib3.connectionpool.HTTPConnectionPool.urlopen = counting
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    admin, _ = get_user_model().objects.get_or_create(username="bench-scale", defaults={"is_staff": True,
+                                                                                       "is_superuser": True})
+    client = Client(HTTP_HOST="localhost")
+    client.force_login(admin)
+    return client, counter
+
+
+def _get(client, counter, url):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    n0 = counter["n"]
+    with CaptureQueriesContext(connection) as ctx:
+        t = time.perf_counter()
+        r = client.get(url)
+        ms = (time.perf_counter() - t) * 1000
+    return {"ms": ms, "status": r.status_code, "queries": len(ctx.captured_queries), "api": counter["n"] - n0,
+            "body": r.content.decode(errors="replace") if r.status_code == 200 else ""}
+
+
+def view_state() -> dict:
+    from gpus.models import ViewNode, ViewResourceRow, ViewState
+
+    st = ViewState.objects.filter(pk=1).first()
+    if st is None or not st.generation:
+        return {"generation": 0}
+    return {"generation": st.generation, "as_of": str(st.as_of), "watcher_status": st.watcher_status,
+            "nodes": ViewNode.objects.count(), "gpu_nodes": ViewNode.objects.filter(is_gpu=True).count(),
+            "resources": {r.resource: {"logical": r.logical, "allocated": r.allocated, "requested": r.requested}
+                          for r in ViewResourceRow.objects.filter(generation=st.generation)},
+            "totals": st.totals}
+
+
+def worker_main() -> int:
+    client, counter = _django()
+    out = sys.stdout
+
+    def reply(obj):
+        out.write(MARK + json.dumps(obj, default=str) + "\n")
+        out.flush()
+
+    reply({"ready": True})
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        try:
+            reply(_worker_cmd(client, counter, cmd))
+        except Exception as exc:  # noqa: BLE001  (report it to the orchestrator)
+            import traceback
+
+            reply({"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()})
+    return 0
+
+
+def _worker_cmd(client, counter, cmd) -> dict:
+    c = cmd["cmd"]
+    if c == "state":
+        return view_state()
+    if c == "time":  # warm: one untimed request, then n timed; queries and API calls per request
+        res = {}
+        for url in cmd["urls"]:
+            first = _get(client, counter, url)
+            runs = [_get(client, counter, url) for _ in range(cmd["n"])]
+            res[url] = {"median_ms": statistics.median(r["ms"] for r in runs),
+                        "p95_ms": pct([r["ms"] for r in runs], 0.95),
+                        "statuses": sorted({r["status"] for r in runs} | {first["status"]}),
+                        "queries": sorted({r["queries"] for r in runs}),
+                        "api_calls": sum(r["api"] for r in runs), "warmup_api_calls": first["api"],
+                        "bytes": len(runs[-1]["body"])}
+        return res
+    if c == "views":
+        n0, p0 = counter["n"], len(counter["paths"])
+        t = time.perf_counter()
+        statuses = [client.get(cmd["url"]).status_code for _ in range(cmd["n"])]
+        return {"elapsed": time.perf_counter() - t, "statuses": sorted(set(statuses)),
+                "api_calls": counter["n"] - n0, "paths": counter["paths"][p0:]}
+    if c == "wait_text":  # poll the pages until each shows its text; the wall clock when it did
+        found, polls = {}, 0
+        deadline = time.time() + cmd["timeout"]
+        while len(found) < len(cmd["checks"]) and time.time() < deadline:
+            for url, text in cmd["checks"]:
+                if url in found:
+                    continue
+                r = client.get(url)
+                polls += 1
+                if r.status_code == 200 and text in r.content.decode(errors="replace"):
+                    found[url] = time.time()
+        return {"found": found, "polls": polls}
+    if c == "probe":
+        r = _get(client, counter, cmd["url"])
+        return {"status": r["status"], "contains": {t: t in r["body"] for t in cmd.get("texts", [])}}
+    raise ValueError(f"unknown command {c!r}")
+
+
+def first_main(url: str) -> int:
+    t0 = time.perf_counter()
+    client, counter = _django()
+    setup_s = time.perf_counter() - t0
+    r = _get(client, counter, url)
+    r.pop("body")
+    r["setup_s"] = setup_s
+    r["paths"] = counter["paths"]
+    print(MARK + json.dumps(r))
+    return 0
+
+
+# =========================================================================== the lab's API
+class Api:
+    """Admin access to the lab's API server (token kubeconfig), one requests.Session per thread."""
+
+    def __init__(self, kubeconfig: str):
+        import yaml
+
+        cfg = yaml.safe_load(Path(kubeconfig).read_text())
+        ctx_name = cfg.get("current-context")
+        ctx = next((c["context"] for c in cfg["contexts"] if c["name"] == ctx_name), cfg["contexts"][0]["context"])
+        cluster = next(c["cluster"] for c in cfg["clusters"] if c["name"] == ctx["cluster"])
+        user = next(u["user"] for u in cfg["users"] if u["name"] == ctx["user"])
+        self.server = cluster["server"].rstrip("/")
+        self.ca = cluster.get("certificate-authority")
+        self.token = user["token"]
+        self._local = threading.local()
+
+    def session(self):
+        s = getattr(self._local, "s", None)
+        if s is None:
+            import requests
+            from requests.adapters import HTTPAdapter
+
+            s = requests.Session()
+            s.verify = self.ca
+            s.headers.update({"Authorization": f"Bearer {self.token}", "Accept": "application/json",
+                              "User-Agent": "brickadmin-bench-scale"})
+            s.mount("https://", HTTPAdapter(pool_connections=2, pool_maxsize=4))
+            self._local.s = s
+        return s
+
+    def req(self, method, path, body=None, ok=(200, 201, 202), ctype="application/json", params=None,
+            raw=False, timeout=120):
+        data = json.dumps(body) if body is not None and not isinstance(body, str) else body
+        for attempt in range(8):
+            try:
+                r = self.session().request(method, self.server + path, data=data, params=params, timeout=timeout,
+                                           headers={"Content-Type": ctype} if data is not None else None)
+            except Exception:  # connection reset under load: retry
+                if attempt == 7:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            if r.status_code == 429 or r.status_code >= 500:
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            if r.status_code not in ok:
+                raise RuntimeError(f"{method} {path}: {r.status_code} {r.text[:300]}")
+            return r.text if raw else (r.json() if r.content else {})
+        raise RuntimeError(f"{method} {path}: gave up after retries")
+
+    def list_all(self, path, params=None, limit=5000):
+        items, cont = [], None
+        while True:
+            p = dict(params or {}, limit=limit)
+            if cont:
+                p["continue"] = cont
+            page = self.req("GET", path, params=p)
+            items += page.get("items") or []
+            cont = (page.get("metadata") or {}).get("continue")
+            if not cont:
+                return items
+
+    def metrics(self) -> tuple[dict, dict]:
+        """apiserver_request_total and apiserver_response_sizes_sum, by (verb, resource, subresource)."""
+        text = self.req("GET", "/metrics", raw=True)
+        req, size = {}, {}
+        for line in text.splitlines():
+            if line.startswith("apiserver_request_total{"):
+                target = req
+            elif line.startswith("apiserver_response_sizes_sum{"):
+                target = size
+            else:
+                continue
+            labels, value = line.rsplit(" ", 1)
+            lab = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+            key = (lab.get("verb", ""), lab.get("resource", "") or lab.get("path", ""), lab.get("subresource", ""))
+            target[key] = target.get(key, 0.0) + float(value)
+        return req, size
+
+
+def diff(after: dict, before: dict) -> dict:
+    return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
+
+
+def pmap(fn, items, workers=24):
+    with cf.ThreadPoolExecutor(workers) as ex:
+        for f in cf.as_completed([ex.submit(fn, i) for i in items]):
+            f.result()
+
+
+# =========================================================================== orchestrator
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.kubeconfig = args.kubeconfig
+        self.tmp = Path(tempfile.mkdtemp(prefix="brick-scale-"))
+        self.procs: list[subprocess.Popen] = []
+        self.paused: list[int] = []
+        self.own_lab = False
+        self.lock = None
+        self.created_plugin = False
+        self.orig_hardware = None
+        self.gpusim_url = None
+        self.kubectl = None
+        self.api: Api | None = None
+        self.nodes: list[tuple[str, str, str]] = []  # (name, sharing, resource)
+        self.namespaces: list[str] = []
+        self.n_pods = 0
+        self.results = []
+
+    # ------------------------------------------------------------------ the lab
+    def wait_for_lab_users(self):
+        deadline = time.time() + self.args.lab_wait
+        while True:
+            busy = []
+            for pat in ("lab/ci.sh", "bench/faults.py"):
+                pids = [p for p in subprocess.run(["pgrep", "-f", pat], capture_output=True, text=True,
+                                                  check=False).stdout.split()
+                        if int(p) != os.getpid()]
+                if pids:
+                    busy.append(f"{pat} (pid {', '.join(pids)})")
+            if not busy:
+                return
+            if time.time() > deadline:
+                raise SystemExit(f"scale: the lab is still in use after {self.args.lab_wait:.0f}s: {busy}")
+            log(f"lab in use by {', '.join(busy)}; waiting 30 s")
+            time.sleep(30)
+
+    def lab_env(self) -> dict:
+        out = {}
+        env = LAB_DIR / "env"
+        if env.exists():
+            for line in env.read_text().splitlines():
+                if line.startswith("export ") and "=" in line:
+                    k, v = line[len("export "):].split("=", 1)
+                    out[k.strip()] = v.strip()
+        return out
+
+    def acquire_lab(self):
+        self.wait_for_lab_users()
+        running = subprocess.run(["pgrep", "-f", "kube-apiserver"], capture_output=True, text=True,
+                                 check=False).stdout.split()
+        if not running:
+            log("no lab running: lab/up")
+            subprocess.run([str(REPO / "lab" / "up")], check=True, stdout=subprocess.DEVNULL)
+            self.own_lab = True
+        else:
+            log("reusing the running lab")
+        sys.path.insert(0, str(REPO / "lab"))
+        from lablock import lab_lock
+
+        self.lock = lab_lock(timeout=self.args.lab_wait)
+        self.lock.__enter__()
+        env = self.lab_env()
+        self.gpusim_url = env.get("BRICK_LAB_GPUSIM_URL", "http://127.0.0.1:19400")
+        self.kubectl = env.get("BRICK_LAB_KUBECTL") or shutil.which("kubectl")
+        self.api = Api(self.kubeconfig)
+        self.api.req("GET", "/version")
+
+    def gpusim(self, method, path, body=None):
+        import requests
+
+        r = requests.request(method, self.gpusim_url + path, data=json.dumps(body) if body is not None else None,
+                             headers={"Content-Type": "application/json"}, timeout=60)
+        r.raise_for_status()
+        return r.json() if r.content[:1] in (b"{", b"[") else r.text
+
+    def pause_background(self):
+        for name in BACKGROUND:
+            try:
+                pid = int((LAB_DIR / "pids" / name).read_text().strip())
+                os.kill(pid, signal.SIGSTOP)
+                self.paused.append(pid)
+            except (OSError, ValueError):
+                pass
+
+    def resume_background(self):
+        while self.paused:
+            try:
+                os.kill(self.paused.pop(), signal.SIGCONT)
+            except OSError:
+                pass
+
+    # ------------------------------------------------------------------ building the cluster
+    def ensure_plugin(self):
+        sys.path.insert(0, str(REPO))
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "brickadmin.settings")
+        from brickadmin.cluster import scenarios as s
+        from brickadmin.cluster import vocabulary as vocab
+
+        self.s, self.vocab = s, vocab
+        self.make_ns(LEASE_NS)  # the watcher's Lease lives here (BRICK_LEASE_NAMESPACE)
+        have = self.api.req("GET", f"/apis/apps/v1/namespaces/{vocab.PLUGIN_NAMESPACE}/daemonsets", ok=(200, 404))
+        if (have.get("items") or []):
+            log(f"reusing the lab's device-plugin DaemonSets in {vocab.PLUGIN_NAMESPACE}")
+            return
+        self.created_plugin = True
+        for doc in s.device_plugin_manifest(replicas=4):
+            doc.setdefault("metadata", {}).setdefault("labels", {})[BENCH_LABEL[0]] = BENCH_LABEL[1]
+            kind = doc["kind"]
+            md = doc["metadata"]
+            path = {"Namespace": f"/api/v1/namespaces/{md['name']}",
+                    "ConfigMap": f"/api/v1/namespaces/{md.get('namespace')}/configmaps/{md['name']}",
+                    "DaemonSet": f"/apis/apps/v1/namespaces/{md.get('namespace')}/daemonsets/{md['name']}"}[kind]
+            self.api.req("PATCH", path, body=doc, ctype="application/apply-patch+yaml",
+                         params={"fieldManager": "bench-scale", "force": "true"})
+        log(f"created the device-plugin objects in {vocab.PLUGIN_NAMESPACE}")
+
+    def make_ns(self, name, workspace_owner=None):
+        body = self.s.namespace(name, owner=workspace_owner)
+        body["metadata"]["labels"][BENCH_LABEL[0]] = BENCH_LABEL[1]
+        self.api.req("POST", "/api/v1/namespaces", body=body, ok=(201, 409))
+        # pods need no ServiceAccount (automount off), but wait for the namespace to exist
+        for _ in range(40):
+            st = self.api.req("GET", f"/api/v1/namespaces/{name}", ok=(200, 404))
+            if (st.get("status") or {}).get("phase") == "Active":
+                return
+            time.sleep(0.25)
+
+    def grow(self, n_nodes: int, n_pods: int):
+        s, vocab = self.s, self.vocab
+        t0 = time.time()
+        old_nodes = len(self.nodes)
+        new = []
+        for i in range(old_nodes, n_nodes):
+            model, mem = MODELS[i % 3]
+            sharing = "timeslicing" if i % 4 == 0 else "none"
+            res = vocab.GPU_SHARED if sharing == "timeslicing" else vocab.GPU
+            name = f"{PREFIX}-{i:05d}"
+            node = s.node(name, model=model, sharing=sharing, gpu_count=8, labels={BENCH_LABEL[0]: BENCH_LABEL[1]})
+            node["metadata"]["annotations"] = {"kwok.x-k8s.io/node": "fake"}
+            new.append((name, node, s.gpus(name, model, 8, mem)))
+            self.nodes.append((name, sharing, res))
+
+        def create_node(item):
+            name, node, _ = item
+            status = node.get("status") or {}
+            self.api.req("POST", "/api/v1/nodes", body=node, ok=(201, 409))
+            self.api.req("PATCH", f"/api/v1/nodes/{name}/status",
+                         body={"status": {k: v for k, v in status.items() if k in ("capacity", "allocatable")}},
+                         ctype="application/merge-patch+json")
+
+        hw = self.gpusim("GET", "/hardware")
+        if self.orig_hardware is None:
+            self.orig_hardware = dict(hw)
+        hw.update({name: gpus for name, _, gpus in new})
+        self.gpusim("PUT", "/hardware", hw)
+        pmap(create_node, new, 16)
+        log(f"{len(new)} nodes created in {time.time() - t0:.0f}s")
+
+        n_ns = max(1, n_nodes // 10)
+        for k in range(len(self.namespaces), n_ns):
+            name = f"{PREFIX}-ws-{k:04d}"
+            self.make_ns(name, workspace_owner=f"bench{k}")
+            self.namespaces.append(name)
+        want = n_pods - n_nodes  # one device-plugin pod per node makes up the rest
+        t1 = time.time()
+        done = [0]
+
+        def create_pod(p):
+            name, _, res = self.nodes[p % n_nodes]
+            ns = self.namespaces[p % n_ns]
+            self.api.req("POST", f"/api/v1/namespaces/{ns}/pods", body=self.pod(ns, f"w-{p:06d}", name, res, p % 10 == 0),
+                         ok=(201, 409))
+            done[0] += 1
+            if done[0] % 10000 == 0:
+                log(f"  {done[0]} pods created ({done[0] / (time.time() - t1):.0f}/s)")
+
+        pmap(create_pod, range(self.n_pods, want), self.args.concurrency)
+        log(f"{want - self.n_pods} pods created in {time.time() - t1:.0f}s "
+            f"({(want - self.n_pods) / max(0.001, time.time() - t1):.0f}/s)")
+        self.n_pods = want
+        self.settle(n_nodes, want)
+        return time.time() - t0
+
+    def pod(self, ns, name, node, res, gpu):
+        c = {"name": "main", "image": "registry.k8s.io/pause:3.10",
+             "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}
+        if gpu:
+            c["resources"] = {"requests": {res: "1"}, "limits": {res: "1"}}
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": ns, "labels": {BENCH_LABEL[0]: BENCH_LABEL[1]}},
+                "spec": {"nodeName": node, "containers": [c], "automountServiceAccountToken": False,
+                         "terminationGracePeriodSeconds": 0, "enableServiceLinks": False}}
+
+    def settle(self, n_nodes, n_pods):
+        """Device-plugin pods on every bench node, gpusim advertising their GPUs, workload pods
+        Running (KWOK), each within a bounded wait."""
+        t0 = time.time()
+        names = {n for n, _, _ in self.nodes}
+        pending = None
+        while time.time() - t0 < self.args.settle_timeout:
+            nodes = self.api.list_all("/api/v1/nodes", params={"labelSelector": "=".join(BENCH_LABEL)})
+            advertised = sum(1 for n in nodes if any(k.startswith("nvidia.com/") and v not in ("0",)
+                                                     for k, v in ((n.get("status") or {}).get("allocatable") or {}).items()))
+            pending = self.count_pending()
+            if advertised >= len(names) and pending == 0:
+                break
+            log(f"  settling: {advertised}/{len(names)} nodes advertise GPUs, {pending} bench pods not Running")
+            time.sleep(10)
+        log(f"settled in {time.time() - t0:.0f}s" + ("" if pending == 0 else f" (gave up: {pending} pods not Running)"))
+
+    def count_pending(self) -> int:
+        n = 0
+        for ns in self.namespaces:
+            page = self.api.req("GET", f"/api/v1/namespaces/{ns}/pods",
+                                params={"fieldSelector": "status.phase!=Running", "limit": 500},
+                                )
+            n += len(page.get("items") or [])
+        return n
+
+    # ------------------------------------------------------------------ processes
+    def env(self, db: Path) -> dict:
+        env = dict(os.environ)
+        env.update({"BRICK_KUBECONFIG": self.kubeconfig, "BRICK_CLUSTER": "kube", "DATABASE_URL": f"sqlite:///{db}",
+                    "BRICK_VAR_DIR": str(self.tmp), "BRICK_LEASE_NAMESPACE": LEASE_NS,
+                    "DJANGO_SETTINGS_MODULE": "brickadmin.settings", "PYTHONUNBUFFERED": "1",
+                    "LOG_LEVEL": "WARNING"})
+        env.pop("PROMETHEUS_URL", None)  # DCGM on its interval is not what this measures
+        return env
+
+    def start_watcher(self, db: Path, tag: str) -> subprocess.Popen:
+        logf = open(self.tmp / f"watcher-{tag}.log", "ab")  # noqa: SIM115 (closed with the process)
+        p = subprocess.Popen([PY, str(REPO / "manage.py"), "watch_cluster", "--identity", f"bench-scale-{tag}"],
+                             env=self.env(db), stdout=logf, stderr=subprocess.STDOUT, cwd=str(REPO))
+        self.procs.append(p)
+        return p
+
+    def stop(self, p: subprocess.Popen, timeout=20):
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if p in self.procs:
+            self.procs.remove(p)
+
+    def start_worker(self, db: Path):
+        errf = open(self.tmp / "worker.log", "ab")  # noqa: SIM115 (closed with the process)
+        p = subprocess.Popen([PY, str(Path(__file__).resolve()), "--worker"], env=self.env(db), cwd=str(REPO),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errf, text=True)
+        self.procs.append(p)
+        self.wp = p
+        self._read()
+        return p
+
+    def _read(self):
+        for line in self.wp.stdout:
+            if line.startswith(MARK):
+                out = json.loads(line[len(MARK):])
+                if "error" in out:
+                    raise RuntimeError(f"page worker: {out['error']}\n{out.get('trace', '')}")
+                return out
+        raise RuntimeError(f"the page worker exited (see {self.tmp / 'worker.log'})")
+
+    def ask(self, **cmd):
+        self.wp.stdin.write(json.dumps(cmd) + "\n")
+        self.wp.stdin.flush()
+        return self._read()
+
+    def first_request(self, db: Path, url: str) -> dict:
+        r = subprocess.run([PY, str(Path(__file__).resolve()), "--first", url], env=self.env(db), cwd=str(REPO),
+                           capture_output=True, text=True, timeout=300, check=False)
+        for line in r.stdout.splitlines():
+            if line.startswith(MARK):
+                return json.loads(line[len(MARK):])
+        raise RuntimeError(f"first request of {url} failed: {r.stderr[-2000:]}")
+
+    @staticmethod
+    def rss_mib(pid) -> float:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    @staticmethod
+    def cpu_s(pid) -> float:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+    def wait_view(self, min_generation=1, timeout=900, watcher=None):
+        t0 = time.time()
+        while time.time() - t0 < timeout:
+            st = self.ask(cmd="state")
+            if st["generation"] >= min_generation:
+                return st
+            if watcher is not None and watcher.poll() is not None:
+                raise RuntimeError(f"the watcher exited with {watcher.returncode} before publishing "
+                                   f"(log: {self.tmp})")
+            time.sleep(0.2)
+        raise RuntimeError("the watcher published no view in time")
+
+    def wait_quiet(self, quiet=4.0, timeout=180) -> tuple[float, dict]:
+        """Until the view's generation has not moved for `quiet` seconds."""
+        t0 = time.time()
+        st = self.ask(cmd="state")
+        last_gen, since = st["generation"], time.time()
+        while time.time() - t0 < timeout:
+            time.sleep(0.5)
+            st = self.ask(cmd="state")
+            if st["generation"] != last_gen:
+                last_gen, since = st["generation"], time.time()
+            elif time.time() - since >= quiet:
+                return since - t0, st
+        return time.time() - t0, st
+
+    # ------------------------------------------------------------------ measuring one size
+    def measure(self, n_nodes: int, n_pods: int) -> dict:
+        r = {"nodes": n_nodes, "pods": n_pods}
+        db = self.tmp / f"view-{n_nodes}.sqlite3"
+        subprocess.run([PY, str(REPO / "manage.py"), "migrate", "--verbosity", "0"], env=self.env(db), check=True,
+                       cwd=str(REPO))
+        self.start_worker(db)
+
+        # -- the watcher: initial list, memory
+        t0 = time.time()
+        w = self.start_watcher(db, f"{n_nodes}a")
+        st = self.wait_view(watcher=w)
+        r["first_view_s"] = time.time() - t0
+        ws = st.get("watcher_status") or {}
+        r["rss_primed"] = self.rss_mib(w.pid)
+        r["cpu_prime"] = self.cpu_s(w.pid)
+        time.sleep(12)  # a heartbeat carries the watcher's own started/primed times
+        st = self.ask(cmd="state")
+        ws = st.get("watcher_status") or {}
+        r["list_s"] = self._seconds(ws.get("started_at"), ws.get("primed_at"))
+        r["view_nodes"], r["view_gpu_nodes"] = st.get("nodes"), st.get("gpu_nodes")
+        r["streams"] = {k: v.get("objects") for k, v in (ws.get("streams") or {}).items()}
+        r["rss_settled"] = self.rss_mib(w.pid)
+        log(f"view published after {r['first_view_s']:.1f}s; list {r['list_s']}; RSS {r['rss_primed']:.0f} MiB")
+
+        # -- page server time: warm, and the first request in a new process
+        r["warm"] = self.ask(cmd="time", urls=list(PAGES), n=20)
+        r["first"] = {u: self.first_request(db, u) for u in PAGES}
+
+        # -- kubectl get nodes -o json
+        ks = []
+        for _ in range(5):
+            t = time.perf_counter()
+            subprocess.run([self.kubectl, "--kubeconfig", self.kubeconfig, "get", "nodes", "-o", "json"],
+                           stdout=subprocess.DEVNULL, check=True)
+            ks.append(time.perf_counter() - t)
+        r["kubectl_ms"] = statistics.median(ks) * 1000
+
+        # -- label change to page
+        r["label"] = self.label_delays(n_nodes)
+
+        # -- churn: the watcher's CPU
+        r["churn"] = self.churn(w)
+        r["rss_after_churn"] = self.rss_mib(w.pid)
+        r["counts"] = self.count_check()
+
+        # -- API calls per page view (watcher stopped, lab's other clients paused)
+        self.stop(w)
+        r["watcher_exit"] = w.returncode
+        r["api"] = self.api_per_view()
+        self.stop(self.wp)
+        return r
+
+    @staticmethod
+    def _seconds(a, b):
+        from datetime import datetime
+
+        try:
+            return (datetime.fromisoformat(str(b)) - datetime.fromisoformat(str(a))).total_seconds()
+        except (TypeError, ValueError):
+            return None
+
+    def label_delays(self, n_nodes, changes=20) -> dict:
+        vocab = self.vocab
+        dash, nodes_pg, kctl, missed = [], [], [], 0
+        for i in range(changes):
+            node = self.nodes[(i * 37 + 5) % n_nodes][0]
+            model = f"BenchM{n_nodes}x{i:02d}"
+            checks = [["/", model], [f"/nodes/?model={model}", node]]
+            self.wp.stdin.write(json.dumps({"cmd": "wait_text", "checks": checks, "timeout": 30}) + "\n")
+            self.wp.stdin.flush()
+            t0 = time.time()
+            subprocess.run([self.kubectl, "--kubeconfig", self.kubeconfig, "label", "node", node,
+                            f"{vocab.GPU_PRODUCT_LABEL}={model}", "--overwrite"], stdout=subprocess.DEVNULL, check=True)
+            t1 = time.time()
+            kctl.append(t1 - t0)
+            res = self._read()
+            f = res["found"]
+            if "/" in f:
+                dash.append(f["/"] - t1)
+            else:
+                missed += 1
+            if checks[1][0] in f:
+                nodes_pg.append(f[checks[1][0]] - t1)
+            time.sleep(0.3)
+        return {"dash": dash, "nodes": nodes_pg, "kubectl": kctl, "missed": missed, "changes": changes}
+
+    def churn(self, w, n=1000) -> dict:
+        self.make_ns(CHURN_NS)
+        self.wait_quiet(quiet=3, timeout=60)
+        gen0 = self.ask(cmd="state")["generation"]
+        c0, t0 = self.cpu_s(w.pid), time.time()
+        res = self.nodes
+
+        def create(p):
+            name, _, r = res[p % len(res)]
+            self.api.req("POST", f"/api/v1/namespaces/{CHURN_NS}/pods",
+                         body=self.pod(CHURN_NS, f"churn-{p:05d}", name, r, p % 10 == 0), ok=(201, 409))
+
+        def delete(p):
+            self.api.req("DELETE", f"/api/v1/namespaces/{CHURN_NS}/pods/churn-{p:05d}",
+                         body={"gracePeriodSeconds": 0}, ok=(200, 202, 404))
+
+        pmap(create, range(n), self.args.concurrency)
+        t_created = time.time() - t0
+        pmap(delete, range(n), self.args.concurrency)
+        t_deleted = time.time() - t0
+        _, st = self.wait_quiet(quiet=4, timeout=180)
+        c1 = self.cpu_s(w.pid)
+        return {"cpu_s": c1 - c0, "wall_s": time.time() - t0, "create_s": t_created, "delete_s": t_deleted,
+                "generations": st["generation"] - gen0, "alive": w.poll() is None}
+
+    def count_check(self) -> dict:
+        """The watcher's kept objects (its heartbeat) against a fresh list."""
+        vocab = self.vocab
+        time.sleep(11)  # one more heartbeat
+        st = self.ask(cmd="state")
+        ws = st.get("watcher_status") or {}
+        pods = self.api.list_all("/api/v1/pods")
+        gpu_pods = plugin = 0
+        req = {}
+        for p in pods:
+            md, spec = p["metadata"], p.get("spec") or {}
+            if md.get("namespace") == vocab.PLUGIN_NAMESPACE and (md.get("labels") or {}).get(vocab.COMPONENT_LABEL):
+                plugin += 1
+                continue
+            asks = {}
+            for c in spec.get("containers") or []:
+                rr = (c.get("resources") or {})
+                for k, v in {**(rr.get("limits") or {}), **(rr.get("requests") or {})}.items():
+                    if k.startswith("nvidia.com/"):
+                        asks[k] = asks.get(k, 0) + int(v)
+            if asks:
+                gpu_pods += 1
+                if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                    for k, v in asks.items():
+                        req[k] = req.get(k, 0) + v
+        nodes = self.api.list_all("/api/v1/nodes")
+        gpu_labelled = sum(1 for n in nodes if (n["metadata"].get("labels") or {}).get(vocab.GPU_TYPE_LABEL))
+        return {"live_pods": len(pods), "live_gpu_pods": gpu_pods, "live_plugin_pods": plugin,
+                "live_nodes": len(nodes), "live_gpu_labelled": gpu_labelled, "live_requested": req,
+                "streams": {k: v.get("objects") for k, v in (ws.get("streams") or {}).items()},
+                "view_nodes": st.get("nodes"), "view_gpu_nodes": st.get("gpu_nodes"),
+                "view_requested": {k: v["requested"] for k, v in (st.get("resources") or {}).items()},
+                "errors": (ws.get("errors"), ws.get("relists"), ws.get("last_error"))}
+
+    def api_per_view(self, n=20) -> dict:
+        for u in PAGES:  # warm (and let the process's API-server probe happen outside the windows)
+            self.ask(cmd="views", url=u, n=1)
+        out = {}
+        self.pause_background()
+        try:
+            time.sleep(1.0)  # let in-flight requests of the paused clients finish
+            m0 = self.api.metrics()
+            time.sleep(1.5)
+            m1 = self.api.metrics()
+            out["residual"] = (diff(m1[0], m0[0]), diff(m1[1], m0[1]), 1.5)
+            for u in PAGES:
+                a = self.api.metrics()
+                v = self.ask(cmd="views", url=u, n=n)
+                b = self.api.metrics()
+                out[u] = (diff(b[0], a[0]), diff(b[1], a[1]), v)
+        finally:
+            self.resume_background()
+        return out
+
+    # ------------------------------------------------------------------ cleanup
+    def cleanup(self):
+        self.resume_background()
+        for p in list(self.procs):
+            try:
+                self.stop(p, timeout=10)
+            except Exception as exc:  # noqa: BLE001
+                log(f"stopping pid {p.pid}: {exc}")
+        if self.api is not None:
+            t0 = time.time()
+            try:
+                self._delete_cluster_objects()
+                log(f"lab cleaned in {time.time() - t0:.0f}s")
+            except Exception as exc:  # noqa: BLE001
+                log(f"cleanup incomplete: {exc}")
+        if self.lock is not None:
+            self.lock.__exit__(None, None, None)
+        if self.own_lab:
+            subprocess.run([str(REPO / "lab" / "down")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           check=False)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _delete_cluster_objects(self):
+        api = self.api
+        sel = "=".join(BENCH_LABEL)
+        nss = [n["metadata"]["name"] for n in api.list_all("/api/v1/namespaces", params={"labelSelector": sel})]
+        nss = [n for n in nss if n.startswith(PREFIX)]
+        pmap(lambda ns: api.req("DELETE", f"/api/v1/namespaces/{ns}/pods", params={"gracePeriodSeconds": "0"},
+                                ok=(200, 202, 404), timeout=600), nss, 4)
+        pmap(lambda ns: api.req("DELETE", f"/api/v1/namespaces/{ns}", ok=(200, 202, 404)), nss + [LEASE_NS], 8)
+        api.req("DELETE", "/api/v1/nodes", params={"labelSelector": sel}, ok=(200, 202, 404), timeout=600)
+        plugin_ns = getattr(getattr(self, "vocab", None), "PLUGIN_NAMESPACE", "brick-nvidia")
+        if self.created_plugin:
+            api.req("DELETE", f"/api/v1/namespaces/{plugin_ns}", ok=(200, 202, 404))
+        # device-plugin pods bound to the deleted nodes (the pod GC would take them later)
+        leftover = [p["metadata"]["name"] for p in api.list_all(f"/api/v1/namespaces/{plugin_ns}/pods")
+                    if (p.get("spec") or {}).get("nodeName", "").startswith(PREFIX + "-")]
+        pmap(lambda n: api.req("DELETE", f"/api/v1/namespaces/{plugin_ns}/pods/{n}",
+                               body={"gracePeriodSeconds": 0}, ok=(200, 202, 404)), leftover, 16)
+        if self.orig_hardware is not None:
+            self.gpusim("PUT", "/hardware", self.orig_hardware)
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            left = [n["metadata"]["name"] for n in api.list_all("/api/v1/namespaces", params={"labelSelector": sel})
+                    if n["metadata"]["name"].startswith(PREFIX)]
+            if not left:
+                break
+            time.sleep(3)
+        else:
+            log(f"namespaces still terminating: {left[:5]}")
+
+
+# =========================================================================== printing
+def report(r: dict, targets: dict) -> None:
+    n, p = r["nodes"], r["pods"]
+    print(f"\n=== {n:,} nodes / {p:,} pods ===")
+    print(f"cluster built (nodes, pods, settling; not a measured figure): {r['build_s']:.0f} s")
+    ls = f"{r['list_s']:.2f} s" if r.get("list_s") is not None else "n/a"
+    print(f"watcher initial list (its started_at -> primed_at): {ls}; process start -> first published view: "
+          f"{r['first_view_s']:.1f} s")
+    print(f"watcher memory (VmRSS): {r['rss_primed']:.0f} MiB after priming, {r['rss_settled']:.0f} MiB 12 s later, "
+          f"{r['rss_after_churn']:.0f} MiB after the churn")
+    print(f"watcher's kept objects: {r['streams']}")
+    print("page server time (Django test client):")
+    for u in PAGES:
+        wv, fv = r["warm"][u], r["first"][u]
+        print(f"  {u:15s} warm median of 20 {wv['median_ms']:7.1f} ms (p95 {wv['p95_ms']:.1f}); first request in a new "
+              f"process {fv['ms']:7.1f} ms (status {fv['status']}, {fv['queries']} SQL, {fv['api']} API calls"
+              f"{' ' + ', '.join(fv['paths']) if fv['paths'] else ''}; Django setup {fv['setup_s']:.1f} s)")
+    print("SQL queries per page (warm): " + ", ".join(f"{u} {r['warm'][u]['queries']}" for u in PAGES)
+          + "; statuses " + ", ".join(f"{u} {r['warm'][u]['statuses']}" for u in PAGES))
+    print("API calls sent by the page process (client side, 20 warm views each): "
+          + ", ".join(f"{u} {r['warm'][u]['api_calls']}" for u in PAGES))
+    api = r["api"]
+    res_req, res_size, res_s = api["residual"]
+    print("Kubernetes API per page view, from the API server's /metrics (watcher stopped, lab clients paused), "
+          "20 views each:")
+    for u in PAGES:
+        dreq, dsize, v = api[u]
+        calls, nbytes = sum(dreq.values()), sum(dsize.values())
+        print(f"  {u:15s} {calls / 20:.2f} calls/view, {nbytes / 20:,.0f} bytes/view over {v['elapsed']:.2f} s "
+              f"(server counted {calls:.0f} requests: {_fmt(dreq)}; client counted {v['api_calls']}"
+              f"{': ' + ', '.join(sorted(set(v['paths']))) if v['paths'] else ''})")
+    print(f"  residual: a {res_s:.1f} s window without page views: {sum(res_req.values()):.0f} requests "
+          f"({_fmt(res_req)}), {sum(res_size.values()):,.0f} bytes (the bench's own /metrics reads are not counted "
+          f"as resource requests)")
+    lb = r["label"]
+    if lb["dash"]:
+        print(f"label change -> page showing it ({len(lb['dash'])}/{lb['changes']} seen; from kubectl's return; "
+              f"kubectl label itself median {statistics.median(lb['kubectl']) * 1000:.0f} ms): "
+              f"Dashboard median {statistics.median(lb['dash']):.2f} s, p95 {pct(lb['dash'], .95):.2f} s, "
+              f"max {max(lb['dash']):.2f} s; Nodes median {statistics.median(lb['nodes']) if lb['nodes'] else float('nan'):.2f} s, "
+              f"p95 {pct(lb['nodes'], .95):.2f} s")
+    else:
+        print(f"label change -> page: NOT seen within 30 s in any of {lb['changes']} changes")
+    ch = r["churn"]
+    print(f"churn of 1,000 pod creations + deletions (1 in 10 GPU): watcher CPU {ch['cpu_s']:.2f} s over "
+          f"{ch['wall_s']:.1f} s wall (created in {ch['create_s']:.1f} s, deleted by {ch['delete_s']:.1f} s), "
+          f"{ch['generations']} view generations published; watcher alive: {ch['alive']}")
+    c = r["counts"]
+    print(f"count check after the churn: live {c['live_nodes']} nodes ({c['live_gpu_labelled']} GPU-labelled), "
+          f"{c['live_pods']} pods ({c['live_gpu_pods']} requesting GPUs, {c['live_plugin_pods']} device-plugin); "
+          f"view {c['view_nodes']} nodes ({c['view_gpu_nodes']} GPU); watcher streams {c['streams']}; "
+          f"requested live {c['live_requested']} vs view {c['view_requested']}; watcher errors/relists/last "
+          f"{c['errors']}")
+    dmed = r["warm"]["/"]["median_ms"]
+    ratio = dmed / r["kubectl_ms"]
+    print(f"kubectl get nodes -o json: median of 5 {r['kubectl_ms']:.0f} ms; Dashboard median / kubectl = {ratio:.3f}")
+    calls = max(sum(api[u][0].values()) / 20 for u in PAGES)
+    t = [f"0 API calls per view: {'met' if calls == 0 else 'NOT met'}",
+         f"Dashboard < 50 ms: {'met' if dmed < 50 else 'NOT met'} ({dmed:.1f} ms)"]
+    if n == 2000:
+        t.append(f"< 0.25 of kubectl at 2,000: {'met' if ratio < 0.25 else 'NOT met'} ({ratio:.3f})")
+    if lb["dash"]:
+        p95 = pct(lb["dash"], .95)
+        t.append(f"change-to-page p95 < 2 s: {'met' if p95 < 2 and not lb['missed'] else 'NOT met'} ({p95:.2f} s)")
+    if n >= 5000:
+        t.append(f"watcher < 1 GiB: {'met' if max(r['rss_primed'], r['rss_after_churn']) < 1024 else 'NOT met'}")
+    print("targets: " + "; ".join(t))
+    sys.stdout.flush()
+
+
+def _fmt(d: dict) -> str:
+    if not d:
+        return "none"
+    return ", ".join(f"{v:.0f}x {verb} {res}{'/' + sub if sub else ''}" for (verb, res, sub), v in
+                     sorted(d.items(), key=lambda kv: -kv[1]))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="500,2000", help="node counts, comma-separated (500,2000,5000)")
+    ap.add_argument("--pods-per-node", type=int, default=30)
+    ap.add_argument("--kubeconfig", default=os.environ.get("BRICK_LAB_KUBECONFIG", str(LAB_DIR / "kubeconfig")))
+    ap.add_argument("--lab-wait", type=float, default=1200, help="seconds to wait for other lab users")
+    ap.add_argument("--settle-timeout", type=float, default=360)
+    ap.add_argument("--concurrency", type=int, default=24)
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+
+    bench = Bench(args)
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    code = 0
+    try:
+        bench.acquire_lab()
+        bench.ensure_plugin()
+        print(f"bench/scale.py against {bench.api.server} ({os.cpu_count()} CPUs, "
+              f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB); "
+              f"Django DEBUG as settings default; watcher debounce 0.5 s; no PROMETHEUS_URL", flush=True)
+        for n in sizes:
+            n_pods = n * args.pods_per_node
+            log(f"building {n} nodes / {n_pods} pods")
+            build = bench.grow(n, n_pods)
+            r = bench.measure(n, n_pods)
+            r["build_s"] = build
+            report(r, {})
+    except KeyboardInterrupt:
+        print("\ninterrupted: cleaning up", file=sys.stderr)
+        code = 130
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        bench.cleanup()
+    return code
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        sys.exit(worker_main())
+    if len(sys.argv) > 2 and sys.argv[1] == "--first":
+        sys.exit(first_main(sys.argv[2]))
+    sys.exit(main())
