@@ -248,11 +248,17 @@ def cordoned(inputs: HealthInputs) -> Iterable[Problem]:
 
 @check("quota-over-total", gettext_lazy("Quota over the Total"))
 def quota_over_total(inputs: HealthInputs) -> Iterable[Problem]:
+    owners = _owners(inputs.snapshot)
     for row in inputs.ledger.by_resource:
         if row.allocated > row.logical:
+            holders = sorted(((ns, per[row.resource]) for ns, per in inputs.ledger.allocated_by_namespace.items()
+                              if per.get(row.resource)), key=lambda x: (-x[1], x[0]))
+            held = "; ".join(_("%(ws)s (owner %(owner)s): %(n)d") % {"ws": ns, "owner": owners.get(ns) or "?", "n": n}
+                             for ns, n in holders)
             yield Problem("bad", "quota-over-total", row.resource,
                           _("Allocated quota %(a)d exceeds the Total %(t)d.") % {"a": row.allocated,
-                                                                                  "t": row.logical},
+                                                                                  "t": row.logical}
+                          + (" " + _("Held by: %(held)s.") % {"held": held} if held else ""),
                           _("Replicas were lowered or nodes converted: lower Workspace quotas of this type."),
                           subject_type=RESOURCE)
 

@@ -141,6 +141,14 @@ def test_quota_over_total_is_about_a_resource():
     problems = found(snap)
     assert triples(problems) == [(GPU, "quota-over-total", "bad")]
     assert problems[0].node == "" and problems[0].subject_url == ""
+    assert "Held by: ws-a (owner ?): 2; ws-b (owner ?): 1." in problems[0].message
+
+
+def test_quota_over_total_names_the_owners():
+    snap = snapshot([node("ex-1", physical=1)], quotas=[quota("ws-a", {GPU: 2})])
+    snap.namespaces = [{"metadata": {"name": "ws-a", "labels": {"brick.cloud/owner": "alice"}}}]
+    (problem,) = found(snap)
+    assert "ws-a (owner alice): 2" in problem.message
 
 
 def test_manifest_drift_from_the_gathered_drift_items():
