@@ -231,6 +231,7 @@ class Api:
 
             s = requests.Session()
             s.verify = self.ca
+            s.trust_env = False  # REQUESTS_CA_BUNDLE / proxies from the environment would override the lab's CA
             s.headers.update({"Authorization": f"Bearer {self.token}", "Accept": "application/json",
                               "User-Agent": "brickadmin-bench-scale"})
             s.mount("https://", HTTPAdapter(pool_connections=2, pool_maxsize=4))

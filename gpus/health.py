@@ -94,15 +94,17 @@ class HealthCheck:
     # "cluster": computed from the cluster when the view is published; "records": from the
     # product's own records when a page is read (they change without the cluster changing).
     reads: str = "cluster"
+    explain: str = ""  # the in-app help: symptom, cause, fix in a sentence or two
 
 
 REGISTRY: dict[str, HealthCheck] = {}
 
 
-def check(kind: str, title, *, reads: str = "cluster"):
-    """Register a check (in definition order) under the kind of problem it reports."""
+def check(kind: str, title, *, reads: str = "cluster", explain=""):
+    """Register a check (in definition order) under the kind of problem it reports;
+    ``explain`` is its entry on the Help page."""
     def register(fn):
-        REGISTRY[kind] = HealthCheck(kind, title, fn, reads)
+        REGISTRY[kind] = HealthCheck(kind, title, fn, reads, explain)
         return fn
     return register
 
@@ -156,7 +158,10 @@ def summary(found: list[Problem]) -> list[Group]:
 
 # --- the checks ---------------------------------------------------------------------
 
-@check("stale-allocatable", gettext_lazy("Stale resource still allocatable"))
+@check("stale-allocatable", gettext_lazy("Stale resource still allocatable"),
+       explain=gettext_lazy("The previous mode's resource is still allocatable on a converted node, so the "
+                            "scheduler can place pods there that the kubelet then refuses. Remove it from node "
+                            "status (step 5 of A/B) and recreate any pod that failed."))
 def stale_allocatable(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         for r in n.stale:
@@ -169,7 +174,9 @@ def stale_allocatable(inputs: HealthInputs) -> Iterable[Problem]:
                                 "recreate any pod that failed."))
 
 
-@check("stale-capacity", gettext_lazy("Stale resource left in capacity"))
+@check("stale-capacity", gettext_lazy("Stale resource left in capacity"),
+       explain=gettext_lazy("The previous mode's resource is left in capacity with allocatable 0. Harmless for "
+                            "scheduling; clean it up with the status patch of A/B."))
 def stale_capacity(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         for r in n.stale:
@@ -179,7 +186,9 @@ def stale_capacity(inputs: HealthInputs) -> Iterable[Problem]:
                               _("Harmless for scheduling; remove it with the status patch of step 5."))
 
 
-@check("label-typo", gettext_lazy("Unrecognised sharing label"))
+@check("label-typo", gettext_lazy("Unrecognised sharing label"),
+       explain=gettext_lazy("The sharing label is neither none nor timeslicing, so no device plugin serves the "
+                            "node and it exposes no GPU. Set it exactly, through procedure A or B."))
 def label_typo(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         if n.convention == "brick" and n.mode == "unlabelled":
@@ -210,7 +219,10 @@ def _why_no_plugin(n, daemonsets: list[dict]) -> str:
     return ""
 
 
-@check("plugin-missing", gettext_lazy("Device plugin not running"))
+@check("plugin-missing", gettext_lazy("Device plugin not running"),
+       explain=gettext_lazy("No running device-plugin pod on a GPU node: it exposes no GPU. Usually a DaemonSet "
+                            "lacks a toleration for the node's taint, or no DaemonSet selects its labels; the "
+                            "finding names which."))
 def plugin_missing(inputs: HealthInputs) -> Iterable[Problem]:
     daemonsets = getattr(inputs.snapshot, "plugin_daemonsets", None) or []
     for n in inputs.ledger.nodes:
@@ -224,7 +236,9 @@ def plugin_missing(inputs: HealthInputs) -> Iterable[Problem]:
                             "both DaemonSets' tolerations identical in the managed manifest and apply it."))
 
 
-@check("replicas-not-reflected", gettext_lazy("Replicas not reflected"))
+@check("replicas-not-reflected", gettext_lazy("Replicas not reflected"),
+       explain=gettext_lazy("The time-slicing config changed but the plugin still advertises the old replicas: "
+                            "the rollout restart was skipped. Run procedure C (it restarts the plugin)."))
 def replicas_not_reflected(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         if n.mode == "timeslicing" and n.replicas != n.configured_replicas and n.plugin_state == "running":
@@ -235,7 +249,9 @@ def replicas_not_reflected(inputs: HealthInputs) -> Iterable[Problem]:
                             "plugin."), "C")
 
 
-@check("cordoned", gettext_lazy("Cordoned node"))
+@check("cordoned", gettext_lazy("Cordoned node"),
+       explain=gettext_lazy("A cordoned node takes no new pods. If no procedure or maintenance is in progress, "
+                            "uncordon it."))
 def cordoned(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         if n.cordoned:
@@ -246,7 +262,9 @@ def cordoned(inputs: HealthInputs) -> Iterable[Problem]:
                             "kubectl uncordon %(node)s.") % {"node": n.name})
 
 
-@check("quota-over-total", gettext_lazy("Quota over the Total"))
+@check("quota-over-total", gettext_lazy("Quota over the Total"),
+       explain=gettext_lazy("Workspace quotas of a type add up to more than the cluster offers (after lowering "
+                            "replicas or converting nodes). Lower the quotas of the Workspaces named."))
 def quota_over_total(inputs: HealthInputs) -> Iterable[Problem]:
     owners = _owners(inputs.snapshot)
     for row in inputs.ledger.by_resource:
@@ -268,7 +286,10 @@ def uses_operator_convention(ledger) -> bool:
     return bool(ledger.nodes) and all(n.convention != "brick" for n in ledger.nodes)
 
 
-@check("manifest-drift", gettext_lazy("Device plugin differs from the managed manifest"))
+@check("manifest-drift", gettext_lazy("Device plugin differs from the managed manifest"),
+       explain=gettext_lazy("The live device-plugin objects differ from the managed manifest (an edit by hand, or"
+                            " a version not applied). Apply the manifest, or save the live change as a version "
+                            "first."))
 def manifest_drift(inputs: HealthInputs) -> Iterable[Problem]:
     """Live device-plugin objects that differ from the managed manifest (someone used
     kubectl edit, or a version was saved but not applied)."""
@@ -284,7 +305,9 @@ def manifest_drift(inputs: HealthInputs) -> Iterable[Problem]:
                       subject_type=MANIFEST)
 
 
-@check("convention", gettext_lazy("GPU Operator convention"))
+@check("convention", gettext_lazy("GPU Operator convention"),
+       explain=gettext_lazy("The cluster follows the GPU Operator convention: its own objects run the plugin, so "
+                            "BRICK's are not expected. Nothing to do."))
 def convention(inputs: HealthInputs) -> Iterable[Problem]:
     """Said once, so that the absent BRICK device-plugin objects are not reported as problems."""
     if uses_operator_convention(inputs.ledger) and any(d.state == "missing" for d in inputs.drift or []):
@@ -295,7 +318,9 @@ def convention(inputs: HealthInputs) -> Iterable[Problem]:
                         "way."), subject_type=RESOURCE)
 
 
-@check("run-left-cordoned", gettext_lazy("Left cordoned by a stopped run"), reads="records")
+@check("run-left-cordoned", gettext_lazy("Left cordoned by a stopped run"), reads="records",
+       explain=gettext_lazy("A run stopped (failed, cancelled or interrupted) after cordoning its node. Resume it"
+                            " to finish, or restore the node from the run's page."))
 def run_left_cordoned(inputs: HealthInputs) -> Iterable[Problem]:
     for run, node_cordoned in inputs.stopped_runs:
         if node_cordoned:
@@ -309,7 +334,9 @@ def run_left_cordoned(inputs: HealthInputs) -> Iterable[Problem]:
 CHECKLIST_WAIT = timedelta(days=1)
 
 
-@check("checklist-waiting", gettext_lazy("Waiting for a checklist"), reads="records")
+@check("checklist-waiting", gettext_lazy("Waiting for a checklist"), reads="records",
+       explain=gettext_lazy("A node addition waits for its build checklist to be confirmed. Confirm it on the "
+                            "run's page once the driver and runtime are installed."))
 def checklist_waiting(inputs: HealthInputs) -> Iterable[Problem]:
     now = inputs.now or datetime.now(dt_timezone.utc)
     for run, _cordoned in inputs.stopped_runs:
@@ -337,7 +364,10 @@ def _pod_words(pod: dict, owners: dict) -> dict:
     return {"pod": f"{ns}/{md.get('name', '')}", "ws": ns, "owner": owners.get(ns) or "?"}
 
 
-@check("pod-admission-failed", gettext_lazy("GPU pod refused by the kubelet"))
+@check("pod-admission-failed", gettext_lazy("GPU pod refused by the kubelet"),
+       explain=gettext_lazy("The kubelet refused a GPU pod (UnexpectedAdmissionError): it asked for more than one"
+                            " shared GPU, or landed on a stale resource. The finding says which; the pod must be "
+                            "recreated."))
 def pod_admission_failed(inputs: HealthInputs) -> Iterable[Problem]:
     """Pods the kubelet refused (UnexpectedAdmissionError), explained by their cause."""
     from brickadmin.cluster.deviceplugin import pod_gpu_requests
@@ -372,7 +402,9 @@ def pod_admission_failed(inputs: HealthInputs) -> Iterable[Problem]:
                       subject_type=NODE if node_name else RESOURCE)
 
 
-@check("pod-pending-no-resource", gettext_lazy("GPU pod waiting for a resource no node offers"))
+@check("pod-pending-no-resource", gettext_lazy("GPU pod waiting for a resource no node offers"),
+       explain=gettext_lazy("A pod waits for a GPU resource that no node offers any more, after a conversion. "
+                            "Convert a node back or move the Workspace to the type offered now."))
 def pod_pending_no_resource(inputs: HealthInputs) -> Iterable[Problem]:
     """Pods Pending for a GPU resource that no node serves any more (after a conversion)."""
     from brickadmin.cluster.deviceplugin import pod_gpu_requests

@@ -70,7 +70,7 @@ def node_detail(request, name):
 def help_page(request):
     from ..templatetags.brick import GLOSSARY
 
-    return render(request, "gpus/help.html", {"glossary": GLOSSARY})
+    return render(request, "gpus/help.html", {"glossary": GLOSSARY, "findings": health_mod.REGISTRY.values()})
 
 
 @require_GET

@@ -288,3 +288,12 @@ def test_drift_from_the_snapshot_is_the_live_drift(load_scenario):
     from_snapshot = health_inputs(ClusterView(snap, ledger.compute(snap))).drift
     assert from_snapshot == manifest.drift(manifest.parse(manifest.current().content), demo)
     assert any(d.state != "in-sync" for d in from_snapshot)
+
+
+@pytest.mark.django_db
+def test_every_finding_has_an_entry_on_the_help_page(alice_client):
+    from django.utils.html import escape
+
+    html = alice_client.get(reverse("help")).content.decode()
+    for entry in health.REGISTRY.values():
+        assert f'id="finding-{entry.kind}"' in html and str(entry.explain) and escape(str(entry.explain)) in html
