@@ -48,12 +48,17 @@ export BRICK_LAB_PYTHON="$PY"
 
 # --- the lab -----------------------------------------------------------------------------------
 u0=$(date +%s)
+# Tear down what this run starts (a lab that was already up is someone else's: left alone),
+# unless BRICK_LAB_KEEP=1 keeps it for a later run.
+if lab/status >/dev/null 2>&1; then was_up=1; else was_up=0; fi
 lab/up || die "lab/up failed"
 say "lab up in $(( $(date +%s) - u0 ))s"
 source "${BRICK_LAB_DIR:-/tmp/brickadmin-lab}/env" || die "no lab env file"
 export BRICK_LAB_KUBECONFIG BRICK_LAB_PROMETHEUS_URL BRICK_LAB_GPUSIM_URL BRICK_LAB_DIR BRICK_LAB_KUBECTL
 export CI="${CI:-true}"   # in this script a missing lab is a failure, never a skip
-if [ "${BRICK_LAB_DOWN:-0}" = 1 ]; then trap 'lab/down' EXIT; fi
+if [ "${BRICK_LAB_DOWN:-0}" = 1 ] || { [ "$was_up" = 0 ] && [ "${BRICK_LAB_KEEP:-0}" != 1 ]; }; then
+  trap 'lab/status | tail -1; lab/down >/dev/null && say "lab down (it was started by this run; BRICK_LAB_KEEP=1 keeps it)"' EXIT
+fi
 
 # --- the lab tests -----------------------------------------------------------------------------
 "$PY" -m pytest tests/lab -m lab -q -p no:cacheprovider
@@ -67,6 +72,5 @@ if [ "${BRICK_LAB_ONLY_OWN:-0}" != 1 ]; then
   rc2=$?
   [ $rc2 = 5 ] && rc2=0   # none there is fine
 fi
-lab/status | tail -1
 say "lab tests exit $rc (tests/lab) and $rc2 (other lab tests), total $(( $(date +%s) - t0 ))s"
 [ $rc = 0 ] && [ $rc2 = 0 ]
