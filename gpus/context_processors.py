@@ -1,4 +1,5 @@
 from django.conf import settings
+from django.db import DatabaseError
 
 from .clusterview import freshness
 
@@ -8,4 +9,7 @@ def view_freshness(request):
     (one query, for signed-in users only)."""
     if not getattr(request, "user", None) or not request.user.is_authenticated:
         return {}
-    return {"freshness": freshness(live=settings.BRICK_CLUSTER == "twin")}
+    try:
+        return {"freshness": freshness(live=settings.BRICK_CLUSTER == "twin")}
+    except DatabaseError:  # the page that says the database is unavailable must still render
+        return {}
