@@ -198,3 +198,9 @@ def test_restore_is_not_a_wizard_on_the_procedure_index(twin, admin_client):
     # opened by hand, its plan refuses to run without a stopped run to undo
     html = admin_client.get(reverse("wizard_plan", args=[proc.code]), {"node": NODE}).content.decode()
     assert "started from the page of the run it undoes" in html or "does not apply" in html
+
+
+def test_restore_is_for_admins_only(stopped_after_label, alice_client, twin):
+    r = alice_client.post(reverse("run_restore", args=[stopped_after_label.pk]))
+    assert r.status_code == 403 and ProcedureRun.objects.count() == 1
+    assert twin.get_node(NODE)["spec"].get("unschedulable")  # still as the stopped run left it
