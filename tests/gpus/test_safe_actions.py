@@ -97,7 +97,11 @@ def test_more_gpu_pods_at_run_time_than_acknowledged_stops_at_the_precheck(busy,
     assert {"train-0", "notebook", "cpu-only", "agent", "late"} <= left
 
 
-def test_terminal_flag_acknowledges_the_count(busy, capsys):
+def test_terminal_plan_lists_the_pods_and_the_flag_acknowledges_the_count(busy, capsys):
+    call_command("procedure", "plan", "A", "--node", NODE)
+    out = capsys.readouterr().out
+    assert "- ws-alice/train-0 · Workspace ws-alice · owner alice · GPU nvidia.com/gpu 1" in out
+    assert "I understand 2 GPU pods will be evicted. (--acknowledge-evictions 2)" in out
     call_command("procedure", "run", "A", "--node", NODE, "--acknowledge-evictions", "2", "--inline")
     assert ProcedureRun.objects.get().status == "succeeded"
 
