@@ -1,3 +1,5 @@
+from dataclasses import dataclass
+
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
@@ -35,12 +37,43 @@ class WizardForm(forms.Form):
 
     def params(self):
         d = self.cleaned_data
-        return {p.name: (bool(d.get(p.name)) if p.confirm else d[p.name]) for p in self.proc.params}
+        return {p.name: (_confirmation(d.get(p.name)) if p.confirm else d[p.name]) for p in self.proc.params}
 
-    def missing_confirmations(self, needs_ack: bool) -> list[str]:
-        """Why the run cannot start yet: a plan-page confirmation left unticked."""
-        return [str(p.refusal) for p in self.proc.confirm_params
-                if (p.confirm == "always" or (p.confirm == "ack" and needs_ack)) and not self.cleaned_data.get(p.name)]
+    def confirmations(self, checks) -> list["Confirmation"]:
+        """The plan page's checkboxes: each "always" confirmation, and each "ack" one a
+        pre-check asks for (with the check's own text and the count it names)."""
+        out = []
+        for p in self.proc.confirm_params:
+            asking = [c for c in checks if c.asks_for(p.name)]
+            if p.confirm == "always" or asking:
+                field = self[p.name]
+                label = next((c.ack_label for c in asking if c.ack_label), "") or field.label
+                count = max((c.ack_count for c in asking), default=0)
+                out.append(Confirmation(p.name, field.html_name, label, str(count) if count else "on",
+                                        [c for c in asking], p))
+        return out
+
+    def missing_confirmations(self, checks) -> list[str]:
+        """Why the run cannot start yet: a plan-page confirmation left unticked, or one
+        naming fewer GPU pods than the pre-check now finds."""
+        params = self.params()
+        return [str(c.param.refusal) for c in self.confirmations(checks)
+                if not params.get(c.name) or not all(k.acknowledged(params.get(c.name)) for k in c.checks)]
+
+
+def _confirmation(value):
+    """A ticked checkbox is True; one carrying a count (GPU pods to evict) keeps the number."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else bool(value)
+
+
+@dataclass
+class Confirmation:
+    name: str
+    html_name: str
+    label: str
+    value: str  # what the checkbox sends ("on", or the count it acknowledges)
+    checks: list
+    param: object
 
 
 class RunFilterForm(forms.Form):

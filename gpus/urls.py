@@ -19,6 +19,7 @@ urlpatterns = [
     path("runs/<int:pk>/progress/", runs.run_progress, name="run_progress"),
     path("runs/<int:pk>/cancel/", runs.run_cancel, name="run_cancel"),
     path("runs/<int:pk>/resume/", runs.run_resume, name="run_resume"),
+    path("runs/<int:pk>/restore/", runs.run_restore, name="run_restore"),
     path("runs/<int:pk>/checklist/", runs.run_confirm_checklist, name="run_confirm_checklist"),
     path("runs/<int:pk>/audit.json", runs.run_audit_json, name="run_audit_json"),
     path("runs/<int:pk>/audit.csv", runs.run_audit_csv, name="run_audit_csv"),

@@ -121,6 +121,7 @@ class Decision(AppendOnlyModel):
         JOB_APPROVE = "job_approve", _("Approved Job")
         JOB_FAILED = "job_failed", _("Job submission failed")
         JOB_REJECT = "job_reject", _("Rejected Job")
+        JOB_CANCEL = "job_cancel", _("Cancelled Job")
         SETTING = "setting", _("Changed a setting")
         LIMIT = "limit", _("Changed a limit")
 
@@ -171,6 +172,7 @@ class WorkspaceJob(models.Model):
         REJECTED = "rejected", _("Rejected")
         SUBMITTED = "submitted", _("Submitted to the cluster")
         FAILED = "failed", _("Submission failed")
+        CANCELLED = "cancelled", _("Cancelled")
 
     workspace = models.ForeignKey(WorkspaceRequest, on_delete=models.PROTECT, related_name="jobs")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="workspace_jobs")
@@ -195,3 +197,12 @@ class WorkspaceJob(models.Model):
     @property
     def k8s_name(self) -> str:
         return f"brick-job-{self.pk}"
+
+    @property
+    def cancellable(self) -> bool:
+        """Waiting for approval (withdrawn) or sent to the cluster (deleted there)."""
+        return self.status in (self.Status.PENDING, self.Status.SUBMITTED)
+
+    def visible_to(self, user) -> bool:
+        """Its owner and admins see and cancel it; nobody else."""
+        return bool(user.is_staff or (self.owner_id and self.owner_id == user.pk))

@@ -30,7 +30,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from brickadmin.cluster import ClusterError, Conflict, get_gateway
+from brickadmin.cluster import ClusterError, Conflict, NotFound, get_gateway
 from brickadmin.cluster.vocabulary import HOSTNAME_LABEL, MIG_PREFIX, NVIDIA_PREFIX, PLUGIN_NAMESPACE
 from gpus import ledger as ledger_mod
 
@@ -503,6 +503,31 @@ def reject_job(job_id: int, actor, reason: str) -> WorkspaceJob:
                 status=WorkspaceJob.Status.REJECTED, decided_by_name=actor.get_username(), rejection_reason=reason):
             raise WorkspaceError(_("This Job was already decided."))
         _record(actor, Decision.Action.JOB_REJECT, job=job, subject=job.k8s_name, amount=job.gpu, detail=reason)
+    job.refresh_from_db()
+    return job
+
+
+def cancel_job(job_id: int, actor) -> WorkspaceJob:
+    """Cancel a Job: one waiting for approval is withdrawn; one sent to the cluster is
+    deleted there (with its pods). Recorded as a decision with who did it."""
+    with transaction.atomic():
+        job = WorkspaceJob.objects.select_related("workspace").get(pk=job_id)
+        was = job.status
+        if not WorkspaceJob.objects.filter(pk=job.pk, status__in=[WorkspaceJob.Status.PENDING,
+                                                                  WorkspaceJob.Status.SUBMITTED]).update(
+                status=WorkspaceJob.Status.CANCELLED, decided_by_name=actor.get_username()):
+            raise WorkspaceError(_("This Job is not waiting or running, so there is nothing to cancel."))
+        if was == WorkspaceJob.Status.SUBMITTED:
+            # Inside the transaction: when the cluster refuses, the Job stays as it was.
+            try:
+                get_gateway().delete("batch/v1", "Job", job.k8s_name, job.workspace.namespace)
+            except NotFound:
+                pass  # already gone from the cluster: cancelled all the same
+            detail = _("deleted from the cluster (namespace %(ns)s)") % {"ns": job.workspace.namespace}
+        else:
+            detail = _("withdrawn before approval")
+        _record(actor, Decision.Action.JOB_CANCEL, job=job, workspace=job.workspace, subject=job.k8s_name,
+                amount=job.gpu, detail=detail)
     job.refresh_from_db()
     return job
 

@@ -9,6 +9,7 @@ urlpatterns = [
     path("jobs/", views.job_list, name="job_list"),
     path("jobs/new/", views.job_create, name="job_create"),
     path("jobs/<int:pk>/", views.job_detail, name="job_detail"),
+    path("jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),
     # admins
     path("approvals/", views.approval_queue, name="approval_queue"),
     path("approvals/<int:pk>/approve/", views.approve_request, name="approve_request"),

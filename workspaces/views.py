@@ -74,15 +74,22 @@ def workspace_detail(request, pk):
 
 # --- users: Jobs ------------------------------------------------------------------
 
+def _jobs_for(user):
+    """An admin sees every Job; a user only their own."""
+    rows = WorkspaceJob.objects.select_related("workspace")
+    return rows if user.is_staff else rows.filter(owner=user)
+
+
 @require_GET
 def job_list(request):
-    rows = WorkspaceJob.objects.filter(owner=request.user).select_related("workspace")
+    rows = _jobs_for(request.user)
     page = Paginator(rows, settings.PAGE_SIZE).get_page(request.GET.get("page"))
     cluster = _cluster_jobs_or_banner(request)
     for job in page:
         job.cluster_state = services.job_state((cluster or {}).get((job.workspace.namespace, job.k8s_name))) \
             if cluster is not None else None
-    return render(request, "workspaces/job_list.html", {"page": page, "cluster_ok": cluster is not None})
+    return render(request, "workspaces/job_list.html", {"page": page, "cluster_ok": cluster is not None,
+                                                        "all_users": request.user.is_staff})
 
 
 @require_http_methods(["GET", "POST"])
@@ -115,10 +122,26 @@ def job_create(request):
 
 @require_GET
 def job_detail(request, pk):
-    job = get_object_or_404(WorkspaceJob.objects.select_related("workspace"), pk=pk, owner=request.user)
+    job = get_object_or_404(_jobs_for(request.user), pk=pk)
     cluster = _cluster_jobs_or_banner(request)
     job.cluster_state = services.job_state((cluster or {}).get((job.workspace.namespace, job.k8s_name)))
     return render(request, "workspaces/job_detail.html", {"job": job, "cluster_ok": cluster is not None})
+
+
+@require_POST
+def job_cancel(request, pk):
+    """The owner or an admin cancels a Job (deleted from the cluster once sent; recorded)."""
+    job = get_object_or_404(_jobs_for(request.user), pk=pk)
+    try:
+        services.cancel_job(job.pk, request.user)
+    except services.WorkspaceError as exc:
+        messages.error(request, str(exc))
+    except ClusterError as exc:
+        messages.error(request, _("%(name)s was not cancelled: the cluster refused (%(why)s).") % {
+            "name": job.k8s_name, "why": exc})
+    else:
+        messages.success(request, _("Job %(name)s cancelled.") % {"name": job.k8s_name})
+    return redirect("job_detail", pk=job.pk)
 
 
 def _cluster_jobs_or_banner(request):
@@ -139,10 +162,9 @@ def _queue_context(request, forms_by_pk=None):
     page = Paginator(pending, settings.PAGE_SIZE).get_page(request.GET.get("page"))
     forms_by_pk = forms_by_pk or {}
     for req in page:
-        fitting = next((c for c in choices if req.gpu <= c.available), choices[0] if choices else None)
+        # Nothing pre-selected: the admin chooses the GPU type (the form says so when none is).
         req.approve_form = forms_by_pk.get(("approve", req.pk)) or ApproveForm(
-            request_obj=req, choices=choices, prefix=f"r{req.pk}",
-            initial={"resource": fitting.resource if fitting else ""})
+            request_obj=req, choices=choices, prefix=f"r{req.pk}")
         req.reject_form = forms_by_pk.get(("reject", req.pk)) or RejectForm(prefix=f"r{req.pk}")
         req.choice_rows = [{"c": c, "leaves": c.leaves(req.gpu), "physical": c.physical_text(req.gpu),
                             "fits": req.gpu <= c.available} for c in choices]

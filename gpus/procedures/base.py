@@ -38,17 +38,35 @@ class Outcome:
 @dataclass
 class Check:
     """A verification or pre-check result. level: ok | warn | block | ack (needs an
-    explicit acknowledgement) | info."""
+    explicit acknowledgement) | info.
+
+    An "ack" check names the plan-page confirmation it needs (``ack``: a Param of the
+    procedure declared with ``confirm="ack"``; "" = every such Param), optionally with its
+    own checkbox text (``ack_label``) and a number the acknowledgement must cover
+    (``ack_count``: the checkbox carries it, and a later count above it is not covered)."""
 
     ok: bool
     detail: str = ""
     fix: str = ""
     level: str = ""
     items: list[str] = field(default_factory=list)
+    ack: str = ""
+    ack_label: str = ""
+    ack_count: int = 0
 
     def __post_init__(self):
         if not self.level:
             self.level = "ok" if self.ok else "block"
+
+    def asks_for(self, param_name: str) -> bool:
+        """Whether this check needs the confirmation ``param_name``."""
+        return self.level == "ack" and self.ack in ("", param_name)
+
+    def acknowledged(self, value) -> bool:
+        """Whether a confirmation's value covers this check (a count must be at least ours)."""
+        if self.ack_count:
+            return isinstance(value, int) and not isinstance(value, bool) and value >= self.ack_count
+        return bool(value)
 
 
 class StepFailed(Exception):
@@ -123,6 +141,9 @@ class ProcedureDef:
     description = ""  # one paragraph on the procedure index and pick page
     action_label = ""  # the button on a node's page ("" = not offered there)
     needs_node = True
+    listed = True  # offered on the procedure index as a wizard (False: started from elsewhere, e.g. Restore)
+    restorable = False  # a finished run of it may offer "Restore the node" (node_before is recorded)
+    restores = False  # it is "Restore the node" (params: restore_of, labels, uncordon)
     cluster_wide = False  # takes the cluster-wide lock: runs beside no other run
     checklist = ""  # text of the manual checklist the admin confirms ("" = none)
     params: tuple[Param, ...] = ()

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from django import forms
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, ngettext
 
 from brickadmin import metrics
 from brickadmin.cluster import vocabulary as vocab
-from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
+from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE, pod_gpu_requests
 from brickadmin.cluster.snapshot import take_snapshot
 
 from .. import ledger as ledger_mod
@@ -51,17 +51,45 @@ class PrecheckStep(Step):
     def kubectl(self, run):
         return self.proc.precheck_kubectl(run)
 
+    def ensure(self, ctx):
+        """Before anything changes: record the node as it is (what "Restore the node" puts back)."""
+        if self.proc.restorable and ctx.node:
+            from brickadmin.cluster import NotFound
+
+            try:
+                before = node_state(ctx.gateway.get_node(ctx.node))
+            except NotFound:
+                return Outcome()
+            labels = ", ".join(f"{k}={v if v is not None else '-'}" for k, v in before["labels"].items())
+            ctx.remember(NODE_BEFORE, before, _("Node before the run: %(labels)s; %(state)s") % {
+                "labels": labels, "state": _("cordoned") if before["unschedulable"] else _("schedulable")})
+        return Outcome()
+
     def verify(self, ctx):
         checks = self.proc.prechecks(ctx.gateway, ctx.node, ctx.params)
         detail = "\n".join(f"[{c.level}] {c.detail}" for c in checks)
         blocks = [c for c in checks if c.level == "block"]
         if blocks:
             return Check(False, detail, " ".join(c.fix or c.detail for c in blocks))
-        acks = [c for c in checks if c.level == "ack"]
-        if acks and not ctx.params.get("acknowledged"):
-            return Check(False, detail, _("This run needs an explicit acknowledgement: %(what)s Start the wizard "
-                                          "again and tick the acknowledgement.") % {"what": acks[0].detail})
+        for c in checks:
+            if c.level != "ack":
+                continue
+            asked = [p.name for p in self.proc.confirm_params if p.confirm == "ack" and c.asks_for(p.name)]
+            if not all(c.acknowledged(ctx.params.get(name)) for name in asked):
+                return Check(False, detail, _("This run needs an explicit acknowledgement: %(what)s Start the wizard "
+                                              "again and tick the acknowledgement.") % {"what": c.detail})
         return Check(True, detail)
+
+
+NODE_BEFORE = "node_before"  # the run event (engine Context.remember) holding the node before the run
+RESTORED_LABELS = (TYPE_LABEL, SHARING_LABEL)  # the labels node procedures change, and Restore puts back
+
+
+def node_state(raw: dict) -> dict:
+    """What a node procedure may change on a node: its GPU labels (None: absent) and whether it is cordoned."""
+    labels = raw["metadata"].get("labels") or {}
+    return {"labels": {k: labels.get(k) for k in RESTORED_LABELS},
+            "unschedulable": bool((raw.get("spec") or {}).get("unschedulable"))}
 
 
 def _ledger(gateway):
@@ -84,9 +112,19 @@ def _ws_list(quotas: dict[str, int], owners: dict[str, str]) -> list[str]:
             for ns, n in sorted(quotas.items(), key=lambda kv: -kv[1])]
 
 
+EVICTIONS_ACK = "evictions_acknowledged"
+EVICTIONS_PARAM = Param(EVICTIONS_ACK, lambda: forms.IntegerField(
+    required=False, min_value=0, label=gettext_lazy("I understand the GPU pods listed will be evicted.")),
+    confirm="ack", cli="--acknowledge-evictions",
+    refusal=gettext_lazy("Tick the acknowledgement that names how many GPU pods will be evicted (if the number "
+                         "changed since the plan was shown, look at the list again)."))
+
+
 class _Conversion(ProcedureDef):
     target = ""  # sharing label value after the conversion
     source_mode = ""
+    restorable = True
+    params = (EVICTIONS_PARAM,)
 
     def steps(self, params):
         v = self.target
@@ -113,11 +151,40 @@ class _Conversion(ProcedureDef):
         blocker = self._untolerated_taints(gateway, node)
         if blocker:
             checks.append(blocker)
-        pods = [r for r in n.resources.values() if r.requested]
-        if pods:
-            checks.append(Check(True, _("GPU pods on %(node)s will be evicted: %(res)s") % {
-                "node": node, "res": ", ".join(f"{r.resource} {r.requested}" for r in pods)}, level="warn"))
+        checks.extend(self._blast_radius(gateway, node))
         return checks
+
+    def _blast_radius(self, gateway, node):
+        """Every pod the drain will evict (the drain's own rule, read live), with its
+        Workspace, owner and GPU request; GPU pods need an acknowledgement naming their count."""
+        namespaces = {ns["metadata"]["name"]: ns["metadata"].get("labels") or {} for ns in gateway.list_namespaces()}
+        pods = [p for p in gateway.list_pods(field_selector=f"spec.nodeName={node}")
+                if not vocab.is_terminal(p) and vocab.drain_decision(p) == vocab.EVICT]
+        rows = []
+        for p in pods:
+            ns = p["metadata"].get("namespace", "")
+            labels = namespaces.get(ns, {})
+            gpus = pod_gpu_requests(p)
+            rows.append((not gpus, vocab.pod_key(p), _("%(pod)s · Workspace %(ws)s · owner %(owner)s · GPU %(gpu)s") % {
+                "pod": vocab.pod_key(p),
+                "ws": ns if labels.get(vocab.WORKSPACE_LABEL) == "true" else _("none (namespace %(ns)s)") % {"ns": ns},
+                "owner": labels.get(vocab.OWNER_LABEL) or "-",
+                "gpu": ", ".join(f"{r} {n}" for r, n in sorted(gpus.items())) or _("none")}))
+        rows.sort()
+        items = [text for _gpu_last, _key, text in rows]
+        gpu_pods = sum(1 for no_gpu, _k, _t in rows if not no_gpu)
+        if gpu_pods:
+            return [Check(True, ngettext("%(n)d GPU pod on %(node)s will be evicted (%(all)d pod(s) in all):",
+                                         "%(n)d GPU pods on %(node)s will be evicted (%(all)d pod(s) in all):",
+                                         gpu_pods) % {"n": gpu_pods, "node": node, "all": len(rows)},
+                          level="ack", items=items, ack=EVICTIONS_ACK, ack_count=gpu_pods,
+                          ack_label=ngettext("I understand %(n)d GPU pod will be evicted.",
+                                             "I understand %(n)d GPU pods will be evicted.", gpu_pods) % {"n": gpu_pods})]
+        if rows:
+            return [Check(True, _("%(n)d pod(s) without a GPU on %(node)s will be evicted:") % {"n": len(rows), "node": node},
+                          level="warn", items=items)]
+        return [Check(True, _("No pod to evict on %(node)s (DaemonSet and mirror pods stay).") % {"node": node},
+                      level="info")]
 
     def _untolerated_taints(self, gateway, node):
         """The target mode's DaemonSet must tolerate the node's taints, or its plugin pod
@@ -175,7 +242,7 @@ class ProcedureB(_Conversion):
                                "fits without the node.")
     action_label = gettext_lazy("Convert to exclusive (B)")
     target = "none"
-    params = (Param("acknowledged", lambda: forms.BooleanField(
+    params = (EVICTIONS_PARAM, Param("acknowledged", lambda: forms.BooleanField(
         required=False, label=gettext_lazy("I have agreed with the affected Workspace owners; their shared GPU pods "
                                            "will stay Pending.")),
         confirm="ack", refusal=gettext_lazy("Tick the acknowledgement to go on."), cli="--acknowledge"),)
@@ -223,7 +290,7 @@ class ProcedureB(_Conversion):
             checks.append(Check(True, _("%(node)s is the only time-slicing node: its shared GPU pods will have "
                                         "nowhere to go and stay Pending. Affected Workspaces: %(ws)s. Agree with "
                                         "their owners first.") % {"node": node, "ws": ", ".join(items) or _("none")},
-                                level="ack", items=items))
+                                level="ack", items=items, ack="acknowledged"))
         return checks
 
 
@@ -507,4 +574,90 @@ class ProcedureD(ProcedureDef):
         return ""
 
 
-BUILT_IN = (ProcedureA(), ProcedureB(), ProcedureC(), ProcedureD())  # registry.py lists them by code
+# --- R: restore a node after a run that stopped ------------------------------------
+
+class RestoreLabels(Step):
+    key = "restore-labels"
+
+    def __init__(self, labels: dict):
+        self.labels = labels
+
+    def _text(self):
+        return ", ".join(f"{k}={v}" if v is not None else _("%(k)s absent") % {"k": k} for k, v in self.labels.items())
+
+    def title(self, run):
+        return _("1. Put back the labels of %(node)s as they were before run #%(id)s: %(labels)s") % {
+            "node": run.node, "id": run.params.get("restore_of"), "labels": self._text() or _("none recorded")}
+
+    def kubectl(self, run):
+        args = " ".join(f"{k}={v}" if v is not None else f"{k}-" for k, v in self.labels.items())
+        return f"kubectl label node {run.node} {args} --overwrite" if args else ""
+
+    def _differs(self, ctx):
+        have = ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}
+        return {k: v for k, v in self.labels.items() if have.get(k) != v}
+
+    def ensure(self, ctx):
+        change = self._differs(ctx)
+        if not change:
+            return Outcome(None, _("labels already as they were before the run"))
+        ctx.gateway.label_node(ctx.node, change)
+        return Outcome({"metadata": {"labels": change}}, f"node/{ctx.node} labeled")
+
+    def verify(self, ctx):
+        left = self._differs(ctx)
+        return Check(not left, self._text() or _("no label to put back"),
+                     _("Set the labels by hand: %(cmd)s") % {"cmd": self.kubectl(ctx)})
+
+
+class RestoreUncordon(Uncordon):
+    def title(self, run):
+        return _("2. Uncordon %(node)s") % {"node": run.node}
+
+
+class ProcedureRestore(ProcedureDef):
+    """Undo what a stopped node run left behind: its node's labels as they were before that
+    run (recorded at its pre-check), and uncordon (unless the node was cordoned before it).
+    Started from the stopped run's page, never from the procedure index."""
+
+    code = "R"
+    label = gettext_lazy("R. Restore a node")
+    description = gettext_lazy("Put a node's GPU labels back as they were before a run that stopped, and "
+                               "uncordon it. Offered on the page of a failed, cancelled or interrupted run.")
+    listed = False
+    restores = True
+
+    def steps(self, params):
+        labels = params.get("labels") or {}
+        steps = [PrecheckStep(self), RestoreLabels(labels)]
+        if params.get("uncordon", True):
+            steps.append(RestoreUncordon())
+        else:
+            steps.append(Skipped("uncordon", _("2. Uncordon"), _("The node was cordoned before the run: it stays "
+                                                                 "cordoned.")))
+        return steps
+
+    def node_choices(self, ledger, snapshot):
+        return []
+
+    def precheck_kubectl(self, run):
+        return f"kubectl get node {run.node} -L {TYPE_LABEL},{SHARING_LABEL}"
+
+    def prechecks(self, gateway, node, params):
+        from brickadmin.cluster import NotFound
+
+        if not params.get("restore_of"):
+            return [Check(False, _("A restore is started from the page of the run it undoes."),
+                          _("Open the failed, cancelled or interrupted run and use Restore the node there."))]
+        try:
+            raw = gateway.get_node(node)
+        except NotFound:
+            return [Check(False, _("No node named %(node)s.") % {"node": node})]
+        now = node_state(raw)
+        labels = ", ".join(f"{k}={v if v is not None else '-'}" for k, v in now["labels"].items())
+        return [Check(True, _("%(node)s now: %(labels)s; %(state)s. Run #%(id)s left it so.") % {
+            "node": node, "labels": labels, "state": _("cordoned") if now["unschedulable"] else _("schedulable"),
+            "id": params["restore_of"]})]
+
+
+BUILT_IN = (ProcedureA(), ProcedureB(), ProcedureC(), ProcedureD(), ProcedureRestore())  # registry.py lists them by code

@@ -114,6 +114,12 @@ class Context:
         """Whether this run already sent something for this step (an earlier attempt)."""
         return StepRun.objects.filter(run_id=self.run.pk, step_key=step_key, sent__isnull=False).exists()
 
+    def remember(self, key: str, value, title: str):
+        """Record a fact of this run for later (a run event whose ``sent`` is {key: value});
+        the latest one is what ``service.remembered`` reads."""
+        record(self.run.pk, step_key=RUN_EVENT, title=title, state=StepState.SUCCEEDED, token=self.token,
+               sent={key: value})
+
     def cancel_requested(self) -> bool:
         return ProcedureRun.objects.filter(pk=self.run.pk, cancel_requested=True).exists()
 

@@ -9,8 +9,10 @@ from django.db.models import F
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from ..models import ACTIVE_STATUSES, RESUMABLE_STATUSES, ProcedureLock, ProcedureRun, RunStatus, StepState
+from ..models import ACTIVE_STATUSES, RESUMABLE_STATUSES, ProcedureLock, ProcedureRun, RunStatus, StepRun, StepState
 from .base import CLUSTER_LOCK
+from .definitions import NODE_BEFORE, node_state
+from .registry import all_procedures, find
 from .registry import get as get_procedure
 from .queue import enqueue
 from .recording import RUN_EVENT, record, record_plan
@@ -148,3 +150,55 @@ def confirm_checklist(run: ProcedureRun, *, actor=None, actor_name: str = "", di
                % {"node": run.node})
 
     return _resume(run, actor=actor, actor_name=actor_name, dispatch=dispatch, before=record_confirmation)
+
+
+# --- Restore the node ---------------------------------------------------------------
+
+def remembered(run: ProcedureRun, key: str):
+    """The latest fact a run recorded with ``Context.remember`` (None: never recorded)."""
+    sent = (StepRun.objects.filter(run_id=run.pk, step_key=RUN_EVENT, sent__has_key=key)
+            .order_by("-seq").values_list("sent", flat=True).first())
+    return (sent or {}).get(key)
+
+
+def restorer():
+    """The procedure that restores a node (None if none is registered)."""
+    return next((p for p in all_procedures() if p.restores), None)
+
+
+def restore_params(run: ProcedureRun, gateway) -> dict | None:
+    """The parameters of a "Restore the node" run for this run, or None when it is not
+    offered: only for a stopped (failed, cancelled, interrupted) run of a restorable node
+    procedure, the latest on its node, whose node is left cordoned or relabelled."""
+    proc = find(run.procedure)
+    if proc is None or not proc.restorable or restorer() is None or not run.node \
+            or run.status not in RESUMABLE_STATUSES:
+        return None
+    later = ProcedureRun.objects.filter(lock_key=run.lock_key, pk__gt=run.pk).exclude(params__restore_of=run.pk)
+    if later.exists():
+        return None
+    before = remembered(run, NODE_BEFORE)
+    now = node_state(gateway.get_node(run.node))
+    if before is None:  # stopped before it recorded the node: only undo its own cordon
+        labels = {}
+        cordoned_by_run = StepRun.objects.filter(run_id=run.pk, intent__request__call="cordon").exists()
+        uncordon = cordoned_by_run
+    else:
+        labels = before.get("labels") or {}
+        uncordon = not before.get("unschedulable")
+    relabelled = any(now["labels"].get(k) != v for k, v in labels.items())
+    if not relabelled and not (uncordon and now["unschedulable"]):
+        return None
+    return {"restore_of": run.pk, "labels": labels, "uncordon": uncordon}
+
+
+@in_record_language
+def start_restore(run: ProcedureRun, gateway, *, actor=None, actor_name: str = "", source: str = "web",
+                  dispatch=True) -> ProcedureRun:
+    """Start "Restore the node" for a stopped run (RunRefused when it is not offered)."""
+    params = restore_params(run, gateway)
+    if params is None:
+        raise RunRefused(_("Nothing to restore: run #%(id)d's node is not left cordoned or relabelled by it, or a "
+                           "later run changed the node.") % {"id": run.pk})
+    return start_run(restorer().code, run.node, params, actor=actor, actor_name=actor_name, source=source,
+                     dispatch=dispatch)

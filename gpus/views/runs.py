@@ -13,6 +13,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
+from brickadmin.cluster import ClusterError, get_gateway
 from brickadmin.permissions import admin_required
 
 from ..forms import RunFilterForm
@@ -46,7 +47,17 @@ def _progress_context(run):
         if any(r["key"] in manual and r["event"].state == "failed" for r in rows):
             checklist = proc.checklist % {"node": run.node}
     return {"run": run, "events": events, "rows": rows, "waits_checklist": bool(checklist), "checklist": checklist,
-            "poll_ms": int(getattr(settings, "BRICK_RUN_POLL_MS", 300))}
+            "poll_ms": int(getattr(settings, "BRICK_RUN_POLL_MS", 300)), "restore": _restore_offer(run)}
+
+
+def _restore_offer(run):
+    """The parameters "Restore the node" would run with, when offered (read live: it decides a write)."""
+    if not run.is_resumable:
+        return None
+    try:
+        return service.restore_params(run, get_gateway())
+    except ClusterError:
+        return None
 
 
 @require_GET
@@ -96,6 +107,27 @@ def run_resume(request, pk):
         else:
             messages.error(request, exc.message)
     return redirect(run)
+
+
+@require_POST
+@admin_required
+def run_restore(request, pk):
+    """Undo what a stopped run left on its node, as an audited run of its own."""
+    run = get_object_or_404(ProcedureRun, pk=pk)
+    try:
+        restore = service.start_restore(run, get_gateway(), actor=request.user)
+    except service.RunRefused as exc:
+        if exc.active:
+            messages.error(request, format_html('{} <a href="{}">{}</a>', exc.message, exc.active.get_absolute_url(),
+                                                _("Open run #%(id)d") % {"id": exc.active.pk}))
+        else:
+            messages.error(request, exc.message)
+        return redirect(run)
+    except ClusterError as exc:
+        messages.error(request, _("The cluster could not be read: %(err)s") % {"err": exc})
+        return redirect(run)
+    messages.success(request, _("Restoring %(node)s as it was before run #%(id)d.") % {"node": run.node, "id": run.pk})
+    return redirect(restore)
 
 
 @require_POST

@@ -63,7 +63,7 @@ def _pick_context(request, proc, form):
 @require_GET
 @admin_required
 def procedure_index(request):
-    procs = [(p.code, p.label, p.description) for p in registry.all_procedures()]
+    procs = [(p.code, p.label, p.description) for p in registry.all_procedures() if p.listed]
     recent = ProcedureRun.objects.all()[:10]
     return render(request, "gpus/wizards/index.html", {"procs": procs, "recent": recent})
 
@@ -84,7 +84,7 @@ def _plan_context(proc, form):
     blocked = any(c.level == "block" for c in checks)
     needs_ack = any(c.level == "ack" for c in checks)
     active = service.active_run_for(proc.lock_key(node)) or service.active_run_for(CLUSTER_LOCK)
-    confirms = [form[p.name] for p in proc.confirm_params if p.confirm == "always" or (p.confirm == "ack" and needs_ack)]
+    confirms = form.confirmations(checks)
     hidden = [(p.name, params[p.name]) for p in proc.pick_params]
     return {"proc": proc, "code": proc.code, "proc_label": proc.label, "node": node, "params": params, "form": form,
             "checks": checks, "steps": steps, "blocked": blocked, "needs_ack": needs_ack, "active": active,
@@ -118,7 +118,7 @@ def wizard_start(request, code):
     errors = []
     if ctx["blocked"]:
         errors.append(_("The pre-check blocks this run; fix what it says first."))
-    errors += form.missing_confirmations(ctx["needs_ack"])
+    errors += form.missing_confirmations(ctx["checks"])
     if errors:
         ctx["errors"] = errors
         return render(request, "gpus/wizards/plan.html", ctx, status=400)

@@ -25,7 +25,8 @@ def test_run_inline_writes_the_record(twin, capsys):
 
 def test_failed_run_exits_1_and_resume_completes(demo, capsys):
     with pytest.raises(SystemExit) as exc:
-        call_command("procedure", "run", "B", "--node", "gpu-a30-03", "--inline")
+        # its 2 GPU pods are acknowledged (the plan names them); the PDB then blocks the drain
+        call_command("procedure", "run", "B", "--node", "gpu-a30-03", "--acknowledge-evictions", "2", "--inline")
     assert exc.value.code == 1
     run = ProcedureRun.objects.get()
     assert run.status == "failed" and "tokenizer-svc-pdb" in capsys.readouterr().out

@@ -143,7 +143,7 @@ def test_d_refuses_existing_gpu_node(twin):
 
 
 def test_drain_blocked_by_pdb_names_the_pod_and_budget(demo):
-    run = run_now("B", "gpu-a30-03")
+    run = run_now("B", "gpu-a30-03", {"evictions_acknowledged": 2})  # its 2 GPU pods, acknowledged
     # the B pre-check passes in demo? if not, the drain test uses A on a time-slicing-free path
     assert run.status == "failed"
     failed = run.steps.filter(state="failed").exclude(step_key=engine.RUN_EVENT).last()
@@ -154,7 +154,7 @@ def test_drain_blocked_by_pdb_names_the_pod_and_budget(demo):
 
 
 def test_resume_after_failure_continues_from_failed_step(demo):
-    run = run_now("B", "gpu-a30-03")
+    run = run_now("B", "gpu-a30-03", {"evictions_acknowledged": 2})  # its 2 GPU pods, acknowledged
     assert run.status == "failed"
     done_before = set(engine.completed_steps(run.pk))
     # the owner relaxes the budget

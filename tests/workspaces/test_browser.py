@@ -29,9 +29,12 @@ def test_request_approve_shared_and_see_it(browser, live_server, load_scenario, 
     card = admin.locator("[data-testid=request-team-browser]")
     assert "alice" in card.inner_text()
     card.locator("input[type=radio][value='nvidia.com/gpu.shared']").check()
+    asked = []
+    admin.once("dialog", lambda d: (asked.append(d.message), d.accept()))  # approving asks once
     card.locator("[data-testid=approve]").click()
     admin.wait_for_load_state()
     assert "team-browser approved." in admin.inner_text(".messages")
+    assert len(asked) == 1 and "team-browser" in asked[0]
 
     user.goto(f"{live_server.url}/workspaces/")
     row = user.locator("[data-testid=ws-team-browser]")

@@ -142,8 +142,13 @@ class Command(BaseCommand):
         code, params = o["procedure"], self._params(o)
         self.stdout.write(f"Procedure {code} on {o['node'] or 'the time-slicing nodes'} {params}")
         self.stdout.write("Pre-check:")
+        proc_flags = {p.name: p.flag for p in registry.get(code).params}
         for c in registry.get(code).prechecks(get_gateway(), o["node"], params):
             self.stdout.write(f"  [{c.level}] {c.detail}")
+            for item in c.items:
+                self.stdout.write(f"         - {item}")
+            if c.ack_label:
+                self.stdout.write(f"         {c.ack_label} ({proc_flags.get(c.ack, '')} {c.ack_count or ''})".rstrip())
             if c.fix and c.level == "block":
                 self.stdout.write(f"         to fix: {c.fix}")
         self.stdout.write("Steps:")
