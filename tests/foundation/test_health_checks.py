@@ -205,7 +205,8 @@ def test_a_run_stopped_after_cordoning_shows_on_health_and_the_nodes_list(admin_
     from gpus.procedures import engine, service
 
     demo = load_scenario("demo")
-    run = service.start_run("B", "gpu-a30-03", {}, actor_name="root", dispatch=False)  # a PDB blocks its drain
+    run = service.start_run("B", "gpu-a30-03", {"evictions_acknowledged": 2}, actor_name="root",
+                            dispatch=False)  # a PDB blocks its drain
     engine.execute(run.pk, demo)
     run.refresh_from_db()
     assert run.status == "failed" and demo.get_node("gpu-a30-03")["spec"].get("unschedulable")
