@@ -58,6 +58,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "brickadmin.middleware.ClusterErrorMiddleware",
+    "brickadmin.middleware.DatabaseErrorMiddleware",  # read-only or unreachable database: a 503 page
     "django.contrib.auth.middleware.LoginRequiredMiddleware",  # every view needs a login unless marked
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks: the lockout page
 ]

@@ -13,3 +13,5 @@ urlpatterns = [
     path("", include("gpus.urls")),
     path("workspaces/", include("workspaces.urls")),
 ]
+
+handler500 = "brickadmin.views.server_error"

@@ -1,11 +1,14 @@
 """Console pages of the project itself (not of an app): the sign-in lockouts."""
 from __future__ import annotations
 
+import sys
+
 from django.conf import settings
 from django.db.models import Max, Sum
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
+from django.views.defaults import server_error as django_server_error
 
 from .lockout import cooloff_minutes
 from .permissions import admin_required
@@ -32,3 +35,14 @@ def lockouts(request):
         "by_username": locked("username"), "by_address": locked("ip_address"),
         "failures": AccessFailureLog.objects.order_by("-attempt_time")[:100],
         "failure_limit": settings.AXES_FAILURE_LIMIT, "minutes": cooloff_minutes()})
+
+
+def server_error(request, template_name="500.html"):
+    """handler500: a database error raised outside a view (a middleware reading the session,
+    the user...) is the 503 page too; anything else is Django's 500."""
+    from .middleware import database_problem, database_unavailable_response
+
+    problem = database_problem(sys.exc_info()[1])
+    if problem is not None:
+        return database_unavailable_response(request, problem)
+    return django_server_error(request, template_name)
