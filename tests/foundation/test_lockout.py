@@ -97,3 +97,13 @@ def test_check_deploy_still_passes():
     out = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_a_username_longer_than_the_field_is_a_form_error_not_a_500(db):
+    """Found by the Hypothesis test on PostgreSQL: a 1,000-character username reached
+    authenticate() and django-axes' varchar(255) insert failed (DataError, 500)."""
+    from axes.models import AccessAttempt
+
+    client, r = attempt("10.0.0.5", "[" * 1000, "x")
+    assert r.status_code == 200 and 'id="err-username"' in r.content.decode()
+    assert not AccessAttempt.objects.exists() and not signed_in(client)
