@@ -27,3 +27,61 @@ class ClusterErrorMiddleware:
             return render(request, "cluster_unavailable.html",
                           {"retry_can_help": exception.transient}, status=503)
         return None
+
+
+# --- the database ---------------------------------------------------------------------
+
+def database_problem(exception) -> str | None:
+    """"read-only" when the database refuses writes (PostgreSQL in recovery or with
+    default_transaction_read_only, a read-only SQLite file), "busy" when it is locked,
+    "unreachable" when it cannot be reached; None for errors that are bugs (an integrity or
+    programming error stays a 500)."""
+    from django.db import DatabaseError, InterfaceError, InternalError, OperationalError
+
+    if not isinstance(exception, DatabaseError):
+        return None
+    text = f"{type(getattr(exception, '__cause__', None)).__name__} {exception}".lower()
+    if "readonlysqltransaction" in text or "read-only" in text or "readonly" in text or "read only" in text:
+        return "read-only"
+    if "database is locked" in text:
+        return "busy"
+    if isinstance(exception, (OperationalError, InterfaceError)):
+        return "unreachable"
+    if type(exception) in (DatabaseError, InternalError):
+        return "unreachable"
+    return None
+
+
+def database_unavailable_response(request, problem: str):
+    """The 503 page, rendered without touching the database (no context processors, no
+    user): it says the database cannot be written or reached and that nothing was saved."""
+    from django.http import HttpResponse
+    from django.template.loader import render_to_string
+
+    html = render_to_string("database_unavailable.html", {
+        "problem": problem, "method": request.method, "path": request.get_full_path()})
+    resp = HttpResponse(html, status=503)
+    resp["Retry-After"] = "30"
+    return resp
+
+
+class DatabaseErrorMiddleware:
+    """A database that is read-only, locked or down turns a view's crash into a 503 page
+    saying so (issue 9, item 6). Pages that only read keep working while it is read-only;
+    errors raised outside views reach brickadmin.views.server_error (handler500) instead."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        problem = database_problem(exception)
+        if problem is None:
+            return None
+        import logging
+
+        logging.getLogger("brickadmin.database").warning("%s %s: database %s: %s", request.method,
+                                                         request.path, problem, exception)
+        return database_unavailable_response(request, problem)

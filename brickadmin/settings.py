@@ -6,6 +6,7 @@ DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS, DATABASE_URL, REDIS_URL and either
 BRICK_KUBECONFIG or BRICK_IN_CLUSTER=1.
 """
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -39,6 +40,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "django_htmx",
     "template_partials",
+    "axes",  # sign-in lockouts (django-axes)
     "brickadmin.cluster",
     "gpus",
     "workspaces",
@@ -57,7 +59,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "brickadmin.middleware.ClusterErrorMiddleware",
+    "brickadmin.middleware.DatabaseErrorMiddleware",  # read-only or unreachable database: a 503 page
     "django.contrib.auth.middleware.LoginRequiredMiddleware",  # every view needs a login unless marked
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks: the lockout page
 ]
 
 ROOT_URLCONF = "brickadmin.urls"
@@ -102,6 +106,24 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# --- sign-in lockouts (django-axes) ------------------------------------------
+# Repeated failures lock out the username and, separately, the address they came from, for a
+# cool-off after the last failure. Every failure is recorded (AccessAttempt, AccessFailureLog);
+# admins see them on the console's Sign-in lockouts page; `manage.py axes_reset` unlocks.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(os.environ.get("BRICK_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("BRICK_LOGIN_COOLOFF_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each alone: per user, and per address
+AXES_ENABLE_ACCESS_FAILURE_LOG = True
+AXES_LOCKOUT_CALLABLE = "brickadmin.lockout.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "brickadmin.lockout.client_ip"
+# Behind a reverse proxy every request comes from the proxy: give the number of proxies that
+# append to X-Forwarded-For so the client's own address is the one locked out.
+BRICK_TRUSTED_PROXY_COUNT = int(os.environ.get("BRICK_TRUSTED_PROXY_COUNT", "0"))
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"

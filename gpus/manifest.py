@@ -36,15 +36,68 @@ class ManifestError(ValueError):
     pass
 
 
+# What the managed manifest may hold: the device plugin's ConfigMaps and DaemonSets, in the
+# plugin's namespace (issue 9: a saved Node or ResourceQuota document was applied as it was).
+ALLOWED_KINDS = {"ConfigMap": "v1", "DaemonSet": "apps/v1"}
+MAX_DEPTH = 40  # the plugin's objects nest about 12 levels
+MAX_NODES = 100_000  # aliases can multiply a small text into a huge document
+
+
+def _measure(obj, memo: dict, depth: int = 0) -> tuple[int, int]:
+    """(depth, node count) of a parsed document, aliases counted as many times as they are
+    used; shared nodes are measured once."""
+    if depth > MAX_DEPTH:
+        return depth, 1
+    children = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, list) else None
+    if children is None:
+        return 0, 1
+    key = id(obj)
+    if key not in memo:
+        deepest, count = 0, 1
+        for child in children:
+            d, n = _measure(child, memo, depth + 1)
+            deepest, count = max(deepest, d + 1), min(count + n, MAX_NODES + 1)
+        memo[key] = (deepest, count)
+    return memo[key]
+
+
 def parse(content: str) -> list[dict]:
     try:
         docs = [d for d in yaml.safe_load_all(content) if d]
     except yaml.YAMLError as exc:
         raise ManifestError(_("Not valid YAML: %(err)s") % {"err": exc}) from exc
+    except RecursionError:
+        raise ManifestError(_("Not valid YAML: nested more than %(n)d levels deep.") % {"n": MAX_DEPTH}) from None
+    memo: dict = {}
     for i, d in enumerate(docs):
-        if not isinstance(d, dict) or not d.get("kind") or not (d.get("metadata") or {}).get("name"):
+        depth, count = _measure(d, memo)
+        if depth > MAX_DEPTH:
+            raise ManifestError(_("Document %(i)d is nested more than %(n)d levels deep.")
+                                % {"i": i + 1, "n": MAX_DEPTH})
+        if count > MAX_NODES:
+            raise ManifestError(_("Document %(i)d is too large (more than %(n)d values once aliases are expanded).")
+                                % {"i": i + 1, "n": MAX_NODES})
+        if not isinstance(d, dict) or not isinstance(d.get("kind"), str) or not d["kind"] \
+                or not isinstance(d.get("metadata"), dict) or not isinstance(d["metadata"].get("name"), str) \
+                or not d["metadata"]["name"]:
             raise ManifestError(_("Document %(i)d has no kind or metadata.name") % {"i": i + 1})
     return docs
+
+
+def foreign_documents(docs: list[dict]) -> list[str]:
+    """Why each document that is not the device plugin's own may not be in the manifest:
+    only ConfigMaps and DaemonSets in the plugin namespace are managed here."""
+    out = []
+    for d in docs:
+        kind, md = d["kind"], d["metadata"]
+        ns = md.get("namespace")
+        if ALLOWED_KINDS.get(kind) != d.get("apiVersion") or ns != NAMESPACE:
+            out.append(_("%(kind)s %(name)s (namespace %(ns)s, apiVersion %(api)s) is not allowed: the manifest "
+                         "may hold only the device plugin's ConfigMaps (v1) and DaemonSets (apps/v1) in "
+                         "namespace %(plugin_ns)s.")
+                       % {"kind": kind, "name": md["name"], "ns": ns or _("none"),
+                          "api": d.get("apiVersion") or _("none"), "plugin_ns": NAMESPACE})
+    return out
 
 
 def _docs_of(docs, kind):
@@ -73,17 +126,27 @@ def validate(docs: list[dict]) -> Validation:
     """The rules of docs/operator-guide.md#the-device-plugin and #procedures: two
     ConfigMaps and two DaemonSets; identical tolerations; replicas >= 2; renameByDefault
     under sharing.timeSlicing (not flags); node selectors on the sharing label; each
-    DaemonSet mounts a ConfigMap the file defines."""
+    DaemonSet mounts a ConfigMap the file defines. Nothing but the plugin's ConfigMaps and
+    DaemonSets in its namespace; a document of an unexpected shape is an error, not a crash."""
     v = Validation()
+    v.errors += foreign_documents(docs)
+    names = [(d["kind"], d["metadata"]["name"]) for d in docs]
+    for kind, name in sorted({n for n in names if names.count(n) > 1}):
+        v.errors.append(_("%(kind)s %(name)s appears more than once.") % {"kind": kind, "name": name})
+    try:
+        _validate(docs, v)
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError, yaml.YAMLError, RecursionError) as exc:
+        v.errors.append(_("The documents do not have the expected structure (%(err)s).")
+                        % {"err": f"{type(exc).__name__}: {exc}"[:300]})
+    return v
+
+
+def _validate(docs: list[dict], v: Validation) -> None:
     cms = {d["metadata"]["name"]: d for d in _docs_of(docs, "ConfigMap")}
     dss = {d["metadata"]["name"]: d for d in _docs_of(docs, "DaemonSet")}
     if len(cms) != 2 or len(dss) != 2:
         v.errors.append(_("Expected two ConfigMaps and two DaemonSets, found %(c)d and %(d)d.")
                         % {"c": len(cms), "d": len(dss)})
-    for d in list(cms.values()) + list(dss.values()):
-        if d["metadata"].get("namespace") != NAMESPACE:
-            v.errors.append(_("%(kind)s %(name)s must be in namespace %(ns)s.")
-                            % {"kind": d["kind"], "name": d["metadata"]["name"], "ns": NAMESPACE})
     wanted = {"none": DEFAULT_DAEMONSET, "timeslicing": TS_DAEMONSET}
     tolerations = {}
     for value, name in wanted.items():
@@ -118,9 +181,12 @@ def validate(docs: list[dict]) -> Validation:
     else:
         try:
             cfg = _config(ts)
-        except yaml.YAMLError as exc:
+        except (yaml.YAMLError, RecursionError) as exc:
             v.errors.append(_("%(name)s: config.yaml is not valid YAML: %(err)s") % {"name": TS_CONFIGMAP, "err": exc})
-            cfg = {}
+            return
+        if not isinstance(cfg, dict):
+            v.errors.append(_("%(name)s: config.yaml is not a mapping.") % {"name": TS_CONFIGMAP})
+            return
         flags = cfg.get("flags") or {}
         slicing = time_slicing(cfg)
         if "renameByDefault" in flags:
@@ -135,7 +201,6 @@ def validate(docs: list[dict]) -> Validation:
             v.errors.append(_("No time-slicing replicas for nvidia.com/gpu."))
         elif replicas < 2:
             v.errors.append(_("Time-slicing replicas must be at least 2 (found %(n)d).") % {"n": replicas})
-    return v
 
 
 def set_replicas(content: str, replicas: int) -> str:
@@ -256,7 +321,11 @@ def save_version(content: str, *, actor=None, actor_name="", note="", run=None):
 
 def apply(docs: list[dict], gateway) -> list[str]:
     """Server-side apply every document. A DaemonSet whose selector changed is deleted and
-    re-created. Returns one line per object (what was done)."""
+    re-created. Returns one line per object (what was done). Refuses, before applying any,
+    when a document is not the device plugin's own (ManifestError naming it)."""
+    foreign = foreign_documents(docs)
+    if foreign:
+        raise ManifestError(" ".join(foreign))
     lines = []
     for d in docs:
         kind, name = d["kind"], d["metadata"]["name"]

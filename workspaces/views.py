@@ -291,15 +291,22 @@ def workspace_settings(request):
         "defaults": settings.BRICK_DEFAULT_LIMITS})
 
 
+def _key(value) -> int | None:
+    """A primary key as posted, or None: "²" is a digit to str.isdigit() but not to int(), and
+    thirty 9s overflow the database's integer (the form then says the choice is not valid)."""
+    value = (value or "").strip()
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 18 else None
+
+
 @require_POST
 @admin_required
 def limit_save(request):
     existing = None
-    who_user, who_group = request.POST.get("user"), request.POST.get("group")
-    if who_user and who_user.isdigit():
-        existing = ResourceLimit.objects.filter(user_id=int(who_user)).first()
-    elif who_group and who_group.isdigit():
-        existing = ResourceLimit.objects.filter(group_id=int(who_group)).first()
+    who_user, who_group = _key(request.POST.get("user")), _key(request.POST.get("group"))
+    if who_user is not None:
+        existing = ResourceLimit.objects.filter(user_id=who_user).first()
+    elif who_group is not None:
+        existing = ResourceLimit.objects.filter(group_id=who_group).first()
     form = ResourceLimitForm(request.POST, instance=existing)
     if form.is_valid():
         limit = form.save()

@@ -25,6 +25,11 @@ def manifest_view(request):
         if not (v.isascii() and v.isdigit() and len(v) <= 9):
             raise Http404(_("No such manifest version"))
         version = get_object_or_404(ManifestVersion, version=int(v))
+    return render(request, "gpus/wizards/manifest.html",
+                  _manifest_context(request, version, cur, ManifestForm(initial={"content": cur.content})))
+
+
+def _manifest_context(request, version, cur, form):
     docs, error, validation, drift = [], "", None, []
     try:
         docs = manifest_mod.parse(version.content)
@@ -36,24 +41,28 @@ def manifest_view(request):
             drift = manifest_mod.drift(docs, get_gateway())
         except ClusterError as exc:
             show_cluster_error(request, exc)
-    form = ManifestForm(initial={"content": cur.content})
-    return render(request, "gpus/wizards/manifest.html", {
-        "version": version, "current": cur, "versions": ManifestVersion.objects.all()[:50], "validation": validation,
-        "error": error, "drift": drift, "form": form, "in_sync": drift and all(d.state == "in-sync" for d in drift)})
+    return {"version": version, "current": cur, "versions": ManifestVersion.objects.all()[:50],
+            "validation": validation, "error": error, "drift": drift, "form": form,
+            "in_sync": drift and all(d.state == "in-sync" for d in drift)}
 
 
 @require_POST
 @admin_required
 def manifest_save(request):
+    """Saves a valid version; otherwise the page again, what was typed kept and the reason
+    beside the field (a note too long, YAML nested too deep, a document not allowed...)."""
     form = ManifestForm(request.POST)
     if form.is_valid():
         try:
             v = manifest_mod.save_version(form.cleaned_data["content"].replace("\r\n", "\n"), actor=request.user,
                                           note=form.cleaned_data["note"])
             messages.success(request, _("Saved as version %(v)d. Apply it to change the cluster.") % {"v": v.version})
+            return redirect("manifest")
         except manifest_mod.ManifestError as exc:
-            messages.error(request, _("Not saved: %(err)s") % {"err": exc})
-    return redirect("manifest")
+            form.add_error("content", _("Not saved: %(err)s") % {"err": exc})
+    messages.error(request, _("Not saved: see the reason beside the field below."))
+    cur = manifest_mod.current()
+    return render(request, "gpus/wizards/manifest.html", _manifest_context(request, cur, cur, form), status=400)
 
 
 @require_POST
@@ -73,6 +82,9 @@ def manifest_apply(request):
         return redirect("manifest")
     try:
         lines = manifest_mod.apply(docs, get_gateway())
+    except manifest_mod.ManifestError as exc:
+        messages.error(request, _("Version %(v)d is not valid: %(e)s") % {"v": cur.version, "e": exc})
+        return redirect("manifest")
     except ClusterError as exc:
         messages.error(request, _("Apply failed: %(err)s") % {"err": exc})
         return redirect("manifest")

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from brickadmin.cluster import get_gateway
+from brickadmin.cluster import ClusterError, get_gateway
+from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
 
 from ..forms import WizardForm
@@ -111,10 +111,20 @@ def wizard_plan(request, code):
 @admin_required
 def wizard_start(request, code):
     proc = _proc_or_404(code)
-    form = WizardForm(proc, request.POST, eligible=_eligible(proc))
-    if not form.is_valid():
-        return redirect(reverse("wizard_pick", args=[code]))
-    ctx = _plan_context(proc, form)
+    try:
+        form = WizardForm(proc, request.POST, eligible=_eligible(proc))
+        if not form.is_valid():
+            # The pick page again, with why beside the field and what was chosen kept.
+            messages.error(request, _("Not started: correct what is marked below."))
+            pick = _pick_context(request, proc, form)
+            pick["selected"] = request.POST.get("node", "")
+            return render(request, "gpus/wizards/pick.html", pick, status=400)
+        ctx = _plan_context(proc, form)
+    except ClusterError as exc:
+        messages.error(request, _("Not started: the cluster cannot be reached (%(err)s). Nothing was sent to it; "
+                                  "start again when it answers.") % {"err": exc})
+        show_cluster_error(request, exc)
+        return render(request, "cluster_unavailable.html", {"retry_can_help": exc.transient}, status=503)
     errors = []
     if ctx["blocked"]:
         errors.append(_("The pre-check blocks this run; fix what it says first."))

@@ -1,0 +1,29 @@
+"""Sign-in lockouts (django-axes): the client address behind trusted proxies, and the page
+that says the sign-in is locked and for how long."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.shortcuts import render
+
+
+def client_ip(request) -> str:
+    """The address failures are counted for: REMOTE_ADDR, or with BRICK_TRUSTED_PROXY_COUNT
+    proxies in front, the address the outermost of them saw (X-Forwarded-For, counted from
+    the right, so a client cannot choose it by sending the header itself)."""
+    remote = request.META.get("REMOTE_ADDR", "")
+    count = settings.BRICK_TRUSTED_PROXY_COUNT
+    if count > 0:
+        forwarded = [a.strip() for a in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if a.strip()]
+        if len(forwarded) >= count:
+            return forwarded[-count]
+    return remote
+
+
+def cooloff_minutes() -> int:
+    return int(settings.AXES_COOLOFF_TIME.total_seconds() // 60)
+
+
+def lockout_response(request, original_response=None, credentials=None):
+    """429 with the login page's look: locked, why, and for how long."""
+    return render(request, "registration/lockout.html", {
+        "failure_limit": settings.AXES_FAILURE_LIMIT, "minutes": cooloff_minutes()}, status=429)

@@ -1,0 +1,167 @@
+"""Property: no value posted to any form of the project gives an HTTP 500 (issue 9, item 2).
+
+Hypothesis generates each field's value: text with unicode digits ("²", "٣"), numbers far
+beyond any integer column, brackets nested a thousand deep, NUL characters, empty and very
+long strings. Every POST form of gpus/urls.py, workspaces/urls.py and brickadmin/urls.py is
+posted, as the user it is meant for and as the other one (a refusal is fine, a crash is not).
+A URL added to those files without being listed here (or as GET-only) fails the test, so a
+new form cannot be left out.
+"""
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import get_resolver, reverse
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpus.models import ProcedureRun
+from gpus.procedures import registry, service
+from workspaces import services
+from workspaces.models import JobSettings, ResourceLimit
+
+pytestmark = pytest.mark.django_db
+
+UNICODE_DIGITS = "²³¹٣൬۵０𝟙⁹₇"
+values = st.one_of(
+    st.text(max_size=40),
+    st.one_of(  # digits to str.isdigit() but not to int(), and mixed with ASCII digits
+        st.text(alphabet=UNICODE_DIGITS, min_size=1, max_size=4),
+        st.text(alphabet=UNICODE_DIGITS + "0123456789-+. ", min_size=1, max_size=40)),
+    st.one_of(  # beyond any integer column
+        st.integers(min_value=-10**40, max_value=10**40).map(str),
+        st.integers(min_value=10**18, max_value=10**40).map(str)),
+    st.sampled_from(["[" * 1000, "[" * 1500, "{a: " * 1000, "- " * 500 + "x", "[" * 60 + "]" * 60,
+                     "a:\n" + "  b: [\n" * 400]),  # nested deeper than the parser's stack
+    st.sampled_from(["", " ", "0", "-1", "1", "2", "on", "true", "\x00", "None", "nvidia.com/gpu", "dev-a1-ws04",
+                     "busybox", "a" + "_" * 44 + "!", "9" * 30]),
+    st.sampled_from([301, 2001, 4001, 20_000]).map(lambda n: "x" * n),  # longer than the fields allow
+)
+
+
+def fields(*names):
+    """Every field with a generated value, some of them left out."""
+    return st.tuples(st.fixed_dictionaries({n: values for n in names}), st.sets(st.sampled_from(names or ("",)),
+                                                                               max_size=2)).map(
+        lambda t: {k: v for k, v in t[0].items() if k not in t[1]})
+
+
+# url name -> (the user it is for, how to build its URL and fields from the fixture's objects)
+FORMS = {
+    "login": ("anonymous", lambda o: (reverse("login"), fields("username", "password", "next"))),
+    "logout": ("alice", lambda o: (reverse("logout"), fields("next"))),
+    "set_language": ("alice", lambda o: (reverse("set_language"), fields("language", "next"))),
+    "workspace_request": ("alice", lambda o: (reverse("workspace_request"),
+                                              fields("name", "gpu", "cpu", "memory_gib", "storage_gib"))),
+    "job_create": ("alice", lambda o: (reverse("job_create"), fields("workspace", "node", "image", "command", "gpu"))),
+    "approve_request": ("admin", lambda o: (reverse("approve_request", args=[o["pending"].pk]),
+                                            fields(f"r{o['pending'].pk}-resource", f"r{o['pending'].pk}-overcommit",
+                                                   "page"))),
+    "reject_request": ("admin", lambda o: (reverse("reject_request", args=[o["pending"].pk]),
+                                           fields(f"r{o['pending'].pk}-reason", "page"))),
+    "approve_job": ("admin", lambda o: (reverse("approve_job", args=[o["job"].pk]), fields("page"))),
+    "reject_job": ("admin", lambda o: (reverse("reject_job", args=[o["job"].pk]),
+                                       fields(f"j{o['job'].pk}-reason", "page"))),
+    "workspace_settings": ("admin", lambda o: (reverse("workspace_settings"), fields("approval_required"))),
+    "limit_save": ("admin", lambda o: (reverse("limit_save"),
+                                       fields("user", "group", "gpu", "cpu", "memory_gib", "storage_gib"))),
+    "limit_delete": ("admin", lambda o: (reverse("limit_delete", args=[o["limit"].pk]), fields("next"))),
+    "wizard_start": ("admin", lambda o: (reverse("wizard_start", args=[o["code"]]),
+                                         fields("node", *o["params"]))),
+    "run_cancel": ("admin", lambda o: (reverse("run_cancel", args=[o["run"].pk]), fields("next"))),
+    "run_resume": ("admin", lambda o: (reverse("run_resume", args=[o["run"].pk]), fields("next"))),
+    "run_confirm_checklist": ("admin", lambda o: (reverse("run_confirm_checklist", args=[o["run"].pk]),
+                                                  fields("checklist_confirmed"))),
+    "manifest_save": ("admin", lambda o: (reverse("manifest_save"), fields("content", "note"))),
+    "manifest_apply": ("admin", lambda o: (reverse("manifest_apply"), fields("next"))),
+}
+# Pages that only read (GET); their query strings are fuzzed too.
+GET_FORMS = {
+    "wizard_plan": lambda o: (reverse("wizard_plan", args=[o["code"]]), fields("node", *o["params"])),
+    "run_list": lambda o: (reverse("run_list"), fields("procedure", "status", "node", "actor", "page")),
+    "manifest": lambda o: (reverse("manifest"), fields("v")),
+    "all_workspaces": lambda o: (reverse("all_workspaces"), fields("status", "page")),
+    "approval_queue": lambda o: (reverse("approval_queue"), fields("page")),
+    "workspace_audit": lambda o: (reverse("workspace_audit"), fields("page")),
+    "job_create_get": lambda o: (reverse("job_create"), fields("workspace", "node")),
+    "wizard_pick": lambda o: (reverse("wizard_pick", args=[o["code"]]), fields("node")),
+}
+GET_ONLY = {"dashboard", "dashboard_models", "node_list", "node_detail", "availability", "help", "evidence",
+            "procedure_index", "run_detail", "run_progress", "run_audit_json", "run_audit_csv", "health",
+            "workspace_list", "workspace_detail", "job_list", "job_detail", "job_queue", "lockouts"}
+
+
+def _url_names(resolver, prefix=""):
+    for p in resolver.url_patterns:
+        if hasattr(p, "url_patterns"):
+            if "admin" in str(p.pattern):  # Django's own admin site
+                continue
+            yield from _url_names(p, prefix)
+        elif p.name:
+            yield p.name
+
+
+def test_every_url_is_fuzzed_or_read_only():
+    names = set(_url_names(get_resolver()))
+    unknown = names - set(FORMS) - set(GET_FORMS) - GET_ONLY
+    assert not unknown, f"list these URLs in FORMS (they take a POST) or GET_ONLY: {sorted(unknown)}"
+
+
+@pytest.fixture
+def objects(twin, admin_user, alice, django_user_model):
+    """A pending and an approved Workspace of alice, a Job awaiting approval, a limit, a run."""
+    pending = services.create_request(alice, name="team-p", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
+    ws = services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
+    services.approve(ws.pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
+    settings_row = JobSettings.load()
+    settings_row.approval_required = True
+    settings_row.save()
+    job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="true", gpu=1)
+    limit = ResourceLimit.objects.create(user=alice, gpu=1, cpu=1, memory_gib=1, storage_gib=1)
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    assert ProcedureRun.objects.filter(pk=run.pk).exists()
+    clients = {"anonymous": Client()}
+    for who, user in (("admin", admin_user), ("alice", alice)):
+        clients[who] = Client()
+        clients[who].force_login(user)
+    return {"pending": pending, "job": job, "limit": limit, "run": run, "clients": clients,
+            "code": "A", "params": []}
+
+
+def _check(resp, url, data):
+    assert resp.status_code < 500, f"{resp.status_code} for {url} with {data!r}"
+
+
+FUZZ = settings(max_examples=50, deadline=None, database=None, derandomize=True,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                       HealthCheck.data_too_large])
+
+
+@pytest.mark.parametrize("name", sorted(FORMS))
+@FUZZ
+@given(data=st.data())
+def test_no_post_gives_a_500(objects, name, data):
+    who, build = FORMS[name]
+    if name == "login" and data.draw(st.integers(0, 4)):  # each login hashes a password: fewer of them
+        return
+    # The user the form is for most of the time; the others too (they must be refused cleanly).
+    client = objects["clients"][data.draw(st.sampled_from([who] * 6 + ["admin", "alice", "anonymous"]))]
+    if name == "wizard_start":
+        proc = data.draw(st.sampled_from(registry.all_procedures()))
+        objects = {**objects, "code": proc.code, "params": [p.name for p in proc.params]}
+    url, strategy = build(objects)
+    payload = data.draw(strategy)
+    _check(client.post(url, payload), url, payload)
+
+
+@pytest.mark.parametrize("name", sorted(GET_FORMS))
+@settings(FUZZ, max_examples=25)
+@given(data=st.data())
+def test_no_query_gives_a_500(objects, name, data):
+    if name in ("wizard_plan", "wizard_pick"):
+        proc = data.draw(st.sampled_from(registry.all_procedures()))
+        objects = {**objects, "code": proc.code, "params": [p.name for p in proc.params]}
+    url, strategy = GET_FORMS[name](objects)
+    payload = data.draw(strategy)
+    client = objects["clients"][data.draw(st.sampled_from(["admin", "admin", "alice"]))]
+    _check(client.get(url, payload), url, payload)
