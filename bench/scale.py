@@ -576,7 +576,8 @@ class Bench:
         for line in r.stdout.splitlines():
             if line.startswith(MARK):
                 return json.loads(line[len(MARK):])
-        raise RuntimeError(f"first request of {url} failed: {r.stderr[-2000:]}")
+        Path("/tmp/brick-scale-first.err").write_text(r.stderr)
+        raise RuntimeError(f"first request of {url} failed (stderr in /tmp/brick-scale-first.err): {r.stderr[-600:]}")
 
     @staticmethod
     def rss_mib(pid) -> float:

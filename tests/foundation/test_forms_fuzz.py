@@ -72,6 +72,8 @@ FORMS = {
     "run_resume": ("admin", lambda o: (reverse("run_resume", args=[o["run"].pk]), fields("next"))),
     "run_confirm_checklist": ("admin", lambda o: (reverse("run_confirm_checklist", args=[o["run"].pk]),
                                                   fields("checklist_confirmed"))),
+    "run_restore": ("admin", lambda o: (reverse("run_restore", args=[o["run"].pk]), fields("next"))),
+    "job_cancel": ("alice", lambda o: (reverse("job_cancel", args=[o["job"].pk]), fields("next"))),
     "manifest_save": ("admin", lambda o: (reverse("manifest_save"), fields("content", "note"))),
     "manifest_apply": ("admin", lambda o: (reverse("manifest_apply"), fields("next"))),
 }
