@@ -864,16 +864,19 @@ def report(r: dict, targets: dict) -> None:
     api = r["api"]
     res_req, res_size, res_s = api["residual"]
     print("Kubernetes API per page view, from the API server's /metrics (watcher stopped, lab clients paused), "
-          "20 views each:")
+          "20 views each (a WATCH is counted when its stream ends: listed, not charged to the page):")
     for u in PAGES:
         dreq, dsize, v = api[u]
-        calls, nbytes = sum(dreq.values()), sum(dsize.values())
+        # a WATCH is counted when it ends (a lab client's or the stopped watcher's stream timing
+        # out in the window); shown, not charged to the page
+        calls = sum(c for (verb, _, _), c in dreq.items() if verb != "WATCH")
+        nbytes = sum(b for (verb, _, _), b in dsize.items() if verb != "WATCH")
         print(f"  {u:15s} {calls / 20:.2f} calls/view, {nbytes / 20:,.0f} bytes/view over {v['elapsed']:.2f} s "
               f"(server counted {calls:.0f} requests: {_fmt(dreq)}; client counted {v['api_calls']}"
               f"{': ' + ', '.join(sorted(set(v['paths']))) if v['paths'] else ''})")
     print(f"  residual: a {res_s:.1f} s window without page views: {sum(res_req.values()):.0f} requests "
-          f"({_fmt(res_req)}), {sum(res_size.values()):,.0f} bytes (the bench's own /metrics reads are not counted "
-          f"as resource requests)")
+          f"({_fmt(res_req)}), {sum(res_size.values()):,.0f} bytes (the bench's own /metrics reads do not appear "
+          f"in apiserver_request_total by resource)")
     lb = r["label"]
     if lb["dash"]:
         print(f"label change (GPU product label) -> page showing the new model ({len(lb['dash'])}/{lb['changes']} "
@@ -897,7 +900,7 @@ def report(r: dict, targets: dict) -> None:
     dmed = r["warm"]["/"]["median_ms"]
     ratio = dmed / r["kubectl_ms"]
     print(f"kubectl get nodes -o json: median of 5 {r['kubectl_ms']:.0f} ms; Dashboard median / kubectl = {ratio:.3f}")
-    calls = max(sum(api[u][0].values()) / 20 for u in PAGES)
+    calls = max(sum(c for (verb, _, _), c in api[u][0].items() if verb != "WATCH") / 20 for u in PAGES)
     t = [f"0 API calls per view: {'met' if calls == 0 else 'NOT met'}",
          f"Dashboard < 50 ms: {'met' if dmed < 50 else 'NOT met'} ({dmed:.1f} ms)"]
     if n == 2000:
