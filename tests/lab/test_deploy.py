@@ -20,7 +20,7 @@ EXPECTED_RULES = {
     ("", "nodes/status"): {"patch"},
     ("", "pods"): {"get", "list", "watch"},
     ("", "pods/eviction"): {"create"},
-    ("", "namespaces"): {"list", "create", "delete"},
+    ("", "namespaces"): {"list", "watch", "create", "delete"},
     ("", "resourcequotas"): {"list", "watch", "create", "patch"},
     ("", "limitranges"): {"create", "patch"},
     ("", "configmaps"): {"get", "list", "watch", "create", "patch"},
