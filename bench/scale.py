@@ -27,6 +27,12 @@ DaemonSets; pods bound to the nodes, one in ten requesting GPUs), then prints:
 * one `kubectl get nodes -o json` (median of 5) and the Dashboard's median over it;
 * a count check: the watcher's kept pods and nodes against a fresh list.
 
+On this machine (2 cores, 24 GiB, shared with other test runs) the lab saturates while
+building 2,000 nodes / 60,000 pods: pod creation falls to ~65/s, KWOK falls tens of thousands
+of pods behind, gpusim's unpaginated list of every pod hits the API server's 60 s handler
+timeout (so new nodes stop being given GPUs) and Prometheus holds ~8 GiB scraping
+kube-state-metrics; 5,000 / 150,000 is out of reach here. `--settle-timeout` bounds the wait.
+
 Everything it creates (namespaces bench-scale-*, nodes bench-scale-*, the lease namespace, the
 device-plugin objects when the lab had none, gpusim hardware entries) is removed at the end,
 also on Ctrl-C; processes it starts are stopped. It waits for lab/ci.sh and bench/faults.py to
@@ -293,9 +299,12 @@ def diff(after: dict, before: dict) -> dict:
 
 
 def pmap(fn, items, workers=24):
-    with cf.ThreadPoolExecutor(workers) as ex:
+    ex = cf.ThreadPoolExecutor(workers)
+    try:
         for f in cf.as_completed([ex.submit(fn, i) for i in items]):
             f.result()
+    finally:  # on Ctrl-C (or an error) drop the queued calls instead of finishing them first
+        ex.shutdown(wait=True, cancel_futures=True)
 
 
 # =========================================================================== orchestrator
