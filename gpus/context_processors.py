@@ -1,6 +1,8 @@
 from django.conf import settings
 from django.db import DatabaseError
 
+from brickadmin.cluster import cluster_problem
+
 from .clusterview import freshness
 
 
@@ -10,6 +12,12 @@ def view_freshness(request):
     if not getattr(request, "user", None) or not request.user.is_authenticated:
         return {}
     try:
-        return {"freshness": freshness(live=settings.BRICK_CLUSTER == "twin")}
+        fresh = freshness(live=settings.BRICK_CLUSTER == "twin")
     except DatabaseError:  # the page that says the database is unavailable must still render
         return {}
+    out = {"freshness": fresh}
+    if fresh is None and settings.BRICK_CLUSTER != "twin" and not getattr(request, "cluster_error", None):
+        # No view yet (the watcher never ran): say whether the cluster itself answers
+        # (probed at most every 10 s). With a view, the watcher's heartbeat says it instead.
+        out["cluster_error"] = cluster_problem()
+    return out
