@@ -212,13 +212,22 @@ def toleration_matches(taint: dict, tol: dict) -> bool:
     return tol.get("key") == taint.get("key") and tol.get("value", "") == taint.get("value", "")
 
 
+# The DaemonSet controller adds these tolerations to every DaemonSet pod by itself, so a
+# node under one of these conditions (cordoned, not ready, unreachable, under pressure)
+# still gets its device-plugin pod.
+DAEMONSET_AUTO_TOLERATED = frozenset({
+    UNSCHEDULABLE_TAINT_KEY, "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+    "node.kubernetes.io/disk-pressure", "node.kubernetes.io/memory-pressure", "node.kubernetes.io/pid-pressure",
+    "node.kubernetes.io/network-unavailable"})
+
+
 def tolerates(taints: list[dict] | None, tolerations: list[dict] | None) -> bool:
     """True when every NoSchedule/NoExecute taint is tolerated (DaemonSet rules)."""
     for taint in taints or []:
         if taint.get("effect") not in ("NoSchedule", "NoExecute"):
             continue
-        if taint.get("key", "").startswith(UNSCHEDULABLE_TAINT_KEY):
-            continue  # DaemonSet pods tolerate cordon
+        if taint.get("key", "") in DAEMONSET_AUTO_TOLERATED:
+            continue
         if not any(toleration_matches(taint, t) for t in tolerations or []):
             return False
     return True

@@ -334,3 +334,11 @@ def test_twin_and_kube_agree_pod_by_pod():
     # the one deliberate difference: a finished pod (deleted by the real drain, left by the twin)
     assert twin.pop(fx.COMPLETED) == fx.TWIN_COMPLETED and kube.pop(fx.COMPLETED) == fx.KUBE_COMPLETED
     assert twin == kube
+
+
+def test_daemonset_pods_tolerate_the_node_conditions_the_controller_adds_by_itself():
+    from brickadmin.cluster import vocabulary as v
+
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "node.kubernetes.io/unschedulable"):
+        assert v.tolerates([{"key": key, "effect": "NoExecute"}], [])
+    assert not v.tolerates([{"key": "brick.cloud/dedicated", "value": "llm", "effect": "NoSchedule"}], [])
