@@ -1,6 +1,7 @@
 """Shared fixtures. Users follow healthchecks' habit: alice and bob are users,
 charlie is another user who must never see their things; root is a cluster admin."""
 import os
+import socket
 
 import pytest
 
@@ -96,3 +97,23 @@ def browser_login(browser, live_server, username, password):
     page.click("button[type=submit]")
     page.wait_for_url(f"{live_server.url}/")
     return page
+
+
+@pytest.fixture
+def unreachable(settings, tmp_path):
+    """A real-cluster configuration whose API server does not exist: any API call fails.
+    Returns the port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: gone, cluster: {{server: "https://127.0.0.1:{port}", insecure-skip-tls-verify: true}}}}]
+users: [{{name: u, user: {{token: abc}}}}]
+contexts: [{{name: c, context: {{cluster: gone, user: u}}}}]
+current-context: c
+""")
+    settings.BRICK_CLUSTER = "kube"
+    settings.BRICK_KUBECONFIG = str(kubeconfig)
+    return port

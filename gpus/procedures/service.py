@@ -7,6 +7,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone, translation
+from django.utils.html import format_html
 from django.utils.translation import gettext as _
 
 from ..models import ACTIVE_STATUSES, RESUMABLE_STATUSES, ProcedureLock, ProcedureRun, RunStatus, StepRun, StepState
@@ -16,6 +17,14 @@ from .registry import all_procedures, find
 from .registry import get as get_procedure
 from .queue import enqueue
 from .recording import RUN_EVENT, record, record_plan
+
+
+def refusal_message(exc: "RunRefused"):
+    """What the page says when a run is refused: why, and a link to the run in the way."""
+    if exc.active is None:
+        return exc.message
+    return format_html('{} <a href="{}">{}</a>', exc.message, exc.active.get_absolute_url(),
+                       _("Open run #%(id)d") % {"id": exc.active.pk})
 
 
 class RunRefused(Exception):

@@ -9,7 +9,6 @@ from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
@@ -19,6 +18,7 @@ from brickadmin.permissions import admin_required
 from ..forms import RunFilterForm
 from ..models import ProcedureRun, StepRun
 from ..procedures import engine, registry, service
+from ..procedures.service import refusal_message
 
 def step_rows(run, events):
     """Current state per step (latest event of each), in plan order, from the rows."""
@@ -101,11 +101,7 @@ def run_resume(request, pk):
         service.resume_run(run, actor=request.user)
         messages.success(request, _("Resumed: the run continues from the step that did not finish."))
     except service.RunRefused as exc:
-        if exc.active:
-            messages.error(request, format_html('{} <a href="{}">{}</a>', exc.message, exc.active.get_absolute_url(),
-                                                _("Open run #%(id)d") % {"id": exc.active.pk}))
-        else:
-            messages.error(request, exc.message)
+        messages.error(request, refusal_message(exc))
     return redirect(run)
 
 
@@ -117,11 +113,7 @@ def run_restore(request, pk):
     try:
         restore = service.start_restore(run, get_gateway(), actor=request.user)
     except service.RunRefused as exc:
-        if exc.active:
-            messages.error(request, format_html('{} <a href="{}">{}</a>', exc.message, exc.active.get_absolute_url(),
-                                                _("Open run #%(id)d") % {"id": exc.active.pk}))
-        else:
-            messages.error(request, exc.message)
+        messages.error(request, refusal_message(exc))
         return redirect(run)
     except ClusterError as exc:
         messages.error(request, _("The cluster could not be read: %(err)s") % {"err": exc})

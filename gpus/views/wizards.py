@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect, render
-from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
@@ -19,6 +18,7 @@ from ..forms import WizardForm
 from ..models import ProcedureRun
 from ..procedures import engine, registry, service
 from ..procedures.base import CLUSTER_LOCK
+from ..procedures.service import refusal_message
 from ..reading import read_cluster
 
 
@@ -138,11 +138,7 @@ def wizard_start(request, code):
     try:
         run = service.start_run(code, ctx["node"], params, actor=request.user, source="web")
     except service.RunRefused as exc:
-        if exc.active:
-            messages.error(request, format_html('{} <a href="{}">{}</a>', exc.message, exc.active.get_absolute_url(),
-                                                _("Open run #%(id)d") % {"id": exc.active.pk}))
-        else:
-            messages.error(request, exc.message)
+        messages.error(request, refusal_message(exc))
         ctx["active"] = exc.active
         return render(request, "gpus/wizards/plan.html", ctx, status=409)
     return redirect(run)

@@ -1,26 +1,6 @@
 """The product pointed at an API server that does not answer: a banner on every page, no crash."""
-import socket
-
 import pytest
 from django.urls import reverse
-
-
-@pytest.fixture
-def unreachable(settings, tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again: nothing listens there
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(f"""apiVersion: v1
-kind: Config
-clusters: [{{name: gone, cluster: {{server: "https://127.0.0.1:{port}", insecure-skip-tls-verify: true}}}}]
-users: [{{name: u, user: {{token: abc}}}}]
-contexts: [{{name: c, context: {{cluster: gone, user: u}}}}]
-current-context: c
-""")
-    settings.BRICK_CLUSTER = "kube"
-    settings.BRICK_KUBECONFIG = str(kubeconfig)
-    return port
 
 
 @pytest.mark.parametrize("name,args", [("dashboard", []), ("dashboard_models", []), ("availability", []),
