@@ -11,7 +11,6 @@ from django.urls import reverse
 from gpus import manifest
 from gpus.models import ManifestVersion, ProcedureRun
 from workspaces.models import ResourceLimit
-from tests.foundation.test_unreachable import unreachable  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.django_db
 
