@@ -5,6 +5,7 @@ records why; callers fall back to labels or the twin's facts and say so on the p
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -260,7 +261,7 @@ def utilisation(scope: str, subject: str, range_key: str, now: float | None = No
     start, end, step = window(range_key, now)
     series = Series(start=start, end=end, step=step)
     promql = utilisation_query(scope, subject)
-    key = "brick-util:" + json.dumps([settings.PROMETHEUS_URL, promql, start, end, step])
+    key = "brick-util:" + hashlib.sha256(json.dumps([settings.PROMETHEUS_URL, promql, start, end, step]).encode()).hexdigest()
     points = cache.get(key)
     if points is None:
         points = query_range(promql, start, end, step)
