@@ -202,6 +202,18 @@ def utilisation_query(scope: str, subject: str = "") -> str:
     raise ValueError(f"no utilisation query for {scope} {subject!r}")
 
 
+def recorded_query(scope: str, subject: str = "") -> str | None:
+    """The series deploy/prometheus/brickadmin-rules.yaml records for the same figure, when
+    there is one (the cluster and GPU types: the queries that read every GPU)."""
+    if scope == "cluster":
+        return "brick:gpu_utilisation:avg"
+    if scope == "type" and subject.startswith(MIG_PREFIX):
+        return f"brick:gpu_utilisation:avg_by_mig_profile{{GPU_I_PROFILE={_string(subject[len(MIG_PREFIX):])}}}"
+    if scope == "type" and subject in (GPU, GPU_SHARED):
+        return f'brick:gpu_utilisation:avg_by_type{{gpu_type="{"shared" if subject == GPU_SHARED else "exclusive"}"}}'
+    return None
+
+
 def window(range_key: str, now: float | None = None) -> tuple[float, float, float]:
     """(start, end, step) of a range: MAX_POINTS points, the end aligned to the step (so a
     repeated request within one step asks the same question, and is answered from cache)."""
@@ -254,17 +266,21 @@ def query_range(promql: str, start: float, end: float, step: float) -> list[tupl
 
 def utilisation(scope: str, subject: str, range_key: str, now: float | None = None) -> Series:
     """Mean GPU utilisation over the last hour, day or week, at most MAX_POINTS points.
-    Answers are cached for a step (at most a minute): a page's charts cost one query each
-    per step, however many people look."""
+    The recorded series (brickadmin-rules.yaml) is read when Prometheus has it; otherwise
+    the figure is computed from the DCGM series. Answers are cached for a step (at most a
+    minute): a page's charts cost one query each per step, however many people look."""
     from django.core.cache import cache
 
     start, end, step = window(range_key, now)
     series = Series(start=start, end=end, step=step)
-    promql = utilisation_query(scope, subject)
+    promql = utilisation_query(scope, subject)  # raises ValueError for what has no query
     key = "brick-util:" + hashlib.sha256(json.dumps([settings.PROMETHEUS_URL, promql, start, end, step]).encode()).hexdigest()
     points = cache.get(key)
     if points is None:
-        points = query_range(promql, start, end, step)
+        recorded = recorded_query(scope, subject)
+        points = query_range(recorded, start, end, step) if recorded else []
+        if points == []:
+            points = query_range(promql, start, end, step)
         if points is None:
             series.error = last_error() or gettext("Prometheus did not answer")
             return series

@@ -43,9 +43,12 @@ def _title(scope: str, subject: str) -> str:
 def summary(points, period: str, step: float) -> str:
     """The chart in one sentence: mean, lowest and highest, and how often it was sampled."""
     values = [v for _t, v in points]
-    minutes = step / 60
-    every = (_("one every %(n)s min") % {"n": f"{minutes:g}"}) if minutes < 120 else \
-        (_("one every %(n)s h") % {"n": f"{minutes / 60:g}"})
+    if step < 60:
+        every = _("one every %(n)s s") % {"n": f"{step:g}"}
+    elif step < 7200:
+        every = _("one every %(n)s min") % {"n": f"{step / 60:g}"}
+    else:
+        every = _("one every %(n)s h") % {"n": f"{step / 3600:g}"}
     return _("Mean %(mean)s%%, lowest %(low)s%%, highest %(high)s%% over %(period)s (%(count)s points, %(every)s).") % {
         "mean": round(sum(values) / len(values)), "low": round(min(values)), "high": round(max(values)),
         "period": period, "count": len(values), "every": every}

@@ -210,3 +210,34 @@ def test_with_prometheus_unreachable_the_chart_says_not_measured(settings, alice
     settings.PROMETHEUS_TIMEOUT = 1
     html = alice_client.get(reverse("utilisation_chart", args=["type"]), {"of": "nvidia.com/gpu"}).content.decode()
     assert "Not measured" in html and "Prometheus query failed" in html and "<svg" not in html
+
+
+def test_the_recorded_series_is_read_first_and_the_dcgm_series_otherwise(settings, monkeypatch):
+    settings.PROMETHEUS_URL = "http://prometheus.invalid"
+    from django.core.cache import cache
+
+    asked = []
+
+    def fake(promql, start, end, step):
+        asked.append(promql)
+        return [(end, 42.0)] if promql.startswith("brick:gpu_utilisation:avg_by_type") else []
+
+    monkeypatch.setattr(metrics, "query_range", fake)
+    cache.clear()
+    assert metrics.utilisation("type", "nvidia.com/gpu.shared", "hour").points == [(metrics.window("hour")[1], 42.0)]
+    assert asked == ['brick:gpu_utilisation:avg_by_type{gpu_type="shared"}']
+    asked.clear()
+    assert metrics.utilisation("cluster", "", "hour").points == []  # no recorded series: computed from DCGM
+    assert asked == ["brick:gpu_utilisation:avg", metrics.utilisation_query("cluster")]
+    asked.clear()
+    metrics.utilisation("workspace", "ws-a", "hour")  # nothing recorded per Workspace
+    assert asked == [metrics.utilisation_query("workspace", "ws-a")]
+
+
+def test_the_recording_rules_match_the_queries():
+    rules = (REPO / "deploy" / "prometheus" / "brickadmin-rules.yaml").read_text()
+    for record in ("brick:gpu_utilisation:avg", "brick:gpu_utilisation:avg_by_type",
+                   "brick:gpu_utilisation:avg_by_mig_profile"):
+        assert f"record: {record}\n" in rules
+    assert "avg(max by (UUID, GPU_I_ID) (DCGM_FI_DEV_GPU_UTIL))" in rules
+    assert metrics.utilisation_query("cluster") == "avg(max by (UUID, GPU_I_ID) (DCGM_FI_DEV_GPU_UTIL))"
