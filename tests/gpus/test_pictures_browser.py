@@ -77,6 +77,30 @@ def test_dark_theme_follows_the_system_and_keeps_text_readable(pages, live_serve
     assert dark_fill != light_fill
 
 
+# Every element with text of its own: its colour, and the first opaque background behind it.
+TEXTS = """() => [...document.querySelectorAll('body *')]
+  .filter(el => el.offsetParent && [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim()))
+  .map(el => { let bg = null, n = el;
+    while (n) { const c = getComputedStyle(n).backgroundColor;
+      if (c && c !== 'rgba(0, 0, 0, 0)' && c !== 'transparent') { bg = c; break; } n = n.parentElement; }
+    return [el.tagName.toLowerCase() + '.' + el.className, getComputedStyle(el).color, bg || 'rgb(255, 255, 255)',
+            el.textContent.trim().slice(0, 40)]; })"""
+
+
+def test_every_text_of_the_dark_theme_is_readable(pages, live_server):
+    page = pages(color_scheme="dark")
+    low = []
+    for path in ("/", "/availability/", "/nodes/", "/nodes/gpu-a100-04/", "/health/", "/help/", "/procedures/",
+                 "/runs/", "/workspaces/", "/workspaces/new/", "/workspaces/approvals/", "/workspaces/jobs/"):
+        page.goto(live_server.url + path)
+        page.wait_for_load_state("networkidle")  # the charts htmx brings in
+        for where, fg, bg, text in page.evaluate(TEXTS):
+            ratio = contrast(rgb(fg), rgb(bg))
+            if ratio < 4.5:
+                low.append((path, where, fg, bg, text, round(ratio, 2)))
+    assert low == []
+
+
 def test_pictures_load_lazily_and_fit_in_korean_on_a_phone(pages, live_server):
     page = pages(viewport={"width": 390, "height": 844})
     page.goto(live_server.url + "/")
