@@ -7,11 +7,13 @@ from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _l
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from brickadmin.cluster import ClusterError
 from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
+from brickadmin.tables import Column, Table
 from gpus.reading import read_cluster
 
 from . import services
@@ -30,6 +32,18 @@ def _ledger_or_banner(request):
         show_cluster_error(request, exc)
         return None, None
     return view.ledger, view.snapshot
+
+
+AUDIT_TABLE = Table(
+    Column("at", _l("When")),
+    Column("actor", _l("Who"), "actor_name"),
+    Column("action", _l("What"), value=lambda d: d.get_action_display()),
+    Column("subject", _l("Subject")),
+    Column("resource", _l("GPU resource"), "gpu_resource"),
+    Column("amount", _l("GPU"), numeric=True),
+    Column("overcommit", _l("Overcommit")),
+    Column("detail", _l("Detail"), None, value="detail"),
+    search=("actor_name", "subject", "gpu_resource", "detail", "action"), default="-at")
 
 
 # --- users: Workspaces -------------------------------------------------------------
@@ -336,9 +350,10 @@ def limit_delete(request, pk):
 @require_GET
 @admin_required
 def audit_log(request):
-    rows = Decision.objects.all()
-    page = Paginator(rows, settings.PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "workspaces/audit.html", {"page": page})
+    table = AUDIT_TABLE.bind(request, Decision.objects.all())
+    if table.wants_csv:
+        return table.csv_response("decisions")
+    return render(request, "workspaces/audit.html", {"table": table, "page": table.page})
 
 
 @require_GET
