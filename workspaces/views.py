@@ -14,7 +14,7 @@ from brickadmin.cluster import ClusterError
 from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
-from gpus.reading import read_cluster
+from gpus.reading import read_cluster, read_jobs
 
 from . import services
 from .forms import (
@@ -98,7 +98,7 @@ def _jobs_for(user):
 def job_list(request):
     rows = _jobs_for(request.user)
     page = Paginator(rows, settings.PAGE_SIZE).get_page(request.GET.get("page"))
-    cluster = _cluster_jobs_or_banner(request)
+    cluster = _cluster_jobs_or_banner(request, page)
     for job in page:
         job.cluster_state = services.job_state((cluster or {}).get((job.workspace.namespace, job.k8s_name))) \
             if cluster is not None else None
@@ -137,7 +137,7 @@ def job_create(request):
 @require_GET
 def job_detail(request, pk):
     job = get_object_or_404(_jobs_for(request.user), pk=pk)
-    cluster = _cluster_jobs_or_banner(request)
+    cluster = _cluster_jobs_or_banner(request, [job])
     job.cluster_state = services.job_state((cluster or {}).get((job.workspace.namespace, job.k8s_name)))
     return render(request, "workspaces/job_detail.html", {"job": job, "cluster_ok": cluster is not None})
 
@@ -158,10 +158,11 @@ def job_cancel(request, pk):
     return redirect("job_detail", pk=job.pk)
 
 
-def _cluster_jobs_or_banner(request):
-    """The cluster's Jobs by (namespace, name), or None and the banner when unreadable."""
+def _cluster_jobs_or_banner(request, jobs):
+    """These Jobs as the cluster view last showed them, by (namespace, name); None and the
+    banner when there is no view to read. No API call: the watcher keeps the product's Jobs."""
     try:
-        return services.cluster_jobs_by_name()
+        return read_jobs([(job.workspace.namespace, job.k8s_name) for job in jobs])
     except ClusterError as exc:
         show_cluster_error(request, exc)
         return None
