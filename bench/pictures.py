@@ -10,6 +10,9 @@ cost Prometheus.
    cache bypassed), computed from the DCGM series (without the recording rules of
    deploy/prometheus/brickadmin-rules.yaml; with them, the cluster and type charts read one
    recorded series). One range query per chart, whatever the cluster's size.
+3. SQL queries and server time of the pages that show pictures (Dashboard, Availability,
+   Node detail) and of the chart fragments, on the seed example (2 nodes) and the demo
+   (17 nodes): the same count for both (pages read the materialised view).
 
 Run: .venv/bin/python bench/pictures.py [--gpus 400]
 """
@@ -32,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("BRICK_VAR_DIR", tempfile.mkdtemp(prefix="brick-bench-"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "brickadmin.settings")
+os.environ["BRICK_CLUSTER"] = "twin"
 
 import django  # noqa: E402
 
@@ -155,9 +159,51 @@ def bench_queries(gpus: int):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def bench_pages():
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    from brickadmin.cluster import scenarios
+    from brickadmin.cluster.twin import TwinGateway
+    from workspaces.models import WorkspaceRequest
+
+    settings.PROMETHEUS_URL = ""  # the fragments then say "not measured": no Prometheus in the count
+    call_command("migrate", verbosity=0)
+    User = get_user_model()
+    User.objects.filter(username__startswith="bench-").delete()
+    admin = User.objects.create_user("bench-admin", is_staff=True)
+    user = User.objects.create_user("bench-user")
+    WorkspaceRequest.objects.filter(name="bench-ws").delete()
+    WorkspaceRequest.objects.create(name="bench-ws", requester=user, requester_name="bench-user", gpu=1, cpu=1,
+                                    memory_gib=1, storage_gib=1, status=WorkspaceRequest.Status.APPROVED)
+    client = Client(HTTP_HOST="localhost")
+    print(f"{'scenario':<13} {'page':<28} {'SQL':>4} {'server ms':>10}")
+    for scenario, node in (("seed-example", "dev-a1-ws02"), ("demo", "gpu-a100-04")):
+        objects, hardware, plugin_configs = scenarios.read(scenario)
+        TwinGateway().load(objects, hardware, plugin_configs)
+        for who, url in (("admin", "/"), ("admin", "/availability/"), ("admin", f"/nodes/{node}/"),
+                         ("admin", "/charts/utilisation/cluster/?range=day"),
+                         ("user", "/charts/utilisation/workspace/?of=bench-ws&range=day")):
+            client.force_login(admin if who == "admin" else user)
+            client.get(url)  # warm: the view brought up to date, templates
+            times = []
+            for _ in range(5):
+                with CaptureQueriesContext(connection) as ctx:
+                    t0 = time.perf_counter()
+                    r = client.get(url)
+                    times.append(time.perf_counter() - t0)
+                assert r.status_code == 200, (url, r.status_code)
+            print(f"{scenario:<13} {url[:28]:<28} {len(ctx.captured_queries):>4} {statistics.median(times) * 1000:>10.1f}")
+    User.objects.filter(username__startswith="bench-").delete()
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpus", type=int, default=400)
     args = ap.parse_args()
     bench_map()
+    bench_pages()
     bench_queries(args.gpus)
