@@ -192,3 +192,19 @@ def test_node_detail_shows_the_gpu_map_with_its_pods(demo, admin_client):
     assert 'data-pod="ws-notebooks/jupyter-frank"' in html
     assert "The GPU map as a table" in html
     assert 'hx-get="/charts/utilisation/node/?' in html
+
+
+@pytest.mark.parametrize("scenario", ["seed-example", "qks", "demo"])
+def test_every_gpu_node_of_every_scenario_has_a_tile_per_physical_gpu(load_scenario, scenario):
+    from gpus.reading import read_cluster
+
+    load_scenario(scenario)
+    for node in read_cluster().ledger.nodes:
+        m = gpumap.node_map(node)
+        assert len(m.tiles) == node.physical, node.name
+        per_gpu = [len(t.slots) for t in m.tiles if t.kind != "mig"]
+        assert all(n == (node.replicas if node.mode == "timeslicing" else 1) for n in per_gpu), node.name
+        held = {s.pod for t in m.tiles for s in t.slots if s.pod}
+        running = {f'{p["metadata"]["namespace"]}/{p["metadata"]["name"]}' for p in node.raw_pods
+                   if (p.get("status") or {}).get("phase") == "Running"}
+        assert running <= held | {who for who, _res in m.unplaced}, node.name
