@@ -12,7 +12,7 @@ class ProviderIdentity(models.Model):
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
                                 related_name="provider_identity")
     issuer = models.CharField(_("Issuer"), max_length=255)
-    subject = models.CharField(_("Subject"), max_length=255)
+    subject = models.CharField(_("Subject (sub)"), max_length=255)
     last_login_groups = models.JSONField(_("Groups at the last sign-in"), default=list)
 
     class Meta:
