@@ -89,7 +89,6 @@ class ProviderCallbackView(OIDCAuthenticationCallbackView):
         return redirect(settings.LOGIN_URL)
 
 
-@login_not_required
 @require_POST
 def logout(request):
     """Ends the console session and, for a provider sign-in, the provider's session too: the

@@ -316,3 +316,20 @@ def test_logout_of_a_provider_user_ends_the_provider_session(client, provider, k
     # a local user's logout stays local
     client.force_login(get_user_model().objects.create_user("root", password="pw-root-123"))
     assert client.post("/logout/")["Location"] == "/login/"
+
+
+@pytest.mark.django_db
+def test_the_callback_refuses_a_tampered_token_with_the_login_page_not_an_error(client, provider, key, monkeypatch):
+    """Through the real views: the state and nonce the login step stored, a code, and a
+    token endpoint that answers a token whose signature was changed."""
+    client.get("/oidc/authenticate/")
+    state, stored = next(iter(client.session["oidc_states"].items()))
+    header, payload, signature = id_token(key, nonce=stored["nonce"]).split(".")
+    tampered = f"{header}.{payload}.{signature[:-6]}AAAAAA"
+    monkeypatch.setattr(ProviderBackend, "get_token", lambda self, payload: {"id_token": tampered, "access_token": "at"})
+    response = client.get(f"/oidc/callback/?code=c-1&state={state}", follow=True)
+    assert response.redirect_chain[-1][0].startswith("/login/")
+    assert "Single sign-on did not sign you in" in response.content.decode()
+    assert "_auth_user_id" not in client.session and not get_user_model().objects.exists()
+    # the same state cannot be played again
+    assert client.get(f"/oidc/callback/?code=c-1&state={state}").status_code == 400
