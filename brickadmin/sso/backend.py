@@ -112,7 +112,10 @@ class ProviderBackend(OIDCAuthenticationBackend):
             for key in discovery.jwks(refresh=refresh)["keys"]:
                 if key.get("kid") == header.get("kid") and key.get("kty") == "RSA" \
                         and key.get("alg", SIGN_ALGORITHM) == SIGN_ALGORITHM and key.get("use", "sig") == "sig":
-                    return jwt.PyJWK(key, algorithm=SIGN_ALGORITHM)
+                    try:
+                        return jwt.PyJWK(key, algorithm=SIGN_ALGORITHM)
+                    except jwt.PyJWKError as exc:
+                        raise SuspiciousOperation(f"the provider's key {key.get('kid')} is unusable: {exc}") from exc
         raise SuspiciousOperation("ID token signed with a key the provider does not publish")
 
     def _verify_jws(self, payload, key):
