@@ -142,6 +142,9 @@ BRICK_OIDC_PROVIDER_NAME = os.environ.get("BRICK_OIDC_PROVIDER_NAME", "")  # the
 OIDC_RP_SCOPES = os.environ.get("BRICK_OIDC_SCOPES", "openid profile email groups")
 BRICK_OIDC_DISCOVERY_CACHE_SECONDS = int(os.environ.get("BRICK_OIDC_DISCOVERY_CACHE_SECONDS", "3600"))
 BRICK_OIDC_CLOCK_SKEW_SECONDS = int(os.environ.get("BRICK_OIDC_CLOCK_SKEW_SECONDS", "60"))
+# A provider sign-in's console session ends after this long (the role and groups are re-read
+# at the next sign-in); local sessions keep Django's SESSION_COOKIE_AGE.
+BRICK_OIDC_SESSION_SECONDS = int(os.environ.get("BRICK_OIDC_SESSION_SECONDS", str(8 * 3600)))
 OIDC_VERIFY_SSL = os.environ.get("BRICK_OIDC_CA_BUNDLE") or True  # a CA file for a private provider
 OIDC_TIMEOUT = float(os.environ.get("BRICK_OIDC_TIMEOUT", "10"))
 OIDC_RP_SIGN_ALGO = "RS256"

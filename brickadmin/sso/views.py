@@ -84,6 +84,13 @@ class ProviderCallbackView(OIDCAuthenticationCallbackView):
         _sso_on()
         return super().get(request)
 
+    def login_success(self):
+        response = super().login_success()
+        # The role and groups are read at sign-in: a provider session lasts a working day at
+        # most, so someone taken out of the admin group is no admin the next day at the latest.
+        self.request.session.set_expiry(settings.BRICK_OIDC_SESSION_SECONDS)
+        return response
+
     def login_failure(self):
         messages.error(self.request, _("Single sign-on did not sign you in. Try again, or ask an admin."))
         return redirect(settings.LOGIN_URL)

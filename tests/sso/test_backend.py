@@ -333,3 +333,22 @@ def test_the_callback_refuses_a_tampered_token_with_the_login_page_not_an_error(
     assert "_auth_user_id" not in client.session and not get_user_model().objects.exists()
     # the same state cannot be played again
     assert client.get(f"/oidc/callback/?code=c-1&state={state}").status_code == 400
+
+
+@pytest.mark.django_db
+def test_the_callback_signs_in_with_a_valid_token_for_a_working_day_at_most(client, provider, key, monkeypatch,
+                                                                            settings):
+    client.get("/oidc/authenticate/?next=/workspaces/")
+    state, stored = next(iter(client.session["oidc_states"].items()))
+    assert len(stored["code_verifier"]) >= 43  # PKCE
+    token = id_token(key, nonce=stored["nonce"])
+    sent = {}
+    monkeypatch.setattr(ProviderBackend, "get_token",
+                        lambda self, payload: sent.update(payload) or {"id_token": token, "access_token": "at"})
+    response = client.get(f"/oidc/callback/?code=c-1&state={state}")
+    assert response.status_code == 302 and response["Location"] == "/workspaces/"
+    assert sent["code_verifier"] == stored["code_verifier"] and sent["redirect_uri"] == "http://testserver/oidc/callback/"
+    assert client.session["_auth_user_backend"] == "brickadmin.sso.backend.ProviderBackend"
+    assert client.session.get_expiry_age() == settings.BRICK_OIDC_SESSION_SECONDS
+    assert client.session["oidc_id_token"] == token  # the logout's id_token_hint
+    assert client.get("/workspaces/settings/").status_code == 200  # ada is in the admin group
