@@ -47,8 +47,22 @@ def test_admin_group_signs_in_as_admin_and_logout_ends_the_provider_session(
     assert page.goto(f"{live_server.url}/workspaces/settings/").status == 200  # an admin page
     assert page.goto(f"{live_server.url}/lockouts/").status == 200
 
+    # while the provider's session lasts, signing in again goes through without a password
+    seen = []
+
+    def record(request):
+        seen.append(request.url)
+
+    page.on("request", record)
+    page.goto(f"{live_server.url}/login/")
+    page.click("[data-testid=sso-login]")
+    page.wait_for_url(f"{live_server.url}/")
+    page.remove_listener("request", record)
+    assert any(u.startswith(f"{oidc_provider.issuer}/auth") for u in seen)
+    assert not any("/interaction/" in u for u in seen)
+
     # logout: the console, then the provider (it asks; yes), then back to the login page
-    page.click("header form[action='/logout/'] button, form[action='/logout/'] button")
+    page.click("form[action='/logout/'] button")
     page.wait_for_url(f"{oidc_provider.issuer}/session/end**")
     page.click("button[name=logout][value=yes]")
     page.wait_for_url(f"{live_server.url}/login/**")
