@@ -122,6 +122,7 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each alone: per user, an
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
 AXES_LOCKOUT_CALLABLE = "brickadmin.lockout.lockout_response"
 AXES_CLIENT_IP_CALLABLE = "brickadmin.lockout.client_ip"
+AXES_WHITELIST_CALLABLE = "brickadmin.lockout.provider_sign_in"  # single sign-on: the provider locks
 # Behind a reverse proxy every request comes from the proxy: give the number of proxies that
 # append to X-Forwarded-For so the client's own address is the one locked out.
 BRICK_TRUSTED_PROXY_COUNT = int(os.environ.get("BRICK_TRUSTED_PROXY_COUNT", "0"))

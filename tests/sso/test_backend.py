@@ -352,3 +352,25 @@ def test_the_callback_signs_in_with_a_valid_token_for_a_working_day_at_most(clie
     assert client.session.get_expiry_age() == settings.BRICK_OIDC_SESSION_SECONDS
     assert client.session["oidc_id_token"] == token  # the logout's id_token_hint
     assert client.get("/workspaces/settings/").status_code == 200  # ada is in the admin group
+
+
+@pytest.mark.django_db
+def test_failed_provider_sign_ins_lock_nobody_out(client, provider, key, monkeypatch, settings):
+    """A provider sign-in carries no username: were its failures counted by django-axes, they
+    would all land on one empty username and anyone could lock single sign-on for everyone.
+    Passwords are checked (and locked) at the provider; the console's lockouts are the local form's."""
+    monkeypatch.setattr(ProviderBackend, "get_token", lambda self, payload: {"id_token": "garbage", "access_token": "at"})
+    for i in range(settings.AXES_FAILURE_LIMIT + 2):
+        client.get("/oidc/authenticate/", REMOTE_ADDR=f"192.0.2.{i + 1}")
+        state = next(iter(client.session["oidc_states"]))
+        response = client.get(f"/oidc/callback/?code=c&state={state}", REMOTE_ADDR=f"192.0.2.{i + 1}")
+        assert response.status_code == 302 and response["Location"] == "/login/"
+    from axes.models import AccessAttempt
+
+    assert not AccessAttempt.objects.exists()
+    client.get("/oidc/authenticate/", REMOTE_ADDR="192.0.2.200")
+    state, stored = next(iter(client.session["oidc_states"].items()))
+    token = id_token(key, nonce=stored["nonce"])
+    monkeypatch.setattr(ProviderBackend, "get_token", lambda self, payload: {"id_token": token, "access_token": "at"})
+    response = client.get(f"/oidc/callback/?code=c&state={state}", REMOTE_ADDR="192.0.2.200")
+    assert response.status_code == 302 and response["Location"] == "/" and "_auth_user_id" in client.session
