@@ -73,7 +73,7 @@ def groups_from(claims: dict) -> list[str]:
 class ProviderBackend(OIDCAuthenticationBackend):
     """Signs in users of the identity provider configured by BRICK_OIDC_*."""
 
-    def __init__(self, *args, **kwargs):  # noqa: D107 -- no network: Django builds every backend per sign-in
+    def __init__(self, *args, **kwargs):  # no network: Django builds every backend for each sign-in, local ones too
         self.OIDC_RP_CLIENT_ID = settings.OIDC_RP_CLIENT_ID
         self.OIDC_RP_CLIENT_SECRET = settings.OIDC_RP_CLIENT_SECRET
         self.OIDC_RP_SIGN_ALGO = SIGN_ALGORITHM
