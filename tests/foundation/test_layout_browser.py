@@ -26,7 +26,8 @@ OVERFLOW = """(desktop) => {
     + (typeof el.className === 'string' && el.className.trim() ? '.' + el.className.trim().split(/\\s+/).join('.') : '')
     + (el.dataset && el.dataset.testid ? '[data-testid=' + el.dataset.testid + ']' : '');
   const path = el => { const p = []; for (let e = el; e && e !== document.body && p.length < 4; e = e.parentElement) p.unshift(name(e)); return p.join(' > '); };
-  const visible = el => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden';
+  const visible = el => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden'
+    && !el.closest('.visually-hidden');  // clipped on purpose: read by screen readers only
   const width = document.scrollingElement.scrollWidth;
   if (width > vw + 1) {
     const sticking = [...document.body.querySelectorAll('*')].filter(el => visible(el)
