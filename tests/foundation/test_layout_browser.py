@@ -20,10 +20,10 @@ from .pages import ANONYMOUS_PAGES, admin_pages, build_world, user_pages
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-OVERFLOW = """(desktop) => {
+OVERFLOW = r"""(desktop) => {
   const vw = window.innerWidth, out = [];
   const name = el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '')
-    + (typeof el.className === 'string' && el.className.trim() ? '.' + el.className.trim().split(/\\s+/).join('.') : '')
+    + (typeof el.className === 'string' && el.className.trim() ? '.' + el.className.trim().split(/\s+/).join('.') : '')
     + (el.dataset && el.dataset.testid ? '[data-testid=' + el.dataset.testid + ']' : '');
   const path = el => { const p = []; for (let e = el; e && e !== document.body && p.length < 4; e = e.parentElement) p.unshift(name(e)); return p.join(' > '); };
   const visible = el => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden'
