@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import require_service
 
 from .browsing import VIEWPORTS, context, open_page, signed_in
-from .pages import ANONYMOUS_PAGES, admin_pages, build_world, user_pages
+from .pages import ANONYMOUS_PAGES, Page, admin_pages, build_world, user_pages
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -106,3 +106,21 @@ def test_no_page_scrolls_sideways_and_no_table_is_cut(browser, live_server, load
     print(f"screenshots: {shots}")
     assert seen == 2 * (len(ANONYMOUS_PAGES) + len(user_pages(ids)) + len(admin_pages(ids)))
     assert not found, f"{len(found)} overflows:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_node_detail_with_a_stale_resource_is_whole_at_1366(browser, live_server, load_scenario, admin_user, lang,
+                                                            tmp_path):
+    """The widest GPU table: a node relabelled without the status patch keeps its old
+    resource in capacity, and the row says so in a badge."""
+    if lang == "ko":
+        require_service(korean_font(), "a Korean font (Debian package fonts-nanum)")
+    twin = load_scenario("seed-example")
+    twin.label_node("dev-a1-ws02", {"brick.cloud/gpu.sharing": "none"})
+    ctx = context(browser, live_server, lang, viewport={"width": 1366, "height": 900})
+    page = signed_in(ctx, live_server, "admin")
+    open_page(page, live_server, Page("node detail (stale)", "/nodes/dev-a1-ws02/"))
+    assert page.locator("tr.row-warn .tag").count() == 1  # the stale resource's badge
+    page.screenshot(path=str(shots_dir(tmp_path) / f"1366-{lang}-admin-node-detail-stale.png"), full_page=True)
+    assert page.evaluate(OVERFLOW, True) == []
+    ctx.close()
