@@ -403,13 +403,13 @@ def _ready(status: dict) -> bool:
 
 
 def _node_model(labels: dict, devs: list[dict]) -> str:
-    models = [d["model"] for d in devs if d.get("model")]
+    """The node's GPU model, one name whichever source gave it (vocab.gpu_model_name), so
+    the Dashboard groups a model into one row."""
+    models = [vocab.gpu_model_name(d["model"]) for d in devs if d.get("model")]
     if models:
-        return max(set(models), key=models.count)
-    product = labels.get(vocab.GPU_PRODUCT_LABEL, "")
-    if product:
-        return product.replace("-SHARED", "").replace("-", " ")
-    return "Unknown GPU"
+        return max(sorted(set(models)), key=models.count)
+    product = vocab.gpu_model_name(labels.get(vocab.GPU_PRODUCT_LABEL, ""))
+    return product or "Unknown GPU"
 
 
 def _physical_from_allocatable(resources: dict[str, ResourceLine], replicas: int) -> int:

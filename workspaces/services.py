@@ -387,15 +387,17 @@ def job_node_options(ledger) -> list[NodeOption]:
             res = next((r.resource for r in served), ledger_mod.GPU_SHARED)
             out.append(NodeOption(n.name, res, 0, 0, False, _("Time-slicing nodes do not support Jobs")))
             continue
-        if n.mode == "mig":
+        line = n.resources.get(ledger_mod.GPU)
+        alloc = line.allocatable if line and not line.stale else 0
+        if n.mode == "mig" and not alloc:
+            # Only MIG instances: no whole exclusive GPU a Job could use. A node with whole
+            # GPUs beside its MIG instances (mixed strategy) offers those whole GPUs.
             res = next((r.resource for r in served if r.gpu_type.startswith("mig-")), f"{MIG_PREFIX}*")
             out.append(NodeOption(n.name, res, 0, 0, False, _("MIG nodes do not support Jobs")))
             continue
-        line = n.resources.get(ledger_mod.GPU)
-        alloc = line.allocatable if line and not line.stale else 0
         free = max(0, alloc - (line.requested if line else 0))
         reason = ""
-        if n.mode != "exclusive":
+        if n.mode not in ("exclusive", "mig"):
             reason = _("The node's GPU sharing label is not recognised")
         elif not n.ready:
             reason = _("Node is not Ready")
