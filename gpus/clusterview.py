@@ -141,7 +141,7 @@ def _problem_rows(problems: dict, gen: int):
     base = problems[settings.LANGUAGE_CODE]
     for i, (p, _message, _remedy) in enumerate(base):
         yield ViewProblem(generation=gen, position=i, severity=p.severity, kind=p.kind, subject=p.subject,
-                          subject_type=p.subject_type, wizard=p.wizard,
+                          subject_type=p.subject_type, wizard=p.wizard, fix=p.fix, fix_params=p.fix_params,
                           message={code: found[i][1] for code, found in problems.items()},
                           remedy={code: found[i][2] for code, found in problems.items()})
 
@@ -287,7 +287,8 @@ def _problem(row: ViewProblem, lang: str) -> health_mod.Problem:
         return d.get(lang) or d.get(settings.LANGUAGE_CODE) or next(iter(d.values()), "")
 
     return health_mod.Problem(severity=row.severity, kind=row.kind, subject=row.subject, message=text(row.message),
-                              remedy=text(row.remedy), wizard=row.wizard, subject_type=row.subject_type)
+                              remedy=text(row.remedy), wizard=row.wizard, subject_type=row.subject_type,
+                              fix=row.fix, fix_params=row.fix_params or {})
 
 
 def stored_view(*, live: bool = False) -> StoredView:

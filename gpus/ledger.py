@@ -345,8 +345,7 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
         if not name.startswith(NVIDIA):
             continue
         gtype = gpu_type_of(name, shared_plain)
-        stale = convention == "brick" and (
-            (sharing == "timeslicing" and name == GPU) or (sharing != "timeslicing" and name == GPU_SHARED))
+        stale = convention == "brick" and vocab.is_stale_resource(sharing, name)
         resources[name] = ResourceLine(
             resource=name, gpu_type=gtype, capacity=quantity(capacity.get(name, 0)),
             allocatable=quantity(allocatable.get(name, 0)), requested=pods_requests.get(name, 0), stale=stale)

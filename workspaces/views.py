@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from brickadmin.cluster import ClusterError
 from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
+from gpus.models import OwnerNotice
 from gpus.reading import read_cluster
 
 from . import services
@@ -69,7 +70,10 @@ def workspace_detail(request, pk):
             quotas = services.workspace_quotas(ws)
         except ClusterError as exc:
             show_cluster_error(request, exc)
-    return render(request, "workspaces/workspace_detail.html", {"ws": ws, "jobs": jobs, "quotas": quotas})
+    notices = OwnerNotice.objects.filter(namespace=ws.namespace)[:20] \
+        if ws.status == WorkspaceRequest.Status.APPROVED else []
+    return render(request, "workspaces/workspace_detail.html", {"ws": ws, "jobs": jobs, "quotas": quotas,
+                                                                "notices": notices})
 
 
 # --- users: Jobs ------------------------------------------------------------------

@@ -66,6 +66,12 @@ def intended_sharing(value: str) -> str:
     return "timeslicing" if "time" in letters or "slic" in letters or "shar" in letters else "none"
 
 
+def is_stale_resource(sharing: str, resource: str) -> bool:
+    """On a BRICK node, the other mode's resource that kubelet leaves in node status after a
+    conversion: nvidia.com/gpu on a time-slicing node, nvidia.com/gpu.shared on any other."""
+    return (sharing == "timeslicing" and resource == GPU) or (sharing != "timeslicing" and resource == GPU_SHARED)
+
+
 GPU_PRODUCT_SHARED_SUFFIX = "-SHARED"  # GFD appends it to gpu.product on a time-sliced node
 
 

@@ -27,6 +27,11 @@ def find(code: str) -> ProcedureDef | None:
     return PROCEDURES.get(code)
 
 
+def fixers(kind: str, params: dict | None = None) -> list[ProcedureDef]:
+    """The procedures that fix a health finding of ``kind`` (with these facts), by code."""
+    return [p for p in all_procedures() if p.fixes_finding(kind, params or {})]
+
+
 def all_procedures() -> list[ProcedureDef]:
     return [PROCEDURES[c] for c in sorted(PROCEDURES)]
 

@@ -201,6 +201,17 @@ def restore_params(run: ProcedureRun, gateway) -> dict | None:
     return {"restore_of": run.pk, "labels": labels, "uncordon": uncordon}
 
 
+def fix_params(proc, node: str, params: dict, gateway) -> dict:
+    """The parameters of a Fix run, completed from the records where the finding gives only a
+    reference: "Restore the node" is given the stopped run, and puts back what that run
+    recorded (read live, as on the run's page)."""
+    if proc.restores and params.get("restore_of"):
+        run = ProcedureRun.objects.filter(pk=params["restore_of"], node=node).first()
+        full = restore_params(run, gateway) if run is not None else None
+        return full or {"restore_of": params["restore_of"], "labels": {}, "uncordon": False}
+    return params
+
+
 @in_record_language
 def start_restore(run: ProcedureRun, gateway, *, actor=None, actor_name: str = "", source: str = "web",
                   dispatch=True) -> ProcedureRun:
