@@ -642,7 +642,7 @@ class ProcedureRestore(ProcedureDef):
     listed = False
     restores = True
     fixes = ("run-left-cordoned",)  # the Fix of that finding: its params are completed by service.fix_params
-    params = (Param("restore_of", lambda: forms.IntegerField(min_value=1, label=gettext_lazy("Run to undo"))),)
+    params = (Param("restore_of", lambda: forms.IntegerField(min_value=1, required=False, label=gettext_lazy("Run to undo"))),)
 
     def confirm_sentence(self, node, params):
         return _("Restore %(node)s? A new run puts its GPU labels back as they were before run #%(id)s and uncordons "

@@ -233,3 +233,13 @@ def test_fix_plan_with_bad_facts_goes_back_to_health(demo, admin_client):
     assert resp.status_code == 302 and resp["Location"] == reverse("health")
     assert admin_client.get(reverse("fix_plan", args=["A"])).status_code == 404  # a wizard is not a Fix
     assert ProcedureRun.objects.count() == 0
+
+
+def test_a_fix_from_the_terminal_writes_the_same_record(demo, capsys):
+    from django.core.management import call_command
+
+    call_command("procedure", "run", "S", "--node", STALE_NODE, "--stale-resource", "nvidia.com/gpu", "--inline",
+                 "--actor", "ops")
+    run = ProcedureRun.objects.get()
+    assert (run.procedure, run.status, run.actor_name, run.source) == ("S", "succeeded", "ops", "terminal")
+    assert "nvidia.com/gpu" not in demo.get_node(STALE_NODE)["status"]["capacity"]
