@@ -94,7 +94,8 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
         ViewResourceRow.objects.all().delete()
         ViewResourceRow.objects.bulk_create(
             ViewResourceRow(generation=gen, position=i, resource=r.resource, logical=r.logical,
-                            allocated=r.allocated, requested=r.requested) for i, r in enumerate(led.by_resource))
+                            allocated=r.allocated, requested=r.requested, shared_logical=r.shared_logical,
+                            shared_on=r.shared_on) for i, r in enumerate(led.by_resource))
         ViewProblem.objects.all().delete()
         ViewProblem.objects.bulk_create(_problem_rows(problems, gen))
         state.generation = gen
@@ -301,7 +302,8 @@ def stored_view(*, live: bool = False) -> StoredView:
                                   requested=r.requested, physical=r.physical, cordoned_logical=r.cordoned_logical,
                                   nodes=r.nodes) for r in ViewTypeRow.objects.all()]
     by_resource = [ledger_mod.ResourceRow(resource=r.resource, logical=r.logical, allocated=r.allocated,
-                                          requested=r.requested) for r in ViewResourceRow.objects.all()]
+                                          requested=r.requested, shared_logical=r.shared_logical,
+                                          shared_on=r.shared_on or []) for r in ViewResourceRow.objects.all()]
     fresh = Freshness(as_of=state.as_of, published_at=state.published_at, watcher=state.watcher,
                       watcher_seen_at=state.watcher_seen_at, source=state.source, live=live)
     return StoredView(snapshot=StoredSnapshot(state), ledger=StoredLedger(state, by_type, by_resource),

@@ -288,6 +288,8 @@ class ViewResourceRow(models.Model):
     logical = models.IntegerField(default=0)
     allocated = models.IntegerField(default=0)
     requested = models.IntegerField(default=0)
+    shared_logical = models.IntegerField(default=0)  # time-sliced without a rename (GPU Operator)
+    shared_on = models.JSONField(default=list, blank=True)  # [[node, replicas, logical], ...]
 
     class Meta:
         ordering = ["position"]
