@@ -243,3 +243,42 @@ def test_a_fix_from_the_terminal_writes_the_same_record(demo, capsys):
     run = ProcedureRun.objects.get()
     assert (run.procedure, run.status, run.actor_name, run.source) == ("S", "succeeded", "ops", "terminal")
     assert "nvidia.com/gpu" not in demo.get_node(STALE_NODE)["status"]["capacity"]
+
+
+def test_recreate_a_missing_workspace_namespace_and_quota_from_its_approval(twin, admin_client, admin_user, alice):
+    from workspaces import services as ws_services
+
+    req = ws_services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
+    ws_services.approve(req.pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
+    before = {q["metadata"]["name"]: q["spec"] for q in twin.list_resource_quotas("team-a")}
+    twin.delete("v1", "Namespace", "team-a")  # removed by hand: its quotas went with it
+    assert twin.list_resource_quotas("team-a") == []
+
+    url = registry.find("W").fix_url("", {"workspace": "team-a"})
+    plan = unescape(admin_client.get(url).content.decode())
+    assert "The namespace is gone" in plan and "requests.nvidia.com/gpu.shared=1" in plan
+    run = run_fix(admin_client, twin, url)
+    assert run.status == "succeeded", run.message
+    ns = next(n for n in twin.list_namespaces() if n["metadata"]["name"] == "team-a")
+    assert ns["metadata"]["labels"] == {"brick.cloud/workspace": "true", "brick.cloud/owner": "alice"}
+    assert {q["metadata"]["name"]: q["spec"] for q in twin.list_resource_quotas("team-a")} == before
+
+    # Only the compute quota gone: only it is created; then there is nothing to do.
+    twin.delete("v1", "ResourceQuota", "workspace-compute", "team-a")
+    run = run_fix(admin_client, twin, url)
+    assert run.status == "succeeded" and "workspace-compute" in run.steps.get(
+        step_key="recreate-quotas", state="succeeded").output
+    assert {q["metadata"]["name"]: q["spec"] for q in twin.list_resource_quotas("team-a")} == before
+    writes_before = TwinEvent.objects.count()
+    again = service.start_run("W", "", {"workspace": "team-a"}, actor_name="root", dispatch=False)
+    engine.execute(again.pk, twin)
+    again.refresh_from_db()
+    assert again.message.startswith("Nothing to do") and TwinEvent.objects.count() == writes_before
+
+
+def test_recreate_refuses_a_workspace_without_an_approval_record(twin, admin_client):
+    url = registry.find("W").fix_url("", {"workspace": "nobody"})
+    plan = admin_client.get(url).content.decode()
+    assert "No approved Workspace named nobody" in plan
+    path, query = urlsplit(url).path, dict(parse_qsl(urlsplit(url).query))
+    assert admin_client.post(path + "start/", query).status_code == 400 and ProcedureRun.objects.count() == 0
