@@ -181,8 +181,8 @@ def summary(found: list[Problem]) -> list[Group]:
 
 @check("stale-allocatable", gettext_lazy("Stale resource still allocatable"),
        explain=gettext_lazy("The previous mode's resource is still allocatable on a converted node, so the "
-                            "scheduler can place pods there that the kubelet then refuses. Remove it from node "
-                            "status (step 5 of A/B) and recreate any pod that failed."))
+                            "scheduler can place pods there that the kubelet then refuses. Fix removes it from node "
+                            "status (the JSON patch of step 5 of A/B); then recreate any pod that failed."))
 def stale_allocatable(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         for r in n.stale:
@@ -197,7 +197,7 @@ def stale_allocatable(inputs: HealthInputs) -> Iterable[Problem]:
 
 @check("stale-capacity", gettext_lazy("Stale resource left in capacity"),
        explain=gettext_lazy("The previous mode's resource is left in capacity with allocatable 0. Harmless for "
-                            "scheduling; clean it up with the status patch of A/B."))
+                            "scheduling; Fix removes it with the status patch of A/B."))
 def stale_capacity(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         for r in n.stale:
@@ -210,7 +210,8 @@ def stale_capacity(inputs: HealthInputs) -> Iterable[Problem]:
 
 @check("label-typo", gettext_lazy("Unrecognised sharing label"),
        explain=gettext_lazy("The sharing label is neither none nor timeslicing, so no device plugin serves the "
-                            "node and it exposes no GPU. Set it exactly, through procedure A or B."))
+                            "node and it exposes no GPU. The finding opens procedure A or B (the mode the typo "
+                            "meant) for the node, which drains it before setting the label exactly."))
 def label_typo(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         if n.convention == "brick" and n.mode == "unlabelled":
@@ -245,7 +246,8 @@ def _why_no_plugin(n, daemonsets: list[dict]) -> tuple[str, dict | None]:
 @check("plugin-missing", gettext_lazy("Device plugin not running"),
        explain=gettext_lazy("No running device-plugin pod on a GPU node: it exposes no GPU. Usually a DaemonSet "
                             "lacks a toleration for the node's taint, or no DaemonSet selects its labels; the "
-                            "finding names which."))
+                            "finding names which. For a taint, Fix adds the toleration to both DaemonSets as a new "
+                            "manifest version and applies it."))
 def plugin_missing(inputs: HealthInputs) -> Iterable[Problem]:
     daemonsets = getattr(inputs.snapshot, "plugin_daemonsets", None) or []
     for n in inputs.ledger.nodes:
@@ -264,7 +266,8 @@ def plugin_missing(inputs: HealthInputs) -> Iterable[Problem]:
 
 @check("replicas-not-reflected", gettext_lazy("Replicas not reflected"),
        explain=gettext_lazy("The time-slicing config changed but the plugin still advertises the old replicas: "
-                            "the rollout restart was skipped. Run procedure C (it restarts the plugin)."))
+                            "the rollout restart was skipped. Fix restarts the time-slicing plugin and checks every "
+                            "node (procedure C would too)."))
 def replicas_not_reflected(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         if n.mode == "timeslicing" and n.replicas != n.configured_replicas and n.plugin_state == "running":
@@ -346,7 +349,7 @@ def convention(inputs: HealthInputs) -> Iterable[Problem]:
 
 @check("run-left-cordoned", gettext_lazy("Left cordoned by a stopped run"), reads="records",
        explain=gettext_lazy("A run stopped (failed, cancelled or interrupted) after cordoning its node. Resume it"
-                            " to finish, or restore the node from the run's page."))
+                            " to finish, or Fix: restore the node (its labels as before the run, uncordoned)."))
 def run_left_cordoned(inputs: HealthInputs) -> Iterable[Problem]:
     for run, node_cordoned in inputs.stopped_runs:
         if node_cordoned:
@@ -393,8 +396,8 @@ def _pod_words(pod: dict, owners: dict) -> dict:
 
 @check("pod-admission-failed", gettext_lazy("GPU pod refused by the kubelet"),
        explain=gettext_lazy("The kubelet refused a GPU pod (UnexpectedAdmissionError): it asked for more than one"
-                            " shared GPU, or landed on a stale resource. The finding says which; the pod must be "
-                            "recreated."))
+                            " shared GPU, or landed on a stale resource. The finding says which. Fix tells the "
+                            "owner on their Workspace page and deletes the pod; the owner recreates it."))
 def pod_admission_failed(inputs: HealthInputs) -> Iterable[Problem]:
     """Pods the kubelet refused (UnexpectedAdmissionError), explained by their cause."""
     from brickadmin.cluster.deviceplugin import pod_gpu_requests

@@ -213,11 +213,11 @@ def test_uncordon_a_node_a_stopped_run_left_cordoned_through_restore(demo, admin
 
 def test_a_label_typo_offers_the_wizard_of_the_mode_it_meant_with_the_node_chosen(demo, admin_client):
     html = health(admin_client)
-    row = re.search(rf'<tr class="problem-label-typo".*?</tr>', html, re.S).group(0)
+    row = re.search(r'<tr class="problem-label-typo".*?</tr>', html, re.S).group(0)
     assert f'href="{reverse("wizard_pick", args=["A"])}?node={TYPO_NODE}"' in row  # "time-slicing" meant A
     assert "data-testid=\"fix-label-typo" not in row  # never a bare relabel
     demo.label_node(TYPO_NODE, {"brick.cloud/gpu.sharing": "non"})
-    row = re.search(rf'<tr class="problem-label-typo".*?</tr>', health(admin_client), re.S).group(0)
+    row = re.search(r'<tr class="problem-label-typo".*?</tr>', health(admin_client), re.S).group(0)
     assert f'href="{reverse("wizard_pick", args=["B"])}?node={TYPO_NODE}"' in row
 
 
