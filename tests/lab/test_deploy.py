@@ -18,7 +18,7 @@ RULES = REPO / "deploy" / "prometheus" / "brickadmin-rules.yaml"
 EXPECTED_RULES = {
     ("", "nodes"): {"get", "list", "watch", "patch"},
     ("", "nodes/status"): {"patch"},
-    ("", "pods"): {"get", "list", "watch"},
+    ("", "pods"): {"get", "list", "watch", "delete"},  # delete: the Fix of a pod the kubelet refused
     ("", "pods/eviction"): {"create"},
     ("", "namespaces"): {"list", "watch", "create", "delete"},
     ("", "resourcequotas"): {"list", "watch", "create", "patch"},
