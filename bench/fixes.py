@@ -74,7 +74,7 @@ def main():
         run = ProcedureRun.objects.latest("pk")
         writes = TwinEvent.objects.count()
         t0 = time.perf_counter()
-        status = engine.execute(run.pk, twin)
+        engine.execute(run.pk, twin)
         run_ms = (time.perf_counter() - t0) * 1000
         run_writes = TwinEvent.objects.count() - writes
         run.refresh_from_db()
