@@ -346,8 +346,13 @@ def record_problems(nodes=None) -> list[health_mod.Problem]:
 
     from .models import RESUMABLE_STATUSES, ProcedureRun
 
-    later = ProcedureRun.objects.filter(node=OuterRef("node"), created_at__gt=OuterRef("created_at"))
-    stopped = ProcedureRun.objects.filter(status__in=RESUMABLE_STATUSES).exclude(node="").exclude(Exists(later))
+    from .procedures import registry
+
+    repairs = registry.repair_codes()  # a fix that neither cordons nor relabels: not the node's last conversion
+    later = ProcedureRun.objects.filter(node=OuterRef("node"), created_at__gt=OuterRef("created_at")) \
+        .exclude(procedure__in=repairs)
+    stopped = ProcedureRun.objects.filter(status__in=RESUMABLE_STATUSES).exclude(node="").exclude(
+        procedure__in=repairs).exclude(Exists(later))
     if nodes is not None:
         stopped = stopped.filter(node__in=list(nodes))
     stopped = list(stopped)

@@ -32,6 +32,12 @@ def fixers(kind: str, params: dict | None = None) -> list[ProcedureDef]:
     return [p for p in all_procedures() if p.fixes_finding(kind, params or {})]
 
 
+def repair_codes() -> list[str]:
+    """The codes of the fixes that neither cordon nor relabel a node (all unlisted fixes but
+    "Restore the node"): a run of theirs does not stand for the node's last conversion."""
+    return [p.code for p in all_procedures() if p.fixes and not p.listed and not p.restores]
+
+
 def all_procedures() -> list[ProcedureDef]:
     return [PROCEDURES[c] for c in sorted(PROCEDURES)]
 

@@ -282,3 +282,16 @@ def test_recreate_refuses_a_workspace_without_an_approval_record(twin, admin_cli
     assert "No approved Workspace named nobody" in plan
     path, query = urlsplit(url).path, dict(parse_qsl(urlsplit(url).query))
     assert admin_client.post(path + "start/", query).status_code == 400 and ProcedureRun.objects.count() == 0
+
+
+def test_a_fix_on_a_node_does_not_hide_the_stopped_run_that_left_it_cordoned(demo, admin_client):
+    run = service.start_run("B", "gpu-a30-03", {"evictions_acknowledged": 2}, actor_name="root", dispatch=False)
+    engine.execute(run.pk, demo)  # stopped by a PDB, the node left cordoned
+    pod = gpu_pod("ws-nlp-lab", "retry", "gpu-a30-03", "nvidia.com/gpu.shared", 2, phase="Failed")
+    pod["status"].update(reason="UnexpectedAdmissionError", message="requested 2")
+    demo._create(pod)
+    fix = run_fix(admin_client, demo, fix_link(health(admin_client), "pod-admission-failed", "gpu-a30-03"))
+    assert fix.status == "succeeded" and fix.node == "gpu-a30-03"
+    assert fix_link(health(admin_client), "run-left-cordoned", "gpu-a30-03")  # still offered: R for run B
+    run.refresh_from_db()
+    assert service.restore_params(run, demo) is not None
