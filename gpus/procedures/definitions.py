@@ -906,6 +906,10 @@ class ProcedureDeleteFailedPod(_Fix):
     def fixes_finding(self, kind, params):
         return kind in self.fixes and bool(params.get("pod_name"))
 
+    def confirm_sentence(self, node, params):
+        return _("Delete pod %(ns)s/%(pod)s? Its owner is told on their Workspace page first; a deleted pod cannot be "
+                 "brought back, only recreated.") % {"ns": params.get("pod_namespace"), "pod": params.get("pod_name")}
+
     def steps(self, params):
         return [PrecheckStep(self), TellOwner(), DeletePod()]
 
@@ -1028,6 +1032,10 @@ class ProcedureAddToleration(_Fix):
 
     def fixes_finding(self, kind, params):
         return kind in self.fixes and bool(params.get("taint_key"))
+
+    def confirm_sentence(self, node, params):
+        return _("Save a new manifest version whose two DaemonSets tolerate %(t)s, and apply it to the cluster?") % {
+            "t": _taint_text(self._taint(params))}
 
     def steps(self, params):
         return [PrecheckStep(self), AddToleration(), ApplyTheManifest(), AnyPluginPodRunning()]
@@ -1188,6 +1196,9 @@ class ProcedureRecreateWorkspace(_Fix):
 
     def fixes_finding(self, kind, params):
         return kind in self.fixes and bool(params.get("workspace"))
+
+    def confirm_sentence(self, node, params):
+        return _("Re-create Workspace %(ws)s in the cluster from its approval record?") % {"ws": params.get("workspace")}
 
     def steps(self, params):
         return [PrecheckStep(self), RecreateNamespace(), RecreateQuotas()]
