@@ -27,3 +27,13 @@ def lockout_response(request, original_response=None, credentials=None):
     """429 with the login page's look: locked, why, and for how long."""
     return render(request, "registration/lockout.html", {
         "failure_limit": settings.AXES_FAILURE_LIMIT, "minutes": cooloff_minutes()}, status=429)
+
+
+def provider_sign_in(request, credentials=None) -> bool:
+    """django-axes leaves the single sign-on callback alone (AXES_WHITELIST_CALLABLE): it carries
+    no username, so its failures would all count against one empty name and anyone could lock
+    single sign-on for everyone. The provider checks (and locks) its own passwords; the lockouts
+    here are the local form's."""
+    from django.urls import reverse
+
+    return request is not None and request.path == reverse("oidc_authentication_callback")

@@ -4,7 +4,8 @@ from django.core.exceptions import PermissionDenied
 
 
 def is_admin(user) -> bool:
-    """Cluster admins are staff users."""
+    """Cluster admins are staff users. For users of the identity provider, is_staff is set at
+    each sign-in from membership of BRICK_OIDC_ADMIN_GROUP (brickadmin/sso/backend.py)."""
     return user.is_authenticated and user.is_staff
 
 

@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "axes",  # sign-in lockouts (django-axes)
+    "brickadmin.sso",  # single sign-on with OpenID Connect (mozilla-django-oidc)
     "brickadmin.cluster",
     "gpus",
     "workspaces",
@@ -121,9 +122,40 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each alone: per user, an
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
 AXES_LOCKOUT_CALLABLE = "brickadmin.lockout.lockout_response"
 AXES_CLIENT_IP_CALLABLE = "brickadmin.lockout.client_ip"
+AXES_WHITELIST_CALLABLE = "brickadmin.lockout.provider_sign_in"  # single sign-on: the provider locks
 # Behind a reverse proxy every request comes from the proxy: give the number of proxies that
 # append to X-Forwarded-For so the client's own address is the one locked out.
 BRICK_TRUSTED_PROXY_COUNT = int(os.environ.get("BRICK_TRUSTED_PROXY_COUNT", "0"))
+
+# --- single sign-on (OpenID Connect; docs/operator-guide.md#single-sign-on) ---------------
+# Off unless BRICK_OIDC_ISSUER is set (the demo). Users of the provider are identified by
+# (issuer, sub); the admin role comes from membership of BRICK_OIDC_ADMIN_GROUP in the groups
+# claim, re-read at every sign-in; local accounts keep working (break-glass).
+BRICK_OIDC_ISSUER = os.environ.get("BRICK_OIDC_ISSUER", "").strip()
+BRICK_OIDC_ENABLED = bool(BRICK_OIDC_ISSUER)
+OIDC_RP_CLIENT_ID = os.environ.get("BRICK_OIDC_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = os.environ.get("BRICK_OIDC_CLIENT_SECRET", "")
+if BRICK_OIDC_ENABLED and not (OIDC_RP_CLIENT_ID and OIDC_RP_CLIENT_SECRET):
+    raise RuntimeError("BRICK_OIDC_ISSUER is set: BRICK_OIDC_CLIENT_ID and BRICK_OIDC_CLIENT_SECRET are required")
+BRICK_OIDC_ADMIN_GROUP = os.environ.get("BRICK_OIDC_ADMIN_GROUP", "")  # empty: nobody is admin by the provider
+BRICK_OIDC_GROUPS_CLAIM = os.environ.get("BRICK_OIDC_GROUPS_CLAIM", "groups")  # dotted: realm_access.roles
+BRICK_OIDC_PROVIDER_NAME = os.environ.get("BRICK_OIDC_PROVIDER_NAME", "")  # the button; default: the issuer's host
+OIDC_RP_SCOPES = os.environ.get("BRICK_OIDC_SCOPES", "openid profile email groups")
+BRICK_OIDC_DISCOVERY_CACHE_SECONDS = int(os.environ.get("BRICK_OIDC_DISCOVERY_CACHE_SECONDS", "3600"))
+BRICK_OIDC_CLOCK_SKEW_SECONDS = int(os.environ.get("BRICK_OIDC_CLOCK_SKEW_SECONDS", "60"))
+# A provider sign-in's console session ends after this long (the role and groups are re-read
+# at the next sign-in); local sessions keep Django's SESSION_COOKIE_AGE.
+BRICK_OIDC_SESSION_SECONDS = int(os.environ.get("BRICK_OIDC_SESSION_SECONDS", str(8 * 3600)))
+OIDC_VERIFY_SSL = os.environ.get("BRICK_OIDC_CA_BUNDLE") or True  # a CA file for a private provider
+OIDC_TIMEOUT = float(os.environ.get("BRICK_OIDC_TIMEOUT", "10"))
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_USE_NONCE = True
+OIDC_USE_PKCE = True  # S256
+OIDC_STORE_ID_TOKEN = True  # the id_token_hint of the logout that ends the provider's session
+OIDC_TOKEN_USE_BASIC_AUTH = True  # client_secret_basic, the token endpoint's default
+OIDC_CREATE_USER = True
+if BRICK_OIDC_ENABLED:
+    AUTHENTICATION_BACKENDS.append("brickadmin.sso.backend.ProviderBackend")
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"

@@ -1,13 +1,13 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from . import views
-from .forms import LoginForm
+from .sso import views as sso_views
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(authentication_form=LoginForm), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("login/", sso_views.LoginView.as_view(), name="login"),
+    path("logout/", sso_views.logout, name="logout"),
+    path("oidc/", include("brickadmin.sso.urls")),  # single sign-on (404 unless BRICK_OIDC_ISSUER is set)
     path("i18n/", include("django.conf.urls.i18n")),
     path("django-admin/", admin.site.urls),
     path("lockouts/", views.lockouts, name="lockouts"),

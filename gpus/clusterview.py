@@ -23,7 +23,7 @@ from brickadmin.cluster.snapshot import Snapshot, without_gc_pauses
 
 from . import health as health_mod
 from . import ledger as ledger_mod
-from .models import ViewNode, ViewProblem, ViewResourceRow, ViewState, ViewTypeRow
+from .models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, ViewTypeRow
 
 # The watcher beats at least this often; a page calls it down after WATCHER_STALE_SECONDS.
 HEARTBEAT_SECONDS = 10
@@ -79,6 +79,8 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
             data = {"ledger": ledger_mod.node_to_dict(n) if n else None, "raw": _slim_node(raw),
                     "problems": per_node.get(name, 0)}
             rows[name] = (n, data, _digest(data))
+    jobs = {(j["metadata"].get("namespace", ""), j["metadata"]["name"]): j.get("status") or {} for j in snapshot.jobs}
+    jobs_digest = _digest(sorted((f"{ns}/{name}", st) for (ns, name), st in jobs.items()))
     now = timezone.now()
     with transaction.atomic():
         state, _created = ViewState.objects.select_for_update().get_or_create(pk=1)
@@ -98,6 +100,10 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
                             shared_on=r.shared_on) for i, r in enumerate(led.by_resource))
         ViewProblem.objects.all().delete()
         ViewProblem.objects.bulk_create(_problem_rows(problems, gen))
+        if (state.extra or {}).get("jobs_digest") != jobs_digest:  # Jobs change seldom: rewrite only then
+            ViewJob.objects.all().delete()
+            ViewJob.objects.bulk_create(ViewJob(generation=gen, namespace=ns, name=name, status=st)
+                                        for (ns, name), st in jobs.items())
         state.generation = gen
         state.as_of = snapshot.taken_at
         state.published_at = now
@@ -113,7 +119,7 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
         state.extra = {"plugin_configmaps": snapshot.plugin_configmaps,
                        "plugin_daemonsets": snapshot.plugin_daemonsets,
                        "operator_configmaps": snapshot.operator_configmaps,
-                       "allocated_by_namespace": led.allocated_by_namespace}
+                       "allocated_by_namespace": led.allocated_by_namespace, "jobs_digest": jobs_digest}
         state.save()
     return gen
 
@@ -327,6 +333,15 @@ def node_page(view: StoredView, *, mode: str = "", model: str = "", number=None,
     nodes = [ledger_mod.node_from_dict(row.ledger) for row in page]
     problems = view.problems_of(n.name for n in nodes)
     return page, [(n, problems.get(n.name, [])) for n in nodes]
+
+
+def jobs(keys) -> dict[tuple[str, str], dict]:
+    """{(namespace, name): {"status": ...}} for the stored Jobs among ``keys`` (one query)."""
+    wanted = set(keys)
+    if not wanted:
+        return {}
+    rows = ViewJob.objects.filter(name__in={name for _ns, name in wanted}).values_list("namespace", "name", "status")
+    return {(ns, name): {"status": st} for ns, name, st in rows if (ns, name) in wanted}
 
 
 def freshness(*, live: bool = False) -> Freshness | None:

@@ -295,6 +295,19 @@ class ViewResourceRow(models.Model):
         ordering = ["position"]
 
 
+class ViewJob(models.Model):
+    """A Job the product made, as the cluster last showed it: the Jobs pages read its state
+    here instead of listing Jobs from the API server."""
+
+    generation = models.PositiveBigIntegerField()
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    status = models.JSONField(default=dict)  # the Job's .status
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="view_job_unique")]
+
+
 class ViewProblem(models.Model):
     """One health finding (gpus/health.py)."""
 

@@ -112,6 +112,13 @@ def read_cluster(gateway=None) -> clusterview.StoredView:
                                  "date).") from None
 
 
+def read_jobs(keys) -> dict[tuple[str, str], dict]:
+    """The product's Jobs among ``keys`` ((namespace, name) pairs) as the view shows them:
+    {(namespace, name): {"status": ...}}; a Job the cluster does not have is absent."""
+    read_cluster()  # the twin's view brought up to date; raises when there is no view
+    return clusterview.jobs(keys)
+
+
 def health_inputs(view: ClusterView, *, drift: bool = True) -> health_mod.HealthInputs:
     """What the health checks read, gathered once before the pure checks run: the view, and
     the managed manifest's drift against the snapshot's device-plugin objects (no API call)."""

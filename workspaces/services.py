@@ -31,7 +31,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from brickadmin.cluster import ClusterError, Conflict, NotFound, get_gateway
-from brickadmin.cluster.vocabulary import HOSTNAME_LABEL, MIG_PREFIX, NVIDIA_PREFIX, PLUGIN_NAMESPACE
+from brickadmin.cluster.vocabulary import HOSTNAME_LABEL, MANAGED_BY, MIG_PREFIX, NVIDIA_PREFIX, PLUGIN_NAMESPACE
 from gpus import ledger as ledger_mod
 
 from .models import (
@@ -195,15 +195,15 @@ def workspace_manifests(req: WorkspaceRequest, resource: str) -> list[dict]:
     ns = req.namespace
     return [
         {"apiVersion": "v1", "kind": "ResourceQuota",
-         "metadata": {"name": COMPUTE_QUOTA, "namespace": ns, "labels": {MANAGED_BY_LABEL: "brickadmin"}},
+         "metadata": {"name": COMPUTE_QUOTA, "namespace": ns, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
          "spec": {"hard": quota_hard(req, resource),
                   "scopeSelector": {"matchExpressions": [
                       {"scopeName": "PriorityClass", "operator": "NotIn", "values": [JOB_PRIORITY_CLASS]}]}}},
         {"apiVersion": "v1", "kind": "ResourceQuota",
-         "metadata": {"name": STORAGE_QUOTA, "namespace": ns, "labels": {MANAGED_BY_LABEL: "brickadmin"}},
+         "metadata": {"name": STORAGE_QUOTA, "namespace": ns, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
          "spec": {"hard": {"requests.storage": f"{req.storage_gib}Gi"}}},
         {"apiVersion": "v1", "kind": "LimitRange",
-         "metadata": {"name": LIMIT_RANGE, "namespace": ns, "labels": {MANAGED_BY_LABEL: "brickadmin"}},
+         "metadata": {"name": LIMIT_RANGE, "namespace": ns, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
          "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "100m", "memory": "256Mi"}}]}},
     ]
 
@@ -432,7 +432,7 @@ def job_node_options(ledger) -> list[NodeOption]:
 
 
 def job_manifest(job: WorkspaceJob) -> dict:
-    labels = {MANAGED_BY_LABEL: "brickadmin", JOB_ID_LABEL: str(job.pk), OWNER_LABEL: owner_label_value(job.owner_name)}
+    labels = {MANAGED_BY_LABEL: MANAGED_BY, JOB_ID_LABEL: str(job.pk), OWNER_LABEL: owner_label_value(job.owner_name)}
     container = {"name": "main", "image": job.image,
                  "resources": {"limits": {ledger_mod.GPU: str(job.gpu)}, "requests": {ledger_mod.GPU: str(job.gpu)}}}
     if job.command.strip():
@@ -570,12 +570,6 @@ def job_state(k8s_job: dict | None) -> str:
     if status.get("failed"):
         return "Failed"
     return "Pending"
-
-
-def cluster_jobs_by_name() -> dict[tuple[str, str], dict]:
-    """(namespace, name) -> Job for the Jobs brickadmin made. Raises ClusterError."""
-    jobs = get_gateway().list_jobs(label_selector=f"{MANAGED_BY_LABEL}=brickadmin")
-    return {(j["metadata"].get("namespace", ""), j["metadata"]["name"]): j for j in jobs}
 
 
 def set_job_approval(actor, required: bool) -> JobSettings:

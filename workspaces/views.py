@@ -7,13 +7,15 @@ from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _l
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from brickadmin.cluster import ClusterError
 from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
+from brickadmin.tables import Column, Table
 from gpus.models import OwnerNotice
-from gpus.reading import read_cluster
+from gpus.reading import read_cluster, read_jobs
 
 from . import services
 from .forms import (
@@ -31,6 +33,18 @@ def _ledger_or_banner(request):
         show_cluster_error(request, exc)
         return None, None
     return view.ledger, view.snapshot
+
+
+AUDIT_TABLE = Table(
+    Column("at", _l("When")),
+    Column("actor", _l("Who"), "actor_name"),
+    Column("action", _l("What"), value=lambda d: d.get_action_display()),
+    Column("subject", _l("Subject")),
+    Column("resource", _l("GPU resource"), "gpu_resource"),
+    Column("amount", _l("GPU"), numeric=True),
+    Column("overcommit", _l("Overcommit")),
+    Column("detail", _l("Detail"), None, value="detail"),
+    search=("actor_name", "subject", "gpu_resource", "detail", "action"), default="-at")
 
 
 # --- users: Workspaces -------------------------------------------------------------
@@ -88,7 +102,7 @@ def _jobs_for(user):
 def job_list(request):
     rows = _jobs_for(request.user)
     page = Paginator(rows, settings.PAGE_SIZE).get_page(request.GET.get("page"))
-    cluster = _cluster_jobs_or_banner(request)
+    cluster = _cluster_jobs_or_banner(request, page)
     for job in page:
         job.cluster_state = services.job_state((cluster or {}).get((job.workspace.namespace, job.k8s_name))) \
             if cluster is not None else None
@@ -127,7 +141,7 @@ def job_create(request):
 @require_GET
 def job_detail(request, pk):
     job = get_object_or_404(_jobs_for(request.user), pk=pk)
-    cluster = _cluster_jobs_or_banner(request)
+    cluster = _cluster_jobs_or_banner(request, [job])
     job.cluster_state = services.job_state((cluster or {}).get((job.workspace.namespace, job.k8s_name)))
     return render(request, "workspaces/job_detail.html", {"job": job, "cluster_ok": cluster is not None})
 
@@ -148,10 +162,11 @@ def job_cancel(request, pk):
     return redirect("job_detail", pk=job.pk)
 
 
-def _cluster_jobs_or_banner(request):
-    """The cluster's Jobs by (namespace, name), or None and the banner when unreadable."""
+def _cluster_jobs_or_banner(request, jobs):
+    """These Jobs as the cluster view last showed them, by (namespace, name); None and the
+    banner when there is no view to read. No API call: the watcher keeps the product's Jobs."""
     try:
-        return services.cluster_jobs_by_name()
+        return read_jobs([(job.workspace.namespace, job.k8s_name) for job in jobs])
     except ClusterError as exc:
         show_cluster_error(request, exc)
         return None
@@ -340,9 +355,10 @@ def limit_delete(request, pk):
 @require_GET
 @admin_required
 def audit_log(request):
-    rows = Decision.objects.all()
-    page = Paginator(rows, settings.PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "workspaces/audit.html", {"page": page})
+    table = AUDIT_TABLE.bind(request, Decision.objects.all())
+    if table.wants_csv:
+        return table.csv_response("decisions")
+    return render(request, "workspaces/audit.html", {"table": table, "page": table.page})
 
 
 @require_GET

@@ -150,7 +150,7 @@ class ClusterGateway(Protocol):
 
 # The kinds the cluster watcher lists and watches, with their API version.
 WATCHED_KINDS = {"Node": "v1", "Pod": "v1", "ResourceQuota": "v1", "DaemonSet": "apps/v1", "ConfigMap": "v1",
-                 "Namespace": "v1"}
+                 "Namespace": "v1", "Job": "batch/v1"}
 
 
 class WatchStream(Protocol):

@@ -22,7 +22,7 @@ stay Kubernetes-shaped, so the ledger cannot tell a projection from the full obj
 from __future__ import annotations
 
 from .deviceplugin import pod_gpu_requests
-from .vocabulary import NVIDIA_PREFIX, PLUGIN_NAMESPACE
+from .vocabulary import MANAGED_BY, MANAGED_BY_LABEL, NVIDIA_PREFIX, PLUGIN_NAMESPACE
 
 OPERATOR_NAMESPACE = "gpu-operator"
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -147,6 +147,15 @@ def namespace(obj: dict) -> dict:
     return {**_head(obj, "Namespace"), "metadata": _meta(obj)}
 
 
+def job(obj: dict) -> dict | None:
+    """A Job the product made: its name and status (the Jobs pages show its state). Other
+    Jobs of the cluster are not kept."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    if labels.get(MANAGED_BY_LABEL) != MANAGED_BY:
+        return None
+    return {**_head(obj, "Job", "batch/v1"), "metadata": _meta(obj, labels=False), "status": obj.get("status") or {}}
+
+
 def whole(obj: dict) -> dict:
     """DaemonSets and ConfigMaps: everything but managedFields (never read, often the bulk)."""
     meta = obj.get("metadata") or {}
@@ -165,6 +174,8 @@ def project(kind: str, obj: dict) -> dict | None:
         return resource_quota(obj)
     if kind == "Namespace":
         return namespace(obj)
+    if kind == "Job":
+        return job(obj)
     return whole(obj)
 
 

@@ -38,6 +38,8 @@ class Snapshot:
     # fills it, a one-off read (take_snapshot) leaves it empty
     failed_gpu_pods: list[dict] = field(default_factory=list)
     namespaces: list[dict] = field(default_factory=list)  # name and labels (the Workspace owner)
+    # the Jobs the product made (projected: name, namespace, status), for the Jobs pages
+    jobs: list[dict] = field(default_factory=list)
 
 
 _cache_lock = threading.Lock()

@@ -558,6 +558,15 @@ class TwinGateway:
         self._bump()
         return created
 
+    @transaction.atomic
+    def set_job_status(self, namespace, name, status):
+        """What the Job controller writes when a Job's pod ends (the twin has no controller)."""
+        body = self._get("Job", name, namespace)
+        body["status"] = copy.deepcopy(status)
+        self._save(body)
+        self._bump()
+        return body
+
     def _create(self, body):
         kind = body["kind"]
         ns = "" if kind in CLUSTER_SCOPED else body["metadata"].get("namespace", "default")

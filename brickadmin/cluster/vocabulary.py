@@ -26,6 +26,7 @@ WORKSPACE_LABEL = "brick.cloud/workspace"
 JOB_ID_LABEL = "brick.cloud/job-id"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "brickadmin"  # MANAGED_BY_LABEL's value on what the product creates
 
 # --- GPU Operator / GPU Feature Discovery labels ------------------------------------
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"

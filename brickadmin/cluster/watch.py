@@ -35,6 +35,7 @@ WATCHES: tuple[tuple[str, str | None], ...] = (
     ("Pod", None),
     ("ResourceQuota", None),
     ("Namespace", None),
+    ("Job", None),  # only the Jobs the product made are kept (their state, for the Jobs pages)
     ("DaemonSet", PLUGIN_NAMESPACE),
     ("ConfigMap", PLUGIN_NAMESPACE),
     ("ConfigMap", OPERATOR_NAMESPACE),
@@ -191,7 +192,7 @@ class ClusterWatcher:
             nodes = sorted(items("Node"), key=lambda n: n["metadata"]["name"])
             snap = Snapshot(
                 nodes=nodes, gpu_pods=gpu_pods, failed_gpu_pods=failed, quotas=items("ResourceQuota"),
-                namespaces=items("Namespace"),
+                namespaces=items("Namespace"), jobs=items("Job"),
                 plugin_pods=plugin_pods, plugin_configmaps=items("ConfigMap", PLUGIN_NAMESPACE),
                 plugin_daemonsets=items("DaemonSet", PLUGIN_NAMESPACE),
                 operator_configmaps=items("ConfigMap", OPERATOR_NAMESPACE),

@@ -72,3 +72,16 @@ def procedure_actions(node):
     from gpus.procedures import registry
 
     return [(p, p.pick_url(node.name)) for p in registry.all_procedures() if p.offered_on(node)]
+
+
+@register.inclusion_tag("components/table_head.html", takes_context=True)
+def table_head(context, table):
+    """The header row of a brickadmin.tables table: sort links that keep the other filters."""
+    return {"table": table, "request": context["request"]}
+
+
+@register.inclusion_tag("components/hidden_params.html", takes_context=True)
+def hidden_params(context, exclude="q page format"):
+    """Hidden inputs carrying the current filters through a GET form (minus ``exclude``)."""
+    skip = set(exclude.split())
+    return {"params": [(k, v) for k, vs in context["request"].GET.lists() if k not in skip for v in vs]}

@@ -5,7 +5,6 @@ import re
 
 import pytest
 
-from brickadmin.cluster.models import TwinObject
 from workspaces import services
 from workspaces.models import Decision, JobSettings, WorkspaceJob
 
@@ -102,15 +101,12 @@ def test_job_waits_for_approval_then_becomes_a_pinned_low_priority_batch_job(ws,
 def test_job_list_shows_the_state_read_from_the_cluster(ws, twin, admin_user, alice, login):
     job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="true", gpu=1)
     services.approve_job(job.pk, admin_user)
-    row = TwinObject.objects.get(kind="Job", namespace="team-a", name=job.k8s_name)
-    row.body["status"] = {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
-    row.save()
+    twin.set_job_status("team-a", job.k8s_name, {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]})
     client = login(alice)
     assert re.search(rf"{job.k8s_name} team-a dev-a1-ws04 1 busybox Complete", text(client.get("/workspaces/jobs/").content))
-    row.body["status"] = {"failed": 1, "conditions": [{"type": "Failed", "status": "True"}]}
-    row.save()
+    twin.set_job_status("team-a", job.k8s_name, {"failed": 1, "conditions": [{"type": "Failed", "status": "True"}]})
     assert "Failed" in text(client.get(f"/workspaces/jobs/{job.pk}/").content)
-    row.delete()
+    twin.delete("batch/v1", "Job", job.k8s_name, "team-a")
     assert "Not found in the cluster" in text(client.get("/workspaces/jobs/").content)
 
 
@@ -192,6 +188,21 @@ def test_failed_submission_keeps_the_job_pending_and_shows_the_error(ws, twin, a
     job.refresh_from_db()
     assert job.status == "pending" and "forbidden" in job.last_error
     assert "jobs.batch is forbidden" in text(admin.get("/workspaces/approvals/jobs/").content)
+
+
+def test_job_pages_read_the_state_the_watcher_keeps_not_the_api_server(ws, twin, admin_user, alice, login, request):
+    """The watcher keeps the product's Jobs (issue 10): with the API server gone, the Jobs
+    pages still show each Job's last known state, and say nothing about the cluster."""
+    job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="true", gpu=1)
+    services.approve_job(job.pk, admin_user)
+    twin.set_job_status("team-a", job.k8s_name, {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]})
+    client = login(alice)
+    client.get("/workspaces/jobs/")  # the twin's view catches up (in production: the watcher)
+    request.getfixturevalue("unreachable")  # now a real cluster whose API server does not answer
+    page = text(client.get("/workspaces/jobs/").content)
+    assert re.search(rf"{job.k8s_name} team-a dev-a1-ws04 1 busybox Complete", page)
+    assert "cannot be reached" not in page
+    assert "Complete" in text(client.get(f"/workspaces/jobs/{job.pk}/").content)
 
 
 def test_an_exclusive_node_with_mig_partitions_offers_its_whole_gpus_to_jobs(load_scenario):

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('gpus', '0005_step_intent'),
+        ('gpus', '0006_view_jobs'),
     ]
 
     operations = [

@@ -1,0 +1,121 @@
+"""A real OpenID provider on loopback for the single sign-on tests: panva's oidc-provider
+(tests/sso/provider/server.mjs, installed by bin/setup-oidc-provider into a cache outside the
+checkout), started on a free port with brickadmin registered as its client; and the settings
+that turn single sign-on on against it."""
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+
+from brickadmin.sso import discovery
+from tests.conftest import require_service
+
+REPO = Path(__file__).resolve().parents[2]
+CLIENT_ID = "brickadmin"
+CLIENT_SECRET = "test-client-secret-0123456789"  # noqa: S105 (a test provider's)
+ADMIN_GROUP = "brick-admins"
+PROVIDER_NAME = "Test IdP"
+
+# The provider's users: login name -> password, subject, groups. The subject differs from the
+# name on purpose (the console must key on it), and the email is never the identity.
+USERS = {
+    "ada": {"password": "ada-at-the-idp", "sub": "u-0001-ada", "email": "ada@example.org",
+            "groups": [ADMIN_GROUP, "ml-team"]},
+    "bert": {"password": "bert-at-the-idp", "sub": "u-0002-bert", "email": "bert@example.org",
+             "groups": ["ml-team"]},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def enable_sso(settings, issuer: str) -> None:
+    """The settings BRICK_OIDC_* give, read at request time by brickadmin.sso."""
+    settings.BRICK_OIDC_ISSUER = issuer
+    settings.BRICK_OIDC_ENABLED = True
+    settings.OIDC_RP_CLIENT_ID = CLIENT_ID
+    settings.OIDC_RP_CLIENT_SECRET = CLIENT_SECRET
+    settings.BRICK_OIDC_ADMIN_GROUP = ADMIN_GROUP
+    settings.BRICK_OIDC_PROVIDER_NAME = PROVIDER_NAME
+    settings.BRICK_OIDC_GROUPS_CLAIM = "groups"
+    if "brickadmin.sso.backend.ProviderBackend" not in settings.AUTHENTICATION_BACKENDS:
+        settings.AUTHENTICATION_BACKENDS = [*settings.AUTHENTICATION_BACKENDS, "brickadmin.sso.backend.ProviderBackend"]
+
+
+@dataclass
+class Provider:
+    issuer: str
+    users_file: Path
+    log_file: Path
+
+    def set_groups(self, login: str, groups: list[str]) -> None:
+        """Change a user's groups at the provider (read again at the next sign-in)."""
+        users = json.loads(self.users_file.read_text())
+        users[login]["groups"] = groups
+        self.users_file.write_text(json.dumps(users))
+
+
+def provider_dir() -> str:
+    """bin/setup-oidc-provider's directory (installs on first use); skip locally, fail in CI."""
+    have_node = bool(shutil.which("node") and shutil.which("npm"))
+    require_service(have_node, "Node.js and npm (for the test OpenID provider)")
+    out = subprocess.run([str(REPO / "bin" / "setup-oidc-provider")], capture_output=True, text=True, timeout=300)
+    require_service(out.returncode == 0, f"the test OpenID provider (bin/setup-oidc-provider: {out.stderr.strip()})")
+    return out.stdout.strip()
+
+
+@pytest.fixture
+def oidc_provider(live_server, settings, tmp_path):
+    """The provider running on 127.0.0.1 (the console runs on localhost: other cookies),
+    brickadmin registered with the live server's callback and post-logout URIs; SSO on."""
+    directory = provider_dir()
+    port = free_port()
+    issuer = f"http://127.0.0.1:{port}"
+    users_file = tmp_path / "users.json"
+    users_file.write_text(json.dumps(USERS))
+    config = tmp_path / "provider.json"
+    config.write_text(json.dumps({
+        "issuer": issuer, "port": port, "users_file": str(users_file),
+        "clients": [{
+            "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
+            "redirect_uris": [f"{live_server.url}/oidc/callback/"],
+            "post_logout_redirect_uris": [f"{live_server.url}/login/"],
+            "grant_types": ["authorization_code"], "response_types": ["code"],
+            "token_endpoint_auth_method": "client_secret_basic",
+        }],
+    }))
+    log_file = tmp_path / "provider.log"
+    with open(log_file, "w") as log:
+        proc = subprocess.Popen(["node", f"{directory}/server.mjs", str(config)], stdout=log,
+                                stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60  # a loaded 2-core machine
+        while True:
+            try:
+                if requests.get(f"{issuer}/.well-known/openid-configuration", timeout=1).ok:
+                    break
+            except requests.RequestException:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the test OpenID provider did not start:\n{log_file.read_text()}")
+            time.sleep(0.1)
+        enable_sso(settings, issuer)
+        yield Provider(issuer, users_file, log_file)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        discovery.forget()
