@@ -26,7 +26,7 @@ EXPECTED_RULES = {
     ("", "configmaps"): {"get", "list", "watch", "create", "patch"},
     ("apps", "daemonsets"): {"get", "list", "watch", "create", "patch", "delete"},
     ("policy", "poddisruptionbudgets"): {"list"},
-    ("batch", "jobs"): {"list", "create", "delete"},
+    ("batch", "jobs"): {"list", "watch", "create", "delete"},  # watch: the watcher keeps the Jobs
     ("scheduling.k8s.io", "priorityclasses"): {"list", "create"},
 }
 
