@@ -295,3 +295,19 @@ def test_a_fix_on_a_node_does_not_hide_the_stopped_run_that_left_it_cordoned(dem
     assert fix_link(health(admin_client), "run-left-cordoned", "gpu-a30-03")  # still offered: R for run B
     run.refresh_from_db()
     assert service.restore_params(run, demo) is not None
+
+
+def test_a_fix_run_is_cancelled_and_resumed_like_any_run(demo, admin_client):
+    url = fix_link(health(admin_client), "stale-capacity", STALE_NODE)
+    path, query = urlsplit(url).path, dict(parse_qsl(urlsplit(url).query))
+    admin_client.post(path + "start/", query)
+    run = ProcedureRun.objects.get()
+    admin_client.post(reverse("run_cancel", args=[run.pk]))
+    run.refresh_from_db()
+    assert run.status == "cancelled" and "nvidia.com/gpu" in demo.get_node(STALE_NODE)["status"]["capacity"]
+    admin_client.post(reverse("run_resume", args=[run.pk]))
+    engine.execute(run.pk, demo)
+    run.refresh_from_db()
+    assert run.status == "succeeded" and "nvidia.com/gpu" not in demo.get_node(STALE_NODE)["status"]["capacity"]
+    page = admin_client.get(run.get_absolute_url()).content.decode()
+    assert "Remove a stale resource from node status" in page and "root" in page
