@@ -685,6 +685,11 @@ class ProcedureRestore(ProcedureDef):
             return [Check(False, _("No node named %(node)s.") % {"node": node})]
         now = node_state(raw)
         labels = ", ".join(f"{k}={v if v is not None else '-'}" for k, v in now["labels"].items())
+        if "labels" in params:  # the parameters are complete (from the run's page or a Fix)
+            reason = self.nothing_to_do(gateway, node, params)
+            if reason:
+                return [Check(True, _("Nothing to do now: %(why)s A run would end without changing anything.")
+                              % {"why": reason}, level="info")]
         return [Check(True, _("%(node)s now: %(labels)s; %(state)s. Run #%(id)s left it so.") % {
             "node": node, "labels": labels, "state": _("cordoned") if now["unschedulable"] else _("schedulable"),
             "id": params["restore_of"]})]

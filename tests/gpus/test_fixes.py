@@ -311,3 +311,11 @@ def test_a_fix_run_is_cancelled_and_resumed_like_any_run(demo, admin_client):
     assert run.status == "succeeded" and "nvidia.com/gpu" not in demo.get_node(STALE_NODE)["status"]["capacity"]
     page = admin_client.get(run.get_absolute_url()).content.decode()
     assert "Remove a stale resource from node status" in page and "root" in page
+
+
+def test_a_restore_fix_whose_node_was_uncordoned_meanwhile_says_nothing_to_do(demo, admin_client):
+    run = service.start_run("B", "gpu-a30-03", {"evictions_acknowledged": 2}, actor_name="root", dispatch=False)
+    engine.execute(run.pk, demo)  # stopped by a PDB, the node left cordoned
+    url = fix_link(health(admin_client), "run-left-cordoned", "gpu-a30-03")
+    demo.uncordon("gpu-a30-03")  # by hand, meanwhile
+    assert "Nothing to do now" in admin_client.get(url).content.decode()
