@@ -86,11 +86,11 @@ class Problem:
     def resolve_fixes(self) -> "Problem":
         """Point to the procedures that declare they fix this kind: the first listed one as
         the wizard, the first unlisted one as the Fix."""
-        for proc in registry.fixers(self.kind, self.fix_params):
+        for proc, facts in registry.fixers(self.kind, self.fix_params, self.subject):
             if proc.listed and not self.wizard:
                 self.wizard = proc.code
             elif not proc.listed and not self.fix:
-                self.fix = proc.code
+                self.fix, self.fix_params = proc.code, facts
         return self
 
 

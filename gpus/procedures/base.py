@@ -159,6 +159,7 @@ class ProcedureDef:
     # The health findings (gpus/health.py kinds) this procedure fixes: a listed procedure is
     # offered there as its wizard, an unlisted one as "Fix" (a plan page, then a run).
     fixes: tuple[str, ...] = ()
+    subject_param = ""  # the parameter a finding's subject gives when its facts do not (a Workspace's name)
 
     def steps(self, params: dict) -> list[Step]:
         raise NotImplementedError

@@ -1194,6 +1194,7 @@ class ProcedureRecreateWorkspace(_Fix):
                                "back as its approval record says (owner label, GPU, CPU, memory and storage quotas).")
     needs_node = False
     fixes = ("workspace-namespace-missing", "workspace-quota-missing")
+    subject_param = "workspace"  # those findings name the Workspace as their subject
     params = (Param("workspace", _name_field(gettext_lazy("Workspace"))),)
 
     def lock_key(self, node):

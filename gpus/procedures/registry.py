@@ -27,9 +27,18 @@ def find(code: str) -> ProcedureDef | None:
     return PROCEDURES.get(code)
 
 
-def fixers(kind: str, params: dict | None = None) -> list[ProcedureDef]:
-    """The procedures that fix a health finding of ``kind`` (with these facts), by code."""
-    return [p for p in all_procedures() if p.fixes_finding(kind, params or {})]
+def fixers(kind: str, params: dict | None = None, subject: str = "") -> list[tuple[ProcedureDef, dict]]:
+    """The procedures that fix a health finding of ``kind``, by code, each with the facts it
+    runs with: the finding's own, and its subject as the parameter a procedure names in
+    ``subject_param`` when the finding gives no value for it."""
+    out = []
+    for proc in all_procedures():
+        facts = dict(params or {})
+        if proc.subject_param and subject and not facts.get(proc.subject_param):
+            facts[proc.subject_param] = subject
+        if proc.fixes_finding(kind, facts):
+            out.append((proc, facts))
+    return out
 
 
 def repair_codes() -> list[str]:

@@ -319,3 +319,16 @@ def test_a_restore_fix_whose_node_was_uncordoned_meanwhile_says_nothing_to_do(de
     url = fix_link(health(admin_client), "run-left-cordoned", "gpu-a30-03")
     demo.uncordon("gpu-a30-03")  # by hand, meanwhile
     assert "Nothing to do now" in admin_client.get(url).content.decode()
+
+
+def test_a_workspace_finding_points_to_its_recreate_fix_by_its_subject():
+    """The Workspace findings (issue 11 item 4) name the Workspace as their subject: that is
+    the fix's parameter, without the check naming a procedure."""
+    from gpus import health
+
+    problem = health.Problem("bad", "workspace-namespace-missing", "team-a", "gone", "re-create it",
+                             subject_type="workspace").resolve_fixes()
+    assert problem.fix == "W" and problem.fix_params == {"workspace": "team-a"}
+    assert problem.fix_plan_url == reverse("fix_plan", args=["W"]) + "?workspace=team-a"
+    other = health.Problem("warn", "cordoned", "gpu-1", "cordoned", "uncordon").resolve_fixes()
+    assert (other.fix, other.fix_params) == ("", {})
