@@ -5,13 +5,29 @@ records why; callers fall back to labels or the twin's facts and say so on the p
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from django.conf import settings
 from django.utils.translation import gettext
 
-from brickadmin.cluster.vocabulary import GPU_SHARED, ksm_resource, quota_key
+from brickadmin.cluster.vocabulary import (
+    GPU,
+    GPU_PRESENT_LABEL,
+    GPU_SHARED,
+    GPU_SHARING_STRATEGY_LABEL,
+    GPU_TYPE_LABEL,
+    MIG_PREFIX,
+    SHARING_LABEL,
+    ksm_label,
+    ksm_resource,
+    quota_key,
+)
 
 log = logging.getLogger(__name__)
 _state = threading.local()
@@ -132,3 +148,142 @@ class DeviceFeed:
         elif snap.source != "twin":
             snap.device_note = note
         return snap
+
+
+# --- utilisation over time (the pictures' charts: gpus/pictures.py) -----------------------
+# A range query is evaluated at each step, so its cost grows with the number of points,
+# not with the length of the range: every range is drawn with at most MAX_POINTS points.
+RANGES = {"hour": 3600, "day": 86400, "week": 7 * 86400}
+MAX_POINTS = 120
+UTIL = "DCGM_FI_DEV_GPU_UTIL"
+# One value per GPU (or MIG instance): dcgm-exporter repeats a time-sliced GPU's series
+# once per pod using it, all with the device's figure.
+PER_DEVICE = "max by (UUID, GPU_I_ID) ({selector})"
+# The same, keeping the node's name (dcgm-exporter says Hostname or hostname), to join
+# with kube-state-metrics' node labels.
+PER_DEVICE_ON_NODE = ('max by (UUID, GPU_I_ID, node) (label_replace(label_replace({selector}, '
+                      '"node", "$1", "hostname", "(.+)"), "node", "$1", "Hostname", "(.+)"))')
+
+
+def _string(value: str) -> str:
+    """A PromQL string literal (double-quoted, escaped like Go's strconv.Quote)."""
+    return json.dumps(str(value))
+
+
+def _nodes_of_type(shared: bool) -> str:
+    """The GPU nodes of one type from kube_node_labels (value 1 per node), both conventions
+    (as deploy/prometheus/brickadmin-rules.yaml classifies them)."""
+    sharing, strategy = ksm_label(SHARING_LABEL), ksm_label(GPU_SHARING_STRATEGY_LABEL)
+    brick, present = ksm_label(GPU_TYPE_LABEL), ksm_label(GPU_PRESENT_LABEL)
+    if shared:
+        return (f'max by (node) (kube_node_labels{{{sharing}="timeslicing"}}) or '
+                f'max by (node) (kube_node_labels{{{brick}="", {strategy}="time-slicing"}})')
+    return (f'max by (node) (kube_node_labels{{{sharing}="none"}}) or '
+            f'max by (node) (kube_node_labels{{{brick}="", {present}="true", {strategy}!="time-slicing"}})')
+
+
+def utilisation_query(scope: str, subject: str = "") -> str:
+    """The PromQL of the mean GPU utilisation (%) of the cluster, a GPU type (a resource
+    name), a node or a Workspace (a namespace). Raises ValueError for an unknown scope."""
+    if scope == "cluster":
+        return f"avg({PER_DEVICE.format(selector=UTIL)})"
+    if scope == "node":
+        host = _string(subject)
+        return f"avg({PER_DEVICE.format(selector=f'{UTIL}{{Hostname={host}}} or {UTIL}{{hostname={host}}}')})"
+    if scope == "workspace":
+        return f"avg({PER_DEVICE.format(selector=f'{UTIL}{{namespace={_string(subject)}}}')})"
+    if scope == "type":
+        if subject.startswith(MIG_PREFIX):
+            profile = _string(subject[len(MIG_PREFIX):])
+            return f"avg({PER_DEVICE.format(selector=f'{UTIL}{{GPU_I_PROFILE={profile}}}')})"
+        if subject in (GPU, GPU_SHARED):
+            devices = PER_DEVICE_ON_NODE.format(selector=f'{UTIL}{{GPU_I_PROFILE=""}}')
+            return f"avg({devices} * on (node) group_left () ({_nodes_of_type(subject == GPU_SHARED)}))"
+    raise ValueError(f"no utilisation query for {scope} {subject!r}")
+
+
+def recorded_query(scope: str, subject: str = "") -> str | None:
+    """The series deploy/prometheus/brickadmin-rules.yaml records for the same figure, when
+    there is one (the cluster and GPU types: the queries that read every GPU)."""
+    if scope == "cluster":
+        return "brick:gpu_utilisation:avg"
+    if scope == "type" and subject.startswith(MIG_PREFIX):
+        return f"brick:gpu_utilisation:avg_by_mig_profile{{GPU_I_PROFILE={_string(subject[len(MIG_PREFIX):])}}}"
+    if scope == "type" and subject in (GPU, GPU_SHARED):
+        return f'brick:gpu_utilisation:avg_by_type{{gpu_type="{"shared" if subject == GPU_SHARED else "exclusive"}"}}'
+    return None
+
+
+def window(range_key: str, now: float | None = None) -> tuple[float, float, float]:
+    """(start, end, step) of a range: MAX_POINTS points, the end aligned to the step (so a
+    repeated request within one step asks the same question, and is answered from cache)."""
+    span = RANGES[range_key]
+    step = span / MAX_POINTS
+    now = time.time() if now is None else now
+    end = (now // step) * step
+    return end - step * (MAX_POINTS - 1), end, step
+
+
+@dataclass
+class Series:
+    """A measured series, or why there is none (``error``: then nothing may be drawn)."""
+
+    start: float
+    end: float
+    step: float
+    points: list[tuple[float, float]] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def measured(self) -> bool:
+        return self.error is None
+
+
+def query_range(promql: str, start: float, end: float, step: float) -> list[tuple[float, float]] | None:
+    """A range query's one series as [(unix time, value)]; None (and last_error()) when
+    Prometheus is absent or fails. Several series are averaged per timestamp."""
+    _state.error = None
+    if not settings.PROMETHEUS_URL:
+        _state.error = gettext("Prometheus is not configured")
+        return None
+    try:
+        rows = _client().custom_query_range(
+            query=promql, start_time=datetime.fromtimestamp(start, tz=timezone.utc),
+            end_time=datetime.fromtimestamp(end, tz=timezone.utc), step=f"{step:g}")
+    except Exception as exc:  # the client raises several unrelated types
+        log.warning("Prometheus range query failed: %s", exc)
+        _state.error = gettext("Prometheus query failed: %(error)s") % {"error": exc}
+        return None
+    sums: dict[float, list[float]] = {}
+    for row in rows or []:
+        for t, v in row.get("values") or []:
+            try:
+                sums.setdefault(float(t), []).append(float(v))
+            except ValueError:  # "NaN" parses; junk does not
+                continue
+    return sorted((t, sum(vs) / len(vs)) for t, vs in sums.items() if all(v == v for v in vs))
+
+
+def utilisation(scope: str, subject: str, range_key: str, now: float | None = None) -> Series:
+    """Mean GPU utilisation over the last hour, day or week, at most MAX_POINTS points.
+    The recorded series (brickadmin-rules.yaml) is read when Prometheus has it; otherwise
+    the figure is computed from the DCGM series. Answers are cached for a step (at most a
+    minute): a page's charts cost one query each per step, however many people look."""
+    from django.core.cache import cache
+
+    start, end, step = window(range_key, now)
+    series = Series(start=start, end=end, step=step)
+    promql = utilisation_query(scope, subject)  # raises ValueError for what has no query
+    key = "brick-util:" + hashlib.sha256(json.dumps([settings.PROMETHEUS_URL, promql, start, end, step]).encode()).hexdigest()
+    points = cache.get(key)
+    if points is None:
+        recorded = recorded_query(scope, subject)
+        points = query_range(recorded, start, end, step) if recorded else []
+        if points == []:
+            points = query_range(promql, start, end, step)
+        if points is None:
+            series.error = last_error() or gettext("Prometheus did not answer")
+            return series
+        cache.set(key, points, timeout=min(step, 60))
+    series.points = [(t, v) for t, v in points]
+    return series

@@ -31,7 +31,7 @@ ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,12
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "brickadmin.apps.ConsoleAdminConfig",  # django.contrib.admin, read-only (brickadmin/admin.py)
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -120,6 +120,7 @@ AXES_FAILURE_LIMIT = int(os.environ.get("BRICK_LOGIN_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("BRICK_LOGIN_COOLOFF_MINUTES", "15")))
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each alone: per user, and per address
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
+AXES_ENABLE_ADMIN = False  # its records are shown read-only by brickadmin/admin.py
 AXES_LOCKOUT_CALLABLE = "brickadmin.lockout.lockout_response"
 AXES_CLIENT_IP_CALLABLE = "brickadmin.lockout.client_ip"
 AXES_WHITELIST_CALLABLE = "brickadmin.lockout.provider_sign_in"  # single sign-on: the provider locks

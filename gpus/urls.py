@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .views import health, inventory, manifest, runs, wizards
+from .views import health, inventory, manifest, pictures, runs, wizards
 
 urlpatterns = [
     path("", inventory.dashboard, name="dashboard"),
@@ -29,4 +29,5 @@ urlpatterns = [
     path("manifest/save/", manifest.manifest_save, name="manifest_save"),
     path("manifest/apply/", manifest.manifest_apply, name="manifest_apply"),
     path("health/", health.health, name="health"),
+    path("charts/utilisation/<str:scope>/", pictures.utilisation, name="utilisation_chart"),
 ]

@@ -306,7 +306,9 @@ class Simulator:
                                 out.setdefault((node, f"mig:{free[0]}:{free[1]}"), []).append((p, c["name"]))
         return out
 
-    def metrics(self) -> str:
+    def metrics(self, now: float | None = None) -> str:
+        """The exporter's page at ``now`` (default: the current time)."""
+        now = time.time() if now is None else now
         with self.lock:
             hardware = dict(self.hardware)
         held = self.assignments()
@@ -324,9 +326,14 @@ class Simulator:
             rows = [(base, None)] if not holders else [
                 ({**base, "pod": p["metadata"]["name"], "namespace": p["metadata"]["namespace"], "container": c}, p)
                 for p, c in holders]
+            # Each pod's workload has its own utilisation over time; a time-sliced GPU
+            # shows the sum of its pods' (capped), repeated on each pod's series, as
+            # dcgm-exporter reports the device's figure once per pod using it.
+            device_util = min(100, sum(dp.simulated_utilisation(
+                f'{p["metadata"]["namespace"]}/{p["metadata"]["name"]}', now) for p, _c in holders))
             for labels, pod in rows:
                 busy = pod is not None
-                util = _stable(seed + (labels.get("pod") or ""), 20, 95) if busy else 0
+                util = device_util if busy else 0
                 used = int(mem * _stable(seed + "m", 30, 80) / 100) if busy else 0
                 values = {
                     "DCGM_FI_DEV_GPU_UTIL": util,

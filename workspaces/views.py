@@ -7,7 +7,7 @@ from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy as _l
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from brickadmin.cluster import ClusterError
@@ -36,14 +36,14 @@ def _ledger_or_banner(request):
 
 
 AUDIT_TABLE = Table(
-    Column("at", _l("When")),
-    Column("actor", _l("Who"), "actor_name"),
-    Column("action", _l("What"), value=lambda d: d.get_action_display()),
-    Column("subject", _l("Subject")),
-    Column("resource", _l("GPU resource"), "gpu_resource"),
-    Column("amount", _l("GPU"), numeric=True),
-    Column("overcommit", _l("Overcommit")),
-    Column("detail", _l("Detail"), None, value="detail"),
+    Column("at", gettext_lazy("When")),
+    Column("actor", gettext_lazy("Who"), "actor_name"),
+    Column("action", gettext_lazy("What"), value=lambda d: d.get_action_display()),
+    Column("subject", gettext_lazy("Subject")),
+    Column("resource", gettext_lazy("GPU resource"), "gpu_resource"),
+    Column("amount", gettext_lazy("GPU"), numeric=True),
+    Column("overcommit", gettext_lazy("Overcommit")),
+    Column("detail", gettext_lazy("Detail"), None, value="detail"),
     search=("actor_name", "subject", "gpu_resource", "detail", "action"), default="-at")
 
 

@@ -6,6 +6,9 @@ and the real control plane react identically.
 """
 from __future__ import annotations
 
+import hashlib
+import math
+
 from .vocabulary import (  # noqa: F401  (re-exported: the twin and lab/ read them here too)
     COMPONENT_LABEL,
     GPU,
@@ -100,3 +103,21 @@ def config_map_name(daemonset: dict) -> str | None:
         if "configMap" in vol:
             return vol["configMap"]["name"]
     return None
+
+
+def simulated_utilisation(seed: str, t: float) -> int:
+    """A GPU utilisation (%) that a workload named ``seed`` shows at unix time ``t``, for
+    the simulated DCGM exporter (lab/gpusim.py). Deterministic: each workload has its own
+    level, a slow wave (20–90 min) and a daily swing, plus a little per-minute jitter, so
+    a range query over an hour, a day or a week shows something that moves, and two runs
+    agree. 1–100 (a pod holding a GPU is never shown as exactly idle)."""
+    h = hashlib.sha256(seed.encode()).digest()
+    base = 20 + h[0] % 55
+    period = 1200 + (h[1] * 256 + h[2]) % 4200
+    phase = h[3] / 255 * 2 * math.pi
+    amplitude = 8 + h[4] % 22
+    minute = int(t // 60)
+    jitter = hashlib.sha256(f"{seed}:{minute}".encode()).digest()[0] % 9 - 4
+    value = (base + amplitude * math.sin(2 * math.pi * t / period + phase)
+             + 10 * math.sin(2 * math.pi * t / 86400 + phase) + jitter)
+    return int(min(100, max(1, round(value))))

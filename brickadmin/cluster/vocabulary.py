@@ -97,6 +97,12 @@ def ksm_resource(resource: str) -> str:
     return resource.replace("/", "_").replace(".", "_").replace("-", "_")
 
 
+def ksm_label(label: str) -> str:
+    """A node label as kube-state-metrics exposes it on kube_node_labels:
+    brick.cloud/gpu.sharing -> label_brick_cloud_gpu_sharing."""
+    return "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", label)
+
+
 def quantity(value) -> int:
     """Extended resources are integers; tolerate '2', 2, and junk as 0."""
     try:

@@ -89,6 +89,7 @@ GET_FORMS = {
     "workspace_audit": lambda o: (reverse("workspace_audit"), fields("page")),
     "job_create_get": lambda o: (reverse("job_create"), fields("workspace", "node")),
     "wizard_pick": lambda o: (reverse("wizard_pick", args=[o["code"]]), fields("node")),
+    "utilisation_chart": lambda o: (reverse("utilisation_chart", args=["workspace"]), fields("of", "range")),
 }
 GET_ONLY = {"dashboard", "dashboard_models", "node_list", "node_detail", "availability", "help", "evidence",
             "procedure_index", "run_detail", "run_progress", "run_audit_json", "run_audit_csv", "health",
