@@ -35,10 +35,13 @@ class GpuType(models.TextChoices):
     EXCLUSIVE = "exclusive", _("Exclusive")
     SHARED = "shared", _("Shared (time-slicing)")
     MIG = "mig", _("MIG")
+    # GPU Operator: plain nvidia.com/gpu, whole on some nodes and time-sliced on others.
+    MIXED = "mixed", _("Exclusive or shared, by node")
 
     @property
     def colour(self) -> str:
-        return {"exclusive": "mode-exclusive", "shared": "mode-timeslicing", "mig": "mode-mig"}[self.value]
+        return {"exclusive": "mode-exclusive", "shared": "mode-timeslicing", "mig": "mode-mig",
+                "mixed": "mode-timeslicing"}[self.value]
 
     @classmethod
     def of(cls, value) -> GpuType | None:

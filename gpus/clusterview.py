@@ -96,7 +96,8 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
         ViewResourceRow.objects.all().delete()
         ViewResourceRow.objects.bulk_create(
             ViewResourceRow(generation=gen, position=i, resource=r.resource, logical=r.logical,
-                            allocated=r.allocated, requested=r.requested) for i, r in enumerate(led.by_resource))
+                            allocated=r.allocated, requested=r.requested, shared_logical=r.shared_logical,
+                            shared_on=r.shared_on) for i, r in enumerate(led.by_resource))
         ViewProblem.objects.all().delete()
         ViewProblem.objects.bulk_create(_problem_rows(problems, gen))
         if (state.extra or {}).get("jobs_digest") != jobs_digest:  # Jobs change seldom: rewrite only then
@@ -147,7 +148,7 @@ def _problem_rows(problems: dict, gen: int):
     base = problems[settings.LANGUAGE_CODE]
     for i, (p, _message, _remedy) in enumerate(base):
         yield ViewProblem(generation=gen, position=i, severity=p.severity, kind=p.kind, subject=p.subject,
-                          subject_type=p.subject_type, wizard=p.wizard,
+                          subject_type=p.subject_type, wizard=p.wizard, fix=p.fix, fix_params=p.fix_params,
                           message={code: found[i][1] for code, found in problems.items()},
                           remedy={code: found[i][2] for code, found in problems.items()})
 
@@ -293,7 +294,8 @@ def _problem(row: ViewProblem, lang: str) -> health_mod.Problem:
         return d.get(lang) or d.get(settings.LANGUAGE_CODE) or next(iter(d.values()), "")
 
     return health_mod.Problem(severity=row.severity, kind=row.kind, subject=row.subject, message=text(row.message),
-                              remedy=text(row.remedy), wizard=row.wizard, subject_type=row.subject_type)
+                              remedy=text(row.remedy), wizard=row.wizard, subject_type=row.subject_type,
+                              fix=row.fix, fix_params=row.fix_params or {})
 
 
 def stored_view(*, live: bool = False) -> StoredView:
@@ -306,7 +308,8 @@ def stored_view(*, live: bool = False) -> StoredView:
                                   requested=r.requested, physical=r.physical, cordoned_logical=r.cordoned_logical,
                                   nodes=r.nodes) for r in ViewTypeRow.objects.all()]
     by_resource = [ledger_mod.ResourceRow(resource=r.resource, logical=r.logical, allocated=r.allocated,
-                                          requested=r.requested) for r in ViewResourceRow.objects.all()]
+                                          requested=r.requested, shared_logical=r.shared_logical,
+                                          shared_on=r.shared_on or []) for r in ViewResourceRow.objects.all()]
     fresh = Freshness(as_of=state.as_of, published_at=state.published_at, watcher=state.watcher,
                       watcher_seen_at=state.watcher_seen_at, source=state.source, live=live)
     return StoredView(snapshot=StoredSnapshot(state), ledger=StoredLedger(state, by_type, by_resource),
@@ -358,8 +361,13 @@ def record_problems(nodes=None) -> list[health_mod.Problem]:
 
     from .models import RESUMABLE_STATUSES, ProcedureRun
 
-    later = ProcedureRun.objects.filter(node=OuterRef("node"), created_at__gt=OuterRef("created_at"))
-    stopped = ProcedureRun.objects.filter(status__in=RESUMABLE_STATUSES).exclude(node="").exclude(Exists(later))
+    from .procedures import registry
+
+    repairs = registry.repair_codes()  # a fix that neither cordons nor relabels: not the node's last conversion
+    later = ProcedureRun.objects.filter(node=OuterRef("node"), created_at__gt=OuterRef("created_at")) \
+        .exclude(procedure__in=repairs)
+    stopped = ProcedureRun.objects.filter(status__in=RESUMABLE_STATUSES).exclude(node="").exclude(
+        procedure__in=repairs).exclude(Exists(later))
     if nodes is not None:
         stopped = stopped.filter(node__in=list(nodes))
     stopped = list(stopped)

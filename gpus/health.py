@@ -42,6 +42,11 @@ class Problem:
     subject_type: str = NODE
     link: str = ""  # a page that deals with it (a run to resume), with link_text
     link_text: str = ""
+    # The facts a fix needs (a resource, a pod, a taint), for the procedures that declare they
+    # fix this kind (``fixes`` in gpus/procedures/definitions.py); ``fix`` is the code of the
+    # unlisted one offered as "Fix" (resolved by ``problems()``).
+    fix_params: dict = field(default_factory=dict)
+    fix: str = ""
 
     @property
     def node(self) -> str:
@@ -71,6 +76,22 @@ class Problem:
             return ""
         proc = registry.find(self.wizard)
         return proc.pick_url(self.node) if proc else ""
+
+    @property
+    def fix_plan_url(self) -> str:
+        """The plan page of the fix run that repairs it (with the finding's facts), or ''."""
+        proc = registry.find(self.fix) if self.fix else None
+        return proc.fix_url(self.node, self.fix_params) if proc else ""
+
+    def resolve_fixes(self) -> "Problem":
+        """Point to the procedures that declare they fix this kind: the first listed one as
+        the wizard, the first unlisted one as the Fix."""
+        for proc, facts in registry.fixers(self.kind, self.fix_params, self.subject):
+            if proc.listed and not self.wizard:
+                self.wizard = proc.code
+            elif not proc.listed and not self.fix:
+                self.fix, self.fix_params = proc.code, facts
+        return self
 
 
 @dataclass
@@ -114,7 +135,7 @@ def problems(inputs: HealthInputs, *, reads: str | None = None) -> list[Problem]
     out: list[Problem] = []
     for entry in REGISTRY.values():
         if reads is None or entry.reads == reads:
-            out.extend(entry.run(inputs))
+            out.extend(p.resolve_fixes() for p in entry.run(inputs))
     return ordered(out)
 
 
@@ -160,8 +181,8 @@ def summary(found: list[Problem]) -> list[Group]:
 
 @check("stale-allocatable", gettext_lazy("Stale resource still allocatable"),
        explain=gettext_lazy("The previous mode's resource is still allocatable on a converted node, so the "
-                            "scheduler can place pods there that the kubelet then refuses. Remove it from node "
-                            "status (step 5 of A/B) and recreate any pod that failed."))
+                            "scheduler can place pods there that the kubelet then refuses. Fix removes it from node "
+                            "status (the JSON patch of step 5 of A/B); then recreate any pod that failed."))
 def stale_allocatable(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         for r in n.stale:
@@ -171,24 +192,26 @@ def stale_allocatable(inputs: HealthInputs) -> Iterable[Problem]:
                                 "scheduled here and fail with UnexpectedAdmissionError.")
                               % {"res": r.resource, "a": r.allocatable},
                               _("Clean up now: remove it from node status (step 5 of procedure A/B), then "
-                                "recreate any pod that failed."))
+                                "recreate any pod that failed."), fix_params={"stale_resource": r.resource})
 
 
 @check("stale-capacity", gettext_lazy("Stale resource left in capacity"),
        explain=gettext_lazy("The previous mode's resource is left in capacity with allocatable 0. Harmless for "
-                            "scheduling; clean it up with the status patch of A/B."))
+                            "scheduling; Fix removes it with the status patch of A/B."))
 def stale_capacity(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         for r in n.stale:
             if r.stale_severity == "capacity":
                 yield Problem("warn", "stale-capacity", n.name,
                               _("%(res)s is left in capacity (allocatable 0).") % {"res": r.resource},
-                              _("Harmless for scheduling; remove it with the status patch of step 5."))
+                              _("Harmless for scheduling; remove it with the status patch of step 5."),
+                              fix_params={"stale_resource": r.resource})
 
 
 @check("label-typo", gettext_lazy("Unrecognised sharing label"),
        explain=gettext_lazy("The sharing label is neither none nor timeslicing, so no device plugin serves the "
-                            "node and it exposes no GPU. Set it exactly, through procedure A or B."))
+                            "node and it exposes no GPU. The finding opens procedure A or B (the mode the typo "
+                            "meant) for the node, which drains it before setting the label exactly."))
 def label_typo(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         if n.convention == "brick" and n.mode == "unlabelled":
@@ -196,18 +219,19 @@ def label_typo(inputs: HealthInputs) -> Iterable[Problem]:
                           _("Sharing label value %(v)r is neither none nor timeslicing: no device plugin "
                             "selects this node.") % {"v": n.sharing_label},
                           _("Set brick.cloud/gpu.sharing to exactly none or timeslicing (procedure A or B)."),
-                          "A")
+                          fix_params={"sharing": vocab.intended_sharing(n.sharing_label)})
 
 
-def _why_no_plugin(n, daemonsets: list[dict]) -> str:
+def _why_no_plugin(n, daemonsets: list[dict]) -> tuple[str, dict | None]:
     """Why a BRICK node has no running device-plugin pod, from the DaemonSets' node
-    selectors and tolerations and the node's labels and taints; '' when they allow it."""
+    selectors and tolerations and the node's labels and taints ('' when they allow it), and
+    the first taint not tolerated (what the toleration fix adds), if that is the cause."""
     selecting = [ds for ds in daemonsets
                  if vocab.labels_match(n.labels, ((ds.get("spec") or {}).get("template") or {})
                                        .get("spec", {}).get("nodeSelector"))]
     if not selecting:
         return _("No device-plugin DaemonSet selects this node's labels (%(label)s=%(v)s).") % {
-            "label": vocab.SHARING_LABEL, "v": n.sharing_label}
+            "label": vocab.SHARING_LABEL, "v": n.sharing_label}, None
     for ds in selecting:
         tolerations = ds["spec"]["template"]["spec"].get("tolerations")
         missing = [t for t in n.raw_taints if not vocab.tolerates([t], tolerations)]
@@ -215,30 +239,35 @@ def _why_no_plugin(n, daemonsets: list[dict]) -> str:
             taints = ", ".join(str(t) for t in n.taints if any(
                 t.key == m.get("key") and t.effect == m.get("effect") for m in missing))
             return _("DaemonSet %(ds)s should run here but does not tolerate the node's taint %(taints)s.") % {
-                "ds": ds["metadata"]["name"], "taints": taints}
-    return ""
+                "ds": ds["metadata"]["name"], "taints": taints}, missing[0]
+    return "", None
 
 
 @check("plugin-missing", gettext_lazy("Device plugin not running"),
        explain=gettext_lazy("No running device-plugin pod on a GPU node: it exposes no GPU. Usually a DaemonSet "
                             "lacks a toleration for the node's taint, or no DaemonSet selects its labels; the "
-                            "finding names which."))
+                            "finding names which. For a taint, Fix adds the toleration to both DaemonSets as a new "
+                            "manifest version and applies it."))
 def plugin_missing(inputs: HealthInputs) -> Iterable[Problem]:
     daemonsets = getattr(inputs.snapshot, "plugin_daemonsets", None) or []
     for n in inputs.ledger.nodes:
         # A node with a sharing-label typo has no plugin either: label-typo says why.
         if n.convention == "brick" and n.mode != "unlabelled" and n.plugin_state in ("missing", "pending"):
-            cause = _why_no_plugin(n, daemonsets) if daemonsets else ""
+            cause, taint = _why_no_plugin(n, daemonsets) if daemonsets else ("", None)
+            facts = {"taint_key": taint.get("key", ""), "taint_value": taint.get("value") or "",
+                     "taint_effect": taint.get("effect", "")} if taint else {}
             yield Problem("bad", "plugin-missing", n.name,
                           _("No Running device-plugin pod (%(s)s): the node exposes no GPU resource.")
                           % {"s": n.plugin_state} + (" " + cause if cause else ""),
                           _("If the pod is Pending or absent on a tainted node, a toleration is missing: keep "
-                            "both DaemonSets' tolerations identical in the managed manifest and apply it."))
+                            "both DaemonSets' tolerations identical in the managed manifest and apply it."),
+                          fix_params=facts)
 
 
 @check("replicas-not-reflected", gettext_lazy("Replicas not reflected"),
        explain=gettext_lazy("The time-slicing config changed but the plugin still advertises the old replicas: "
-                            "the rollout restart was skipped. Run procedure C (it restarts the plugin)."))
+                            "the rollout restart was skipped. Fix restarts the time-slicing plugin and checks every "
+                            "node (procedure C would too)."))
 def replicas_not_reflected(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         if n.mode == "timeslicing" and n.replicas != n.configured_replicas and n.plugin_state == "running":
@@ -246,7 +275,7 @@ def replicas_not_reflected(inputs: HealthInputs) -> Iterable[Problem]:
                           _("Replicas configured %(c)d but the plugin advertises %(r)d per GPU.")
                           % {"c": n.configured_replicas, "r": n.replicas},
                           _("The rollout restart was skipped (procedure C step 2): restart the time-slicing "
-                            "plugin."), "C")
+                            "plugin."))
 
 
 @check("cordoned", gettext_lazy("Cordoned node"),
@@ -320,7 +349,7 @@ def convention(inputs: HealthInputs) -> Iterable[Problem]:
 
 @check("run-left-cordoned", gettext_lazy("Left cordoned by a stopped run"), reads="records",
        explain=gettext_lazy("A run stopped (failed, cancelled or interrupted) after cordoning its node. Resume it"
-                            " to finish, or restore the node from the run's page."))
+                            " to finish, or Fix: restore the node (its labels as before the run, uncordoned)."))
 def run_left_cordoned(inputs: HealthInputs) -> Iterable[Problem]:
     for run, node_cordoned in inputs.stopped_runs:
         if node_cordoned:
@@ -328,7 +357,8 @@ def run_left_cordoned(inputs: HealthInputs) -> Iterable[Problem]:
                           _("Run #%(id)d (%(proc)s) is %(status)s and left the node cordoned.")
                           % {"id": run.pk, "proc": run.get_procedure_display(), "status": run.get_status_display()},
                           _("Resume the run to finish the conversion, or restore the node from the run's page."),
-                          link=run.get_absolute_url(), link_text=_("Open run #%(id)d") % {"id": run.pk})
+                          link=run.get_absolute_url(), link_text=_("Open run #%(id)d") % {"id": run.pk},
+                          fix_params={"restore_of": run.pk})
 
 
 CHECKLIST_WAIT = timedelta(days=1)
@@ -366,8 +396,8 @@ def _pod_words(pod: dict, owners: dict) -> dict:
 
 @check("pod-admission-failed", gettext_lazy("GPU pod refused by the kubelet"),
        explain=gettext_lazy("The kubelet refused a GPU pod (UnexpectedAdmissionError): it asked for more than one"
-                            " shared GPU, or landed on a stale resource. The finding says which; the pod must be "
-                            "recreated."))
+                            " shared GPU, or landed on a stale resource. The finding says which. Fix tells the "
+                            "owner on their Workspace page and deletes the pod; the owner recreates it."))
 def pod_admission_failed(inputs: HealthInputs) -> Iterable[Problem]:
     """Pods the kubelet refused (UnexpectedAdmissionError), explained by their cause."""
     from brickadmin.cluster.deviceplugin import pod_gpu_requests
@@ -398,8 +428,10 @@ def pod_admission_failed(inputs: HealthInputs) -> Iterable[Problem]:
             message = _("Pod %(pod)s (Workspace %(ws)s, owner %(owner)s) was refused by the kubelet: %(why)s") % {
                 **words, "why": status.get("message") or status.get("reason")}
             remedy = _("Read the kubelet's message; recreate the pod once its cause is fixed.")
+        md = pod.get("metadata") or {}
+        facts = {"pod_namespace": md.get("namespace", ""), "pod_name": md.get("name", "")} if node_name else {}
         yield Problem("bad", "pod-admission-failed", node_name or words["pod"], message, remedy,
-                      subject_type=NODE if node_name else RESOURCE)
+                      subject_type=NODE if node_name else RESOURCE, fix_params=facts)
 
 
 @check("pod-pending-no-resource", gettext_lazy("GPU pod waiting for a resource no node offers"),

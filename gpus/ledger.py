@@ -35,6 +35,7 @@ from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported: callers
 from brickadmin.cluster.vocabulary import NVIDIA_PREFIX as NVIDIA
 
 EXCLUSIVE, SHARED = "exclusive", "shared"
+MIXED = "mixed"  # plain nvidia.com/gpu that is whole on some nodes and time-sliced on others (GPU Operator)
 # The conventional GPU taint keeps CPU pods off GPU nodes, and cordon's own taint is
 # shown as "cordoned" (DaemonSets tolerate it): neither is news on a GPU node.
 IGNORED_TAINTS = {GPU, UNSCHEDULABLE_TAINT_KEY}
@@ -212,12 +213,19 @@ class TypeRow:
 
 @dataclass(slots=True)
 class ResourceRow:
-    """One Workspace-creation availability row: a resource name."""
+    """One Workspace-creation availability row: a resource name.
+
+    On a GPU Operator cluster, time-sliced GPUs are advertised as plain ``nvidia.com/gpu``
+    (no rename): ``shared_logical`` is how much of this row's Total such nodes give, and
+    ``shared_on`` names them ([node, replicas, logical]). A quota of the resource cannot tell
+    whole from shared GPUs, so the row's type says so (SHARED, or MIXED beside whole GPUs)."""
 
     resource: str
     logical: int = 0
     allocated: int = 0
     requested: int = 0
+    shared_logical: int = 0
+    shared_on: list = field(default_factory=list)
 
     @property
     def available(self) -> int:
@@ -225,7 +233,16 @@ class ResourceRow:
 
     @property
     def gpu_type(self) -> str:
+        if self.shared_logical and self.shared_logical >= self.logical:
+            return SHARED
+        if self.shared_logical:
+            return MIXED
         return gpu_type_of(self.resource)
+
+    @property
+    def shared_replicas(self) -> list[int]:
+        """The replicas of the nodes where this resource is time-sliced."""
+        return sorted({int(r) for _n, r, _l in self.shared_on})
 
 
 @dataclass(slots=True)
@@ -345,8 +362,7 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
         if not name.startswith(NVIDIA):
             continue
         gtype = gpu_type_of(name, shared_plain)
-        stale = convention == "brick" and (
-            (sharing == "timeslicing" and name == GPU) or (sharing != "timeslicing" and name == GPU_SHARED))
+        stale = convention == "brick" and vocab.is_stale_resource(sharing, name)
         resources[name] = ResourceLine(
             resource=name, gpu_type=gtype, capacity=quantity(capacity.get(name, 0)),
             allocatable=quantity(allocatable.get(name, 0)), requested=pods_requests.get(name, 0), stale=stale)
@@ -403,13 +419,13 @@ def _ready(status: dict) -> bool:
 
 
 def _node_model(labels: dict, devs: list[dict]) -> str:
-    models = [d["model"] for d in devs if d.get("model")]
+    """The node's GPU model, one name whichever source gave it (vocab.gpu_model_name), so
+    the Dashboard groups a model into one row."""
+    models = [vocab.gpu_model_name(d["model"]) for d in devs if d.get("model")]
     if models:
-        return max(set(models), key=models.count)
-    product = labels.get(vocab.GPU_PRODUCT_LABEL, "")
-    if product:
-        return product.replace("-SHARED", "").replace("-", " ")
-    return "Unknown GPU"
+        return max(sorted(set(models)), key=models.count)
+    product = vocab.gpu_model_name(labels.get(vocab.GPU_PRODUCT_LABEL, ""))
+    return product or "Unknown GPU"
 
 
 def _physical_from_allocatable(resources: dict[str, ResourceLine], replicas: int) -> int:
@@ -523,6 +539,9 @@ def compute(snapshot) -> Ledger:
             rrow = by_resource.setdefault(r.resource, ResourceRow(r.resource))
             rrow.logical += r.allocatable
             rrow.requested += r.requested
+            if r.gpu_type == SHARED and gpu_type_of(r.resource) != SHARED and r.allocatable:
+                rrow.shared_logical += r.allocatable  # time-sliced without a rename (GPU Operator)
+                rrow.shared_on.append([n.name, n.replicas, r.allocatable])
         for d in n.raw_devices:
             mig = d.get("mig")
             gtype = ("mig-" + mig[0]) if mig else (SHARED if n.mode == "timeslicing" else EXCLUSIVE)

@@ -6,6 +6,7 @@ delete + re-create, since spec.selector is immutable).
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported: procedu
     configmap_replicas,
     parse_plugin_config,
     time_slicing,
+    tolerates,
 )
 from brickadmin.cluster.vocabulary import COMPONENT_LABEL as COMPONENT  # noqa: F401
 from brickadmin.cluster.vocabulary import PLUGIN_CONFIG_KEY as CONFIG_KEY
@@ -217,6 +219,52 @@ def set_replicas(content: str, replicas: int) -> str:
     if ts_replicas(parse(out)) != int(replicas):
         raise ManifestError(_("Could not set replicas in the manifest"))
     return out
+
+
+def toleration_for(taint: dict) -> dict:
+    """The toleration of exactly this taint (key, value, effect)."""
+    tol = {"key": taint.get("key", ""), "operator": "Equal" if taint.get("value") else "Exists"}
+    if taint.get("value"):
+        tol["value"] = taint["value"]
+    if taint.get("effect"):
+        tol["effect"] = taint["effect"]
+    return tol
+
+
+def daemonsets_tolerate(docs: list[dict], taint: dict) -> bool:
+    """Whether every DaemonSet of the manifest tolerates the taint."""
+    dss = _docs_of(docs, "DaemonSet")
+    return bool(dss) and all(
+        tolerates([taint], (((d.get("spec") or {}).get("template") or {}).get("spec") or {}).get("tolerations"))
+        for d in dss)
+
+
+def add_toleration(content: str, taint: dict) -> str:
+    """The content with a toleration of ``taint`` added to both DaemonSets (they must stay
+    identical: docs/operator-guide.md#the-device-plugin). The rest of the text, comments
+    included, is kept: the toleration goes right under each ``tolerations:`` line; a
+    DaemonSet without that line makes the documents be written out again instead."""
+    docs = parse(content)
+    if daemonsets_tolerate(docs, taint):
+        return content
+    tol = toleration_for(taint)
+    item = [f"- key: {json.dumps(tol['key'])}", f"  operator: {tol['operator']}"]
+    item += [f"  {k}: {json.dumps(tol[k])}" for k in ("value", "effect") if k in tol]
+    out, added = [], 0
+    for line in content.splitlines(keepends=True):
+        out.append(line)
+        bare = line.rstrip("\r\n")
+        if bare.strip() == "tolerations:":
+            indent = bare[:len(bare) - len(bare.lstrip())]
+            out.extend(f"{indent}{x}\n" for x in item)
+            added += 1
+    new = "".join(out)
+    if added == len(_docs_of(docs, "DaemonSet")) and daemonsets_tolerate(parse(new), taint):
+        return new
+    for d in _docs_of(docs, "DaemonSet"):
+        spec = d.setdefault("spec", {}).setdefault("template", {}).setdefault("spec", {})
+        spec["tolerations"] = list(spec.get("tolerations") or []) + [tol]
+    return yaml.safe_dump_all(docs, sort_keys=False)
 
 
 # --- drift ------------------------------------------------------------------

@@ -288,6 +288,8 @@ class ViewResourceRow(models.Model):
     logical = models.IntegerField(default=0)
     allocated = models.IntegerField(default=0)
     requested = models.IntegerField(default=0)
+    shared_logical = models.IntegerField(default=0)  # time-sliced without a rename (GPU Operator)
+    shared_on = models.JSONField(default=list, blank=True)  # [[node, replicas, logical], ...]
 
     class Meta:
         ordering = ["position"]
@@ -319,7 +321,30 @@ class ViewProblem(models.Model):
     message = models.JSONField(default=dict)
     remedy = models.JSONField(default=dict)
     wizard = models.CharField(max_length=8, blank=True, default="")
+    fix = models.CharField(max_length=8, blank=True, default="")  # the unlisted procedure offered as "Fix"
+    fix_params = models.JSONField(default=dict, blank=True)  # the facts it needs (gpus/health.py Problem)
 
     class Meta:
         ordering = ["position"]
         indexes = [models.Index(fields=["subject_type", "subject"])]
+
+
+class OwnerNotice(models.Model):
+    """What an admin's fix run tells a Workspace owner (a failed pod it deleted, and why).
+    Shown on the owner's Workspace page (matched by namespace); written by the run's step
+    before it changes anything, so the owner learns of it even when the run stops later."""
+
+    namespace = models.CharField(max_length=63, db_index=True)
+    owner_name = models.CharField(max_length=150, blank=True, default="")
+    subject = models.CharField(max_length=300)  # namespace/pod
+    message = models.TextField()
+    run = models.ForeignKey(ProcedureRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="notices")
+    actor_name = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["run", "subject"], name="one_notice_per_run_and_subject")]
+
+    def __str__(self):
+        return f"notice to {self.owner_name or '?'} about {self.subject}"

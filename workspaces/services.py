@@ -116,6 +116,16 @@ class GpuChoice:
     total: int
     allocated: int
     replicas: list[int] = field(default_factory=list)  # shared only
+    # GPU Operator: where this resource is time-sliced replicas ([node, replicas, logical]),
+    # and how much of the Total they give (ledger ResourceRow.shared_on / shared_logical).
+    shared_on: list = field(default_factory=list)
+    shared_logical: int = 0
+
+    @property
+    def shared_nodes_text(self) -> str:
+        """'qcs05 (replicas 5: 5 of 6)' for the nodes whose plain resource is time-sliced."""
+        return ", ".join(_("%(node)s (replicas %(r)s: %(n)s of %(t)s)") % {"node": node, "r": r, "n": n, "t": self.total}
+                         for node, r, n in self.shared_on)
 
     @property
     def available(self) -> int:
@@ -142,6 +152,11 @@ class GpuChoice:
             return _("%(n)s shared GPU (replicas unknown)") % {"n": amount}
         if self.gpu_type == ledger_mod.EXCLUSIVE:
             return _("%(n)s physical GPU, whole") % {"n": amount}
+        if self.gpu_type == ledger_mod.MIXED:
+            low = amount / max(r for _node, r, _n in self.shared_on)
+            return _("%(n)s %(res)s = %(n)s physical GPU on nodes with whole GPUs, or %(p)s physical GPU where it is "
+                     "time-sliced (%(nodes)s): a quota cannot tell them apart") % {
+                "n": amount, "res": self.resource, "p": f"{low:g}", "nodes": self.shared_nodes_text}
         return _("%(n)s MIG instance(s) %(p)s: hardware partitions of a physical GPU") % {
             "n": amount, "p": self.profile}
 
@@ -156,9 +171,11 @@ def gpu_choices(ledger) -> list[GpuChoice]:
     for row in ledger.by_resource:
         if not GPU_RESOURCE_RE.match(row.resource) or not (row.logical or row.allocated):
             continue
-        gtype = ledger_mod.gpu_type_of(row.resource)
+        gtype = row.gpu_type  # plain nvidia.com/gpu time-sliced by the GPU Operator is not Exclusive
+        shared_replicas = row.shared_replicas if row.shared_on else replicas
         out.append(GpuChoice(row.resource, gtype, row.logical, row.allocated,
-                             replicas if gtype == ledger_mod.SHARED else []))
+                             shared_replicas if gtype == ledger_mod.SHARED else [],
+                             shared_on=list(row.shared_on), shared_logical=row.shared_logical))
     return out
 
 
@@ -387,15 +404,17 @@ def job_node_options(ledger) -> list[NodeOption]:
             res = next((r.resource for r in served), ledger_mod.GPU_SHARED)
             out.append(NodeOption(n.name, res, 0, 0, False, _("Time-slicing nodes do not support Jobs")))
             continue
-        if n.mode == "mig":
+        line = n.resources.get(ledger_mod.GPU)
+        alloc = line.allocatable if line and not line.stale else 0
+        if n.mode == "mig" and not alloc:
+            # Only MIG instances: no whole exclusive GPU a Job could use. A node with whole
+            # GPUs beside its MIG instances (mixed strategy) offers those whole GPUs.
             res = next((r.resource for r in served if r.gpu_type.startswith("mig-")), f"{MIG_PREFIX}*")
             out.append(NodeOption(n.name, res, 0, 0, False, _("MIG nodes do not support Jobs")))
             continue
-        line = n.resources.get(ledger_mod.GPU)
-        alloc = line.allocatable if line and not line.stale else 0
         free = max(0, alloc - (line.requested if line else 0))
         reason = ""
-        if n.mode != "exclusive":
+        if n.mode not in ("exclusive", "mig"):
             reason = _("The node's GPU sharing label is not recognised")
         elif not n.ready:
             reason = _("Node is not Ready")

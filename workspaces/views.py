@@ -14,6 +14,7 @@ from brickadmin.cluster import ClusterError
 from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
+from gpus.models import OwnerNotice
 from gpus.reading import read_cluster, read_jobs
 
 from . import services
@@ -83,7 +84,10 @@ def workspace_detail(request, pk):
             quotas = services.workspace_quotas(ws)
         except ClusterError as exc:
             show_cluster_error(request, exc)
-    return render(request, "workspaces/workspace_detail.html", {"ws": ws, "jobs": jobs, "quotas": quotas})
+    notices = OwnerNotice.objects.filter(namespace=ws.namespace)[:20] \
+        if ws.status == WorkspaceRequest.Status.APPROVED else []
+    return render(request, "workspaces/workspace_detail.html", {"ws": ws, "jobs": jobs, "quotas": quotas,
+                                                                "notices": notices})
 
 
 # --- users: Jobs ------------------------------------------------------------------

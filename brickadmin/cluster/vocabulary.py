@@ -57,6 +57,36 @@ TS_DAEMONSET = "nvidia-device-plugin-timeslicing"
 DEFAULT_DAEMONSET = "nvidia-device-plugin-default"
 
 
+SHARING_VALUES = ("none", "timeslicing")  # the only values of SHARING_LABEL a plugin serves
+
+
+def intended_sharing(value: str) -> str:
+    """The sharing label value a typo most likely meant: "timeslicing" when it speaks of
+    time or slicing ("time-slicing", "TimeSliced", "timeslice"), else "none"."""
+    letters = "".join(c for c in (value or "").lower() if c.isalnum())
+    return "timeslicing" if "time" in letters or "slic" in letters or "shar" in letters else "none"
+
+
+def is_stale_resource(sharing: str, resource: str) -> bool:
+    """On a BRICK node, the other mode's resource that kubelet leaves in node status after a
+    conversion: nvidia.com/gpu on a time-slicing node, nvidia.com/gpu.shared on any other."""
+    return (sharing == "timeslicing" and resource == GPU) or (sharing != "timeslicing" and resource == GPU_SHARED)
+
+
+GPU_PRODUCT_SHARED_SUFFIX = "-SHARED"  # GFD appends it to gpu.product on a time-sliced node
+
+
+def gpu_model_name(name: str) -> str:
+    """One name per GPU model, whichever source named it: DCGM's ``modelName`` ("NVIDIA
+    A100-SXM4-40GB") and GFD's ``nvidia.com/gpu.product`` label, which has no spaces
+    ("NVIDIA-A100-SXM4-40GB", "...-SHARED" on a time-sliced node), both give
+    "NVIDIA A100 SXM4 40GB". Everything that groups by model uses this."""
+    name = (name or "").strip()
+    if name.upper().endswith(GPU_PRODUCT_SHARED_SUFFIX):
+        name = name[:-len(GPU_PRODUCT_SHARED_SUFFIX)]
+    return " ".join(name.replace("-", " ").replace("_", " ").split())
+
+
 def quota_key(resource: str) -> str:
     """The ResourceQuota key that limits an extended resource: ``requests.<name>``."""
     return QUOTA_REQUESTS_PREFIX + resource

@@ -69,6 +69,15 @@ class Check:
         return bool(value)
 
 
+class NothingToDo(Exception):
+    """A fix whose finding has gone by the time it runs: the run ends as "nothing to do"
+    before anything is sent to the cluster."""
+
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
+
+
 class StepFailed(Exception):
     """A step cannot proceed; ``fix`` says what the admin should do."""
 
@@ -147,12 +156,29 @@ class ProcedureDef:
     cluster_wide = False  # takes the cluster-wide lock: runs beside no other run
     checklist = ""  # text of the manual checklist the admin confirms ("" = none)
     params: tuple[Param, ...] = ()
+    # The health findings (gpus/health.py kinds) this procedure fixes: a listed procedure is
+    # offered there as its wizard, an unlisted one as "Fix" (a plan page, then a run).
+    fixes: tuple[str, ...] = ()
+    subject_param = ""  # the parameter a finding's subject gives when its facts do not (a Workspace's name)
 
     def steps(self, params: dict) -> list[Step]:
         raise NotImplementedError
 
     def prechecks(self, gateway, node: str, params: dict) -> list[Check]:
         return []
+
+    def fixes_finding(self, kind: str, params: dict) -> bool:
+        """Whether this procedure fixes a finding of ``kind`` with these facts (its fix params)."""
+        return kind in self.fixes
+
+    def confirm_sentence(self, node: str, params: dict) -> str:
+        """The one sentence the browser asks before a Fix run starts (data-confirm)."""
+        return ""
+
+    def nothing_to_do(self, gateway, node: str, params: dict) -> str:
+        """Read live when the run starts: why there is nothing left to do (the finding has
+        gone), or '' to go on. The run then ends as "nothing to do" without a write."""
+        return ""
 
     def lock_key(self, node: str) -> str:
         return CLUSTER_LOCK if self.cluster_wide else node
@@ -184,6 +210,18 @@ class ProcedureDef:
 
         url = reverse("wizard_pick", args=[self.code])
         return url + "?node=" + quote(node, safe="") if self.needs_node and node else url
+
+    def fix_url(self, node: str = "", params: dict | None = None) -> str:
+        """Where a finding sends the admin: the wizard (node chosen) for a listed procedure,
+        else the fix's plan page with the finding's facts as parameters."""
+        from urllib.parse import urlencode
+
+        from django.urls import reverse
+
+        if self.listed:
+            return self.pick_url(node)
+        query = {**({"node": node} if self.needs_node and node else {}), **(params or {})}
+        return reverse("fix_plan", args=[self.code]) + ("?" + urlencode(query) if query else "")
 
     @property
     def pick_params(self) -> tuple[Param, ...]:

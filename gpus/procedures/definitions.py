@@ -13,7 +13,7 @@ from brickadmin.cluster.snapshot import take_snapshot
 
 from .. import ledger as ledger_mod
 from .. import manifest as manifest_mod
-from .base import Check, NodeChoice, Outcome, Param, ProcedureDef, Step
+from .base import Check, NodeChoice, NothingToDo, Outcome, Param, ProcedureDef, Step, StepFailed
 from .steps import (
     GPU_SHARED,
     SHARING_LABEL,
@@ -29,6 +29,8 @@ from .steps import (
     PrometheusAllocatable,
     RemoveStale,
     Skipped,
+    nvidia_resources,
+    status_patch,
     Uncordon,
     prometheus_check,
     whole_gpus,
@@ -52,7 +54,11 @@ class PrecheckStep(Step):
         return self.proc.precheck_kubectl(run)
 
     def ensure(self, ctx):
-        """Before anything changes: record the node as it is (what "Restore the node" puts back)."""
+        """Before anything changes: a fix whose finding has gone ends here (NothingToDo);
+        record the node as it is (what "Restore the node" puts back)."""
+        reason = self.proc.nothing_to_do(ctx.gateway, ctx.node, ctx.params)
+        if reason:
+            raise NothingToDo(reason)
         if self.proc.restorable and ctx.node:
             from brickadmin.cluster import NotFound
 
@@ -125,6 +131,11 @@ class _Conversion(ProcedureDef):
     source_mode = ""
     restorable = True
     params = (EVICTIONS_PARAM,)
+    fixes = ("label-typo",)  # the wizard sets the label exactly (never a bare relabel: drained first)
+
+    def fixes_finding(self, kind, params):
+        """A label typo is fixed by the conversion to the mode it most likely meant."""
+        return kind in self.fixes and params.get("sharing", self.target) == self.target
 
     def steps(self, params):
         v = self.target
@@ -413,8 +424,11 @@ class EveryTSNode(Step):
     def kubectl(self, run):
         return "kubectl describe node <timeslicing node> | grep gpu.shared"
 
+    def wanted(self, ctx) -> int:
+        return int(ctx.params["replicas"])
+
     def verify(self, ctx):
-        want = int(ctx.params["replicas"])
+        want = self.wanted(ctx)
         lines, bad = [], []
         for name in _ts_nodes(ctx):
             physical, _src = whole_gpus(ctx, name)
@@ -457,6 +471,7 @@ class ProcedureC(ProcedureDef):
     action_label = gettext_lazy("Change replicas (C)")
     needs_node = False
     cluster_wide = True  # every time-slicing node changes
+    fixes = ("replicas-not-reflected",)
     params = (Param("replicas", lambda: forms.IntegerField(
         min_value=2, max_value=64, label=gettext_lazy("New replicas"),
         error_messages={"required": gettext_lazy("Give the new number of replicas (at least 2).")})),)
@@ -626,6 +641,21 @@ class ProcedureRestore(ProcedureDef):
                                "uncordon it. Offered on the page of a failed, cancelled or interrupted run.")
     listed = False
     restores = True
+    fixes = ("run-left-cordoned",)  # the Fix of that finding: its params are completed by service.fix_params
+    params = (Param("restore_of", lambda: forms.IntegerField(min_value=1, required=False, label=gettext_lazy("Run to undo"))),)
+
+    def confirm_sentence(self, node, params):
+        return _("Restore %(node)s? A new run puts its GPU labels back as they were before run #%(id)s and uncordons "
+                 "it, so pods can be scheduled there again.") % {"node": node, "id": params.get("restore_of")}
+
+    def nothing_to_do(self, gateway, node, params):
+        now = node_state(gateway.get_node(node))
+        labels = params.get("labels") or {}
+        relabelled = any(now["labels"].get(k) != v for k, v in labels.items())
+        if relabelled or (params.get("uncordon") and now["unschedulable"]):
+            return ""
+        return _("%(node)s is not left cordoned or relabelled by run #%(id)s (or a later run changed it): nothing to "
+                 "restore.") % {"node": node, "id": params.get("restore_of")}
 
     def steps(self, params):
         labels = params.get("labels") or {}
@@ -655,9 +685,560 @@ class ProcedureRestore(ProcedureDef):
             return [Check(False, _("No node named %(node)s.") % {"node": node})]
         now = node_state(raw)
         labels = ", ".join(f"{k}={v if v is not None else '-'}" for k, v in now["labels"].items())
+        if "labels" in params:  # the parameters are complete (from the run's page or a Fix)
+            reason = self.nothing_to_do(gateway, node, params)
+            if reason:
+                return [Check(True, _("Nothing to do now: %(why)s A run would end without changing anything.")
+                              % {"why": reason}, level="info")]
         return [Check(True, _("%(node)s now: %(labels)s; %(state)s. Run #%(id)s left it so.") % {
             "node": node, "labels": labels, "state": _("cordoned") if now["unschedulable"] else _("schedulable"),
             "id": params["restore_of"]})]
 
 
-BUILT_IN = (ProcedureA(), ProcedureB(), ProcedureC(), ProcedureD(), ProcedureRestore())  # registry.py lists them by code
+
+# --- Fixes: one audited click from a health finding ----------------------------------
+# Unlisted procedures (never on the procedure index), each declaring the finding kinds it
+# fixes (``fixes``): the Health page offers "Fix" on such a finding, with the finding's
+# facts as parameters. Each says, read live when its run starts, when the finding has gone
+# (``nothing_to_do``): the run then ends as "nothing to do" without a write.
+
+def _k8s_name(value: str) -> None:
+    """A Kubernetes object name (DNS-1123 subdomain): lowercase letters, digits, '-' and '.',
+    starting and ending with a letter or digit. Checked without a regular expression."""
+    allowed = set("abcdefghijklmnopqrstuvwxyz0123456789-.")
+    if not value or len(value) > 253 or not set(value) <= allowed or value[0] in "-." or value[-1] in "-.":
+        raise forms.ValidationError(_("Not a Kubernetes object name: %(v)s") % {"v": value[:80]})
+
+
+def _name_field(label):
+    return lambda: forms.CharField(max_length=253, label=label, validators=[_k8s_name])
+
+
+class _Fix(ProcedureDef):
+    listed = False
+
+    def confirm_sentence(self, node: str, params: dict) -> str:
+        return _("Run “%(fix)s” on %(target)s? It changes the cluster as planned above and is recorded under your "
+                 "name.") % {"fix": self.label, "target": node or _("the cluster")}
+
+    def prechecks(self, gateway, node, params):
+        from brickadmin.cluster import NotFound
+
+        try:
+            reason = self.nothing_to_do(gateway, node, params)
+        except NotFound as exc:
+            return [Check(False, str(exc), _("The object is gone: reload the Health page."))]
+        if reason:
+            return [Check(True, _("Nothing to do now: %(why)s A run would end without changing anything.")
+                          % {"why": reason}, level="info")]
+        return self.fix_prechecks(gateway, node, params)
+
+    def fix_prechecks(self, gateway, node, params):
+        return []
+
+
+class RemoveStaleResource(RemoveStale):
+    """Step 5 of A/B on its own: the named stale resource out of node status."""
+
+    def __init__(self, resource):
+        self._resource = resource
+
+    @property
+    def resource(self):
+        return self._resource
+
+    def title(self, run):
+        return _("1. Remove the stale %(res)s from the status of %(node)s (JSON patch)") % {
+            "res": self.resource, "node": run.node}
+
+
+class ProcedureRemoveStale(_Fix):
+    code = "S"
+    label = gettext_lazy("Remove a stale resource from node status")
+    description = gettext_lazy("The previous mode's GPU resource left in a node's capacity and allocatable is removed "
+                               "with a JSON patch on the status subresource (step 5 of A/B).")
+    fixes = ("stale-allocatable", "stale-capacity")
+    params = (Param("stale_resource", lambda: forms.ChoiceField(
+        label=gettext_lazy("Stale resource"), choices=[(vocab.GPU, vocab.GPU), (GPU_SHARED, GPU_SHARED)])),)
+
+    def steps(self, params):
+        return [PrecheckStep(self), RemoveStaleResource(params.get("stale_resource") or vocab.GPU)]
+
+    def precheck_kubectl(self, run):
+        return f"kubectl get node {run.node} -o jsonpath='{{.status.allocatable}}'"
+
+    def nothing_to_do(self, gateway, node, params):
+        raw = gateway.get_node(node)
+        res = params.get("stale_resource") or ""
+        sharing = (raw["metadata"].get("labels") or {}).get(SHARING_LABEL, "")
+        if not vocab.is_stale_resource(sharing, res):
+            return _("%(res)s is the resource %(node)s serves now (%(label)s=%(v)s), not a stale one.") % {
+                "res": res, "node": node, "label": SHARING_LABEL, "v": sharing or "-"}
+        if not status_patch(raw.get("status") or {}, res):
+            return _("%(res)s is no longer in the status of %(node)s.") % {"res": res, "node": node}
+        return ""
+
+    def fix_prechecks(self, gateway, node, params):
+        raw = gateway.get_node(node)
+        res = params["stale_resource"]
+        cap, alloc = nvidia_resources(raw).get(res, ("-", "-"))
+        return [Check(True, _("%(node)s: %(res)s is stale (capacity %(c)s, allocatable %(a)s); the patch removes it "
+                              "from capacity and allocatable. Never delete the kubelet checkpoint file instead.")
+                      % {"node": node, "res": res, "c": cap, "a": alloc})]
+
+
+class RestartPlugin(RolloutRestart):
+    def title(self, run):
+        return _("1. Restart the time-slicing plugin (it reads its config only when it starts)")
+
+
+class EveryTSNodeConfigured(EveryTSNode):
+    def title(self, run):
+        return _("3. Verify every time-slicing node shows physical × the configured replicas")
+
+    def wanted(self, ctx):
+        return ctx.replicas()
+
+
+def _not_reflected(gateway) -> list[str]:
+    """Time-slicing nodes whose running plugin advertises other replicas than configured."""
+    return [f"{n.name} ({n.replicas} ≠ {n.configured_replicas})" for n in _ledger(gateway).nodes
+            if n.convention == "brick" and n.mode == "timeslicing" and n.plugin_state == "running"
+            and n.replicas != n.configured_replicas]
+
+
+class ProcedureRestartPlugin(_Fix):
+    code = "P"
+    label = gettext_lazy("Restart the time-slicing plugin")
+    description = gettext_lazy("Rollout restart of the time-slicing device plugin, so every time-slicing node "
+                               "advertises the replicas its ConfigMap says (the restart procedure C would do).")
+    needs_node = False
+    cluster_wide = True  # every time-slicing node's plugin restarts
+    fixes = ("replicas-not-reflected",)
+
+    def steps(self, params):
+        return [PrecheckStep(self), RestartPlugin(), RolloutStatus(), EveryTSNodeConfigured()]
+
+    def precheck_kubectl(self, run):
+        return f"kubectl get node -l {SHARING_LABEL}=timeslicing -o custom-columns=NAME:.metadata.name," \
+               "SHARED:.status.allocatable.nvidia\\.com/gpu\\.shared"
+
+    def nothing_to_do(self, gateway, node, params):
+        if _not_reflected(gateway):
+            return ""
+        return _("Every time-slicing node already advertises the configured replicas (%(r)d).") % {
+            "r": ledger_mod.brick_replicas(gateway.list_configmaps(namespace=PLUGIN_NAMESPACE))}
+
+    def fix_prechecks(self, gateway, node, params):
+        return [Check(True, _("Not reflected on: %(nodes)s. The restart reloads the config on every time-slicing "
+                              "node; their shared GPU pods keep running.") % {"nodes": ", ".join(_not_reflected(gateway))})]
+
+
+class TellOwner(Step):
+    """A notice on the Workspace page of the pod's owner, before the pod is deleted."""
+
+    key = "tell-owner"
+
+    def title(self, run):
+        return _("1. Tell the owner of Workspace %(ns)s what happened to pod %(pod)s") % {
+            "ns": run.params.get("pod_namespace"), "pod": run.params.get("pod_name")}
+
+    def kubectl(self, run):
+        return _("(in brickadmin) a notice on the Workspace page of %(ns)s") % {"ns": run.params.get("pod_namespace")}
+
+    def ensure(self, ctx):
+        from ..models import OwnerNotice
+
+        ns, name = ctx.params["pod_namespace"], ctx.params["pod_name"]
+        subject = f"{ns}/{name}"
+        if OwnerNotice.objects.filter(run_id=ctx.run.pk, subject=subject).exists():
+            return Outcome(None, _("the owner was already told by this run"))
+        pods = ctx.gateway.list_pods(namespace=ns, field_selector=f"metadata.name={name}")
+        status = (pods[0].get("status") or {}) if pods else {}
+        owner = _workspaces(ctx.gateway).get(ns, "")
+        why = status.get("message") or status.get("reason") or _("it failed")
+        message = _("Pod %(pod)s failed on node %(node)s and was not started: %(why)s An admin (%(who)s) deleted it "
+                    "so it no longer holds your Workspace's resources. Recreate it once you have read why it "
+                    "failed.") % {"pod": subject, "node": ctx.node, "why": why, "who": ctx.run.actor_name}
+        OwnerNotice.objects.create(namespace=ns, owner_name=owner, subject=subject, message=message, run_id=ctx.run.pk,
+                                   actor_name=ctx.run.actor_name)
+        return Outcome(None, _("notice recorded for %(owner)s on Workspace %(ns)s") % {"owner": owner or "?", "ns": ns})
+
+    def verify(self, ctx):
+        from ..models import OwnerNotice
+
+        subject = f'{ctx.params["pod_namespace"]}/{ctx.params["pod_name"]}'
+        ok = OwnerNotice.objects.filter(run_id=ctx.run.pk, subject=subject).exists()
+        return Check(ok, _("the owner's Workspace page shows the notice") if ok else _("no notice recorded"))
+
+
+class DeletePod(Step):
+    key = "delete-pod"
+
+    def title(self, run):
+        return _("2. Delete the failed pod %(ns)s/%(pod)s") % {"ns": run.params.get("pod_namespace"),
+                                                              "pod": run.params.get("pod_name")}
+
+    def kubectl(self, run):
+        return f"kubectl -n {run.params.get('pod_namespace')} delete pod {run.params.get('pod_name')}"
+
+    def _pods(self, ctx):
+        return ctx.gateway.list_pods(namespace=ctx.params["pod_namespace"],
+                                     field_selector=f'metadata.name={ctx.params["pod_name"]}')
+
+    def ensure(self, ctx):
+        if not self._pods(ctx):
+            return Outcome(None, _("pod already gone"))
+        ctx.gateway.delete("v1", "Pod", ctx.params["pod_name"], ctx.params["pod_namespace"])
+        return Outcome({"delete": f'pod/{ctx.params["pod_namespace"]}/{ctx.params["pod_name"]}'},
+                       f'pod "{ctx.params["pod_name"]}" deleted')
+
+    def verify(self, ctx):
+        left = self._pods(ctx)
+        return Check(not left, _("pod gone") if not left else _("pod still there"),
+                     _("Delete it by hand: %(cmd)s") % {"cmd": self.kubectl(ctx)})
+
+
+class ProcedureDeleteFailedPod(_Fix):
+    code = "F"
+    label = gettext_lazy("Delete a failed pod after telling its owner")
+    description = gettext_lazy("A GPU pod the kubelet refused stays Failed until deleted. The owner is told on their "
+                               "Workspace page what happened, then the pod is deleted.")
+    fixes = ("pod-admission-failed",)
+    params = (Param("pod_namespace", _name_field(gettext_lazy("the pod's namespace"))),
+              Param("pod_name", _name_field(gettext_lazy("the pod's name"))))
+
+    def fixes_finding(self, kind, params):
+        return kind in self.fixes and bool(params.get("pod_name"))
+
+    def confirm_sentence(self, node, params):
+        return _("Delete pod %(ns)s/%(pod)s? Its owner is told on their Workspace page first; a deleted pod cannot be "
+                 "brought back, only recreated.") % {"ns": params.get("pod_namespace"), "pod": params.get("pod_name")}
+
+    def steps(self, params):
+        return [PrecheckStep(self), TellOwner(), DeletePod()]
+
+    def precheck_kubectl(self, run):
+        return f"kubectl -n {run.params.get('pod_namespace')} get pod {run.params.get('pod_name')} -o wide"
+
+    def _pod(self, gateway, params):
+        pods = gateway.list_pods(namespace=params.get("pod_namespace"),
+                                 field_selector=f'metadata.name={params.get("pod_name")}')
+        return pods[0] if pods else None
+
+    def nothing_to_do(self, gateway, node, params):
+        pod = self._pod(gateway, params)
+        key = f'{params.get("pod_namespace")}/{params.get("pod_name")}'
+        if pod is None:
+            return _("Pod %(pod)s is gone.") % {"pod": key}
+        if (pod.get("status") or {}).get("phase") != "Failed":
+            return _("Pod %(pod)s is no longer Failed (%(phase)s).") % {
+                "pod": key, "phase": (pod.get("status") or {}).get("phase") or "?"}
+        return ""
+
+    def fix_prechecks(self, gateway, node, params):
+        pod = self._pod(gateway, params)
+        status = pod.get("status") or {}
+        ns = params["pod_namespace"]
+        owner = _workspaces(gateway).get(ns, "")
+        return [Check(True, _("Pod %(pod)s failed on %(node)s: %(reason)s %(message)s") % {
+            "pod": vocab.pod_key(pod), "node": node, "reason": status.get("reason") or "", "message":
+            status.get("message") or ""}),
+            Check(True, _("Its owner %(owner)s will see a notice on Workspace %(ns)s saying what happened; the pod "
+                          "must then be recreated by them.") % {"owner": owner or "?", "ns": ns}, level="warn")]
+
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+class AddToleration(Step):
+    key = "manifest-toleration"
+
+    def _taint(self, params):
+        return {"key": params.get("taint_key", ""), "value": params.get("taint_value") or "",
+                "effect": params.get("taint_effect", "")}
+
+    def title(self, run):
+        return _("1. Add a toleration of %(taint)s to both DaemonSets in the managed manifest (a new version)") % {
+            "taint": _taint_text(self._taint(run.params))}
+
+    def kubectl(self, run):
+        tol = manifest_mod.toleration_for(self._taint(run.params))
+        return _("edit brick-nvidia-device-plugin.yaml: spec.template.spec.tolerations of both DaemonSets += %(t)s") % {
+            "t": tol}
+
+    def ensure(self, ctx):
+        taint = self._taint(ctx.params)
+        cur = manifest_mod.current()
+        new_content = manifest_mod.add_toleration(cur.content, taint)
+        if new_content == cur.content:
+            return Outcome(None, _("manifest v%(v)d already tolerates %(t)s") % {"v": cur.version,
+                                                                                "t": _taint_text(taint)})
+        new = manifest_mod.save_version(new_content, actor=ctx.run.actor, actor_name=ctx.run.actor_name, run=ctx.run,
+                                        note=f"fix run #{ctx.run.pk}: tolerate {_taint_text(taint)}")
+        return Outcome({"manifestVersion": new.version, "toleration": manifest_mod.toleration_for(taint)},
+                       _("manifest v%(a)d -> v%(b)d") % {"a": cur.version, "b": new.version})
+
+    def verify(self, ctx):
+        cur = manifest_mod.current()
+        docs = manifest_mod.parse(cur.content)
+        ok = manifest_mod.validate(docs).ok and manifest_mod.daemonsets_tolerate(docs, self._taint(ctx.params))
+        return Check(ok, _("manifest v%(v)d") % {"v": cur.version}, _("Fix the managed manifest (Manifest page), then "
+                                                                      "resume."))
+
+
+class ApplyTheManifest(ApplyManifest):
+    def title(self, run):
+        return _("2. Apply the manifest (server-side apply)")
+
+
+class AnyPluginPodRunning(Step):
+    key = "plugin-pod"
+    waits = True
+
+    def title(self, run):
+        return _("3. Verify a device-plugin pod is Running on %(node)s") % {"node": run.node}
+
+    def kubectl(self, run):
+        return f"kubectl -n {PLUGIN_NAMESPACE} get pod -o wide --field-selector spec.nodeName={run.node}"
+
+    def verify(self, ctx):
+        pods = ctx.gateway.list_pods(namespace=PLUGIN_NAMESPACE, field_selector=f"spec.nodeName={ctx.node}")
+        lines = [f'{p["metadata"]["name"]} {(p.get("status") or {}).get("phase", "?")}' for p in pods]
+        ok = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
+        return Check(ok, "\n".join(lines) or _("No resources found"),
+                     _("No Running plugin pod on %(node)s yet: another taint may be untolerated, or the sharing label "
+                       "selects no DaemonSet. Read the Health page, then resume.") % {"node": ctx.node})
+
+
+def _taint_text(taint: dict) -> str:
+    value = f'={taint["value"]}' if taint.get("value") else ""
+    return f'{taint.get("key", "")}{value}:{taint.get("effect", "")}'
+
+
+class ProcedureAddToleration(_Fix):
+    code = "T"
+    label = gettext_lazy("Add a missing toleration to the device plugin")
+    description = gettext_lazy("A tainted GPU node gets no device-plugin pod when the DaemonSets do not tolerate its "
+                               "taint. The toleration is added to both DaemonSets as a new version of the managed "
+                               "manifest, which is then applied.")
+    cluster_wide = True  # the manifest and both DaemonSets change
+    fixes = ("plugin-missing",)
+    params = (Param("taint_key", lambda: forms.CharField(max_length=317, label=gettext_lazy("Taint key"))),
+              Param("taint_value", lambda: forms.CharField(max_length=63, required=False,
+                                                           label=gettext_lazy("Taint value"))),
+              Param("taint_effect", lambda: forms.ChoiceField(choices=[(e, e) for e in TAINT_EFFECTS],
+                                                              label=gettext_lazy("Taint effect"))),
+              Param("drift_acknowledged", lambda: forms.BooleanField(
+                  required=False, label=gettext_lazy("I understand the apply also brings the live objects listed "
+                                                     "back to the managed manifest.")),
+                  confirm="ack", refusal=gettext_lazy("Tick the acknowledgement: the apply also changes the live "
+                                                      "objects listed."), cli="--acknowledge-drift"))
+
+    def fixes_finding(self, kind, params):
+        return kind in self.fixes and bool(params.get("taint_key"))
+
+    def confirm_sentence(self, node, params):
+        return _("Save a new manifest version whose two DaemonSets tolerate %(t)s, and apply it to the cluster?") % {
+            "t": _taint_text(self._taint(params))}
+
+    def steps(self, params):
+        return [PrecheckStep(self), AddToleration(), ApplyTheManifest(), AnyPluginPodRunning()]
+
+    def precheck_kubectl(self, run):
+        return f"kubectl get node {run.node} -o jsonpath='{{.spec.taints}}'"
+
+    def _taint(self, params):
+        return {"key": params.get("taint_key", ""), "value": params.get("taint_value") or "",
+                "effect": params.get("taint_effect", "")}
+
+    def nothing_to_do(self, gateway, node, params):
+        from brickadmin.cluster import NotFound
+
+        taint = self._taint(params)
+        taints = (gateway.get_node(node).get("spec") or {}).get("taints") or []
+        if not any(t.get("key") == taint["key"] and t.get("effect") == taint["effect"]
+                   and (t.get("value") or "") == taint["value"] for t in taints):
+            return _("%(node)s no longer has the taint %(t)s.") % {"node": node, "t": _taint_text(taint)}
+        for name in (manifest_mod.DEFAULT_DAEMONSET, manifest_mod.TS_DAEMONSET):
+            try:
+                ds = gateway.get_daemonset(PLUGIN_NAMESPACE, name)
+            except NotFound:
+                return ""
+            if not vocab.tolerates([taint], ds["spec"]["template"]["spec"].get("tolerations")):
+                return ""
+        return _("Both device-plugin DaemonSets already tolerate %(t)s.") % {"t": _taint_text(taint)}
+
+    def fix_prechecks(self, gateway, node, params):
+        cur = manifest_mod.current()
+        checks = [Check(True, _("Manifest v%(v)d gets the toleration %(tol)s in both DaemonSets (a new version), then "
+                                "is applied; the plugin pod can then start on %(node)s and every node with that "
+                                "taint.") % {"v": cur.version, "tol": manifest_mod.toleration_for(self._taint(params)),
+                                             "node": node})]
+        try:
+            drifted = [f"{d.kind}/{d.name}: {d.state}" for d in manifest_mod.drift(manifest_mod.parse(cur.content),
+                                                                                   gateway) if d.state != "in-sync"]
+        except manifest_mod.ManifestError as exc:
+            return [Check(False, str(exc), _("Fix the managed manifest first (Manifest page)."))]
+        if drifted:  # e.g. replicas edited by hand: the apply would undo it, so the admin says so first
+            checks.append(Check(True, _("The apply also brings these live objects back to manifest v%(v)d (they "
+                                        "differ from it now):") % {"v": cur.version}, level="ack", items=drifted,
+                                ack="drift_acknowledged"))
+        return checks
+
+
+
+def _approved_workspace(name):
+    """The approval record of an approved Workspace (its namespace is its name), or None."""
+    from workspaces.models import WorkspaceRequest
+
+    return WorkspaceRequest.objects.filter(name=name, status=WorkspaceRequest.Status.APPROVED).first()
+
+
+def _namespace_present(gateway, name) -> bool:
+    return any(ns["metadata"]["name"] == name for ns in gateway.list_namespaces())
+
+
+def _quota_names(gateway, name) -> set[str]:
+    return {q["metadata"]["name"] for q in gateway.list_resource_quotas(name)}
+
+
+def _expected_quotas(req) -> list[dict]:
+    from workspaces import services as ws_services
+
+    return [m for m in ws_services.workspace_manifests(req, req.gpu_resource) if m["kind"] == "ResourceQuota"]
+
+
+class RecreateNamespace(Step):
+    key = "recreate-namespace"
+
+    def title(self, run):
+        return _("1. Re-create the namespace %(ns)s with its owner label") % {"ns": run.params.get("workspace")}
+
+    def kubectl(self, run):
+        ns = run.params.get("workspace")
+        return f"kubectl create namespace {ns} && kubectl label namespace {ns} {vocab.WORKSPACE_LABEL}=true " \
+               f"{vocab.OWNER_LABEL}=<owner>"
+
+    def ensure(self, ctx):
+        from workspaces import services as ws_services
+
+        name = ctx.params["workspace"]
+        if _namespace_present(ctx.gateway, name):
+            return Outcome(None, _("namespace %(ns)s exists") % {"ns": name})
+        req = _approved_workspace(name)
+        if req is None:
+            raise StepFailed(_("No approved Workspace named %(ws)s.") % {"ws": name})
+        ws_services.ensure_priority_class(ctx.gateway, ws_services.USER_PRIORITY_CLASS,
+                                          ws_services.USER_PRIORITY_VALUE,
+                                          "BRICK Workspace workloads; may preempt Jobs (brick-job-priority).",
+                                          "PreemptLowerPriority")
+        labels = {vocab.WORKSPACE_LABEL: "true", vocab.OWNER_LABEL: ws_services.owner_label_value(req.requester_name)}
+        ctx.gateway.create_namespace(name, labels)
+        return Outcome({"namespace": name, "labels": labels}, f"namespace/{name} created")
+
+    def verify(self, ctx):
+        ok = _namespace_present(ctx.gateway, ctx.params["workspace"])
+        return Check(ok, _("namespace present") if ok else _("namespace missing"))
+
+
+class RecreateQuotas(Step):
+    key = "recreate-quotas"
+
+    def title(self, run):
+        return _("2. Re-create the quotas of %(ns)s from its approval record") % {"ns": run.params.get("workspace")}
+
+    def kubectl(self, run):
+        return f"kubectl -n {run.params.get('workspace')} apply -f <the Workspace's ResourceQuotas and LimitRange>"
+
+    def ensure(self, ctx):
+        from workspaces import services as ws_services
+
+        name = ctx.params["workspace"]
+        req = _approved_workspace(name)
+        if req is None:
+            raise StepFailed(_("No approved Workspace named %(ws)s.") % {"ws": name})
+        have = _quota_names(ctx.gateway, name)
+        sent, lines = [], []
+        for manifest in ws_services.workspace_manifests(req, req.gpu_resource):
+            kind, obj = manifest["kind"], manifest["metadata"]["name"]
+            if kind == "ResourceQuota" and obj in have:
+                continue
+            if kind == "LimitRange" and not ctx.sent_before(RecreateNamespace.key):
+                continue  # it went only with the namespace; apply is kept for a namespace this run re-created
+            if kind == "ResourceQuota" and "scopeSelector" not in manifest["spec"]:
+                ctx.gateway.create_resource_quota(name, obj, manifest["spec"]["hard"])
+            else:
+                ctx.gateway.apply(manifest)
+            sent.append(f"{kind}/{obj}")
+            lines.append(f"{kind.lower()}/{obj} created")
+        if not sent:
+            return Outcome(None, _("every quota of %(ns)s exists") % {"ns": name})
+        return Outcome({"created": sent}, "\n".join(lines))
+
+    def verify(self, ctx):
+        name = ctx.params["workspace"]
+        req = _approved_workspace(name)
+        have = {q["metadata"]["name"]: (q.get("spec") or {}).get("hard") or {}
+                for q in ctx.gateway.list_resource_quotas(name)}
+        wanted = _expected_quotas(req) if req else []
+        missing = [m["metadata"]["name"] for m in wanted if m["metadata"]["name"] not in have]
+        lines = [f"{q}: {', '.join(f'{k}={v}' for k, v in sorted(h.items()))}" for q, h in sorted(have.items())]
+        return Check(not missing, "\n".join(lines), _("Missing quotas: %(q)s") % {"q": ", ".join(missing)})
+
+
+class ProcedureRecreateWorkspace(_Fix):
+    code = "W"
+    label = gettext_lazy("Re-create a Workspace's namespace and quotas")
+    description = gettext_lazy("An approved Workspace whose namespace or quota was removed from the cluster gets them "
+                               "back as its approval record says (owner label, GPU, CPU, memory and storage quotas).")
+    needs_node = False
+    fixes = ("workspace-namespace-missing", "workspace-quota-missing")
+    subject_param = "workspace"  # those findings name the Workspace as their subject
+    params = (Param("workspace", _name_field(gettext_lazy("Workspace"))),)
+
+    def lock_key(self, node):
+        return "workspaces"  # one Workspace repair at a time (the approval record is read, not locked)
+
+    def fixes_finding(self, kind, params):
+        return kind in self.fixes and bool(params.get("workspace"))
+
+    def confirm_sentence(self, node, params):
+        return _("Re-create Workspace %(ws)s in the cluster from its approval record?") % {"ws": params.get("workspace")}
+
+    def steps(self, params):
+        return [PrecheckStep(self), RecreateNamespace(), RecreateQuotas()]
+
+    def precheck_kubectl(self, run):
+        return f"kubectl get namespace {run.params.get('workspace')}; " \
+               f"kubectl -n {run.params.get('workspace')} get resourcequota"
+
+    def nothing_to_do(self, gateway, node, params):
+        name = params.get("workspace") or ""
+        req = _approved_workspace(name)
+        if req is None or not _namespace_present(gateway, name):
+            return ""
+        wanted = {m["metadata"]["name"] for m in _expected_quotas(req)}
+        if wanted <= _quota_names(gateway, name):
+            return _("Workspace %(ws)s has its namespace and quotas in the cluster.") % {"ws": name}
+        return ""
+
+    def fix_prechecks(self, gateway, node, params):
+        name = params["workspace"]
+        req = _approved_workspace(name)
+        if req is None:
+            return [Check(False, _("No approved Workspace named %(ws)s: there is no record to re-create it from.")
+                          % {"ws": name})]
+        hard = "; ".join(f'{m["metadata"]["name"]}: ' + ", ".join(f"{k}={v}" for k, v in m["spec"]["hard"].items())
+                         for m in _expected_quotas(req))
+        present = _namespace_present(gateway, name)
+        return [Check(True, _("Approved by %(who)s on %(when)s for %(owner)s: %(hard)s.") % {
+            "who": req.decided_by_name or "?", "when": req.decided_at.strftime("%Y-%m-%d %H:%M") if req.decided_at
+            else "?", "owner": req.requester_name, "hard": hard}),
+            Check(True, _("The namespace exists; only the missing quotas are created.") if present else
+                  _("The namespace is gone: its pods and data were deleted with it. It is created empty, with its "
+                    "quotas; the owner must start their workloads again."), level="info" if present else "warn")]
+
+BUILT_IN = (ProcedureA(), ProcedureB(), ProcedureC(), ProcedureD(), ProcedureRestore(),
+            ProcedureRemoveStale(), ProcedureRestartPlugin(), ProcedureDeleteFailedPod(), ProcedureAddToleration(),
+            ProcedureRecreateWorkspace())  # registry.py lists them by code

@@ -32,7 +32,7 @@ from brickadmin.cluster import ClusterError, TransientClusterError, get_gateway
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
 
 from ..models import ProcedureRun, RunStatus, StepRun, StepState
-from .base import Check, StepFailed, knob
+from .base import Check, NothingToDo, StepFailed, knob
 from .registry import get as get_procedure
 from .reaper import reap_stale, requeue_orphans, take_over  # noqa: F401  (reap_stale, requeue_orphans: old names)
 from .recording import (  # noqa: F401  (plan, PlanTarget, record_plan: callers have imported these from here)
@@ -184,11 +184,11 @@ FINISH_TITLES = {RunStatus.SUCCEEDED: gettext_noop("Run succeeded"), RunStatus.F
                  RunStatus.CANCELLED: gettext_noop("Run cancelled")}
 
 
-def _finish(run, token, status, message):
+def _finish(run, token, status, message, title=""):
     """The run's final status, with its own event (so pages polling "after seq N" see it)."""
     state = {RunStatus.SUCCEEDED: StepState.SUCCEEDED, RunStatus.FAILED: StepState.FAILED}.get(
         status, StepState.CANCELLED)
-    record(run.pk, step_key=RUN_EVENT, title=_(FINISH_TITLES[status]), state=state, token=token,
+    record(run.pk, step_key=RUN_EVENT, title=title or _(FINISH_TITLES[status]), state=state, token=token,
            output=message if status == RunStatus.SUCCEEDED else "", error="" if status == RunStatus.SUCCEEDED else message,
            run_update={"status": status, "finished_at": timezone.now(), "message": message})
     return status
@@ -218,10 +218,22 @@ def _execute(run, token, gateway) -> str:
             if exc.recorded:
                 return _finish(run, token, RunStatus.CANCELLED, _cancel_message(run, title, during=True))
             return _cancel(run, token, index, step, title, kubectl)
+        except NothingToDo as exc:
+            return _nothing_to_do(ctx, token, steps[index + 1:], index + 1, exc.reason)
         if not ok:
             return _finish(run, token, RunStatus.FAILED, message)
     summary = _("All %(n)d steps done.") % {"n": len(steps)}
     return _finish(run, token, RunStatus.SUCCEEDED, summary)
+
+
+def _nothing_to_do(ctx, token, rest, first_index, reason):
+    """A fix whose finding has gone: the steps left are skipped, nothing is sent, and the
+    run ends as "nothing to do" (succeeded: the cluster is as the fix would leave it)."""
+    for offset, step in enumerate(rest):
+        StepRecorder(ctx.run.pk, step.key, first_index + offset, step.title(ctx), kubectl=step.kubectl(ctx), token=token,
+                     started_at=timezone.now()).skipped(_("Nothing to do: nothing was sent for this step."))
+    return _finish(ctx.run, token, RunStatus.SUCCEEDED, _("Nothing to do: %(why)s") % {"why": reason},
+                   title=_("Nothing to do"))
 
 
 def _cancel(run, token, index, step, title, kubectl):
@@ -280,6 +292,9 @@ def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple
                                     % {"err": exc, "m": max_attempts}))
         except StepFailed as exc:
             return _fail(rec, Check(False, exc.detail, exc.fix))
+        except NothingToDo as exc:  # the finding a fix was started for has gone: record why, send nothing
+            rec.succeeded(output=_("Nothing to do: %(why)s") % {"why": exc.reason})
+            raise
         except ClusterError as exc:
             return _fail(rec, Check(False, str(exc), _("The API server refused the request (%(err)s). This will not "
                                                        "succeed by retrying: fix the cause, then resume.")

@@ -27,6 +27,26 @@ def find(code: str) -> ProcedureDef | None:
     return PROCEDURES.get(code)
 
 
+def fixers(kind: str, params: dict | None = None, subject: str = "") -> list[tuple[ProcedureDef, dict]]:
+    """The procedures that fix a health finding of ``kind``, by code, each with the facts it
+    runs with: the finding's own, and its subject as the parameter a procedure names in
+    ``subject_param`` when the finding gives no value for it."""
+    out = []
+    for proc in all_procedures():
+        facts = dict(params or {})
+        if proc.subject_param and subject and not facts.get(proc.subject_param):
+            facts[proc.subject_param] = subject
+        if proc.fixes_finding(kind, facts):
+            out.append((proc, facts))
+    return out
+
+
+def repair_codes() -> list[str]:
+    """The codes of the fixes that neither cordon nor relabel a node (all unlisted fixes but
+    "Restore the node"): a run of theirs does not stand for the node's last conversion."""
+    return [p.code for p in all_procedures() if p.fixes and not p.listed and not p.restores]
+
+
 def all_procedures() -> list[ProcedureDef]:
     return [PROCEDURES[c] for c in sorted(PROCEDURES)]
 

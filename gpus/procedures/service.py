@@ -13,7 +13,7 @@ from django.utils.translation import gettext as _
 from ..models import ACTIVE_STATUSES, RESUMABLE_STATUSES, ProcedureLock, ProcedureRun, RunStatus, StepRun, StepState
 from .base import CLUSTER_LOCK
 from .definitions import NODE_BEFORE, node_state
-from .registry import all_procedures, find
+from .registry import all_procedures, find, repair_codes
 from .registry import get as get_procedure
 from .queue import enqueue
 from .recording import RUN_EVENT, record, record_plan
@@ -183,7 +183,8 @@ def restore_params(run: ProcedureRun, gateway) -> dict | None:
     if proc is None or not proc.restorable or restorer() is None or not run.node \
             or run.status not in RESUMABLE_STATUSES:
         return None
-    later = ProcedureRun.objects.filter(lock_key=run.lock_key, pk__gt=run.pk).exclude(params__restore_of=run.pk)
+    later = ProcedureRun.objects.filter(lock_key=run.lock_key, pk__gt=run.pk).exclude(params__restore_of=run.pk) \
+        .exclude(procedure__in=repair_codes())
     if later.exists():
         return None
     before = remembered(run, NODE_BEFORE)
@@ -199,6 +200,17 @@ def restore_params(run: ProcedureRun, gateway) -> dict | None:
     if not relabelled and not (uncordon and now["unschedulable"]):
         return None
     return {"restore_of": run.pk, "labels": labels, "uncordon": uncordon}
+
+
+def fix_params(proc, node: str, params: dict, gateway) -> dict:
+    """The parameters of a Fix run, completed from the records where the finding gives only a
+    reference: "Restore the node" is given the stopped run, and puts back what that run
+    recorded (read live, as on the run's page)."""
+    if proc.restores and params.get("restore_of"):
+        run = ProcedureRun.objects.filter(pk=params["restore_of"], node=node).first()
+        full = restore_params(run, gateway) if run is not None else None
+        return full or {"restore_of": params["restore_of"], "labels": {}, "uncordon": False}
+    return params
 
 
 @in_record_language

@@ -79,7 +79,10 @@ def wizard_pick(request, code):
 def _plan_context(proc, form):
     params = form.params()
     node = form.cleaned_data.get("node") or ""
-    checks = proc.prechecks(get_gateway(), node, params)  # live: the plan decides a write
+    gateway = get_gateway()
+    if proc.fixes and not proc.listed:  # a Fix: the finding's facts, completed from the records
+        params = service.fix_params(proc, node, params, gateway)
+    checks = proc.prechecks(gateway, node, params)  # live: the plan decides a write
     steps = engine.plan(proc.code, node if proc.needs_node else "", params)
     blocked = any(c.level == "block" for c in checks)
     needs_ack = any(c.level == "ack" for c in checks)
@@ -88,11 +91,12 @@ def _plan_context(proc, form):
     hidden = [(p.name, params[p.name]) for p in proc.pick_params]
     return {"proc": proc, "code": proc.code, "proc_label": proc.label, "node": node, "params": params, "form": form,
             "checks": checks, "steps": steps, "blocked": blocked, "needs_ack": needs_ack, "active": active,
-            "confirms": confirms, "hidden_params": hidden}
+            "confirms": confirms, "hidden_params": hidden, "fix": not proc.listed,
+            "confirm_sentence": proc.confirm_sentence(node, params) if not proc.listed else ""}
 
 
 def _eligible(proc):
-    if not proc.needs_node:
+    if not proc.needs_node or not proc.listed:  # a Fix: the finding names the node; its pre-check reads it live
         return None
     return {o.name for o in node_options(proc, read_cluster()) if not o.reason}
 
@@ -144,3 +148,59 @@ def wizard_start(request, code):
     return redirect(run)
 
 
+
+
+# --- Fix: the plan and the run of a procedure a health finding offers ------------------
+
+def _fix_or_404(code):
+    proc = _proc_or_404(code)
+    if proc.listed or not proc.fixes:
+        raise Http404(_("No such fix"))
+    return proc
+
+
+@require_GET
+@admin_required
+def fix_plan(request, code):
+    """The plan of a Fix, from the finding's facts in the query: pre-check (read live; it says
+    when there is nothing left to do), steps with their kubectl equivalents, confirm."""
+    proc = _fix_or_404(code)
+    form = WizardForm(proc, request.GET)
+    if not form.is_valid():
+        messages.error(request, _("This fix was given facts it cannot use: %(errors)s Open it again from the Health "
+                                  "page.") % {"errors": " ".join(str(e) for errs in form.errors.values() for e in errs)})
+        return redirect("health")
+    return render(request, "gpus/wizards/plan.html", _plan_context(proc, form))
+
+
+@require_POST
+@admin_required
+def fix_start(request, code):
+    """Start a Fix run: the same checks as a wizard's start, then the run's page."""
+    proc = _fix_or_404(code)
+    form = WizardForm(proc, request.POST)
+    if not form.is_valid():
+        messages.error(request, _("Not started: this fix was given facts it cannot use. Open it again from the "
+                                  "Health page."))
+        return redirect("health")
+    try:
+        ctx = _plan_context(proc, form)
+    except ClusterError as exc:
+        messages.error(request, _("Not started: the cluster cannot be reached (%(err)s). Nothing was sent to it; "
+                                  "start again when it answers.") % {"err": exc})
+        show_cluster_error(request, exc)
+        return render(request, "cluster_unavailable.html", {"retry_can_help": exc.transient}, status=503)
+    errors = []
+    if ctx["blocked"]:
+        errors.append(_("The pre-check blocks this run; fix what it says first."))
+    errors += form.missing_confirmations(ctx["checks"])
+    if errors:
+        ctx["errors"] = errors
+        return render(request, "gpus/wizards/plan.html", ctx, status=400)
+    try:
+        run = service.start_run(code, ctx["node"], ctx["params"], actor=request.user, source="web")
+    except service.RunRefused as exc:
+        messages.error(request, refusal_message(exc))
+        ctx["active"] = exc.active
+        return render(request, "gpus/wizards/plan.html", ctx, status=409)
+    return redirect(run)

@@ -75,6 +75,7 @@ def admin_pages(ids) -> list[Page]:
         Page("wizard D pick", "/procedures/D/"),
         Page("wizard A plan", f"/procedures/A/plan/?node={EXCLUSIVE_NODE}"),
         Page("wizard C plan", "/procedures/C/plan/?replicas=4"),
+        Page("fix plan", f"/fixes/S/?node={SHARED_NODE}&stale_resource=nvidia.com/gpu"),
         Page("runs", "/runs/"),
         Page("run (done)", f"/runs/{ids['run']}/"),
         Page("run (pending)", f"/runs/{ids['pending_run']}/"),

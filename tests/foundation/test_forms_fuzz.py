@@ -68,6 +68,7 @@ FORMS = {
     "limit_delete": ("admin", lambda o: (reverse("limit_delete", args=[o["limit"].pk]), fields("next"))),
     "wizard_start": ("admin", lambda o: (reverse("wizard_start", args=[o["code"]]),
                                          fields("node", *o["params"]))),
+    "fix_start": ("admin", lambda o: (reverse("fix_start", args=[o["code"]]), fields("node", *o["params"]))),
     "run_cancel": ("admin", lambda o: (reverse("run_cancel", args=[o["run"].pk]), fields("next"))),
     "run_resume": ("admin", lambda o: (reverse("run_resume", args=[o["run"].pk]), fields("next"))),
     "run_confirm_checklist": ("admin", lambda o: (reverse("run_confirm_checklist", args=[o["run"].pk]),
@@ -80,6 +81,7 @@ FORMS = {
 # Pages that only read (GET); their query strings are fuzzed too.
 GET_FORMS = {
     "wizard_plan": lambda o: (reverse("wizard_plan", args=[o["code"]]), fields("node", *o["params"])),
+    "fix_plan": lambda o: (reverse("fix_plan", args=[o["code"]]), fields("node", *o["params"])),
     "run_list": lambda o: (reverse("run_list"), fields("procedure", "status", "node", "actor", "page")),
     "manifest": lambda o: (reverse("manifest"), fields("v")),
     "all_workspaces": lambda o: (reverse("all_workspaces"), fields("status", "page")),
@@ -132,6 +134,11 @@ def objects(twin, admin_user, alice, django_user_model):
             "code": "A", "params": []}
 
 
+def _fixes():
+    """The procedures a health finding offers as "Fix"."""
+    return [p for p in registry.all_procedures() if p.fixes and not p.listed]
+
+
 def _check(resp, url, data):
     assert resp.status_code < 500, f"{resp.status_code} for {url} with {data!r}"
 
@@ -150,8 +157,9 @@ def test_no_post_gives_a_500(objects, name, data):
         return
     # The user the form is for most of the time; the others too (they must be refused cleanly).
     client = objects["clients"][data.draw(st.sampled_from([who] * 6 + ["admin", "alice", "anonymous"]))]
-    if name == "wizard_start":
-        proc = data.draw(st.sampled_from(registry.all_procedures()))
+    if name in ("wizard_start", "fix_start"):
+        procs = registry.all_procedures() if name == "wizard_start" else _fixes()
+        proc = data.draw(st.sampled_from(procs))
         objects = {**objects, "code": proc.code, "params": [p.name for p in proc.params]}
     url, strategy = build(objects)
     payload = data.draw(strategy)
@@ -162,8 +170,8 @@ def test_no_post_gives_a_500(objects, name, data):
 @settings(FUZZ, max_examples=25)
 @given(data=st.data())
 def test_no_query_gives_a_500(objects, name, data):
-    if name in ("wizard_plan", "wizard_pick"):
-        proc = data.draw(st.sampled_from(registry.all_procedures()))
+    if name in ("wizard_plan", "wizard_pick", "fix_plan"):
+        proc = data.draw(st.sampled_from(_fixes() if name == "fix_plan" else registry.all_procedures()))
         objects = {**objects, "code": proc.code, "params": [p.name for p in proc.params]}
     url, strategy = GET_FORMS[name](objects)
     payload = data.draw(strategy)

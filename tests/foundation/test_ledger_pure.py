@@ -82,3 +82,22 @@ def test_choices_carry_label_and_colour_and_compare_as_strings():
     assert GpuType.of("mig-1g.5gb") is GpuType.MIG and GpuType.label_of("mig-1g.5gb") == "MIG 1g.5gb"
     assert GpuType.label_of("shared") == "Shared (time-slicing)" and GpuType.SHARED.colour
     assert ledger.gpu_type_of(SHARED) == GpuType.SHARED
+
+
+def test_one_gpu_model_is_one_dashboard_row_whichever_source_named_it():
+    """Issue 11 item 11: DCGM's modelName and GFD's gpu.product label name the same A100."""
+    from brickadmin.cluster.vocabulary import gpu_model_name
+
+    assert gpu_model_name("NVIDIA A100-SXM4-40GB") == gpu_model_name("NVIDIA-A100-SXM4-40GB") \
+        == gpu_model_name("NVIDIA-A100-SXM4-40GB-SHARED") == "NVIDIA A100 SXM4 40GB"
+    assert gpu_model_name("NVIDIA A30") == "NVIDIA A30"
+    labelled = node("by-label", physical=2)
+    labelled["metadata"]["labels"]["nvidia.com/gpu.product"] = "NVIDIA-A100-SXM4-40GB"
+    by_dcgm = node("by-dcgm", physical=2)
+    snap = snapshot([labelled, by_dcgm])
+    snap.devices = {"by-dcgm": [{"uuid": f"GPU-{i}", "model": "NVIDIA A100-SXM4-40GB"} for i in range(2)]}
+    snap.device_source = "dcgm"
+    led = ledger.compute(snap)
+    assert led.node("by-label").model == led.node("by-dcgm").model == "NVIDIA A100 SXM4 40GB"
+    rows = [(r.label, r.logical, r.physical, r.nodes) for r in led.by_type]
+    assert rows == [("NVIDIA A100 SXM4 40GB", 4, 4, 2)]

@@ -128,3 +128,23 @@ def test_snapshot_restores_the_garbage_collector(load_scenario):
             assert not gc.isenabled()
         assert not gc.isenabled()
     assert gc.isenabled()
+
+
+def test_the_dashboard_shows_one_row_per_model_whichever_source_named_it(db, alice_client):
+    """Issue 11 item 11 on a page: gpu-1's devices are named by DCGM-style modelName, gpu-2's
+    only by the gpu.product label; the per-model detail has one A100 row."""
+    import re
+
+    from brickadmin.cluster import scenarios as s
+    from brickadmin.cluster.twin import TwinGateway
+
+    model = "NVIDIA A100-SXM4-40GB"
+    objects = s.device_plugin_manifest(replicas=2) + [
+        s.node("gpu-1", model=model, sharing="none", gpu_count=2),
+        s.node("gpu-2", model=model, sharing="none", gpu_count=2)]
+    assert objects[-1]["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB"
+    unnamed = [dict(g, model="") for g in s.gpus("gpu-2", model, 2, 40960)]
+    TwinGateway().load(objects, {"gpu-1": s.gpus("gpu-1", model, 2, 40960), "gpu-2": unnamed})
+    html = alice_client.get("/dashboard/models/").content.decode()
+    rows = [re.sub(r"<[^>]+>", " ", r).split() for r in re.findall(r"<tr><td>.*?</tr>", html, re.S)]
+    assert [r[:8] for r in rows] == [["NVIDIA", "A100", "SXM4", "40GB", "4", "0", "4", "nvidia.com/gpu"]]

@@ -103,3 +103,22 @@ def test_d_adds_a_node_on_the_lab(on_lab):
         assert ProcedureRun.objects.get(pk=d.pk).steps.filter(step_key="status-patch", state="skipped").exists()
     finally:
         lab.admin.delete("v1", "Node", "gpu-new-01")
+
+
+def test_a_fix_removes_a_stale_resource_then_finds_nothing_to_do_on_the_lab(on_lab):
+    """Issue 11 items 7-8 end to end: a node relabelled by hand (no procedure) keeps the old
+    nvidia.com/gpu in its status; the Fix (procedure S) removes it through the real status
+    subresource; run again, it ends as "nothing to do" without sending anything."""
+    from tests.lab.conftest import wait_until
+
+    lab, node = on_lab, "dev-a1-ws04"
+    lab.admin.label_node(node, {"brick.cloud/gpu.sharing": "timeslicing"})
+    wait_until(lambda: lab.nvidia(node).get(SHARED) == "2", 60, "the time-slicing plugin's resources")
+    assert GPU in lab.nvidia(node, "capacity")  # kubelet never removes the old resource by itself
+    fix = run(lab, "S", node, {"stale_resource": GPU})
+    assert fix.status == "succeeded", fix.message
+    assert GPU not in lab.nvidia(node, "capacity") and GPU not in lab.nvidia(node)
+    assert lab.nvidia(node) == {SHARED: "2"}
+    again = run(lab, "S", node, {"stale_resource": GPU})
+    assert again.status == "succeeded" and again.message.startswith("Nothing to do"), again.message
+    assert not again.steps.filter(intent__isnull=False).exists()

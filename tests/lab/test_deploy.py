@@ -18,7 +18,7 @@ RULES = REPO / "deploy" / "prometheus" / "brickadmin-rules.yaml"
 EXPECTED_RULES = {
     ("", "nodes"): {"get", "list", "watch", "patch"},
     ("", "nodes/status"): {"patch"},
-    ("", "pods"): {"get", "list", "watch"},
+    ("", "pods"): {"get", "list", "watch", "delete"},  # delete: the Fix of a pod the kubelet refused
     ("", "pods/eviction"): {"create"},
     ("", "namespaces"): {"list", "watch", "create", "delete"},
     ("", "resourcequotas"): {"list", "watch", "create", "patch"},
@@ -26,7 +26,7 @@ EXPECTED_RULES = {
     ("", "configmaps"): {"get", "list", "watch", "create", "patch"},
     ("apps", "daemonsets"): {"get", "list", "watch", "create", "patch", "delete"},
     ("policy", "poddisruptionbudgets"): {"list"},
-    ("batch", "jobs"): {"list", "create", "delete"},
+    ("batch", "jobs"): {"list", "watch", "create", "delete"},  # watch: the watcher keeps the Jobs
     ("scheduling.k8s.io", "priorityclasses"): {"list", "create"},
 }
 

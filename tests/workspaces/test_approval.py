@@ -339,3 +339,34 @@ def test_the_twin_refuses_invalid_namespace_names_and_label_values(twin):
     for name, labels in (("Bad_Name", {}), ("ok", {"brick.cloud/owner": "a@b"}), ("ok2", {"x": "-a"})):
         with pytest.raises(PermanentClusterError, match="is invalid"):
             twin.create_namespace(name, labels)
+
+
+def test_gpu_operator_time_sliced_gpus_are_not_offered_as_whole(load_scenario, alice, admin_client, make_request):
+    """Issue 11 item 9, on the QKS cluster: qcs05 advertises its one GPU time-sliced ×5 as plain
+    nvidia.com/gpu, qcs06 one whole GPU. The choice says which nodes' nvidia.com/gpu is shared,
+    is not called Exclusive, and its physical equivalent uses the replicas."""
+    gw = load_scenario("qks")
+    choices = {c.resource: c for c in services.gpu_choices(compute(take_snapshot(gw)))}
+    gpu = choices["nvidia.com/gpu"]
+    assert (gpu.gpu_type, gpu.total, gpu.shared_logical) == ("mixed", 6, 5)
+    assert gpu.shared_nodes_text == "qcs05 (replicas 5: 5 of 6)"
+    assert gpu.physical_text(5) == ("5 nvidia.com/gpu = 5 physical GPU on nodes with whole GPUs, or 1 physical GPU "
+                                    "where it is time-sliced (qcs05 (replicas 5: 5 of 6)): a quota cannot tell them "
+                                    "apart")
+
+    make_request(alice, "team-q", gpu=5)
+    page = text(admin_client.get(QUEUE).content)
+    assert "Exclusive nvidia.com/gpu" not in page
+    assert "Exclusive or shared, by node nvidia.com/gpu" in page
+    assert "nvidia.com/gpu is time-sliced (shared, no memory isolation) on: qcs05 (replicas 5: 5 of 6)." in page
+    avail = text(admin_client.get("/availability/").content)
+    assert "nvidia.com/gpu Exclusive or shared, by node Time-sliced (shared, no memory isolation) on: qcs05 " \
+           "(replicas 5: 5)" in avail
+
+
+def test_only_time_sliced_plain_gpus_are_shared_with_their_replicas(load_scenario):
+    gw = load_scenario("qks")
+    gw.delete("v1", "Node", "qcs06")  # only the time-sliced node serves nvidia.com/gpu now
+    gpu = next(c for c in services.gpu_choices(compute(take_snapshot(gw))) if c.resource == "nvidia.com/gpu")
+    assert (gpu.gpu_type, gpu.total, gpu.replicas) == ("shared", 5, [5])
+    assert gpu.physical_text(5) == "5 shared = 1 physical GPU (replicas 5)"

@@ -203,3 +203,27 @@ def test_job_pages_read_the_state_the_watcher_keeps_not_the_api_server(ws, twin,
     assert re.search(rf"{job.k8s_name} team-a dev-a1-ws04 1 busybox Complete", page)
     assert "cannot be reached" not in page
     assert "Complete" in text(client.get(f"/workspaces/jobs/{job.pk}/").content)
+
+
+def test_an_exclusive_node_with_mig_partitions_offers_its_whole_gpus_to_jobs(load_scenario):
+    """Issue 11 item 10: gpu-a100-05 has 4 A100s, two split into MIG instances and two whole
+    (mixed strategy): its 2 whole GPUs are offered; a node with MIG only stays disabled."""
+    from brickadmin.cluster.snapshot import take_snapshot
+    from gpus.ledger import compute
+
+    gw = load_scenario("demo")
+    opts = {o.name: o for o in services.job_node_options(compute(take_snapshot(gw)))}
+    mixed = opts["gpu-a100-05"]
+    assert mixed.selectable and mixed.resource == "nvidia.com/gpu" and (mixed.free, mixed.allocatable) == (2, 2)
+
+    gw = load_scenario("qks")
+    opts = {o.name: o for o in services.job_node_options(compute(take_snapshot(gw)))}
+    assert not opts["qcs07"].selectable and opts["qcs07"].reason == "MIG nodes do not support Jobs"
+
+
+def test_a_job_on_the_whole_gpus_of_a_mig_node_is_offered_on_the_form(approved, load_scenario, login, alice):
+    approved(alice, "team-a")
+    load_scenario("demo")
+    html = login(alice).get(NEW).content
+    assert not radio_disabled(html, "gpu-a100-05")
+    assert node_line(html, "gpu-a100-05") == "gpu-a100-05 nvidia.com/gpu 2 / 2 available"

@@ -93,6 +93,10 @@ class Command(BaseCommand):
             flags = {"node": "--node", **{p.name: p.flag for p in proc.params}}
             problems = "; ".join(f"{flags.get(name, name)}: {' '.join(errors)}" for name, errors in form.errors.items())
             raise CommandError(f"procedure {proc.code}: {problems}")
+        if proc.fixes and not proc.listed:  # a Fix: completed from the records as on its plan page
+            from brickadmin.cluster import get_gateway
+
+            return service.fix_params(proc, o["node"], form.params(), get_gateway())
         return form.params()
 
     def _actor(self, o):
