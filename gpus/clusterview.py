@@ -429,3 +429,18 @@ def workspace_inputs():
         idle_percent=float(getattr(dj_settings, "BRICK_IDLE_UTILISATION_PERCENT", 5)),
         adopt_url={line.namespace: adopt.replace("-ns-", line.namespace) for line in lines if line.quota},
         detail_url={line.namespace: detail.replace("-ns-", line.namespace) for line in lines})
+
+
+def idle_by_resource(now=None) -> dict[str, int]:
+    """GPU quota idle for the whole idle window, per resource (one query)."""
+    from datetime import timezone as dt_timezone
+
+    from django.conf import settings as dj_settings
+
+    from .health_workspaces import idle_totals
+
+    now = now or datetime.now(dt_timezone.utc)
+    hours = float(getattr(dj_settings, "BRICK_IDLE_HOURS", 24))
+    lines = ViewWorkspace.objects.filter(quota__gt=0, idle_since__lte=now - timedelta(hours=hours)).only(
+        "namespace", "quota", "gpu_quotas", "idle_since")
+    return idle_totals(lines, now, hours)
