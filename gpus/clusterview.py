@@ -401,9 +401,10 @@ def record_problems(nodes=None) -> list[health_mod.Problem]:
     return health_mod.problems(inputs, reads="records")
 
 
-def workspace_inputs():
-    """The approved Workspace records and the view's Workspace lines, for the Workspace
-    checks (gpus/health_workspaces.py): two queries, whatever the number of Workspaces."""
+def workspace_inputs(lines=None):
+    """The approved Workspace records and the view's Workspace lines (or ``lines``, those of
+    a live view), for the Workspace checks (gpus/health_workspaces.py): two queries,
+    whatever the number of Workspaces."""
     from django.conf import settings as dj_settings
     from django.urls import reverse
 
@@ -421,8 +422,9 @@ def workspace_inputs():
             records.append(Record(name=name, owner=owner, gpu=gpu, resource=resource))
     # one reverse() each, not one per Workspace ("-ns-" is no namespace: a name starts alphanumeric)
     adopt, detail = reverse("workspace_adopt", args=["-ns-"]), reverse("cluster_workspace", args=["-ns-"])
-    lines = list(ViewWorkspace.objects.only("namespace", "owner", "quota", "gpu_quotas", "quotas", "requested",
-                                            "utilisation", "idle_since", "labelled"))
+    if lines is None:
+        lines = list(ViewWorkspace.objects.only("namespace", "owner", "quota", "gpu_quotas", "quotas", "requested",
+                                                "utilisation", "idle_since", "labelled"))
     return WorkspaceInputs(
         records=records, lines=lines, approving=approving,
         idle_hours=float(getattr(dj_settings, "BRICK_IDLE_HOURS", 24)),

@@ -50,6 +50,15 @@ def _inputs(inputs: HealthInputs) -> WorkspaceInputs | None:
     return getattr(inputs, "workspaces", None)
 
 
+def _recorded(inputs: HealthInputs) -> list[tuple[Record, object]]:
+    """Each approved record with its namespace's line (None: the namespace is not there)."""
+    ws = _inputs(inputs)
+    if ws is None:
+        return []
+    lines = {line.namespace: line for line in ws.lines}
+    return [(r, lines.get(r.name)) for r in ws.records if r.name not in ws.approving]
+
+
 def _amounts(gpu_quotas: dict) -> str:
     return ", ".join(f"{r} {n}" for r, n in sorted(gpu_quotas.items()) if n) or "0"
 
@@ -58,12 +67,8 @@ def _amounts(gpu_quotas: dict) -> str:
        explain=gettext_lazy("An approved Workspace has no namespace in the cluster (deleted by hand). Fix "
                             "re-creates it, with its quotas, from the approval record; its pods and data are gone."))
 def workspace_namespace_missing(inputs: HealthInputs) -> Iterable[Problem]:
-    ws = _inputs(inputs)
-    if ws is None:
-        return
-    present = {line.namespace for line in ws.lines}
-    for r in ws.records:
-        if r.name not in present and r.name not in ws.approving:
+    for r, line in _recorded(inputs):
+        if line is None:
             yield Problem("bad", "workspace-namespace-missing", r.name,
                           _("Workspace %(ws)s (owner %(owner)s) is approved but its namespace is not in the cluster.")
                           % {"ws": r.name, "owner": r.owner or "?"},
@@ -76,12 +81,7 @@ def workspace_namespace_missing(inputs: HealthInputs) -> Iterable[Problem]:
                             "was approved), so its pods are not limited. Fix re-creates the missing quotas from the "
                             "record."))
 def workspace_quota_missing(inputs: HealthInputs) -> Iterable[Problem]:
-    ws = _inputs(inputs)
-    if ws is None:
-        return
-    lines = {line.namespace: line for line in ws.lines}
-    for r in ws.records:
-        line = lines.get(r.name)
+    for r, line in _recorded(inputs):
         if line is None:
             continue  # the namespace check says so
         if not line.quotas or (r.gpu and not any((line.gpu_quotas or {}).values())):
@@ -98,12 +98,8 @@ def workspace_quota_missing(inputs: HealthInputs) -> Iterable[Problem]:
                             "someone edited it with kubectl. Put it back as approved, or record the change with a "
                             "new request."))
 def workspace_quota_edited(inputs: HealthInputs) -> Iterable[Problem]:
-    ws = _inputs(inputs)
-    if ws is None:
-        return
-    lines = {line.namespace: line for line in ws.lines}
-    for r in ws.records:
-        line = lines.get(r.name)
+    urls = getattr(_inputs(inputs), "detail_url", {})
+    for r, line in _recorded(inputs):
         if line is None or not any((line.gpu_quotas or {}).values()):
             continue  # missing namespace or quota: the checks above say so
         expected = {r.resource: r.gpu} if r.gpu and r.resource else {}
@@ -116,7 +112,7 @@ def workspace_quota_edited(inputs: HealthInputs) -> Iterable[Problem]:
                           _("Someone changed the quota outside brickadmin. Set it back as approved (kubectl -n "
                             "%(ws)s edit resourcequota), or ask the owner for a new request.")
                           % {"ws": r.name}, subject_type=WORKSPACE,
-                          link=ws.detail_url.get(r.name, ""), link_text=_("Open Workspace %(ws)s") % {"ws": r.name})
+                          link=urls.get(r.name, ""), link_text=_("Open Workspace %(ws)s") % {"ws": r.name})
 
 
 @check("workspace-unrecorded", gettext_lazy("GPU quota without a Workspace record"), reads="records",
