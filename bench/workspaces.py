@@ -214,6 +214,7 @@ PAGES = {"list": "/workspaces/cluster/", "sorted by utilisation": "/workspaces/c
 def measure(client, url, n_ws):
     generate(n_ws)
     wait_for_series(url, n_ws)
+    reading._twin.pop("watcher", None)  # the twin was bulk-written under the watcher: list it again
     feed_due()
     t = time.perf_counter()
     client.get(PAGES["list"])  # the twin's view catches up: snapshot, DCGM feed, publish
@@ -228,6 +229,9 @@ def measure(client, url, n_ws):
     out["due"] = cost(client, PAGES["list"])
     html = client.get(PAGES["list"]).content.decode()
     out["measured"] = "not measured" not in html and "%" in html
+    csv = b"".join(client.get(PAGES["CSV (every row)"]).streaming_content).decode()
+    out["rows"] = len(csv.splitlines()) - 1
+    assert out["rows"] == n_ws, (out["rows"], n_ws)
     return out
 
 
@@ -246,7 +250,7 @@ def main():
         proc.terminate()
         proc.wait(10)
     for n, r in results.items():
-        print(f"\n{n} Workspaces (utilisation measured: {'yes' if r['measured'] else 'NO'}); "
+        print(f"\n{n} Workspaces ({r['rows']} CSV rows; utilisation measured: {'yes' if r['measured'] else 'NO'}); "
               f"view caught up (snapshot, DCGM feed, publish) in {r['publish']:.0f} ms")
         for name, (ms, sql, prom) in r["pages"].items():
             print(f"  {name:24s} {ms:7.1f} ms median   {sql:3d} SQL   {prom} PromQL")

@@ -199,3 +199,20 @@ def test_the_list_costs_the_same_queries_whatever_the_number_of_workspaces(twin,
     assert _page_cost(admin_client, url) == small
     assert _page_cost(admin_client, reverse("cluster_workspace", args=["many-07"])) == \
         _page_cost(admin_client, reverse("cluster_workspace", args=["ws-shared"]))
+
+
+def test_the_dashboard_headline_is_per_type_and_names_what_it_counts(twin, alice_client):
+    html = alice_client.get(reverse("dashboard")).content.decode()
+    table = re.search(r'data-testid="headline-by-type".*?</table>', html, re.S).group(0)
+    cells = [[text(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)]
+             for r in re.findall(r"<tr>(.*?)</tr>", table, re.S) if "<td" in r]
+    assert cells == [["nvidia.com/gpu Exclusive", "1", "0", "1", "0"],
+                     ["nvidia.com/gpu.shared Shared (time-slicing)", "2", "0", "1", "0"]]
+    heads = text(re.search(r"<thead>.*?</thead>", table, re.S).group(0))
+    assert heads == "GPU type Total Requested by pods Allocated to Workspaces Idle"
+    for page in ("dashboard", "availability", "dashboard_models"):
+        assert not re.search(r'data-term="[a-z_]+">Used<', alice_client.get(reverse(page)).content.decode()), page
+    glossary = text(alice_client.get(reverse("help")).content.decode())
+    for term in ("Requested by pods What pods hold now", "Allocated to Workspaces Workspace quota ceilings",
+                 "In use physically Physical GPU devices a Running pod holds"):
+        assert term in glossary
