@@ -39,9 +39,9 @@ def test_every_namespace_with_a_gpu_quota_is_listed_records_or_not(twin, admin_c
     assert set(got) == {"team-a", "ws-exclusive", "ws-shared"}  # the seed's two have no record
     assert got["team-a"][1:3] == ["alice", "approved"]
     assert got["ws-exclusive"][1:3] == ["alice", "no record Adopt"]  # owner from the namespace's label
-    assert got["ws-shared"][3:8] == ["Shared (time-slicing)", "nvidia.com/gpu.shared", "1", "0", "0"]
+    assert got["ws-shared"][3:7] == ["nvidia.com/gpu.shared Shared (time-slicing)", "1", "0", "0"]
     # Prometheus is not configured: utilisation and memory say so, never 0
-    assert got["ws-shared"][8:10] == ["not measured", "not measured"]
+    assert got["ws-shared"][7:9] == ["not measured", "not measured"]
     assert 'data-testid="usage-not-measured"' in html
 
 
@@ -54,9 +54,9 @@ def test_the_list_sorts_searches_and_exports_csv(twin, admin_client, alice, admi
     assert [r[0] for r in rows(admin_client.get(url + "?q=bob").content.decode())] == ["ws-shared"]
     resp = admin_client.get(url + "?format=csv&sort=workspace")
     lines = b"".join(resp.streaming_content).decode().splitlines()
-    assert lines[0].startswith("workspace,owner,record,gpu_type,resource,allocated,requested,physical,utilisation")
-    assert lines[1].startswith("team-a,alice,approved,exclusive,nvidia.com/gpu,2,0,0,not measured,not measured,")
-    assert lines[3].startswith("ws-shared,bob,none (adoptable),shared,nvidia.com/gpu.shared,1,0,0,")
+    assert lines[0].startswith("workspace,owner,record,resource,allocated,requested,physical,utilisation,memory")
+    assert lines[1].startswith("team-a,alice,approved,nvidia.com/gpu (exclusive),2,0,0,not measured,not measured,")
+    assert lines[3].startswith("ws-shared,bob,none (adoptable),nvidia.com/gpu.shared (shared),1,0,0,")
 
 
 def test_a_running_job_shows_requested_and_physical_on_the_workspace_and_its_detail(
@@ -66,7 +66,7 @@ def test_a_running_job_shows_requested_and_physical_on_the_workspace_and_its_det
     job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
     services.approve_job(job.pk, admin_user)
     got = {r[0]: r for r in rows(admin_client.get(reverse("cluster_workspaces")).content.decode())}
-    assert got["team-a"][5:8] == ["1", "1", "1"]  # allocated, requested by pods, in use physically
+    assert got["team-a"][4:7] == ["1", "1", "1"]  # allocated, requested by pods, in use physically
     assert got["team-a"][-1] == "in use"
     detail = admin_client.get(reverse("cluster_workspace", args=["team-a"])).content.decode()
     pods = text(re.search(r'data-testid="ws-pods".*?</table>', detail, re.S).group(0))

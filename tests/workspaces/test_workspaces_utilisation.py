@@ -99,7 +99,7 @@ def test_the_workspaces_page_shows_dcgm_utilisation_and_memory_per_workspace(
     html = admin_client.get(reverse("cluster_workspaces")).content.decode()
     row = next(r for r in re.findall(r"<tr>(.*?)</tr>", html, re.S) if ">team-a<" in r)
     cells = [text(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
-    util, memory = cells[8], cells[9]
+    util, memory = cells[7], cells[8]
     assert re.fullmatch(r"\d+%", util) and re.fullmatch(r"\d+ MiB", memory), cells
     assert int(memory.split()[0]) > 0
     (pod_usage,) = [u for pod, u in metrics.pod_usage().items() if pod.startswith(f"team-a/{job.k8s_name}")]
