@@ -94,6 +94,46 @@ def physical_gpus() -> dict[str, list[dict]] | None:
     return {host: list(devs.values()) for host, devs in nodes.items()}
 
 
+# Per pod and device: dcgm-exporter labels a GPU's series with the pod using it (a
+# time-sliced GPU's series repeat once per pod, each with the device's figure).
+POD_UTILISATION = 'max by (namespace, pod, UUID, GPU_I_ID) (DCGM_FI_DEV_GPU_UTIL{pod!=""})'
+POD_MEMORY_USED = 'max by (namespace, pod, UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED{pod!=""})'
+
+
+def pod_usage() -> dict[str, dict[str, list]] | None:
+    """What DCGM measures of each pod's GPUs: {"ns/pod": {device: [utilisation %, memory used
+    MiB or None]}} (a device is a GPU UUID, or UUID/instance for MIG); None (and
+    last_error()) when Prometheus is absent or fails. Two queries, whatever the number of
+    pods: the watcher's feed asks on its interval, never a page."""
+    util = query(POD_UTILISATION)
+    if util is None:
+        return None
+    memory = query(POD_MEMORY_USED) or []
+    out: dict[str, dict[str, list]] = {}
+
+    def key(m):
+        return f'{m.get("namespace", "")}/{m.get("pod", "")}', m.get("UUID", "") + (
+            f'/{m["GPU_I_ID"]}' if m.get("GPU_I_ID") else "")
+
+    for row in util:
+        pod, dev = key(row["metric"])
+        out.setdefault(pod, {})[dev] = [float(row["value"][1]), None]
+    for row in memory:
+        pod, dev = key(row["metric"])
+        if dev in out.get(pod, {}):
+            out[pod][dev][1] = float(row["value"][1])
+    return out
+
+
+def usage_of(devices: dict[str, list]) -> tuple[float | None, float | None]:
+    """(mean utilisation, memory used) of some devices, each counted once; None: not measured."""
+    if not devices:
+        return None, None
+    util = [u for u, _m in devices.values()]
+    mem = [m for _u, m in devices.values() if m is not None]
+    return sum(util) / len(util), (sum(mem) if mem else None)
+
+
 def scalar(promql: str) -> float | None:
     rows = query(promql)
     if rows is None:
@@ -115,6 +155,7 @@ class DeviceFeed:
     def __init__(self, interval: float):
         self.interval = interval
         self.devices: dict | None = None
+        self.usage: dict | None = None  # per pod (pod_usage); None: not measured
         self.note = ""
         self._lock = threading.Lock()
 
@@ -125,9 +166,11 @@ class DeviceFeed:
     def fetch(self) -> bool:
         """Fetch once; True when the figures changed."""
         measured = physical_gpus()
+        note = "" if measured is not None else (last_error() or "")
+        usage = pod_usage() if measured is not None else None
         with self._lock:
-            changed = measured != self.devices
-            self.devices, self.note = measured, ("" if measured is not None else (last_error() or ""))
+            changed = measured != self.devices or usage != self.usage
+            self.devices, self.usage, self.note = measured, usage, note
         return changed
 
     def loop(self, watcher, stop: threading.Event) -> None:
@@ -142,9 +185,10 @@ class DeviceFeed:
         if not self.enabled:
             return snap
         with self._lock:
-            devices, note = self.devices, self.note
+            devices, usage, note = self.devices, self.usage, self.note
         if devices is not None:
             snap.devices, snap.device_source, snap.device_note = devices, "dcgm", ""
+            snap.usage = usage
         elif snap.source != "twin":
             snap.device_note = note
         return snap

@@ -233,6 +233,10 @@ BRICK_SNAPSHOT_CACHE_SECONDS = float(os.environ.get("BRICK_SNAPSHOT_CACHE_SECOND
 # manage.py watch_cluster: how often DCGM figures are fetched from Prometheus (seconds), and
 # the namespace of its leader-election Lease (the product's own; the Deployment sets POD_NAMESPACE)
 BRICK_METRICS_INTERVAL = float(os.environ.get("BRICK_METRICS_INTERVAL", "30"))
+# An allocation is idle when its Workspace has had no Running GPU pod, or (measured by DCGM)
+# utilisation under this percentage, for this many hours (the Health registry's idle finding).
+BRICK_IDLE_HOURS = float(os.environ.get("BRICK_IDLE_HOURS", "24"))
+BRICK_IDLE_UTILISATION_PERCENT = float(os.environ.get("BRICK_IDLE_UTILISATION_PERCENT", "5"))
 # Pages call the watcher down (numbers may be out of date) after this long without a heartbeat.
 BRICK_WATCHER_STALE_SECONDS = float(os.environ.get("BRICK_WATCHER_STALE_SECONDS", "30"))
 BRICK_LEASE_NAMESPACE = os.environ.get("BRICK_LEASE_NAMESPACE") or os.environ.get("POD_NAMESPACE") or "brickadmin"

@@ -23,7 +23,8 @@ from brickadmin.cluster.snapshot import Snapshot, without_gc_pauses
 
 from . import health as health_mod
 from . import ledger as ledger_mod
-from .models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, ViewTypeRow
+from . import occupancy as occupancy_mod
+from .models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, ViewTypeRow, ViewWorkspace
 
 # The watcher beats at least this often; a page calls it down after WATCHER_STALE_SECONDS.
 HEARTBEAT_SECONDS = 10
@@ -79,6 +80,7 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
             data = {"ledger": ledger_mod.node_to_dict(n) if n else None, "raw": _slim_node(raw),
                     "problems": per_node.get(name, 0)}
             rows[name] = (n, data, _digest(data))
+        occupancy = occupancy_mod.compute(snapshot, led)
     jobs = {(j["metadata"].get("namespace", ""), j["metadata"]["name"]): j.get("status") or {} for j in snapshot.jobs}
     jobs_digest = _digest(sorted((f"{ns}/{name}", st) for (ns, name), st in jobs.items()))
     now = timezone.now()
@@ -100,6 +102,7 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
                             shared_on=r.shared_on) for i, r in enumerate(led.by_resource))
         ViewProblem.objects.all().delete()
         ViewProblem.objects.bulk_create(_problem_rows(problems, gen))
+        _write_workspaces(occupancy, gen, now)
         if (state.extra or {}).get("jobs_digest") != jobs_digest:  # Jobs change seldom: rewrite only then
             ViewJob.objects.all().delete()
             ViewJob.objects.bulk_create(ViewJob(generation=gen, namespace=ns, name=name, status=st)
@@ -119,7 +122,8 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
         state.extra = {"plugin_configmaps": snapshot.plugin_configmaps,
                        "plugin_daemonsets": snapshot.plugin_daemonsets,
                        "operator_configmaps": snapshot.operator_configmaps,
-                       "allocated_by_namespace": led.allocated_by_namespace, "jobs_digest": jobs_digest}
+                       "allocated_by_namespace": led.allocated_by_namespace, "jobs_digest": jobs_digest,
+                       "usage_measured": snapshot.usage is not None}
         state.save()
     return gen
 
@@ -142,6 +146,25 @@ def _write_nodes(rows: dict, gen: int) -> None:
                             cordoned=bool((data["raw"]["spec"] or {}).get("unschedulable")),
                             problems=data["problems"], ledger=data["ledger"], raw=data["raw"], digest=digest))
     ViewNode.objects.bulk_create(new, batch_size=500)
+
+
+def _write_workspaces(occupancy: dict, gen: int, now) -> None:
+    """One row per Workspace namespace, each keeping since when it has been idle (carried
+    over from the previous generation: idleness is a duration, not a state)."""
+    from django.conf import settings as dj_settings
+
+    threshold = float(getattr(dj_settings, "BRICK_IDLE_UTILISATION_PERCENT", 5))
+    before = dict(ViewWorkspace.objects.values_list("namespace", "idle_since"))
+    ViewWorkspace.objects.all().delete()
+    rows = []
+    for name, occ in occupancy.items():
+        idle_since = (before.get(name) or now) if occ.idle(threshold) else None
+        rows.append(ViewWorkspace(
+            generation=gen, namespace=name, owner=occ.owner[:150], labelled=occ.labelled, resource=occ.resource[:253],
+            gpu_type=occ.gpu_type[:64], quota=occ.quota, gpu_quotas=occ.gpu_quotas, quotas=occ.quotas,
+            requested=occ.requested, physical=occ.physical, utilisation=occ.utilisation, memory_mib=occ.memory_mib,
+            created_at=occupancy_mod.created(occ), pods=occ.pods, idle_since=idle_since))
+    ViewWorkspace.objects.bulk_create(rows, batch_size=500)
 
 
 def _problem_rows(problems: dict, gen: int):
@@ -373,5 +396,53 @@ def record_problems(nodes=None) -> list[health_mod.Problem]:
     stopped = list(stopped)
     cordoned = set(ViewNode.objects.filter(name__in=[r.node for r in stopped], cordoned=True)
                    .values_list("name", flat=True)) if stopped else set()
-    inputs = health_mod.HealthInputs(ledger=None, stopped_runs=[(r, r.node in cordoned) for r in stopped])
+    inputs = health_mod.HealthInputs(ledger=None, stopped_runs=[(r, r.node in cordoned) for r in stopped],
+                                     workspaces=workspace_inputs() if nodes is None else None)
     return health_mod.problems(inputs, reads="records")
+
+
+def workspace_inputs(lines=None):
+    """The approved Workspace records and the view's Workspace lines (or ``lines``, those of
+    a live view), for the Workspace checks (gpus/health_workspaces.py): two queries,
+    whatever the number of Workspaces."""
+    from django.conf import settings as dj_settings
+    from django.urls import reverse
+
+    from workspaces.models import WorkspaceRequest
+
+    from .health_workspaces import Record, WorkspaceInputs
+
+    records, approving = [], set()
+    for name, owner, gpu, resource, status in WorkspaceRequest.objects.filter(
+            status__in=[WorkspaceRequest.Status.APPROVED, WorkspaceRequest.Status.APPROVING]).values_list(
+            "name", "requester_name", "gpu", "gpu_resource", "status"):
+        if status == WorkspaceRequest.Status.APPROVING:
+            approving.add(name)
+        else:
+            records.append(Record(name=name, owner=owner, gpu=gpu, resource=resource))
+    # one reverse() each, not one per Workspace ("-ns-" is no namespace: a name starts alphanumeric)
+    adopt, detail = reverse("workspace_adopt", args=["-ns-"]), reverse("cluster_workspace", args=["-ns-"])
+    if lines is None:
+        lines = list(ViewWorkspace.objects.only("namespace", "owner", "quota", "gpu_quotas", "quotas", "requested",
+                                                "utilisation", "idle_since", "labelled"))
+    return WorkspaceInputs(
+        records=records, lines=lines, approving=approving,
+        idle_hours=float(getattr(dj_settings, "BRICK_IDLE_HOURS", 24)),
+        idle_percent=float(getattr(dj_settings, "BRICK_IDLE_UTILISATION_PERCENT", 5)),
+        adopt_url={line.namespace: adopt.replace("-ns-", line.namespace) for line in lines if line.quota},
+        detail_url={line.namespace: detail.replace("-ns-", line.namespace) for line in lines})
+
+
+def idle_by_resource(now=None) -> dict[str, int]:
+    """GPU quota idle for the whole idle window, per resource (one query)."""
+    from datetime import timezone as dt_timezone
+
+    from django.conf import settings as dj_settings
+
+    from .health_workspaces import idle_totals
+
+    now = now or datetime.now(dt_timezone.utc)
+    hours = float(getattr(dj_settings, "BRICK_IDLE_HOURS", 24))
+    lines = ViewWorkspace.objects.filter(quota__gt=0, idle_since__lte=now - timedelta(hours=hours)).only(
+        "namespace", "quota", "gpu_quotas", "idle_since")
+    return idle_totals(lines, now, hours)

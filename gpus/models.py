@@ -308,6 +308,47 @@ class ViewJob(models.Model):
         constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="view_job_unique")]
 
 
+class ViewWorkspace(models.Model):
+    """A namespace that is a Workspace (labelled) or holds a GPU quota, as the cluster last
+    showed it: the Workspaces pages read it (0 API calls, one query per page). Utilisation
+    and memory are DCGM's (None: not measured, never 0). ``idle_since`` is carried from one
+    generation to the next: since when its GPU quota has had no Running pod, or
+    utilisation under BRICK_IDLE_UTILISATION_PERCENT."""
+
+    generation = models.PositiveBigIntegerField()
+    namespace = models.CharField(max_length=63, unique=True)
+    owner = models.CharField(max_length=150, blank=True, default="")  # the namespace's owner label
+    labelled = models.BooleanField(default=False)  # brick.cloud/workspace=true
+    resource = models.CharField(max_length=253, blank=True, default="")  # the GPU resource(s) of its quota
+    gpu_type = models.CharField(max_length=64, blank=True, default="")
+    quota = models.IntegerField(default=0)  # Allocated to the Workspace: hard requests.nvidia.com/*
+    gpu_quotas = models.JSONField(default=dict, blank=True)  # {resource: hard}
+    quotas = models.JSONField(default=list, blank=True)  # [{"name", "hard": {}, "used": {}}] every ResourceQuota
+    requested = models.IntegerField(default=0)  # Requested by its Running pods now
+    physical = models.IntegerField(default=0)  # In use physically: distinct GPUs its Running pods hold
+    utilisation = models.FloatField(null=True, blank=True)  # %, DCGM; None: not measured
+    memory_mib = models.FloatField(null=True, blank=True)  # framebuffer used, DCGM; None: not measured
+    created_at = models.DateTimeField(null=True, blank=True)  # the namespace's creationTimestamp
+    pods = models.JSONField(default=list, blank=True)  # [{"name", "node", "phase", "requests", "gpus", ...}]
+    idle_since = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["namespace"]
+        indexes = [models.Index(fields=["quota", "namespace"])]
+
+    def __str__(self):
+        return self.namespace
+
+    @property
+    def gpu_type_list(self) -> list[str]:
+        return [t for t in self.gpu_type.split(", ") if t]
+
+    @property
+    def no_pod(self) -> bool:
+        """No Running pod asks for a GPU: nothing for DCGM to measure."""
+        return not self.requested
+
+
 class ViewProblem(models.Model):
     """One health finding (gpus/health.py)."""
 

@@ -221,3 +221,16 @@ class ResourceLimitForm(forms.ModelForm):
         if bool(data.get("user")) == bool(data.get("group")):
             raise forms.ValidationError(_("Choose either a user or a group."), code="who")
         return data
+
+
+class AdoptForm(forms.Form):
+    """Adopt a namespace that holds a GPU quota into a Workspace record: who owns it."""
+
+    owner = forms.ModelChoiceField(label=_("Owner"), queryset=get_user_model().objects.none(),
+                                   help_text=_("The user who will see it as their Workspace."))
+    note = forms.CharField(label=_("Note for the audit log (optional)"), required=False, max_length=500,
+                           widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["owner"].queryset = get_user_model().objects.filter(is_active=True).order_by("username")

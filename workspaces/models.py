@@ -124,6 +124,7 @@ class Decision(AppendOnlyModel):
         JOB_CANCEL = "job_cancel", _("Cancelled Job")
         SETTING = "setting", _("Changed a setting")
         LIMIT = "limit", _("Changed a limit")
+        ADOPT = "adopt", _("Adopted a namespace as a Workspace")
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")

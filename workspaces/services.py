@@ -345,27 +345,6 @@ def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledg
     return req
 
 
-@dataclass(frozen=True)
-class QuotaLine:
-    """One resource of one of the Workspace's ResourceQuotas, as the cluster has it."""
-
-    quota: str
-    resource: str
-    hard: str
-    used: str
-
-
-def workspace_quotas(ws: WorkspaceRequest) -> list[QuotaLine]:
-    """The Workspace's ResourceQuotas as the cluster has them (hard and used).
-    Raises ClusterError when the cluster cannot be read."""
-    out = []
-    for q in get_gateway().list_resource_quotas(ws.namespace):
-        used = (q.get("status") or {}).get("used") or {}
-        for key, value in ((q.get("spec") or {}).get("hard") or {}).items():
-            out.append(QuotaLine(q["metadata"]["name"], key, str(value), str(used.get(key, ""))))
-    return out
-
-
 def reject(req_id: int, actor, reason: str) -> WorkspaceRequest:
     reason = (reason or "").strip()
     if not reason:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import cluster_views, views
 
 urlpatterns = [
     path("", views.workspace_list, name="workspace_list"),
@@ -18,6 +18,9 @@ urlpatterns = [
     path("approvals/jobs/<int:pk>/approve/", views.approve_job, name="approve_job"),
     path("approvals/jobs/<int:pk>/reject/", views.reject_job, name="reject_job"),
     path("all/", views.all_workspaces, name="all_workspaces"),
+    path("cluster/", cluster_views.cluster_workspaces, name="cluster_workspaces"),
+    path("cluster/<slug:namespace>/", cluster_views.cluster_workspace, name="cluster_workspace"),
+    path("cluster/<slug:namespace>/adopt/", cluster_views.workspace_adopt, name="workspace_adopt"),
     path("settings/", views.workspace_settings, name="workspace_settings"),
     path("settings/limits/", views.limit_save, name="limit_save"),
     path("settings/limits/<int:pk>/delete/", views.limit_delete, name="limit_delete"),

@@ -17,7 +17,7 @@ from brickadmin.tables import Column, Table
 from gpus.models import OwnerNotice
 from gpus.reading import read_cluster, read_jobs
 
-from . import services
+from . import directory, services
 from .forms import (
     AMOUNT_FIELDS, ApproveForm, JobForm, JobSettingsForm, RejectForm, ResourceLimitForm, WorkspaceRequestForm,
 )
@@ -78,16 +78,21 @@ def workspace_request(request):
 def workspace_detail(request, pk):
     ws = get_object_or_404(WorkspaceRequest, pk=pk, requester=request.user)
     jobs = ws.jobs.order_by("-created_at", "-id")[:50]
-    quotas = None
+    line, cluster_ok = None, True
     if ws.status == WorkspaceRequest.Status.APPROVED:
+        # Quota, pods and utilisation as the cluster view shows them (no API call).
         try:
-            quotas = services.workspace_quotas(ws)
+            read_cluster()
         except ClusterError as exc:
             show_cluster_error(request, exc)
+            cluster_ok = False
+        else:
+            line = directory.line(ws.namespace)
     notices = OwnerNotice.objects.filter(namespace=ws.namespace)[:20] \
         if ws.status == WorkspaceRequest.Status.APPROVED else []
-    return render(request, "workspaces/workspace_detail.html", {"ws": ws, "jobs": jobs, "quotas": quotas,
-                                                                "notices": notices})
+    return render(request, "workspaces/workspace_detail.html", {
+        "ws": ws, "jobs": jobs, "line": line, "cluster_ok": cluster_ok, "notices": notices,
+        "measured": directory.measured()})
 
 
 # --- users: Jobs ------------------------------------------------------------------

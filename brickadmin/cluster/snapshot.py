@@ -40,6 +40,9 @@ class Snapshot:
     namespaces: list[dict] = field(default_factory=list)  # name and labels (the Workspace owner)
     # the Jobs the product made (projected: name, namespace, status), for the Jobs pages
     jobs: list[dict] = field(default_factory=list)
+    # DCGM per pod ("ns/pod" -> utilisation, memory_mib, devices), when Prometheus answered;
+    # None: not measured (the pages say so, never 0)
+    usage: dict | None = None
 
 
 _cache_lock = threading.Lock()
@@ -118,6 +121,7 @@ def _read(gateway, use_prometheus: bool) -> Snapshot:
     measured = metrics.physical_gpus() if use_prometheus else None
     if measured is not None:
         snap.devices, snap.device_source = measured, "dcgm"
+        snap.usage = metrics.pod_usage()
     else:
         facts = gateway.gpu_devices()
         if facts is not None:

@@ -15,7 +15,11 @@ from ..reading import live_view, read_cluster, read_problems
 @require_GET
 def dashboard(request):
     view = read_cluster()
-    ctx = {"ledger": view.ledger, "snapshot": view.snapshot}
+    idle = clusterview.idle_by_resource()
+    headline = [{"resource": r.resource, "gpu_type": r.gpu_type, "logical": r.logical, "requested": r.requested,
+                 "allocated": r.allocated, "idle": idle.get(r.resource, 0)} for r in view.ledger.by_resource]
+    ctx = {"ledger": view.ledger, "snapshot": view.snapshot, "headline": headline,
+           "idle_hours": settings.BRICK_IDLE_HOURS}
     if request.user.is_staff:  # the "Needs attention" card: the Health page's problems, grouped
         problems = read_problems(view)
         ctx.update(problems=problems, attention=health_mod.summary(problems))

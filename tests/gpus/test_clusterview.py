@@ -81,7 +81,7 @@ def _publish_scenario(name, watcher="watcher-1", seen=None):
 
 PAGES = [("dashboard", []), ("dashboard_models", []), ("availability", []), ("node_list", []),
          ("node_detail", ["gpu-a30-01"]), ("health", []), ("workspace_request", []), ("approval_queue", []),
-         ("job_list", []), ("job_queue", []), ("job_create", [])]
+         ("job_list", []), ("job_queue", []), ("job_create", []), ("cluster_workspaces", [])]
 
 
 @pytest.mark.parametrize("name,args", PAGES)

@@ -1,0 +1,178 @@
+"""Health checks of the Workspaces (issue 11 item 4, issue 12 item 2): the product's records
+against the cluster's namespaces and quotas, and allocations left idle.
+
+Registered in the one registry (gpus/health.py imports this module at its end), read from
+the product's records at page time (``reads="records"``): an approval, an adoption or the
+passing of time changes them without the cluster changing. Their input,
+``HealthInputs.workspaces``, is gathered once by ``gpus.clusterview.record_problems`` (two
+queries: the records and the view's Workspace lines); the checks themselves are pure.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
+
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from .health import HealthInputs, Problem, check
+
+WORKSPACE = "workspace"  # a finding's subject_type: a Workspace (its namespace)
+
+
+@dataclass(frozen=True)
+class Record:
+    """An approved (or being approved) Workspace request, as the checks need it."""
+
+    name: str
+    owner: str
+    gpu: int
+    resource: str
+    url: str = ""  # its admin detail page
+
+
+@dataclass
+class WorkspaceInputs:
+    records: list[Record]
+    # The view's lines (gpus.models.ViewWorkspace or gpus.occupancy.Occupancy): namespace,
+    # owner, quota, gpu_quotas, quotas, requested, utilisation, idle_since (may be absent).
+    lines: list = field(default_factory=list)
+    idle_hours: float = 24.0
+    idle_percent: float = 5.0
+    adopt_url: dict = field(default_factory=dict)  # namespace -> the adoption form
+    detail_url: dict = field(default_factory=dict)  # namespace -> its admin detail page
+    approving: set = field(default_factory=set)  # names being approved now (not out of step yet)
+
+
+def _inputs(inputs: HealthInputs) -> WorkspaceInputs | None:
+    return getattr(inputs, "workspaces", None)
+
+
+def _recorded(inputs: HealthInputs) -> list[tuple[Record, object]]:
+    """Each approved record with its namespace's line (None: the namespace is not there)."""
+    ws = _inputs(inputs)
+    if ws is None:
+        return []
+    lines = {line.namespace: line for line in ws.lines}
+    return [(r, lines.get(r.name)) for r in ws.records if r.name not in ws.approving]
+
+
+def _amounts(gpu_quotas: dict) -> str:
+    return ", ".join(f"{r} {n}" for r, n in sorted(gpu_quotas.items()) if n) or "0"
+
+
+@check("workspace-namespace-missing", gettext_lazy("Workspace namespace missing"), reads="records",
+       explain=gettext_lazy("An approved Workspace has no namespace in the cluster (deleted by hand). Fix "
+                            "re-creates it, with its quotas, from the approval record; its pods and data are gone."))
+def workspace_namespace_missing(inputs: HealthInputs) -> Iterable[Problem]:
+    for r, line in _recorded(inputs):
+        if line is None:
+            yield Problem("bad", "workspace-namespace-missing", r.name,
+                          _("Workspace %(ws)s (owner %(owner)s) is approved but its namespace is not in the cluster.")
+                          % {"ws": r.name, "owner": r.owner or "?"},
+                          _("Re-create the namespace and its quotas from the approval record (Fix); the owner "
+                            "starts their workloads again."), subject_type=WORKSPACE)
+
+
+@check("workspace-quota-missing", gettext_lazy("Workspace quota missing"), reads="records",
+       explain=gettext_lazy("An approved Workspace's namespace exists but holds no quota (or no GPU quota where one "
+                            "was approved), so its pods are not limited. Fix re-creates the missing quotas from the "
+                            "record."))
+def workspace_quota_missing(inputs: HealthInputs) -> Iterable[Problem]:
+    for r, line in _recorded(inputs):
+        if line is None:
+            continue  # the namespace check says so
+        if not line.quotas or (r.gpu and not any((line.gpu_quotas or {}).values())):
+            what = _("no ResourceQuota") if not line.quotas else _("no GPU quota")
+            yield Problem("bad", "workspace-quota-missing", r.name,
+                          _("Workspace %(ws)s (owner %(owner)s) has %(what)s in the cluster; its approval record "
+                            "says %(expected)s.") % {"ws": r.name, "owner": r.owner or "?", "what": what,
+                                                     "expected": _amounts({r.resource: r.gpu})},
+                          _("Re-create the missing quotas from the approval record (Fix)."), subject_type=WORKSPACE)
+
+
+@check("workspace-quota-edited", gettext_lazy("Workspace quota edited outside brickadmin"), reads="records",
+       explain=gettext_lazy("A Workspace's GPU quota in the cluster differs from what its approval record says: "
+                            "someone edited it with kubectl. Put it back as approved, or record the change with a "
+                            "new request."))
+def workspace_quota_edited(inputs: HealthInputs) -> Iterable[Problem]:
+    urls = getattr(_inputs(inputs), "detail_url", {})
+    for r, line in _recorded(inputs):
+        if line is None or not any((line.gpu_quotas or {}).values()):
+            continue  # missing namespace or quota: the checks above say so
+        expected = {r.resource: r.gpu} if r.gpu and r.resource else {}
+        actual = {k: v for k, v in (line.gpu_quotas or {}).items() if v}
+        if actual != expected:
+            yield Problem("warn", "workspace-quota-edited", r.name,
+                          _("Workspace %(ws)s (owner %(owner)s): the cluster's GPU quota is %(actual)s, the approval "
+                            "record says %(expected)s.") % {"ws": r.name, "owner": r.owner or "?",
+                                                            "actual": _amounts(actual), "expected": _amounts(expected)},
+                          _("Someone changed the quota outside brickadmin. Set it back as approved (kubectl -n "
+                            "%(ws)s edit resourcequota), or ask the owner for a new request.")
+                          % {"ws": r.name}, subject_type=WORKSPACE,
+                          link=urls.get(r.name, ""), link_text=_("Open Workspace %(ws)s") % {"ws": r.name})
+
+
+@check("workspace-unrecorded", gettext_lazy("GPU quota without a Workspace record"), reads="records",
+       explain=gettext_lazy("A namespace holds a GPU quota that brickadmin has no record of (made with kubectl, or "
+                            "before brickadmin). Adopt it: an admin names its owner, and it becomes a Workspace "
+                            "record with its decision in the audit log."))
+def workspace_unrecorded(inputs: HealthInputs) -> Iterable[Problem]:
+    ws = _inputs(inputs)
+    if ws is None:
+        return
+    known = {r.name for r in ws.records} | ws.approving
+    for line in ws.lines:
+        if line.quota and line.namespace not in known:
+            yield Problem("info", "workspace-unrecorded", line.namespace,
+                          _("Namespace %(ns)s holds GPU quota %(q)s (owner label: %(owner)s) but brickadmin has no "
+                            "Workspace record of it.") % {"ns": line.namespace, "q": _amounts(line.gpu_quotas),
+                                                          "owner": line.owner or _("none")},
+                          _("Adopt it into a Workspace record with an owner, so that it is counted, named and "
+                            "audited like the others."), subject_type=WORKSPACE,
+                          link=ws.adopt_url.get(line.namespace, ""),
+                          link_text=_("Adopt %(ns)s") % {"ns": line.namespace})
+
+
+def idle_lines(lines, now: datetime, hours: float) -> list:
+    """The lines whose GPU quota has been idle for at least ``hours``."""
+    window = timedelta(hours=hours)
+    return [line for line in lines
+            if line.quota and getattr(line, "idle_since", None) is not None and now - line.idle_since >= window]
+
+
+@check("workspace-idle", gettext_lazy("Idle GPU allocation"), reads="records",
+       explain=gettext_lazy("A Workspace has held GPU quota with no Running GPU pod, or with utilisation under the "
+                            "threshold, for the whole window (BRICK_IDLE_HOURS, 24 h by default). Ask its owner "
+                            "whether it is still needed; its quota could be given to someone else."))
+def workspace_idle(inputs: HealthInputs) -> Iterable[Problem]:
+    ws = _inputs(inputs)
+    if ws is None:
+        return
+    now = inputs.now or datetime.now(dt_timezone.utc)
+    owners = {r.name: r.owner for r in ws.records}
+    for line in idle_lines(ws.lines, now, ws.idle_hours):
+        why = _("no Running GPU pod") if not line.requested else \
+            _("utilisation %(u)s%% under %(t)s%%") % {"u": round(line.utilisation or 0), "t": f"{ws.idle_percent:g}"}
+        yield Problem("warn", "workspace-idle", line.namespace,
+                      _("Workspace %(ws)s (owner %(owner)s) holds %(q)s idle since %(since)s (%(why)s): that quota "
+                        "could be reclaimed.") % {
+                          "ws": line.namespace, "owner": owners.get(line.namespace) or line.owner or "?",
+                          "q": _amounts(line.gpu_quotas), "since": line.idle_since.strftime("%Y-%m-%d %H:%M UTC"),
+                          "why": why},
+                      _("Ask the owner whether the Workspace still needs its GPUs; lower its quota or remove it "
+                        "if not."), subject_type=WORKSPACE,
+                      link=ws.detail_url.get(line.namespace, ""),
+                      link_text=_("Open Workspace %(ws)s") % {"ws": line.namespace})
+
+
+def idle_totals(lines, now: datetime, hours: float) -> dict[str, int]:
+    """GPU quota idle for the window, per resource (the Dashboard shows it beside Used)."""
+    out: dict[str, int] = {}
+    for line in idle_lines(lines, now, hours):
+        for res, n in (line.gpu_quotas or {}).items():
+            if n:
+                out[res] = out.get(res, 0) + n
+    return out

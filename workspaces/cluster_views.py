@@ -1,0 +1,101 @@
+"""The Workspaces of the cluster (admins): every namespace holding a GPU quota, its detail,
+and adoption of those the product has no record of. Thin views: the lines are the cluster
+view's (workspaces/directory.py; no Kubernetes API call, a constant number of queries per
+page); adoption reads the namespace's quotas live, since it writes a record from them."""
+from django.contrib import messages
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from django.views.decorators.http import require_GET, require_http_methods
+
+from brickadmin.cluster import ClusterError
+from brickadmin.permissions import admin_required
+from brickadmin.tables import Column, Table
+from gpus.models import OwnerNotice
+from gpus.reading import read_cluster
+
+from . import directory
+from .forms import AdoptForm
+from .models import Decision
+
+NOT_MEASURED = gettext_lazy("not measured")
+
+
+def _measured(value, measured: bool):
+    """A DCGM figure for the CSV: the number, or "not measured" (never 0)."""
+    return round(value, 1) if measured and value is not None else ("" if measured else str(NOT_MEASURED))
+
+
+def workspace_table(measured: bool) -> Table:
+    return Table(
+        Column("workspace", gettext_lazy("Workspace"), "namespace"),
+        Column("owner", gettext_lazy("Owner"), "owner_name"),
+        Column("record", gettext_lazy("Record"), "adoptable",
+               value=lambda w: "none (adoptable)" if w.adoptable else "approved"),
+        Column("resource", gettext_lazy("GPU resource and type"), value=lambda w: f"{w.resource} ({w.gpu_type})"),
+        Column("allocated", gettext_lazy("Allocated to the Workspace"), "quota", numeric=True),
+        Column("requested", gettext_lazy("Requested by pods"), numeric=True),
+        Column("physical", gettext_lazy("In use physically"), numeric=True),
+        Column("utilisation", gettext_lazy("GPU utilisation (%)"), numeric=True,
+               value=lambda w: _measured(w.utilisation, measured)),
+        Column("memory", gettext_lazy("GPU memory used (MiB)"), "memory_mib", numeric=True,
+               value=lambda w: _measured(w.memory_mib, measured)),
+        Column("created", gettext_lazy("Age"), "created_at"),
+        Column("idle_since", gettext_lazy("Idle since")),
+        search=("namespace", "owner_name", "resource", "gpu_type"), default="workspace")
+
+
+@require_GET
+@admin_required
+def cluster_workspaces(request):
+    view = read_cluster()  # the twin's view brought up to date; the banner when it is old
+    measured = directory.measured()
+    table = workspace_table(measured).bind(request, directory.lines())
+    if table.wants_csv:
+        return table.csv_response("workspaces")
+    return render(request, "workspaces/cluster_workspaces.html", {
+        "table": table, "page": table.page, "measured": measured, "snapshot": view.snapshot,
+        "idle_hours": directory.idle_window_hours()})
+
+
+@require_GET
+@admin_required
+def cluster_workspace(request, namespace):
+    read_cluster()
+    line = directory.line(namespace)
+    record = directory.record_of(namespace)
+    if line is None and record is None:
+        raise Http404("no such Workspace")
+    decisions = Decision.objects.filter(subject=namespace).order_by("-at", "-id")[:50]
+    notices = OwnerNotice.objects.filter(namespace=namespace)[:20]
+    return render(request, "workspaces/cluster_workspace.html", {
+        "ns": namespace, "line": line, "record": record, "decisions": decisions, "notices": notices,
+        "measured": directory.measured(), "idle_hours": directory.idle_window_hours()})
+
+
+@require_http_methods(["GET", "POST"])
+@admin_required
+def workspace_adopt(request, namespace):
+    """A namespace holding a GPU quota without a record becomes an approved Workspace of
+    the owner chosen here (a form, confirmed once, audited as a decision)."""
+    line = directory.line(namespace)
+    if line is None or not line.quota:
+        raise Http404("no namespace with a GPU quota of that name")
+    if directory.record_of(namespace) is not None:
+        messages.info(request, _("Workspace %(ns)s already has a record.") % {"ns": namespace})
+        return redirect("cluster_workspace", namespace=namespace)
+    form = AdoptForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            directory.adopt(namespace, form.cleaned_data["owner"], request.user, form.cleaned_data["note"].strip())
+        except directory.AdoptionError as exc:
+            form.add_error(None, str(exc))
+        except ClusterError as exc:
+            form.add_error(None, _("The cluster could not be read, nothing was recorded: %(why)s") % {"why": exc})
+        else:
+            messages.success(request, _("Namespace %(ns)s is now a Workspace of %(owner)s.") % {
+                "ns": namespace, "owner": form.cleaned_data["owner"].get_username()})
+            return redirect("cluster_workspace", namespace=namespace)
+    return render(request, "workspaces/adopt.html", {"ns": namespace, "line": line, "form": form},
+                  status=400 if form.is_bound and form.errors else 200)

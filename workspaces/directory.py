@@ -1,0 +1,134 @@
+"""Every Workspace of the cluster: the view's Workspace lines (gpus.models.ViewWorkspace, kept
+by the watcher) beside the product's records, and adoption of a namespace the product has
+no record of.
+
+The lists read the view in SQL (one query per page, whatever the number of Workspaces, no
+API call); adoption reads the namespace's quotas live, since it writes a record from them.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import BooleanField, Case, CharField, F, IntegerField, OuterRef, Subquery, Value, When
+from django.db.models.functions import Coalesce, NullIf
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from brickadmin.cluster import get_gateway
+from brickadmin.cluster.vocabulary import NVIDIA_PREFIX
+from gpus import ledger as ledger_mod
+from gpus.models import ViewWorkspace
+
+from .models import Decision, WorkspaceRequest
+
+RECORDED = (WorkspaceRequest.Status.APPROVED, WorkspaceRequest.Status.APPROVING)
+
+
+def _record():
+    return WorkspaceRequest.objects.filter(name=OuterRef("namespace"), status__in=RECORDED).order_by("-id")
+
+
+def lines():
+    """Every namespace holding a GPU quota, with its record when there is one: ``record_pk``
+    (None: no record, adoptable) and ``owner_name`` (the record's requester, else the
+    namespace's owner label). Sorted and searched in SQL."""
+    return (ViewWorkspace.objects.filter(quota__gt=0)
+            .annotate(record_pk=Subquery(_record().values("pk")[:1], output_field=IntegerField()),
+                      record_owner=Subquery(_record().values("requester_name")[:1], output_field=CharField()))
+            .annotate(owner_name=Coalesce(F("record_owner"), NullIf(F("owner"), Value("")), output_field=CharField()),
+                      adoptable=Case(When(record_pk__isnull=True, then=Value(True)), default=Value(False),
+                                     output_field=BooleanField()))
+            .defer("pods", "quotas"))
+
+
+def line(namespace: str) -> ViewWorkspace | None:
+    return ViewWorkspace.objects.filter(namespace=namespace).first()
+
+
+def record_of(namespace: str) -> WorkspaceRequest | None:
+    return WorkspaceRequest.objects.filter(name=namespace, status__in=RECORDED).order_by("-id").first()
+
+
+def measured() -> bool:
+    """Whether the view's utilisation figures come from DCGM (Prometheus answered)."""
+    from gpus.models import ViewState
+
+    state = ViewState.objects.filter(pk=1).only("extra").first()
+    return bool(state and (state.extra or {}).get("usage_measured"))
+
+
+# --- adoption ------------------------------------------------------------------------
+
+class AdoptionError(Exception):
+    """Why a namespace cannot be adopted (shown to the admin beside the form)."""
+
+
+# A Kubernetes quantity: digits, an optional fraction, an optional suffix. One pass, no
+# nested or overlapping repetition.
+QUANTITY_RE = re.compile(r"^([0-9]{1,18})(?:\.([0-9]{1,9}))?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$")
+SUFFIX = {"": 1, "m": 1e-3, "k": 1e3, "Ki": 2 ** 10, "M": 1e6, "Mi": 2 ** 20, "G": 1e9, "Gi": 2 ** 30, "T": 1e12,
+          "Ti": 2 ** 40}
+
+
+def quantity(text, unit: float = 1) -> int:
+    """A quantity in whole ``unit``s, rounded up (500m CPU is 1; 8192Mi is 8 GiB); 0 for junk."""
+    m = QUANTITY_RE.match(str(text or "").strip())
+    if not m:
+        return 0
+    value = float(f"{m.group(1)}.{m.group(2) or 0}") * SUFFIX[m.group(3) or ""]
+    return math.ceil(value / unit - 1e-9)
+
+
+def adoption_facts(namespace: str) -> dict:
+    """What the record will say, from the namespace's quotas as the cluster has them now
+    (live): GPU resource and amount, CPU, memory, storage. Raises AdoptionError, or
+    ClusterError when the cluster cannot be read."""
+    hard: dict[str, str] = {}
+    for q in get_gateway().list_resource_quotas(namespace):
+        for key, value in ((q.get("spec") or {}).get("hard") or {}).items():
+            hard.setdefault(key, value)
+    gpus = {k[len("requests."):]: ledger_mod.quantity(v) for k, v in hard.items()
+            if k.startswith("requests." + NVIDIA_PREFIX) and ledger_mod.quantity(v)}
+    if not gpus:
+        raise AdoptionError(_("Namespace %(ns)s holds no GPU quota in the cluster now.") % {"ns": namespace})
+    if len(gpus) > 1:
+        raise AdoptionError(_("Namespace %(ns)s holds quota of several GPU resources (%(r)s): a Workspace has one "
+                              "GPU type. Split it first.") % {"ns": namespace, "r": ", ".join(sorted(gpus))})
+    (resource, amount), = gpus.items()
+    return {"gpu_resource": resource, "gpu": amount, "gpu_type": ledger_mod.gpu_type_of(resource),
+            "cpu": quantity(hard.get("requests.cpu") or hard.get("cpu")),
+            "memory_gib": quantity(hard.get("requests.memory") or hard.get("memory"), 2 ** 30),
+            "storage_gib": quantity(hard.get("requests.storage"), 2 ** 30)}
+
+
+def adopt(namespace: str, owner, actor, note: str = "") -> WorkspaceRequest:
+    """Record a namespace that holds a GPU quota as an approved Workspace of ``owner``, as
+    its quotas are now; audited as a decision. Nothing is written to the cluster."""
+    if record_of(namespace) is not None:
+        raise AdoptionError(_("Workspace %(ns)s already has a record.") % {"ns": namespace})
+    facts = adoption_facts(namespace)
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            req = WorkspaceRequest.objects.create(
+                name=namespace, requester=owner, requester_name=owner.get_username(), status=WorkspaceRequest.Status.APPROVED,
+                created_at=now, decided_at=now, decided_by=actor, decided_by_name=actor.get_username(), **facts)
+            Decision.objects.create(
+                actor=actor, actor_name=actor.get_username(), action=Decision.Action.ADOPT, workspace=req,
+                subject=namespace, gpu_resource=facts["gpu_resource"], amount=facts["gpu"],
+                detail=(_("Adopted for %(owner)s as the cluster holds it: %(r)s %(n)d, CPU %(cpu)d, memory %(mem)d GiB, "
+                          "storage %(st)d GiB.") % {"owner": owner.get_username(), "r": facts["gpu_resource"],
+                                                    "n": facts["gpu"], "cpu": facts["cpu"], "mem": facts["memory_gib"],
+                                                    "st": facts["storage_gib"]}
+                        + (" " + note if note else "")))
+    except IntegrityError:
+        raise AdoptionError(_("A Workspace request named %(ns)s is pending: decide it first.") % {"ns": namespace}) \
+            from None
+    return req
+
+
+def idle_window_hours() -> float:
+    return float(getattr(settings, "BRICK_IDLE_HOURS", 24))
