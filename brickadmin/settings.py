@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "axes",  # sign-in lockouts (django-axes)
     "brickadmin.sso",  # single sign-on with OpenID Connect (mozilla-django-oidc)
     "brickadmin.cluster",
+    "brickadmin.accounts",  # personal settings: the time zone times are shown in
     "gpus",
     "workspaces",
 ]
@@ -56,6 +57,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "brickadmin.accounts.middleware.TimezoneMiddleware",  # the person's time zone (or TIME_ZONE)
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",

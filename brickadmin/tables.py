@@ -22,6 +22,7 @@ import csv
 from dataclasses import dataclass, field
 from functools import reduce
 from operator import or_
+from types import SimpleNamespace
 from typing import Any, Callable
 
 from django.conf import settings
@@ -39,13 +40,16 @@ class Column:
 
     ``order``: the ORM path (QuerySet) or attribute/key path (list) to sort by; defaults to
     ``key``; ``None`` when the column cannot be sorted. ``value``: what the CSV holds, an
-    attribute/key path or a function of the row; defaults to ``order`` or ``key``.
+    attribute/key path or a function of the row; defaults to ``order`` or ``key``. ``term``:
+    a glossary key (gpus/templatetags/brick.py GLOSSARY) that explains the header.
     """
     key: str
     label: Any
     order: str | None = ""
     value: str | Callable[[Any], Any] | None = None
     numeric: bool = False
+    term: str = ""
+    export: bool = True  # False: a page-only column (its buttons), not in the CSV
 
     @property
     def sort_path(self) -> str | None:
@@ -74,6 +78,10 @@ class Table:
         self.default = default
         self.per_page = per_page
         self._by_key = {c.key: c for c in columns}
+
+    def unsorted(self) -> SimpleNamespace:
+        """The header row alone, without sort links: a short excerpt of the list on another page."""
+        return SimpleNamespace(headers=[Header(c.label, c.key, c.numeric, False, term=c.term) for c in self.columns])
 
     def bind(self, request, rows) -> "BoundTable":
         q = request.GET.get("q", "").strip()[:SEARCH_MAX]
@@ -119,6 +127,7 @@ class Header:
     sortable: bool
     state: str = "none"  # the aria-sort value: ascending, descending or none
     next_sort: str = ""  # what a click on the header asks for
+    term: str = ""
 
 
 @dataclass
@@ -133,7 +142,7 @@ class BoundTable:
     def __post_init__(self):
         self.headers = []
         for c in self.table.columns:
-            h = Header(c.label, c.key, c.numeric, c.sort_path is not None)
+            h = Header(c.label, c.key, c.numeric, c.sort_path is not None, term=c.term)
             if self.sort.removeprefix("-") == c.key:
                 h.state = "descending" if self.sort.startswith("-") else "ascending"
             h.next_sort = c.key if h.state == "descending" or (h.state == "none" and not c.numeric) else "-" + c.key
@@ -151,7 +160,7 @@ class BoundTable:
     def csv_response(self, name: str) -> StreamingHttpResponse:
         stamp = timezone.localtime().strftime("%Y%m%d-%H%M")
         writer = csv.writer(_Echo())
-        cols = self.table.columns
+        cols = [c for c in self.table.columns if c.export]
 
         def lines():
             yield writer.writerow([c.key for c in cols])

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from . import views
+from .accounts import views as account_views
 from .sso import views as sso_views
 
 urlpatterns = [
@@ -11,6 +12,7 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("django-admin/", admin.site.urls),
     path("lockouts/", views.lockouts, name="lockouts"),
+    path("profile/", account_views.profile, name="profile"),
     path("", include("gpus.urls")),
     path("workspaces/", include("workspaces.urls")),
 ]

@@ -343,19 +343,21 @@ def has_view() -> bool:
     return ViewState.objects.filter(pk=1, generation__gt=0).exists()
 
 
-def node_page(view: StoredView, *, mode: str = "", model: str = "", number=None, per_page: int = 50):
-    """A page of GPU nodes, filtered and paginated in SQL: (page, [(NodeLedger, problems)])."""
-    from django.core.paginator import Paginator
-
+def gpu_nodes(*, mode: str = "", model: str = ""):
+    """The GPU nodes as a QuerySet, filtered in SQL (the Nodes table sorts, searches and pages it there)."""
     qs = ViewNode.objects.filter(is_gpu=True)
     if mode:
         qs = qs.filter(mode=mode)
     if model:
         qs = qs.filter(model=model)
-    page = Paginator(qs.order_by("name").only("name", "ledger"), per_page).get_page(number)
-    nodes = [ledger_mod.node_from_dict(row.ledger) for row in page]
+    return qs.only("name", "model", "mode", "problems", "ledger")
+
+
+def node_lines(view: StoredView, rows) -> list[tuple]:
+    """[(NodeLedger, problems)] for a page of ``gpu_nodes()`` rows (findings: one query for the page)."""
+    nodes = [ledger_mod.node_from_dict(row.ledger) for row in rows]
     problems = view.problems_of(n.name for n in nodes)
-    return page, [(n, problems.get(n.name, [])) for n in nodes]
+    return [(n, problems.get(n.name, [])) for n in nodes]
 
 
 def jobs(keys) -> dict[tuple[str, str], dict]:

@@ -13,10 +13,13 @@ ManifestVersion: versioned content of brick-nvidia-device-plugin.yaml.
 """
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from brickadmin.audit import AppendOnlyModel, AppendOnlyViolation
@@ -123,6 +126,13 @@ class ProcedureRun(models.Model):
     def target(self):
         return self.node or _("all time-slicing nodes")
 
+    @property
+    def duration(self):
+        """From its start to its end (to now while it runs); None before a worker started it."""
+        if self.started_at is None:
+            return None
+        return (self.finished_at or timezone.now()) - self.started_at
+
     @classmethod
     def prune(cls, older_than):
         """Delete finished runs (and their steps) created before ``older_than``. Never
@@ -134,6 +144,10 @@ class ProcedureRun(models.Model):
         StepRun.objects.filter(run_id__in=ids)._raw_delete(StepRun.objects.db)
         models.QuerySet(cls).filter(pk__in=ids, status__in=FINISHED_STATUSES)._raw_delete(cls.objects.db)
         return len(ids)
+
+
+RUN_EVENT_KEY = "_run"  # gpus.procedures.recording.RUN_EVENT (the models do not import the engine)
+_OLD_STEP_NUMBER = re.compile(r"^[0-9]{1,2}\. ")
 
 
 class StepRun(AppendOnlyModel):
@@ -168,6 +182,15 @@ class StepRun(AppendOnlyModel):
     @property
     def state_tag(self):
         return StepState.tag_of(self.state)
+
+    @property
+    def numbered_title(self) -> str:
+        """"3. Drain …": the step's place in its run's plan (0 is the pre-check), unique on the run.
+        Run-level events have no number. Events recorded before titles lost their hand-written
+        numbers (which repeated: "1. Cordon", "1. Drain") are shown without the old one."""
+        if self.step_key == RUN_EVENT_KEY:
+            return self.title
+        return f"{self.step_index}. {_OLD_STEP_NUMBER.sub('', self.title, count=1)}"
 
 
 class ManifestVersion(models.Model):

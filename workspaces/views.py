@@ -46,6 +46,26 @@ AUDIT_TABLE = Table(
     Column("detail", gettext_lazy("Detail"), None, value="detail"),
     search=("actor_name", "subject", "gpu_resource", "detail", "action"), default="-at")
 
+_JOB = Column("job", gettext_lazy("Job"), "pk", value=lambda j: j.k8s_name)
+_OWNER = Column("owner", gettext_lazy("Owner"), "owner_name")
+_JOB_DETAILS = (Column("workspace", gettext_lazy("Workspace"), "workspace__name"), Column("node", gettext_lazy("Node")),
+                Column("gpu", gettext_lazy("GPU"), numeric=True), Column("image", gettext_lazy("Image")))
+_JOB_SEARCH = ("workspace__name", "owner_name", "node", "image", "status")
+_JOB_STATE = (Column("state", gettext_lazy("State"), "status"), Column("created", gettext_lazy("Created"), "created_at"))
+USER_JOB_TABLE = Table(_JOB, *_JOB_DETAILS, *_JOB_STATE, search=_JOB_SEARCH, default="-created")
+ADMIN_JOB_TABLE = Table(_JOB, _OWNER, *_JOB_DETAILS, *_JOB_STATE, search=_JOB_SEARCH, default="-created")
+JOB_QUEUE_TABLE = Table(
+    _JOB, Column("requester", gettext_lazy("Requester"), "owner_name"), *_JOB_DETAILS,
+    Column("command", gettext_lazy("Command"), None), Column("waiting", gettext_lazy("Waiting"), "created_at"),
+    Column("decide", "", None, export=False), search=_JOB_SEARCH + ("command",), default="waiting")
+REQUEST_TABLE = Table(
+    Column("name", gettext_lazy("Name")), Column("requester", gettext_lazy("Requester"), "requester_name"),
+    Column("gpu", gettext_lazy("GPU"), numeric=True), Column("cpu", gettext_lazy("CPU"), numeric=True),
+    Column("memory", gettext_lazy("Memory (GiB)"), "memory_gib", numeric=True),
+    Column("storage", gettext_lazy("Storage (GiB)"), "storage_gib", numeric=True),
+    Column("waiting", gettext_lazy("Waiting"), "created_at"),
+    search=("name", "requester_name"), default="waiting")
+
 
 # --- users: Workspaces -------------------------------------------------------------
 
@@ -105,14 +125,17 @@ def _jobs_for(user):
 
 @require_GET
 def job_list(request):
-    rows = _jobs_for(request.user)
-    page = Paginator(rows, settings.PAGE_SIZE).get_page(request.GET.get("page"))
+    all_users = request.user.is_staff
+    table = (ADMIN_JOB_TABLE if all_users else USER_JOB_TABLE).bind(request, _jobs_for(request.user))
+    if table.wants_csv:
+        return table.csv_response("jobs")
+    page = table.page
     cluster = _cluster_jobs_or_banner(request, page)
     for job in page:
         job.cluster_state = services.job_state((cluster or {}).get((job.workspace.namespace, job.k8s_name))) \
             if cluster is not None else None
-    return render(request, "workspaces/job_list.html", {"page": page, "cluster_ok": cluster is not None,
-                                                        "all_users": request.user.is_staff})
+    return render(request, "workspaces/job_list.html", {"page": page, "table": table, "cluster_ok": cluster is not None,
+                                                        "all_users": all_users})
 
 
 @require_http_methods(["GET", "POST"])
@@ -182,8 +205,8 @@ def _cluster_jobs_or_banner(request, jobs):
 def _queue_context(request, forms_by_pk=None):
     ledger, snapshot = _ledger_or_banner(request)
     choices = services.gpu_choices(ledger)
-    pending = WorkspaceRequest.objects.filter(status=WorkspaceRequest.Status.PENDING).order_by("created_at", "id")
-    page = Paginator(pending, settings.PAGE_SIZE).get_page(request.GET.get("page"))
+    table = REQUEST_TABLE.bind(request, WorkspaceRequest.objects.filter(status=WorkspaceRequest.Status.PENDING))
+    page = table.page
     forms_by_pk = forms_by_pk or {}
     for req in page:
         # Nothing pre-selected: the admin chooses the GPU type (the form says so when none is).
@@ -192,7 +215,7 @@ def _queue_context(request, forms_by_pk=None):
         req.reject_form = forms_by_pk.get(("reject", req.pk)) or RejectForm(prefix=f"r{req.pk}")
         req.choice_rows = [{"c": c, "leaves": c.leaves(req.gpu), "physical": c.physical_text(req.gpu),
                             "fits": req.gpu <= c.available} for c in choices]
-    return {"page": page, "ledger": ledger, "snapshot": snapshot, "choices": choices,
+    return {"page": page, "table": table, "ledger": ledger, "snapshot": snapshot, "choices": choices,
             "job_settings": JobSettings.load(),
             "pending_jobs": WorkspaceJob.objects.filter(status=WorkspaceJob.Status.PENDING).count()}
 
@@ -201,6 +224,8 @@ def _queue_context(request, forms_by_pk=None):
 @admin_required
 def approval_queue(request):
     ctx = _queue_context(request)
+    if ctx["table"].wants_csv:
+        return ctx["table"].csv_response("workspace-requests")
     template = "workspaces/approval_queue.html"
     if request.htmx:
         template += "#queue"
@@ -258,16 +283,18 @@ def reject_request(request, pk):
 @require_GET
 @admin_required
 def job_queue(request):
-    pending = WorkspaceJob.objects.filter(status=WorkspaceJob.Status.PENDING).select_related(
-        "workspace").order_by("created_at", "id")
-    page = Paginator(pending, settings.PAGE_SIZE).get_page(request.GET.get("page"))
+    pending = WorkspaceJob.objects.filter(status=WorkspaceJob.Status.PENDING).select_related("workspace")
+    table = JOB_QUEUE_TABLE.bind(request, pending)
+    if table.wants_csv:
+        return table.csv_response("job-requests")
+    page = table.page
     ledger, snapshot = _ledger_or_banner(request)
     options = {o.name: o for o in services.job_node_options(ledger)}
     for job in page:
         job.option = options.get(job.node)
         job.reject_form = RejectForm(prefix=f"j{job.pk}")
     return render(request, "workspaces/job_queue.html", {
-        "page": page, "job_settings": JobSettings.load(), "ledger": ledger})
+        "page": page, "table": table, "job_settings": JobSettings.load(), "ledger": ledger})
 
 
 @require_POST

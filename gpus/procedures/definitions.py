@@ -48,7 +48,7 @@ class PrecheckStep(Step):
         self.proc = proc
 
     def title(self, run):
-        return _("0. Pre-check")
+        return _("Pre-check")
 
     def kubectl(self, run):
         return self.proc.precheck_kubectl(run)
@@ -311,7 +311,7 @@ class EditManifest(Step):
     key = "manifest-edit"
 
     def title(self, run):
-        return _("1. Set replicas: %(r)s in the managed manifest") % {"r": run.params.get("replicas")}
+        return _("Set replicas: %(r)s in the managed manifest") % {"r": run.params.get("replicas")}
 
     def kubectl(self, run):
         return _("edit brick-nvidia-device-plugin.yaml: sharing.timeSlicing.resources[nvidia.com/gpu].replicas: %(r)s") \
@@ -344,7 +344,7 @@ class ApplyManifest(Step):
     key = "apply"
 
     def title(self, run):
-        return _("1. Apply the manifest (server-side apply)")
+        return _("Apply the manifest (server-side apply)")
 
     def kubectl(self, run):
         return "kubectl apply --server-side -f brick-nvidia-device-plugin.yaml"
@@ -373,7 +373,7 @@ class RolloutRestart(Step):
     key = "rollout-restart"
 
     def title(self, run):
-        return _("2. Restart the time-slicing plugin (apply alone does not reload its config)")
+        return _("Restart the time-slicing plugin (apply alone does not reload its config)")
 
     def kubectl(self, run):
         return f"kubectl -n {PLUGIN_NAMESPACE} rollout restart ds/{manifest_mod.TS_DAEMONSET}"
@@ -399,7 +399,7 @@ class RolloutStatus(Step):
     waits = True
 
     def title(self, run):
-        return _("2. Wait for the rollout to finish")
+        return _("Wait for the rollout to finish")
 
     def kubectl(self, run):
         return f"kubectl -n {PLUGIN_NAMESPACE} rollout status ds/{manifest_mod.TS_DAEMONSET}"
@@ -419,7 +419,7 @@ class EveryTSNode(Step):
     waits = True
 
     def title(self, run):
-        return _("3. Verify every time-slicing node shows physical × %(r)s") % {"r": run.params.get("replicas")}
+        return _("Verify every time-slicing node shows physical × %(r)s") % {"r": run.params.get("replicas")}
 
     def kubectl(self, run):
         return "kubectl describe node <timeslicing node> | grep gpu.shared"
@@ -447,7 +447,7 @@ class PrometheusEveryTSNode(Step):
     waits = True
 
     def title(self, run):
-        return _("4. Verify Prometheus shows the new totals")
+        return _("Verify Prometheus shows the new totals")
 
     def kubectl(self, run):
         return 'PromQL: kube_node_status_allocatable{resource="nvidia_com_gpu_shared"}'
@@ -556,8 +556,8 @@ class ProcedureD(ProcedureDef):
 
     def steps(self, params):
         v = params.get("sharing", "none")
-        return [PrecheckStep(self), Checklist(), LabelBoth(v), PluginPodRunning(v, "3"), AllocatableIs(v, "3"),
-                Skipped("status-patch", _("4. Status patch"), _("A new node has no stale resource: no status patch "
+        return [PrecheckStep(self), Checklist(), LabelBoth(v), PluginPodRunning(v), AllocatableIs(v),
+                Skipped("status-patch", _("Status patch"), _("A new node has no stale resource: no status patch "
                                                                 "needed."))]
 
     def precheck_kubectl(self, run):
@@ -601,7 +601,7 @@ class RestoreLabels(Step):
         return ", ".join(f"{k}={v}" if v is not None else _("%(k)s absent") % {"k": k} for k, v in self.labels.items())
 
     def title(self, run):
-        return _("1. Put back the labels of %(node)s as they were before run #%(id)s: %(labels)s") % {
+        return _("Put back the labels of %(node)s as they were before run #%(id)s: %(labels)s") % {
             "node": run.node, "id": run.params.get("restore_of"), "labels": self._text() or _("none recorded")}
 
     def kubectl(self, run):
@@ -627,7 +627,7 @@ class RestoreLabels(Step):
 
 class RestoreUncordon(Uncordon):
     def title(self, run):
-        return _("2. Uncordon %(node)s") % {"node": run.node}
+        return _("Uncordon %(node)s") % {"node": run.node}
 
 
 class ProcedureRestore(ProcedureDef):
@@ -663,7 +663,7 @@ class ProcedureRestore(ProcedureDef):
         if params.get("uncordon", True):
             steps.append(RestoreUncordon())
         else:
-            steps.append(Skipped("uncordon", _("2. Uncordon"), _("The node was cordoned before the run: it stays "
+            steps.append(Skipped("uncordon", _("Uncordon"), _("The node was cordoned before the run: it stays "
                                                                  "cordoned.")))
         return steps
 
@@ -748,7 +748,7 @@ class RemoveStaleResource(RemoveStale):
         return self._resource
 
     def title(self, run):
-        return _("1. Remove the stale %(res)s from the status of %(node)s (JSON patch)") % {
+        return _("Remove the stale %(res)s from the status of %(node)s (JSON patch)") % {
             "res": self.resource, "node": run.node}
 
 
@@ -789,12 +789,12 @@ class ProcedureRemoveStale(_Fix):
 
 class RestartPlugin(RolloutRestart):
     def title(self, run):
-        return _("1. Restart the time-slicing plugin (it reads its config only when it starts)")
+        return _("Restart the time-slicing plugin (it reads its config only when it starts)")
 
 
 class EveryTSNodeConfigured(EveryTSNode):
     def title(self, run):
-        return _("3. Verify every time-slicing node shows physical × the configured replicas")
+        return _("Verify every time-slicing node shows physical × the configured replicas")
 
     def wanted(self, ctx):
         return ctx.replicas()
@@ -840,7 +840,7 @@ class TellOwner(Step):
     key = "tell-owner"
 
     def title(self, run):
-        return _("1. Tell the owner of Workspace %(ns)s what happened to pod %(pod)s") % {
+        return _("Tell the owner of Workspace %(ns)s what happened to pod %(pod)s") % {
             "ns": run.params.get("pod_namespace"), "pod": run.params.get("pod_name")}
 
     def kubectl(self, run):
@@ -876,7 +876,7 @@ class DeletePod(Step):
     key = "delete-pod"
 
     def title(self, run):
-        return _("2. Delete the failed pod %(ns)s/%(pod)s") % {"ns": run.params.get("pod_namespace"),
+        return _("Delete the failed pod %(ns)s/%(pod)s") % {"ns": run.params.get("pod_namespace"),
                                                               "pod": run.params.get("pod_name")}
 
     def kubectl(self, run):
@@ -959,7 +959,7 @@ class AddToleration(Step):
                 "effect": params.get("taint_effect", "")}
 
     def title(self, run):
-        return _("1. Add a toleration of %(taint)s to both DaemonSets in the managed manifest (a new version)") % {
+        return _("Add a toleration of %(taint)s to both DaemonSets in the managed manifest (a new version)") % {
             "taint": _taint_text(self._taint(run.params))}
 
     def kubectl(self, run):
@@ -989,7 +989,7 @@ class AddToleration(Step):
 
 class ApplyTheManifest(ApplyManifest):
     def title(self, run):
-        return _("2. Apply the manifest (server-side apply)")
+        return _("Apply the manifest (server-side apply)")
 
 
 class AnyPluginPodRunning(Step):
@@ -997,7 +997,7 @@ class AnyPluginPodRunning(Step):
     waits = True
 
     def title(self, run):
-        return _("3. Verify a device-plugin pod is Running on %(node)s") % {"node": run.node}
+        return _("Verify a device-plugin pod is Running on %(node)s") % {"node": run.node}
 
     def kubectl(self, run):
         return f"kubectl -n {PLUGIN_NAMESPACE} get pod -o wide --field-selector spec.nodeName={run.node}"
@@ -1113,7 +1113,7 @@ class RecreateNamespace(Step):
     key = "recreate-namespace"
 
     def title(self, run):
-        return _("1. Re-create the namespace %(ns)s with its owner label") % {"ns": run.params.get("workspace")}
+        return _("Re-create the namespace %(ns)s with its owner label") % {"ns": run.params.get("workspace")}
 
     def kubectl(self, run):
         ns = run.params.get("workspace")
@@ -1146,7 +1146,7 @@ class RecreateQuotas(Step):
     key = "recreate-quotas"
 
     def title(self, run):
-        return _("2. Re-create the quotas of %(ns)s from its approval record") % {"ns": run.params.get("workspace")}
+        return _("Re-create the quotas of %(ns)s from its approval record") % {"ns": run.params.get("workspace")}
 
     def kubectl(self, run):
         return f"kubectl -n {run.params.get('workspace')} apply -f <the Workspace's ResourceQuotas and LimitRange>"

@@ -18,10 +18,10 @@ from django.db.models import F
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from ..models import ProcedureRun, RunStatus, StepRun, StepState
+from ..models import RUN_EVENT_KEY, ProcedureRun, RunStatus, StepRun, StepState
 from .registry import get as get_procedure
 
-RUN_EVENT = "_run"  # step_key of run-level events (created, resumed, cancel requested, ...)
+RUN_EVENT = RUN_EVENT_KEY  # "_run": step_key of run-level events (created, resumed, cancel requested, ...)
 
 
 class LostClaim(Exception):

@@ -74,7 +74,7 @@ class Cordon(Step):
     key = "cordon"
 
     def title(self, run):
-        return _("1. Cordon %(node)s") % {"node": run.node}
+        return _("Cordon %(node)s") % {"node": run.node}
 
     def kubectl(self, run):
         return f"kubectl cordon {run.node}"
@@ -104,7 +104,7 @@ class Drain(Step):
     waits = True
 
     def title(self, run):
-        return _("1. Drain %(node)s (evictions honour PodDisruptionBudgets)") % {"node": run.node}
+        return _("Drain %(node)s (evictions honour PodDisruptionBudgets)") % {"node": run.node}
 
     def kubectl(self, run):
         return f"kubectl drain {run.node} --ignore-daemonsets --delete-emptydir-data"
@@ -155,7 +155,7 @@ class Label(Step):
         self.value = value
 
     def title(self, run):
-        return _("2. Label %(node)s %(label)s=%(value)s") % {"node": run.node, "label": SHARING_LABEL,
+        return _("Label %(node)s %(label)s=%(value)s") % {"node": run.node, "label": SHARING_LABEL,
                                                               "value": self.value}
 
     def kubectl(self, run):
@@ -178,7 +178,7 @@ class LabelBoth(Label):
     key = "label"
 
     def title(self, run):
-        return _("2. Label %(node)s %(type)s=nvidia and %(label)s=%(value)s together") % {
+        return _("Label %(node)s %(type)s=nvidia and %(label)s=%(value)s together") % {
             "node": run.node, "type": TYPE_LABEL, "label": SHARING_LABEL, "value": self.value}
 
     def kubectl(self, run):
@@ -203,17 +203,16 @@ class PluginPodRunning(Step):
     key = "plugin-pod"
     waits = True
 
-    def __init__(self, value, number="3"):
+    def __init__(self, value):
         self.value = value
-        self.number = number
 
     @property
     def component(self):
         return MODE[self.value][0]
 
     def title(self, run):
-        return _("%(n)s. Verify the %(component)s device-plugin pod is Running on %(node)s") % {
-            "n": self.number, "component": self.component, "node": run.node}
+        return _("Verify the %(component)s device-plugin pod is Running on %(node)s") % {
+            "component": self.component, "node": run.node}
 
     def kubectl(self, run):
         return (f"kubectl -n {PLUGIN_NAMESPACE} get pod -o wide -l {COMPONENT_LABEL}={self.component} "
@@ -242,9 +241,8 @@ class AllocatableIs(Step):
     key = "allocatable"
     waits = True
 
-    def __init__(self, value, number="4"):
+    def __init__(self, value):
         self.value = value
-        self.number = number
 
     @property
     def resource(self):
@@ -252,8 +250,7 @@ class AllocatableIs(Step):
 
     def title(self, run):
         what = _("physical × replicas") if self.value == "timeslicing" else _("physical")
-        return _("%(n)s. Verify allocatable %(res)s = %(what)s") % {"n": self.number, "res": self.resource,
-                                                                    "what": what}
+        return _("Verify allocatable %(res)s = %(what)s") % {"res": self.resource, "what": what}
 
     def kubectl(self, run):
         return f"kubectl describe node {run.node} | grep -A 10 Allocatable"
@@ -290,7 +287,7 @@ class RemoveStale(Step):
         return MODE[self.value][2]
 
     def title(self, run):
-        return _("5. Remove the stale %(res)s from node status (JSON patch)") % {"res": self.resource}
+        return _("Remove the stale %(res)s from node status (JSON patch)") % {"res": self.resource}
 
     def kubectl(self, run):
         ops = json.dumps(status_patch({"capacity": {self.resource: 1}, "allocatable": {self.resource: 1}},
@@ -320,7 +317,7 @@ class NoStale(Step):
         self.value = value
 
     def title(self, run):
-        return _("6. Verify no stale nvidia.com resource is left")
+        return _("Verify no stale nvidia.com resource is left")
 
     def kubectl(self, run):
         return f"kubectl describe node {run.node} | grep nvidia"
@@ -338,7 +335,7 @@ class Uncordon(Step):
     key = "uncordon"
 
     def title(self, run):
-        return _("6. Uncordon %(node)s") % {"node": run.node}
+        return _("Uncordon %(node)s") % {"node": run.node}
 
     def kubectl(self, run):
         return f"kubectl uncordon {run.node}"
@@ -383,7 +380,7 @@ class PrometheusAllocatable(Step):
         self.value = value
 
     def title(self, run):
-        return _("7. Verify Prometheus kube_node_status_allocatable shows the new resource")
+        return _("Verify Prometheus kube_node_status_allocatable shows the new resource")
 
     def kubectl(self, run):
         return f'PromQL: kube_node_status_allocatable{{node="{run.node}",resource=~"nvidia_com.+"}}'
@@ -409,7 +406,7 @@ class Checklist(Step):
     manual = True
 
     def title(self, run):
-        return _("1. Checklist: NVIDIA driver and nvidia-container-runtime installed on %(node)s") % {"node": run.node}
+        return _("Checklist: NVIDIA driver and nvidia-container-runtime installed on %(node)s") % {"node": run.node}
 
     def kubectl(self, run):
         return _("(outside the cluster) install the NVIDIA driver (.run) and nvidia-container-runtime (rpm) "

@@ -1,6 +1,7 @@
 """Template helpers: glossary help texts on every number, GPU type names, pagination."""
 from django import template
 from django.utils.html import format_html
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from ..choices import GpuMode, GpuType
@@ -63,6 +64,20 @@ def query_with(context, **kwargs):
     for k, v in kwargs.items():
         params[k] = v
     return "?" + params.urlencode()
+
+
+@register.filter
+def took(duration):
+    """A duration as people say it: '0.4 s', '3 min 12 s', '2 h 5 min' ('' for None)."""
+    if duration is None:
+        return ""
+    secs = max(0.0, duration.total_seconds())
+    if secs < 60:
+        return gettext("%(s)s s") % {"s": f"{secs:.1f}"}
+    whole = int(secs)
+    if whole < 3600:
+        return gettext("%(m)s min %(s)s s") % {"m": whole // 60, "s": whole % 60}
+    return gettext("%(h)s h %(m)s min") % {"h": whole // 3600, "m": whole % 3600 // 60}
 
 
 @register.simple_tag

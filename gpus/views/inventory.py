@@ -1,14 +1,17 @@
 """The inventory pages: Dashboard, per-model detail, Availability, Nodes, node detail, help, evidence."""
-from django.conf import settings
 from django.http import Http404
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from django.utils.translation import gettext_lazy as _
+
 from brickadmin.permissions import admin_required
+from brickadmin.tables import Column, Table
 
 from .. import health as health_mod
 from ..choices import GpuMode
 from .. import clusterview
+from .. import ledger as ledger_mod
 from ..reading import live_view, read_cluster, read_problems
 
 
@@ -42,16 +45,38 @@ def availability(request):
     return render(request, "gpus/availability.html", {"ledger": view.ledger, "snapshot": view.snapshot})
 
 
+def _node_total(name):
+    """A CSV cell the stored row does not hold as a column: from its ledger line (exports only)."""
+    return lambda row: getattr(ledger_mod.node_from_dict(row.ledger), name)
+
+
+# Sorted in SQL: the name, model, mode and number of findings are columns of the view's rows,
+# physical counts keys of their ledger JSON; logical and requested are sums over resources.
+NODE_TABLE = Table(
+    Column("name", _("Node")),
+    Column("model", _("Model")),
+    Column("mode", _("Mode")),
+    Column("physical", _("Physical"), "ledger__physical", numeric=True, term="physical"),
+    Column("in_use", _("In use"), "ledger__physical_used", numeric=True, term="physical_used"),
+    Column("logical", _("Logical"), None, value=_node_total("logical"), numeric=True, term="logical"),
+    Column("requested", _("Requested"), None, value=_node_total("requested"), numeric=True, term="requested"),
+    Column("findings", _("State"), "problems", numeric=True),
+    search=("name", "model", "mode"), default="name")
+
+
 @require_GET
 @admin_required
 def node_list(request):
     view = read_cluster()
     mode = request.GET.get("mode", "")
     model = request.GET.get("model", "")
-    page, rows = clusterview.node_page(view, mode=mode if mode in GpuMode.values else "", model=model,
-                                       number=request.GET.get("page"), per_page=settings.PAGE_SIZE)
-    ctx = {"ledger": view.ledger, "snapshot": view.snapshot, "page": page, "rows": rows,
-           "models": view.ledger.models, "modes": GpuMode.choices, "mode": mode, "model": model}
+    table = NODE_TABLE.bind(request, clusterview.gpu_nodes(mode=mode if mode in GpuMode.values else "", model=model))
+    if table.wants_csv:
+        return table.csv_response("nodes")
+    page = table.page
+    ctx = {"ledger": view.ledger, "snapshot": view.snapshot, "page": page, "table": table,
+           "rows": clusterview.node_lines(view, page), "models": view.ledger.models, "modes": GpuMode.choices,
+           "mode": mode, "model": model}
     template = "gpus/node_list.html"
     if request.htmx:
         template += "#node-table"

@@ -5,15 +5,27 @@ from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_POST
 
 from brickadmin.cluster import ClusterError, get_gateway
 from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
+from brickadmin.tables import Column, Table
 
 from .. import manifest as manifest_mod
 from ..forms import ManifestForm
 from ..models import ManifestVersion
+
+VERSION_TABLE = Table(
+    Column("version", gettext_lazy("Version"), numeric=True),
+    Column("saved", gettext_lazy("Saved"), "created_at"),
+    Column("by", gettext_lazy("By"), "actor_name"),
+    Column("note", gettext_lazy("Note")),
+    Column("run", gettext_lazy("Run"), "run_id", numeric=True),
+    Column("applied", gettext_lazy("Applied"), "applied_at"),
+    search=("note", "actor_name"), default="-version", per_page=10)
+
 
 @require_GET
 @admin_required
@@ -25,11 +37,14 @@ def manifest_view(request):
         if not (v.isascii() and v.isdigit() and len(v) <= 9):
             raise Http404(_("No such manifest version"))
         version = get_object_or_404(ManifestVersion, version=int(v))
+    versions = VERSION_TABLE.bind(request, ManifestVersion.objects.all())
+    if versions.wants_csv:
+        return versions.csv_response("manifest-versions")
     return render(request, "gpus/wizards/manifest.html",
-                  _manifest_context(request, version, cur, ManifestForm(initial={"content": cur.content})))
+                  _manifest_context(request, version, cur, ManifestForm(initial={"content": cur.content}), versions))
 
 
-def _manifest_context(request, version, cur, form):
+def _manifest_context(request, version, cur, form, versions=None):
     docs, error, validation, drift = [], "", None, []
     try:
         docs = manifest_mod.parse(version.content)
@@ -41,7 +56,8 @@ def _manifest_context(request, version, cur, form):
             drift = manifest_mod.drift(docs, get_gateway())
         except ClusterError as exc:
             show_cluster_error(request, exc)
-    return {"version": version, "current": cur, "versions": ManifestVersion.objects.all()[:50],
+    versions = versions or VERSION_TABLE.bind(request, ManifestVersion.objects.all())
+    return {"version": version, "current": cur, "table": versions, "page": versions.page,
             "validation": validation, "error": error, "drift": drift, "form": form,
             "in_sync": drift and all(d.state == "in-sync" for d in drift)}
 

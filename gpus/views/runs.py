@@ -6,19 +6,38 @@ import json
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.paginator import Paginator
+from django.db.models import DurationField, ExpressionWrapper, F
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_POST
 
 from brickadmin.cluster import ClusterError, get_gateway
 from brickadmin.permissions import admin_required
+from brickadmin.tables import Column, Table
 
 from ..forms import RunFilterForm
 from ..models import ProcedureRun, StepRun
 from ..procedures import engine, registry, service
 from ..procedures.service import refusal_message
+
+RUN_TABLE = Table(
+    Column("id", "#", "pk", numeric=True),
+    Column("procedure", gettext_lazy("Procedure"), value=lambda r: r.get_procedure_display()),
+    Column("target", gettext_lazy("Target"), "node", value=lambda r: r.target),
+    Column("status", gettext_lazy("Status")),
+    Column("actor", gettext_lazy("By"), "actor_name"),
+    Column("created", gettext_lazy("Created"), "created_at"),
+    Column("finished", gettext_lazy("Finished"), "finished_at"),
+    Column("took", gettext_lazy("Took"), numeric=True, value=lambda r: r.duration and r.duration.total_seconds()),
+    search=("node", "actor_name", "message", "status"), default="-id")
+
+
+def with_duration(runs):
+    """Runs with ``took`` (finish minus start) computed in SQL, so the list sorts by it."""
+    return runs.annotate(took=ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField()))
+
 
 def step_rows(run, events):
     """Current state per step (latest event of each), in plan order, from the rows."""
@@ -31,8 +50,9 @@ def step_rows(run, events):
     rows = []
     for key, e in latest.items():
         start = next((x.started_at for x in reversed(events) if x.step_key == key and x.started_at), None)
-        rows.append({"key": key, "event": e, "title": e.title, "kubectl": first[key].kubectl or e.kubectl,
-                     "index": e.step_index, "started_at": start})
+        took = e.finished_at - start if start and e.finished_at else None
+        rows.append({"key": key, "event": e, "title": e.numbered_title, "kubectl": first[key].kubectl or e.kubectl,
+                     "index": e.step_index, "started_at": start, "took": took})
     rows.sort(key=lambda r: r["index"])
     return rows
 
@@ -141,7 +161,7 @@ def run_confirm_checklist(request, pk):
 @admin_required
 def run_list(request):
     form = RunFilterForm(request.GET or None)
-    qs = ProcedureRun.objects.all()
+    qs = with_duration(ProcedureRun.objects.all())
     if form.is_valid():
         d = form.cleaned_data
         if d["procedure"]:
@@ -152,11 +172,14 @@ def run_list(request):
             qs = qs.filter(node=d["node"])
         if d["actor"]:
             qs = qs.filter(actor_name__icontains=d["actor"])
-    page = Paginator(qs, settings.PAGE_SIZE).get_page(request.GET.get("page"))
+    table = RUN_TABLE.bind(request, qs)
+    if table.wants_csv:
+        return table.csv_response("runs")
     template = "gpus/runs/list.html"
     if request.htmx and not request.htmx.boosted:
         template += "#run-table"
-    return render(request, template, {"page": page, "form": form, "node": request.GET.get("node", "")})
+    return render(request, template, {"page": table.page, "table": table, "form": form,
+                                      "node": request.GET.get("node", "")})
 
 
 AUDIT_FIELDS = ["seq", "recorded_at", "step_key", "title", "state", "attempt", "started_at", "finished_at",

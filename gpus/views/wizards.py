@@ -20,6 +20,7 @@ from ..procedures import engine, registry, service
 from ..procedures.base import CLUSTER_LOCK
 from ..procedures.service import refusal_message
 from ..reading import read_cluster
+from .runs import RUN_TABLE
 
 
 def _proc_or_404(code):
@@ -65,7 +66,8 @@ def _pick_context(request, proc, form):
 def procedure_index(request):
     procs = [(p.code, p.label, p.description) for p in registry.all_procedures() if p.listed]
     recent = ProcedureRun.objects.all()[:10]
-    return render(request, "gpus/wizards/index.html", {"procs": procs, "recent": recent})
+    return render(request, "gpus/wizards/index.html", {"procs": procs, "recent": recent,
+                                                         "table": RUN_TABLE.unsorted()})
 
 
 @require_GET

@@ -56,6 +56,7 @@ def user_pages(ids, workspace="workspace") -> list[Page]:
         Page("jobs", "/workspaces/jobs/"),
         Page("job form", "/workspaces/jobs/new/"),
         Page("job detail", f"/workspaces/jobs/{ids['job']}/"),
+        Page("personal settings", "/profile/"),
         Page("403", "/nodes/", 403),
         Page("404", "/no-such-page/", 404),
     ]

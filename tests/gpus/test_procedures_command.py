@@ -19,7 +19,7 @@ def test_run_inline_writes_the_record(twin, capsys):
     out = capsys.readouterr().out
     run = ProcedureRun.objects.get()
     assert run.status == "succeeded" and run.actor_name == "ops" and run.source == "terminal" and run.actor is None
-    assert "✓ succeeded 5. Remove the stale nvidia.com/gpu" in out
+    assert "✓ succeeded 6. Remove the stale nvidia.com/gpu" in out  # its place in the plan (0: pre-check)
     assert twin.get_node("dev-a1-ws04")["metadata"]["labels"]["brick.cloud/gpu.sharing"] == "timeslicing"
 
 

@@ -111,7 +111,7 @@ class Command(BaseCommand):
     def _print_event(self, e):
         mark = MARK.get(e.state, "?")
         attempt = f" (attempt {e.attempt})" if e.attempt > 1 else ""
-        self.stdout.write(f"#{e.seq:<3} {mark} {e.state:<9} {e.title}{attempt}")
+        self.stdout.write(f"#{e.seq:<3} {mark} {e.state:<9} {e.numbered_title}{attempt}")
         if e.state == "running" and e.kubectl:
             self.stdout.write(f"       $ {e.kubectl}")
         for text in (e.output, e.error):
@@ -156,8 +156,8 @@ class Command(BaseCommand):
             if c.fix and c.level == "block":
                 self.stdout.write(f"         to fix: {c.fix}")
         self.stdout.write("Steps:")
-        for step, title, kubectl in engine.plan(code, o["node"], params):
-            self.stdout.write(f"  {title}" + (f"  [skipped: {step.skip_reason}]" if step.skip_reason else ""))
+        for i, (step, title, kubectl) in enumerate(engine.plan(code, o["node"], params)):
+            self.stdout.write(f"  {i}. {title}" + (f"  [skipped: {step.skip_reason}]" if step.skip_reason else ""))
             if kubectl:
                 self.stdout.write(f"      $ {kubectl}")
 

@@ -1,0 +1,85 @@
+"""Time on the run page (issue 13 item 6): every step has one number, its place in the plan;
+the run and each step say how long they took; times are shown in the zone the person chose
+on their settings page (else the server's) and name it."""
+import re
+import zoneinfo
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from brickadmin.accounts.models import Preference
+from gpus.models import ProcedureRun
+from gpus.procedures import service
+from gpus.tasks import execute_run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def done_run(twin, fast_engine):
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == "succeeded"
+    return run
+
+
+def step_numbers(page):
+    return [int(n) for n in re.findall(r'<tr id="step-[^"]+"[^>]*>\s*<td><strong>(\d+)\. ', page)]
+
+
+def test_steps_are_numbered_once_each_in_plan_order(done_run, admin_client):
+    page = admin_client.get(reverse("run_detail", args=[done_run.pk])).content.decode()
+    assert step_numbers(page) == list(range(10))  # 0 is the pre-check; no "1. Cordon" beside "1. Drain"
+    assert "1. Cordon dev-a1-ws04" in page and "2. Drain dev-a1-ws04" in page
+
+
+def test_the_plan_numbers_its_steps_the_same_way(twin, admin_client):
+    plan = admin_client.get(reverse("wizard_plan", args=["A"]), {"node": "dev-a1-ws04"}).content.decode()
+    assert '<ol class="plan-steps" start="0">' in plan and "<strong>Cordon dev-a1-ws04</strong>" in plan
+
+
+def test_a_run_and_each_step_say_how_long_they_took(done_run, admin_client):
+    page = admin_client.get(reverse("run_detail", args=[done_run.pk])).content.decode()
+    took = re.search(r'data-testid="run-took">took ([^<]+)<', page)
+    assert took and took.group(1).endswith(" s")
+    steps = re.findall(r'data-testid="step-took">([^<]*)<', page)
+    assert len(steps) == 10 and all(re.fullmatch(r"\d+\.\d s", s) for s in steps), steps
+    runs = admin_client.get(reverse("run_list")).content.decode()
+    assert re.search(r'<td class="num">\d+\.\d s</td>', runs)
+
+
+def test_the_chosen_time_zone_changes_the_times_a_run_page_shows(done_run, admin_user):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(admin_user)
+    url = reverse("run_detail", args=[done_run.pk])
+    utc = done_run.created_at.astimezone(zoneinfo.ZoneInfo("UTC")).strftime("%Y-%m-%d %H:%M:%S")
+    seoul = done_run.created_at.astimezone(zoneinfo.ZoneInfo("Asia/Seoul")).strftime("%Y-%m-%d %H:%M:%S")
+    page = client.get(url).content.decode()
+    assert f"at {utc} UTC" in page  # the server's TIME_ZONE by default, named
+
+    form = client.get(reverse("profile"))
+    token = form.cookies["csrftoken"].value if "csrftoken" in form.cookies else client.cookies["csrftoken"].value
+    assert client.post(reverse("profile"), {"time_zone": "Asia/Seoul"}).status_code == 403  # no CSRF token
+    assert client.post(reverse("profile"), {"time_zone": "Asia/Seoul", "csrfmiddlewaretoken": token}).status_code == 302
+    page = client.get(url).content.decode()
+    assert f"at {seoul} KST" in page and f"at {utc} UTC" not in page
+    assert "Started by root at" in page
+
+    refused = client.post(reverse("profile"), {"time_zone": "Mars/Olympus_Mons", "csrfmiddlewaretoken": token})
+    body = refused.content.decode()
+    assert refused.status_code == 400 and 'id="err-time_zone"' in body and "Mars/Olympus_Mons is not one of" in body
+    assert Preference.objects.get(user=admin_user).time_zone == "Asia/Seoul"  # unchanged
+
+
+def test_a_time_zone_is_one_person_s_choice(done_run, admin_user, django_user_model):
+    other = django_user_model.objects.create_user("ops", password="pw-ops-12345", is_staff=True)
+    Preference.objects.create(user=admin_user, time_zone="America/New_York")
+    mine, theirs = Client(), Client()
+    mine.force_login(admin_user)
+    theirs.force_login(other)
+    url = reverse("run_detail", args=[done_run.pk])
+    assert re.search(r"at [0-9: -]+ E[SD]T", mine.get(url).content.decode())
+    assert " UTC" in theirs.get(url).content.decode()
+    assert ProcedureRun.objects.count() == 1
