@@ -4,7 +4,9 @@
 #   etcd                                                              from go.etcd.io/etcd/server/v3 (the version kubernetes pins)
 #   kwok                                                              from sigs.k8s.io/kwok
 #   kube-state-metrics                                                from k8s.io/kube-state-metrics/v2 (if served)
+#   helm                                                              from helm.sh/helm/v3 (the chart tests)
 # Usage: lab/build.sh            (prints the bin dir on stdout's last line)
+#        lab/build.sh helm       (only helm: the chart tests need nothing else)
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 source "$HERE/versions.env"
@@ -21,6 +23,24 @@ CACHE="${BRICK_LAB_CACHE:-$HOME/.cache/brickadmin-lab}"
 BIN="$CACHE/$K8S_VERSION/bin"
 mkdir -p "$BIN"
 log() { echo "[lab/build] $*" >&2; }
+
+# ---- Helm (deploy/chart: helm lint, helm template) ----------------------------------------
+build_helm() {
+  [ -x "$BIN/helm-$HELM_VERSION" ] && { ln -sf "helm-$HELM_VERSION" "$BIN/helm"; return; }
+  log "building helm $HELM_VERSION"
+  # A wrapper module that requires the exact version (as for kube-state-metrics below): it
+  # does not depend on the proxy serving the module's version list.
+  HW="$CACHE/helm-$HELM_VERSION-wrapper"; mkdir -p "$HW"; cd "$HW"
+  printf 'module brickadmin.lab/helmwrapper\n\ngo 1.24.0\n\nrequire helm.sh/helm/v3 %s\n' "$HELM_VERSION" > go.mod
+  printf '//go:build tools\n\npackage tools\n\nimport _ "helm.sh/helm/v3/cmd/helm"\n' > tools.go
+  go mod tidy -e >&2 || true
+  hld="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  go build -tags tools -trimpath -ldflags "$hld" -o "$BIN/.helm.$$" helm.sh/helm/v3/cmd/helm >&2
+  mv "$BIN/.helm.$$" "$BIN/helm-$HELM_VERSION"
+  ln -sf "helm-$HELM_VERSION" "$BIN/helm"
+}
+if [ "${1:-}" = helm ]; then build_helm; echo "$BIN"; exit 0; fi
+build_helm
 
 # ---- Kubernetes control plane -------------------------------------------------------------
 k8s_bins="kube-apiserver kube-controller-manager kube-scheduler kubectl etcd"

@@ -46,7 +46,7 @@ KUBECONFIG = STATE / "kubeconfig"
 HARDWARE = STATE / "hardware.json"
 PROM_URL = f"http://{HOST}:{PORTS['prometheus']}"
 API_URL = f"https://{HOST}:{PORTS['apiserver']}"
-RULES_SRC = REPO / "deploy" / "prometheus" / "brickadmin-rules.yaml"
+RULES_SRC = REPO / "deploy" / "chart" / "files" / "brickadmin-rules.yaml"
 
 
 def _load_vocabulary():
@@ -93,7 +93,8 @@ def bin_dir() -> Path:
     return cache / versions()["K8S_VERSION"] / "bin"
 
 
-BINARIES = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kube-state-metrics"]
+BINARIES = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kube-state-metrics",
+            "helm"]  # helm: the chart tests
 
 
 def find_go() -> str | None:
