@@ -200,7 +200,7 @@ def test_web_and_worker_in_cluster_run_procedure_a_and_approve_a_workspace(lab, 
 
     def finished():
         run.refresh_from_db()
-        return run.status in ("succeeded", "failed", "cancelled") and run.status
+        return run.status in ("succeeded", "failed", "cancelled", "interrupted") and run.status
 
     status = wait_until(finished, 300, f"the run to finish (worker log: {pod.log('worker')[-1500:]})", interval=1)
     assert status == "succeeded", (run.message, pod.log("worker"))
