@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from brickadmin.cluster import vocabulary as V
 from brickadmin.cluster.base import ClusterError
 from brickadmin.cluster.kube import KubeGateway
 
@@ -196,8 +197,38 @@ def chart_rbac(lab):
             lab.admin.apply(d, field_manager="lab-tests")
     wait_until(lambda: _exists(lab, f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{sa['metadata']['name']}"), 30,
                "the ServiceAccount")
-    return {"token": lab.sa_token(NAMESPACE, sa["metadata"]["name"]), "docs": docs, "namespace": NAMESPACE,
+    token = lab.sa_token(NAMESPACE, sa["metadata"]["name"], seconds=4 * 3600)
+    _wait_for_policies(lab, token)
+    return {"token": token, "docs": docs, "namespace": NAMESPACE,
             "name": sa["metadata"]["name"], "namespaced": [d for d in wanted if d["kind"] in ("Role", "RoleBinding")]}
+
+
+def _wait_for_policies(lab: Lab, token: str) -> None:
+    """RBAC and admission policies take effect through informers, a moment after they are
+    stored: wait (with dry-run requests as the ServiceAccount, persisting nothing) until the
+    role lets a Workspace namespace through and the policies refuse the rest."""
+    sa = KubeGateway(lab.kubeconfig, token=token)
+
+    def dry_create(path: str, body: dict) -> bool:
+        try:
+            sa._request("POST", path, query={"dryRun": "All"}, body=body)
+            return True
+        except ClusterError as e:
+            if e.status != 403:
+                raise
+            return False
+
+    def ns(name, labels):
+        return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+    wait_until(lambda: dry_create("/api/v1/namespaces", ns("lab-policy-probe", {V.WORKSPACE_LABEL: "true"})), 30,
+               "the ClusterRole to be in force")
+    wait_until(lambda: not dry_create("/api/v1/namespaces", ns("lab-policy-probe", {})), 30,
+               "the namespace policy to be in force")
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "lab-policy-probe"},
+             "spec": {"hard": {"pods": "1"}}}
+    wait_until(lambda: not dry_create("/api/v1/namespaces/kube-system/resourcequotas", quota), 30,
+               "the quota policy to be in force")
 
 
 @pytest.fixture
