@@ -235,6 +235,11 @@ def _wait_for_policies(lab: Lab, token: str) -> None:
 def rbac(lab, chart_rbac):
     """chart_rbac, with its Roles (re-)applied: a scenario load deletes and re-creates the
     device plugin's namespace, and its Role with it."""
+    return apply_roles(lab, chart_rbac)
+
+
+def apply_roles(lab: Lab, chart_rbac: dict) -> dict:
+    """The chart's Roles and RoleBindings applied where their namespace exists, and in force."""
     present = [d for d in chart_rbac["namespaced"] if _exists(lab, f"/api/v1/namespaces/{d['metadata']['namespace']}")]
     for d in present:  # no plugin namespace in this scenario: nothing of the plugin to write
         lab.admin.apply(d, field_manager="lab-tests")

@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import require_service
 
-from .conftest import NAMESPACE, REPO, wait_until
+from .conftest import NAMESPACE, REPO, apply_roles, wait_until
 
 pytestmark = [pytest.mark.lab]
 
@@ -82,7 +82,7 @@ class Pod:
 
 
 @pytest.fixture
-def pod(lab, rbac, transactional_db, tmp_path):
+def pod(lab, chart_rbac, transactional_db, tmp_path):
     """The environment of the chart's web/worker pods, for processes on this host."""
     why = _mount_namespaces_work()
     require_service(not why, f"a private mount namespace for the ServiceAccount files ({why})")
@@ -94,6 +94,7 @@ def pod(lab, rbac, transactional_db, tmp_path):
     require_service(redis_url.startswith("redis://") and connection.vendor == "postgresql",
                     "PostgreSQL and Redis (bin/test starts them)")
     lab.load("seed-example")
+    rbac = apply_roles(lab, chart_rbac)  # after the load, which re-made the plugin's namespace
     sa = tmp_path / "sa"
     sa.mkdir()
     (sa / "token").write_text(rbac["token"])
