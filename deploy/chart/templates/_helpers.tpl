@@ -123,8 +123,8 @@ volumes:
 
 {{/* What every product pod shares: the ServiceAccount (or none), the security context, pull secrets. */}}
 {{- define "brickadmin.podSpec" -}}
+securityContext: {{- toYaml .Values.podSecurityContext | nindent 2 }}
 {{- with .Values.imagePullSecrets }}
-imagePullSecrets: {{ toYaml . | nindent 2 }}
+imagePullSecrets: {{- toYaml . | nindent 2 }}
 {{- end }}
-securityContext: {{ toYaml .Values.podSecurityContext | nindent 2 }}
 {{- end -}}
