@@ -118,7 +118,7 @@ def pod(lab, chart_rbac, transactional_db, tmp_path):
         "DATABASE_URL": database_url(),  # the test database
         "DJANGO_SECRET_KEY": "in-cluster-test-" + uuid.uuid4().hex * 2,
         "REDIS_URL": redis_url.rsplit("/", 1)[0] + "/7",  # a broker database of its own
-        "BRICK_SNAPSHOT_CACHE_SECONDS": "0",
+        "BRICK_SNAPSHOT_CACHE_SECONDS": "0", "PYTHONUNBUFFERED": "1",
     }
     p = Pod(tmp_path, env)
     yield p
