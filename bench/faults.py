@@ -539,7 +539,7 @@ def main():
     parser.add_argument("--pause-min", type=float, default=0.5)
     parser.add_argument("--pause-max", type=float, default=1.0)
     parser.add_argument("--pool", choices=("prefork", "solo"), default="prefork",
-                        help="worker pool (deploy/worker.yaml: prefork, concurrency 2)")
+                        help="worker pool (deploy/chart worker: prefork, concurrency 2)")
     parser.add_argument("--beat-in-worker", action="store_true",
                         help="run beat inside the worker (killed with it) instead of as its own process")
     parser.add_argument("--timeout", type=float, default=120, help="seconds after a kill for the run to succeed")

@@ -8,7 +8,7 @@ cost Prometheus.
    busy (backfilled with promtool, as if scraped every 30 s): for each scope and range,
    the points returned, the samples Prometheus read and the server time (median of 5,
    cache bypassed), computed from the DCGM series (without the recording rules of
-   deploy/prometheus/brickadmin-rules.yaml; with them, the cluster and type charts read one
+   deploy/chart/files/brickadmin-rules.yaml; with them, the cluster and type charts read one
    recorded series). One range query per chart, whatever the cluster's size.
 3. SQL queries and server time of the pages that show pictures (Dashboard, Availability,
    Node detail) and of the chart fragments, on the seed example (2 nodes) and the demo

@@ -216,7 +216,7 @@ def _string(value: str) -> str:
 
 def _nodes_of_type(shared: bool) -> str:
     """The GPU nodes of one type from kube_node_labels (value 1 per node), both conventions
-    (as deploy/prometheus/brickadmin-rules.yaml classifies them)."""
+    (as deploy/chart/files/brickadmin-rules.yaml classifies them)."""
     sharing, strategy = ksm_label(SHARING_LABEL), ksm_label(GPU_SHARING_STRATEGY_LABEL)
     brick, present = ksm_label(GPU_TYPE_LABEL), ksm_label(GPU_PRESENT_LABEL)
     if shared:
@@ -247,7 +247,7 @@ def utilisation_query(scope: str, subject: str = "") -> str:
 
 
 def recorded_query(scope: str, subject: str = "") -> str | None:
-    """The series deploy/prometheus/brickadmin-rules.yaml records for the same figure, when
+    """The series deploy/chart/files/brickadmin-rules.yaml records for the same figure, when
     there is one (the cluster and GPU types: the queries that read every GPU)."""
     if scope == "cluster":
         return "brick:gpu_utilisation:avg"

@@ -4,7 +4,9 @@
 #   etcd                                                              from go.etcd.io/etcd/server/v3 (the version kubernetes pins)
 #   kwok                                                              from sigs.k8s.io/kwok
 #   kube-state-metrics                                                from k8s.io/kube-state-metrics/v2 (if served)
+#   helm                                                              from helm.sh/helm/v3 (the chart tests)
 # Usage: lab/build.sh            (prints the bin dir on stdout's last line)
+#        lab/build.sh helm       (only helm: the chart tests need nothing else)
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 source "$HERE/versions.env"
@@ -21,6 +23,32 @@ CACHE="${BRICK_LAB_CACHE:-$HOME/.cache/brickadmin-lab}"
 BIN="$CACHE/$K8S_VERSION/bin"
 mkdir -p "$BIN"
 log() { echo "[lab/build] $*" >&2; }
+
+# A Go program from a module at an exact version, through a tiny wrapper module that requires
+# it: `go install ...@version` reads the module's version list (for deprecations), which the
+# proxy refuses for some modules (kube-state-metrics).
+#   build_pinned <wrapper dir> <module> <version> <go version> <package> <output> <ldflags>
+build_pinned() {
+  local dir=$1 module=$2 version=$3 gover=$4 pkg=$5 out=$6 ld=$7
+  mkdir -p "$dir"; cd "$dir"
+  printf 'module brickadmin.lab/wrapper\n\ngo %s\n\nrequire %s %s\n' "$gover" "$module" "$version" > go.mod
+  printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" > tools.go
+  go mod tidy -e >&2 || true
+  go build -tags tools -trimpath -ldflags "$ld" -o "$out.tmp.$$" "$pkg" >&2
+  mv "$out.tmp.$$" "$out"
+}
+
+# ---- Helm (deploy/chart: helm lint, helm template) ----------------------------------------
+build_helm() {
+  if [ ! -x "$BIN/helm-$HELM_VERSION" ]; then
+    log "building helm $HELM_VERSION"
+    build_pinned "$CACHE/helm-$HELM_VERSION-wrapper" helm.sh/helm/v3 "$HELM_VERSION" 1.24.0 helm.sh/helm/v3/cmd/helm \
+      "$BIN/helm-$HELM_VERSION" "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  fi
+  ln -sf "helm-$HELM_VERSION" "$BIN/helm"
+}
+if [ "${1:-}" = helm ]; then build_helm; echo "$BIN"; exit 0; fi
+build_helm
 
 # ---- Kubernetes control plane -------------------------------------------------------------
 k8s_bins="kube-apiserver kube-controller-manager kube-scheduler kubectl etcd"
@@ -100,14 +128,9 @@ ln -sf "kwok-$KWOK_VERSION" "$BIN/kwok"
 # ---- kube-state-metrics -------------------------------------------------------------------
 if [ ! -x "$BIN/kube-state-metrics-$KSM_VERSION" ]; then
   log "building kube-state-metrics $KSM_VERSION"
-  # `go install ...@version` fails here: the proxy refuses this module's version list, which
-  # go install reads for deprecations. A tiny wrapper module that requires the exact version works.
-  KW="$CACHE/$K8S_VERSION/ksm-wrapper"; mkdir -p "$KW"; cd "$KW"
-  printf 'module brickadmin.lab/ksmwrapper\n\ngo 1.23.0\n\nrequire k8s.io/kube-state-metrics/v2 %s\n' "$KSM_VERSION" > go.mod
-  printf '//go:build tools\n\npackage tools\n\nimport _ "k8s.io/kube-state-metrics/v2"\n' > tools.go
-  go mod tidy -e >&2 || true
-  ksmld="-s -w -X github.com/prometheus/common/version.Version=${KSM_VERSION#v}"
-  go build -tags tools -trimpath -ldflags "$ksmld" -o "$BIN/kube-state-metrics-$KSM_VERSION" k8s.io/kube-state-metrics/v2 >&2
+  build_pinned "$CACHE/$K8S_VERSION/ksm-wrapper" k8s.io/kube-state-metrics/v2 "$KSM_VERSION" 1.23.0 \
+    k8s.io/kube-state-metrics/v2 "$BIN/kube-state-metrics-$KSM_VERSION" \
+    "-s -w -X github.com/prometheus/common/version.Version=${KSM_VERSION#v}"
 fi
 ln -sf "kube-state-metrics-$KSM_VERSION" "$BIN/kube-state-metrics"
 

@@ -35,8 +35,11 @@ if ! command -v go >/dev/null 2>&1; then
   fi
 fi
 b0=$(date +%s)
-bash lab/build.sh >/dev/null || die "lab/build.sh could not build the lab binaries"
-say "binaries ready in $(( $(date +%s) - b0 ))s"
+bin="$(bash lab/build.sh | tail -1)" || die "lab/build.sh could not build the lab binaries"
+# helm too: the chart tests (helm lint, helm template + a server-side dry run) need it
+[ -x "$bin/helm" ] || die "lab/build.sh did not leave helm in $bin"
+export BRICK_LAB_HELM="$bin/helm"
+say "binaries ready in $(( $(date +%s) - b0 ))s ($("$bin/helm" version --short 2>/dev/null))"
 
 # --- Python ------------------------------------------------------------------------------------
 PY="${BRICK_LAB_PYTHON:-}"

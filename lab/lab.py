@@ -46,7 +46,7 @@ KUBECONFIG = STATE / "kubeconfig"
 HARDWARE = STATE / "hardware.json"
 PROM_URL = f"http://{HOST}:{PORTS['prometheus']}"
 API_URL = f"https://{HOST}:{PORTS['apiserver']}"
-RULES_SRC = REPO / "deploy" / "prometheus" / "brickadmin-rules.yaml"
+RULES_SRC = REPO / "deploy" / "chart" / "files" / "brickadmin-rules.yaml"
 
 
 def _load_vocabulary():
@@ -93,7 +93,8 @@ def bin_dir() -> Path:
     return cache / versions()["K8S_VERSION"] / "bin"
 
 
-BINARIES = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kube-state-metrics"]
+BINARIES = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kube-state-metrics",
+            "helm"]  # helm: the chart tests
 
 
 def find_go() -> str | None:
@@ -319,6 +320,9 @@ def components(bd: Path, token: str) -> list[tuple[str, list[str], callable, flo
                  f"--tls-cert-file={p}/apiserver.crt", f"--tls-private-key-file={p}/apiserver.key",
                  f"--client-ca-file={p}/ca.crt", f"--token-auth-file={p}/tokens.csv",
                  "--authorization-mode=Node,RBAC",
+                 # admission: the defaults, which since v1.30 include ValidatingAdmissionPolicy
+                 # (GA, admissionregistration.k8s.io/v1): the chart's policies on the Workspace
+                 # label are enforced here as on a real cluster (tests/lab/test_least_privilege.py)
                  f"--service-account-key-file={p}/sa.pub", f"--service-account-signing-key-file={p}/sa.key",
                  "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                  "--service-cluster-ip-range=10.96.0.0/16", "--allow-privileged=true",

@@ -92,7 +92,7 @@ def clean(obj: dict) -> dict:
 
 def reset(gw: KubeGateway) -> None:
     """Remove what a previous scenario (or test) left: its namespaces, nodes, priority classes."""
-    # brickadmin's own namespace (deploy/, labelled part-of=brickadmin) is not a scenario's
+    # brickadmin's own namespace (the chart's release, labelled part-of=brickadmin) is not a scenario's
     namespaces = [n["metadata"]["name"] for n in gw.list_namespaces()
                   if n["metadata"]["name"] not in SYSTEM_NAMESPACES
                   and (n["metadata"].get("labels") or {}).get("app.kubernetes.io/part-of") != "brickadmin"]

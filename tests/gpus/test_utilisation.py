@@ -235,7 +235,7 @@ def test_the_recorded_series_is_read_first_and_the_dcgm_series_otherwise(setting
 
 
 def test_the_recording_rules_match_the_queries():
-    rules = (REPO / "deploy" / "prometheus" / "brickadmin-rules.yaml").read_text()
+    rules = (REPO / "deploy" / "chart" / "files" / "brickadmin-rules.yaml").read_text()
     for record in ("brick:gpu_utilisation:avg", "brick:gpu_utilisation:avg_by_type",
                    "brick:gpu_utilisation:avg_by_mig_profile"):
         assert f"record: {record}\n" in rules

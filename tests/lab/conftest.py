@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from brickadmin.cluster import vocabulary as V
 from brickadmin.cluster.base import ClusterError
 from brickadmin.cluster.kube import KubeGateway
 
@@ -140,26 +141,130 @@ def lab():
     return Lab(lab_kubeconfig())  # holds the lab for this process (see hold_lab)
 
 
-@pytest.fixture(scope="session")
-def rbac(lab):
-    """deploy/'s ServiceAccount + ClusterRole (+ the watcher's Lease Role) applied to the lab;
-    returns the SA's token."""
+CHART = REPO / "deploy" / "chart"
+RELEASE = NAMESPACE = "brickadmin"  # the lab's release: helm install brickadmin deploy/chart -n brickadmin
+RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+              "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+
+
+def helm() -> str:
+    """The helm binary lab/build.sh caches beside the lab's other binaries. In CI (or with
+    BRICK_LAB_AUTOSTART) a missing one is built; otherwise the test skips."""
+    import lab as lab_cli  # lab/lab.py
+
+    path = Path(os.environ.get("BRICK_LAB_HELM") or lab_cli.bin_dir() / "helm")
+    if not os.access(path, os.X_OK) and (IN_CI or os.environ.get("BRICK_LAB_AUTOSTART")):
+        r = subprocess.run(["bash", str(REPO / "lab" / "build.sh"), "helm"], capture_output=True, text=True,
+                           timeout=3600)
+        if r.returncode != 0:
+            pytest.fail(f"lab/build.sh helm failed (exit {r.returncode}):\n{r.stderr[-4000:]}")
+    if not os.access(path, os.X_OK):
+        if IN_CI:
+            pytest.fail(f"helm is required in CI but is not at {path} (lab/build.sh helm)")
+        pytest.skip(f"helm is not built ({path}); run lab/build.sh helm")
+    return str(path)
+
+
+def render_chart(*values: str, release: str = RELEASE, namespace: str = NAMESPACE) -> list[dict]:
+    """``helm template`` of deploy/chart (``--set`` pairs), as documents."""
     import yaml
 
-    r = subprocess.run([lab.kubectl, "kustomize", str(REPO / "deploy")], capture_output=True, text=True)
+    args = [helm(), "template", release, str(CHART), "--namespace", namespace]
+    for v in values:
+        args += ["--set", v]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    docs = [d for d in yaml.safe_load_all(r.stdout) if d]
-    kinds = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
-    wanted = [d for d in docs if d["kind"] in kinds]
-    assert {d["kind"] for d in wanted} == kinds
-    for d in wanted:
-        lab.admin.apply(d, field_manager="lab-tests")
+    return [d for d in yaml.safe_load_all(r.stdout) if d]
+
+
+def ensure_release_namespace(lab: Lab, name: str = NAMESPACE) -> None:
+    """The release namespace, labelled part-of=brickadmin so a scenario load keeps it."""
+    lab.admin.apply({"apiVersion": "v1", "kind": "Namespace",
+                     "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "brickadmin"}}},
+                    field_manager="lab-tests")
+
+
+@pytest.fixture(scope="session")
+def chart_rbac(lab):
+    """The chart's ServiceAccount, RBAC and admission policies applied to the lab, and a token."""
+    docs = render_chart()
+    wanted = [d for d in docs if d["kind"] in RBAC_KINDS]
+    assert {d["kind"] for d in wanted} == RBAC_KINDS
+    ensure_release_namespace(lab)
     sa = next(d for d in wanted if d["kind"] == "ServiceAccount")
-    ns = sa["metadata"]["namespace"]
-    wait_until(lambda: _exists(lab, f"/api/v1/namespaces/{ns}/serviceaccounts/{sa['metadata']['name']}"), 30,
+    for d in wanted:
+        if d["kind"] not in ("Role", "RoleBinding"):  # those: the rbac fixture, every time
+            lab.admin.apply(d, field_manager="lab-tests")
+    wait_until(lambda: _exists(lab, f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{sa['metadata']['name']}"), 30,
                "the ServiceAccount")
-    return {"token": lab.sa_token(ns, sa["metadata"]["name"]), "docs": docs, "namespace": ns,
-            "name": sa["metadata"]["name"]}
+    token = lab.sa_token(NAMESPACE, sa["metadata"]["name"], seconds=4 * 3600)
+    _wait_for_policies(lab, token)
+    return {"token": token, "docs": docs, "namespace": NAMESPACE,
+            "name": sa["metadata"]["name"], "namespaced": [d for d in wanted if d["kind"] in ("Role", "RoleBinding")]}
+
+
+def _wait_for_policies(lab: Lab, token: str) -> None:
+    """RBAC and admission policies take effect through informers, a moment after they are
+    stored: wait (with dry-run requests as the ServiceAccount, persisting nothing) until the
+    role lets a Workspace namespace through and the policies refuse the rest."""
+    sa = KubeGateway(lab.kubeconfig, token=token)
+
+    def dry_create(path: str, body: dict) -> bool:
+        try:
+            sa._request("POST", path, query={"dryRun": "All"}, body=body)
+            return True
+        except ClusterError as e:
+            if e.status != 403:
+                raise
+            return False
+
+    def ns(name, labels):
+        return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+    wait_until(lambda: dry_create("/api/v1/namespaces", ns("lab-policy-probe", {V.WORKSPACE_LABEL: "true"})), 30,
+               "the ClusterRole to be in force")
+    wait_until(lambda: not dry_create("/api/v1/namespaces", ns("lab-policy-probe", {})), 30,
+               "the namespace policy to be in force")
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "lab-policy-probe"},
+             "spec": {"hard": {"pods": "1"}}}
+    wait_until(lambda: not dry_create("/api/v1/namespaces/kube-system/resourcequotas", quota), 30,
+               "the quota policy to be in force")
+
+
+@pytest.fixture
+def rbac(lab, chart_rbac):
+    """chart_rbac, with its Roles (re-)applied: a scenario load deletes and re-creates the
+    device plugin's namespace, and its Role with it."""
+    return apply_roles(lab, chart_rbac)
+
+
+def apply_roles(lab: Lab, chart_rbac: dict) -> dict:
+    """The chart's Roles and RoleBindings applied where their namespace exists, and in force."""
+    present = [d for d in chart_rbac["namespaced"] if _exists(lab, f"/api/v1/namespaces/{d['metadata']['namespace']}")]
+    for d in present:  # no plugin namespace in this scenario: nothing of the plugin to write
+        lab.admin.apply(d, field_manager="lab-tests")
+    # RBAC is read from an informer: wait until the API server authorises with the Roles
+    for d in present:
+        if d["kind"] == "Role":
+            rule, ns = d["rules"][0], d["metadata"]["namespace"]
+            wait_until(lambda: can(lab, chart_rbac["token"], rule["verbs"][0], rule["resources"][0], ns,
+                                   rule["apiGroups"][0]), 30, f"the Role {d['metadata']['name']} to be in force")
+    return chart_rbac
+
+
+def can(lab: Lab, token: str, verb: str, resource: str, namespace: str | None = None, group: str = "",
+        subresource: str = "") -> bool:
+    """What the API server's authorizer says for this token (a SelfSubjectAccessReview)."""
+    gw = KubeGateway(lab.kubeconfig, token=token)
+    attrs = {"verb": verb, "resource": resource, "group": group}
+    if namespace:
+        attrs["namespace"] = namespace
+    if subresource:
+        attrs["subresource"] = subresource
+    out = gw._request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                      body={"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                            "spec": {"resourceAttributes": attrs}})
+    return bool(out["status"].get("allowed"))
 
 
 def _exists(lab, path) -> bool:

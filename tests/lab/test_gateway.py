@@ -1,7 +1,8 @@
 """Every KubeGateway operation against the lab's real API server.
 
-Each test runs twice: as the lab admin, and as deploy/'s ServiceAccount with only the
-ClusterRole the deployment grants (so the role is proven to cover every operation).
+Each test runs twice: as the lab admin, and as the chart's ServiceAccount with only the
+roles and admission policies deploy/chart grants (so they are proven to cover every
+operation; what they refuse: test_least_privilege.py).
 Assertions read the cluster state back, never the calls made.
 """
 from __future__ import annotations
@@ -331,8 +332,8 @@ def test_create_namespace_quota_priority_class(seeded, gw):
     out = gw.create_namespace(ns, {"brick.cloud/workspace": "true", "brick.cloud/owner": "alice"})
     assert out["metadata"]["name"] == ns
     assert seeded.admin._request("GET", f"/api/v1/namespaces/{ns}")["metadata"]["labels"]["brick.cloud/owner"] == "alice"
-    with pytest.raises(Conflict) as e:
-        gw.create_namespace(ns, {})
+    with pytest.raises(Conflict) as e:  # with the labels the product sends (the chart refuses it others)
+        gw.create_namespace(ns, {"brick.cloud/workspace": "true"})
     assert e.value.status == 409
     for wrong in ("nvidia.com/gpu", "limits.nvidia.com/gpu"):  # accepted by Kubernetes, but enforce nothing
         with pytest.raises(PermanentClusterError) as e:
@@ -410,7 +411,7 @@ def test_bad_token_and_invalid_input_are_permanent(seeded):
 
 
 def test_serviceaccount_cannot_delete_a_node(seeded, rbac):
-    """deploy/'s role grants nothing on nodes beyond get/list/patch: deleting one is refused."""
+    """The chart's role grants nothing on nodes beyond get/list/watch/patch: deleting one is refused."""
     sa = KubeGateway(seeded.kubeconfig, token=rbac["token"])
     with pytest.raises(Forbidden) as e:
         sa.delete("v1", "Node", "dev-a1-ws04")

@@ -1,5 +1,5 @@
 """The utilisation charts on the lab: gpusim's DCGM series, scraped by the lab's Prometheus
-(every 2 s, with deploy/prometheus/brickadmin-rules.yaml loaded), drawn by the chart fragment."""
+(every 2 s, with deploy/chart/files/brickadmin-rules.yaml loaded), drawn by the chart fragment."""
 from __future__ import annotations
 
 import re

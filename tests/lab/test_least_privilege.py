@@ -1,0 +1,184 @@
+"""The chart's least privilege, proven on the lab's API server as its ServiceAccount (issue 9
+item 9): every verb the product needs is granted where it needs it (the authorizer's answer,
+and test_gateway runs each operation for real), and what it must not do is refused, by RBAC
+or by the admission policies on the Workspace label, with the cluster left as it was."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from brickadmin.cluster.base import Forbidden
+from brickadmin.cluster.kube import KubeGateway
+from brickadmin.cluster.vocabulary import OWNER_LABEL, PLUGIN_NAMESPACE, WORKSPACE_LABEL
+
+from .conftest import NAMESPACE, can, make_namespace, wait_until
+from .test_deploy import EXPECTED_CLUSTER_RULES, EXPECTED_LEASE_RULES, EXPECTED_PLUGIN_RULES
+
+pytestmark = pytest.mark.lab
+
+PLAIN = "lab-lp-plain"  # a namespace that is not a Workspace
+
+
+@pytest.fixture(scope="module")
+def seeded(lab):
+    lab.load("seed-example")
+    make_namespace(lab, PLAIN)
+    return lab
+
+
+@pytest.fixture
+def sa(seeded, rbac):
+    return KubeGateway(seeded.kubeconfig, token=rbac["token"])
+
+
+def refused(call):
+    with pytest.raises(Forbidden) as e:
+        call()
+    assert e.value.status == 403 and not e.value.transient
+    return e.value.message
+
+
+def _ds(ns, name):
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": ns},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"nodeSelector": {"brick.cloud/never": "true"},
+                                           "containers": [{"name": "c", "image": "busybox"}]}}}}
+
+
+def _split(res):
+    return res.split("/", 1) if "/" in res else (res, "")
+
+
+def test_every_verb_the_product_needs_is_granted(seeded, rbac):
+    token = rbac["token"]
+    for (group, res), verbs in EXPECTED_CLUSTER_RULES.items():
+        resource, sub = _split(res)
+        for verb in verbs:  # cluster-wide (a Workspace namespace is any namespace to RBAC)
+            assert can(seeded, token, verb, resource, None if resource in ("nodes", "namespaces", "priorityclasses")
+                       else "ws-exclusive", group, sub), (verb, res)
+    for (group, res), verbs in EXPECTED_PLUGIN_RULES.items():
+        for verb in verbs:
+            assert can(seeded, token, verb, res, PLUGIN_NAMESPACE, group), (verb, res)
+    for (group, res), verbs in EXPECTED_LEASE_RULES.items():
+        for verb in verbs:
+            assert can(seeded, token, verb, res, NAMESPACE, group), (verb, res)
+
+
+@pytest.mark.parametrize("verb,resource,namespace,group", [
+    ("delete", "nodes", None, ""),
+    ("update", "nodes", None, ""),
+    ("get", "secrets", "kube-system", ""),
+    ("list", "secrets", None, ""),
+    ("patch", "namespaces", None, ""),  # relabelling kube-system a Workspace
+    ("create", "daemonsets", "kube-system", "apps"),
+    ("patch", "daemonsets", "kube-system", "apps"),
+    ("delete", "daemonsets", "kube-system", "apps"),
+    ("patch", "configmaps", "kube-system", ""),
+    ("delete", "configmaps", PLUGIN_NAMESPACE, ""),  # the manifest never deletes one
+    ("update", "leases", "kube-system", "coordination.k8s.io"),
+    ("create", "pods", "kube-system", ""),
+    ("create", "clusterrolebindings", None, "rbac.authorization.k8s.io"),
+    ("delete", "validatingadmissionpolicies", None, "admissionregistration.k8s.io"),
+    ("delete", "resourcequotas", "ws-exclusive", ""),
+    ("update", "jobs", "ws-exclusive", "batch"),
+])
+def test_what_the_product_never_does_is_not_granted(seeded, rbac, verb, resource, namespace, group):
+    assert not can(seeded, rbac["token"], verb, resource, namespace, group)
+
+
+def test_deleting_kube_system_is_refused(seeded, sa):
+    """kube-system (like default and kube-public) is also immortal to the API server's
+    NamespaceLifecycle plugin, which answers first; the policy's own refusal is proven on
+    namespaces nothing else protects (next test)."""
+    refused(lambda: sa.delete("v1", "Namespace", "kube-system"))
+    assert not seeded.admin._request("GET", "/api/v1/namespaces/kube-system")["metadata"].get("deletionTimestamp")
+
+
+def test_deleting_a_namespace_that_is_not_a_workspace_is_refused(seeded, sa):
+    for ns in (PLAIN, PLUGIN_NAMESPACE, NAMESPACE):  # the throwaway one first
+        why = refused(lambda: sa.delete("v1", "Namespace", ns))
+        assert "only Workspace namespaces" in why and ns in why  # the admission policy's answer
+        assert not seeded.admin._request("GET", f"/api/v1/namespaces/{ns}")["metadata"].get("deletionTimestamp")
+
+
+def test_creating_a_namespace_without_the_workspace_label_is_refused(seeded, sa):
+    name = f"lp-nolabel-{int(time.time() * 1000) % 100000}"
+    assert "only Workspace namespaces" in refused(lambda: sa.create_namespace(name, {OWNER_LABEL: "alice"}))
+    assert "only Workspace namespaces" in refused(lambda: sa.create_namespace(name, {WORKSPACE_LABEL: "false"}))
+    assert name not in {n["metadata"]["name"] for n in seeded.admin.list_namespaces()}
+
+
+def test_a_daemonset_in_kube_system_is_refused(seeded, sa):
+    name = "lp-intruder"
+    refused(lambda: sa.apply(_ds("kube-system", name)))
+    assert name not in {d["metadata"]["name"] for d in seeded.admin.list_daemonsets("kube-system")}
+    # nor can it touch or delete one that is there
+    seeded.admin.apply(_ds("kube-system", "lp-resident"), field_manager="lab-tests")
+    refused(lambda: sa.rollout_restart_daemonset("kube-system", "lp-resident"))
+    refused(lambda: sa.delete("apps/v1", "DaemonSet", "lp-resident", "kube-system"))
+    live = seeded.admin.get_daemonset("kube-system", "lp-resident")
+    assert not live["metadata"].get("deletionTimestamp")
+    assert "kubectl.kubernetes.io/restartedAt" not in (live["spec"]["template"]["metadata"].get("annotations") or {})
+    seeded.admin.delete("apps/v1", "DaemonSet", "lp-resident", "kube-system")
+
+
+def test_a_configmap_outside_the_plugin_namespace_is_refused(seeded, sa):
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "lp-cm", "namespace": "kube-system"},
+          "data": {"config.yaml": "version: v1\n"}}
+    refused(lambda: sa.apply(cm))
+    assert "lp-cm" not in {c["metadata"]["name"] for c in seeded.admin.list_configmaps("kube-system")}
+
+
+def test_a_quota_or_limit_range_in_a_namespace_that_is_not_a_workspace_is_refused(seeded, sa):
+    for ns in (PLAIN, "kube-system"):
+        why = refused(lambda: sa.create_resource_quota(ns, "lp-quota", {"requests.nvidia.com/gpu": "64"}))
+        assert "Workspace" in why and ns in why
+        refused(lambda: sa.apply({"apiVersion": "v1", "kind": "ResourceQuota",
+                                  "metadata": {"name": "lp-quota", "namespace": ns},
+                                  "spec": {"hard": {"pods": "1"}}}))
+        refused(lambda: sa.apply({"apiVersion": "v1", "kind": "LimitRange",
+                                  "metadata": {"name": "lp-limits", "namespace": ns},
+                                  "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "1"}}]}}))
+        assert seeded.admin.list_resource_quotas(ns) == []
+        assert seeded.admin._request("GET", f"/api/v1/namespaces/{ns}/limitranges")["items"] == []
+
+
+def test_an_existing_quota_outside_a_workspace_cannot_be_raised(seeded, sa):
+    seeded.admin.apply({"apiVersion": "v1", "kind": "ResourceQuota",
+                        "metadata": {"name": "lp-team-quota", "namespace": PLAIN},
+                        "spec": {"hard": {"requests.nvidia.com/gpu": "1"}}}, field_manager="lab-tests")
+    refused(lambda: sa.apply({"apiVersion": "v1", "kind": "ResourceQuota",
+                              "metadata": {"name": "lp-team-quota", "namespace": PLAIN},
+                              "spec": {"hard": {"requests.nvidia.com/gpu": "64"}}}))
+    (q,) = seeded.admin.list_resource_quotas(PLAIN)
+    assert q["spec"]["hard"] == {"requests.nvidia.com/gpu": "1"}
+    seeded.admin.delete("v1", "ResourceQuota", "lp-team-quota", PLAIN)
+
+
+def test_in_a_workspace_namespace_the_same_writes_succeed(seeded, sa):
+    """The policies confine, they do not block the product: its whole Workspace flow."""
+    ns = f"lp-ws-{int(time.time() * 1000) % 100000}"
+    sa.create_namespace(ns, {WORKSPACE_LABEL: "true", OWNER_LABEL: "alice"})
+    sa.create_resource_quota(ns, "workspace-compute", {"requests.nvidia.com/gpu": "1"})
+    sa.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "workspace-compute", "namespace": ns},
+              "spec": {"hard": {"requests.nvidia.com/gpu": "2"}}}, field_manager="brickadmin")
+    sa.apply({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "workspace-defaults", "namespace": ns},
+              "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "100m"}}]}})
+    (q,) = seeded.admin.list_resource_quotas(ns)
+    assert q["spec"]["hard"] == {"requests.nvidia.com/gpu": "2"}
+    sa.delete("v1", "Namespace", ns)
+    wait_until(lambda: ns not in {n["metadata"]["name"] for n in seeded.admin.list_namespaces()}, 120,
+               "the Workspace namespace to be deleted")
+
+
+def test_the_lease_is_writable_in_the_release_namespace_only(seeded, sa):
+    body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "lp-lease"}, "spec": {"holderIdentity": "x", "leaseDurationSeconds": 15}}
+    refused(lambda: sa.create_lease("kube-system", {**body, "metadata": {"name": "lp-lease", "namespace": "kube-system"}}))
+    try:
+        sa.create_lease(NAMESPACE, {**body, "metadata": {"name": "lp-lease", "namespace": NAMESPACE}})
+        assert sa.get_lease(NAMESPACE, "lp-lease")["spec"]["holderIdentity"] == "x"
+    finally:
+        seeded.admin.delete("coordination.k8s.io/v1", "Lease", "lp-lease", NAMESPACE)
