@@ -29,16 +29,18 @@ from .models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, 
 HEARTBEAT_SECONDS = 10
 
 
-def snapshot_drift(snapshot: Snapshot):
-    """The managed manifest's drift against the snapshot's device-plugin objects (no API
-    call); None when the current manifest cannot be read."""
+def snapshot_drift(snapshot: Snapshot, docs: list[dict] | None = None):
+    """The drift of ``docs`` (by default the current managed manifest) against the
+    snapshot's device-plugin objects (no API call); None when the current manifest cannot be read."""
     from . import manifest as manifest_mod
 
     live = {(kind, o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
             for kind, objs in (("ConfigMap", snapshot.plugin_configmaps), ("DaemonSet", snapshot.plugin_daemonsets))
             for o in objs}
     try:
-        return manifest_mod.drift(manifest_mod.parse(manifest_mod.current().content), live=live)
+        if docs is None:
+            docs = manifest_mod.parse(manifest_mod.current().content)
+        return manifest_mod.drift(docs, live=live)
     except manifest_mod.ManifestError:
         return None
 

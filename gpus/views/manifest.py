@@ -11,9 +11,11 @@ from brickadmin.cluster import ClusterError, get_gateway
 from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
 
+from .. import clusterview
 from .. import manifest as manifest_mod
 from ..forms import ManifestForm
 from ..models import ManifestVersion
+from ..reading import read_cluster
 
 @require_GET
 @admin_required
@@ -36,9 +38,9 @@ def _manifest_context(request, version, cur, form):
         validation = manifest_mod.validate(docs)
     except manifest_mod.ManifestError as exc:
         error = str(exc)
-    if docs:
+    if docs:  # the page looks: the view's device-plugin objects, as the Health page's drift
         try:
-            drift = manifest_mod.drift(docs, get_gateway())
+            drift = clusterview.snapshot_drift(read_cluster().snapshot, docs) or []
         except ClusterError as exc:
             show_cluster_error(request, exc)
     return {"version": version, "current": cur, "versions": ManifestVersion.objects.all()[:50],

@@ -81,7 +81,7 @@ def _publish_scenario(name, watcher="watcher-1", seen=None):
 
 PAGES = [("dashboard", []), ("dashboard_models", []), ("availability", []), ("node_list", []),
          ("node_detail", ["gpu-a30-01"]), ("health", []), ("workspace_request", []), ("approval_queue", []),
-         ("job_list", []), ("job_queue", []), ("job_create", [])]
+         ("job_list", []), ("job_queue", []), ("job_create", []), ("manifest", [])]
 
 
 @pytest.mark.parametrize("name,args", PAGES)
@@ -133,3 +133,12 @@ def test_a_page_costs_the_same_queries_whatever_the_cluster_size(db, admin_clien
     _publish_scenario("demo")
     args = ["gpu-a30-01"] if name == "node_detail" else args
     assert _queries(admin_client, name, args) == small
+
+
+def test_the_manifest_page_reads_its_drift_from_the_view(db, admin_client, real_cluster_that_does_not_answer):
+    """The page looks: its drift is the view's device-plugin objects against the version shown
+    (the apply, an action, reads the cluster itself)."""
+    _publish_scenario("seed-example")
+    page = admin_client.get(reverse("manifest")).content.decode()
+    assert page.count('data-state="in-sync"') == 4
+    assert "The cluster cannot be reached." not in page
