@@ -261,6 +261,10 @@ class StoredSnapshot:
     def has_node(self, name: str) -> bool:
         return ViewNode.objects.filter(name=name).exists()
 
+    def node(self, name: str) -> dict | None:
+        """One node's projection (name, labels, taints, unschedulable), or None."""
+        return ViewNode.objects.filter(name=name).values_list("raw", flat=True).first()
+
 
 @dataclass
 class StoredView:
