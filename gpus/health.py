@@ -279,8 +279,8 @@ def replicas_not_reflected(inputs: HealthInputs) -> Iterable[Problem]:
 
 
 @check("cordoned", gettext_lazy("Cordoned node"),
-       explain=gettext_lazy("A cordoned node takes no new pods. If no procedure or maintenance is in progress, "
-                            "uncordon it."))
+       explain=gettext_lazy("A cordoned node takes no new pods: someone ran kubectl cordon, or a procedure "
+                            "cordoned it to drain it. If no procedure or maintenance is in progress, uncordon it."))
 def cordoned(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         if n.cordoned:
