@@ -192,6 +192,7 @@ def test_a_fix_deletes_a_failed_pod_after_telling_its_owner_on_the_lab(on_lab):
             # KWOK leaves this pod's status alone: it stays as the kubelet's refusal leaves it
             "metadata": {"name": name, "namespace": ns, "annotations": {"kwok.x-k8s.io/status": "custom"}},
             "spec": {"nodeName": node, "restartPolicy": "Never", "automountServiceAccountToken": False,
+                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                      "containers": [{"name": "main", "image": "busybox",
                                      "resources": {"limits": gpu, "requests": gpu}}]}})
         why = "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu.shared"
