@@ -45,6 +45,13 @@ def snapshot_drift(snapshot: Snapshot, docs: list[dict] | None = None):
         return None
 
 
+def health_inputs(snapshot: Snapshot, ledger, *, drift: bool = True) -> health_mod.HealthInputs:
+    """What the checks that read the cluster are given, gathered once (the effects are here,
+    the checks stay pure): the snapshot, its ledger, and the managed manifest's drift against
+    the snapshot's device-plugin objects. The watcher's publish and a live view both use it."""
+    return health_mod.HealthInputs(ledger=ledger, snapshot=snapshot, drift=snapshot_drift(snapshot) if drift else None)
+
+
 def _digest(data) -> str:
     return hashlib.sha1(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -63,8 +70,7 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
     the stored one is not written."""
     with without_gc_pauses():
         led = ledger_mod.compute(snapshot)
-        drift = snapshot_drift(snapshot)
-        inputs = health_mod.HealthInputs(ledger=led, snapshot=snapshot, drift=drift)
+        inputs = health_inputs(snapshot, led)
         problems = {}
         for code, _name in settings.LANGUAGES:  # findings are words: one text per site language
             with translation.override(code):

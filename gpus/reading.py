@@ -120,10 +120,9 @@ def read_jobs(keys) -> dict[tuple[str, str], dict]:
 
 
 def health_inputs(view: ClusterView, *, drift: bool = True) -> health_mod.HealthInputs:
-    """What the health checks read, gathered once before the pure checks run: the view, and
-    the managed manifest's drift against the snapshot's device-plugin objects (no API call)."""
-    items = clusterview.snapshot_drift(view.snapshot) if drift else None
-    return health_mod.HealthInputs(ledger=view.ledger, snapshot=view.snapshot, drift=items)
+    """What the health checks read, gathered as the watcher's publish gathers them
+    (clusterview.health_inputs: no API call)."""
+    return clusterview.health_inputs(view.snapshot, view.ledger, drift=drift)
 
 
 def read_problems(view) -> list[health_mod.Problem]:

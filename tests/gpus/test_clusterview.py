@@ -81,7 +81,10 @@ def _publish_scenario(name, watcher="watcher-1", seen=None):
 
 PAGES = [("dashboard", []), ("dashboard_models", []), ("availability", []), ("node_list", []),
          ("node_detail", ["gpu-a30-01"]), ("health", []), ("workspace_request", []), ("approval_queue", []),
-         ("job_list", []), ("job_queue", []), ("job_create", []), ("manifest", [])]
+         ("job_list", []), ("job_queue", []), ("job_create", [])]
+
+
+PAGES += [("manifest", [])]  # its drift is the view's device-plugin objects against the version shown
 
 
 @pytest.mark.parametrize("name,args", PAGES)
@@ -142,3 +145,17 @@ def test_the_manifest_page_reads_its_drift_from_the_view(db, admin_client, real_
     page = admin_client.get(reverse("manifest")).content.decode()
     assert page.count('data-state="in-sync"') == 4
     assert "The cluster cannot be reached." not in page
+
+
+def test_the_watcher_and_a_live_view_gather_the_health_inputs_in_one_place(load_scenario, monkeypatch):
+    """A check's new input is gathered once (clusterview.health_inputs), for the stored view's
+    findings and for a live view's alike."""
+    from gpus import reading
+
+    gathered = []
+    real = clusterview.health_inputs
+    monkeypatch.setattr(clusterview, "health_inputs", lambda *a, **kw: gathered.append(a) or real(*a, **kw))
+    gw = load_scenario("seed-example")
+    clusterview.publish(take_snapshot(gw))
+    reading.read_problems(reading.live_view(gw))
+    assert len(gathered) == 2
