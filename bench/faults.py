@@ -150,6 +150,7 @@ from brickadmin.cluster.snapshot import take_snapshot  # noqa: E402
 from brickadmin.cluster.twin import TwinGateway  # noqa: E402
 from gpus import ledger as ledger_mod  # noqa: E402
 from gpus import reading  # noqa: E402
+from gpus.choices import GpuMode  # noqa: E402
 from gpus.models import ProcedureRun, StepRun  # noqa: E402
 from gpus.procedures import engine, service  # noqa: E402
 from gpus.procedures.recording import RUN_EVENT  # noqa: E402
@@ -303,11 +304,14 @@ class TwinTarget:
 
 
 def target_state(gw, code, node, params) -> str:
-    if code == "C":
+    """What the definition says the run ends with: the replicas it was given, or the mode of
+    the sharing label it sets (``target``) on an uncordoned node."""
+    proc = get_procedure(code)
+    if "replicas" in params:
         have = ledger_mod.brick_replicas(gw.list_configmaps(namespace=PLUGIN_NAMESPACE))
         return "" if have == int(params["replicas"]) else f"ConfigMap replicas {have}, wanted {params['replicas']}"
     n = next((x for x in ledger_mod.compute(take_snapshot(gw)).nodes if x.name == node), None)
-    want = "timeslicing" if code == "A" else "exclusive"
+    want = GpuMode.TIMESLICING if proc.target == "timeslicing" else GpuMode.EXCLUSIVE
     problems = []
     if n is None or n.mode != want:
         problems.append(f"mode {getattr(n, 'mode', None)}, wanted {want}")

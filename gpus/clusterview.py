@@ -30,18 +30,27 @@ from .models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, 
 HEARTBEAT_SECONDS = 10
 
 
-def snapshot_drift(snapshot: Snapshot):
-    """The managed manifest's drift against the snapshot's device-plugin objects (no API
-    call); None when the current manifest cannot be read."""
+def snapshot_drift(snapshot: Snapshot, docs: list[dict] | None = None):
+    """The drift of ``docs`` (by default the current managed manifest) against the
+    snapshot's device-plugin objects (no API call); None when the current manifest cannot be read."""
     from . import manifest as manifest_mod
 
     live = {(kind, o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
             for kind, objs in (("ConfigMap", snapshot.plugin_configmaps), ("DaemonSet", snapshot.plugin_daemonsets))
             for o in objs}
     try:
-        return manifest_mod.drift(manifest_mod.parse(manifest_mod.current().content), live=live)
+        if docs is None:
+            docs = manifest_mod.parse(manifest_mod.current().content)
+        return manifest_mod.drift(docs, live=live)
     except manifest_mod.ManifestError:
         return None
+
+
+def health_inputs(snapshot: Snapshot, ledger, *, drift: bool = True) -> health_mod.HealthInputs:
+    """What the checks that read the cluster are given, gathered once (the effects are here,
+    the checks stay pure): the snapshot, its ledger, and the managed manifest's drift against
+    the snapshot's device-plugin objects. The watcher's publish and a live view both use it."""
+    return health_mod.HealthInputs(ledger=ledger, snapshot=snapshot, drift=snapshot_drift(snapshot) if drift else None)
 
 
 def _digest(data) -> str:
@@ -62,8 +71,7 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
     the stored one is not written."""
     with without_gc_pauses():
         led = ledger_mod.compute(snapshot)
-        drift = snapshot_drift(snapshot)
-        inputs = health_mod.HealthInputs(ledger=led, snapshot=snapshot, drift=drift)
+        inputs = health_inputs(snapshot, led)
         problems = {}
         for code, _name in settings.LANGUAGES:  # findings are words: one text per site language
             with translation.override(code):
@@ -281,6 +289,10 @@ class StoredSnapshot:
 
     def has_node(self, name: str) -> bool:
         return ViewNode.objects.filter(name=name).exists()
+
+    def node(self, name: str) -> dict | None:
+        """One node's projection (name, labels, taints, unschedulable), or None."""
+        return ViewNode.objects.filter(name=name).values_list("raw", flat=True).first()
 
 
 @dataclass

@@ -8,7 +8,9 @@ To add a check: write one function ``def my_check(inputs: HealthInputs) -> Itera
 decorated with ``@check("my-kind", gettext_lazy("Short title"))``. Nothing else: the card
 groups by kind with that title, the Health page lists it, and a problem whose subject is a
 node shows on that node's row. If its input is not in the snapshot or the ledger, add it
-to ``HealthInputs`` and gather it in ``gpus.reading.health_inputs`` (effects live there, not here).
+to ``HealthInputs`` and gather it in ``gpus.clusterview.health_inputs`` (the one place both the
+watcher's publish and a live view gather from; effects live there, not here), or, for a check
+of the product's records (``reads="records"``), in ``gpus.clusterview.record_problems``.
 """
 from __future__ import annotations
 
@@ -281,8 +283,8 @@ def replicas_not_reflected(inputs: HealthInputs) -> Iterable[Problem]:
 
 
 @check("cordoned", gettext_lazy("Cordoned node"),
-       explain=gettext_lazy("A cordoned node takes no new pods. If no procedure or maintenance is in progress, "
-                            "uncordon it."))
+       explain=gettext_lazy("A cordoned node takes no new pods: someone ran kubectl cordon, or a procedure "
+                            "cordoned it to drain it. If no procedure or maintenance is in progress, uncordon it."))
 def cordoned(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         if n.cordoned:

@@ -120,15 +120,14 @@ def read_jobs(keys) -> dict[tuple[str, str], dict]:
 
 
 def health_inputs(view: ClusterView, *, drift: bool = True) -> health_mod.HealthInputs:
-    """What the health checks read, gathered once before the pure checks run: the view, and
-    the managed manifest's drift against the snapshot's device-plugin objects (no API call)."""
+    """What the health checks read, gathered as the watcher's publish gathers them
+    (clusterview.health_inputs: no API call), with this view's Workspace lines for the
+    Workspace checks, which compare the records with the view's namespaces and quotas."""
     from . import occupancy
 
-    items = clusterview.snapshot_drift(view.snapshot) if drift else None
-    # the Workspace checks compare the records with this view's namespaces and quotas
-    lines = list(occupancy.compute(view.snapshot, view.ledger).values())
-    return health_mod.HealthInputs(ledger=view.ledger, snapshot=view.snapshot, drift=items,
-                                   workspaces=clusterview.workspace_inputs(lines))
+    inputs = clusterview.health_inputs(view.snapshot, view.ledger, drift=drift)
+    inputs.workspaces = clusterview.workspace_inputs(list(occupancy.compute(view.snapshot, view.ledger).values()))
+    return inputs
 
 
 def read_problems(view) -> list[health_mod.Problem]:

@@ -175,10 +175,13 @@ def restorer():
     return next((p for p in all_procedures() if p.restores), None)
 
 
-def restore_params(run: ProcedureRun, gateway) -> dict | None:
+def restore_params(run: ProcedureRun, gateway=None, *, seen: dict | None = None) -> dict | None:
     """The parameters of a "Restore the node" run for this run, or None when it is not
     offered: only for a stopped (failed, cancelled, interrupted) run of a restorable node
-    procedure, the latest on its node, whose node is left cordoned or relabelled."""
+    procedure, the latest on its node, whose node is left cordoned or relabelled.
+
+    The node is read live through ``gateway`` (a run decides on it), or taken from ``seen``
+    (the node as the cluster view shows it: the run's page, which only offers)."""
     proc = find(run.procedure)
     if proc is None or not proc.restorable or restorer() is None or not run.node \
             or run.status not in RESUMABLE_STATUSES:
@@ -188,7 +191,7 @@ def restore_params(run: ProcedureRun, gateway) -> dict | None:
     if later.exists():
         return None
     before = remembered(run, NODE_BEFORE)
-    now = node_state(gateway.get_node(run.node))
+    now = node_state(seen if seen is not None else gateway.get_node(run.node))
     if before is None:  # stopped before it recorded the node: only undo its own cordon
         labels = {}
         cordoned_by_run = StepRun.objects.filter(run_id=run.pk, intent__request__call="cordon").exists()

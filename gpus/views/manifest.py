@@ -13,9 +13,11 @@ from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
 
+from .. import clusterview
 from .. import manifest as manifest_mod
 from ..forms import ManifestForm
 from ..models import ManifestVersion
+from ..reading import read_cluster
 
 VERSION_TABLE = Table(
     Column("version", gettext_lazy("Version"), numeric=True),
@@ -51,9 +53,9 @@ def _manifest_context(request, version, cur, form, versions=None):
         validation = manifest_mod.validate(docs)
     except manifest_mod.ManifestError as exc:
         error = str(exc)
-    if docs:
+    if docs:  # the page looks: the view's device-plugin objects, as the Health page's drift
         try:
-            drift = manifest_mod.drift(docs, get_gateway())
+            drift = clusterview.snapshot_drift(read_cluster().snapshot, docs) or []
         except ClusterError as exc:
             show_cluster_error(request, exc)
     versions = versions or VERSION_TABLE.bind(request, ManifestVersion.objects.all())

@@ -21,6 +21,7 @@ from ..forms import RunFilterForm
 from ..models import ProcedureRun, StepRun
 from ..procedures import engine, registry, service
 from ..procedures.service import refusal_message
+from ..reading import read_cluster
 
 RUN_TABLE = Table(
     Column("id", "#", "pk", numeric=True),
@@ -71,13 +72,15 @@ def _progress_context(run):
 
 
 def _restore_offer(run):
-    """The parameters "Restore the node" would run with, when offered (read live: it decides a write)."""
-    if not run.is_resumable:
+    """The parameters "Restore the node" would run with, when offered: the node as the view
+    shows it (the page only offers; starting the restore reads the node live)."""
+    if not run.is_resumable or not run.node:
         return None
     try:
-        return service.restore_params(run, get_gateway())
+        seen = read_cluster().snapshot.node(run.node)
     except ClusterError:
         return None
+    return service.restore_params(run, seen=seen) if seen is not None else None
 
 
 @require_GET

@@ -84,6 +84,9 @@ PAGES = [("dashboard", []), ("dashboard_models", []), ("availability", []), ("no
          ("job_list", []), ("job_queue", []), ("job_create", []), ("cluster_workspaces", [])]
 
 
+PAGES += [("manifest", [])]  # its drift is the view's device-plugin objects against the version shown
+
+
 @pytest.mark.parametrize("name,args", PAGES)
 def test_pages_read_the_view_without_calling_the_api_server(db, admin_client, real_cluster_that_does_not_answer,
                                                             name, args):
@@ -133,3 +136,26 @@ def test_a_page_costs_the_same_queries_whatever_the_cluster_size(db, admin_clien
     _publish_scenario("demo")
     args = ["gpu-a30-01"] if name == "node_detail" else args
     assert _queries(admin_client, name, args) == small
+
+
+def test_the_manifest_page_reads_its_drift_from_the_view(db, admin_client, real_cluster_that_does_not_answer):
+    """The page looks: its drift is the view's device-plugin objects against the version shown
+    (the apply, an action, reads the cluster itself)."""
+    _publish_scenario("seed-example")
+    page = admin_client.get(reverse("manifest")).content.decode()
+    assert page.count('data-state="in-sync"') == 4
+    assert "The cluster cannot be reached." not in page
+
+
+def test_the_watcher_and_a_live_view_gather_the_health_inputs_in_one_place(load_scenario, monkeypatch):
+    """A check's new input is gathered once (clusterview.health_inputs), for the stored view's
+    findings and for a live view's alike."""
+    from gpus import reading
+
+    gathered = []
+    real = clusterview.health_inputs
+    monkeypatch.setattr(clusterview, "health_inputs", lambda *a, **kw: gathered.append(a) or real(*a, **kw))
+    gw = load_scenario("seed-example")
+    clusterview.publish(take_snapshot(gw))
+    reading.read_problems(reading.live_view(gw))
+    assert len(gathered) == 2

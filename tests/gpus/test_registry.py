@@ -114,9 +114,12 @@ LETTER_CHECK = re.compile(r"""(==|!=)\s*["'][A-Z]["']|["'][A-Z]["']\s*(==|!=)|\b
 
 
 def test_no_module_outside_the_procedures_compares_a_procedure_letter():
-    places = [p for d in ("brickadmin", "gpus", "workspaces", "templates") for p in (REPO / d).rglob("*")
+    """The benchmarks too: they name the procedures they run (a loop over codes is not a
+    check), and ask the definitions what a run ends with."""
+    places = [p for d in ("brickadmin", "gpus", "workspaces", "templates", "bench") for p in (REPO / d).rglob("*")
               if p.suffix in (".py", ".html") and "procedures" not in p.relative_to(REPO).parts[:2]
               and "migrations" not in p.parts]
     found = [f"{p.relative_to(REPO)}:{i}: {line.strip()}" for p in places
-             for i, line in enumerate(p.read_text().splitlines(), 1) if LETTER_CHECK.search(line)]
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if LETTER_CHECK.search(line) and not line.lstrip().startswith("for ")]
     assert not found, "\n".join(found)

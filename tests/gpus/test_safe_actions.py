@@ -164,6 +164,23 @@ def test_restore_puts_labels_back_and_uncordons_as_an_audited_run(stopped_after_
     assert "Nothing to restore" in r.content.decode() and ProcedureRun.objects.count() == 2
 
 
+def test_the_run_page_offers_restore_from_the_view_without_an_api_call(stopped_after_label, twin, admin_client,
+                                                                       request):
+    """The run's page only offers: it reads the node from the cluster view, so the offer is
+    there on a real cluster whose API server does not answer (starting the restore reads live)."""
+    from django.utils import timezone
+
+    from brickadmin.cluster.snapshot import take_snapshot
+    from gpus import clusterview
+    from gpus.models import ViewState
+
+    clusterview.publish(take_snapshot(twin), watcher="watcher-1")
+    ViewState.objects.filter(pk=1).update(watcher_seen_at=timezone.now())
+    request.getfixturevalue("unreachable")
+    page = admin_client.get(reverse("run_detail", args=[stopped_after_label.pk])).content.decode()
+    assert "Restore the node" in page and "The cluster cannot be reached." not in page
+
+
 def test_restore_keeps_a_node_cordoned_that_was_cordoned_before(twin, monkeypatch, admin_client):
     twin.cordon(NODE)
     monkeypatch.setattr(steps.PluginPodRunning, "verify", lambda self, ctx: Check(False, "no pod", "fix it"))

@@ -31,3 +31,16 @@ def test_an_unknown_colour_is_refused():
     with pytest.raises(ValueError):
         class Bad(TaggedChoices):
             X = "x", "purple", "X"
+
+
+def test_the_run_list_marks_rows_by_the_states_colour():
+    """The list's warning rows are the states whose badge is "bad" (no second map in the template)."""
+    import re
+
+    from django.template.loader import render_to_string
+
+    runs = [ProcedureRun(pk=i, procedure="C", node="", status=s, actor_name="root")
+            for i, s in enumerate(RunStatus.values, 1)]
+    html = render_to_string("gpus/runs/_rows.html", {"runs": runs})
+    warned = re.findall(r'<tr class="row-warn">\s*<td><a href="[^"]*">#(\d+)</a>', html)
+    assert [RunStatus.values[int(n) - 1] for n in warned] == ["failed", "interrupted"]

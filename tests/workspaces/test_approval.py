@@ -362,6 +362,11 @@ def test_gpu_operator_time_sliced_gpus_are_not_offered_as_whole(load_scenario, a
     avail = text(admin_client.get("/availability/").content)
     assert "nvidia.com/gpu Exclusive or shared, by node Time-sliced (shared, no memory isolation) on: qcs05 " \
            "(replicas 5: 5)" in avail
+    admin_client.force_login(alice)  # the request form, as its user sees it: the same words
+    form = text(admin_client.get("/workspaces/new/").content)
+    assert "nvidia.com/gpu Exclusive or shared, by node Time-sliced (shared, no memory isolation) on: qcs05 " \
+           "(replicas 5: 5)" in form
+    assert not re.search(r"nvidia\.com/gpu Exclusive(?! or shared)", form)  # not offered as whole GPUs
 
 
 def test_only_time_sliced_plain_gpus_are_shared_with_their_replicas(load_scenario):
