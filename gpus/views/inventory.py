@@ -1,9 +1,9 @@
 """The inventory pages: Dashboard, per-model detail, Availability, Nodes, node detail, help, evidence."""
+from django.conf import settings
 from django.http import Http404
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
-
 from django.utils.translation import gettext_lazy as _
+from django.views.decorators.http import require_GET
 
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
