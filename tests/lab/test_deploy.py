@@ -303,8 +303,11 @@ def test_helm_template_is_accepted_by_the_lab_api_server_with_a_server_side_dry_
     rendered = subprocess.run([helm(), "template", "brickadmin", str(CHART), "--namespace", NAMESPACE,
                                "--set", "oidc.issuer=https://login.example.internal"],
                               capture_output=True, text=True, check=True).stdout
+    # --force-conflicts: the least-privilege tests may already hold these cluster-wide objects
+    # (their admission policies) under their own field manager; a dry run persists nothing anyway
     r = subprocess.run([lab.kubectl, "--kubeconfig", lab.kubeconfig, "apply", "--server-side", "--dry-run=server",
-                        "--field-manager=helm-dry-run", "-f", "-"], input=rendered, capture_output=True, text=True)
+                        "--force-conflicts", "--field-manager=helm-dry-run", "-f", "-"],
+                       input=rendered, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     applied = [line for line in r.stdout.splitlines() if line.strip()]
     want = [d for d in yaml.safe_load_all(rendered) if d]
