@@ -121,9 +121,9 @@ class ContentSecurityPolicyMiddleware:
 
     def __init__(self, get_response):
         self.get_response = get_response
-        self.policy = content_security_policy()
 
     def __call__(self, request):
         response = self.get_response(request)
-        response.headers.setdefault("Content-Security-Policy", self.policy)
+        # built per response (microseconds): it follows the single sign-on settings as they are
+        response.headers.setdefault("Content-Security-Policy", content_security_policy())
         return response
