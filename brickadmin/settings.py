@@ -51,6 +51,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "brickadmin.probes.ProbeMiddleware",  # /healthz, /readyz: before https and host checks (kubelet probes)
     "django.middleware.security.SecurityMiddleware",
+    "brickadmin.middleware.ContentSecurityPolicyMiddleware",  # no inline script or style (htmx included)
     "whitenoise.middleware.WhiteNoiseMiddleware",  # static files under gunicorn
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -173,7 +174,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+# The image bakes the collected files in (BRICK_STATIC_ROOT=/app/staticfiles): a read-only root
+# filesystem, and no pod has to collect them.
+STATIC_ROOT = Path(os.environ.get("BRICK_STATIC_ROOT", VAR_DIR / "staticfiles"))
 STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns when it is missing
 if not DEBUG:
     # Hashed, compressed files from `collectstatic`, served by WhiteNoise.
