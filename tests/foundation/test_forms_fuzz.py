@@ -77,6 +77,8 @@ FORMS = {
     "job_cancel": ("alice", lambda o: (reverse("job_cancel", args=[o["job"].pk]), fields("next"))),
     "manifest_save": ("admin", lambda o: (reverse("manifest_save"), fields("content", "note"))),
     "manifest_apply": ("admin", lambda o: (reverse("manifest_apply"), fields("next"))),
+    "profile": ("alice", lambda o: (reverse("profile"), fields("time_zone"))),
+    "workspace_adopt": ("admin", lambda o: (reverse("workspace_adopt", args=["team-a"]), fields("owner", "note"))),
 }
 # Pages that only read (GET); their query strings are fuzzed too.
 GET_FORMS = {
@@ -89,6 +91,8 @@ GET_FORMS = {
     "workspace_audit": lambda o: (reverse("workspace_audit"), fields("page")),
     "job_create_get": lambda o: (reverse("job_create"), fields("workspace", "node")),
     "wizard_pick": lambda o: (reverse("wizard_pick", args=[o["code"]]), fields("node")),
+    "cluster_workspaces": lambda o: (reverse("cluster_workspaces"), fields("q", "sort", "page", "format")),
+    "cluster_workspace": lambda o: (reverse("cluster_workspace", args=["team-a"]), fields("range")),
     "utilisation_chart": lambda o: (reverse("utilisation_chart", args=["workspace"]), fields("of", "range")),
 }
 GET_ONLY = {"dashboard", "dashboard_models", "node_list", "node_detail", "availability", "help", "evidence",
