@@ -38,9 +38,13 @@ def test_the_run_list_marks_rows_by_the_states_colour():
     import re
 
     from django.template.loader import render_to_string
+    from django.test import RequestFactory
+
+    from gpus.views.runs import RUN_TABLE
 
     runs = [ProcedureRun(pk=i, procedure="C", node="", status=s, actor_name="root")
             for i, s in enumerate(RunStatus.values, 1)]
-    html = render_to_string("gpus/runs/_rows.html", {"runs": runs})
-    warned = re.findall(r'<tr class="row-warn">\s*<td><a href="[^"]*">#(\d+)</a>', html)
+    html = render_to_string("gpus/runs/_rows.html", {"runs": runs, "table": RUN_TABLE.unsorted()},
+                            request=RequestFactory().get("/procedures/"))
+    warned = re.findall(r'<tr class="row-warn">\s*<td[^>]*><a href="[^"]*">#(\d+)</a>', html)
     assert [RunStatus.values[int(n) - 1] for n in warned] == ["failed", "interrupted"]
