@@ -20,7 +20,9 @@ def alive(pid: int) -> bool:
 def test_bin_test_stops_what_the_tests_left_running(tmp_path):
     pidfile = tmp_path / "leftover.pid"
     # its own PostgreSQL and Redis, not this run's, and not marked as this run's processes
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "BRICK_TEST_RUN")}
+    # (nor the browser tests' DJANGO_ALLOW_ASYNC_UNSAFE, which the inner check --deploy refuses)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DATABASE_URL", "REDIS_URL", "BRICK_TEST_RUN", "DJANGO_ALLOW_ASYNC_UNSAFE")}
     env["BRICK_LEFTOVER_PIDFILE"] = str(pidfile)
     done = subprocess.run([str(ROOT / "bin/test"), "tests/foundation/leftover_probe.py", "-q"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
