@@ -11,15 +11,11 @@ page, both with the DCGM feed fresh (the steady state) and when it is due (the p
 refreshes it). Run: .venv/bin/python bench/workspaces.py (its own SQLite file under /tmp
 unless DATABASE_URL is set; needs /usr/bin/prometheus).
 """
-import http.server
 import os
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -46,15 +42,10 @@ from brickadmin.cluster import scenarios as s  # noqa: E402
 from brickadmin.cluster import vocabulary as vocab  # noqa: E402
 from brickadmin.cluster.models import TwinHardware, TwinObject, TwinState  # noqa: E402
 from gpus import reading  # noqa: E402
+from tests import prometheus_scrape  # noqa: E402
 
 NODES, GPUS_PER_NODE, MODEL = 250, 8, "NVIDIA A100 80GB PCIe"
 EXPORTER = {"body": b""}
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def generate(n_ws: int) -> None:
@@ -115,27 +106,8 @@ def start_prometheus():
     if not Path(binary).exists():
         sys.exit("needs Prometheus (Debian package prometheus)")
 
-    class Exporter(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.end_headers()
-            self.wfile.write(EXPORTER["body"])
-
-        def log_message(self, *args):
-            pass
-
-    exporter = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Exporter)
-    threading.Thread(target=exporter.serve_forever, daemon=True).start()
-    tmp = Path(tempfile.mkdtemp(prefix="brick-bench-prom-"))
-    port = free_port()
-    (tmp / "prometheus.yml").write_text(
-        "global: {scrape_interval: 1s}\nscrape_configs:\n- job_name: dcgm\n  honor_labels: true\n"
-        f"  static_configs: [{{targets: ['127.0.0.1:{exporter.server_address[1]}']}}]\n")
-    proc = subprocess.Popen([binary, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return proc, f"http://127.0.0.1:{port}"
+    exporter = prometheus_scrape.serve_metrics(lambda: EXPORTER["body"])
+    return prometheus_scrape.start_prometheus(binary, Path(tempfile.mkdtemp(prefix="brick-bench-prom-")), exporter)
 
 
 def wait_for_series(url: str, pods: int) -> None:

@@ -1,10 +1,6 @@
 """brickadmin.metrics against a real Prometheus (Debian's) scraping a DCGM-format
 exporter: the exporter is the only stand-in, since there are no GPUs here."""
-import http.server
 import shutil
-import socket
-import subprocess
-import threading
 import time
 
 import pytest
@@ -14,6 +10,7 @@ from brickadmin import metrics
 from brickadmin.cluster.snapshot import take_snapshot
 from gpus import ledger
 from tests.conftest import require_service
+from tests.prometheus_scrape import free_port, serve_metrics, start_prometheus
 
 # Two nodes: the old dcgm-exporter label (Hostname) and the new one (hostname).
 DCGM = """# TYPE DCGM_FI_DEV_GPU_UTIL gauge
@@ -24,39 +21,13 @@ DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-mmm",device="nvidia0",modelName="RTX",Hos
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory):
     binary = shutil.which("prometheus") or "/usr/bin/prometheus"
     require_service(shutil.which(binary) is not None, "Prometheus (Debian package prometheus)")
 
-    class Exporter(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = DCGM.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    exporter = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Exporter)
-    threading.Thread(target=exporter.serve_forever, daemon=True).start()
-    tmp = tmp_path_factory.mktemp("prom")
-    port = free_port()
-    (tmp / "prometheus.yml").write_text(
-        "global: {scrape_interval: 1s}\nscrape_configs:\n- job_name: dcgm\n  honor_labels: true\n"
-        f"  static_configs: [{{targets: ['127.0.0.1:{exporter.server_address[1]}']}}]\n")
-    proc = subprocess.Popen([binary, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+    exporter = serve_metrics(lambda: DCGM)
+    proc, url = start_prometheus(binary, tmp_path_factory.mktemp("prom"), exporter)
     deadline = time.monotonic() + 60
     from prometheus_api_client import PrometheusConnect
 

@@ -2,11 +2,8 @@
 simulated DCGM exporter (lab/gpusim.py, whose utilisation moves per pod over time) serving
 the twin's GPUs and pods; the watcher's feed brings each pod's utilisation and memory into
 the view, and the Workspaces page shows them without asking Prometheus itself."""
-import http.server
 import re
 import shutil
-import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -16,7 +13,8 @@ from django.urls import reverse
 from brickadmin import metrics
 from gpus.models import ViewWorkspace
 from tests.conftest import require_service
-from tests.gpus.test_utilisation import free_port, load_gpusim
+from tests.prometheus_scrape import serve_metrics, start_prometheus
+from tests.gpus.test_utilisation import load_gpusim
 from workspaces import services
 
 from .conftest import text
@@ -41,28 +39,10 @@ def prometheus_of(tmp_path):
     started = []
 
     def start(sim):
-        class Exporter(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                body = sim.metrics().encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        exporter = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Exporter)
-        threading.Thread(target=exporter.serve_forever, daemon=True).start()
-        port = free_port()
-        (tmp_path / "prometheus.yml").write_text(
-            "global: {scrape_interval: 1s}\nscrape_configs:\n- job_name: dcgm\n  honor_labels: true\n"
-            f"  static_configs: [{{targets: ['127.0.0.1:{exporter.server_address[1]}']}}]\n")
-        proc = subprocess.Popen([binary, f"--config.file={tmp_path / 'prometheus.yml'}",
-                                 f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        exporter = serve_metrics(sim.metrics)
+        proc, url = start_prometheus(binary, tmp_path, exporter)
         started.append((proc, exporter))
-        return f"http://127.0.0.1:{port}"
+        return url
 
     yield start
     for proc, exporter in started:
