@@ -10,8 +10,11 @@ number of queries, whatever the cluster's size, and no API call.
 """
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import json
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -40,10 +43,18 @@ def snapshot_drift(snapshot: Snapshot, docs: list[dict] | None = None):
             for o in objs}
     try:
         if docs is None:
-            docs = manifest_mod.parse(manifest_mod.current().content)
+            docs = copy.deepcopy(_parsed_manifest(manifest_mod.current().content))
         return manifest_mod.drift(docs, live=live)
     except manifest_mod.ManifestError:
         return None
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed_manifest(content: str) -> list[dict]:
+    """The managed manifest parsed once per text (YAML parsing is most of a drift check)."""
+    from . import manifest as manifest_mod
+
+    return manifest_mod.parse(content)
 
 
 def health_inputs(snapshot: Snapshot, ledger, *, drift: bool = True) -> health_mod.HealthInputs:
@@ -64,13 +75,42 @@ def _slim_node(node: dict) -> dict:
             "spec": {k: spec[k] for k in ("unschedulable", "taints") if k in spec}}
 
 
+class _Reuse:
+    """What this process's publications keep from one generation to the next, so that a
+    change on one node costs that node's recomputation, not the cluster's: the ledger's and
+    the GPU maps' per-node memos and each node row's parts. Only pure results of the
+    snapshot are kept (never what the database holds), so another writer cannot make
+    them wrong."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.ledger: dict = {}
+        self.occupancy: dict = {}
+        self.rows: dict = {}  # node name -> ((raw node, NodeLedger or None), data without "problems", digest of it)
+
+
+_reuse = _Reuse()
+
+
+def _node_row(raw: dict, n, problems: int, last) -> tuple:
+    """(row parts, data, digest) of one node; the parts of ``last`` when the node and its
+    line are the same objects as then."""
+    if last is not None and last[0][0] is raw and last[0][1] is n:
+        parts = last
+    else:
+        data = {"ledger": ledger_mod.node_to_dict(n) if n else None, "raw": _slim_node(raw)}
+        parts = ((raw, n), data, _digest(data))
+    data = {**parts[1], "problems": problems}
+    return parts, data, hashlib.sha1(f"{parts[2]}/{problems}".encode()).hexdigest()
+
+
 def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
     """Materialise ``snapshot`` as the view's next generation; returns the generation.
 
     ``position`` orders writers that may race (the twin's event id): a snapshot older than
     the stored one is not written."""
-    with without_gc_pauses():
-        led = ledger_mod.compute(snapshot)
+    with without_gc_pauses(), _reuse.lock:
+        led = ledger_mod.compute(snapshot, memo=_reuse.ledger)
         inputs = health_inputs(snapshot, led)
         problems = {}
         for code, _name in settings.LANGUAGES:  # findings are words: one text per site language
@@ -81,14 +121,14 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
             if p.node:
                 per_node[p.node] = per_node.get(p.node, 0) + 1
         gpu = {n.name: n for n in led.nodes}
-        rows = {}
+        rows, parts = {}, {}
         for raw in snapshot.nodes:
             name = raw["metadata"]["name"]
             n = gpu.get(name)
-            data = {"ledger": ledger_mod.node_to_dict(n) if n else None, "raw": _slim_node(raw),
-                    "problems": per_node.get(name, 0)}
-            rows[name] = (n, data, _digest(data))
-        occupancy = occupancy_mod.compute(snapshot, led)
+            parts[name], data, digest = _node_row(raw, n, per_node.get(name, 0), _reuse.rows.get(name))
+            rows[name] = (n, data, digest)
+        _reuse.rows = parts
+        occupancy = occupancy_mod.compute(snapshot, led, memo=_reuse.occupancy)
     jobs = {(j["metadata"].get("namespace", ""), j["metadata"]["name"]): j.get("status") or {} for j in snapshot.jobs}
     jobs_digest = _digest(sorted((f"{ns}/{name}", st) for (ns, name), st in jobs.items()))
     now = timezone.now()
@@ -108,8 +148,11 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
             ViewResourceRow(generation=gen, position=i, resource=r.resource, logical=r.logical,
                             allocated=r.allocated, requested=r.requested, shared_logical=r.shared_logical,
                             shared_on=r.shared_on) for i, r in enumerate(led.by_resource))
-        ViewProblem.objects.all().delete()
-        ViewProblem.objects.bulk_create(_problem_rows(problems, gen))
+        problems_digest = _digest([(p.severity, p.kind, p.subject, p.subject_type, p.wizard, p.fix, p.fix_params, m, r)
+                                   for code in sorted(problems) for p, m, r in problems[code]])
+        if (state.extra or {}).get("problems_digest") != problems_digest:
+            ViewProblem.objects.all().delete()
+            ViewProblem.objects.bulk_create(_problem_rows(problems, gen))
         _write_workspaces(occupancy, gen, now)
         if (state.extra or {}).get("jobs_digest") != jobs_digest:  # Jobs change seldom: rewrite only then
             ViewJob.objects.all().delete()
@@ -131,6 +174,8 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
                        "plugin_daemonsets": snapshot.plugin_daemonsets,
                        "operator_configmaps": snapshot.operator_configmaps,
                        "allocated_by_namespace": led.allocated_by_namespace, "jobs_digest": jobs_digest,
+                       "problems_digest": problems_digest,
+                       "attention": health_mod.summary_data([p for p, _m, _r in problems[settings.LANGUAGE_CODE]]),
                        "usage_measured": snapshot.usage is not None}
         state.save()
     return gen
@@ -158,21 +203,31 @@ def _write_nodes(rows: dict, gen: int) -> None:
 
 def _write_workspaces(occupancy: dict, gen: int, now) -> None:
     """One row per Workspace namespace, each keeping since when it has been idle (carried
-    over from the previous generation: idleness is a duration, not a state)."""
+    over from the previous generation: idleness is a duration, not a state). Only the rows
+    that changed are written."""
     from django.conf import settings as dj_settings
 
     threshold = float(getattr(dj_settings, "BRICK_IDLE_UTILISATION_PERCENT", 5))
-    before = dict(ViewWorkspace.objects.values_list("namespace", "idle_since"))
-    ViewWorkspace.objects.all().delete()
+    stored = {ns: (since, digest) for ns, since, digest in
+              ViewWorkspace.objects.values_list("namespace", "idle_since", "digest")}
+    gone = set(stored) - set(occupancy)
+    if gone:
+        ViewWorkspace.objects.filter(namespace__in=gone).delete()
     rows = []
     for name, occ in occupancy.items():
-        idle_since = (before.get(name) or now) if occ.idle(threshold) else None
-        rows.append(ViewWorkspace(
-            generation=gen, namespace=name, owner=occ.owner[:150], labelled=occ.labelled, resource=occ.resource[:253],
+        idle_since = ((stored.get(name) or (None,))[0] or now) if occ.idle(threshold) else None
+        fields = dict(
+            namespace=name, owner=occ.owner[:150], labelled=occ.labelled, resource=occ.resource[:253],
             gpu_type=occ.gpu_type[:64], quota=occ.quota, gpu_quotas=occ.gpu_quotas, quotas=occ.quotas,
             requested=occ.requested, physical=occ.physical, utilisation=occ.utilisation, memory_mib=occ.memory_mib,
-            created_at=occupancy_mod.created(occ), pods=occ.pods, idle_since=idle_since))
-    ViewWorkspace.objects.bulk_create(rows, batch_size=500)
+            created_at=occupancy_mod.created(occ), pods=occ.pods, idle_since=idle_since)
+        digest = _digest(fields)
+        if name in stored and stored[name][1] == digest:
+            continue
+        rows.append(ViewWorkspace(generation=gen, digest=digest, **fields))
+    if rows:
+        ViewWorkspace.objects.filter(namespace__in=[r.namespace for r in rows if r.namespace in stored]).delete()
+        ViewWorkspace.objects.bulk_create(rows, batch_size=500)
 
 
 def _problem_rows(problems: dict, gen: int):
@@ -301,6 +356,7 @@ class StoredView:
     ledger: StoredLedger
     freshness: Freshness
     generation: int = 0
+    attention_stored: list | None = None  # health.summary_data of the findings from the cluster
     _problems: list | None = field(default=None, repr=False)
 
     def problems(self) -> list[health_mod.Problem]:
@@ -311,6 +367,13 @@ class StoredView:
             stored = [_problem(row, lang) for row in ViewProblem.objects.all()]
             self._problems = health_mod.ordered(stored + record_problems())
         return self._problems
+
+    def attention(self) -> list[health_mod.Group]:
+        """The Dashboard card: the findings grouped by kind, from the summary stored with the
+        view and the findings of the product's records, read now (not every stored finding)."""
+        if self.attention_stored is None:  # a view published before the summary was stored
+            return health_mod.summary(self.problems())
+        return health_mod.summary(record_problems(), stored=self.attention_stored)
 
     def problems_of(self, names) -> dict[str, list[health_mod.Problem]]:
         """Findings per node, for these nodes only (a page of the Nodes list)."""
@@ -348,7 +411,7 @@ def stored_view(*, live: bool = False) -> StoredView:
     fresh = Freshness(as_of=state.as_of, published_at=state.published_at, watcher=state.watcher,
                       watcher_seen_at=state.watcher_seen_at, source=state.source, live=live)
     return StoredView(snapshot=StoredSnapshot(state), ledger=StoredLedger(state, by_type, by_resource),
-                      freshness=fresh, generation=state.generation)
+                      freshness=fresh, generation=state.generation, attention_stored=state.extra.get("attention"))
 
 
 def has_view() -> bool:

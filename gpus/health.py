@@ -162,15 +162,25 @@ class Group:
     title: str
     severity: str
     problems: list[Problem]
+    total: int | None = None  # set when ``problems`` holds only the first few
 
     @property
     def count(self) -> int:
-        return len(self.problems)
+        return len(self.problems) if self.total is None else self.total
 
 
-def summary(found: list[Problem]) -> list[Group]:
-    """Problems grouped by kind, worst first (the Dashboard card)."""
+FIRST_SHOWN = 5  # subjects the Dashboard card names per kind
+
+
+def summary(found: list[Problem], stored: list[dict] = ()) -> list[Group]:
+    """Problems grouped by kind, worst first (the Dashboard card). ``stored``: groups kept
+    as data (``summary_data``), which name only their first subjects."""
     groups: dict[str, Group] = {}
+    for d in stored:
+        entry = REGISTRY.get(d["kind"])
+        groups[d["kind"]] = Group(d["kind"], str(entry.title) if entry else d["kind"], d["severity"],
+                                  [Problem(d["severity"], d["kind"], subject, "", "", subject_type=subject_type)
+                                   for subject, subject_type in d["first"]], total=d["count"])
     for p in found:
         g = groups.get(p.kind)
         if g is None:
@@ -178,7 +188,16 @@ def summary(found: list[Problem]) -> list[Group]:
         elif SEVERITY_ORDER.get(p.severity, 9) < SEVERITY_ORDER.get(g.severity, 9):
             g.severity = p.severity
         g.problems.append(p)
+        if g.total is not None:
+            g.total += 1
     return sorted(groups.values(), key=lambda g: (SEVERITY_ORDER.get(g.severity, 9), g.kind))
+
+
+def summary_data(found: list[Problem]) -> list[dict]:
+    """The Dashboard card's groups as data to store with the view: per kind, its worst
+    severity, its count and its first subjects (words are added when a page shows them)."""
+    return [{"kind": g.kind, "severity": g.severity, "count": g.count,
+             "first": [[p.subject, p.subject_type] for p in g.problems[:FIRST_SHOWN]]} for g in summary(found)]
 
 
 # --- the checks ---------------------------------------------------------------------

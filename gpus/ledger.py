@@ -493,19 +493,31 @@ def allocated_by_namespace(quotas: list[dict]) -> dict[str, dict[str, int]]:
     return dict(out)
 
 
-def compute(snapshot) -> Ledger:
-    """The ledger for a snapshot (brickadmin.cluster.snapshot.Snapshot)."""
-    requests_by_node: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+def _node_requests(pods) -> dict[str, int]:
+    """nvidia.com/* requested on a node by its pods that are not finished."""
+    out: dict[str, int] = defaultdict(int)
+    for pod in pods:
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        for res, amount in pod_gpu_requests(pod).items():
+            out[res] += amount
+    return dict(out)
+
+
+def compute(snapshot, memo: dict | None = None) -> Ledger:
+    """The ledger for a snapshot (brickadmin.cluster.snapshot.Snapshot).
+
+    ``memo``: a dict the caller keeps from one call to the next (the cluster view's
+    publish). A node's line is then computed again only when the node or anything it is
+    made of (its pods, plugin pods, devices, the time-slicing replicas) differs from the
+    last call. A snapshot's objects are never changed in place (the watcher replaces an
+    object when it changes), so comparing them is cheap: equal objects are mostly the
+    same objects."""
     pods_by_node: dict[str, list[dict]] = defaultdict(list)
     for pod in snapshot.gpu_pods:
-        phase = (pod.get("status") or {}).get("phase")
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
             pods_by_node[node].append(pod)
-        if phase in ("Succeeded", "Failed") or not node:
-            continue
-        for res, amount in pod_gpu_requests(pod).items():
-            requests_by_node[node][res] += amount
 
     plugin_pods_by_node: dict[str, list[dict]] = defaultdict(list)
     for p in snapshot.plugin_pods:
@@ -513,16 +525,28 @@ def compute(snapshot) -> Ledger:
     ts_replicas = brick_replicas(snapshot.plugin_configmaps)
 
     nodes = []
+    kept = {}
     for node in snapshot.nodes:
         if not is_gpu_node(node):
             continue
         name = node["metadata"]["name"]
-        convention_guess = "brick" if (node["metadata"].get("labels") or {}).get(GPU_TYPE_LABEL) else "other"
-        nodes.append(node_ledger(
-            node, dict(requests_by_node.get(name, {})), snapshot.devices.get(name), snapshot.device_source,
-            _plugin_state(name, plugin_pods_by_node, convention_guess), ts_replicas,
-            pods=pods_by_node.get(name, ()), plugin_pods=plugin_pods_by_node.get(name, ())))
+        pods, plugin_pods = pods_by_node.get(name, []), plugin_pods_by_node.get(name, [])
+        key = (node, pods, plugin_pods, snapshot.devices.get(name), snapshot.device_source, ts_replicas)
+        last = memo.get(name) if memo is not None else None
+        if last is not None and last[0] == key:
+            line = last[1]
+        else:
+            convention_guess = "brick" if (node["metadata"].get("labels") or {}).get(GPU_TYPE_LABEL) else "other"
+            line = node_ledger(
+                node, _node_requests(pods), snapshot.devices.get(name), snapshot.device_source,
+                _plugin_state(name, plugin_pods_by_node, convention_guess), ts_replicas,
+                pods=pods, plugin_pods=plugin_pods)
+        kept[name] = (key, line)
+        nodes.append(line)
     nodes.sort(key=lambda n: n.name)
+    if memo is not None:
+        memo.clear()
+        memo.update(kept)
 
     by_type: dict[tuple[str, str], TypeRow] = {}
     by_resource: dict[str, ResourceRow] = {}

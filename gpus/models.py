@@ -354,6 +354,7 @@ class ViewWorkspace(models.Model):
     created_at = models.DateTimeField(null=True, blank=True)  # the namespace's creationTimestamp
     pods = models.JSONField(default=list, blank=True)  # [{"name", "node", "phase", "requests", "gpus", ...}]
     idle_since = models.DateTimeField(null=True, blank=True)
+    digest = models.CharField(max_length=64, blank=True, default="")  # skip rewriting an unchanged row
 
     class Meta:
         ordering = ["namespace"]

@@ -64,8 +64,18 @@ def _parse_time(text: str) -> datetime | None:
         return None
 
 
-def compute(snapshot, ledger) -> dict[str, Occupancy]:
-    """namespace -> Occupancy, for Workspace namespaces and every namespace with a GPU quota."""
+def _in_use_slots(n) -> list[tuple[str, int, str]]:
+    """[(pod, GPU index, uuid)] of the slots Running pods hold on this node's GPU map."""
+    return [(slot.pod, tile.index, tile.uuid) for tile in gpumap.node_map(n).tiles for slot in tile.slots
+            if slot.pod and slot.state == "in_use"]
+
+
+def compute(snapshot, ledger, memo: dict | None = None) -> dict[str, Occupancy]:
+    """namespace -> Occupancy, for Workspace namespaces and every namespace with a GPU quota.
+
+    ``memo``: kept by the caller between calls (the cluster view's publish); a node's GPU
+    map is drawn again only when its ledger line is a new one (gpus.ledger.compute reuses
+    the line of an unchanged node)."""
     out: dict[str, Occupancy] = {}
     for ns in getattr(snapshot, "namespaces", None) or []:
         md = ns.get("metadata") or {}
@@ -95,13 +105,18 @@ def compute(snapshot, ledger) -> dict[str, Occupancy]:
 
     # Where each Running pod's GPUs are: the node maps of the nodes running pods of these namespaces.
     placed: dict[str, list[tuple[str, int, str]]] = {}  # "ns/pod" -> [(node, GPU index, uuid)]
+    kept = {}
     for n in ledger.nodes:
         if not any((p.get("metadata") or {}).get("namespace") in out for p in n.raw_pods):
             continue
-        for tile in gpumap.node_map(n).tiles:
-            for slot in tile.slots:
-                if slot.pod and slot.state == "in_use":
-                    placed.setdefault(slot.pod, []).append((n.name, tile.index, tile.uuid))
+        last = memo.get(n.name) if memo is not None else None
+        slots = last[1] if last is not None and last[0] is n else _in_use_slots(n)
+        kept[n.name] = (n, slots)
+        for pod, index, uuid in slots:
+            placed.setdefault(pod, []).append((n.name, index, uuid))
+    if memo is not None:
+        memo.clear()
+        memo.update(kept)
 
     usage = getattr(snapshot, "usage", None)
     devices_of: dict[str, dict] = {}  # namespace -> DCGM device readings of its pods

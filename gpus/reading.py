@@ -136,3 +136,11 @@ def read_problems(view) -> list[health_mod.Problem]:
     if isinstance(view, clusterview.StoredView):
         return view.problems()
     return health_mod.problems(health_inputs(view), reads="cluster") + clusterview.record_problems()
+
+
+def read_attention(view) -> list[health_mod.Group]:
+    """The Dashboard card's groups: from the summary stored with the view, or from every
+    finding of a live view."""
+    if isinstance(view, clusterview.StoredView):
+        return view.attention()
+    return health_mod.summary(read_problems(view))

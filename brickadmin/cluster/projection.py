@@ -7,7 +7,7 @@ ledger (gpus/ledger.py), the health checks (gpus/health.py), the conformance evi
 stay Kubernetes-shaped, so the ledger cannot tell a projection from the full object
 (tests/cluster/test_projection.py checks that on every scenario).
 
-- Node: name, labels, creationTimestamp; spec.unschedulable and taints; status
+- Node: name, labels, creationTimestamp (no object keeps its resourceVersion); spec.unschedulable and taints; status
   capacity, allocatable, the conditions' type/status/reason, nodeInfo.kubeletVersion.
   Not kept: annotations, managedFields, images, addresses, daemonEndpoints.
 - Pod (only GPU-requesting pods and device-plugin pods): name, namespace, uid, labels,
@@ -27,7 +27,9 @@ from .vocabulary import MANAGED_BY, MANAGED_BY_LABEL, NVIDIA_PREFIX, PLUGIN_NAME
 OPERATOR_NAMESPACE = "gpu-operator"
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
-_META_KEEP = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp")
+# Not resourceVersion: it changes with every write, also the ones that change nothing kept
+# here (a kubelet's status heartbeat), and the view would then be published again for nothing.
+_META_KEEP = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp")
 
 
 def _meta(obj: dict, *, labels: bool = True, owners: bool = False) -> dict:

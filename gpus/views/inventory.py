@@ -12,7 +12,7 @@ from .. import health as health_mod
 from ..choices import GpuMode
 from .. import clusterview
 from .. import ledger as ledger_mod
-from ..reading import live_view, read_cluster, read_problems
+from ..reading import live_view, read_attention, read_cluster
 
 
 @require_GET
@@ -24,8 +24,7 @@ def dashboard(request):
     ctx = {"ledger": view.ledger, "snapshot": view.snapshot, "headline": headline,
            "idle_hours": settings.BRICK_IDLE_HOURS}
     if request.user.is_staff:  # the "Needs attention" card: the Health page's problems, grouped
-        problems = read_problems(view)
-        ctx.update(problems=problems, attention=health_mod.summary(problems))
+        ctx["attention"] = read_attention(view)
     return render(request, "gpus/dashboard.html", ctx)
 
 

@@ -101,3 +101,25 @@ def test_one_gpu_model_is_one_dashboard_row_whichever_source_named_it():
     assert led.node("by-label").model == led.node("by-dcgm").model == "NVIDIA A100 SXM4 40GB"
     rows = [(r.label, r.logical, r.physical, r.nodes) for r in led.by_type]
     assert rows == [("NVIDIA A100 SXM4 40GB", 4, 4, 2)]
+
+
+def test_a_kept_memo_recomputes_only_what_changed_and_equals_a_fresh_ledger():
+    """The watcher's publish keeps a memo between generations: a node whose pods changed
+    gets a new line, the others keep theirs, and the ledger is the one computed afresh."""
+    nodes = [node("ex-1", physical=2), node("ex-2", physical=2),
+             node("ts-1", sharing="timeslicing", physical=2, resources={SHARED: (8, 8)})]
+    pods = [gpu_pod("ws-a", "train", "ex-1"), gpu_pod("ws-b", "nb", "ts-1", SHARED, 1)]
+    memo = {}
+    first = ledger.compute(snapshot(nodes, gpu_pods=pods), memo=memo)
+    second = ledger.compute(snapshot(nodes, gpu_pods=pods + [gpu_pod("ws-a", "more", "ex-2")]), memo=memo)
+    assert second.node("ex-1") is first.node("ex-1") and second.node("ts-1") is first.node("ts-1")
+    assert second.node("ex-2") is not first.node("ex-2") and second.node("ex-2").requested == 1
+    fresh = ledger.compute(snapshot(nodes, gpu_pods=pods + [gpu_pod("ws-a", "more", "ex-2")]))
+    assert [ledger.node_to_dict(n) for n in second.nodes] == [ledger.node_to_dict(n) for n in fresh.nodes]
+    assert (second.by_type, second.by_resource) == (fresh.by_type, fresh.by_resource)
+    # a node that changed itself (cordoned) and a pod finishing are both new lines
+    cordoned = [node("ex-1", physical=2, unschedulable=True), nodes[1], nodes[2]]
+    done = [gpu_pod("ws-a", "train", "ex-1"), gpu_pod("ws-b", "nb", "ts-1", SHARED, 1, phase="Succeeded")]
+    third = ledger.compute(snapshot(cordoned, gpu_pods=done), memo=memo)
+    assert third.node("ex-1").cordoned and third.node("ts-1").requested == 0
+    assert set(memo) == {"ex-1", "ex-2", "ts-1"}

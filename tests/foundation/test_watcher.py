@@ -267,3 +267,22 @@ def test_watch_cluster_once_publishes_one_snapshot(demo, monkeypatch):
     assert len(got) == 1 and got[0][1] == "test-1"
     snap = got[0][0]
     assert snap.nodes and snap.gpu_pods and snap.source == "twin"
+
+
+def test_a_heartbeat_that_changes_nothing_kept_is_not_a_change(demo):
+    """A kubelet's status heartbeat bumps the node's resourceVersion and condition times,
+    none of which the view shows: the watcher must not publish again for it (at 2,000
+    nodes heartbeats would keep it publishing all the time). A real change still counts."""
+    import copy
+
+    w = ClusterWatcher(demo)
+    w.prime()
+    raw = copy.deepcopy(demo.list_nodes()[0])
+    raw["metadata"]["resourceVersion"] = "987654321"
+    raw.setdefault("status", {}).setdefault("conditions", [{"type": "Ready", "status": "True"}])
+    for c in raw["status"]["conditions"]:
+        c["lastHeartbeatTime"] = "2026-12-02T01:02:03Z"
+    assert w._apply(("Node", None), {"type": "MODIFIED", "object": raw}) is False
+    assert w._streams[("Node", None)].rv == "987654321"  # the stream still moves on from it
+    raw["metadata"]["labels"]["brick.test/changed"] = "1"
+    assert w._apply(("Node", None), {"type": "MODIFIED", "object": raw}) is True

@@ -159,3 +159,39 @@ def test_the_watcher_and_a_live_view_gather_the_health_inputs_in_one_place(load_
     clusterview.publish(take_snapshot(gw))
     reading.read_problems(reading.live_view(gw))
     assert len(gathered) == 2
+
+
+def test_a_publication_rewrites_only_the_workspace_rows_that_changed(load_scenario):
+    from gpus.models import ViewWorkspace
+
+    gw = load_scenario("demo")
+    gw.create_namespace("ws-new", {"brick.cloud/workspace": "true", "brick.cloud/owner": "dana"})
+    gw.create_resource_quota("ws-new", "workspace-quota", {"requests.nvidia.com/gpu": "1"})
+    first = clusterview.publish(take_snapshot(gw))
+    rows = dict(ViewWorkspace.objects.values_list("namespace", "generation"))
+    assert len(rows) > 1 and set(rows.values()) == {first}
+    clusterview.publish(take_snapshot(gw))
+    assert dict(ViewWorkspace.objects.values_list("namespace", "generation")) == rows, "nothing changed"
+    gw.create_resource_quota("ws-new", "more-gpu", {"requests.nvidia.com/gpu": "2"})
+    third = clusterview.publish(take_snapshot(gw))
+    after = dict(ViewWorkspace.objects.values_list("namespace", "generation"))
+    assert after == {**rows, "ws-new": third}
+    assert ViewWorkspace.objects.get(namespace="ws-new").quota == 3
+
+
+def test_the_dashboard_card_reads_the_stored_summary_not_every_finding(db, admin_client,
+                                                                       real_cluster_that_does_not_answer):
+    """The card shows each kind's count and first subjects from the summary stored with the
+    view; the page does not load the stored findings (the Health page does)."""
+    _publish_scenario("demo")
+    with CaptureQueriesContext(connection) as ctx:
+        html = admin_client.get(reverse("dashboard")).content.decode()
+    assert not [q for q in ctx.captured_queries if "gpus_viewproblem" in q["sql"]]
+    card = re.search(r'data-testid="attention">(.*?)</ul>', html, re.S).group(1)
+    groups = health.summary(clusterview.stored_view().problems())
+    assert groups, "the demo has findings"
+    for g in groups:
+        item = re.search(rf'<li[^>]*data-kind="{g.kind}">(.*?)</li>', card, re.S).group(1)
+        assert f'<span class="tag {g.severity}">{g.count}</span>' in item
+        for p in g.problems[:5]:
+            assert p.subject in item
