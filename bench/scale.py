@@ -889,13 +889,11 @@ def report(r: dict, targets: dict) -> None:
     api = r["api"]
     res_req, res_size, res_s = api["residual"]
     print("Kubernetes API per page view, from the API server's /metrics (watcher stopped, lab clients paused), "
-          "20 views each (a WATCH is counted when its stream ends: listed, not charged to the page):")
+          "20 views each (a WATCH is counted when its stream ends, and the API server renews its own identity lease "
+          "every 10 s: both listed, not charged to the page):")
     for u in PAGES:
         dreq, dsize, v = api[u]
-        # a WATCH is counted when it ends (a lab client's or the stopped watcher's stream timing
-        # out in the window); shown, not charged to the page
-        calls = sum(c for (verb, _, _), c in dreq.items() if verb != "WATCH")
-        nbytes = sum(b for (verb, _, _), b in dsize.items() if verb != "WATCH")
+        calls, nbytes = _charged(dreq, v), _charged(dsize, v)
         print(f"  {u:15s} {calls / 20:.2f} calls/view, {nbytes / 20:,.0f} bytes/view over {v['elapsed']:.2f} s "
               f"(server counted {calls:.0f} requests: {_fmt(dreq)}; client counted {v['api_calls']}"
               f"{': ' + ', '.join(sorted(set(v['paths']))) if v['paths'] else ''})")
@@ -927,7 +925,7 @@ def report(r: dict, targets: dict) -> None:
     busy = r["warm_busy"]["/"]["median_ms"] / r["kubectl_busy_ms"]
     print(f"kubectl get nodes -o json: median of 5 {r['kubectl_ms']:.0f} ms; Dashboard median / kubectl = {ratio:.3f} "
           f"(simulators running: kubectl {r['kubectl_busy_ms']:.0f} ms, ratio {busy:.3f})")
-    calls = max(sum(c for (verb, _, _), c in api[u][0].items() if verb != "WATCH") / 20 for u in PAGES)
+    calls = max(_charged(api[u][0], api[u][2]) / 20 for u in PAGES)
     t = [f"0 API calls per view: {'met' if calls == 0 else 'NOT met'}",
          f"Dashboard < 50 ms: {'met' if dmed < 50 else 'NOT met'} ({dmed:.1f} ms, simulators paused; "
          f"{r['warm_busy']['/']['median_ms']:.1f} ms with them running)"]
@@ -940,6 +938,17 @@ def report(r: dict, targets: dict) -> None:
         t.append(f"watcher < 1 GiB: {'met' if max(r['rss_primed'], r['rss_after_churn']) < 1024 else 'NOT met'}")
     print("targets: " + "; ".join(t))
     sys.stdout.flush()
+
+
+def _charged(counted: dict, views: dict) -> float:
+    """What the API server counted in a page's window that is charged to the page. Not: a
+    WATCH (counted when its stream ends: a lab client's or the stopped watcher's stream timing
+    out in the window), and, when the page process itself sent no request at all, a lease
+    renewal (the API server renews its own identity lease every 10 s; pages never touch
+    leases). Both are still printed beside the figure."""
+    page_sent_nothing = views.get("api_calls", 1) == 0
+    return sum(c for (verb, res, _), c in counted.items()
+               if verb != "WATCH" and not (page_sent_nothing and res == "leases"))
 
 
 def _fmt(d: dict) -> str:

@@ -11,7 +11,8 @@ thread per stream, bookmarks on, streams rotated by the server after ``timeout_s
 a 410 Gone (or an ERROR event with code 410) lists that kind again; a broken stream
 reconnects from the last resourceVersion after an exponential backoff with jitter (capped,
 never a tight loop). A burst of events costs one ``on_change(snapshot)`` per debounce
-window, not one per event. ``status()`` says how far behind the projection may be.
+window, not one per event; a lone change is handed over at once. ``status()`` says how
+far behind the projection may be.
 """
 from __future__ import annotations
 
@@ -312,7 +313,8 @@ class ClusterWatcher:
     def run(self, on_change, *, stop: threading.Event, debounce: float = 0.5) -> None:
         """Block until ``stop`` is set: prime (retrying with backoff), publish, then follow
         every kind in its own thread and call ``on_change(snapshot)`` at most once per
-        ``debounce`` seconds while anything changes."""
+        ``debounce`` seconds while anything changes (at once for the first change after a
+        quiet spell)."""
         attempt = 0
         while self.primed_at is None and not stop.is_set():
             try:
@@ -330,12 +332,18 @@ class ClusterWatcher:
             t.start()
         self._dirty.set()  # publish the primed projection
         failures = 0
+        last = float("-inf")
         try:
             while not stop.is_set():
                 if not self._dirty.wait(timeout=1.0):
                     continue
-                stop.wait(debounce)  # gather the rest of the burst
+                # A change after a quiet spell is published at once; while changes keep coming,
+                # at most once per debounce window (the rest of a burst is gathered meanwhile).
+                gather = debounce - (time.monotonic() - last)
+                if gather > 0:
+                    stop.wait(gather)
                 self._dirty.clear()
+                last = time.monotonic()
                 if self._publish(on_change):
                     failures = 0
                 else:

@@ -286,3 +286,32 @@ def test_a_heartbeat_that_changes_nothing_kept_is_not_a_change(demo):
     assert w._streams[("Node", None)].rv == "987654321"  # the stream still moves on from it
     raw["metadata"]["labels"]["brick.test/changed"] = "1"
     assert w._apply(("Node", None), {"type": "MODIFIED", "object": raw}) is True
+
+
+def test_a_lone_change_is_published_without_waiting_for_the_debounce_window(transactional_db, demo):
+    """After a quiet spell the first change is handed over at once, not a debounce later (a
+    label change reaches the pages sooner); a burst still costs one publication per window."""
+    gw = demo
+    calls, at = [], []
+    stop = threading.Event()
+    w = ClusterWatcher(gw)
+
+    def on_change(snap):
+        calls.append(snap)
+        at.append(time.monotonic())
+
+    t = threading.Thread(target=w.run, args=(on_change,), kwargs={"stop": stop, "debounce": 5.0})
+    t.start()
+    try:
+        wait_until(lambda: calls and all(s.connected for s in w._streams.values()), what="streams open")
+        time.sleep(5.5)  # a quiet spell longer than the window
+        node = gw.list_nodes()[0]["metadata"]["name"]
+        t0 = time.monotonic()
+        gw.label_node(node, {"brick.test/lone": "1"})
+        wait_until(lambda: any(n["metadata"]["labels"].get("brick.test/lone") == "1"
+                               for n in calls[-1].nodes), timeout=4.0, what="the change, before the 5 s window")
+        assert at[-1] - t0 < 4.0
+    finally:
+        stop.set()
+        t.join(timeout=20)
+    assert not t.is_alive()
