@@ -195,3 +195,27 @@ def test_the_dashboard_card_reads_the_stored_summary_not_every_finding(db, admin
         assert f'<span class="tag {g.severity}">{g.count}</span>' in item
         for p in g.problems[:5]:
             assert p.subject in item
+
+
+def test_workspace_findings_follow_the_records_and_the_lines_within_one_generation(load_scenario, alice):
+    """The Workspace findings are kept between page views of one generation, yet a record
+    written (an adoption writes nothing to the cluster) or a line changed shows at once."""
+    from gpus.models import ViewWorkspace
+    from workspaces.models import WorkspaceRequest
+
+    gw = load_scenario("demo")
+    gw.create_namespace("ws-kubectl", {"brick.cloud/owner": "dana"})
+    gw.create_resource_quota("ws-kubectl", "gpu", {"requests.nvidia.com/gpu": "2"})
+    clusterview.publish(take_snapshot(gw))
+
+    def kinds():
+        return sorted((p.kind, p.subject) for p in clusterview.workspace_problems() if p.subject == "ws-kubectl")
+
+    assert kinds() == [("workspace-unrecorded", "ws-kubectl")]
+    assert kinds() == [("workspace-unrecorded", "ws-kubectl")], "the same again"
+    WorkspaceRequest.objects.create(name="ws-kubectl", requester=alice, requester_name="alice", gpu=1, cpu=1,
+                                    memory_gib=1, storage_gib=1, gpu_resource="nvidia.com/gpu",
+                                    status=WorkspaceRequest.Status.APPROVED)
+    assert kinds() == [("workspace-quota-edited", "ws-kubectl")], "recorded now, with 1 GPU against the quota's 2"
+    ViewWorkspace.objects.filter(namespace="ws-kubectl").update(gpu_quotas={"nvidia.com/gpu": 1})
+    assert kinds() == []
