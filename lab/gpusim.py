@@ -29,6 +29,7 @@ import threading
 import time
 import traceback
 import urllib.error
+import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -73,8 +74,20 @@ class Api:
         with urllib.request.urlopen(req, timeout=10, context=self.ctx) as r:
             return json.loads(r.read() or b"{}")
 
-    def items(self, path: str) -> list[dict]:
-        return self.request("GET", path).get("items") or []
+    def items(self, path: str, keep=None, page_size: int = 500) -> list[dict]:
+        """Every item, paged through limit/continue: one unpaginated list of 60,000 pods takes
+        longer than this client's timeout, and then no node got its GPUs. ``keep(item)``
+        drops items as their page arrives, so the whole list is never held."""
+        out: list[dict] = []
+        cont = ""
+        sep = "&" if "?" in path else "?"
+        while True:
+            query = f"limit={page_size}" + (f"&continue={urllib.parse.quote(cont)}" if cont else "")
+            page = self.request("GET", f"{path}{sep}{query}")
+            out.extend(it for it in page.get("items") or [] if keep is None or keep(it))
+            cont = (page.get("metadata") or {}).get("continue") or ""
+            if not cont:
+                return out
 
 
 def load_hardware(path: Path) -> dict[str, list[dict]]:
@@ -183,7 +196,9 @@ class Simulator:
         self.refresh_hardware()
         ns = dp.PLUGIN_NAMESPACE
         nodes = {n["metadata"]["name"]: n for n in self.api.items("/api/v1/nodes")}
-        pods = self.api.items("/api/v1/pods")
+        # only the pods it acts on: plugin pods, and pods holding GPUs (the DCGM labels)
+        pods = self.api.items("/api/v1/pods", keep=lambda p: (p["metadata"].get("namespace") == ns
+                                                              or bool(dp.pod_gpu_requests(p))))
         daemonsets = {d["metadata"]["name"]: d for d in self.api.items(f"/apis/apps/v1/namespaces/{ns}/daemonsets")}
         configmaps = {c["metadata"]["name"]: c for c in self.api.items(f"/api/v1/namespaces/{ns}/configmaps")}
         plugin_pods: dict[str, dict] = {}

@@ -131,12 +131,15 @@ class ClusterGateway(Protocol):
         arrives (a projection; None drops the item), so a huge list is never held whole."""
         ...
     def watch(self, kind: str, namespace: str | None = None, *, resource_version: str,
-              timeout_seconds: int = 300) -> "WatchStream":
+              timeout_seconds: int = 300, worth=None) -> "WatchStream":
         """Events after ``resource_version``: an iterable of ``{"type": ADDED|MODIFIED|
         DELETED|BOOKMARK, "object": {...}}`` that ends when the server closes the stream
         (``timeoutSeconds``). Raises ``Gone`` when the version was compacted (410, or an
         ERROR event with code 410); other failures as the usual errors. ``close()`` ends it
-        from another thread."""
+        from another thread. ``worth(raw event bytes) -> bool`` may let a gateway that reads
+        bytes skip decoding an event the watcher would drop: it then yields ``{"type":
+        "SKIPPED", "object": {"metadata": {"resourceVersion": ...}}}`` (a gateway that
+        holds objects already ignores it)."""
         ...
 
     # --- Leases (coordination.k8s.io/v1), for leader election (lease.py) --

@@ -315,10 +315,12 @@ class KubeGateway:
         return self._list_versioned(path, keep=keep)
 
     def watch(self, kind: str, namespace: str | None = None, *, resource_version: str,
-              timeout_seconds: int = 300) -> "_KubeWatch":
+              timeout_seconds: int = 300, worth=None) -> "_KubeWatch":
         """A watch stream (``?watch=1``, bookmarks on, the server ends it after
         ``timeout_seconds``), read line by line. Opening it raises like any request
-        (``Gone`` for 410); iterating raises ``Gone`` for an ERROR event with code 410."""
+        (``Gone`` for 410); iterating raises ``Gone`` for an ERROR event with code 410.
+        ``worth(line) -> bool`` (projection.worth_decoding): an event line it refuses is
+        not decoded and comes through as ``SKIPPED`` with only its resourceVersion."""
         path, api_version = self._kind_path(kind, namespace)
         query = [("watch", "1"), ("resourceVersion", resource_version), ("allowWatchBookmarks", "true"),
                  ("timeoutSeconds", str(int(timeout_seconds)))]
@@ -341,7 +343,7 @@ class KubeGateway:
         if not 200 <= resp.status <= 299:
             data = resp.read()
             raise self._error(resp.status, data, method, path)
-        return _KubeWatch(self, resp.response, method, path, api_version, kind)
+        return _KubeWatch(self, resp.response, method, path, api_version, kind, worth)
 
     def _transport_error(self, e: Exception, method: str, path: str) -> ClusterError:
         if isinstance(e, urllib3.exceptions.ReadTimeoutError):
@@ -561,11 +563,14 @@ class KubeGateway:
 
 class _KubeWatch:
     """One watch stream: iterate for events (``{"type", "object"}``), ``close()`` from
-    any thread to end it. Bookmarks come through as ``BOOKMARK`` events."""
+    any thread to end it. Bookmarks come through as ``BOOKMARK`` events; lines that
+    ``worth`` refuses as ``SKIPPED`` events carrying only their resourceVersion."""
 
-    def __init__(self, gateway: KubeGateway, response, method: str, path: str, api_version: str, kind: str):
+    def __init__(self, gateway: KubeGateway, response, method: str, path: str, api_version: str, kind: str,
+                 worth=None):
         self._gw, self._resp, self._method, self._path = gateway, response, method, path
         self._api_version, self._kind = api_version, kind
+        self._worth = worth
         self._closed = False
 
     def close(self) -> None:
@@ -580,16 +585,18 @@ class _KubeWatch:
             pass
 
     def __iter__(self):
-        buf = b""
+        rest = b""
         try:
             for chunk in self._resp.stream(65536, decode_content=True):
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
+                # split a chunk once (not the whole buffer once per line: a 64 KiB chunk of
+                # small events would be copied once per event)
+                lines = (rest + chunk).split(b"\n")
+                rest = lines.pop()
+                for line in lines:
                     if line.strip():
                         yield self._event(line)
-            if buf.strip():
-                yield self._event(buf)
+            if rest.strip():
+                yield self._event(rest)
         except ClusterError:
             raise
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
@@ -600,6 +607,10 @@ class _KubeWatch:
             self.close()
 
     def _event(self, line: bytes) -> dict:
+        if self._worth is not None and not self._worth(line):
+            rv = _resource_version(line)
+            if rv is not None:
+                return {"type": "SKIPPED", "object": {"metadata": {"resourceVersion": rv}}}
         try:
             ev = json.loads(line)
         except ValueError as e:
@@ -612,3 +623,25 @@ class _KubeWatch:
         obj.setdefault("apiVersion", self._api_version)
         obj.setdefault("kind", self._kind)
         return ev
+
+
+_RV_KEY = b'"resourceVersion":"'
+
+
+def _resource_version(line: bytes) -> str | None:
+    """The object's resourceVersion, read from a watch event's bytes without decoding it.
+    Only for ADDED/MODIFIED/DELETED events of an object (not ERROR, not BOOKMARK: those are
+    decoded). The API server writes ``metadata`` before ``spec`` and ``status``, and in it
+    ``resourceVersion`` before labels and annotations, so the first such key is the
+    object's own (a key inside a string value would have its quotes escaped). None when the
+    line does not look like that; the caller then decodes it."""
+    if not (line.startswith(b'{"type":"ADDED"') or line.startswith(b'{"type":"MODIFIED"')
+            or line.startswith(b'{"type":"DELETED"')):
+        return None
+    start = line.find(_RV_KEY)
+    if start < 0:
+        return None
+    start += len(_RV_KEY)
+    end = line.find(b'"', start)
+    rv = line[start:end]
+    return rv.decode() if end > start and rv.isdigit() else None

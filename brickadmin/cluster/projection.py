@@ -72,6 +72,23 @@ def keeps_pod(pod: dict) -> bool:
     return is_gpu_pod(pod) or is_plugin_pod(pod)
 
 
+# A pod the watcher keeps names an nvidia.com/ resource or one of the two namespaces in its
+# JSON (the API server escapes neither "/" nor "-"); on a large cluster most pods request no
+# GPU, and decoding their events was most of the watcher's work. GPU requests and a pod's
+# namespace cannot change, so a kept pod's later events (and its DELETED) are decoded too.
+_POD_MARKERS = (NVIDIA_PREFIX.encode(), f'"{PLUGIN_NAMESPACE}"'.encode(), f'"{OPERATOR_NAMESPACE}"'.encode())
+
+
+def _pod_line_worth_decoding(line: bytes) -> bool:
+    return any(m in line for m in _POD_MARKERS)
+
+
+def worth_decoding(kind: str):
+    """For the watch: ``(raw event bytes) -> False`` when the event's object is certainly
+    one ``project`` drops (decoding it can be skipped), or None to decode everything."""
+    return _pod_line_worth_decoding if kind == "Pod" else None
+
+
 # --- the projections -----------------------------------------------------------------
 
 def node(obj: dict) -> dict:

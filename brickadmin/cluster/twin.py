@@ -218,9 +218,10 @@ class TwinGateway:
             items.append(body)
         return items, str(rv)
 
-    def watch(self, kind, namespace=None, *, resource_version, timeout_seconds=300, poll_seconds=0.2):
+    def watch(self, kind, namespace=None, *, resource_version, timeout_seconds=300, poll_seconds=0.2, worth=None):
         """Events after ``resource_version``, read from the event log (polled). With
-        ``timeout_seconds=0``: the events pending now, then the stream ends."""
+        ``timeout_seconds=0``: the events pending now, then the stream ends. ``worth`` is
+        for gateways that read bytes; the twin's events are objects already."""
         if kind not in WATCHED_KINDS:
             raise PermanentClusterError(f"{kind} is not a watched kind", reason="Invalid")
         return TwinWatch(kind, namespace, int(resource_version or 0), timeout_seconds, poll_seconds)

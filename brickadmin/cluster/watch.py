@@ -81,7 +81,8 @@ class ClusterWatcher:
         self._lock = threading.RLock()
         self._streams = {w: _Stream(*w) for w in watches}
         self._dirty = threading.Event()
-        self.counters = {"lists": 0, "watches": 0, "events": 0, "bookmarks": 0, "relists": 0, "errors": 0,
+        self.counters = {"lists": 0, "watches": 0, "events": 0, "bookmarks": 0, "skipped": 0, "relists": 0,
+                         "errors": 0,
                          "changes": 0, "published": 0}
         self.last_event_at: datetime | None = None
         self.last_error = ""
@@ -122,8 +123,8 @@ class ClusterWatcher:
             s = self._streams[w]
             now = _now()
             s.current_at = now
-            if type_ == "BOOKMARK":
-                self.counters["bookmarks"] += 1
+            if type_ in ("BOOKMARK", "SKIPPED"):  # SKIPPED: an object the projection drops, not decoded
+                self.counters["bookmarks" if type_ == "BOOKMARK" else "skipped"] += 1
                 if rv:
                     s.rv = rv
                 return False
@@ -159,7 +160,8 @@ class ClusterWatcher:
                 if not s.rv:
                     changed |= self._relist(w)
                     continue
-                stream = self.gateway.watch(w[0], w[1], resource_version=s.rv, timeout_seconds=timeout)
+                stream = self.gateway.watch(w[0], w[1], resource_version=s.rv, timeout_seconds=timeout,
+                                            worth=projection.worth_decoding(w[0]))
                 self.counters["watches"] += 1
                 for ev in stream:
                     changed |= self._apply(w, ev)
@@ -258,7 +260,8 @@ class ClusterWatcher:
                         if self._relist(w):
                             self._dirty.set()
                     stream = self.gateway.watch(w[0], w[1], resource_version=s.rv,
-                                                timeout_seconds=self.timeout_seconds)
+                                                timeout_seconds=self.timeout_seconds,
+                                                worth=projection.worth_decoding(w[0]))
                     with self._lock:
                         s.stream, s.connected = stream, True
                         s.behind_since, s.current_at = None, _now()

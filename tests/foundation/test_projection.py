@@ -1,6 +1,7 @@
 """What the cluster watcher keeps (brickadmin/cluster/projection.py): the slim projection
 gives the same ledger, health findings and evidence as the full objects."""
 import dataclasses
+import json
 from datetime import datetime, timezone
 
 import pytest
@@ -124,6 +125,47 @@ def test_which_pods_are_kept():
     assert projection.keeps_pod(pod(OPERATOR_NAMESPACE, "p", labels={"app": "nvidia-device-plugin-daemonset"}))
     assert not projection.keeps_pod(pod(OPERATOR_NAMESPACE, "p", labels={"app": "gpu-feature-discovery"}))
     assert projection.project("Pod", pod("ws", "cpu-only")) is None
+
+
+def watch_line(type_, obj, rv="4711"):
+    """A watch event as the API server writes it: compact JSON, metadata first and in it
+    resourceVersion before labels."""
+    meta = obj["metadata"]
+    ordered = {"name": meta["name"], "namespace": meta.get("namespace", ""), "uid": "u-1", "resourceVersion": rv,
+               **{k: v for k, v in meta.items() if k not in ("name", "namespace")}}
+    body = {"kind": obj["kind"], "apiVersion": obj["apiVersion"], "metadata": ordered,
+            **{k: v for k, v in obj.items() if k not in ("kind", "apiVersion", "metadata")}}
+    return json.dumps({"type": type_, "object": body}, separators=(",", ":")).encode()
+
+
+def test_every_pod_the_watcher_keeps_is_decoded_from_its_raw_event():
+    """A pod event refused before decoding is lost to the view: every pod the scenarios hold
+    that the projection keeps (GPU pods, plugin pods) must be worth decoding, in each event type."""
+    pods = [o for name in SCENARIOS for o in scenarios.read(name)[0] if o["kind"] == "Pod"]
+    worth = projection.worth_decoding("Pod")
+    kept = [p for p in pods if projection.keeps_pod(p)]
+    assert any(projection.is_gpu_pod(p) for p in kept) and any(projection.is_plugin_pod(p) for p in kept)
+    for p in kept:
+        for type_ in ("ADDED", "MODIFIED", "DELETED"):
+            assert worth(watch_line(type_, p)), (type_, p["metadata"]["name"])
+
+
+def test_a_pod_that_requests_no_gpu_is_skipped_with_its_resource_version():
+    from brickadmin.cluster.kube import _resource_version
+
+    worth = projection.worth_decoding("Pod")
+    cpu = pod("ws", "cpu-only", labels={"note": '"resourceVersion":"1"'})  # a lookalike inside a label value
+    for type_ in ("ADDED", "MODIFIED", "DELETED"):
+        line = watch_line(type_, cpu, rv="90210")
+        assert not worth(line)
+        assert _resource_version(line) == "90210"
+    assert worth(watch_line("ADDED", pod("ws", "g", gpu={"nvidia.com/gpu": "1"})))
+    assert worth(watch_line("ADDED", pod(PLUGIN_NAMESPACE, "plugin-x")))
+    # bookmarks and errors are never read from their bytes (they are decoded)
+    assert _resource_version(b'{"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"5"}}}') is None
+    assert _resource_version(b'{"type":"ERROR","object":{"kind":"Status","code":410}}') is None
+    # other kinds are always decoded
+    assert projection.worth_decoding("Node") is None and projection.worth_decoding("ResourceQuota") is None
 
 
 def test_pod_projection_keeps_gpu_requests_and_the_failure_summary():

@@ -188,7 +188,7 @@ class BrokenGateway:
     def list_with_version(self, kind, namespace=None, *, keep=None):
         return [], "1"
 
-    def watch(self, kind, namespace=None, *, resource_version, timeout_seconds=300):
+    def watch(self, kind, namespace=None, *, resource_version, timeout_seconds=300, worth=None):
         self.watches += 1
         raise TransientClusterError("connection refused")
 
