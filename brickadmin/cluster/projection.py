@@ -76,11 +76,15 @@ def keeps_pod(pod: dict) -> bool:
 # JSON (the API server escapes neither "/" nor "-"); on a large cluster most pods request no
 # GPU, and decoding their events was most of the watcher's work. GPU requests and a pod's
 # namespace cannot change, so a kept pod's later events (and its DELETED) are decoded too.
-_POD_MARKERS = (NVIDIA_PREFIX.encode(), f'"{PLUGIN_NAMESPACE}"'.encode(), f'"{OPERATOR_NAMESPACE}"'.encode())
+# "nvidia" covers both "nvidia.com/" and "brick-nvidia"; a pod that merely mentions it (an
+# image name, a toleration) is decoded and dropped, as before.
+_NVIDIA = NVIDIA_PREFIX.split(".", 1)[0].encode()
+_OPERATOR = f'"{OPERATOR_NAMESPACE}"'.encode()
+assert _NVIDIA in NVIDIA_PREFIX.encode() and _NVIDIA in PLUGIN_NAMESPACE.encode()
 
 
 def _pod_line_worth_decoding(line: bytes) -> bool:
-    return any(m in line for m in _POD_MARKERS)
+    return _NVIDIA in line or _OPERATOR in line
 
 
 def worth_decoding(kind: str):

@@ -124,7 +124,10 @@ class ClusterWatcher:
             now = _now()
             s.current_at = now
             if type_ in ("BOOKMARK", "SKIPPED"):  # SKIPPED: an object the projection drops, not decoded
-                self.counters["bookmarks" if type_ == "BOOKMARK" else "skipped"] += 1
+                if type_ == "BOOKMARK":
+                    self.counters["bookmarks"] += 1
+                else:
+                    self.counters["skipped"] += event.get("skipped", 1)
                 if rv:
                     s.rv = rv
                 return False
