@@ -75,7 +75,8 @@ def compute(snapshot, ledger, memo: dict | None = None) -> dict[str, Occupancy]:
 
     ``memo``: kept by the caller between calls (the cluster view's publish); a node's GPU
     map is drawn again only when its ledger line is a new one (gpus.ledger.compute reuses
-    the line of an unchanged node)."""
+    the line of an unchanged node), and a pod's line only when the pod (the same object
+    while the watcher saw no change) or the GPUs it holds changed."""
     out: dict[str, Occupancy] = {}
     for ns in getattr(snapshot, "namespaces", None) or []:
         md = ns.get("metadata") or {}
@@ -105,18 +106,20 @@ def compute(snapshot, ledger, memo: dict | None = None) -> dict[str, Occupancy]:
 
     # Where each Running pod's GPUs are: the node maps of the nodes running pods of these namespaces.
     placed: dict[str, list[tuple[str, int, str]]] = {}  # "ns/pod" -> [(node, GPU index, uuid)]
-    kept = {}
+    last_maps = memo.get("maps", {}) if memo is not None else {}
+    maps = {}
     for n in ledger.nodes:
         if not any((p.get("metadata") or {}).get("namespace") in out for p in n.raw_pods):
             continue
-        last = memo.get(n.name) if memo is not None else None
+        last = last_maps.get(n.name)
         slots = last[1] if last is not None and last[0] is n else _in_use_slots(n)
-        kept[n.name] = (n, slots)
+        maps[n.name] = (n, slots)
         for pod, index, uuid in slots:
             placed.setdefault(pod, []).append((n.name, index, uuid))
+    last_lines = memo.get("lines", {}) if memo is not None else {}
+    lines = {}
     if memo is not None:
-        memo.clear()
-        memo.update(kept)
+        memo["maps"], memo["lines"] = maps, lines
 
     usage = getattr(snapshot, "usage", None)
     devices_of: dict[str, dict] = {}  # namespace -> DCGM device readings of its pods
@@ -128,11 +131,18 @@ def compute(snapshot, ledger, memo: dict | None = None) -> dict[str, Occupancy]:
             continue
         key = f'{occ.namespace}/{md.get("name", "")}'
         phase = (pod.get("status") or {}).get("phase") or ""
-        requests = pod_gpu_requests(pod)
         where = placed.get(key, [])
-        line = {"name": md.get("name", ""), "node": spec.get("nodeName", ""), "phase": phase, "requests": requests,
-                "gpus": sorted({f"{node} · GPU {i}" + (f" ({uuid})" if uuid else "") for node, i, uuid in where}),
-                "created": md.get("creationTimestamp") or ""}
+        last = last_lines.get(key)
+        if last is not None and last[0] is pod and last[1] == where:
+            base = last[2]
+        else:
+            base = {"name": md.get("name", ""), "node": spec.get("nodeName", ""), "phase": phase,
+                    "requests": pod_gpu_requests(pod),
+                    "gpus": sorted({f"{node} · GPU {i}" + (f" ({uuid})" if uuid else "") for node, i, uuid in where}),
+                    "created": md.get("creationTimestamp") or ""}
+        lines[key] = (pod, where, base)
+        line = dict(base)  # a line of its own: utilisation is added below
+        requests = line["requests"]
         if phase == "Running":
             occ.requested += sum(requests.values())
             held.setdefault(occ.namespace, set()).update((node, i) for node, i, _u in where)

@@ -142,7 +142,8 @@ class ClusterWatcher:
                     changed = s.items.pop(key, None) is not None
                 else:
                     changed = s.items.get(key) != slim
-                    s.items[key] = slim
+                    if changed:  # an equal object stays the same one (the publish's memos compare identity)
+                        s.items[key] = slim
             if rv:
                 s.rv = rv
             if changed:

@@ -123,3 +123,34 @@ def test_a_kept_memo_recomputes_only_what_changed_and_equals_a_fresh_ledger():
     third = ledger.compute(snapshot(cordoned, gpu_pods=done), memo=memo)
     assert third.node("ex-1").cordoned and third.node("ts-1").requested == 0
     assert set(memo) == {"ex-1", "ex-2", "ts-1"}
+
+
+def test_occupancy_with_a_kept_memo_equals_a_fresh_one_after_changes():
+    """The publish keeps the Workspaces' GPU maps and pod lines between generations: after
+    a pod starts, another finishes and a third arrives, every Workspace's figures and pod
+    lines equal those computed afresh, and an untouched pod's line is the one kept."""
+    import dataclasses
+
+    from gpus import occupancy
+
+    nodes = [node("ex-1", physical=2), node("ex-2", physical=2),
+             node("ts-1", sharing="timeslicing", physical=2, resources={SHARED: (8, 8)})]
+    quotas = [quota("ws-a", {GPU: 3}), quota("ws-b", {SHARED: 4})]
+    first_pods = [gpu_pod("ws-a", "train", "ex-1"), gpu_pod("ws-a", "wait", "ex-2", phase="Pending"),
+                  gpu_pod("ws-b", "nb", "ts-1", SHARED, 1), gpu_pod("ws-b", "nb2", "ts-1", SHARED, 1)]
+    later_pods = [first_pods[0], gpu_pod("ws-a", "wait", "ex-2"),  # started
+                  first_pods[2], gpu_pod("ws-b", "nb2", "ts-1", SHARED, 1, phase="Succeeded"),  # finished
+                  gpu_pod("ws-b", "nb3", "ts-1", SHARED, 1)]  # new
+    lmemo, omemo = {}, {}
+
+    def run(pods, memo):
+        snap = snapshot(nodes, gpu_pods=pods, quotas=quotas)
+        return occupancy.compute(snap, ledger.compute(snap, memo=lmemo if memo else None), memo=omemo if memo else None)
+
+    run(first_pods, True)
+    kept_line = omemo["lines"]["ws-a/train"][2]
+    with_memo, fresh = run(later_pods, True), run(later_pods, False)
+    assert {k: dataclasses.asdict(v) for k, v in with_memo.items()} == {k: dataclasses.asdict(v)
+                                                                     for k, v in fresh.items()}
+    assert with_memo["ws-a"].requested == 2 and [p["name"] for p in with_memo["ws-b"].pods] == ["nb", "nb3"]
+    assert omemo["lines"]["ws-a/train"][2] is kept_line
