@@ -117,6 +117,8 @@ class Simulator:
         self.pod_configs: dict[str, dict] = {}
         self.advertised: dict[str, dict | None] = {}
         self.pods: list[dict] = []
+        self._gpu_pods: list[dict] = []
+        self._next_pod_list = 0.0
         self.nodes: dict[str, dict] = {}
         self.last_error = ""
         self.syncs = 0
@@ -196,9 +198,7 @@ class Simulator:
         self.refresh_hardware()
         ns = dp.PLUGIN_NAMESPACE
         nodes = {n["metadata"]["name"]: n for n in self.api.items("/api/v1/nodes")}
-        # only the pods it acts on: plugin pods, and pods holding GPUs (the DCGM labels)
-        pods = self.api.items("/api/v1/pods", keep=lambda p: (p["metadata"].get("namespace") == ns
-                                                              or bool(dp.pod_gpu_requests(p))))
+        pods = self.api.items(f"/api/v1/namespaces/{ns}/pods") + self.gpu_pods(ns)
         daemonsets = {d["metadata"]["name"]: d for d in self.api.items(f"/apis/apps/v1/namespaces/{ns}/daemonsets")}
         configmaps = {c["metadata"]["name"]: c for c in self.api.items(f"/api/v1/namespaces/{ns}/configmaps")}
         plugin_pods: dict[str, dict] = {}
@@ -255,8 +255,22 @@ class Simulator:
             self.nodes = nodes
             self.syncs += 1
 
+    def gpu_pods(self, plugin_ns: str) -> list[dict]:
+        """The pods holding GPUs outside the plugin's namespace (for the DCGM labels). No
+        selector picks them, so every pod is listed: on a small lab at every sync, on a large
+        one (60,000 pods take seconds to list) at most a tenth of the time, so the simulator
+        does not keep the API server it simulates for busy."""
+        now = time.monotonic()
+        if now >= self._next_pod_list:
+            self._gpu_pods = self.api.items("/api/v1/pods", keep=lambda p: (
+                p["metadata"].get("namespace") != plugin_ns and bool(dp.pod_gpu_requests(p))))
+            took = time.monotonic() - now
+            self._next_pod_list = now + 10 * took
+        return self._gpu_pods
+
     def run(self) -> None:
         while True:
+            started = time.monotonic()
             try:
                 self.sync()
                 self.last_error = ""
@@ -266,7 +280,8 @@ class Simulator:
                     log(f"sync failed: {msg}")
                     traceback.print_exc()
                 self.last_error = msg
-            time.sleep(self.interval)
+            # a sync of a large lab takes long: at least twice its time between syncs
+            time.sleep(max(self.interval, 2 * (time.monotonic() - started)))
 
     # ---------------------------------------------------------------- DCGM metrics
     def assignments(self) -> dict[tuple[str, str], list[tuple[dict, str]]]:

@@ -127,3 +127,23 @@ def test_kube_state_metrics_exposes_gpu_node_labels_and_allocatable(seeded):
         return {r["metric"]["resource"]: r["value"][1] for r in rows}
     # KSM watches the node and Prometheus scrapes every 2 s: the value follows within seconds
     wait_until(lambda: allocatable() == {"nvidia_com_gpu_shared": "2"}, 30, "allocatable nvidia resources")
+
+
+def test_the_simulator_pages_its_lists_and_sees_every_pod(seeded):
+    """gpusim lists in pages (one unpaginated list of 60,000 pods outlasted its client's
+    timeout, and then no node got its GPUs): a page size far below the pod count still
+    returns every pod, once."""
+    import gpusim  # lab/gpusim.py (tests/lab/conftest.py puts lab/ on sys.path)
+
+    ns = "brick-gpusim-paging"
+    make_namespace(seeded, ns)
+    for i in range(5):
+        make_pod(seeded, ns, f"page-{i}", None, wait_running=False)
+    api = gpusim.Api(seeded.kubeconfig)
+    everyone = sorted((p["metadata"]["namespace"], p["metadata"]["name"]) for p in seeded.admin.list_pods())
+    assert len(everyone) >= 7
+    paged = sorted((p["metadata"]["namespace"], p["metadata"]["name"]) for p in api.items("/api/v1/pods", page_size=2))
+    assert paged == everyone
+    mine = api.items("/api/v1/pods", keep=lambda p: p["metadata"]["namespace"] == ns, page_size=3)
+    assert sorted(p["metadata"]["name"] for p in mine) == [f"page-{i}" for i in range(5)]
+    seeded.admin.delete("v1", "Namespace", ns)
