@@ -441,10 +441,11 @@ class Bench:
         body = self.s.namespace(name, owner=workspace_owner)
         body["metadata"]["labels"][BENCH_LABEL[0]] = BENCH_LABEL[1]
         self.api.req("POST", "/api/v1/namespaces", body=body, ok=(201, 409))
-        # pods need no ServiceAccount (automount off), but wait for the namespace to exist
-        for _ in range(40):
-            st = self.api.req("GET", f"/api/v1/namespaces/{name}", ok=(200, 404))
-            if (st.get("status") or {}).get("phase") == "Active":
+        # the ServiceAccount admission refuses a pod until the namespace's "default" account
+        # exists (even with automount off); the controller-manager makes it, late when busy
+        for _ in range(240):
+            st = self.api.req("GET", f"/api/v1/namespaces/{name}/serviceaccounts/default", ok=(200, 404))
+            if (st.get("metadata") or {}).get("name") == "default":
                 return
             time.sleep(0.25)
 
