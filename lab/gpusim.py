@@ -197,7 +197,8 @@ class Simulator:
         self.refresh_hardware()
         ns = dp.PLUGIN_NAMESPACE
         nodes = {n["metadata"]["name"]: n for n in self.api.items("/api/v1/nodes")}
-        pods = self.api.items(f"/api/v1/namespaces/{ns}/pods") + self.gpu_pods()
+        # the GPU pods as list_gpu_pods last found them (one assignment there: read whole)
+        pods = self.api.items(f"/api/v1/namespaces/{ns}/pods") + self._gpu_pods
         daemonsets = {d["metadata"]["name"]: d for d in self.api.items(f"/apis/apps/v1/namespaces/{ns}/daemonsets")}
         configmaps = {c["metadata"]["name"]: c for c in self.api.items(f"/api/v1/namespaces/{ns}/configmaps")}
         plugin_pods: dict[str, dict] = {}
@@ -254,25 +255,18 @@ class Simulator:
             self.nodes = nodes
             self.syncs += 1
 
-    def gpu_pods(self) -> list[dict]:
-        """The pods holding GPUs outside the plugin's namespace (for the DCGM labels), as the
-        last full list found them. No selector picks them, so every pod is listed, in a
-        thread of its own (``list_gpu_pods``): 60,000 pods take minutes to list on a busy
-        API server, and the device plugin's work must not wait for that."""
-        return self._gpu_pods
-
-    def _list_gpu_pods(self, plugin_ns: str) -> list[dict]:
-        return self.api.items("/api/v1/pods", keep=lambda p: (
-            p["metadata"].get("namespace") != plugin_ns and bool(dp.pod_gpu_requests(p))))
-
     def list_gpu_pods(self) -> None:
-        """Every pod listed again and again; on a large lab (a list takes seconds) at most a
-        tenth of the time, so the simulator does not keep the API server it simulates busy."""
+        """Keep ``_gpu_pods``: the pods holding GPUs outside the plugin's namespace (for the
+        DCGM labels). No selector picks them, so every pod is listed, in a thread of its own
+        (60,000 pods take minutes to list on a busy API server, and the device plugin's sync
+        must not wait for that), and on a large lab at most a tenth of the time, so the
+        simulator does not keep the API server it simulates busy."""
+        ns = dp.PLUGIN_NAMESPACE
         while True:
             started = time.monotonic()
             try:
-                pods = self._list_gpu_pods(dp.PLUGIN_NAMESPACE)
-                self._gpu_pods = pods  # one assignment: the sync reads either list whole
+                self._gpu_pods = self.api.items("/api/v1/pods", keep=lambda p: (
+                    p["metadata"].get("namespace") != ns and bool(dp.pod_gpu_requests(p))))
             except Exception as e:  # keep simulating through API hiccups
                 log(f"listing every pod failed: {type(e).__name__}: {e}")
             time.sleep(max(self.interval, 9 * (time.monotonic() - started)))

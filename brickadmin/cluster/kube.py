@@ -653,8 +653,7 @@ def _resource_version(line: bytes) -> str | None:
     ``resourceVersion`` before labels and annotations, so the first such key is the
     object's own (a key inside a string value would have its quotes escaped). None when the
     line does not look like that; the caller then decodes it."""
-    if not (line.startswith(b'{"type":"ADDED"') or line.startswith(b'{"type":"MODIFIED"')
-            or line.startswith(b'{"type":"DELETED"')):
+    if not line.startswith((b'{"type":"ADDED"', b'{"type":"MODIFIED"', b'{"type":"DELETED"')):
         return None
     start = line.find(_RV_KEY)
     if start < 0:

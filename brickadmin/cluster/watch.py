@@ -82,8 +82,7 @@ class ClusterWatcher:
         self._streams = {w: _Stream(*w) for w in watches}
         self._dirty = threading.Event()
         self.counters = {"lists": 0, "watches": 0, "events": 0, "bookmarks": 0, "skipped": 0, "relists": 0,
-                         "errors": 0,
-                         "changes": 0, "published": 0}
+                         "errors": 0, "changes": 0, "published": 0}
         self.last_event_at: datetime | None = None
         self.last_error = ""
         self.last_error_at: datetime | None = None
@@ -123,7 +122,7 @@ class ClusterWatcher:
             s = self._streams[w]
             now = _now()
             s.current_at = now
-            if type_ in ("BOOKMARK", "SKIPPED"):  # SKIPPED: an object the projection drops, not decoded
+            if type_ in ("BOOKMARK", "SKIPPED"):  # SKIPPED: objects the projection drops, not decoded
                 if type_ == "BOOKMARK":
                     self.counters["bookmarks"] += 1
                 else:
@@ -150,6 +149,10 @@ class ClusterWatcher:
                 self.counters["changes"] += 1
             return changed
 
+    def _watch(self, w, s: _Stream, timeout: int):
+        return self.gateway.watch(w[0], w[1], resource_version=s.rv, timeout_seconds=timeout,
+                                  worth=projection.worth_decoding(w[0]))
+
     def sync(self) -> bool:
         """Apply the events pending now, without waiting for more (in-process, for the
         twin; on a real cluster each kind's watch is held open for a second). A kind
@@ -164,8 +167,7 @@ class ClusterWatcher:
                 if not s.rv:
                     changed |= self._relist(w)
                     continue
-                stream = self.gateway.watch(w[0], w[1], resource_version=s.rv, timeout_seconds=timeout,
-                                            worth=projection.worth_decoding(w[0]))
+                stream = self._watch(w, s, timeout)
                 self.counters["watches"] += 1
                 for ev in stream:
                     changed |= self._apply(w, ev)
@@ -263,9 +265,7 @@ class ClusterWatcher:
                     if not s.rv:
                         if self._relist(w):
                             self._dirty.set()
-                    stream = self.gateway.watch(w[0], w[1], resource_version=s.rv,
-                                                timeout_seconds=self.timeout_seconds,
-                                                worth=projection.worth_decoding(w[0]))
+                    stream = self._watch(w, s, self.timeout_seconds)
                     with self._lock:
                         s.stream, s.connected = stream, True
                         s.behind_since, s.current_at = None, _now()
