@@ -335,7 +335,7 @@ def components(bd: Path, token: str) -> list[tuple[str, list[str], callable, flo
            "--concurrent-daemonset-syncs=5", "--node-monitor-grace-period=60s", "--v=0"]
     sched = [str(bd / "kube-scheduler"), f"--kubeconfig={kc}", "--leader-elect=false",
              f"--bind-address={HOST}", f"--secure-port={PORTS['scheduler']}", "--v=0"]
-    kwok = [str(bd / "kwok"), f"--kubeconfig={kc}", "--manage-all-nodes=false",
+    kwok = [str(bd / "kwok"), f"--kubeconfig={kc}", f"--config={HERE / 'kwok.yaml'}", "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             "--manage-nodes-with-label-selector=",
             "--disregard-status-with-annotation-selector=kwok.x-k8s.io/status=custom",
