@@ -125,10 +125,11 @@ class ClusterGateway(Protocol):
     # --- list-then-watch (the cluster watcher, brickadmin/cluster/watch.py) ---
     # ``kind`` is one of WATCHED_KINDS. Objects are the API server's JSON.
     def list_with_version(self, kind: str, namespace: str | None = None, *,
-                          keep=None) -> tuple[list[dict], str]:
-        """Every object of ``kind`` (paginated) and the list's ``metadata.resourceVersion``.
-        ``keep(obj) -> obj | None``, when given, is applied to each item as its page
-        arrives (a projection; None drops the item), so a huge list is never held whole."""
+                          keep=None, worth=None) -> tuple[list[dict], str]:
+        """Every object of ``kind`` (streamed or paginated) and the version the list
+        reflects. ``keep(obj) -> obj | None``, when given, is applied to each item as it
+        arrives (a projection; None drops the item), so a huge list is never held whole.
+        ``worth`` is as for ``watch``: a streamed list skips the objects it refuses."""
         ...
     def watch(self, kind: str, namespace: str | None = None, *, resource_version: str,
               timeout_seconds: int = 300, worth=None) -> "WatchStream":

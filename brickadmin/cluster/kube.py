@@ -3,8 +3,9 @@
 Everything goes over the API server's REST paths through the client's transport
 (configuration, TLS, auth), and every object handed out is the JSON the API server
 returned, parsed into plain dicts: no client model classes leak out. Lists page
-through ``limit``/``continue``; list items get ``apiVersion``/``kind`` filled in (the
-API server leaves them out of list items; ``kubectl get -o yaml`` shows them).
+through ``limit``/``continue`` (the watcher's lists are streamed where the API server
+can); list items get ``apiVersion``/``kind`` filled in (the API server leaves them out
+of list items; ``kubectl get -o yaml`` shows them).
 
 Failures become the errors of :mod:`brickadmin.cluster.base`: 429, 5xx, timeouts and
 connection failures are transient (``TransientClusterError``/``ClusterUnreachable``);
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import os
 import threading
 import time
@@ -51,7 +53,13 @@ from .base import (
     TransientClusterError,
 )
 
+log = logging.getLogger(__name__)
+
 RESTARTED_AT = RESTARTED_AT_ANNOTATION
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+# a streaming list of 150,000 pods on a loaded API server takes minutes; the watcher closes it
+# at the initial-events-end bookmark, so this only bounds a list that never finishes
+STREAM_LIST_SECONDS = 1800
 
 # kind -> (api prefix, plural, namespaced) for the kinds the gateway names itself;
 # anything else handed to apply()/delete() is resolved through discovery.
@@ -99,7 +107,7 @@ class KubeGateway:
 
     def __init__(self, kubeconfig: str | None = None, *, token: str | None = None,
                  context: str | None = None, in_cluster: bool | None = None,
-                 request_timeout: float = 15, page_size: int = 250):
+                 request_timeout: float = 15, page_size: int = 250, stream_lists: bool = True):
         cfg = k8s_client.Configuration()
         if in_cluster is None:
             in_cluster = kubeconfig is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
@@ -125,6 +133,7 @@ class KubeGateway:
         self.api_client = k8s_client.ApiClient(cfg)
         self.request_timeout = request_timeout
         self.page_size = page_size
+        self.stream_lists = stream_lists  # False once the API server refused a streaming list
         self._discovery: dict[tuple[str, str], tuple[str, str, bool]] = dict(_KNOWN)
         self._lock = threading.Lock()
 
@@ -310,9 +319,56 @@ class KubeGateway:
         prefix, plural, namespaced = self._resource(api_version, kind)
         return self._ns_path(prefix, plural, namespace if namespaced else None), api_version
 
-    def list_with_version(self, kind: str, namespace: str | None = None, *, keep=None) -> tuple[list[dict], str]:
-        path, _ = self._kind_path(kind, namespace)
+    def list_with_version(self, kind: str, namespace: str | None = None, *, keep=None,
+                          worth=None) -> tuple[list[dict], str]:
+        """The watcher's list: streamed when the API server can (``_stream_list``), else paged."""
+        path, api_version = self._kind_path(kind, namespace)
+        if self.stream_lists:
+            try:
+                return self._stream_list(path, api_version, kind, keep, worth)
+            except PermanentClusterError as e:
+                if e.status not in (400, 422):  # 403, 404...: the paged list would fail the same way
+                    raise
+                # a server without the streaming list refuses its parameters (resourceVersionMatch
+                # on a watch is invalid before v1.27, sendInitialEvents without the WatchList gate)
+                log.info("the API server does not stream lists (%s); paging them", e)
+                self.stream_lists = False
+            except TransientClusterError as e:
+                # The API server closes a watch whose reader falls behind its event buffer; while
+                # a large list is still being sent, heavy churn does that. Pages have no buffer.
+                log.info("%s; paging this list", e)
         return self._list_versioned(path, keep=keep)
+
+    def _stream_list(self, path: str, api_version: str, kind: str, keep, worth) -> tuple[list[dict], str]:
+        """Kubernetes' streaming list (``sendInitialEvents``, KEP-3157): a watch that first
+        sends every current object as ADDED, then a bookmark annotated
+        ``k8s.io/initial-events-end`` carrying the version they reflect. One request instead
+        of a page per 250 objects, and each object is its own line, so ``worth`` skips the
+        objects nobody keeps without decoding them (most pods request no GPU)."""
+        query = [("watch", "1"), ("sendInitialEvents", "true"), ("resourceVersionMatch", "NotOlderThan"),
+                 ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(STREAM_LIST_SECONDS))]
+        stream = self._open_watch(path, api_version, kind, query, worth, STREAM_LIST_SECONDS)
+        items: dict[tuple[str, str], dict] = {}
+        try:
+            for ev in stream:
+                type_, obj = ev.get("type"), ev.get("object") or {}
+                meta = obj.get("metadata") or {}
+                if type_ == "BOOKMARK":
+                    if (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
+                        return list(items.values()), str(meta.get("resourceVersion") or "")
+                    continue
+                if type_ == "SKIPPED":
+                    continue
+                key = (meta.get("namespace", ""), meta.get("name", ""))
+                kept = None if type_ == "DELETED" else (keep(obj) if keep is not None else obj)
+                if kept is None:
+                    items.pop(key, None)
+                else:
+                    items[key] = kept
+        finally:
+            stream.close()
+        raise TransientClusterError(f"GET {path}: the streaming list ended before all objects were sent",
+                                    reason="StreamBroken")
 
     def watch(self, kind: str, namespace: str | None = None, *, resource_version: str,
               timeout_seconds: int = 300, worth=None) -> "_KubeWatch":
@@ -324,6 +380,10 @@ class KubeGateway:
         path, api_version = self._kind_path(kind, namespace)
         query = [("watch", "1"), ("resourceVersion", resource_version), ("allowWatchBookmarks", "true"),
                  ("timeoutSeconds", str(int(timeout_seconds)))]
+        return self._open_watch(path, api_version, kind, query, worth, timeout_seconds)
+
+    def _open_watch(self, path: str, api_version: str, kind: str, query: list, worth,
+                    timeout_seconds: float) -> "_KubeWatch":
         headers = {"Accept": "application/json"}
         method = "GET"
         try:

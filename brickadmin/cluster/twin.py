@@ -202,10 +202,11 @@ class TwinGateway:
     def resource_version() -> int:
         return TwinState.objects.filter(pk=1).values_list("last_rv", flat=True).first() or 0
 
-    def list_with_version(self, kind, namespace=None, *, keep=None):
+    def list_with_version(self, kind, namespace=None, *, keep=None, worth=None):
         """Every object of ``kind`` and the version the list reflects (at least). The
         version is read first: a change committed in between is in the list and replayed
-        by the watch from that version, which converges (events carry whole objects)."""
+        by the watch from that version, which converges (events carry whole objects).
+        ``worth`` is not needed: the twin's objects are decoded already."""
         if kind not in WATCHED_KINDS:
             raise PermanentClusterError(f"{kind} is not a watched kind", reason="Invalid")
         rv = self.resource_version()

@@ -1,7 +1,7 @@
 """The cluster watcher: list, then watch, and keep a small projection of the cluster.
 
 One ``ClusterWatcher`` over a gateway (the real cluster or the twin: the same code)
-lists each watched kind once (paginated, remembering the list's resourceVersion), then
+lists each watched kind once (streamed or paginated, remembering its resourceVersion), then
 follows a watch stream per kind from there, applying events to an in-memory store of
 projected objects (projection.py). ``snapshot()`` hands the store out as the same
 ``Snapshot`` the ledger and the health checks have always read.
@@ -92,14 +92,15 @@ class ClusterWatcher:
 
     # ------------------------------------------------------------------ listing
     def prime(self) -> None:
-        """List every watched kind (paginated); remember each list's resourceVersion."""
+        """List every watched kind; remember the version each list reflects."""
         for w in self._streams:
             self._relist(w)
         self.primed_at = _now()
 
     def _relist(self, w) -> bool:
         kind, ns = w
-        items, rv = self.gateway.list_with_version(kind, ns, keep=projection.keeper(kind))
+        items, rv = self.gateway.list_with_version(kind, ns, keep=projection.keeper(kind),
+                                                   worth=projection.worth_decoding(kind))
         store = {_key(o): o for o in items}
         with self._lock:
             s = self._streams[w]

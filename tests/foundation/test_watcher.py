@@ -185,7 +185,7 @@ class BrokenGateway:
     def __init__(self):
         self.watches = 0
 
-    def list_with_version(self, kind, namespace=None, *, keep=None):
+    def list_with_version(self, kind, namespace=None, *, keep=None, worth=None):
         return [], "1"
 
     def watch(self, kind, namespace=None, *, resource_version, timeout_seconds=300, worth=None):

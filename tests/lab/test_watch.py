@@ -4,6 +4,7 @@ projection ends equal to a fresh list, by itself."""
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import threading
 import time
@@ -11,9 +12,10 @@ import urllib.request
 
 import pytest
 
+from brickadmin.cluster import projection
 from brickadmin.cluster.kube import KubeGateway
 from brickadmin.cluster.lease import LeaderElector
-from brickadmin.cluster.watch import ClusterWatcher
+from brickadmin.cluster.watch import WATCHES, ClusterWatcher
 
 from .conftest import make_namespace, make_pod, wait_until
 
@@ -33,8 +35,16 @@ def stores(w):
     return {k: {key: strip(o) for key, o in s.items.items()} for k, s in w._streams.items()}
 
 
+def paged(gw):
+    """The same gateway listing through pages: the watcher streams its lists, so a fresh
+    list to compare it with is read the other way."""
+    g = copy.copy(gw)
+    g.stream_lists = False
+    return g
+
+
 def fresh(gw):
-    w = ClusterWatcher(gw)
+    w = ClusterWatcher(paged(gw))
     w.prime()
     return stores(w)
 
@@ -153,22 +163,53 @@ def test_a_burst_of_changes_ends_equal_to_a_fresh_list(lab, gw):
     lab.admin.label_node(node, {"brick.test/watch": None})
 
 
+def plain_pod(lab, name):  # no nvidia.com toleration either: nothing in it names a GPU
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
+            "spec": {"containers": [{"name": "main", "image": "busybox"}],
+                     "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 1}}
+    return lab.admin._request("POST", f"/api/v1/namespaces/{NS}/pods", body=body)
+
+
+def test_the_watcher_streams_its_lists_and_they_equal_pages(lab, gw):
+    """v1.34 streams a list (``sendInitialEvents``): one request per kind, whose pods that
+    request no GPU are skipped undecoded. Each watched kind's streamed list keeps exactly
+    what a paged list keeps, and reflects a version at least as new as the last write."""
+    make_pod(lab, NS, "list-gpu", None, gpu={"nvidia.com/gpu": "1"}, wait_running=False)
+    last = None
+    for i in range(5):
+        last = plain_pod(lab, f"list-cpu-{i}")
+    last_rv = int(last["metadata"]["resourceVersion"])
+    streamed = copy.copy(gw)
+    streamed._list_versioned = lambda *a, **kw: pytest.fail("the lab's API server should stream the list")
+
+    def lists(g, kind, ns):
+        items, rv = g.list_with_version(kind, ns, keep=projection.keeper(kind), worth=projection.worth_decoding(kind))
+        return {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): strip(o) for o in items}, int(rv)
+
+    for kind, ns in WATCHES:
+        def same():
+            (s_items, s_rv), (p_items, _) = lists(streamed, kind, ns), lists(paged(gw), kind, ns)
+            assert s_rv >= last_rv
+            return s_items == p_items
+        wait_until(same, 30, f"the streamed {kind} list equal to the paged one")
+    pods, _ = lists(streamed, "Pod", None)
+    assert (NS, "list-gpu") in pods and not any(name.startswith("list-cpu") for _, name in pods)
+    assert streamed.stream_lists
+    for i in range(5):
+        lab.admin.delete("v1", "Pod", f"list-cpu-{i}", NS)
+    lab.admin.delete("v1", "Pod", "list-gpu", NS)
+
+
 def test_events_of_pods_without_gpus_are_not_decoded_yet_move_the_watch_on(lab, gw):
     """On a real API server the watcher reads each pod event's bytes first: a pod that
     requests no GPU (most pods of a large cluster) is never decoded, but its version still
     moves the stream on (so a reconnect does not replay it), and the view still equals a
     fresh list."""
-    def plain_pod(name):  # no nvidia.com toleration either: nothing in it names a GPU
-        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
-                "spec": {"containers": [{"name": "main", "image": "busybox"}],
-                         "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 1}}
-        return lab.admin._request("POST", f"/api/v1/namespaces/{NS}/pods", body=body)
-
     with Running(gw) as r:
         make_pod(lab, NS, "skip-gpu", None, gpu={"nvidia.com/gpu": "1"}, wait_running=False)
         last = None
         for i in range(20):
-            last = plain_pod(f"skip-cpu-{i}")
+            last = plain_pod(lab, f"skip-cpu-{i}")
         last_rv = int(last["metadata"]["resourceVersion"])
         pods = r.w._streams[("Pod", None)]
         wait_until(lambda: int(pods.rv or 0) >= last_rv, 30, "the pod stream past the last plain pod's version")
