@@ -672,7 +672,9 @@ class _KubeWatch:
         for line in lines:
             if not line or line.isspace():
                 continue
-            if worth is not None and not worth(line):
+            # only an object's event may be skipped: a BOOKMARK (the streaming list's end among
+            # them) or an ERROR inside a run would otherwise be lost with the run
+            if worth is not None and line.startswith(_OBJECT_EVENTS) and not worth(line):
                 last_skipped, run = line, run + 1
                 continue
             if last_skipped is not None:
@@ -704,6 +706,7 @@ class _KubeWatch:
 
 
 _RV_KEY = b'"resourceVersion":"'
+_OBJECT_EVENTS = (b'{"type":"ADDED"', b'{"type":"MODIFIED"', b'{"type":"DELETED"')
 
 
 def _resource_version(line: bytes) -> str | None:
@@ -713,7 +716,7 @@ def _resource_version(line: bytes) -> str | None:
     ``resourceVersion`` before labels and annotations, so the first such key is the
     object's own (a key inside a string value would have its quotes escaped). None when the
     line does not look like that; the caller then decodes it."""
-    if not line.startswith((b'{"type":"ADDED"', b'{"type":"MODIFIED"', b'{"type":"DELETED"')):
+    if not line.startswith(_OBJECT_EVENTS):
         return None
     start = line.find(_RV_KEY)
     if start < 0:

@@ -168,6 +168,28 @@ def test_a_pod_that_requests_no_gpu_is_skipped_with_its_resource_version():
     assert projection.worth_decoding("Node") is None and projection.worth_decoding("ResourceQuota") is None
 
 
+def test_a_bookmark_or_an_error_among_skipped_pods_is_never_lost():
+    """Runs of skipped pod events become one SKIPPED event; a bookmark inside such a run (the
+    streaming list's initial-events-end among them) still comes through, in order, and so
+    does an ERROR (a 410 raises Gone)."""
+    from brickadmin.cluster.base import Gone
+    from brickadmin.cluster.kube import KubeGateway, _KubeWatch
+
+    stream = _KubeWatch(KubeGateway, None, "GET", "/api/v1/pods", "v1", "Pod", projection.worth_decoding("Pod"))
+    cpu = pod("ws", "cpu-only")
+    end = (b'{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"12",'
+           b'"annotations":{"k8s.io/initial-events-end":"true"}},"spec":{"containers":null},"status":{}}}')
+    lines = [watch_line("ADDED", cpu, rv="10"), watch_line("ADDED", cpu, rv="11"), end,
+             watch_line("MODIFIED", cpu, rv="13")]
+    events = list(stream._events(lines))
+    assert [(e["type"], e.get("skipped"), e["object"]["metadata"]["resourceVersion"]) for e in events] == [
+        ("SKIPPED", 2, "11"), ("BOOKMARK", None, "12"), ("SKIPPED", 1, "13")]
+    assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    gone = b'{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Expired","code":410}}'
+    with pytest.raises(Gone):
+        list(stream._events([watch_line("ADDED", cpu, rv="14"), gone, watch_line("ADDED", cpu, rv="15")]))
+
+
 def test_pod_projection_keeps_gpu_requests_and_the_failure_summary():
     slim = projection.pod(pod("ws", "a", gpu={"nvidia.com/gpu": "2"}, phase="Failed"))
     assert slim["spec"] == {"nodeName": "n1", "containers": [
