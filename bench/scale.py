@@ -486,12 +486,20 @@ class Bench:
             self.make_ns(name, workspace_owner=f"bench{k}")
             self.namespaces.append(name)
         want = n_pods - n_nodes  # one device-plugin pod per node makes up the rest
+        # a lab left by an interrupted run already has most pods: create only the missing ones
+        existing = set() if self.own_lab else {
+            (p["metadata"]["namespace"], p["metadata"]["name"])
+            for p in self.api.list_all("/api/v1/pods", params={"labelSelector": "=".join(BENCH_LABEL)})}
+        if existing:
+            log(f"{len(existing)} bench pods already there")
         t1 = time.time()
         done = [0]
 
         def create_pod(p):
             name, _, res = self.nodes[p % n_nodes]
             ns = self.namespaces[p % n_ns]
+            if (ns, f"w-{p:06d}") in existing:
+                return
             self.api.req("POST", f"/api/v1/namespaces/{ns}/pods", body=self.pod(ns, f"w-{p:06d}", name, res, p % 10 == 0),
                          ok=(201, 409))
             done[0] += 1
