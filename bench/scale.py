@@ -516,7 +516,8 @@ class Bench:
             self.n_pods = want
             self.settle(n_nodes, want)
         finally:
-            self.resume_background()
+            if not self.args.watcher_only:  # nothing measured then reads Prometheus: keep its CPU free
+                self.resume_background()
         return time.time() - t0
 
     def pod(self, ns, name, node, res, gpu):
@@ -677,6 +678,13 @@ class Bench:
         r["streams"] = {k: v.get("objects") for k, v in (ws.get("streams") or {}).items()}
         r["rss_settled"] = self.rss_mib(w.pid)
         log(f"view published after {r['first_view_s']:.1f}s; list {r['list_s']}; RSS {r['rss_primed']:.0f} MiB")
+        if self.args.watcher_only:  # the memory figure and the counts, for a size too slow to measure whole
+            time.sleep(60)
+            r["rss_after_churn"] = self.rss_mib(w.pid)  # no churn: a minute of following the cluster
+            r["counts"] = self.count_check()
+            self.stop(w)
+            self.stop(self.wp)
+            return r
 
         # -- page server time: warm, and the first request in a new process. Twice: with the lab's
         # simulators running (KWOK's 500-2,000 kubelets, gpusim, kube-state-metrics and Prometheus
@@ -892,6 +900,13 @@ def report(r: dict, targets: dict) -> None:
     print(f"watcher memory (VmRSS): {r['rss_primed']:.0f} MiB after priming, {r['rss_settled']:.0f} MiB 12 s later, "
           f"{r['rss_after_churn']:.0f} MiB after the churn")
     print(f"watcher's kept objects: {r['streams']}")
+    if "warm" not in r:  # --watcher-only
+        _print_counts(r["counts"])
+        peak = max(r["rss_primed"], r["rss_settled"], r["rss_after_churn"])
+        print(f"(--watcher-only: the last memory figure is a minute after priming, without a churn)\n"
+              f"targets: watcher < 1 GiB: {'met' if peak < 1024 else 'NOT met'} ({peak:.0f} MiB)")
+        sys.stdout.flush()
+        return
     print("page server time (Django test client), the lab's simulators (KWOK, gpusim, kube-state-metrics, "
           "Prometheus, controller-manager, scheduler) paused; the watcher and the API server running:")
     for u in PAGES:
@@ -932,12 +947,7 @@ def report(r: dict, targets: dict) -> None:
     print(f"churn of 1,000 pod creations + deletions (1 in 10 GPU): watcher CPU {ch['cpu_s']:.2f} s over "
           f"{ch['wall_s']:.1f} s wall (created in {ch['create_s']:.1f} s, deleted by {ch['delete_s']:.1f} s), "
           f"{ch['generations']} view generations published; watcher alive: {ch['alive']}")
-    c = r["counts"]
-    print(f"count check after the churn: live {c['live_nodes']} nodes ({c['live_gpu_labelled']} GPU-labelled), "
-          f"{c['live_pods']} pods ({c['live_gpu_pods']} requesting GPUs, {c['live_plugin_pods']} device-plugin); "
-          f"view {c['view_nodes']} nodes ({c['view_gpu_nodes']} GPU); watcher streams {c['streams']}; "
-          f"requested live {c['live_requested']} vs view {c['view_requested']}; watcher errors/relists/last "
-          f"{c['errors']}")
+    _print_counts(r["counts"])
     dmed = r["warm"]["/"]["median_ms"]
     ratio = dmed / r["kubectl_ms"]
     busy = r["warm_busy"]["/"]["median_ms"] / r["kubectl_busy_ms"]
@@ -956,6 +966,14 @@ def report(r: dict, targets: dict) -> None:
         t.append(f"watcher < 1 GiB: {'met' if max(r['rss_primed'], r['rss_after_churn']) < 1024 else 'NOT met'}")
     print("targets: " + "; ".join(t))
     sys.stdout.flush()
+
+
+def _print_counts(c: dict) -> None:
+    print(f"count check: live {c['live_nodes']} nodes ({c['live_gpu_labelled']} GPU-labelled), "
+          f"{c['live_pods']} pods ({c['live_gpu_pods']} requesting GPUs, {c['live_plugin_pods']} device-plugin); "
+          f"view {c['view_nodes']} nodes ({c['view_gpu_nodes']} GPU); watcher streams {c['streams']}; "
+          f"requested live {c['live_requested']} vs view {c['view_requested']}; watcher errors/relists/last "
+          f"{c['errors']}")
 
 
 def _charged(counted: dict, views: dict) -> float:
@@ -985,6 +1003,8 @@ def main() -> int:
     ap.add_argument("--settle-timeout", type=float, default=360)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--changes", type=int, default=20, help="node label changes timed to the pages")
+    ap.add_argument("--watcher-only", action="store_true",
+                    help="measure only the watcher (initial list, memory, counts): for 5,000 / 150,000")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
 
