@@ -330,6 +330,7 @@ class Bench:
         self.nodes: list[tuple[str, str, str]] = []  # (name, sharing, resource)
         self.namespaces: list[str] = []
         self.n_pods = 0
+        self.run_id = f"{int(time.time()) % 100000:05d}"
         self.results = []
 
     # ------------------------------------------------------------------ the lab
@@ -735,7 +736,9 @@ class Bench:
         dash, dash_after, nodes_pg, kctl, missed = [], [], [], [], 0
         for i in range(changes):
             node = self.nodes[(i * 37 + 5) % n_nodes][0]
-            model = f"BenchM{n_nodes}x{i:02d}"
+            # new in every run: a lab reused after an interrupted run still carries the old labels,
+            # and a page already showing the name would be "seen" before the change
+            model = f"BenchM{n_nodes}x{i:02d}r{self.run_id}"
             # the Dashboard's per-model rows are its magnifier fragment (/dashboard/models/, loaded into
             # the Dashboard by htmx); "/" itself shows totals, which a model label does not change
             checks = [["/dashboard/models/", model], [f"/nodes/?model={model}", node]]
