@@ -87,6 +87,7 @@ class _Reuse:
         self.ledger: dict = {}
         self.occupancy: dict = {}
         self.rows: dict = {}  # node name -> ((raw node, NodeLedger or None), data without "problems", digest of it)
+        self.workspaces: dict = {}  # namespace -> (Occupancy, idle since, its row's fields, their digest)
 
 
 _reuse = _Reuse()
@@ -153,7 +154,7 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
         if (state.extra or {}).get("problems_digest") != problems_digest:
             ViewProblem.objects.all().delete()
             ViewProblem.objects.bulk_create(_problem_rows(problems, gen))
-        _write_workspaces(occupancy, gen, now)
+        _reuse.workspaces = _write_workspaces(occupancy, gen, now, _reuse.workspaces)
         if (state.extra or {}).get("jobs_digest") != jobs_digest:  # Jobs change seldom: rewrite only then
             ViewJob.objects.all().delete()
             ViewJob.objects.bulk_create(ViewJob(generation=gen, namespace=ns, name=name, status=st)
@@ -201,10 +202,12 @@ def _write_nodes(rows: dict, gen: int) -> None:
     ViewNode.objects.bulk_create(new, batch_size=500)
 
 
-def _write_workspaces(occupancy: dict, gen: int, now) -> None:
+def _write_workspaces(occupancy: dict, gen: int, now, last: dict) -> dict:
     """One row per Workspace namespace, each keeping since when it has been idle (carried
     over from the previous generation: idleness is a duration, not a state). Only the rows
-    that changed are written."""
+    that changed are written. ``last``: what the previous call returned; a line that is
+    the same Occupancy object, idle since the same time, keeps its fields and digest.
+    Returns what the next call is given."""
     from django.conf import settings as dj_settings
 
     threshold = float(getattr(dj_settings, "BRICK_IDLE_UTILISATION_PERCENT", 5))
@@ -213,21 +216,28 @@ def _write_workspaces(occupancy: dict, gen: int, now) -> None:
     gone = set(stored) - set(occupancy)
     if gone:
         ViewWorkspace.objects.filter(namespace__in=gone).delete()
-    rows = []
+    rows, kept = [], {}
     for name, occ in occupancy.items():
         idle_since = ((stored.get(name) or (None,))[0] or now) if occ.idle(threshold) else None
-        fields = dict(
-            namespace=name, owner=occ.owner[:150], labelled=occ.labelled, resource=occ.resource[:253],
-            gpu_type=occ.gpu_type[:64], quota=occ.quota, gpu_quotas=occ.gpu_quotas, quotas=occ.quotas,
-            requested=occ.requested, physical=occ.physical, utilisation=occ.utilisation, memory_mib=occ.memory_mib,
-            created_at=occupancy_mod.created(occ), pods=occ.pods, idle_since=idle_since)
-        digest = _digest(fields)
+        was = last.get(name)
+        if was is not None and was[0] is occ and was[1] == idle_since:
+            fields, digest = was[2], was[3]
+        else:
+            fields = dict(
+                namespace=name, owner=occ.owner[:150], labelled=occ.labelled, resource=occ.resource[:253],
+                gpu_type=occ.gpu_type[:64], quota=occ.quota, gpu_quotas=occ.gpu_quotas, quotas=occ.quotas,
+                requested=occ.requested, physical=occ.physical, utilisation=occ.utilisation,
+                memory_mib=occ.memory_mib, created_at=occupancy_mod.created(occ), pods=occ.pods,
+                idle_since=idle_since)
+            digest = _digest(fields)
+        kept[name] = (occ, idle_since, fields, digest)
         if name in stored and stored[name][1] == digest:
             continue
         rows.append(ViewWorkspace(generation=gen, digest=digest, **fields))
     if rows:
         ViewWorkspace.objects.filter(namespace__in=[r.namespace for r in rows if r.namespace in stored]).delete()
         ViewWorkspace.objects.bulk_create(rows, batch_size=500)
+    return kept
 
 
 def _problem_rows(problems: dict, gen: int):

@@ -504,6 +504,29 @@ def _node_requests(pods) -> dict[str, int]:
     return dict(out)
 
 
+def _contribution(n: NodeLedger) -> tuple:
+    """What one node adds to the totals, worked out once per line: (served, physical).
+    served: [((model, type), resource, allocatable, requested, cordoned, shared_on entry or
+    None)] per resource it serves; physical: [((model, type), GPUs)], counted into a row
+    only if that row exists once this node's resources are in."""
+    served = []
+    for r in n.served:
+        if not (r.capacity or r.allocatable or r.requested):
+            continue  # e.g. "nvidia.com/gpu: 0" on a MIG node: nothing to show
+        # time-sliced without a rename (GPU Operator): the resource row says where
+        shared = (n.name, n.replicas, r.allocatable) if (
+            r.gpu_type == SHARED and gpu_type_of(r.resource) != SHARED and r.allocatable) else None
+        served.append(((n.model, r.gpu_type), r.resource, r.allocatable, r.requested, n.cordoned, shared))
+    physical: dict[tuple[str, str], int] = {}
+    for d in n.raw_devices:
+        mig = d.get("mig")
+        gtype = ("mig-" + mig[0]) if mig else (SHARED if n.mode == "timeslicing" else EXCLUSIVE)
+        physical[(n.model, gtype)] = physical.get((n.model, gtype), 0) + 1
+    if not n.raw_devices:
+        physical[(n.model, SHARED if n.mode == "timeslicing" else EXCLUSIVE)] = n.physical
+    return served, list(physical.items())
+
+
 def compute(snapshot, memo: dict | None = None) -> Ledger:
     """The ledger for a snapshot (brickadmin.cluster.snapshot.Snapshot).
 
@@ -524,57 +547,55 @@ def compute(snapshot, memo: dict | None = None) -> Ledger:
         plugin_pods_by_node[(p.get("spec") or {}).get("nodeName", "")].append(p)
     ts_replicas = brick_replicas(snapshot.plugin_configmaps)
 
-    nodes = []
     kept = {}
     for node in snapshot.nodes:
-        if not is_gpu_node(node):
-            continue
         name = node["metadata"]["name"]
         pods, plugin_pods = pods_by_node.get(name, []), plugin_pods_by_node.get(name, [])
         key = (node, pods, plugin_pods, snapshot.devices.get(name), snapshot.device_source, ts_replicas)
         last = memo.get(name) if memo is not None else None
         if last is not None and last[0] == key:
-            line = last[1]
+            entry = last
+        elif not is_gpu_node(node):
+            continue
         else:
             convention_guess = "brick" if (node["metadata"].get("labels") or {}).get(GPU_TYPE_LABEL) else "other"
             line = node_ledger(
                 node, _node_requests(pods), snapshot.devices.get(name), snapshot.device_source,
                 _plugin_state(name, plugin_pods_by_node, convention_guess), ts_replicas,
                 pods=pods, plugin_pods=plugin_pods)
-        kept[name] = (key, line)
-        nodes.append(line)
-    nodes.sort(key=lambda n: n.name)
+            entry = (key, line, _contribution(line))
+        kept[name] = entry
     if memo is not None:
         memo.clear()
         memo.update(kept)
+    entries = sorted(kept.values(), key=lambda e: e[1].name)
+    nodes = [e[1] for e in entries]
 
+    # The totals: the nodes' contributions added up in the nodes' order (a model × type row
+    # counts a node's physical GPUs only once some node served that type: see _contribution).
     by_type: dict[tuple[str, str], TypeRow] = {}
     by_resource: dict[str, ResourceRow] = {}
-    for n in nodes:
-        for r in n.served:
-            if not (r.capacity or r.allocatable or r.requested):
-                continue  # e.g. "nvidia.com/gpu: 0" on a MIG node: nothing to show
-            row = by_type.setdefault((n.model, r.gpu_type), TypeRow(n.model, r.gpu_type, r.resource))
-            row.logical += r.allocatable
-            row.requested += r.requested
+    for _key, _line, (served, physical) in entries:
+        for row_key, resource, allocatable, requested, cordoned, shared_on in served:
+            row = by_type.get(row_key)
+            if row is None:
+                row = by_type[row_key] = TypeRow(row_key[0], row_key[1], resource)
+            row.logical += allocatable
+            row.requested += requested
             row.nodes += 1
-            if n.cordoned:
-                row.cordoned_logical += r.allocatable
-            rrow = by_resource.setdefault(r.resource, ResourceRow(r.resource))
-            rrow.logical += r.allocatable
-            rrow.requested += r.requested
-            if r.gpu_type == SHARED and gpu_type_of(r.resource) != SHARED and r.allocatable:
-                rrow.shared_logical += r.allocatable  # time-sliced without a rename (GPU Operator)
-                rrow.shared_on.append([n.name, n.replicas, r.allocatable])
-        for d in n.raw_devices:
-            mig = d.get("mig")
-            gtype = ("mig-" + mig[0]) if mig else (SHARED if n.mode == "timeslicing" else EXCLUSIVE)
-            if (n.model, gtype) in by_type:
-                by_type[(n.model, gtype)].physical += 1
-        if not n.raw_devices:
-            whole_type = SHARED if n.mode == "timeslicing" else EXCLUSIVE
-            if (n.model, whole_type) in by_type:
-                by_type[(n.model, whole_type)].physical += n.physical
+            if cordoned:
+                row.cordoned_logical += allocatable
+            rrow = by_resource.get(resource)
+            if rrow is None:
+                rrow = by_resource[resource] = ResourceRow(resource)
+            rrow.logical += allocatable
+            rrow.requested += requested
+            if shared_on:
+                rrow.shared_logical += allocatable
+                rrow.shared_on.append(list(shared_on))
+        for row_key, count in physical:
+            if row_key in by_type:
+                by_type[row_key].physical += count
 
     allocated = allocated_by_namespace(snapshot.quotas)
     for per_ns in allocated.values():

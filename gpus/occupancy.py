@@ -73,10 +73,13 @@ def _in_use_slots(n) -> list[tuple[str, int, str]]:
 def compute(snapshot, ledger, memo: dict | None = None) -> dict[str, Occupancy]:
     """namespace -> Occupancy, for Workspace namespaces and every namespace with a GPU quota.
 
-    ``memo``: kept by the caller between calls (the cluster view's publish); a node's GPU
+    ``memo``: kept by the caller between calls (the cluster view's publish). A node's GPU
     map is drawn again only when its ledger line is a new one (gpus.ledger.compute reuses
-    the line of an unchanged node), and a pod's line only when the pod (the same object
-    while the watcher saw no change) or the GPUs it holds changed."""
+    the line of an unchanged node); a namespace's Occupancy is the last call's object
+    when nothing it is made of changed (its quotas, owner, pods and where their GPUs are,
+    their DCGM readings), and a pod's line is made again only when the pod (the same
+    object while the watcher saw no change) or the GPUs it holds changed. Callers must not
+    change what this returns."""
     out: dict[str, Occupancy] = {}
     for ns in getattr(snapshot, "namespaces", None) or []:
         md = ns.get("metadata") or {}
@@ -103,60 +106,83 @@ def compute(snapshot, ledger, memo: dict | None = None) -> dict[str, Occupancy]:
                            "used": {k: str(v) for k, v in ((q.get("status") or {}).get("used") or {}).items()}})
     if not out:
         return out
+    memo = {} if memo is None else memo
 
     # Where each Running pod's GPUs are: the node maps of the nodes running pods of these namespaces.
     placed: dict[str, list[tuple[str, int, str]]] = {}  # "ns/pod" -> [(node, GPU index, uuid)]
-    last_maps = memo.get("maps", {}) if memo is not None else {}
-    maps = {}
+    last_maps, maps = memo.get("maps", {}), {}
+    wanted = set(out)  # frozenset.isdisjoint walks a dict argument whole, a set it probes
     for n in ledger.nodes:
-        if not any((p.get("metadata") or {}).get("namespace") in out for p in n.raw_pods):
-            continue
         last = last_maps.get(n.name)
-        slots = last[1] if last is not None and last[0] is n else _in_use_slots(n)
-        maps[n.name] = (n, slots)
-        for pod, index, uuid in slots:
+        if last is not None and last[0] is n:
+            pod_namespaces, slots = last[1], last[2]
+        else:
+            pod_namespaces = frozenset((p.get("metadata") or {}).get("namespace") for p in n.raw_pods)
+            slots = None
+        if slots is None and not pod_namespaces.isdisjoint(wanted):
+            slots = _in_use_slots(n)
+        maps[n.name] = (n, pod_namespaces, slots)  # slots None: not drawn, no pod of these namespaces
+        for pod, index, uuid in slots or ():
             placed.setdefault(pod, []).append((n.name, index, uuid))
-    last_lines = memo.get("lines", {}) if memo is not None else {}
-    lines = {}
-    if memo is not None:
-        memo["maps"], memo["lines"] = maps, lines
 
-    usage = getattr(snapshot, "usage", None)
-    devices_of: dict[str, dict] = {}  # namespace -> DCGM device readings of its pods
-    held: dict[str, set] = {}
+    pods_of: dict[str, list[dict]] = {}
     for pod in snapshot.gpu_pods:
-        md, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-        occ = out.get(md.get("namespace", ""))
-        if occ is None or vocab.is_terminal(pod):
+        name = (pod.get("metadata") or {}).get("namespace", "")
+        if name in out:
+            pods_of.setdefault(name, []).append(pod)
+    usage = getattr(snapshot, "usage", None)
+    last_occupancy, kept = memo.get("namespaces", {}), {}  # namespace -> (what it is made of, Occupancy, pod lines)
+    for name, occ in list(out.items()):
+        pods = pods_of.get(name, [])
+        keys = [f'{name}/{(pod.get("metadata") or {}).get("name", "")}' for pod in pods]
+        where = [placed.get(key, []) for key in keys]
+        readings = None if usage is None else [usage.get(key) for key in keys]
+        key = (occ.owner, occ.labelled, occ.created_at, occ.gpu_quotas, occ.quotas, pods, where, readings)
+        last = last_occupancy.get(name)
+        if last is not None and last[0] == key:
+            out[name] = last[1]
+        else:
+            lines = {}
+            _fill(occ, pods, keys, where, usage, last[2] if last is not None else {}, lines)
+            last = (key, occ, lines)
+        kept[name] = last
+    memo.update(maps=maps, namespaces=kept)
+    return out
+
+
+def _fill(occ: Occupancy, pods: list[dict], keys: list[str], where: list[list], usage, last_lines: dict,
+          lines: dict) -> None:
+    """Add the pods of ``occ``'s namespace to it: their lines, what the Running ones
+    request, the distinct GPUs they hold and (when DCGM measured them) their utilisation."""
+    devices: dict = {}  # DCGM device readings of the namespace's pods
+    held: set = set()
+    for pod, key, at in zip(pods, keys, where):
+        if vocab.is_terminal(pod):
             continue
-        key = f'{occ.namespace}/{md.get("name", "")}'
+        md, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         phase = (pod.get("status") or {}).get("phase") or ""
-        where = placed.get(key, [])
         last = last_lines.get(key)
-        if last is not None and last[0] is pod and last[1] == where:
+        if last is not None and last[0] is pod and last[1] == at:
             base = last[2]
         else:
             base = {"name": md.get("name", ""), "node": spec.get("nodeName", ""), "phase": phase,
                     "requests": pod_gpu_requests(pod),
-                    "gpus": sorted({f"{node} · GPU {i}" + (f" ({uuid})" if uuid else "") for node, i, uuid in where}),
+                    "gpus": sorted({f"{node} · GPU {i}" + (f" ({uuid})" if uuid else "") for node, i, uuid in at}),
                     "created": md.get("creationTimestamp") or ""}
-        lines[key] = (pod, where, base)
+        lines[key] = (pod, at, base)
         line = dict(base)  # a line of its own: utilisation is added below
-        requests = line["requests"]
         if phase == "Running":
-            occ.requested += sum(requests.values())
-            held.setdefault(occ.namespace, set()).update((node, i) for node, i, _u in where)
+            occ.requested += sum(line["requests"].values())
+            held.update((node, i) for node, i, _u in at)
         if usage is not None:
             readings = usage.get(key) or {}
             line["utilisation"], line["memory_mib"] = metrics.usage_of(readings)
-            devices_of.setdefault(occ.namespace, {}).update(readings)
+            devices.update(readings)
         occ.pods.append(line)
-    for occ in out.values():
-        occ.physical = len(held.get(occ.namespace, ()))
-        occ.pods.sort(key=lambda p: p["name"])
-        if usage is not None:
-            occ.utilisation, occ.memory_mib = metrics.usage_of(devices_of.get(occ.namespace, {}))
-    return out
+    occ.physical = len(held)
+    occ.pods.sort(key=lambda p: p["name"])
+    if usage is not None:
+        occ.utilisation, occ.memory_mib = metrics.usage_of(devices)
 
 
 def created(occ: Occupancy) -> datetime | None:

@@ -148,9 +148,39 @@ def test_occupancy_with_a_kept_memo_equals_a_fresh_one_after_changes():
         return occupancy.compute(snap, ledger.compute(snap, memo=lmemo if memo else None), memo=omemo if memo else None)
 
     run(first_pods, True)
-    kept_line = omemo["lines"]["ws-a/train"][2]
+    kept_line = omemo["namespaces"]["ws-a"][2]["ws-a/train"][2]
     with_memo, fresh = run(later_pods, True), run(later_pods, False)
     assert {k: dataclasses.asdict(v) for k, v in with_memo.items()} == {k: dataclasses.asdict(v)
                                                                      for k, v in fresh.items()}
     assert with_memo["ws-a"].requested == 2 and [p["name"] for p in with_memo["ws-b"].pods] == ["nb", "nb3"]
-    assert omemo["lines"]["ws-a/train"][2] is kept_line
+    assert omemo["namespaces"]["ws-a"][2]["ws-a/train"][2] is kept_line
+
+
+def test_occupancy_keeps_an_untouched_workspace_and_redoes_one_whose_readings_changed():
+    """Between generations, a Workspace none of whose parts changed is the last
+    generation's line (the publish then skips its row), even when the node under its pod
+    got a new label; one whose DCGM readings changed is computed again, and every line
+    equals a fresh computation."""
+    import dataclasses
+
+    from gpus import occupancy
+
+    nodes = [node("ex-1", physical=2), node("ex-2", physical=2)]
+    quotas = [quota("ws-a", {GPU: 1}), quota("ws-b", {GPU: 1})]
+    pods = [gpu_pod("ws-a", "train", "ex-1"), gpu_pod("ws-b", "nb", "ex-2")]
+    lmemo, omemo = {}, {}
+
+    def run(nodes, usage, memo=True):
+        snap = snapshot(nodes, gpu_pods=pods, quotas=quotas)
+        snap.usage = usage
+        return occupancy.compute(snap, ledger.compute(snap, memo=lmemo if memo else None), memo=omemo if memo else None)
+
+    first = run(nodes, {"ws-a/train": {"GPU-0": [10.0, 100.0]}, "ws-b/nb": {"GPU-0": [10.0, 100.0]}})
+    relabelled = [node("ex-1", physical=2, labels={"example.com/rack": "r2"}), nodes[1]]
+    usage = {"ws-a/train": {"GPU-0": [10.0, 100.0]}, "ws-b/nb": {"GPU-0": [90.0, 100.0]}}  # ws-b's GPU got busy
+    second = run(relabelled, usage)
+    assert second["ws-a"] is first["ws-a"]
+    assert second["ws-b"] is not first["ws-b"] and second["ws-b"].utilisation == 90.0
+    fresh = run(relabelled, usage, memo=False)
+    assert {k: dataclasses.asdict(v) for k, v in second.items()} == {k: dataclasses.asdict(v) for k, v in fresh.items()}
+    assert fresh["ws-a"].requested == fresh["ws-b"].requested == 1 and fresh["ws-a"].physical == 1
