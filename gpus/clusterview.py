@@ -86,7 +86,7 @@ class _Reuse:
         self.lock = threading.Lock()
         self.ledger: dict = {}
         self.occupancy: dict = {}
-        self.rows: dict = {}  # node name -> ((raw node, NodeLedger or None), data without "problems", digest of it)
+        self.rows: dict = {}  # node name -> (raw node, NodeLedger or None, findings, data without them, data, digests)
         self.workspaces: dict = {}  # namespace -> (Occupancy, idle since, its row's fields, their digest)
 
 
@@ -94,15 +94,18 @@ _reuse = _Reuse()
 
 
 def _node_row(raw: dict, n, problems: int, last) -> tuple:
-    """(row parts, data, digest) of one node; the parts of ``last`` when the node and its
-    line are the same objects as then."""
-    if last is not None and last[0][0] is raw and last[0][1] is n:
-        parts = last
+    """(row parts, data, digest) of one node; ``last``'s when the node and its line are
+    the same objects as then (and its number of findings the same)."""
+    if last is not None and last[0] is raw and last[1] is n:
+        if last[2] == problems:
+            return last, last[4], last[5]
+        base, base_digest = last[3], last[6]
     else:
-        data = {"ledger": ledger_mod.node_to_dict(n) if n else None, "raw": _slim_node(raw)}
-        parts = ((raw, n), data, _digest(data))
-    data = {**parts[1], "problems": problems}
-    return parts, data, hashlib.sha1(f"{parts[2]}/{problems}".encode()).hexdigest()
+        base = {"ledger": ledger_mod.node_to_dict(n) if n else None, "raw": _slim_node(raw)}
+        base_digest = _digest(base)
+    data = {**base, "problems": problems}
+    digest = hashlib.sha1(f"{base_digest}/{problems}".encode()).hexdigest()
+    return (raw, n, problems, base, data, digest, base_digest), data, digest
 
 
 def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
@@ -113,10 +116,9 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
     with without_gc_pauses(), _reuse.lock:
         led = ledger_mod.compute(snapshot, memo=_reuse.ledger)
         inputs = health_inputs(snapshot, led)
-        problems = {}
-        for code, _name in settings.LANGUAGES:  # findings are words: one text per site language
-            with translation.override(code):
-                problems[code] = [(p, str(p.message), str(p.remedy)) for p in health_mod.problems(inputs, reads="cluster")]
+        # findings are words: one text per site language, the site's own first
+        languages = [settings.LANGUAGE_CODE] + [code for code, _name in settings.LANGUAGES if code != settings.LANGUAGE_CODE]
+        problems = health_mod.worded(inputs, languages, reads="cluster")
         per_node: dict[str, int] = {}
         for p, _m, _r in problems[settings.LANGUAGE_CODE]:
             if p.node:

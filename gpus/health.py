@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 
+from django.utils import translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -143,8 +144,32 @@ def problems(inputs: HealthInputs, *, reads: str | None = None) -> list[Problem]
     return ordered(out)
 
 
+def worded(inputs: HealthInputs, languages: list[str], *, reads: str | None = None) -> dict[str, list[tuple]]:
+    """``problems`` in each of ``languages`` (codes; the first is the one the others
+    follow): {code: [(problem, message, remedy)]}, the same findings in the same order in
+    every language, only their words differ. A check is pure, so one that finds nothing in
+    the first language finds nothing in the others and is not run again (most checks,
+    most of the time): a healthy cluster costs one language, not all."""
+    found: dict[str, list[tuple]] = {code: [] for code in languages}
+    for entry in REGISTRY.values():
+        if reads is not None and entry.reads != reads:
+            continue
+        for code in languages:
+            with translation.override(code):
+                words = [(p.resolve_fixes(), str(p.message), str(p.remedy)) for p in entry.run(inputs)]
+            if not words:
+                break
+            found[code].extend(words)
+    key = ordered_key
+    return {code: sorted(words, key=lambda w: key(w[0])) for code, words in found.items()}
+
+
+def ordered_key(p: Problem) -> tuple:
+    return (SEVERITY_ORDER.get(p.severity, 9), p.kind, p.subject)
+
+
 def ordered(found: list[Problem]) -> list[Problem]:
-    return sorted(found, key=lambda p: (SEVERITY_ORDER.get(p.severity, 9), p.kind, p.subject))
+    return sorted(found, key=ordered_key)
 
 
 def by_node(found: list[Problem]) -> dict[str, list[Problem]]:
