@@ -160,8 +160,7 @@ def worded(inputs: HealthInputs, languages: list[str], *, reads: str | None = No
             if not words:
                 break
             found[code].extend(words)
-    key = ordered_key
-    return {code: sorted(words, key=lambda w: key(w[0])) for code, words in found.items()}
+    return {code: sorted(words, key=lambda w: ordered_key(w[0])) for code, words in found.items()}
 
 
 def ordered_key(p: Problem) -> tuple:
