@@ -1,0 +1,104 @@
+"""MIG geometry: which instance profiles a GPU model can hold, and how many at most.
+
+From NVIDIA's MIG User Guide, "Supported MIG Profiles" (one table per GPU model). The console
+uses it to derive physical GPUs where only MIG devices are visible (MIG ``single`` strategy,
+which overrides GFD's ``nvidia.com/gpu.count``), and to refuse a MIG layout a model cannot hold
+(as mig-manager does). Pure and stdlib only: lab/ loads the cluster modules on their own.
+"""
+from __future__ import annotations
+
+import re
+
+# Profile -> (compute slices it takes, most instances of it one GPU holds).
+# The "+me" profiles (one media-extension instance per GPU) are left out of the
+# per-GPU maxima below only where NVIDIA lists them as 1.
+_A100_40GB = {"1g.5gb": (1, 7), "1g.5gb+me": (1, 1), "1g.10gb": (1, 4), "2g.10gb": (2, 3),
+              "3g.20gb": (3, 2), "4g.20gb": (4, 1), "7g.40gb": (7, 1)}
+_80GB = {"1g.10gb": (1, 7), "1g.10gb+me": (1, 1), "1g.20gb": (1, 4), "2g.20gb": (2, 3),
+         "3g.40gb": (3, 2), "4g.40gb": (4, 1), "7g.80gb": (7, 1)}
+_A30 = {"1g.6gb": (1, 4), "1g.6gb+me": (1, 1), "2g.12gb": (2, 2), "2g.12gb+me": (2, 1), "4g.24gb": (4, 1)}
+_H100_94GB = {"1g.12gb": (1, 7), "1g.12gb+me": (1, 1), "1g.24gb": (1, 4), "2g.24gb": (2, 3),
+              "3g.47gb": (3, 2), "4g.47gb": (4, 1), "7g.94gb": (7, 1)}
+_H100_96GB = {"1g.12gb": (1, 7), "1g.12gb+me": (1, 1), "1g.24gb": (1, 4), "2g.24gb": (2, 3),
+              "3g.48gb": (3, 2), "4g.48gb": (4, 1), "7g.96gb": (7, 1)}
+_H200_141GB = {"1g.18gb": (1, 7), "1g.18gb+me": (1, 1), "1g.35gb": (1, 4), "2g.35gb": (2, 3),
+               "3g.71gb": (3, 2), "4g.71gb": (4, 1), "7g.141gb": (7, 1)}
+_B200 = {"1g.23gb": (1, 7), "1g.23gb+me": (1, 1), "1g.45gb": (1, 4), "2g.45gb": (2, 3),
+         "3g.90gb": (3, 2), "4g.90gb": (4, 1), "7g.180gb": (7, 1)}
+_RTX_PRO_6000 = {"1g.24gb": (1, 4), "1g.24gb+me": (1, 1), "2g.48gb": (2, 2), "2g.48gb+me": (2, 1),
+                 "4g.96gb": (4, 1)}
+
+# Model name (as vocabulary.gpu_model_name writes it) -> its profiles. Matched by the words
+# that tell the models apart, most specific first.
+_MODELS: tuple[tuple[tuple[str, ...], dict[str, tuple[int, int]]], ...] = (
+    (("A100", "80GB"), _80GB),
+    (("A100",), _A100_40GB),
+    (("A30",), _A30),
+    (("H100", "NVL"), _H100_94GB),
+    (("H100", "94GB"), _H100_94GB),
+    (("H100", "96GB"), _H100_96GB),
+    (("GH200",), _H100_96GB),
+    (("H100",), _80GB),
+    (("H800",), _80GB),
+    (("H200",), _H200_141GB),
+    (("B200",), _B200),
+    (("RTX", "PRO", "6000"), _RTX_PRO_6000),
+)
+
+# "1g.5gb", "3g.40gb", "1g.10gb+me": compute slices, memory, an optional media extension.
+_PROFILE_RE = re.compile(r"^([1-9])g\.([0-9]{1,3})gb(\+me)?$")
+
+
+def profiles_of(model: str) -> dict[str, tuple[int, int]]:
+    """The MIG profiles a GPU model holds ({} for a model without MIG or not in the guide)."""
+    words = set((model or "").upper().replace("-", " ").split())
+    for needed, profiles in _MODELS:
+        if all(n in words for n in needed):
+            return profiles
+    return {}
+
+
+def max_per_gpu(model: str, profile: str) -> int | None:
+    """How many instances of ``profile`` one GPU of ``model`` holds at most; None when unknown."""
+    entry = profiles_of(model).get(profile)
+    return entry[1] if entry else None
+
+
+def compute_slices(profile: str) -> int | None:
+    """The compute slices a profile takes, from its name ("3g.40gb" -> 3)."""
+    m = _PROFILE_RE.match(profile or "")
+    return int(m.group(1)) if m else None
+
+
+def layout_error(model: str, devices: dict[str, int]) -> str:
+    """Why one GPU of ``model`` cannot hold this set of instances ({profile: count}), or "".
+
+    mig-manager refuses such a layout; this checks what the geometry tables say (each profile
+    known for the model, within its maximum, and the compute slices adding up), which is
+    what tells a layout apart from a typo. Placement rules beyond that are NVIDIA's own."""
+    profiles = profiles_of(model)
+    if not profiles:
+        return f"{model or 'this GPU model'} has no MIG profiles"
+    used = 0
+    total = 4 if max(n for _, n in profiles.values()) == 4 else 7
+    for profile, count in devices.items():
+        if count <= 0:
+            continue
+        if profile not in profiles:
+            return f"{model} has no MIG profile {profile}"
+        slices, most = profiles[profile]
+        if count > most:
+            return f"{model} holds at most {most} × {profile}"
+        used += slices * count
+    if used > total:
+        return f"{model} has {total} compute slices; this layout needs {used}"
+    return ""
+
+
+def physical_from_mig_devices(model: str, profile: str, devices: int) -> int | None:
+    """Physical GPUs that ``devices`` MIG devices of one profile take at least (MIG ``single``:
+    every GPU partitioned alike); None when the geometry of that model is unknown."""
+    most = max_per_gpu(model, profile)
+    if not most or devices <= 0:
+        return None if not most else 0
+    return -(-devices // most)
