@@ -13,12 +13,15 @@ class GpuMode(models.TextChoices):
 
     EXCLUSIVE = "exclusive", _("Exclusive")
     TIMESLICING = "timeslicing", _("Time-slicing")
-    MIG = "mig", _("MIG")
+    # NVIDIA's MIG strategies: mixed advertises nvidia.com/mig-<profile>, single advertises
+    # every MIG device as nvidia.com/gpu.
+    MIG = "mig", _("MIG mixed")
+    MIG_SINGLE = "mig-single", _("MIG single")
     UNLABELLED = "unlabelled", _("Unrecognised labels")
 
     @property
     def colour(self) -> str:
-        return f"mode-{self.value}"
+        return "mode-mig" if self.value.startswith("mig") else f"mode-{self.value}"
 
     @classmethod
     def of(cls, value) -> GpuMode | None:

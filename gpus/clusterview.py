@@ -150,7 +150,7 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
         ViewResourceRow.objects.bulk_create(
             ViewResourceRow(generation=gen, position=i, resource=r.resource, logical=r.logical,
                             allocated=r.allocated, requested=r.requested, shared_logical=r.shared_logical,
-                            shared_on=r.shared_on) for i, r in enumerate(led.by_resource))
+                            shared_on=r.shared_on, mig_on=r.mig_on) for i, r in enumerate(led.by_resource))
         problems_digest = _digest([(p.severity, p.kind, p.subject, p.subject_type, p.wizard, p.fix, p.fix_params, m, r)
                                    for code in sorted(problems) for p, m, r in problems[code]])
         if (state.extra or {}).get("problems_digest") != problems_digest:
@@ -419,7 +419,8 @@ def stored_view(*, live: bool = False) -> StoredView:
                                   nodes=r.nodes) for r in ViewTypeRow.objects.all()]
     by_resource = [ledger_mod.ResourceRow(resource=r.resource, logical=r.logical, allocated=r.allocated,
                                           requested=r.requested, shared_logical=r.shared_logical,
-                                          shared_on=r.shared_on or []) for r in ViewResourceRow.objects.all()]
+                                          shared_on=r.shared_on or [], mig_on=r.mig_on or [])
+                   for r in ViewResourceRow.objects.all()]
     fresh = Freshness(as_of=state.as_of, published_at=state.published_at, watcher=state.watcher,
                       watcher_seen_at=state.watcher_seen_at, source=state.source, live=live)
     return StoredView(snapshot=StoredSnapshot(state), ledger=StoredLedger(state, by_type, by_resource),

@@ -311,6 +311,23 @@ def plugin_missing(inputs: HealthInputs) -> Iterable[Problem]:
                           fix_params=facts)
 
 
+@check("mig-single-not-uniform", gettext_lazy("MIG layout the device plugin refuses"),
+       explain=gettext_lazy("Under NVIDIA's MIG strategy single every GPU of a node must be in MIG mode with one "
+                            "MIG profile; otherwise the device plugin exits and GPU feature discovery labels the "
+                            "node MIG-INVALID, so the node offers no GPU. Change the node's MIG layout to one "
+                            "profile on every GPU, or run the node's plugin with MIG strategy mixed."))
+def mig_single_not_uniform(inputs: HealthInputs) -> Iterable[Problem]:
+    for n in inputs.ledger.nodes:
+        if n.mode == "mig-single" and n.mig_error:
+            yield Problem("bad", "mig-single-not-uniform", n.name,
+                          _("GPU feature discovery labels this node %(p)s: under MIG strategy single its GPUs are "
+                            "not all partitioned alike (one MIG profile on every GPU), so the device plugin "
+                            "refuses to start and the node offers no GPU.") % {
+                              "p": n.labels.get(vocab.GPU_PRODUCT_LABEL, "")},
+                          _("Give every GPU the same MIG layout (nvidia.com/mig.config, e.g. all-1g.10gb), or "
+                            "use MIG strategy mixed for this node's device plugin."))
+
+
 @check("replicas-not-reflected", gettext_lazy("Replicas not reflected"),
        explain=gettext_lazy("The time-slicing config changed but the plugin still advertises the old replicas: "
                             "the rollout restart was skipped. Fix restarts the time-slicing plugin and checks every "

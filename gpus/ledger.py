@@ -18,6 +18,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from brickadmin.cluster import mig as mig_geometry
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import pod_gpu_requests
 from brickadmin.cluster.vocabulary import (
@@ -138,7 +139,7 @@ class NodeLedger:
     name: str
     model: str
     convention: str  # "brick" | "operator" | "none"
-    mode: str  # "exclusive" | "timeslicing" | "mig" | "unlabelled"
+    mode: str  # "exclusive" | "timeslicing" | "mig" (MIG strategy mixed) | "mig-single" | "unlabelled"
     sharing_label: str
     replicas: int  # effective: what the running plugin advertises per physical GPU
     configured_replicas: int  # what the time-slicing config says now
@@ -157,6 +158,10 @@ class NodeLedger:
     raw_taints: list[dict] = field(default_factory=list)
     raw_pods: list[dict] = field(default_factory=list)  # GPU pods on the node, any phase
     raw_plugin_pods: list[dict] = field(default_factory=list)  # device-plugin pods on the node
+    # MIG strategy single: the profile every nvidia.com/gpu of the node is, and why the
+    # device plugin refuses the node's layout ("" when it does not).
+    mig_profile: str = ""
+    mig_error: str = ""
 
     @property
     def taints(self) -> list[Taint]:
@@ -226,16 +231,26 @@ class ResourceRow:
     requested: int = 0
     shared_logical: int = 0
     shared_on: list = field(default_factory=list)
+    # MIG strategy single: nodes where this plain resource is MIG devices ([node, profile, logical]).
+    mig_on: list = field(default_factory=list)
 
     @property
     def available(self) -> int:
         return self.logical - self.allocated
 
     @property
+    def mig_logical(self) -> int:
+        return sum(n for _node, _p, n in self.mig_on)
+
+    @property
     def gpu_type(self) -> str:
+        mig = self.mig_logical
+        profiles = {p for _node, p, _n in self.mig_on}
+        if mig and mig >= self.logical and len(profiles) == 1 and not self.shared_logical:
+            return "mig-" + profiles.pop()
         if self.shared_logical and self.shared_logical >= self.logical:
             return SHARED
-        if self.shared_logical:
+        if self.shared_logical or mig:
             return MIXED
         return gpu_type_of(self.resource)
 
@@ -356,12 +371,21 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
         replicas = _operator_replicas(labels) if shared_plain else 1
     else:
         convention, shared_plain, replicas = "none", False, 1
+    # MIG strategy single: GFD rewrites gpu.product to "<model>-MIG-<profile>" (or
+    # "-MIG-INVALID") and gpu.count to the MIG devices; every nvidia.com/gpu is a MIG device.
+    mig_profile = mig_error = ""
+    if convention == "operator" and labels.get(vocab.MIG_STRATEGY_LABEL) == "single":
+        _model, mig_profile, _shared = vocab.split_gpu_product(labels.get(vocab.GPU_PRODUCT_LABEL, ""))
+        if mig_profile == vocab.MIG_INVALID:
+            mig_profile, mig_error = "", "not-uniform"
 
     resources: dict[str, ResourceLine] = {}
     for name in sorted(set(capacity) | set(allocatable)):
         if not name.startswith(NVIDIA):
             continue
         gtype = gpu_type_of(name, shared_plain)
+        if mig_profile and name in (GPU, GPU_SHARED):
+            gtype = "mig-" + mig_profile
         stale = convention == "brick" and vocab.is_stale_resource(sharing, name)
         resources[name] = ResourceLine(
             resource=name, gpu_type=gtype, capacity=quantity(capacity.get(name, 0)),
@@ -375,6 +399,8 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
         mode = "timeslicing" if sharing == "timeslicing" else ("mig" if has_mig else "exclusive")
         if sharing not in ("none", "timeslicing"):
             mode = "unlabelled"
+    elif convention == "operator" and (mig_profile or mig_error):
+        mode = "mig-single"
     elif convention == "operator":
         mode = "timeslicing" if shared_plain else ("mig" if has_mig else "exclusive")
     else:
@@ -384,6 +410,9 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
     model = _node_model(labels, devs)
     if devs:
         physical, source = len(devs), device_source
+    elif mode == "mig-single":
+        # gpu.count counts MIG devices here: physical GPUs come from the geometry instead.
+        physical, source = _physical_from_mig(model, mig_profile, resources, replicas, labels), "derived"
     elif labels.get(vocab.GPU_COUNT_LABEL):
         physical, source = quantity(labels[vocab.GPU_COUNT_LABEL]), "labels"
     else:
@@ -408,6 +437,7 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
         plugin_state=plugin_state, resources=resources, raw_devices=devs, in_use=in_use, physical=physical,
         physical_used=physical_used, physical_source=source, labels=labels,
         raw_taints=spec.get("taints") or [], raw_pods=list(pods), raw_plugin_pods=list(plugin_pods),
+        mig_profile=mig_profile, mig_error=mig_error,
     )
 
 
@@ -426,6 +456,25 @@ def _node_model(labels: dict, devs: list[dict]) -> str:
         return max(sorted(set(models)), key=models.count)
     product = vocab.gpu_model_name(labels.get(vocab.GPU_PRODUCT_LABEL, ""))
     return product or "Unknown GPU"
+
+
+def _physical_from_mig(model: str, profile: str, resources: dict[str, ResourceLine], replicas: int,
+                       labels: dict) -> int:
+    """Physical GPUs under MIG strategy single: the MIG devices (the node's capacity, else
+    GFD's overridden gpu.count) over the most one GPU of the model holds (mig.py), at least
+    one GPU per device's share of the GPU's seven (or four) compute slices."""
+    served = sum(r.capacity for r in resources.values() if not r.stale and r.gpu_type == "mig-" + profile)
+    devices = math.ceil(served / max(replicas, 1)) if served else _label_count(labels.get(vocab.GPU_COUNT_LABEL))
+    if not devices or not profile:
+        return 0
+    per_gpu = mig_geometry.max_per_gpu(model, profile) or max(1, 7 // (mig_geometry.compute_slices(profile) or 7))
+    return math.ceil(devices / per_gpu)
+
+
+def _label_count(value) -> int:
+    """A count written in a GFD label (a plain decimal); anything else counts as none."""
+    text = str(value or "")
+    return int(text) if text.isdigit() else 0
 
 
 def _physical_from_allocatable(resources: dict[str, ResourceLine], replicas: int) -> int:
@@ -516,15 +565,45 @@ def _contribution(n: NodeLedger) -> tuple:
         # time-sliced without a rename (GPU Operator): the resource row says where
         shared = (n.name, n.replicas, r.allocatable) if (
             r.gpu_type == SHARED and gpu_type_of(r.resource) != SHARED and r.allocatable) else None
-        served.append(((n.model, r.gpu_type), r.resource, r.allocatable, r.requested, n.cordoned, shared))
+        mig_on = (n.name, n.mig_profile, r.allocatable) if (
+            n.mig_profile and r.gpu_type.startswith("mig-") and r.resource in (GPU, GPU_SHARED)
+            and r.allocatable) else None
+        served.append(((n.model, r.gpu_type), r.resource, r.allocatable, r.requested, n.cordoned, shared, mig_on))
     physical: dict[tuple[str, str], int] = {}
     for d in n.raw_devices:
         mig = d.get("mig")
         gtype = ("mig-" + mig[0]) if mig else (SHARED if n.mode == "timeslicing" else EXCLUSIVE)
         physical[(n.model, gtype)] = physical.get((n.model, gtype), 0) + 1
     if not n.raw_devices:
-        physical[(n.model, SHARED if n.mode == "timeslicing" else EXCLUSIVE)] = n.physical
+        physical.update(_physical_by_type(n))
     return served, list(physical.items())
+
+
+def _physical_by_type(n: NodeLedger) -> dict[tuple[str, str], int]:
+    """A node's physical GPUs per model × type without per-device data: whole GPUs first
+    (exclusive, or shared over the replicas), then each MIG profile's GPUs from the MIG
+    geometry (its devices over the most one GPU holds), within the node's physical count."""
+    mig_lines = [r for r in n.served if r.gpu_type.startswith("mig-") and r.capacity]
+    if not mig_lines:
+        return {(n.model, SHARED if n.mode == "timeslicing" else EXCLUSIVE): n.physical}
+    out: dict[tuple[str, str], int] = {}
+    left = n.physical
+    for r in n.served:
+        if r.gpu_type in (EXCLUSIVE, SHARED) and r.capacity:
+            whole = min(left, math.ceil(r.capacity / max(n.replicas if r.gpu_type == SHARED else 1, 1)))
+            out[(n.model, r.gpu_type)] = out.get((n.model, r.gpu_type), 0) + whole
+            left -= whole
+    for r in mig_lines:
+        profile = r.gpu_type[4:]
+        devices = math.ceil(r.capacity / max(n.replicas, 1)) if n.mig_profile else r.capacity
+        need = mig_geometry.physical_from_mig_devices(n.model, profile, devices) or 1
+        gpus = min(left, need)
+        out[(n.model, r.gpu_type)] = out.get((n.model, r.gpu_type), 0) + gpus
+        left -= gpus
+    if left > 0:  # GPUs no served resource accounts for (idle MIG GPUs): the first MIG row
+        key = (n.model, mig_lines[0].gpu_type)
+        out[key] += left
+    return out
 
 
 def compute(snapshot, memo: dict | None = None) -> Ledger:
@@ -576,7 +655,7 @@ def compute(snapshot, memo: dict | None = None) -> Ledger:
     by_type: dict[tuple[str, str], TypeRow] = {}
     by_resource: dict[str, ResourceRow] = {}
     for _key, _line, (served, physical) in entries:
-        for row_key, resource, allocatable, requested, cordoned, shared_on in served:
+        for row_key, resource, allocatable, requested, cordoned, shared_on, mig_on in served:
             row = by_type.get(row_key)
             if row is None:
                 row = by_type[row_key] = TypeRow(row_key[0], row_key[1], resource)
@@ -593,6 +672,8 @@ def compute(snapshot, memo: dict | None = None) -> Ledger:
             if shared_on:
                 rrow.shared_logical += allocatable
                 rrow.shared_on.append(list(shared_on))
+            if mig_on:
+                rrow.mig_on.append(list(mig_on))
         for row_key, count in physical:
             if row_key in by_type:
                 by_type[row_key].physical += count
@@ -622,6 +703,7 @@ def node_to_dict(n: NodeLedger) -> dict:
         "raw_devices": n.raw_devices, "in_use": sorted(n.in_use), "physical": n.physical,
         "physical_used": n.physical_used, "physical_source": n.physical_source, "labels": n.labels,
         "raw_taints": n.raw_taints, "raw_pods": n.raw_pods, "raw_plugin_pods": n.raw_plugin_pods,
+        "mig_profile": n.mig_profile, "mig_error": n.mig_error,
     }
 
 

@@ -313,6 +313,7 @@ class ViewResourceRow(models.Model):
     requested = models.IntegerField(default=0)
     shared_logical = models.IntegerField(default=0)  # time-sliced without a rename (GPU Operator)
     shared_on = models.JSONField(default=list, blank=True)  # [[node, replicas, logical], ...]
+    mig_on = models.JSONField(default=list, blank=True)  # MIG strategy single: [[node, profile, logical], ...]
 
     class Meta:
         ordering = ["position"]

@@ -120,6 +120,14 @@ class GpuChoice:
     # and how much of the Total they give (ledger ResourceRow.shared_on / shared_logical).
     shared_on: list = field(default_factory=list)
     shared_logical: int = 0
+    # MIG strategy single: where this plain resource is MIG instances ([node, profile, logical]).
+    mig_on: list = field(default_factory=list)
+
+    @property
+    def mig_nodes_text(self) -> str:
+        """'qcs08 (MIG 1g.10gb: 14 of 20)' for the nodes whose plain resource is MIG instances."""
+        return ", ".join(_("%(node)s (MIG %(p)s: %(n)s of %(t)s)") % {"node": node, "p": p, "n": n, "t": self.total}
+                         for node, p, n in self.mig_on)
 
     @property
     def shared_nodes_text(self) -> str:
@@ -153,10 +161,16 @@ class GpuChoice:
         if self.gpu_type == ledger_mod.EXCLUSIVE:
             return _("%(n)s physical GPU, whole") % {"n": amount}
         if self.gpu_type == ledger_mod.MIXED:
-            low = amount / max(r for _node, r, _n in self.shared_on)
-            return _("%(n)s %(res)s = %(n)s physical GPU on nodes with whole GPUs, or %(p)s physical GPU where it is "
-                     "time-sliced (%(nodes)s): a quota cannot tell them apart") % {
-                "n": amount, "res": self.resource, "p": f"{low:g}", "nodes": self.shared_nodes_text}
+            parts = [_("%(n)s physical GPU on nodes with whole GPUs") % {"n": amount}]
+            if self.shared_on:
+                low = amount / max(r for _node, r, _n in self.shared_on)
+                parts.append(_("%(p)s physical GPU where it is time-sliced (%(nodes)s)") % {
+                    "p": f"{low:g}", "nodes": self.shared_nodes_text})
+            if self.mig_on:
+                parts.append(_("%(n)s MIG instance(s) where it is MIG (%(nodes)s)") % {
+                    "n": amount, "nodes": self.mig_nodes_text})
+            return _("%(n)s %(res)s = %(ways)s: a quota cannot tell them apart") % {
+                "n": amount, "res": self.resource, "ways": _(", or ").join(parts)}
         return _("%(n)s MIG instance(s) %(p)s: hardware partitions of a physical GPU") % {
             "n": amount, "p": self.profile}
 
@@ -175,7 +189,8 @@ def gpu_choices(ledger) -> list[GpuChoice]:
         shared_replicas = row.shared_replicas if row.shared_on else replicas
         out.append(GpuChoice(row.resource, gtype, row.logical, row.allocated,
                              shared_replicas if gtype == ledger_mod.SHARED else [],
-                             shared_on=list(row.shared_on), shared_logical=row.shared_logical))
+                             shared_on=list(row.shared_on), shared_logical=row.shared_logical,
+                             mig_on=list(row.mig_on)))
     return out
 
 
@@ -385,9 +400,10 @@ def job_node_options(ledger) -> list[NodeOption]:
             continue
         line = n.resources.get(ledger_mod.GPU)
         alloc = line.allocatable if line and not line.stale else 0
-        if n.mode == "mig" and not alloc:
+        if n.mode == "mig-single" or (n.mode == "mig" and not alloc):
             # Only MIG instances: no whole exclusive GPU a Job could use. A node with whole
-            # GPUs beside its MIG instances (mixed strategy) offers those whole GPUs.
+            # GPUs beside its MIG instances (mixed strategy) offers those whole GPUs; under
+            # MIG strategy single its nvidia.com/gpu are MIG instances, not whole GPUs.
             res = next((r.resource for r in served if r.gpu_type.startswith("mig-")), f"{MIG_PREFIX}*")
             out.append(NodeOption(n.name, res, 0, 0, False, _("MIG nodes do not support Jobs")))
             continue

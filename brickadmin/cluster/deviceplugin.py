@@ -40,30 +40,165 @@ def pod_gpu_requests(pod: dict) -> dict[str, int]:
 parse_config = parse_plugin_config
 
 
+class PluginRefused(ValueError):
+    """The plugin exits at start with this reason (kubelet then keeps no device of it)."""
+
+
+def _mig_enabled(gpu: dict) -> bool:
+    # A GPU in MIG mode may hold no instance yet (``mig: []`` with ``migEnabled``).
+    return bool(gpu.get("migEnabled", bool(gpu.get("mig"))))
+
+
+def _replicated(cfg: dict) -> dict:
+    """The replicated-resources section the plugin uses: ``sharing.mps`` when present, else
+    ``sharing.timeSlicing`` (api/config/v1/sharing.go: ReplicatedResources)."""
+    sharing = cfg.get("sharing") or {}
+    return (sharing.get("mps") if sharing.get("mps") is not None else sharing.get("timeSlicing")) or {}
+
+
+def sharing_strategy(config: str | dict | None) -> str:
+    """GFD's ``nvidia.com/gpu.sharing-strategy`` for a config: mps, time-slicing or none
+    (a section counts only when one of its resources has more than one replica)."""
+    cfg = parse_config(config)
+    sharing = cfg.get("sharing") or {}
+    for key, name in (("mps", "mps"), ("timeSlicing", "time-slicing")):
+        section = sharing.get(key) or {}
+        if any(_int(r.get("replicas")) > 1 for r in section.get("resources") or []):
+            return name
+    return "none"
+
+
+def _int(value) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def device_map(gpus: list[dict], config: str | dict | None) -> dict[str, list[str]]:
+    """Resource name -> the device IDs the plugin serves under it, before replication.
+
+    As internal/rm/device_map.go builds it: under ``migStrategy`` none every GPU is whole;
+    under mixed, MIG-enabled GPUs give ``nvidia.com/mig-<profile>`` per instance and the
+    others ``nvidia.com/gpu``; under single, every MIG instance is ``nvidia.com/gpu``, and
+    the plugin refuses a node whose GPUs are not all partitioned alike.
+    Raises PluginRefused with the plugin's reason."""
+    cfg = parse_config(config)
+    strategy = (cfg.get("flags") or {}).get("migStrategy") or "none"
+    if strategy not in ("none", "single", "mixed"):
+        raise PluginRefused(f"unknown MIG strategy: {strategy}")
+    out: dict[str, list[str]] = {}
+    for i, g in enumerate(gpus):
+        if strategy != "none" and _mig_enabled(g):
+            continue
+        out.setdefault(GPU, []).append(str(i))
+    if strategy == "none":
+        return out
+    if strategy == "single":
+        for i, g in enumerate(gpus):
+            if _mig_enabled(g) and not g.get("mig"):
+                raise PluginRefused(f"invalid MIG configuration: device {i} has no MIG devices configured")
+        if len({p for g in gpus if _mig_enabled(g) for p in g.get("mig") or []}) > 1:
+            raise PluginRefused("invalid MIG configuration: more than one MIG device type present on node")
+        if out and any(_mig_enabled(g) for g in gpus):
+            raise PluginRefused("all devices on the node must be configured with the same migEnabled value")
+    for i, g in enumerate(gpus):
+        if not _mig_enabled(g):
+            continue
+        for j, profile in enumerate(g.get("mig") or []):
+            name = GPU if strategy == "single" else f"{MIG_PREFIX}{profile}"
+            out.setdefault(name, []).append(f"{i}:{j}")
+    return out
+
+
+def plugin_start_error(gpus: list[dict], config: str | dict | None) -> str:
+    """Why the plugin would exit at start on these GPUs with this config ("" when it starts)."""
+    try:
+        device_map(gpus, config)
+    except PluginRefused as e:
+        return str(e)
+    return ""
+
+
 def advertised_resources(gpus: list[dict], config: str | dict | None) -> dict[str, int]:
     """Resources the plugin registers with kubelet for these physical GPUs.
 
-    ``gpus``: [{"uuid", "model", "mig": [profile, ...]}]. A GPU with MIG instances
-    is advertised as ``nvidia.com/mig-<profile>`` (migStrategy mixed); whole GPUs as
-    ``nvidia.com/gpu``, times ``replicas`` under time-slicing, renamed to
-    ``nvidia.com/gpu.shared`` when ``renameByDefault`` is true.
+    ``gpus``: [{"uuid", "model", "mig": [profile, ...], "migEnabled"?}]. The device map
+    (``device_map``) is replicated as internal/rm/device_map.go does: every device of a
+    resource named in the sharing section (the plugin ignores ``devices`` and ``rename`` and
+    replicates all: api/config/v1 DisableResourceNamingInConfig) becomes ``replicas``
+    devices, under ``<name>.shared`` when ``renameByDefault`` is true. A plugin that
+    refuses to start registers nothing ({}).
     """
     cfg = parse_config(config)
-    mig_strategy = (cfg.get("flags") or {}).get("migStrategy", "none")
-    whole = [g for g in gpus if not g.get("mig") or mig_strategy == "none"]
-    out: dict[str, int] = {}
-    if mig_strategy != "none":
-        for g in gpus:
-            for profile in g.get("mig") or []:
-                key = f"{MIG_PREFIX}{profile}"
-                out[key] = out.get(key, 0) + 1
-    replicas = time_slicing_replicas(cfg)
-    rename = replicas is not None and bool(time_slicing(cfg).get("renameByDefault", False))
-    replicas = 1 if replicas is None else replicas
-    if whole:
-        name = GPU_SHARED if (rename and replicas > 1) else GPU
-        out[name] = out.get(name, 0) + len(whole) * replicas
+    try:
+        devices = device_map(gpus, cfg)
+    except PluginRefused:
+        return {}
+    section = _replicated(cfg)
+    rename = bool(section.get("renameByDefault", False))
+    out: dict[str, int] = {name: len(ids) for name, ids in devices.items()}
+    for res in section.get("resources") or []:
+        name, replicas = res.get("name"), _int(res.get("replicas"))
+        if name not in devices or replicas < 2:  # the plugin refuses fewer than 2 at load
+            continue
+        count = out.pop(name)
+        shared = f"{name}.shared" if rename else name
+        out[shared] = out.get(shared, 0) + count * replicas
     return out
+
+
+def gfd_labels(gpus: list[dict], config: str | dict | None) -> dict[str, str]:
+    """The core labels GPU feature discovery writes for these GPUs and this config
+    (internal/lm/resource.go and mig-strategy.go): ``nvidia.com/gpu.count``/``.product``/
+    ``.replicas``/``.sharing-strategy``, ``nvidia.com/mig.strategy``, and per MIG resource
+    under mixed. Under single, the MIG labeler overrides ``gpu.count`` and ``gpu.product``
+    to describe the MIG devices ("<model>-MIG-<profile>"), or marks the node
+    "<model>-MIG-INVALID" with count 0 when its GPUs are not partitioned alike. A product is
+    suffixed "-SHARED" when its resource is replicated without a rename."""
+    if not gpus:
+        return {}
+    cfg = parse_config(config)
+    strategy = (cfg.get("flags") or {}).get("migStrategy") or "none"
+    section = _replicated(cfg)
+    rename = bool(section.get("renameByDefault", False))
+    replicas = {r.get("name"): _int(r.get("replicas")) for r in section.get("resources") or []}
+    share = sharing_strategy(cfg)
+    model = _sanitise(gpus[0].get("model", ""))
+
+    def base(resource: str, count: int, *parts: str) -> dict[str, str]:
+        r = replicas.get(resource, 0)
+        product = "-".join(parts) + ("-SHARED" if r > 1 and not rename else "")
+        return {f"{resource}.product": product, f"{resource}.count": str(count),
+                f"{resource}.replicas": str(max(r, 1)),
+                f"{resource}.sharing-strategy": share if r > 1 else "none"}
+
+    labels = base(GPU, len(gpus), model)
+    if strategy == "none":
+        return labels
+    labels["nvidia.com/mig.strategy"] = strategy
+    migs = [p for g in gpus if _mig_enabled(g) for p in g.get("mig") or []]
+    if strategy == "single":
+        if not any(_mig_enabled(g) for g in gpus):
+            return labels
+        try:
+            device_map(gpus, cfg)
+        except PluginRefused:
+            labels.update({f"{GPU}.product": f"{model}-MIG-INVALID", f"{GPU}.count": "0",
+                           f"{GPU}.replicas": "0", f"{GPU}.sharing-strategy": "", f"{GPU}.memory": "0"})
+            return labels
+        profile = migs[0]
+        labels.update(base(GPU, len(migs), model, "MIG", profile))
+        labels[f"{GPU}.slices.gi"] = profile.split("g.", 1)[0]
+        return labels
+    for profile in sorted(set(migs)):
+        labels.update(base(f"{MIG_PREFIX}{profile}", migs.count(profile), model, "MIG", profile))
+    return labels
+
+
+def _sanitise(name: str) -> str:
+    """GFD's product name: spaces become dashes (internal/lm/resource.go: sanitise)."""
+    return "-".join(name.split())
 
 
 def kubelet_status(status: dict, advertised: dict[str, int] | None) -> dict:

@@ -73,18 +73,33 @@ def is_stale_resource(sharing: str, resource: str) -> bool:
     return (sharing == "timeslicing" and resource == GPU) or (sharing != "timeslicing" and resource == GPU_SHARED)
 
 
-GPU_PRODUCT_SHARED_SUFFIX = "-SHARED"  # GFD appends it to gpu.product on a time-sliced node
+GPU_PRODUCT_SHARED_SUFFIX = "-SHARED"  # GFD appends it to a product whose resource is replicated, not renamed
+GPU_PRODUCT_MIG_INFIX = "-MIG-"  # "<model>-MIG-<profile>": GFD's product of a MIG device
+MIG_INVALID = "INVALID"  # "<model>-MIG-INVALID": MIG strategy single on GPUs not partitioned alike
+
+
+def split_gpu_product(product: str) -> tuple[str, str, bool]:
+    """GFD's ``nvidia.com/gpu.product`` (or ``nvidia.com/mig-<p>.product``) taken apart as
+    internal/lm/resource.go builds it: (model, MIG profile or "" or "INVALID", shared).
+    "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb-SHARED" -> ("NVIDIA-A100-SXM4-40GB", "1g.5gb", True)."""
+    name = (product or "").strip()
+    shared = name.upper().endswith(GPU_PRODUCT_SHARED_SUFFIX)
+    if shared:
+        name = name[:-len(GPU_PRODUCT_SHARED_SUFFIX)]
+    model, sep, profile = name.rpartition(GPU_PRODUCT_MIG_INFIX)
+    if not sep:
+        return name, "", shared
+    return model, profile, shared
 
 
 def gpu_model_name(name: str) -> str:
     """One name per GPU model, whichever source named it: DCGM's ``modelName`` ("NVIDIA
     A100-SXM4-40GB") and GFD's ``nvidia.com/gpu.product`` label, which has no spaces
-    ("NVIDIA-A100-SXM4-40GB", "...-SHARED" on a time-sliced node), both give
-    "NVIDIA A100 SXM4 40GB". Everything that groups by model uses this."""
-    name = (name or "").strip()
-    if name.upper().endswith(GPU_PRODUCT_SHARED_SUFFIX):
-        name = name[:-len(GPU_PRODUCT_SHARED_SUFFIX)]
-    return " ".join(name.replace("-", " ").replace("_", " ").split())
+    ("NVIDIA-A100-SXM4-40GB", "...-SHARED" on a time-sliced node, "...-MIG-1g.5gb" under
+    MIG strategy single), all give "NVIDIA A100 SXM4 40GB". Everything that groups by model
+    uses this."""
+    model, _profile, _shared = split_gpu_product(name)
+    return " ".join(model.replace("-", " ").replace("_", " ").split())
 
 
 def quota_key(resource: str) -> str:
