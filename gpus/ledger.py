@@ -570,6 +570,8 @@ def _contribution(n: NodeLedger) -> tuple:
             and r.allocatable) else None
         served.append(((n.model, r.gpu_type), r.resource, r.allocatable, r.requested, n.cordoned, shared, mig_on))
     physical: dict[tuple[str, str], int] = {}
+    if n.mig_error:  # the plugin refuses the node: its GPUs are of no type it offers
+        return served, []
     for d in n.raw_devices:
         mig = d.get("mig")
         gtype = ("mig-" + mig[0]) if mig else (SHARED if n.mode == "timeslicing" else EXCLUSIVE)

@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from brickadmin.cluster import deviceplugin as dp  # noqa: E402
 from brickadmin.cluster import scenarios as s  # noqa: E402
 from brickadmin.cluster import vocabulary as vocab  # noqa: E402
 
@@ -177,8 +178,61 @@ def demo():
           objects, doc_hw)
 
 
+def layouts():
+    """Every GPU layout NVIDIA documents, on GPU Operator nodes labelled as GPU feature
+    discovery labels them and advertising what the device plugin registers (deviceplugin.py
+    follows NVIDIA's code): MIG strategy single (also time-sliced, and a node the plugin
+    refuses), mixed, time-slicing with and without renameByDefault, and whole GPUs."""
+    ts = "sharing:\n  timeSlicing:\n{rename}    resources:\n    - name: nvidia.com/gpu\n      replicas: {r}\n"
+    configs = {
+        "all-disabled": "version: v1\n",
+        "mig-single": "version: v1\nflags:\n  migStrategy: single\n",
+        "mig-single-shared": "version: v1\nflags:\n  migStrategy: single\n" + ts.format(rename="", r=2),
+        "mig-mixed": "version: v1\nflags:\n  migStrategy: mixed\n",
+        "time-slicing-4": "version: v1\n" + ts.format(rename="", r=4),
+        "time-slicing-4-renamed": "version: v1\n" + ts.format(rename="    renameByDefault: true\n", r=4),
+    }
+    operator_cm = {"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "device-plugin-configs", "namespace": "gpu-operator"}, "data": configs}
+    objects = [s.namespace("gpu-operator"), operator_cm]
+    specs = [  # name, model, count, memory, config, MIG instances per GPU
+        ("gpu-single-01", A100, 4, 81920, "mig-single", [["1g.10gb"] * 7] * 4),
+        ("gpu-single-02", H100, 2, 81559, "mig-single-shared", [["3g.40gb"] * 2] * 2),
+        ("gpu-single-bad", A100, 2, 81920, "mig-single", [["1g.10gb"] * 7, ["3g.40gb"] * 2]),
+        ("gpu-mixed-01", A100, 2, 81920, "mig-mixed", [["3g.40gb"] * 2, []]),
+        ("gpu-ts-01", A30, 4, 24576, "time-slicing-4", None),
+        ("gpu-ts-02", A30, 2, 24576, "time-slicing-4-renamed", None),
+        ("gpu-whole-01", H100, 8, 81559, "all-disabled", None),
+    ]
+    hardware = {}
+    for name, model, count, mem, cfg, mig in specs:
+        gpus = s.gpus(name, model, count, mem, mig=mig)
+        labels = {vocab.GPU_PRESENT_LABEL: "true", vocab.DEVICE_PLUGIN_CONFIG_LABEL: cfg,
+                  **dp.gfd_labels(gpus, configs[cfg])}
+        advertised = {k: str(v) for k, v in dp.advertised_resources(gpus, configs[cfg]).items()}
+        objects.append(s.node(name, labels=labels,
+                              extra_status={"capacity": dict(advertised), "allocatable": dict(advertised)}))
+        hardware[name] = gpus
+    objects += [
+        s.namespace("ws-mig-single", owner="alice"),
+        s.quota("ws-mig-single", {vocab.quota_key(vocab.GPU): 6}),
+        s.gpu_pod("ws-mig-single", "infer-0", "gpu-single-01", vocab.GPU, 1),
+        s.gpu_pod("ws-mig-single", "infer-1", "gpu-single-01", vocab.GPU, 1),
+        s.namespace("ws-mixed", owner="bob"),
+        s.quota("ws-mixed", {"requests.nvidia.com/mig-3g.40gb": 2}),
+        s.gpu_pod("ws-mixed", "train-0", "gpu-mixed-01", "nvidia.com/mig-3g.40gb", 1),
+        s.namespace("ws-shared", owner="carol"),
+        s.quota("ws-shared", {vocab.quota_key(vocab.GPU_SHARED): 4}),
+    ]
+    write("layouts", "Every GPU layout NVIDIA documents (GPU Operator convention, labels as GPU feature discovery "
+          "writes them): MIG single (28 x 1g.10gb on 4 A100), MIG single time-sliced (-MIG-3g.40gb-SHARED), a "
+          "node MIG single refuses (MIG-INVALID), MIG mixed beside a whole GPU, time-slicing without a rename "
+          "(-SHARED) and with renameByDefault, and whole H100s.", objects, hardware)
+
+
 if __name__ == "__main__":
     seed_example()
     qks()
     demo()
+    layouts()
     print("wrote", ", ".join(p.name for p in sorted(OUT.glob("*.yaml"))))

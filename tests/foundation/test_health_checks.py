@@ -170,6 +170,7 @@ def test_every_registered_check_is_tested_here():
     tested = {"stale-allocatable", "stale-capacity", "label-typo", "plugin-missing", "replicas-not-reflected",
               "cordoned", "quota-over-total", "manifest-drift", "convention", "run-left-cordoned",
               "checklist-waiting", "pod-admission-failed", "pod-pending-no-resource"}
+    tested |= {"mig-single-not-uniform"}  # tests/foundation/test_nvidia_layouts.py
     # the Workspace checks: tests/foundation/test_health_workspaces.py
     tested |= {"workspace-namespace-missing", "workspace-quota-missing", "workspace-quota-edited",
                "workspace-unrecorded", "workspace-idle"}

@@ -148,3 +148,26 @@ def test_the_dashboard_shows_one_row_per_model_whichever_source_named_it(db, ali
     html = alice_client.get("/dashboard/models/").content.decode()
     rows = [re.sub(r"<[^>]+>", " ", r).split() for r in re.findall(r"<tr><td>.*?</tr>", html, re.S)]
     assert [r[:8] for r in rows] == [["NVIDIA", "A100", "SXM4", "40GB", "4", "0", "4", "nvidia.com/gpu"]]
+
+
+def test_layouts_counts_every_layout_nvidia_documents(load_scenario):
+    led = compute(load_scenario("layouts"))
+    modes = {n.name: (n.mode, n.logical, n.physical) for n in led.nodes}
+    assert modes == {
+        "gpu-single-01": ("mig-single", 28, 4),  # 4 A100 x 7 x 1g.10gb, all nvidia.com/gpu
+        "gpu-single-02": ("mig-single", 8, 2),  # 2 H100 x 2 x 3g.40gb, time-sliced x2 (-MIG-3g.40gb-SHARED)
+        "gpu-single-bad": ("mig-single", 0, 2),  # MIG-INVALID: the plugin refuses, nothing offered
+        "gpu-mixed-01": ("mig", 3, 2),  # 2 x mig-3g.40gb and one whole GPU
+        "gpu-ts-01": ("timeslicing", 16, 4),  # -SHARED product, plain nvidia.com/gpu
+        "gpu-ts-02": ("timeslicing", 8, 2),  # renameByDefault: nvidia.com/gpu.shared
+        "gpu-whole-01": ("exclusive", 8, 8),
+    }
+    a100, h100, a30 = "NVIDIA A100 80GB PCIe", "NVIDIA H100 80GB HBM3", "NVIDIA A30"
+    assert {r.label: (r.logical, r.requested, r.physical) for r in led.by_type} == {
+        a100: (1, 0, 1), f"{a100} MIG 1g.10gb": (28, 2, 4), f"{a100} MIG 3g.40gb": (2, 1, 1),
+        f"{a30} (Shared)": (24, 0, 6),
+        h100: (8, 0, 8), f"{h100} MIG 3g.40gb": (8, 0, 2)}
+    gpu = led.resource("nvidia.com/gpu")
+    assert (gpu.logical, gpu.allocated, gpu.gpu_type) == (61, 6, "mixed")  # 28 + 8 MIG, 1 + 8 whole, 16 shared
+    assert sorted(gpu.mig_on) == [["gpu-single-01", "1g.10gb", 28], ["gpu-single-02", "3g.40gb", 8]]
+    assert [n for n, _r, _l in gpu.shared_on] == ["gpu-ts-01"]
