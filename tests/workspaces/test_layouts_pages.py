@@ -1,0 +1,52 @@
+"""What the pages show on a cluster of every GPU layout NVIDIA documents (scenario "layouts")."""
+import re
+
+import pytest
+from django.urls import reverse
+
+from brickadmin.cluster.snapshot import take_snapshot
+from gpus import ledger
+from workspaces import services
+
+from .conftest import text
+
+
+@pytest.fixture
+def layouts(load_scenario):
+    return load_scenario("layouts")
+
+
+def test_nodes_page_names_each_mode(layouts, admin_client):
+    html = text(admin_client.get(reverse("node_list") + "?per_page=50").content)
+    for name, mode in [("gpu-single-01", "MIG single"), ("gpu-mixed-01", "MIG mixed"),
+                       ("gpu-ts-01", "Time-slicing"), ("gpu-whole-01", "Exclusive")]:
+        assert re.search(rf"{name} .*?{mode}", html), (name, mode)
+
+
+def test_node_page_says_its_gpus_are_mig_instances_or_why_it_offers_none(layouts, admin_client):
+    html = text(admin_client.get(reverse("node_detail", args=["gpu-single-01"])).content)
+    assert "every nvidia.com/gpu on this node is a MIG 1g.10gb instance" in html
+    bad = text(admin_client.get(reverse("node_detail", args=["gpu-single-bad"])).content)
+    assert "MIG strategy single refuses this node" in bad
+
+
+def test_availability_says_where_plain_gpus_are_mig_instances(layouts, alice_client):
+    html = text(alice_client.get(reverse("availability")).content)
+    assert "MIG instances, not whole GPUs (MIG strategy single), on: gpu-single-01 (MIG 1g.10gb: 28)" in html
+
+
+def test_approval_queue_tells_slices_from_gpus(layouts, alice, admin_client, make_request):
+    make_request(alice, "ws-new", gpu=2)
+    html = text(admin_client.get(reverse("approval_queue")).content)
+    assert "nvidia.com/gpu is MIG instances (MIG strategy single), not whole GPUs, on: gpu-single-01" in html
+    assert "MIG instance(s) where it is MIG" in html
+
+
+def test_job_node_list_disables_every_node_without_whole_gpus(layouts):
+    led = ledger.compute(take_snapshot(layouts, use_prometheus=False))
+    options = {o.name: (o.selectable, str(o.reason)) for o in services.job_node_options(led)}
+    assert options["gpu-whole-01"] == (True, "")
+    assert options["gpu-mixed-01"] == (True, "")  # its whole GPU, beside the MIG instances
+    assert options["gpu-single-01"] == (False, "MIG nodes do not support Jobs")
+    assert options["gpu-single-bad"] == (False, "MIG nodes do not support Jobs")
+    assert options["gpu-ts-01"] == (False, "Time-slicing nodes do not support Jobs")
