@@ -374,7 +374,7 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
     # MIG strategy single: GFD rewrites gpu.product to "<model>-MIG-<profile>" (or
     # "-MIG-INVALID") and gpu.count to the MIG devices; every nvidia.com/gpu is a MIG device.
     mig_profile = mig_error = ""
-    if convention == "operator" and labels.get(vocab.MIG_STRATEGY_LABEL) == "single":
+    if convention != "none" and labels.get(vocab.MIG_STRATEGY_LABEL) == "single":
         _model, mig_profile, _shared = vocab.split_gpu_product(labels.get(vocab.GPU_PRODUCT_LABEL, ""))
         if mig_profile == vocab.MIG_INVALID:
             mig_profile, mig_error = "", "not-uniform"
@@ -395,12 +395,12 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
             resources[name] = ResourceLine(name, gpu_type_of(name, shared_plain), 0, 0, amount, stale=True)
 
     has_mig = any(r.gpu_type.startswith("mig-") and r.allocatable > 0 for r in resources.values())
-    if convention == "brick":
+    if mig_profile or mig_error:
+        mode = "mig-single"
+    elif convention == "brick":
         mode = "timeslicing" if sharing == "timeslicing" else ("mig" if has_mig else "exclusive")
         if sharing not in ("none", "timeslicing"):
             mode = "unlabelled"
-    elif convention == "operator" and (mig_profile or mig_error):
-        mode = "mig-single"
     elif convention == "operator":
         mode = "timeslicing" if shared_plain else ("mig" if has_mig else "exclusive")
     else:
