@@ -310,7 +310,7 @@ class Simulator:
             adv = advertised.get(node) or {}
             n_whole_units = sum(v for k, v in adv.items() if k in (dp.GPU, dp.GPU_SHARED))
             replicas = max(1, n_whole_units // len(whole)) if whole else 1
-            next_slot = 0
+            next_slot = next_mig_slot = 0
             used_mig: set[tuple[int, int]] = set()
             plist.sort(key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
             for p in plist:
@@ -329,6 +329,12 @@ class Simulator:
                                 idx = whole[(next_slot // replicas) % len(whole)]
                                 next_slot += 1
                                 out.setdefault((node, f"gpu:{idx}"), []).append((p, c["name"]))
+                        elif res in (dp.GPU, dp.GPU_SHARED) and migs:
+                            # MIG strategy single: every nvidia.com/gpu is a MIG instance
+                            for _ in range(count):
+                                i, n, _prof = migs[next_mig_slot % len(migs)]
+                                next_mig_slot += 1
+                                out.setdefault((node, f"mig:{i}:{n}"), []).append((p, c["name"]))
                         elif res.startswith(MIG_PREFIX):
                             prof = res[len(MIG_PREFIX):]
                             for _ in range(count):

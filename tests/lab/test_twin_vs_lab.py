@@ -23,13 +23,13 @@ from .conftest import wait_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.django_db]
 
-SCENARIOS = ["seed-example", "qks", "demo"]
+SCENARIOS = ["seed-example", "qks", "demo", "layouts"]
 
 # Differences found and not yet fixed (they live in files this suite does not own). Each
 # entry must still show up: once fixed, the test fails until the entry is removed.
 # Found and fixed so far: MIG instances missing from the DCGM devices (metrics.py), and the
 # node.kubernetes.io/unschedulable taint a real cordon adds (twin.py, ledger.py).
-KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {"seed-example": {}, "qks": {}, "demo": {}}
+KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {"seed-example": {}, "qks": {}, "demo": {}, "layouts": {}}
 
 
 def numbers(led) -> dict:
