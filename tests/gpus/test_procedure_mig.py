@@ -155,3 +155,19 @@ def test_offered_only_where_mig_manager_runs(mig):
     choices = {c.name: c.reason for c in proc("M").node_choices(view.ledger, view.snapshot)}
     assert choices[NODE] == ""
     assert "mig-manager does not run" in choices["dev-a1-ws04"]
+
+
+def test_the_wizard_lists_the_layouts_with_what_the_node_would_advertise(mig, admin_client):
+    from django.urls import reverse
+
+    page = admin_client.get(reverse("wizard_pick", args=["M"]), {"node": NODE}).content.decode()
+    assert "all-1g.10gb — 7 × nvidia.com/mig-1g.10gb on each of 4 GPUs" in page
+    assert "all-3g.40gb — 2 × nvidia.com/mig-3g.40gb on each of 4 GPUs" in page
+    assert "all-disabled — nvidia.com/gpu (MIG off) on each of 4 GPUs" in page
+    assert "all-1g.5gb — mig-manager would refuse it: GPU 0: NVIDIA A100 80GB PCIe has no MIG profile 1g.5gb" in page
+    assert f'value="{NODE}"' in page and 'value="dev-a1-ws04" disabled' in page
+    node_page = admin_client.get(reverse("node_detail", args=[NODE])).content.decode()
+    assert "Change the MIG layout (M)" in node_page
+    assert "Change the MIG layout (M)" not in admin_client.get(reverse("node_detail", args=["dev-a1-ws04"])).content.decode()
+    plan = admin_client.get(reverse("wizard_plan", args=["M"]), {"node": NODE, "mig_config": "all-1g.10gb"})
+    assert plan.status_code == 200 and "mig-manager" in plan.content.decode()
