@@ -77,4 +77,4 @@ def test_a_layout_the_gpus_cannot_hold_is_refused_before_anything_changes_on_the
     r = run(mig_lab, {"mig_config": "all-1g.5gb"})
     assert r.status == "failed" and "has no MIG profile 1g.5gb" in r.message
     assert labels(mig_lab)[vocab.MIG_CONFIG_LABEL] == "all-disabled"
-    assert not mig_(lab.admin.get_node(NODE).get("spec") or {}).get("unschedulable")
+    assert not (mig_lab.admin.get_node(NODE).get("spec") or {}).get("unschedulable")
