@@ -835,8 +835,9 @@ class ProcedureMigLayout(ProcedureDef):
             return [Check(False, unreadable, _("Install or fix mig-manager's ConfigMap, then start again."))]
         after, why = migparted.layout(configs, config, node_gpus(gateway, node, n))
         if after is None:
-            return [Check(False, _("mig-manager would refuse %(config)s on %(node)s: %(why)s") % {
-                "config": config, "node": node, "why": why}, _("Choose a layout its GPUs can hold."))]
+            refused = _("mig-manager would refuse %(config)s on %(node)s: %(why)s") % {
+                "config": config, "node": node, "why": why}
+            return [Check(False, refused, refused + " " + _("Choose a layout its GPUs can hold."))]
         now = {r.resource: r.allocatable for r in n.served}
         want = mig_advertised(after, n.labels)
         checks = [Check(True, _("%(node)s: %(label)s=%(now)s (%(state)s) → %(config)s. It advertises %(before)s; "
