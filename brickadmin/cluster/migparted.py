@@ -82,7 +82,8 @@ def _selects(entry: dict, index: int, gpu: dict) -> bool:
 
 def layout(configs: dict[str, list[dict]], name: str, gpus: list[dict]) -> tuple[list[dict] | None, str]:
     """The node's GPUs (``[{uuid, model, memoryMiB, mig}]``) after mig-manager applies the
-    config ``name``: (new GPUs, "") or (None, why mig-manager refuses). A GPU no entry
+    config ``name`` (each GPU it sets says ``migEnabled``, as the device plugin reads it): (new
+    GPUs, "") or (None, why mig-manager refuses). A GPU no entry
     selects is left as it is; of several entries selecting one GPU the last one counts."""
     if name not in configs:
         return None, f"no MIG config named {name!r} in the mig-parted config"
@@ -100,4 +101,5 @@ def layout(configs: dict[str, list[dict]], name: str, gpus: list[dict]) -> tuple
             out[index]["mig"] = [p for p, n in devices.items() for _ in range(n)]
         else:
             out[index].pop("mig", None)
+        out[index]["migEnabled"] = entry["mig-enabled"]  # MIG mode may be on with no instance yet
     return out, ""

@@ -88,7 +88,14 @@ def test_a_mixed_layout_in_the_order_the_config_names_it():
 
 def test_all_disabled_leaves_whole_gpus():
     after, why = migparted.layout(migparted.parse(CONFIG), "all-disabled", gpus(mig=["3g.40gb", "3g.40gb"]))
-    assert why == "" and all("mig" not in g for g in after)
+    assert why == "" and all("mig" not in g and g["migEnabled"] is False for g in after)
+
+
+def test_mig_mode_on_without_instances():
+    configs = migparted.parse("version: v1\nmig-configs:\n  all-enabled:\n    - devices: all\n"
+                              "      mig-enabled: true\n      mig-devices: {}\n")
+    after, why = migparted.layout(configs, "all-enabled", gpus(n=1))
+    assert why == "" and after[0]["migEnabled"] is True and after[0]["mig"] == []
 
 
 def test_devices_by_index_leave_the_other_gpus_as_they_are():
