@@ -20,6 +20,7 @@ class WizardForm(forms.Form):
         self.eligible = eligible
         for p in proc.params:
             self.fields[p.name] = p.field()
+        proc.bind_fields(self.fields, str((self.data if self.is_bound else self.initial).get("node") or ""))
 
     @property
     def pick_fields(self):

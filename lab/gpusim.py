@@ -40,6 +40,8 @@ sys.path.insert(0, str(REPO))
 import yaml  # noqa: E402
 
 from brickadmin.cluster import deviceplugin as dp  # noqa: E402
+from brickadmin.cluster import migparted  # noqa: E402
+from brickadmin.cluster import vocabulary as vocab  # noqa: E402
 from brickadmin.cluster.vocabulary import DEVICE_PLUGIN_CONFIG_LABEL, MIG_PREFIX  # noqa: E402
 from brickadmin.cluster.vocabulary import GPU_TYPE_LABEL as GPU_NODE_LABEL  # noqa: E402  (as in the twin)
 
@@ -119,6 +121,7 @@ class Simulator:
         self.pods: list[dict] = []
         self._gpu_pods: list[dict] = []
         self.nodes: dict[str, dict] = {}
+        self.mig_applied: dict[str, str] = {}  # node -> the mig.config value mig-manager last acted on
         self.last_error = ""
         self.syncs = 0
         if state_path and state_path.exists():
@@ -197,6 +200,7 @@ class Simulator:
         self.refresh_hardware()
         ns = dp.PLUGIN_NAMESPACE
         nodes = {n["metadata"]["name"]: n for n in self.api.items("/api/v1/nodes")}
+        self.play_mig_manager(nodes)
         # the GPU pods as list_gpu_pods last found them (one assignment there: read whole)
         pods = self.api.items(f"/api/v1/namespaces/{ns}/pods") + self._gpu_pods
         daemonsets = {d["metadata"]["name"]: d for d in self.api.items(f"/apis/apps/v1/namespaces/{ns}/daemonsets")}
@@ -254,6 +258,45 @@ class Simulator:
             self.pods = pods
             self.nodes = nodes
             self.syncs += 1
+
+    # ---------------------------------------------------------------- mig-manager (GPU Operator)
+    def play_mig_manager(self, nodes: dict[str, dict]) -> None:
+        """mig-manager on the nodes the GPU Operator runs it on (nvidia.com/gpu.deploy.mig-manager=true),
+        as the twin plays it: a nvidia.com/mig.config value not acted on yet -> state pending, the
+        GPUs repartitioned (the hardware file), the operator's device plugin advertising them,
+        then success; failed, the GPUs unchanged, for an unknown name or a layout a GPU cannot hold."""
+        for name, node in nodes.items():
+            labels = node["metadata"].get("labels") or {}
+            config = labels.get(vocab.MIG_CONFIG_LABEL)
+            if labels.get(vocab.MIG_MANAGER_DEPLOY_LABEL) != "true" or name not in self.hardware or config is None:
+                continue
+            reported = labels.get(vocab.MIG_CONFIG_STATE_LABEL) in ("success", "failed")
+            if reported and self.mig_applied.setdefault(name, config) == config:
+                continue  # acted on already (by this simulator, or before it started)
+            self._label(name, {vocab.MIG_CONFIG_STATE_LABEL: "pending"})
+            try:
+                cm = self.api.request("GET", f"/api/v1/namespaces/{vocab.GPU_OPERATOR_NAMESPACE}/configmaps/"
+                                             f"{vocab.MIG_PARTED_CONFIGMAP}")
+                gpus, why = migparted.layout(migparted.parse((cm.get("data") or {}).get(vocab.MIG_PARTED_CONFIG_KEY)),
+                                             config, self.hardware[name])
+            except (urllib.error.HTTPError, migparted.MigPartedError) as e:
+                gpus, why = None, str(e)
+            if gpus is not None:
+                self.set_hardware({**self.hardware, name: gpus})
+                if not labels.get(GPU_NODE_LABEL):  # the operator's own plugin (brick nodes: the sync below)
+                    strategy = labels.get(vocab.MIG_STRATEGY_LABEL) or "mixed"
+                    new = dp.kubelet_status(node.get("status") or {},
+                                            dp.advertised_resources(gpus, {"flags": {"migStrategy": strategy}}))
+                    self.api.request("PATCH", f"/api/v1/nodes/{name}/status",
+                                     {"status": {"capacity": new["capacity"], "allocatable": new["allocatable"]}},
+                                     "application/merge-patch+json")
+            self._label(name, {vocab.MIG_CONFIG_STATE_LABEL: "failed" if gpus is None else "success"})
+            self.mig_applied[name] = config
+            log(f"mig-manager on {name}: {config} " + (f"failed: {why}" if gpus is None else "applied"))
+
+    def _label(self, node: str, labels: dict) -> None:
+        self.api.request("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": labels}},
+                         "application/merge-patch+json")
 
     def list_gpu_pods(self) -> None:
         """Keep ``_gpu_pods``: the pods holding GPUs outside the plugin's namespace (for the

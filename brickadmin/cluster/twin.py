@@ -27,9 +27,17 @@ from django.db.models import F
 from . import deviceplugin as dp
 from .base import WATCHED_KINDS, Conflict, DrainResult, Gone, NotFound, PermanentClusterError, RolloutStatus
 from .models import TwinEvent, TwinHardware, TwinObject, TwinState
+from . import migparted
 from .vocabulary import (  # noqa: F401  (label_selector_matches, is_terminal: importable from here)
     EVICT,
+    GPU_OPERATOR_NAMESPACE,
     HOSTNAME_LABEL,
+    MIG_CONFIG_LABEL,
+    MIG_CONFIG_STATE_LABEL,
+    MIG_MANAGER_DEPLOY_LABEL,
+    MIG_PARTED_CONFIG_KEY,
+    MIG_PARTED_CONFIGMAP,
+    MIG_STRATEGY_LABEL,
     NVIDIA_PREFIX,
     PLUGIN_CONFIG_KEY,
     PLUGIN_NAMESPACE,
@@ -386,6 +394,8 @@ class TwinGateway:
         if current != before:
             self._save(body)
             self._reconcile(nodes=[node])
+            if current.get(MIG_CONFIG_LABEL) != before.get(MIG_CONFIG_LABEL):
+                body = self._mig_manager(node)
             self._bump()
         return body
 
@@ -608,6 +618,48 @@ class TwinGateway:
                 row = TwinObject.objects.get(kind="Node", name=node)
                 self._kubelet_sync(row, hw, self._plugin_pod_by_uid(hw.plugin_pod_uid))
         self._bump()
+
+    # --- the GPU Operator's mig-manager ----------------------------------------
+    def _mig_manager(self, node: str) -> dict:
+        """What mig-manager does when a node's nvidia.com/mig.config changes, on a node where
+        the operator runs it (nvidia.com/gpu.deploy.mig-manager=true): state ``pending``, then
+        the GPUs repartitioned and the device plugin restarted, then ``success``; ``failed``
+        (GPUs unchanged) for a config name it does not know or a layout a GPU cannot hold."""
+        body = self._get("Node", node)
+        if (body["metadata"].get("labels") or {}).get(MIG_MANAGER_DEPLOY_LABEL) != "true":
+            return body
+        self._set_mig_state(body, "pending")
+        state = self._reconfigure_migs(node)
+        return self._set_mig_state(self._get("Node", node), state)
+
+    def _set_mig_state(self, body: dict, state: str) -> dict:
+        body["metadata"].setdefault("labels", {})[MIG_CONFIG_STATE_LABEL] = state
+        return self._save(body)
+
+    def _reconfigure_migs(self, node: str) -> str:
+        """Repartition the node's GPUs as its mig.config label says; the state it ends in."""
+        body = self._get("Node", node)
+        labels = body["metadata"].get("labels") or {}
+        hw = TwinHardware.objects.filter(node=node).first()
+        try:
+            cm = self._get("ConfigMap", MIG_PARTED_CONFIGMAP, GPU_OPERATOR_NAMESPACE)
+            configs = migparted.parse((cm.get("data") or {}).get(MIG_PARTED_CONFIG_KEY))
+        except (NotFound, migparted.MigPartedError):
+            return "failed"
+        gpus, _why = migparted.layout(configs, labels.get(MIG_CONFIG_LABEL, ""), hw.gpus if hw else [])
+        if gpus is None or hw is None:
+            return "failed"
+        hw.gpus = gpus
+        hw.plugin_pod_uid = ""  # the device plugin restarts and reads the new MIG devices
+        hw.save()
+        if labels.get(GPU_NODE_LABEL):
+            self._reconcile(nodes=[node])
+        else:  # the GPU Operator's own device plugin (not simulated as a pod): its advertisement
+            strategy = labels.get(MIG_STRATEGY_LABEL) or "mixed"
+            advertised = dp.advertised_resources(gpus, {"flags": {"migStrategy": strategy}})
+            body["status"] = dp.kubelet_status(body.get("status") or {}, advertised)
+            self._save(body)
+        return "success"
 
     # --- the simulated controllers ------------------------------------------
     def _reconcile(self, nodes: list[str] | None = None):

@@ -39,6 +39,11 @@ GPU_SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
 GFD_GPU_LABEL_PREFIX = "nvidia.com/gpu."
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"  # mig-manager writes pending | success | failed
+MIG_MANAGER_DEPLOY_LABEL = "nvidia.com/gpu.deploy.mig-manager"  # "true": the operator runs mig-manager there
+GPU_OPERATOR_NAMESPACE = "gpu-operator"  # the GPU Operator's Helm default
+MIG_PARTED_CONFIGMAP = "default-mig-parted-config"  # mig-manager's named MIG layouts (mig-parted format)
+MIG_PARTED_CONFIG_KEY = "config.yaml"
 
 # --- Kubernetes well-known names ------------------------------------------------
 NODE_ROLE_PREFIX = "node-role.kubernetes.io/"

@@ -93,6 +93,7 @@ class Step:
     skip_reason = ""  # recorded as skipped, never executed
     reensure_on_poll = False  # call ensure again while waiting for verify (drain)
     waits = False  # verify may need time on a real cluster (pods start, metrics scrape)
+    wait_knob, wait_default = "BRICK_PROCEDURE_VERIFY_TIMEOUT", 180  # how long a waiting verify may take (s)
 
     def title(self, run) -> str:
         raise NotImplementedError
@@ -153,6 +154,7 @@ class ProcedureDef:
     listed = True  # offered on the procedure index as a wizard (False: started from elsewhere, e.g. Restore)
     restorable = False  # a finished run of it may offer "Restore the node" (node_before is recorded)
     restores = False  # it is "Restore the node" (params: restore_of, labels, uncordon)
+    restored_labels: tuple[str, ...] = ()  # the node labels its run records for Restore (() = the BRICK ones)
     cluster_wide = False  # takes the cluster-wide lock: runs beside no other run
     checklist = ""  # text of the manual checklist the admin confirms ("" = none)
     params: tuple[Param, ...] = ()
@@ -166,6 +168,9 @@ class ProcedureDef:
 
     def prechecks(self, gateway, node: str, params: dict) -> list[Check]:
         return []
+
+    def bind_fields(self, fields: dict, node: str) -> None:
+        """Adjust the wizard's form fields to the chosen node ('' when none is chosen yet)."""
 
     def fixes_finding(self, kind: str, params: dict) -> bool:
         """Whether this procedure fixes a finding of ``kind`` with these facts (its fix params)."""

@@ -2,13 +2,16 @@
 the terminal need to offer them (label, description, parameters, nodes, checklist)."""
 from __future__ import annotations
 
+from collections import Counter
+
 from django import forms
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
 from brickadmin import metrics
 from brickadmin.cluster import vocabulary as vocab
-from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE, pod_gpu_requests
+from brickadmin.cluster import migparted
+from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE, advertised_resources, pod_gpu_requests
 from brickadmin.cluster.snapshot import take_snapshot
 
 from .. import ledger as ledger_mod
@@ -63,7 +66,7 @@ class PrecheckStep(Step):
             from brickadmin.cluster import NotFound
 
             try:
-                before = node_state(ctx.gateway.get_node(ctx.node))
+                before = node_state(ctx.gateway.get_node(ctx.node), self.proc.restored_labels)
             except NotFound:
                 return Outcome()
             labels = ", ".join(f"{k}={v if v is not None else '-'}" for k, v in before["labels"].items())
@@ -91,10 +94,11 @@ NODE_BEFORE = "node_before"  # the run event (engine Context.remember) holding t
 RESTORED_LABELS = (TYPE_LABEL, SHARING_LABEL)  # the labels node procedures change, and Restore puts back
 
 
-def node_state(raw: dict) -> dict:
-    """What a node procedure may change on a node: its GPU labels (None: absent) and whether it is cordoned."""
+def node_state(raw: dict, keys=RESTORED_LABELS) -> dict:
+    """What a node procedure may change on a node: its GPU labels ``keys`` (None: absent) and whether it is
+    cordoned."""
     labels = raw["metadata"].get("labels") or {}
-    return {"labels": {k: labels.get(k) for k in RESTORED_LABELS},
+    return {"labels": {k: labels.get(k) for k in keys or RESTORED_LABELS},
             "unschedulable": bool((raw.get("spec") or {}).get("unschedulable"))}
 
 
@@ -108,9 +112,19 @@ def _workspaces(gateway):
             for ns in gateway.list_namespaces()}
 
 
-def _shared_quota(gateway) -> dict[str, int]:
+def _shared_quota(gateway, resource=GPU_SHARED) -> dict[str, int]:
     alloc = ledger_mod.allocated_by_namespace(gateway.list_resource_quotas())
-    return {ns: per.get(GPU_SHARED, 0) for ns, per in alloc.items() if GPU_SHARED in per}
+    return {ns: per.get(resource, 0) for ns, per in alloc.items() if resource in per}
+
+
+def _quota_over(gateway, resource, allocated, new_total, detail, fix) -> Check | None:
+    """A block when the approved Workspace quotas of ``resource`` (``allocated`` in all) no longer
+    fit under its Total after a change, naming the Workspaces holding it. ``fix`` takes %(d)d and
+    %(ws)s."""
+    if allocated <= new_total:
+        return None
+    items = _ws_list({k: v for k, v in _shared_quota(gateway, resource).items() if v}, _workspaces(gateway))
+    return Check(False, detail, fix % {"d": allocated - new_total, "ws": "; ".join(items)}, level="block", items=items)
 
 
 def _ws_list(quotas: dict[str, int], owners: dict[str, str]) -> list[str]:
@@ -514,13 +528,12 @@ class ProcedureC(ProcedureDef):
             checks.append(Check(True, _("Increasing replicas makes the shared Total jump to %(u)d at once while "
                                         "quotas stay the same, so Available looks larger (+%(d)d). Check that this "
                                         "is intended.") % {"u": new_total, "d": new_total - total_now}, level="warn"))
-        if want < have and allocated > new_total:
-            owners = _workspaces(gateway)
-            items = _ws_list({k: v for k, v in _shared_quota(gateway).items() if v}, owners)
-            checks.append(Check(False, _("Allocated shared quota %(q)d would not fit under the new Total %(u)d.")
-                                % {"q": allocated, "u": new_total},
-                                _("Lower shared quotas by %(d)d in total first. Workspaces: %(ws)s.")
-                                % {"d": allocated - new_total, "ws": "; ".join(items)}, level="block", items=items))
+        over = _quota_over(gateway, GPU_SHARED, allocated, new_total,
+                           _("Allocated shared quota %(q)d would not fit under the new Total %(u)d.")
+                           % {"q": allocated, "u": new_total},
+                           _("Lower shared quotas by %(d)d in total first. Workspaces: %(ws)s."))
+        if want < have and over:
+            checks.append(over)
         return checks
 
 
@@ -589,6 +602,290 @@ class ProcedureD(ProcedureDef):
         return ""
 
 
+# --- M: a node's MIG layout, the GPU Operator's mig-manager way -------------------------
+# The admin names one of mig-manager's layouts (the mig-parted ConfigMap) in the node label
+# nvidia.com/mig.config; mig-manager (a GPU Operator DaemonSet on the nodes labelled
+# nvidia.com/gpu.deploy.mig-manager=true) repartitions the GPUs, restarts the device plugin and
+# reports nvidia.com/mig.config.state: pending, then success or failed.
+
+def mig_manager_runs(labels: dict) -> bool:
+    return (labels or {}).get(vocab.MIG_MANAGER_DEPLOY_LABEL) == "true"
+
+
+def mig_configs(gateway) -> tuple[dict, str]:
+    """mig-manager's named layouts, or ({}, why they cannot be read)."""
+    from brickadmin.cluster import NotFound
+
+    where = {"ns": vocab.GPU_OPERATOR_NAMESPACE, "name": vocab.MIG_PARTED_CONFIGMAP}
+    try:
+        cm = gateway.get_configmap(vocab.GPU_OPERATOR_NAMESPACE, vocab.MIG_PARTED_CONFIGMAP)
+    except NotFound:
+        return {}, _("ConfigMap %(ns)s/%(name)s (mig-manager's layouts) does not exist.") % where
+    try:
+        return migparted.parse((cm.get("data") or {}).get(vocab.MIG_PARTED_CONFIG_KEY)), ""
+    except migparted.MigPartedError as exc:
+        return {}, _("ConfigMap %(ns)s/%(name)s is not a mig-parted config: %(err)s") % {**where, "err": exc}
+
+
+def node_gpus(gateway, node: str, n=None) -> list[dict]:
+    """The node's physical GPUs: the twin's hardware, else DCGM's devices, else as many GPUs of
+    the model as GPU Feature Discovery counts."""
+    devices = (gateway.gpu_devices() or {}).get(node)
+    if devices:
+        return devices
+    n = n or _ledger(gateway).node(node)
+    if n is None:
+        return []
+    return [dict(d) for d in n.raw_devices] or [{"model": n.model} for _i in range(n.physical)]
+
+
+def mig_advertised(gpus: list[dict], labels: dict) -> dict[str, int]:
+    """What the GPU Operator's device plugin advertises for these GPUs (its MIG strategy is
+    GFD's nvidia.com/mig.strategy label; mixed when absent)."""
+    strategy = (labels or {}).get(vocab.MIG_STRATEGY_LABEL) or "mixed"
+    return advertised_resources(gpus, {"flags": {"migStrategy": strategy}})
+
+
+def advertised_now(raw: dict) -> dict[str, int]:
+    """The node's nvidia.com/* allocatable above 0 (kubelet keeps a resource no longer served at 0)."""
+    alloc = (raw.get("status") or {}).get("allocatable") or {}
+    return {r: vocab.quantity(v) for r, v in sorted(alloc.items())
+            if r.startswith(vocab.NVIDIA_PREFIX) and vocab.quantity(v) > 0}
+
+
+def layout_summary(gpus: list[dict]) -> str:
+    """'7 × nvidia.com/mig-1g.10gb on each of 4 GPUs', one part per differently partitioned group."""
+    groups: dict[tuple, int] = {}
+    for g in gpus:
+        key = tuple(sorted(Counter(g.get("mig") or []).items()))
+        groups[key] = groups.get(key, 0) + 1
+    parts = []
+    for key, count in groups.items():
+        what = ", ".join(f"{n} × {vocab.MIG_PREFIX}{p}" for p, n in key) if key else \
+            _("%(res)s (MIG off)") % {"res": vocab.GPU}
+        parts.append(ngettext("%(what)s on %(n)d GPU", "%(what)s on each of %(n)d GPUs", count)
+                     % {"what": what, "n": count})
+    return "; ".join(parts)
+
+
+def _resources_text(resources: dict[str, int]) -> str:
+    return ", ".join(f"{r}: {n}" for r, n in sorted(resources.items())) or _("no nvidia.com resource")
+
+
+MIG_CONFIG_PARAM = "mig_config"
+
+
+class SetMigConfig(Step):
+    key = "mig-config"
+
+    def __init__(self, config):
+        self.config = config
+
+    def title(self, run):
+        return _("Label %(node)s %(label)s=%(value)s (mig-manager repartitions its GPUs)") % {
+            "node": run.node, "label": vocab.MIG_CONFIG_LABEL, "value": self.config}
+
+    def kubectl(self, run):
+        return (f"kubectl label node {run.node} {vocab.MIG_CONFIG_LABEL}={self.config} "
+                f"{vocab.MIG_CONFIG_STATE_LABEL}- --overwrite")
+
+    def ensure(self, ctx):
+        labels = ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}
+        if labels.get(vocab.MIG_CONFIG_LABEL) == self.config:
+            return Outcome(None, _("label already %(label)s=%(value)s") % {"label": vocab.MIG_CONFIG_LABEL,
+                                                                           "value": self.config})
+        # The state mig-manager reported for the previous layout goes in the same patch, so it
+        # is never taken for this layout's.
+        change = {vocab.MIG_CONFIG_LABEL: self.config, vocab.MIG_CONFIG_STATE_LABEL: None}
+        ctx.gateway.label_node(ctx.node, change)
+        return Outcome({"metadata": {"labels": change}}, f"node/{ctx.node} labeled")
+
+    def verify(self, ctx):
+        value = (ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}).get(vocab.MIG_CONFIG_LABEL)
+        return Check(value == self.config, f"{vocab.MIG_CONFIG_LABEL}={value}",
+                     _("Set the label exactly: %(cmd)s") % {"cmd": self.kubectl(ctx)})
+
+
+def _previous_layout(run) -> str:
+    """The mig.config value the node had before this run (recorded at its pre-check)."""
+    from .service import remembered
+
+    before = remembered(run, NODE_BEFORE) or {}
+    return (before.get("labels") or {}).get(vocab.MIG_CONFIG_LABEL) or "-"
+
+
+class MigConfigApplied(Step):
+    key = "mig-state"
+    waits = True
+    # mig-manager may reset the GPUs and restart the operator's pods: minutes on real hardware.
+    wait_knob, wait_default = "BRICK_MIG_CONFIG_TIMEOUT", 900
+
+    def __init__(self, config, offer_back=True):
+        self.config = config
+        self.offer_back = offer_back
+
+    def title(self, run):
+        return _("Wait for mig-manager to report %(label)s=success") % {"label": vocab.MIG_CONFIG_STATE_LABEL}
+
+    def kubectl(self, run):
+        return f"kubectl get node {run.node} -L {vocab.MIG_CONFIG_LABEL},{vocab.MIG_CONFIG_STATE_LABEL} --watch"
+
+    def _back(self, ctx):
+        if not self.offer_back:
+            return ""
+        return _("To go back to the previous layout (%(label)s=%(prev)s), use Restore the node on this run's "
+                 "page.") % {"label": vocab.MIG_CONFIG_LABEL, "prev": _previous_layout(ctx.run)}
+
+    def verify(self, ctx):
+        labels = ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}
+        state = labels.get(vocab.MIG_CONFIG_STATE_LABEL)
+        reported = f"{vocab.MIG_CONFIG_LABEL}={labels.get(vocab.MIG_CONFIG_LABEL)} " \
+                   f"{vocab.MIG_CONFIG_STATE_LABEL}={state or '-'}"
+        if state == "success" and labels.get(vocab.MIG_CONFIG_LABEL) == self.config:
+            return Check(True, reported)
+        if state == "failed":
+            configs, unreadable = mig_configs(ctx.gateway)
+            why = unreadable or migparted.layout(configs, self.config, node_gpus(ctx.gateway, ctx.node))[1]
+            said = _("mig-manager reported %(reported)s: it did not apply %(config)s on %(node)s (%(why)s). The "
+                     "GPUs keep their previous layout.") % {
+                "reported": reported, "config": self.config, "node": ctx.node,
+                "why": why or _("read the nvidia-mig-manager pod's log on the node")}
+            raise StepFailed(reported, " ".join(x for x in (said, self._back(ctx)) if x))
+        return Check(False, reported, " ".join(x for x in (
+            _("mig-manager did not report success in time (it reported %(reported)s): read the nvidia-mig-manager "
+              "pod's log on %(node)s, then resume the run.") % {"reported": reported, "node": ctx.node},
+            self._back(ctx)) if x))
+
+
+class MigResourcesAdvertised(Step):
+    key = "mig-advertised"
+    waits = True
+
+    def __init__(self, config):
+        self.config = config
+
+    def title(self, run):
+        return _("Verify %(node)s advertises the layout of %(config)s") % {"node": run.node, "config": self.config}
+
+    def kubectl(self, run):
+        return f"kubectl describe node {run.node} | grep -A 12 Allocatable"
+
+    def verify(self, ctx):
+        raw = ctx.gateway.get_node(ctx.node)
+        configs, unreadable = mig_configs(ctx.gateway)
+        after, why = migparted.layout(configs, self.config, node_gpus(ctx.gateway, ctx.node))
+        if after is None:
+            return Check(False, unreadable or why, unreadable or why)
+        want, got = mig_advertised(after, raw["metadata"].get("labels") or {}), advertised_now(raw)
+        detail = _("advertised: %(got)s; expected for %(config)s: %(want)s") % {
+            "got": _resources_text(got), "config": self.config, "want": _resources_text(want)}
+        return Check(got == want, detail, _("%(node)s does not advertise the new layout yet: the device plugin "
+                                            "restarts after mig-manager's change. Check its pod on the node, then "
+                                            "resume.") % {"node": ctx.node})
+
+
+class ProcedureMigLayout(ProcedureDef):
+    code = "M"
+    label = gettext_lazy("M. Change a node's MIG layout")
+    description = gettext_lazy("Cordon and drain a node where the GPU Operator's mig-manager runs, set "
+                               "nvidia.com/mig.config to one of its layouts, wait for mig-manager to report success, "
+                               "verify the MIG devices the node advertises, uncordon.")
+    action_label = gettext_lazy("Change the MIG layout (M)")
+    restorable = True
+    restored_labels = (vocab.MIG_CONFIG_LABEL,)
+    params = (Param(MIG_CONFIG_PARAM, lambda: forms.ChoiceField(
+        label=gettext_lazy("MIG layout (mig-manager config)"), choices=_config_choices,
+        error_messages={"required": gettext_lazy("Choose a MIG layout.")})), EVICTIONS_PARAM)
+    _blast_radius = _Conversion._blast_radius  # the pods the drain evicts, as A and B name them
+
+    def eligibility(self, n):
+        if not mig_manager_runs(n.labels):
+            return _("mig-manager does not run on this node (the GPU Operator labels the nodes it runs on "
+                     "%(label)s=true).") % {"label": vocab.MIG_MANAGER_DEPLOY_LABEL}
+        return ""
+
+    def offered_on(self, n):
+        return mig_manager_runs(n.labels)
+
+    def bind_fields(self, fields, node):
+        """Each layout with what the node would advertise under it."""
+        if node:
+            fields[MIG_CONFIG_PARAM].choices = _config_choices(node)
+
+    def steps(self, params):
+        config = params.get(MIG_CONFIG_PARAM) or ""
+        return [PrecheckStep(self), Cordon(), Drain(), SetMigConfig(config), MigConfigApplied(config),
+                MigResourcesAdvertised(config), Uncordon()]
+
+    def precheck_kubectl(self, run):
+        return (f"kubectl get node {run.node} -L {vocab.MIG_CONFIG_LABEL},{vocab.MIG_CONFIG_STATE_LABEL}; "
+                f"kubectl -n {vocab.GPU_OPERATOR_NAMESPACE} get configmap {vocab.MIG_PARTED_CONFIGMAP} -o yaml")
+
+    def prechecks(self, gateway, node, params):
+        led = _ledger(gateway)
+        n = led.node(node)
+        if n is None:
+            return [Check(False, _("%(node)s is not a GPU node.") % {"node": node})]
+        reason = self.eligibility(n)
+        if reason:
+            return [Check(False, reason)]
+        config = params.get(MIG_CONFIG_PARAM) or ""
+        configs, unreadable = mig_configs(gateway)
+        if unreadable:
+            return [Check(False, unreadable, _("Install or fix mig-manager's ConfigMap, then start again."))]
+        after, why = migparted.layout(configs, config, node_gpus(gateway, node, n))
+        if after is None:
+            refused = _("mig-manager would refuse %(config)s on %(node)s: %(why)s") % {
+                "config": config, "node": node, "why": why}
+            return [Check(False, refused, refused + " " + _("Choose a layout its GPUs can hold."))]
+        now = {r.resource: r.allocatable for r in n.served}
+        want = mig_advertised(after, n.labels)
+        checks = [Check(True, _("%(node)s: %(label)s=%(now)s (%(state)s) → %(config)s. It advertises %(before)s; "
+                                "after: %(after)s.") % {
+            "node": node, "label": vocab.MIG_CONFIG_LABEL, "now": n.labels.get(vocab.MIG_CONFIG_LABEL) or "-",
+            "state": n.labels.get(vocab.MIG_CONFIG_STATE_LABEL) or "-", "config": config,
+            "before": _resources_text({r: v for r, v in now.items() if v}), "after": _resources_text(want)})]
+        if n.labels.get(vocab.MIG_CONFIG_LABEL) == config:
+            checks.append(Check(True, _("The node is labelled %(config)s already: mig-manager is not asked again.")
+                                % {"config": config}, level="info"))
+        for resource in sorted(set(now) | set(want)):
+            row = led.resource(resource)
+            new_total = row.logical - now.get(resource, 0) + want.get(resource, 0)
+            over = _quota_over(gateway, resource, row.allocated, new_total,
+                               _("Allocated %(res)s quota %(q)d would not fit under its new Total %(u)d.")
+                               % {"res": resource, "q": row.allocated, "u": new_total},
+                               _("Lower the %(res)s quotas by %%(d)d in total first, or choose another layout. "
+                                 "Workspaces: %%(ws)s.") % {"res": resource})
+            if over:
+                checks.append(over)
+        checks.extend(self._blast_radius(gateway, node))
+        return checks
+
+
+def _config_choices(node: str = ""):
+    """(name, text) for each of mig-manager's layouts; with a node, what it would advertise under each."""
+    from brickadmin.cluster import ClusterError, get_gateway
+
+    try:
+        gateway = get_gateway()
+        configs, _why = mig_configs(gateway)
+        gpus = node_gpus(gateway, node) if node and configs else []
+        labels = (gateway.get_node(node)["metadata"].get("labels") or {}) if gpus else {}
+    except ClusterError:
+        return []
+    out = []
+    for name in configs:
+        if not node:
+            out.append((name, name))
+            continue
+        after, why = migparted.layout(configs, name, gpus)
+        text = layout_summary(after) if after is not None else _("mig-manager would refuse it: %(why)s") % {"why": why}
+        if after is not None and not mig_advertised(after, labels):
+            text = _("nothing advertised (%(what)s)") % {"what": text}
+        out.append((name, f"{name} — {text}"))
+    return out
+
+
 # --- R: restore a node after a run that stopped ------------------------------------
 
 class RestoreLabels(Step):
@@ -625,6 +922,20 @@ class RestoreLabels(Step):
                      _("Set the labels by hand: %(cmd)s") % {"cmd": self.kubectl(ctx)})
 
 
+class RestoreMigConfig(RestoreLabels):
+    """The labels back, mig-manager's layout among them: the state it reported for the layout
+    being undone goes in the same patch (as procedure M sets a layout)."""
+
+    def ensure(self, ctx):
+        change = self._differs(ctx)
+        if not change:
+            return Outcome(None, _("labels already as they were before the run"))
+        if vocab.MIG_CONFIG_LABEL in change:
+            change[vocab.MIG_CONFIG_STATE_LABEL] = None
+        ctx.gateway.label_node(ctx.node, change)
+        return Outcome({"metadata": {"labels": change}}, f"node/{ctx.node} labeled")
+
+
 class RestoreUncordon(Uncordon):
     def title(self, run):
         return _("Uncordon %(node)s") % {"node": run.node}
@@ -649,8 +960,8 @@ class ProcedureRestore(ProcedureDef):
                  "it, so pods can be scheduled there again.") % {"node": node, "id": params.get("restore_of")}
 
     def nothing_to_do(self, gateway, node, params):
-        now = node_state(gateway.get_node(node))
         labels = params.get("labels") or {}
+        now = node_state(gateway.get_node(node), tuple(labels))
         relabelled = any(now["labels"].get(k) != v for k, v in labels.items())
         if relabelled or (params.get("uncordon") and now["unschedulable"]):
             return ""
@@ -660,6 +971,9 @@ class ProcedureRestore(ProcedureDef):
     def steps(self, params):
         labels = params.get("labels") or {}
         steps = [PrecheckStep(self), RestoreLabels(labels)]
+        if labels.get(vocab.MIG_CONFIG_LABEL):  # mig-manager repartitions the GPUs back before pods come
+            steps = [PrecheckStep(self), RestoreMigConfig(labels),
+                     MigConfigApplied(labels[vocab.MIG_CONFIG_LABEL], offer_back=False)]
         if params.get("uncordon", True):
             steps.append(RestoreUncordon())
         else:
@@ -683,7 +997,7 @@ class ProcedureRestore(ProcedureDef):
             raw = gateway.get_node(node)
         except NotFound:
             return [Check(False, _("No node named %(node)s.") % {"node": node})]
-        now = node_state(raw)
+        now = node_state(raw, tuple(params.get("labels") or ()))
         labels = ", ".join(f"{k}={v if v is not None else '-'}" for k, v in now["labels"].items())
         if "labels" in params:  # the parameters are complete (from the run's page or a Fix)
             reason = self.nothing_to_do(gateway, node, params)
@@ -1239,6 +1553,6 @@ class ProcedureRecreateWorkspace(_Fix):
                   _("The namespace is gone: its pods and data were deleted with it. It is created empty, with its "
                     "quotas; the owner must start their workloads again."), level="info" if present else "warn")]
 
-BUILT_IN = (ProcedureA(), ProcedureB(), ProcedureC(), ProcedureD(), ProcedureRestore(),
+BUILT_IN = (ProcedureA(), ProcedureB(), ProcedureC(), ProcedureD(), ProcedureMigLayout(), ProcedureRestore(),
             ProcedureRemoveStale(), ProcedureRestartPlugin(), ProcedureDeleteFailedPod(), ProcedureAddToleration(),
             ProcedureRecreateWorkspace())  # registry.py lists them by code

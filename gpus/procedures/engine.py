@@ -257,7 +257,7 @@ def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple
     max_attempts = int(knob("BRICK_PROCEDURE_MAX_ATTEMPTS", 5))
     backoff = knob("BRICK_PROCEDURE_RETRY_BACKOFF", 1.0)
     pause = knob("BRICK_PROCEDURE_STEP_PAUSE", 0.0)
-    timeout = knob("BRICK_PROCEDURE_VERIFY_TIMEOUT", 0 if ctx.gateway.name == "twin" else 180) if step.waits else 0
+    timeout = knob(step.wait_knob, 0 if ctx.gateway.name == "twin" else step.wait_default) if step.waits else 0
     attempt = 0
     while True:
         attempt += 1

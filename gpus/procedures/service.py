@@ -191,7 +191,8 @@ def restore_params(run: ProcedureRun, gateway=None, *, seen: dict | None = None)
     if later.exists():
         return None
     before = remembered(run, NODE_BEFORE)
-    now = node_state(seen if seen is not None else gateway.get_node(run.node))
+    now = node_state(seen if seen is not None else gateway.get_node(run.node),
+                     tuple((before or {}).get("labels") or ()))
     if before is None:  # stopped before it recorded the node: only undo its own cordon
         labels = {}
         cordoned_by_run = StepRun.objects.filter(run_id=run.pk, intent__request__call="cordon").exists()

@@ -1,0 +1,173 @@
+"""Procedure M on the simulated cluster, whose mig-manager repartitions the GPUs: a layout
+applied, one the GPUs cannot hold (mig-manager's failed), one it never finishes, Restore."""
+import pytest
+
+from brickadmin.cluster import vocabulary as vocab
+from brickadmin.cluster.models import TwinHardware
+from brickadmin.cluster.twin import TwinGateway
+from gpus.procedures import service
+from gpus.procedures.registry import get
+from gpus.tasks import execute_run
+from tests import mig_node
+
+pytestmark = pytest.mark.usefixtures("fast_engine")
+
+NODE = "gpu-mig-01"
+MIG_1G = "nvidia.com/mig-1g.10gb"
+
+
+@pytest.fixture
+def mig(twin):
+    twin.apply(mig_node.node(NODE))
+    TwinHardware.objects.create(node=NODE, gpus=mig_node.hardware(NODE))
+    for obj in mig_node.operator_objects():
+        twin.apply(obj)
+    return twin
+
+
+def run_now(code, node, params):
+    run = service.start_run(code, node, params, actor_name="root", dispatch=False)
+    execute_run(run.pk)
+    run.refresh_from_db()
+    return run
+
+
+def labels(gw):
+    return gw.get_node(NODE)["metadata"]["labels"]
+
+
+def allocatable(gw):
+    return {k: v for k, v in gw.get_node(NODE)["status"]["allocatable"].items() if k.startswith("nvidia.com/")}
+
+
+def instances():
+    return [g.get("mig", []) for g in TwinHardware.objects.get(node=NODE).gpus]
+
+
+def test_the_twins_mig_manager_applies_a_layout_and_reports_success(mig):
+    mig.label_node(NODE, {vocab.MIG_CONFIG_LABEL: "all-3g.40gb"})
+    assert labels(mig)[vocab.MIG_CONFIG_STATE_LABEL] == "success"
+    assert instances() == [["3g.40gb", "3g.40gb"]] * 4
+    assert allocatable(mig) == {"nvidia.com/gpu": "0", "nvidia.com/mig-3g.40gb": "8"}
+
+
+def test_mig_manager_runs_only_where_the_operator_deploys_it(mig):
+    mig.label_node(NODE, {vocab.MIG_MANAGER_DEPLOY_LABEL: "false"})
+    mig.label_node(NODE, {vocab.MIG_CONFIG_LABEL: "all-3g.40gb"})
+    assert labels(mig)[vocab.MIG_CONFIG_STATE_LABEL] == "success"  # the old report, untouched
+    assert instances() == [[]] * 4
+
+
+def test_a_layout_applied_drains_relabels_and_uncordons(mig):
+    mig._save(mig_node_pod())
+    run = run_now("M", NODE, {"mig_config": "all-1g.10gb", "evictions_acknowledged": 1})
+    assert run.status == "succeeded", run.message
+    assert labels(mig)[vocab.MIG_CONFIG_LABEL] == "all-1g.10gb"
+    assert labels(mig)[vocab.MIG_CONFIG_STATE_LABEL] == "success"
+    assert instances() == [["1g.10gb"] * 7] * 4
+    assert allocatable(mig) == {"nvidia.com/gpu": "0", MIG_1G: "28"}
+    assert not (mig.get_node(NODE).get("spec") or {}).get("unschedulable")
+    assert not mig.list_pods(field_selector=f"spec.nodeName={NODE}")  # its GPU pod was evicted first
+
+
+def mig_node_pod():
+    from brickadmin.cluster import scenarios
+
+    return scenarios.gpu_pod("ws-exclusive", "trainer", NODE, "nvidia.com/gpu")
+
+
+def test_the_plan_names_the_pods_on_the_gpus_and_asks_to_acknowledge(mig):
+    mig._save(mig_node_pod())
+    checks = get("M").prechecks(TwinGateway(), NODE, {"mig_config": "all-1g.10gb"})
+    ack = [c for c in checks if c.level == "ack"]
+    assert ack and any("ws-exclusive/trainer" in item for item in ack[0].items)
+    assert any("after: nvidia.com/mig-1g.10gb: 28" in c.detail for c in checks)
+    refused = run_now("M", NODE, {"mig_config": "all-1g.10gb"})
+    assert refused.status == "failed" and "acknowledgement" in refused.message
+    assert labels(mig)[vocab.MIG_CONFIG_LABEL] == "all-disabled"
+
+
+def test_a_layout_the_gpus_cannot_hold_is_blocked_by_the_plan(mig):
+    checks = get("M").prechecks(TwinGateway(), NODE, {"mig_config": "all-1g.5gb"})
+    assert [c.level for c in checks] == ["block"]
+    assert "NVIDIA A100 80GB PCIe has no MIG profile 1g.5gb" in checks[0].detail
+
+
+def test_mig_managers_failure_stops_the_run_and_restore_goes_back(mig, monkeypatch):
+    # The ConfigMap changes between the plan and mig-manager's turn: mig-manager reports failed.
+    real = get("M").prechecks
+    monkeypatch.setattr(type(get("M")), "prechecks", lambda self, gw, node, params: real(
+        gw, node, {**params, "mig_config": "all-3g.40gb"}))
+    run = run_now("M", NODE, {"mig_config": "all-1g.5gb"})
+    assert run.status == "failed"
+    assert "mig-manager reported nvidia.com/mig.config=all-1g.5gb nvidia.com/mig.config.state=failed" in run.message
+    assert "NVIDIA A100 80GB PCIe has no MIG profile 1g.5gb" in run.message
+    assert "all-disabled" in run.message  # the layout to go back to
+    assert instances() == [[]] * 4  # the GPUs are unchanged
+    assert labels(mig)[vocab.MIG_CONFIG_STATE_LABEL] == "failed"
+    monkeypatch.undo()
+
+    restore = service.start_restore(run, TwinGateway(), actor_name="root", dispatch=False)
+    execute_run(restore.pk)
+    restore.refresh_from_db()
+    assert restore.status == "succeeded", restore.message
+    assert labels(mig)[vocab.MIG_CONFIG_LABEL] == "all-disabled"
+    assert labels(mig)[vocab.MIG_CONFIG_STATE_LABEL] == "success"
+    assert allocatable(mig) == {"nvidia.com/gpu": "4"}
+    assert not (mig.get_node(NODE).get("spec") or {}).get("unschedulable")
+
+
+def test_a_mig_manager_that_never_finishes_times_out_and_restore_goes_back(mig, monkeypatch):
+    monkeypatch.setattr(TwinGateway, "_reconfigure_migs", lambda self, node: "pending")
+    run = run_now("M", NODE, {"mig_config": "all-1g.10gb"})
+    assert run.status == "failed"
+    assert "did not report success in time" in run.message and "all-disabled" in run.message
+    assert labels(mig)[vocab.MIG_CONFIG_STATE_LABEL] == "pending"
+    assert (mig.get_node(NODE).get("spec") or {}).get("unschedulable")  # left cordoned for the admin
+    monkeypatch.undo()
+
+    params = service.restore_params(run, TwinGateway())
+    assert params["labels"] == {vocab.MIG_CONFIG_LABEL: "all-disabled"}
+    restore = service.start_restore(run, TwinGateway(), actor_name="root", dispatch=False)
+    execute_run(restore.pk)
+    restore.refresh_from_db()
+    assert restore.status == "succeeded", restore.message
+    assert labels(mig)[vocab.MIG_CONFIG_LABEL] == "all-disabled"
+    assert instances() == [[]] * 4
+    assert not (mig.get_node(NODE).get("spec") or {}).get("unschedulable")
+
+
+def test_a_layout_that_leaves_approved_quotas_without_capacity_is_blocked(mig):
+    assert run_now("M", NODE, {"mig_config": "all-1g.10gb"}).status == "succeeded"
+    mig.create_resource_quota("ws-exclusive", "mig-quota", {"requests.nvidia.com/mig-1g.10gb": "20"})
+    checks = get("M").prechecks(TwinGateway(), NODE, {"mig_config": "all-disabled"})
+    blocks = [c for c in checks if c.level == "block"]
+    assert len(blocks) == 1 and "nvidia.com/mig-1g.10gb" in blocks[0].detail and "20" in blocks[0].detail
+    assert "ws-exclusive" in blocks[0].fix
+    assert get("M").prechecks(TwinGateway(), NODE, {"mig_config": "all-1g.10gb"})[-1].level != "block"
+
+
+def test_offered_only_where_mig_manager_runs(mig):
+    from gpus.procedures.registry import get as proc
+    from gpus.reading import read_cluster
+
+    view = read_cluster()
+    choices = {c.name: c.reason for c in proc("M").node_choices(view.ledger, view.snapshot)}
+    assert choices[NODE] == ""
+    assert "mig-manager does not run" in choices["dev-a1-ws04"]
+
+
+def test_the_wizard_lists_the_layouts_with_what_the_node_would_advertise(mig, admin_client):
+    from django.urls import reverse
+
+    page = admin_client.get(reverse("wizard_pick", args=["M"]), {"node": NODE}).content.decode()
+    assert "all-1g.10gb — 7 × nvidia.com/mig-1g.10gb on each of 4 GPUs" in page
+    assert "all-3g.40gb — 2 × nvidia.com/mig-3g.40gb on each of 4 GPUs" in page
+    assert "all-disabled — nvidia.com/gpu (MIG off) on each of 4 GPUs" in page
+    assert "all-1g.5gb — mig-manager would refuse it: GPU 0: NVIDIA A100 80GB PCIe has no MIG profile 1g.5gb" in page
+    assert f'value="{NODE}"' in page and 'value="dev-a1-ws04" disabled' in page
+    node_page = admin_client.get(reverse("node_detail", args=[NODE])).content.decode()
+    assert "Change the MIG layout (M)" in node_page
+    assert "Change the MIG layout (M)" not in admin_client.get(reverse("node_detail", args=["dev-a1-ws04"])).content.decode()
+    plan = admin_client.get(reverse("wizard_plan", args=["M"]), {"node": NODE, "mig_config": "all-1g.10gb"})
+    assert plan.status_code == 200 and "mig-manager" in plan.content.decode()
