@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
 from brickadmin.cluster import NotFound, PermanentClusterError
+from brickadmin.cluster.pluginconfig import plugin_config_errors
 from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported: procedures read them here)
     DEFAULT_DAEMONSET,
     SHARING_LABEL,
@@ -110,6 +111,24 @@ def _config(cm: dict) -> dict:
     return parse_plugin_config((cm.get("data") or {}).get(CONFIG_KEY) or "")
 
 
+def refused_configs(docs: list[dict]) -> list[str]:
+    """Each device-plugin config of the documents that NVIDIA's plugin refuses at start, with
+    its reasons: applied, it would make every plugin pod mounting it exit and crash-loop, and
+    their nodes expose no GPU."""
+    out = []
+    for cm in _docs_of(docs, "ConfigMap"):
+        data = cm.get("data") if isinstance(cm.get("data"), dict) else {}
+        if CONFIG_KEY not in data:
+            out.append(_("ConfigMap %(name)s has no %(key)s: the device plugin could not open its config file "
+                         "and would exit.") % {"name": cm["metadata"]["name"], "key": CONFIG_KEY})
+            continue
+        for reason in plugin_config_errors(data[CONFIG_KEY]):
+            out.append(_("ConfigMap %(name)s, %(key)s: %(reason)s With it the device plugin exits at start "
+                         "and its pods crash-loop.") % {"name": cm["metadata"]["name"], "key": CONFIG_KEY,
+                                                        "reason": reason})
+    return out
+
+
 def ts_replicas(docs: list[dict]) -> int | None:
     return configmap_replicas(_docs_of(docs, "ConfigMap"))
 
@@ -136,6 +155,7 @@ def validate(docs: list[dict]) -> Validation:
     for kind, name in sorted({n for n in names if names.count(n) > 1}):
         v.errors.append(_("%(kind)s %(name)s appears more than once.") % {"kind": kind, "name": name})
     try:
+        v.errors += refused_configs(docs)
         _validate(docs, v)
     except (AttributeError, TypeError, KeyError, IndexError, ValueError, yaml.YAMLError, RecursionError) as exc:
         v.errors.append(_("The documents do not have the expected structure (%(err)s).")
@@ -370,10 +390,11 @@ def save_version(content: str, *, actor=None, actor_name="", note="", run=None):
 def apply(docs: list[dict], gateway) -> list[str]:
     """Server-side apply every document. A DaemonSet whose selector changed is deleted and
     re-created. Returns one line per object (what was done). Refuses, before applying any,
-    when a document is not the device plugin's own (ManifestError naming it)."""
-    foreign = foreign_documents(docs)
-    if foreign:
-        raise ManifestError(" ".join(foreign))
+    when a document is not the device plugin's own, or holds a config the plugin refuses
+    (ManifestError naming it)."""
+    refused = foreign_documents(docs) or refused_configs(docs)
+    if refused:
+        raise ManifestError(" ".join(refused))
     lines = []
     for d in docs:
         kind, name = d["kind"], d["metadata"]["name"]

@@ -19,6 +19,7 @@ flag the file does not set keeps the plugin's command-line default.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 
@@ -49,6 +50,12 @@ _GFD_STRINGS = ("outputFile", "machineTypeFile")
 _GFD_BOOLS = ("oneshot", "noTimestamp")
 
 
+def gettext_noop(message: str) -> str:
+    """Marks a sentence for translation; it is translated when the reason is worded, so a
+    reason kept from an earlier call speaks the language of the request that shows it."""
+    return message
+
+
 def _(message: str) -> str:
     """Django's gettext in the console; the English text where Django is not set up (lab/gpusim)."""
     try:
@@ -68,14 +75,21 @@ class _Refusal(Exception):
         self.where, self.why, self.said = where, why, said
 
     def text(self) -> str:
-        return _('%(where)s: %(why)s (the device plugin: "%(said)s")') % {
-            "where": self.where or "config.yaml", "why": self.why, "said": self.said}
+        return _('%(where)s: %(why)s The plugin says: "%(said)s".') % {
+            "where": self.where or "config.yaml", "why": _(self.why), "said": self.said}
 
 
 def plugin_config_errors(config: str | dict | None) -> list[str]:
     """Why the device plugin refuses to load ``config`` (a ConfigMap's ``config.yaml``, or
     it parsed); [] when it loads it. An empty file loads (every setting at its default)."""
-    return [r.text() for r in _refusals(config)]
+    refusals = _refusals_of_text(config) if isinstance(config, str) else _refusals(config)
+    return [r.text() for r in refusals]
+
+
+@functools.lru_cache(maxsize=256)
+def _refusals_of_text(config: str) -> tuple[_Refusal, ...]:
+    # The simulators ask for every node at every sync, mostly about the same few files.
+    return tuple(_refusals(config))
 
 
 def _refusals(config) -> list[_Refusal]:
@@ -87,7 +101,7 @@ def _refusals(config) -> list[_Refusal]:
         try:
             config = yaml.safe_load(config)
         except (yaml.YAMLError, RecursionError) as exc:
-            return [_Refusal("", _("config.yaml is not valid YAML."), f"unmarshal error: {exc}")]
+            return [_Refusal("", gettext_noop("config.yaml is not valid YAML."), f"unmarshal error: {exc}")]
     out: list[_Refusal] = []
     try:
         config = _as_json(config)
@@ -96,7 +110,7 @@ def _refusals(config) -> list[_Refusal]:
     if config is None:
         return []
     if not isinstance(config, dict):
-        return [_type_refusal("", config, "v1.Config", _("config.yaml must be a mapping of settings."))]
+        return [_type_refusal("", config, "v1.Config", gettext_noop("config.yaml must be a mapping of settings."))]
     _check(out, _config, config)
     return out
 
@@ -117,7 +131,7 @@ def _as_json(value, where=""):
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise _Refusal(where, _("a number must be finite."), f"json: unsupported value: {value}")
+            raise _Refusal(where, gettext_noop("a number must be finite."), f"json: unsupported value: {value}")
         return int(value) if value == int(value) else value
     if isinstance(value, dict):
         return {str(k) if not isinstance(k, str) else k: _as_json(v, f"{where}.{k}" if where else str(k))
@@ -166,19 +180,19 @@ def _plain_string(where: str, value) -> str | None:
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return str(value)
-    raise _type_refusal(where, value, "string", _("must be a string."))
+    raise _type_refusal(where, value, "string", gettext_noop("must be a string."))
 
 
 def _plain_bool(where: str, value) -> None:
     if value is not None and not isinstance(value, bool):
-        raise _type_refusal(where, value, "bool", _("must be true or false."))
+        raise _type_refusal(where, value, "bool", gettext_noop("must be true or false."))
 
 
 def _object(where: str, value, go_type: str) -> dict:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise _type_refusal(where, value, go_type, _("must be a mapping."))
+        raise _type_refusal(where, value, go_type, gettext_noop("must be a mapping."))
     return value
 
 
@@ -191,7 +205,7 @@ def _config(out: list, cfg: dict) -> None:
         if field_ == "version":
             version = _plain_string(key, value) or "v1"
             if version != "v1":
-                out.append(_Refusal(key, _('only version "v1" exists.'), f"unknown version: {version}"))
+                out.append(_Refusal(key, gettext_noop('only version "v1" exists.'), f"unknown version: {version}"))
         elif field_ == "flags":
             _check(out, _flags, key, value, flags)
         elif field_ == "resources":
@@ -235,7 +249,7 @@ def _plugin_flags(out: list, where: str, value, seen: dict) -> None:
             elif isinstance(v, list) and all(isinstance(s, str) for s in v):
                 seen[field_] = v
             else:
-                raise _Refusal(at, _("must be a strategy name or a list of them."),
+                raise _Refusal(at, gettext_noop("must be a strategy name or a list of them."),
                                f"invalid deviceListStrategy: {_compact(v)}")
 
 
@@ -255,9 +269,9 @@ def _duration(where: str, value) -> None:
     """duration.go Duration.UnmarshalJSON: a number of nanoseconds, "infinite", or a Go
     duration string."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise _Refusal(where, _("must be a duration such as 30s or 5m, or infinite."), "invalid duration")
+        raise _Refusal(where, gettext_noop("must be a duration such as 30s or 5m, or infinite."), "invalid duration")
     if isinstance(value, str) and value != "infinite" and not go_duration_is_valid(value):
-        raise _Refusal(where, _("must be a duration such as 30s or 5m, or infinite."),
+        raise _Refusal(where, gettext_noop("must be a duration such as 30s or 5m, or infinite."),
                        f'time: invalid duration "{value}"')
 
 
@@ -307,7 +321,7 @@ def _resources(out: list, where: str, value) -> None:
         if v is None:
             continue
         if not isinstance(v, list):
-            raise _type_refusal(at, v, "[]v1.Resource", _("must be a list."))
+            raise _type_refusal(at, v, "[]v1.Resource", gettext_noop("must be a list."))
         for i, item in enumerate(v):
             _check(out, _resource, f"{at}[{i}]", item)
 
@@ -316,13 +330,13 @@ def _resource(out: list, where: str, value) -> None:
     if value is None:
         value = {}  # Resource.UnmarshalJSON reads null as an empty mapping
     if not isinstance(value, dict):
-        raise _type_refusal(where, value, "map[string]json.RawMessage", _("must be a mapping."))
+        raise _type_refusal(where, value, "map[string]json.RawMessage", gettext_noop("must be a mapping."))
     if "pattern" not in value:
-        raise _Refusal(where, _("needs a pattern."), "resources must have a 'pattern' field set")
+        raise _Refusal(where, gettext_noop("needs a pattern."), "resources must have a 'pattern' field set")
     if "name" not in value:
-        raise _Refusal(where, _("needs a name."), "resources must have a 'name' field set")
+        raise _Refusal(where, gettext_noop("needs a name."), "resources must have a 'name' field set")
     if value["pattern"] is not None and not isinstance(value["pattern"], str):
-        raise _type_refusal(_at(where, "pattern"), value["pattern"], "v1.ResourcePattern", _("must be a string."))
+        raise _type_refusal(_at(where, "pattern"), value["pattern"], "v1.ResourcePattern", gettext_noop("must be a string."))
     _resource_name(_at(where, "name"), value["name"])
 
 
@@ -354,10 +368,10 @@ def dns1123_subdomain_errors(value: str) -> list[str]:
 def _resource_name(where: str, value) -> str:
     """ResourceName.UnmarshalJSON: a string (null reads as ""), then NewResourceName."""
     if value is not None and not isinstance(value, str):
-        raise _type_refusal(where, value, "string", _("must be a resource name (a string)."))
+        raise _type_refusal(where, value, "string", gettext_noop("must be a resource name (a string)."))
     error = resource_name_error(value or "")
     if error:
-        raise _Refusal(where, _("is not a valid resource name: at most 63 characters with the nvidia.com/ "
+        raise _Refusal(where, gettext_noop("is not a valid resource name: at most 63 characters with the nvidia.com/ "
                                 "prefix, lowercase letters, digits, '-' and '.', starting and ending with a "
                                 "letter or digit."), error)
     return value if value.startswith(NVIDIA_PREFIX) else NVIDIA_PREFIX + value
@@ -398,16 +412,16 @@ def _replicated_resources(out: list, where: str, value) -> None:
     if value is None:
         value = {}
     if not isinstance(value, dict):
-        raise _type_refusal(where, value, "map[string]json.RawMessage", _("must be a mapping."))
+        raise _type_refusal(where, value, "map[string]json.RawMessage", gettext_noop("must be a mapping."))
     for key in ("renameByDefault", "failRequestsGreaterThanOne"):
         if key in value:
             _plain_bool(_at(where, key), value[key])
     resources = value.get("resources")
     at = _at(where, "resources")
     if resources is not None and not isinstance(resources, list):
-        raise _type_refusal(at, resources, "[]v1.ReplicatedResource", _("must be a list."))
+        raise _type_refusal(at, resources, "[]v1.ReplicatedResource", gettext_noop("must be a list."))
     if not resources:
-        raise _Refusal(at, _("must list at least one resource to share."), "no resources specified")
+        raise _Refusal(at, gettext_noop("must list at least one resource to share."), "no resources specified")
     for i, item in enumerate(resources):
         _check(out, _replicated_resource, f"{at}[{i}]", item)
 
@@ -418,20 +432,20 @@ def _replicated_resource(out: list, where: str, value) -> None:
     if value is None:
         value = {}
     if not isinstance(value, dict):
-        raise _type_refusal(where, value, "map[string]json.RawMessage", _("must be a mapping."))
+        raise _type_refusal(where, value, "map[string]json.RawMessage", gettext_noop("must be a mapping."))
     if "name" not in value:
-        raise _Refusal(where, _("needs the name of the resource to share (e.g. nvidia.com/gpu)."),
+        raise _Refusal(where, gettext_noop("needs the name of the resource to share (e.g. nvidia.com/gpu)."),
                        "no resource name specified")
     _resource_name(_at(where, "name"), value["name"])
     _replicated_devices(_at(where, "devices"), value.get("devices", "all"))
     if "replicas" not in value:
-        raise _Refusal(where, _("needs replicas (how many pods share each device)."), "no replicas specified")
+        raise _Refusal(where, gettext_noop("needs replicas (how many pods share each device)."), "no replicas specified")
     replicas = value["replicas"]
     at = _at(where, "replicas")
     if replicas is not None and (isinstance(replicas, bool) or not isinstance(replicas, int)):
-        raise _type_refusal(at, replicas, "int", _("must be a whole number, at least 2."))
+        raise _type_refusal(at, replicas, "int", gettext_noop("must be a whole number, at least 2."))
     if (replicas or 0) < 2:
-        raise _Refusal(at, _("must be at least 2 (one replica is not sharing)."), "number of replicas must be >= 2")
+        raise _Refusal(at, gettext_noop("must be at least 2 (one replica is not sharing)."), "number of replicas must be >= 2")
     if "rename" in value:
         _resource_name(_at(where, "rename"), value["rename"])
 
@@ -441,12 +455,12 @@ def _replicated_devices(where: str, value) -> None:
     indexes, MIG indexes (gpu:mig) and GPU or MIG UUIDs (kinds may be mixed)."""
     if value is None or isinstance(value, str):  # null reads as the string ""
         if value != "all":
-            raise _Refusal(where, _('must be "all", a number of devices, or a list of device indexes or UUIDs.'),
+            raise _Refusal(where, gettext_noop('must be "all", a number of devices, or a list of device indexes or UUIDs.'),
                            f"devices set as '{value or ''}' but the only valid string input is 'all'")
         return
     if isinstance(value, int) and not isinstance(value, bool):
         if value <= 0:
-            raise _Refusal(where, _("a number of devices must be at least 1."),
+            raise _Refusal(where, gettext_noop("a number of devices must be at least 1."),
                            f"devices set as '{value}' but a count of devices must be > 0")
         return
     if isinstance(value, list):
@@ -455,12 +469,12 @@ def _replicated_devices(where: str, value) -> None:
                 continue  # a uint64 index (null reads as 0)
             if isinstance(item, str) and device_ref_is_valid(item):
                 continue
-            raise _Refusal(f"{where}[{i}]", _("is not a GPU index, a MIG index (gpu:mig), a GPU UUID "
+            raise _Refusal(f"{where}[{i}]", gettext_noop("is not a GPU index, a MIG index (gpu:mig), a GPU UUID "
                                               "(GPU-<uuid>) or a MIG UUID (MIG-<uuid> or MIG-GPU-<uuid>/<gi>/<ci>)."),
                            f"unsupported type for device in devices list: {item if isinstance(item, str) else ''}, "
                            f"string")
         return
-    raise _Refusal(where, _('must be "all", a number of devices, or a list of device indexes or UUIDs.'),
+    raise _Refusal(where, gettext_noop('must be "all", a number of devices, or a list of device indexes or UUIDs.'),
                    f"unrecognized type for devices spec: {_compact(value)}")
 
 
@@ -529,13 +543,13 @@ def _imex(out: list, where: str, value) -> None:
         if v is None:
             continue
         if not isinstance(v, list):
-            raise _type_refusal(at, v, "[]int", _("must be a list of channel numbers."))
+            raise _type_refusal(at, v, "[]int", gettext_noop("must be a list of channel numbers."))
         for i, item in enumerate(v):
             if item is not None and (isinstance(item, bool) or not isinstance(item, int)):
-                raise _type_refusal(f"{at}[{i}]", item, "int", _("must be a channel number."))
+                raise _type_refusal(f"{at}[{i}]", item, "int", gettext_noop("must be a channel number."))
         ids = [item or 0 for item in v]
         if ids not in ([], [0]):
-            raise _Refusal(at, _("must be [] or [0]."), "invalid IMEX channel IDs: invalid IMEX config: "
+            raise _Refusal(at, gettext_noop("must be [] or [0]."), "invalid IMEX channel IDs: invalid IMEX config: "
                            f"channelIDs must be [] or [0]; found [{' '.join(map(str, ids))}]")
 
 
@@ -547,29 +561,29 @@ def _validate_flags(out: list, flags: dict, sharing: dict) -> None:
     for strategy in flags.get("deviceListStrategy") or []:
         if strategy not in DEVICE_LIST_STRATEGIES:
             out.append(_Refusal("flags.plugin.deviceListStrategy",
-                                _("must be envvar, volume-mounts, cdi-annotations or cdi-cri."),
+                                gettext_noop("must be envvar, volume-mounts, cdi-annotations or cdi-cri."),
                                 f"invalid --device-list-strategy option: invalid strategy: {strategy}"))
             break
     id_strategy = flags.get("deviceIDStrategy")
     if id_strategy is not None and id_strategy not in DEVICE_ID_STRATEGIES:
-        out.append(_Refusal("flags.plugin.deviceIDStrategy", _("must be uuid or index."),
+        out.append(_Refusal("flags.plugin.deviceIDStrategy", gettext_noop("must be uuid or index."),
                             f"invalid --device-id-strategy option: {id_strategy}"))
     policy = flags.get("sharedDevicesAllocationPolicy")
     if policy is not None and policy not in ALLOCATION_POLICIES:
-        out.append(_Refusal("flags.plugin.sharedDevicesAllocationPolicy", _("must be distributed or packed."),
+        out.append(_Refusal("flags.plugin.sharedDevicesAllocationPolicy", gettext_noop("must be distributed or packed."),
                             f"invalid --shared-devices-allocation-policy option: {policy}"))
     mig_strategy = flags.get("migStrategy")
     if sharing.get("mps"):  # every MPS resource has replicas >= 2, so MPS is the sharing strategy
         if mig_strategy == "mixed":
-            out.append(_Refusal("flags.migStrategy", _("MPS cannot be used with migStrategy mixed."),
+            out.append(_Refusal("flags.migStrategy", gettext_noop("MPS cannot be used with migStrategy mixed."),
                                 "using --mig-strategy=mixed is not supported with MPS"))
         if not flags.get("mpsRoot"):
-            out.append(_Refusal("flags.mpsRoot", _("MPS needs mpsRoot (where the MPS daemon's files are)."),
+            out.append(_Refusal("flags.mpsRoot", gettext_noop("MPS needs mpsRoot (where the MPS daemon's files are)."),
                                 "using MPS requires --mps-root to be specified"))
     discovery = flags.get("deviceDiscoveryStrategy")
     if discovery is not None and discovery not in DEVICE_DISCOVERY_STRATEGIES:
-        out.append(_Refusal("flags.deviceDiscoveryStrategy", _("must be auto, nvml or tegra."),
+        out.append(_Refusal("flags.deviceDiscoveryStrategy", gettext_noop("must be auto, nvml or tegra."),
                             f"invalid --device-discovery-strategy option {discovery}"))
     if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES:
-        out.append(_Refusal("flags.migStrategy", _("must be none, single or mixed."),
+        out.append(_Refusal("flags.migStrategy", gettext_noop("must be none, single or mixed."),
                             f"unknown MIG strategy: {mig_strategy}"))
