@@ -27,7 +27,6 @@ from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.pluginconfig import plugin_config_errors
 
 from .ledger import PLUGIN_DOWN
-
 from .procedures import registry
 
 SEVERITY_ORDER = {"bad": 0, "warn": 1, "info": 2}

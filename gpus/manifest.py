@@ -122,7 +122,13 @@ def refused_configs(docs: list[dict]) -> list[str]:
             out.append(_("ConfigMap %(name)s has no %(key)s: the device plugin could not open its config file "
                          "and would exit.") % {"name": cm["metadata"]["name"], "key": CONFIG_KEY})
             continue
-        for reason in plugin_config_errors(data[CONFIG_KEY]):
+        try:
+            config = parse_plugin_config(data[CONFIG_KEY])
+        except (yaml.YAMLError, RecursionError) as exc:
+            out.append(_("%(name)s: config.yaml is not valid YAML: %(err)s") % {"name": cm["metadata"]["name"],
+                                                                              "err": exc})
+            continue
+        for reason in plugin_config_errors(config):
             out.append(_("ConfigMap %(name)s, %(key)s: %(reason)s With it the device plugin exits at start "
                          "and its pods crash-loop.") % {"name": cm["metadata"]["name"], "key": CONFIG_KEY,
                                                         "reason": reason})
@@ -148,7 +154,8 @@ def validate(docs: list[dict]) -> Validation:
     ConfigMaps and two DaemonSets; identical tolerations; replicas >= 2; renameByDefault
     under sharing.timeSlicing (not flags); node selectors on the sharing label; each
     DaemonSet mounts a ConfigMap the file defines. Nothing but the plugin's ConfigMaps and
-    DaemonSets in its namespace; a document of an unexpected shape is an error, not a crash."""
+    DaemonSets in its namespace; a document of an unexpected shape is an error, not a crash.
+    Each ConfigMap's config.yaml one that NVIDIA's device plugin loads (refused_configs)."""
     v = Validation()
     v.errors += foreign_documents(docs)
     names = [(d["kind"], d["metadata"]["name"]) for d in docs]
@@ -203,9 +210,8 @@ def _validate(docs: list[dict], v: Validation) -> None:
     else:
         try:
             cfg = _config(ts)
-        except (yaml.YAMLError, RecursionError) as exc:
-            v.errors.append(_("%(name)s: config.yaml is not valid YAML: %(err)s") % {"name": TS_CONFIGMAP, "err": exc})
-            return
+        except (yaml.YAMLError, RecursionError):
+            return  # refused_configs said so
         if not isinstance(cfg, dict):
             v.errors.append(_("%(name)s: config.yaml is not a mapping.") % {"name": TS_CONFIGMAP})
             return

@@ -60,10 +60,16 @@ def _(message: str) -> str:
     """Django's gettext in the console; the English text where Django is not set up (lab/gpusim)."""
     try:
         from django.conf import settings
+        from django.core.exceptions import AppRegistryNotReady
         from django.utils.translation import gettext
     except ImportError:
         return message
-    return gettext(message) if settings.configured else message
+    if not settings.configured:
+        return message
+    try:
+        return gettext(message)
+    except AppRegistryNotReady:  # settings read, but Django not set up
+        return message
 
 
 class _Refusal(Exception):
@@ -75,8 +81,8 @@ class _Refusal(Exception):
         self.where, self.why, self.said = where, why, said
 
     def text(self) -> str:
-        return _('%(where)s: %(why)s The plugin says: "%(said)s".') % {
-            "where": self.where or "config.yaml", "why": _(self.why), "said": self.said}
+        said = _('%(why)s The plugin says: "%(said)s".') % {"why": _(self.why), "said": self.said}
+        return f"{self.where}: {said}" if self.where else said
 
 
 def plugin_config_errors(config: str | dict | None) -> list[str]:
@@ -101,7 +107,7 @@ def _refusals(config) -> list[_Refusal]:
         try:
             config = yaml.safe_load(config)
         except (yaml.YAMLError, RecursionError) as exc:
-            return [_Refusal("", gettext_noop("config.yaml is not valid YAML."), f"unmarshal error: {exc}")]
+            return [_Refusal("", gettext_noop("The file is not valid YAML."), f"unmarshal error: {exc}")]
     out: list[_Refusal] = []
     try:
         config = _as_json(config)
@@ -110,7 +116,8 @@ def _refusals(config) -> list[_Refusal]:
     if config is None:
         return []
     if not isinstance(config, dict):
-        return [_type_refusal("", config, "v1.Config", gettext_noop("config.yaml must be a mapping of settings."))]
+        return [_type_refusal("", config, "v1.Config",
+                              gettext_noop("The file must be a mapping of settings (version, flags, sharing...)."))]
     _check(out, _config, config)
     return out
 

@@ -245,8 +245,8 @@ def test_resources_section_is_read_then_ignored():
     # beyond the table
     "{gfd: {sleepInterval: 1h30m}}",
     "{gfd: {sleepInterval: '-1.5us'}}",
-    "{migStrategy: single, failOnInitError: false, plugin: {deviceIDStrategy: index, "
-    "sharedDevicesAllocationPolicy: packed, passDeviceSpecs: true}, deviceDiscoveryStrategy: nvml}",
+    ("{migStrategy: single, failOnInitError: false, plugin: {deviceIDStrategy: index, "
+     "sharedDevicesAllocationPolicy: packed, passDeviceSpecs: true}, deviceDiscoveryStrategy: nvml}"),
     "{MIGSTRATEGY: none}",  # encoding/json matches field names case-insensitively
 ])
 def test_flags_the_plugin_loads(flags):

@@ -150,7 +150,7 @@ def test_the_default_configmap_is_checked_too():
     d = docs()
     ds(d, "nvidia-device-plugin-config-default")["data"]["config.yaml"] = "version: v1\nflags:\n  migStrategy: all\n"
     errors = manifest.validate(d).errors
-    assert [e for e in errors if "unknown MIG strategy: all" in e][0].startswith(
+    assert next(e for e in errors if "unknown MIG strategy: all" in e).startswith(
         "ConfigMap nvidia-device-plugin-config-default, config.yaml: flags.migStrategy: ")
     del ds(d, "nvidia-device-plugin-config-default")["data"]["config.yaml"]
     assert any("nvidia-device-plugin-config-default has no config.yaml" in e for e in manifest.validate(d).errors)
