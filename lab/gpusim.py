@@ -173,6 +173,33 @@ class Simulator:
         self._save()
         return rec
 
+    def show_crash_loop(self, pod: dict, rec: dict) -> None:
+        """The plugin exits at start on a config it refuses: kubelet restarts its container
+        with a back-off, the pod stays Running and is never Ready."""
+        md = pod["metadata"]
+        containers = [c.get("name", "") for c in pod["spec"].get("containers") or []]
+        patch = {"status": {
+            "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"},
+                           {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady"}],
+            "containerStatuses": [{
+                "name": c, "ready": False, "restartCount": 1, "image": "", "imageID": "",
+                "state": {"waiting": {"reason": "CrashLoopBackOff",
+                                      "message": f"back-off 10s restarting failed container={c} pod={md['name']}"}},
+                "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}} for c in containers]}}
+        path = f"/api/v1/namespaces/{md['namespace']}/pods/{md['name']}"
+        try:
+            # KWOK leaves the status of a pod so annotated to us (lab.py --disregard-status-...)
+            self.api.request("PATCH", path, {"metadata": {"annotations": {"kwok.x-k8s.io/status": "custom"}}},
+                             "application/merge-patch+json")
+            self.api.request("PATCH", path + "/status", patch, "application/strategic-merge-patch+json")
+        except urllib.error.HTTPError as e:
+            if e.code not in (404, 409):
+                raise
+            return
+        rec["crashLooping"] = True
+        self._save()
+        log(f"plugin pod {md['name']} on {rec['node']}: CrashLoopBackOff (the plugin refuses its config)")
+
     def override_configs(self, configs: dict[str, str]) -> list[str]:
         """Pretend the plugin pod running on each node read ``configs[node]`` at start."""
         missing = []
@@ -233,6 +260,8 @@ class Simulator:
             if pod is not None:
                 rec = self.plugin_config(pod, daemonsets, configmaps, node)
                 adv = dp.advertised_resources(gpus, rec["config"])
+                if dp.plugin_config_errors(rec["config"]) and not rec.get("crashLooping"):
+                    self.show_crash_loop(pod, rec)
             else:
                 adv = None
             advertised_now[name] = adv
