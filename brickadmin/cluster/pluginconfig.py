@@ -85,6 +85,10 @@ class _Refusal(Exception):
         return f"{self.where}: {said}" if self.where else said
 
 
+_NESTED_TOO_DEEPLY = _Refusal("", gettext_noop("The file is nested too deeply to be read."),
+                              "error converting YAML to JSON: nested too deeply")
+
+
 def plugin_config_errors(config: str | dict | None) -> list[str]:
     """Why the device plugin refuses to load ``config`` (a ConfigMap's ``config.yaml``, or
     it parsed); [] when it loads it. An empty file loads (every setting at its default)."""
@@ -106,13 +110,17 @@ def _refusals(config) -> list[_Refusal]:
 
         try:
             config = yaml.safe_load(config)
-        except (yaml.YAMLError, RecursionError) as exc:
+        except yaml.YAMLError as exc:
             return [_Refusal("", gettext_noop("The file is not valid YAML."), f"unmarshal error: {exc}")]
+        except RecursionError:
+            return [_NESTED_TOO_DEEPLY]
     out: list[_Refusal] = []
     try:
         config = _as_json(config)
     except _Refusal as r:
         return [r]
+    except RecursionError:
+        return [_NESTED_TOO_DEEPLY]
     if config is None:
         return []
     if not isinstance(config, dict):
@@ -131,21 +139,30 @@ def _check(out: list, fn, *args) -> None:
 
 # --- the JSON the plugin's decoder sees ---------------------------------------------------
 
-def _as_json(value, where=""):
+def _as_json(value, where="", memo=None):
     """A YAML value as sigs.k8s.io/yaml hands it to encoding/json: a float with no fraction
-    is an integer; a value JSON cannot hold is refused."""
+    is an integer; a value JSON cannot hold is refused. A node that YAML aliases is converted
+    once and shared, so a small file of nested aliases does not grow into a huge one here."""
     if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
             raise _Refusal(where, gettext_noop("a number must be finite."), f"json: unsupported value: {value}")
         return int(value) if value == int(value) else value
+    if not isinstance(value, (dict, list, tuple)):
+        return str(value)  # a YAML timestamp or binary: the plugin reads it as a string
+    memo = {} if memo is None else memo
+    if id(value) in memo:
+        return memo[id(value)]
     if isinstance(value, dict):
-        return {str(k) if not isinstance(k, str) else k: _as_json(v, f"{where}.{k}" if where else str(k))
-                for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_as_json(v, f"{where}[{i}]") for i, v in enumerate(value)]
-    return str(value)  # a YAML timestamp or binary: the plugin reads it as a string
+        out = memo[id(value)] = {}
+        for k, v in value.items():
+            key = k if isinstance(k, str) else str(k)
+            out[key] = _as_json(v, f"{where}.{key}" if where else key, memo)
+        return out
+    out = memo[id(value)] = []
+    out.extend(_as_json(v, f"{where}[{i}]", memo) for i, v in enumerate(value))
+    return out
 
 
 def _kind(value) -> str:
@@ -160,8 +177,41 @@ def _kind(value) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
-def _compact(value) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+def _compact(value, limit: int = 200) -> str:
+    """The JSON text of ``value`` as the plugin quotes it, cut after ``limit`` characters
+    (aliases would repeat a shared part as often as it is used)."""
+    pieces: list[str] = []
+    budget = [limit]
+
+    def put(text: str) -> None:
+        pieces.append(text[:budget[0]])
+        budget[0] -= len(text)
+        if budget[0] <= 0:
+            raise StopIteration
+
+    def walk(v, depth: int) -> None:
+        if depth > 20:
+            put("...")
+        elif isinstance(v, dict):
+            put("{")
+            for i, (k, x) in enumerate(v.items()):
+                put(("," if i else "") + json.dumps(k, ensure_ascii=False) + ":")
+                walk(x, depth + 1)
+            put("}")
+        elif isinstance(v, list):
+            put("[")
+            for i, x in enumerate(v):
+                put("," if i else "")
+                walk(x, depth + 1)
+            put("]")
+        else:
+            put(json.dumps(v, ensure_ascii=False))
+
+    try:
+        walk(value, 0)
+    except StopIteration:
+        return "".join(pieces) + "..."
+    return "".join(pieces)
 
 
 def _type_refusal(where: str, value, go_type: str, why: str) -> _Refusal:

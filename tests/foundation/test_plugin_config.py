@@ -310,3 +310,17 @@ def test_every_wrong_resource_is_reported_not_only_the_first():
     assert [e.split(":")[0] for e in errors] == ["sharing.timeSlicing.resources[0].replicas",
                                                  "sharing.timeSlicing.resources[1].rename"]
 
+
+
+def test_a_file_of_nested_aliases_is_judged_without_expanding_it():
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]  # 10^9 strings
+    config = "version: v1\nunknown:\n" + "".join(f"  {line}\n" for line in levels)
+    assert plugin_config_errors(config) == []
+    devices = config + "sharing: {timeSlicing: {resources: [{name: gpu, replicas: 2, devices: {d: *a8}}]}}\n"
+    [error] = plugin_config_errors(devices)
+    assert 'unrecognized type for devices spec: {"d":[[[[' in error and len(error) < 600
+
+
+def test_a_file_nested_too_deeply_is_refused_not_a_crash():
+    assert "nested too deeply" in refused("version: v1\nunknown: " + "[" * 600 + "]" * 600 + "\n")
