@@ -205,3 +205,19 @@ def test_a_refused_config_restarted_into_leaves_time_slicing_nodes_advertising_n
     twin.rollout_restart_daemonset("brick-nvidia", manifest.TS_DAEMONSET)
     assert int(twin.get_node(node)["status"]["allocatable"]["nvidia.com/gpu.shared"]) > 0
     assert twin.daemonset_rollout_status("brick-nvidia", manifest.TS_DAEMONSET).done
+
+
+def test_the_manifest_page_refuses_a_config_the_plugin_refuses_and_says_why(twin, admin_client):
+    from django.urls import reverse
+    from django.utils.html import escape
+
+    content = manifest.current().content.replace(
+        "          replicas: 2\n", '          replicas: 2\n          devices: ["GPU-UUID"]\n')
+    assert content != manifest.current().content
+    r = admin_client.post(reverse("manifest_save"), {"content": content, "note": ""})
+    assert r.status_code == 400
+    assert escape("unsupported type for device in devices list: GPU-UUID, string") in r.content.decode()
+    assert manifest.current().version == 1
+    admin_client.post(reverse("manifest_apply"))  # the current version: the shipped, valid one
+    live = twin.get_configmap("brick-nvidia", manifest.TS_CONFIGMAP)["data"]["config.yaml"]
+    assert "GPU-UUID" not in live
