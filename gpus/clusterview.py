@@ -331,7 +331,7 @@ class StoredLedger:
 
     @property
     def plugin_down_nodes(self):
-        return [n for n in self.nodes if n.plugin_state in ("missing", "pending")]
+        return [n for n in self.nodes if n.plugin_state in ledger_mod.PLUGIN_DOWN]
 
 
 class StoredSnapshot:

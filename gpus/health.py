@@ -24,7 +24,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from brickadmin.cluster import vocabulary as vocab
+from brickadmin.cluster.pluginconfig import plugin_config_errors
 
+from .ledger import PLUGIN_DOWN
 from .procedures import registry
 
 SEVERITY_ORDER = {"bad": 0, "warn": 1, "info": 2}
@@ -269,6 +271,23 @@ def label_typo(inputs: HealthInputs) -> Iterable[Problem]:
                           fix_params={"sharing": vocab.intended_sharing(n.sharing_label)})
 
 
+def _refused_config(n, daemonsets: list[dict], configmaps: list[dict]) -> str:
+    """The device plugin's reasons for refusing the config that the DaemonSet selecting this
+    node mounts (the ConfigMap as it is now); '' when it would load it."""
+    by_name = {cm["metadata"]["name"]: cm for cm in configmaps}
+    for ds in daemonsets:
+        spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+        if not vocab.labels_match(n.labels, spec.get("nodeSelector")):
+            continue
+        names = [vol["configMap"].get("name") for vol in spec.get("volumes") or [] if "configMap" in vol]
+        cm = by_name.get(names[0]) if names else None
+        errors = plugin_config_errors((cm.get("data") or {}).get(vocab.PLUGIN_CONFIG_KEY)) if cm else []
+        if errors:
+            return _("The plugin refuses ConfigMap %(name)s: %(errors)s") % {
+                "name": cm["metadata"]["name"], "errors": "; ".join(errors)}
+    return ""
+
+
 def _why_no_plugin(n, daemonsets: list[dict]) -> tuple[str, dict | None]:
     """Why a BRICK node has no running device-plugin pod, from the DaemonSets' node
     selectors and tolerations and the node's labels and taints ('' when they allow it), and
@@ -299,7 +318,15 @@ def plugin_missing(inputs: HealthInputs) -> Iterable[Problem]:
     daemonsets = getattr(inputs.snapshot, "plugin_daemonsets", None) or []
     for n in inputs.ledger.nodes:
         # A node with a sharing-label typo has no plugin either: label-typo says why.
-        if n.convention == "brick" and n.mode != "unlabelled" and n.plugin_state in ("missing", "pending"):
+        if n.convention == "brick" and n.mode != "unlabelled" and n.plugin_state == "crashlooping":
+            configmaps = getattr(inputs.snapshot, "plugin_configmaps", None) or []
+            refused = _refused_config(n, daemonsets, configmaps)
+            yield Problem("bad", "plugin-missing", n.name,
+                          _("The device-plugin pod is in CrashLoopBackOff: the plugin exits at start and the "
+                            "node exposes no GPU resource.") + (" " + refused if refused else ""),
+                          _("The plugin exits when it refuses its config: correct the config in the managed "
+                            "manifest, apply it and restart the plugin (procedure C)."))
+        elif n.convention == "brick" and n.mode != "unlabelled" and n.plugin_state in PLUGIN_DOWN:
             cause, taint = _why_no_plugin(n, daemonsets) if daemonsets else ("", None)
             facts = {"taint_key": taint.get("key", ""), "taint_value": taint.get("value") or "",
                      "taint_effect": taint.get("effect", "")} if taint else {}

@@ -146,7 +146,7 @@ class NodeLedger:
     ready: bool
     cordoned: bool
     tainted: bool
-    plugin_state: str  # "running" | "pending" | "missing" | "unknown"
+    plugin_state: str  # "running" | "crashlooping" | "pending" | "missing" | "unknown"
     resources: dict[str, ResourceLine]
     raw_devices: list[dict]  # as the snapshot gives them; Device rows are built on demand
     in_use: frozenset  # indexes into raw_devices
@@ -306,7 +306,7 @@ class Ledger:
 
     @property
     def plugin_down_nodes(self) -> list[NodeLedger]:
-        return [n for n in self.nodes if n.plugin_state in ("missing", "pending")]
+        return [n for n in self.nodes if n.plugin_state in PLUGIN_DOWN]
 
 
 # --- per node ---------------------------------------------------------------
@@ -341,10 +341,24 @@ def brick_replicas(configmaps: list[dict]) -> int:
     return 1 if replicas is None else max(1, replicas)
 
 
+# The plugin states in which no plugin serves the node's GPUs.
+PLUGIN_DOWN = ("missing", "pending", "crashlooping")
+
+
+def _crash_looping(pod: dict) -> bool:
+    """A container kubelet keeps restarting (the plugin exits at start, e.g. on a config it
+    refuses): the pod's phase stays Running but no plugin serves."""
+    return any(((cs.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"
+               for cs in (pod.get("status") or {}).get("containerStatuses") or [])
+
+
 def _plugin_state(node_name: str, plugin_pods_by_node: dict[str, list[dict]], convention: str) -> str:
     pods = plugin_pods_by_node.get(node_name, [])
-    if any((p.get("status") or {}).get("phase") == "Running" for p in pods):
+    running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+    if any(not _crash_looping(p) for p in running):
         return "running"
+    if running:
+        return "crashlooping"
     if pods:
         return "pending"
     return "missing" if convention == "brick" else "unknown"

@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
 from brickadmin.cluster import NotFound, PermanentClusterError
+from brickadmin.cluster.pluginconfig import plugin_config_errors
 from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported: procedures read them here)
     DEFAULT_DAEMONSET,
     SHARING_LABEL,
@@ -110,6 +111,30 @@ def _config(cm: dict) -> dict:
     return parse_plugin_config((cm.get("data") or {}).get(CONFIG_KEY) or "")
 
 
+def refused_configs(docs: list[dict]) -> list[str]:
+    """Each device-plugin config of the documents that NVIDIA's plugin refuses at start, with
+    its reasons: applied, it would make every plugin pod mounting it exit and crash-loop, and
+    their nodes expose no GPU."""
+    out = []
+    for cm in _docs_of(docs, "ConfigMap"):
+        data = cm.get("data") if isinstance(cm.get("data"), dict) else {}
+        if CONFIG_KEY not in data:
+            out.append(_("ConfigMap %(name)s has no %(key)s: the device plugin could not open its config file "
+                         "and would exit.") % {"name": cm["metadata"]["name"], "key": CONFIG_KEY})
+            continue
+        try:
+            config = parse_plugin_config(data[CONFIG_KEY])
+        except (yaml.YAMLError, RecursionError) as exc:
+            out.append(_("%(name)s: config.yaml is not valid YAML: %(err)s") % {"name": cm["metadata"]["name"],
+                                                                              "err": exc})
+            continue
+        for reason in plugin_config_errors(config):
+            out.append(_("ConfigMap %(name)s, %(key)s: %(reason)s With it the device plugin exits at start "
+                         "and its pods crash-loop.") % {"name": cm["metadata"]["name"], "key": CONFIG_KEY,
+                                                        "reason": reason})
+    return out
+
+
 def ts_replicas(docs: list[dict]) -> int | None:
     return configmap_replicas(_docs_of(docs, "ConfigMap"))
 
@@ -129,13 +154,15 @@ def validate(docs: list[dict]) -> Validation:
     ConfigMaps and two DaemonSets; identical tolerations; replicas >= 2; renameByDefault
     under sharing.timeSlicing (not flags); node selectors on the sharing label; each
     DaemonSet mounts a ConfigMap the file defines. Nothing but the plugin's ConfigMaps and
-    DaemonSets in its namespace; a document of an unexpected shape is an error, not a crash."""
+    DaemonSets in its namespace; a document of an unexpected shape is an error, not a crash.
+    Each ConfigMap's config.yaml one that NVIDIA's device plugin loads (refused_configs)."""
     v = Validation()
     v.errors += foreign_documents(docs)
     names = [(d["kind"], d["metadata"]["name"]) for d in docs]
     for kind, name in sorted({n for n in names if names.count(n) > 1}):
         v.errors.append(_("%(kind)s %(name)s appears more than once.") % {"kind": kind, "name": name})
     try:
+        v.errors += refused_configs(docs)
         _validate(docs, v)
     except (AttributeError, TypeError, KeyError, IndexError, ValueError, yaml.YAMLError, RecursionError) as exc:
         v.errors.append(_("The documents do not have the expected structure (%(err)s).")
@@ -183,9 +210,8 @@ def _validate(docs: list[dict], v: Validation) -> None:
     else:
         try:
             cfg = _config(ts)
-        except (yaml.YAMLError, RecursionError) as exc:
-            v.errors.append(_("%(name)s: config.yaml is not valid YAML: %(err)s") % {"name": TS_CONFIGMAP, "err": exc})
-            return
+        except (yaml.YAMLError, RecursionError):
+            return  # refused_configs said so
         if not isinstance(cfg, dict):
             v.errors.append(_("%(name)s: config.yaml is not a mapping.") % {"name": TS_CONFIGMAP})
             return
@@ -370,10 +396,11 @@ def save_version(content: str, *, actor=None, actor_name="", note="", run=None):
 def apply(docs: list[dict], gateway) -> list[str]:
     """Server-side apply every document. A DaemonSet whose selector changed is deleted and
     re-created. Returns one line per object (what was done). Refuses, before applying any,
-    when a document is not the device plugin's own (ManifestError naming it)."""
-    foreign = foreign_documents(docs)
-    if foreign:
-        raise ManifestError(" ".join(foreign))
+    when a document is not the device plugin's own, or holds a config the plugin refuses
+    (ManifestError naming it)."""
+    refused = foreign_documents(docs) or refused_configs(docs)
+    if refused:
+        raise ManifestError(" ".join(refused))
     lines = []
     for d in docs:
         kind, name = d["kind"], d["metadata"]["name"]

@@ -46,6 +46,9 @@ from brickadmin.cluster.vocabulary import DEVICE_PLUGIN_CONFIG_LABEL, MIG_PREFIX
 from brickadmin.cluster.vocabulary import GPU_TYPE_LABEL as GPU_NODE_LABEL  # noqa: E402  (as in the twin)
 
 PLUGIN_COMPONENTS = ("default", "timeslicing")
+# KWOK neither plays the status of a pod so annotated "custom" nor finishes its deletion
+# (lab.py --disregard-status-with-annotation-selector)
+KWOK_STATUS = "kwok.x-k8s.io/status"
 
 
 def log(msg: str) -> None:
@@ -176,6 +179,44 @@ class Simulator:
         self._save()
         return rec
 
+    def finish_deletion(self, pod: dict) -> None:
+        """A pod whose status KWOK leaves to us is deleted by us too once it is terminating
+        (kubelet stops a crash-looping container at once)."""
+        md = pod["metadata"]
+        try:
+            self.api.request("DELETE", f"/api/v1/namespaces/{md['namespace']}/pods/{md['name']}",
+                             {"gracePeriodSeconds": 0, "preconditions": {"uid": md["uid"]}})
+        except urllib.error.HTTPError as e:
+            if e.code not in (404, 409):
+                raise
+
+    def show_crash_loop(self, pod: dict, rec: dict) -> None:
+        """The plugin exits at start on a config it refuses: kubelet restarts its container
+        with a back-off, the pod stays Running and is never Ready."""
+        md = pod["metadata"]
+        containers = [c.get("name", "") for c in pod["spec"].get("containers") or []]
+        patch = {"status": {
+            "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"},
+                           {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady"}],
+            "containerStatuses": [{
+                "name": c, "ready": False, "restartCount": 1, "image": "", "imageID": "",
+                "state": {"waiting": {"reason": "CrashLoopBackOff",
+                                      "message": f"back-off 10s restarting failed container={c} pod={md['name']}"}},
+                "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}} for c in containers]}}
+        path = f"/api/v1/namespaces/{md['namespace']}/pods/{md['name']}"
+        try:
+            # KWOK leaves the status of a pod so annotated to us (lab.py --disregard-status-...)
+            self.api.request("PATCH", path, {"metadata": {"annotations": {KWOK_STATUS: "custom"}}},
+                             "application/merge-patch+json")
+            self.api.request("PATCH", path + "/status", patch, "application/strategic-merge-patch+json")
+        except urllib.error.HTTPError as e:
+            if e.code not in (404, 409):
+                raise
+            return
+        rec["crashLooping"] = True
+        self._save()
+        log(f"plugin pod {md['name']} on {rec['node']}: CrashLoopBackOff (the plugin refuses its config)")
+
     def override_configs(self, configs: dict[str, str]) -> list[str]:
         """Pretend the plugin pod running on each node read ``configs[node]`` at start."""
         missing = []
@@ -214,6 +255,8 @@ class Simulator:
             if (md.get("labels") or {}).get(dp.COMPONENT_LABEL) not in PLUGIN_COMPONENTS:
                 continue
             live_uids.add(md["uid"])
+            if md.get("deletionTimestamp") and (md.get("annotations") or {}).get(KWOK_STATUS) == "custom":
+                self.finish_deletion(p)
             node = p["spec"].get("nodeName")
             if not node or md.get("deletionTimestamp") or (p.get("status") or {}).get("phase") != "Running":
                 continue
@@ -237,6 +280,8 @@ class Simulator:
             if pod is not None:
                 rec = self.plugin_config(pod, daemonsets, configmaps, node)
                 adv = dp.advertised_resources(gpus, rec["config"])
+                if dp.plugin_config_errors(rec["config"]) and not rec.get("crashLooping"):
+                    self.show_crash_loop(pod, rec)
             else:
                 adv = None
             advertised_now[name] = adv

@@ -415,7 +415,7 @@ def job_node_options(ledger) -> list[NodeOption]:
             reason = _("Node is not Ready")
         elif n.cordoned:
             reason = _("Node is cordoned (no new pods)")
-        elif n.plugin_state in ("missing", "pending"):
+        elif n.plugin_state in ledger_mod.PLUGIN_DOWN:
             reason = _("Device plugin is not running on this node")
         elif alloc == 0:
             reason = _("No nvidia.com/gpu is allocatable on this node")

@@ -22,6 +22,7 @@ from .vocabulary import (  # noqa: F401  (re-exported: the twin and lab/ read th
     time_slicing_replicas,
     tolerates,
 )
+from .pluginconfig import plugin_config_errors
 from .vocabulary import PLUGIN_CONFIG_KEY as CONFIG_KEY  # noqa: F401
 
 
@@ -130,6 +131,10 @@ def advertised_resources(gpus: list[dict], config: str | dict | None) -> dict[st
     devices, under ``<name>.shared`` when ``renameByDefault`` is true. A plugin that
     refuses to start registers nothing ({}).
     """
+    # A config the plugin refuses: it exits before registering and its pod crash-loops.
+    # Kubelet then keeps the old capacity with allocatable 0, as with no plugin at all.
+    if plugin_config_errors(config):
+        return {}
     cfg = parse_config(config)
     try:
         devices = device_map(gpus, cfg)

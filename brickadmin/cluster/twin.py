@@ -616,7 +616,10 @@ class TwinGateway:
                 hw.advertised = dp.advertised_resources(hw.gpus, config)
                 hw.save()
                 row = TwinObject.objects.get(kind="Node", name=node)
-                self._kubelet_sync(row, hw, self._plugin_pod_by_uid(hw.plugin_pod_uid))
+                pod = self._plugin_pod_by_uid(hw.plugin_pod_uid)
+                if pod is not None and dp.plugin_config_errors(config):
+                    self._crash_loop(pod)
+                self._kubelet_sync(row, hw, pod)
         self._bump()
 
     # --- the GPU Operator's mig-manager ----------------------------------------
@@ -731,6 +734,8 @@ class TwinGateway:
                 config = None
             advertised = dp.advertised_resources(hw.gpus, config)
             hw.plugin_pod_uid, hw.advertised = plugin_pod["metadata"]["uid"], advertised
+            if dp.plugin_config_errors(config):
+                self._crash_loop(plugin_pod)
         else:
             advertised = hw.advertised
         hw.save()
@@ -739,6 +744,21 @@ class TwinGateway:
         if new_status != node.get("status"):
             node["status"] = new_status
             self._save(node)
+
+    def _crash_loop(self, pod):
+        """The plugin exits at start (a config it refuses): kubelet restarts its container
+        with a back-off; the pod stays Running, never Ready."""
+        containers = pod["spec"].get("containers") or [{}]
+        pod["status"] = {
+            **pod["status"], "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
+            "containerStatuses": [{
+                "name": c.get("name", ""), "ready": False, "restartCount": 1,
+                "state": {"waiting": {"reason": "CrashLoopBackOff",
+                                      "message": f'back-off 10s restarting failed container={c.get("name", "")} '
+                                                 f'pod={pod["metadata"]["name"]}'}},
+                "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}} for c in containers]}
+        self._save(pod)
 
     def _plugin_pod_by_uid(self, uid):
         for pod in self.list_pods(namespace=PLUGIN_NAMESPACE):
@@ -753,8 +773,10 @@ class TwinGateway:
                 if (p["metadata"].get("ownerReferences") or [{}])[0].get("name") == name]
         h = _template_hash(ds)
         updated = sum(1 for p in pods if p["metadata"]["labels"].get("controller-revision-hash") == h)
+        ready = sum(1 for p in pods if any(c.get("type") == "Ready" and c.get("status") == "True"
+                                           for c in (p.get("status") or {}).get("conditions") or []))
         status = {"desiredNumberScheduled": len(pods), "currentNumberScheduled": len(pods),
-                  "updatedNumberScheduled": updated, "numberReady": len(pods), "numberAvailable": len(pods),
+                  "updatedNumberScheduled": updated, "numberReady": ready, "numberAvailable": ready,
                   "observedGeneration": ds["metadata"].get("generation", 1)}
         if ds.get("status") != status:
             ds["status"] = status

@@ -91,6 +91,33 @@ def test_configmap_edit_changes_nothing_until_a_rollout_restart(seeded):
     wait_until(lambda: seeded.nvidia("dev-a1-ws02") == {"nvidia.com/gpu.shared": "2"}, 30, "gpu.shared 2 again")
 
 
+def test_a_config_the_plugin_refuses_registers_nothing_and_crash_loops(seeded):
+    cm = seeded.admin.get_configmap(PLUGIN_NS, TS_CM)
+    good = cm["data"]["config.yaml"]
+    refused = good.replace("replicas: 2", 'replicas: 2\n      devices: ["GPU-UUID"]')
+    assert refused != good
+
+    def put(text):
+        seeded.admin.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": TS_CM, "namespace": PLUGIN_NS},
+                            "data": {"config.yaml": text}}, field_manager="lab-tests")
+
+    put(refused)
+    old_uid = plugin_pods(seeded, "dev-a1-ws02")[0]["metadata"]["uid"]
+    seeded.admin.rollout_restart_daemonset(PLUGIN_NS, "nvidia-device-plugin-timeslicing")
+
+    def crash_looping():
+        pods = plugin_pods(seeded, "dev-a1-ws02")
+        return (len(pods) == 1 and pods[0]["metadata"]["uid"] != old_uid
+                and [((c.get("state") or {}).get("waiting") or {}).get("reason")
+                     for c in pods[0]["status"].get("containerStatuses") or []] == ["CrashLoopBackOff"])
+    wait_until(crash_looping, 60, "the new plugin pod in CrashLoopBackOff")
+    wait_until(lambda: seeded.nvidia("dev-a1-ws02") == {"nvidia.com/gpu.shared": "0"}, 30, "allocatable 0")
+    assert seeded.nvidia("dev-a1-ws02", "capacity") == {"nvidia.com/gpu.shared": "2"}  # kubelet keeps capacity
+    put(good)
+    restart_and_wait(seeded, "nvidia-device-plugin-timeslicing")
+    wait_until(lambda: seeded.nvidia("dev-a1-ws02") == {"nvidia.com/gpu.shared": "2"}, 30, "gpu.shared 2 again")
+
+
 def test_no_plugin_pod_means_allocatable_zero(seeded):
     gw = seeded.admin
     gw.label_node("dev-a1-ws02", {"brick.cloud/gpu.sharing": "time-slicing"})  # a label typo: no DaemonSet matches
