@@ -31,6 +31,8 @@ from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported: callers
     SHARING_LABEL,
     UNSCHEDULABLE_TAINT_KEY,
     configmap_replicas,
+    label_int,
+    quantity,
 )
 from brickadmin.cluster.vocabulary import NVIDIA_PREFIX as NVIDIA
 
@@ -59,14 +61,6 @@ def type_label(model: str, gpu_type: str) -> str:
     if gpu_type.startswith("mig-"):
         return f"{model} MIG {gpu_type[4:]}"
     return model
-
-
-def quantity(value) -> int:
-    """Extended resources are integers; tolerate '2', 2, '0'."""
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return 0
 
 
 @dataclass(slots=True)
@@ -307,17 +301,17 @@ def is_gpu_node(node: dict) -> bool:
 def _operator_shared(labels: dict) -> bool:
     if labels.get(vocab.GPU_SHARING_STRATEGY_LABEL) == "time-slicing":
         return True
-    if quantity(labels.get(vocab.GPU_REPLICAS_LABEL, 1)) > 1:
+    if label_int(labels.get(vocab.GPU_REPLICAS_LABEL), 1) > 1:
         return True
     return "time-slicing" in labels.get(OPERATOR_CONFIG_LABEL, "")
 
 
 def _operator_replicas(labels: dict) -> int:
     if labels.get(vocab.GPU_REPLICAS_LABEL):
-        return max(1, quantity(labels[vocab.GPU_REPLICAS_LABEL]))
+        return max(1, label_int(labels[vocab.GPU_REPLICAS_LABEL], 1))
     config = labels.get(OPERATOR_CONFIG_LABEL, "")
     tail = config.rsplit("-", 1)[-1]
-    return max(1, quantity(tail)) if config.startswith("time-slicing") else 1
+    return max(1, label_int(tail, 1)) if config.startswith("time-slicing") else 1
 
 
 def brick_replicas(configmaps: list[dict]) -> int:
@@ -384,8 +378,8 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
     model = _node_model(labels, devs)
     if devs:
         physical, source = len(devs), device_source
-    elif labels.get(vocab.GPU_COUNT_LABEL):
-        physical, source = quantity(labels[vocab.GPU_COUNT_LABEL]), "labels"
+    elif label_int(labels.get(vocab.GPU_COUNT_LABEL), None) is not None:  # a typed label that is no number: derived
+        physical, source = label_int(labels[vocab.GPU_COUNT_LABEL], 0), "labels"
     else:
         physical = _physical_from_allocatable(resources, replicas)
         source = "derived"
