@@ -174,7 +174,7 @@ def _interpret_suffix(suffix: str) -> tuple[int, int, str]:
         return 2, _BINARY_SUFFIXES[suffix], BINARY_SI
     if len(suffix) > 1 and suffix[0] in "eE":
         digits = suffix[1:].removeprefix("+").removeprefix("-")
-        if digits and set(digits) <= _DIGITS:
+        if digits and len(digits) <= 19 and set(digits) <= _DIGITS:
             exponent = int(suffix[1:])
             if -(1 << 63) <= exponent <= _INT64_MAX:  # strconv.ParseInt(…, 10, 64)
                 return 10, (exponent + (1 << 31)) % (1 << 32) - (1 << 31), DECIMAL_EXPONENT  # int32(parsed)
@@ -250,7 +250,9 @@ def parse_quantity(text: str) -> decimal.Decimal:
 
 def quantity(value) -> int:
     """A count as the product counts it: resource.Quantity.Value(), the amount rounded
-    up away from zero ("1500m" -> 2, "5000m" -> 5, "1k" -> 1000, "1Ki" -> 1024).
+    up away from zero ("1500m" -> 2, "5000m" -> 5, "1k" -> 1000, "1Ki" -> 1024). Away from
+    zero also below 0, as Value() promises; upstream's inf.Dec path (more than 18 digits,
+    or below 1n) breaks that promise for some negative amounts, never for a count.
 
     Ints pass through. Anything that is not a quantity raises ValueError, never reads as 0:
     the API server only ever returns valid quantities, so junk means a bug upstream of here.
@@ -282,16 +284,15 @@ def label_int(value, default):
     return default
 
 
-def _canonical_decimal(amount: decimal.Decimal) -> tuple[int, int]:
+def _canonical_decimal(amount: decimal.Decimal) -> tuple[str, int]:
     """amount.go AsCanonicalBytes: (mantissa, exponent) with the exponent a multiple of 3
-    and as large as possible without a fraction."""
+    and as large as possible without a fraction. On digit strings: any length prints."""
     sign, digits, exponent = amount.as_tuple()
-    mantissa = int("".join(map(str, digits)))
-    while mantissa and mantissa % 10 == 0:
-        mantissa //= 10
-        exponent += 1
+    written = "".join(map(str, digits))
+    mantissa = written.rstrip("0") or "0"
+    exponent += len(written) - len(mantissa)
     shift = exponent % 3
-    return (-mantissa if sign else mantissa) * 10 ** shift, exponent - shift
+    return ("-" if sign else "") + mantissa + "0" * shift, exponent - shift
 
 
 def format_quantity(value, fmt: str = DECIMAL_SI) -> str:
