@@ -411,3 +411,11 @@ def test_writing_a_quota_of_a_thousand_gives_what_the_api_server_stores():
     assert v.format_quantity("1000") == "1k"
     assert v.format_quantity(1024, BINARY_SI) == "1Ki"
     assert v.format_quantity(8) == "8"
+
+
+@pytest.mark.parametrize(("text", "count"), [("1e4294967296", 1), ("1e4294967299", 1000), ("1e-4294967293", 1000)])
+def test_an_exponent_is_read_as_an_int32_as_upstream_does(text, count):
+    # suffix.go interpret: int32(strconv.ParseInt(...)), so 2^32 wraps to 0 (checked against
+    # apimachinery v0.37.0's ParseQuantity)
+    assert v.quantity(text) == count
+    assert v.format_quantity(text) == text
