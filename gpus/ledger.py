@@ -32,6 +32,8 @@ from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported: callers
     SHARING_LABEL,
     UNSCHEDULABLE_TAINT_KEY,
     configmap_replicas,
+    label_int,
+    quantity,
 )
 from brickadmin.cluster.vocabulary import NVIDIA_PREFIX as NVIDIA
 
@@ -60,14 +62,6 @@ def type_label(model: str, gpu_type: str) -> str:
     if gpu_type.startswith("mig-"):
         return f"{model} MIG {gpu_type[4:]}"
     return model
-
-
-def quantity(value) -> int:
-    """Extended resources are integers; tolerate '2', 2, '0'."""
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return 0
 
 
 @dataclass(slots=True)
@@ -322,17 +316,17 @@ def is_gpu_node(node: dict) -> bool:
 def _operator_shared(labels: dict) -> bool:
     if labels.get(vocab.GPU_SHARING_STRATEGY_LABEL) == "time-slicing":
         return True
-    if quantity(labels.get(vocab.GPU_REPLICAS_LABEL, 1)) > 1:
+    if label_int(labels.get(vocab.GPU_REPLICAS_LABEL), 1) > 1:
         return True
     return "time-slicing" in labels.get(OPERATOR_CONFIG_LABEL, "")
 
 
 def _operator_replicas(labels: dict) -> int:
     if labels.get(vocab.GPU_REPLICAS_LABEL):
-        return max(1, quantity(labels[vocab.GPU_REPLICAS_LABEL]))
+        return max(1, label_int(labels[vocab.GPU_REPLICAS_LABEL], 1))
     config = labels.get(OPERATOR_CONFIG_LABEL, "")
     tail = config.rsplit("-", 1)[-1]
-    return max(1, quantity(tail)) if config.startswith("time-slicing") else 1
+    return max(1, label_int(tail, 1)) if config.startswith("time-slicing") else 1
 
 
 def brick_replicas(configmaps: list[dict]) -> int:
@@ -427,8 +421,8 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
     elif mode == "mig-single":
         # gpu.count counts MIG devices here: physical GPUs come from the geometry instead.
         physical, source = _physical_from_mig(model, mig_profile, resources, replicas, labels), "derived"
-    elif labels.get(vocab.GPU_COUNT_LABEL):
-        physical, source = quantity(labels[vocab.GPU_COUNT_LABEL]), "labels"
+    elif label_int(labels.get(vocab.GPU_COUNT_LABEL), None) is not None:  # a typed label that is no number: derived
+        physical, source = label_int(labels[vocab.GPU_COUNT_LABEL], 0), "labels"
     else:
         physical = _physical_from_allocatable(resources, replicas)
         source = "derived"
@@ -478,17 +472,11 @@ def _physical_from_mig(model: str, profile: str, resources: dict[str, ResourceLi
     GFD's overridden gpu.count) over the most one GPU of the model holds (mig.py), at least
     one GPU per device's share of the GPU's seven (or four) compute slices."""
     served = sum(r.capacity for r in resources.values() if not r.stale and r.gpu_type == "mig-" + profile)
-    devices = math.ceil(served / max(replicas, 1)) if served else _label_count(labels.get(vocab.GPU_COUNT_LABEL))
+    devices = math.ceil(served / max(replicas, 1)) if served else label_int(labels.get(vocab.GPU_COUNT_LABEL), 0)
     if not devices or not profile:
         return 0
     per_gpu = mig_geometry.max_per_gpu(model, profile) or max(1, 7 // (mig_geometry.compute_slices(profile) or 7))
     return math.ceil(devices / per_gpu)
-
-
-def _label_count(value) -> int:
-    """A count written in a GFD label (a plain decimal); anything else counts as none."""
-    text = str(value or "")
-    return int(text) if text.isdigit() else 0
 
 
 def _physical_from_allocatable(resources: dict[str, ResourceLine], replicas: int) -> int:

@@ -409,7 +409,7 @@ class Simulator:
                         if not res.startswith(dp.NVIDIA_PREFIX):
                             continue
                         try:
-                            count = int(str(qty))
+                            count = dp.quantity(qty)  # the API server writes 1000 as "1k"
                         except ValueError:
                             continue
                         if res in (dp.GPU, dp.GPU_SHARED) and whole:

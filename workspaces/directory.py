@@ -8,7 +8,7 @@ API call); adoption reads the namespace's quotas live, since it writes a record 
 from __future__ import annotations
 
 import math
-import re
+from fractions import Fraction
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from brickadmin.cluster import get_gateway
-from brickadmin.cluster.vocabulary import NVIDIA_PREFIX
+from brickadmin.cluster.vocabulary import NVIDIA_PREFIX, parse_quantity
 from gpus import ledger as ledger_mod
 from gpus.models import ViewWorkspace
 
@@ -66,20 +66,13 @@ class AdoptionError(Exception):
     """Why a namespace cannot be adopted (shown to the admin beside the form)."""
 
 
-# A Kubernetes quantity: digits, an optional fraction, an optional suffix. One pass, no
-# nested or overlapping repetition.
-QUANTITY_RE = re.compile(r"^([0-9]{1,18})(?:\.([0-9]{1,9}))?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$")
-SUFFIX = {"": 1, "m": 1e-3, "k": 1e3, "Ki": 2 ** 10, "M": 1e6, "Mi": 2 ** 20, "G": 1e9, "Gi": 2 ** 30, "T": 1e12,
-          "Ti": 2 ** 40}
-
-
-def quantity(text, unit: float = 1) -> int:
-    """A quantity in whole ``unit``s, rounded up (500m CPU is 1; 8192Mi is 8 GiB); 0 for junk."""
-    m = QUANTITY_RE.match(str(text or "").strip())
-    if not m:
+def quantity(text, unit: int = 1) -> int:
+    """A quota amount in whole ``unit``s, rounded up (500m CPU is 1; 8192Mi is 8 GiB; 1k
+    is 1000); 0 when the quota does not name it. The cluster only holds valid quantities:
+    anything else raises ValueError."""
+    if text is None:
         return 0
-    value = float(f"{m.group(1)}.{m.group(2) or 0}") * SUFFIX[m.group(3) or ""]
-    return math.ceil(value / unit - 1e-9)
+    return math.ceil(Fraction(parse_quantity(str(text))) / unit)
 
 
 def adoption_facts(namespace: str) -> dict:

@@ -18,6 +18,7 @@ from .vocabulary import (  # noqa: F401  (re-exported: the twin and lab/ read th
     PLUGIN_NAMESPACE,
     labels_match,
     parse_plugin_config,
+    quantity,
     time_slicing,
     time_slicing_replicas,
     tolerates,
@@ -34,7 +35,7 @@ def pod_gpu_requests(pod: dict) -> dict[str, int]:
         amounts = {**(res.get("limits") or {}), **(res.get("requests") or {})}
         for name, value in amounts.items():
             if name.startswith(NVIDIA_PREFIX):
-                out[name] = out.get(name, 0) + int(str(value))
+                out[name] = out.get(name, 0) + quantity(value)
     return out
 
 

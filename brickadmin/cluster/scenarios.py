@@ -97,6 +97,16 @@ def parse(data, source: str = "scenario"):
     return objects, hardware, plugin_configs
 
 
+def _whole_quantity(value) -> bool:
+    """An extended resource's amount as the API server accepts it: a quantity ("4", "1k")
+    that is a whole number, not negative."""
+    try:
+        amount = vocab.parse_quantity(str(value))
+    except ValueError:
+        return False
+    return amount >= 0 and amount == amount.to_integral_value()
+
+
 def _validate_object(obj, where, seen):
     if not isinstance(obj, dict):
         raise ScenarioError(f"{where}: must be a mapping (a Kubernetes object)")
@@ -124,7 +134,7 @@ def _validate_object(obj, where, seen):
         status = obj.get("status") or {}
         for section in ("capacity", "allocatable"):
             for res, value in (status.get(section) or {}).items():
-                if res.startswith(vocab.NVIDIA_PREFIX) and not re.fullmatch(r"\d+", str(value)):
+                if res.startswith(vocab.NVIDIA_PREFIX) and not _whole_quantity(value):
                     raise ScenarioError(f"{label}: status.{section}[{res}]: {value!r} is not a whole number")
     if kind == "Pod":
         spec = obj.get("spec") or {}
@@ -133,14 +143,18 @@ def _validate_object(obj, where, seen):
         for i, c in enumerate(spec["containers"]):
             for section in ("requests", "limits"):
                 for res, value in ((c.get("resources") or {}).get(section) or {}).items():
-                    if res.startswith(vocab.NVIDIA_PREFIX) and not re.fullmatch(r"\d+", str(value)):
+                    if res.startswith(vocab.NVIDIA_PREFIX) and not _whole_quantity(value):
                         raise ScenarioError(
                             f"{label}: spec.containers[{i}].resources.{section}[{res}]: {value!r} is not a whole number")
     if kind == "ResourceQuota":
         hard = (obj.get("spec") or {}).get("hard")
         if not isinstance(hard, dict):
             raise ScenarioError(f"{label}: spec.hard must be a mapping")
-        for res in hard:
+        for res, value in hard.items():
+            try:
+                vocab.parse_quantity(str(value))
+            except ValueError as e:
+                raise ScenarioError(f"{label}: spec.hard[{res}]: {value!r} is not a quantity: {e}") from e
             if res.startswith(vocab.NVIDIA_PREFIX) or res.startswith(vocab.QUOTA_LIMITS_PREFIX + vocab.NVIDIA_PREFIX):
                 raise ScenarioError(f"{label}: spec.hard[{res}]: extended resources are quota'd as "
                                     f"requests.{res.split(vocab.NVIDIA_PREFIX)[0]}{vocab.NVIDIA_PREFIX}…")

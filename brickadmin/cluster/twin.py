@@ -46,6 +46,7 @@ from .vocabulary import (  # noqa: F401  (label_selector_matches, is_terminal: i
     UNSCHEDULABLE_TAINT_KEY,
     disruptions_allowed,
     drain_decision,
+    format_quantity,
     is_terminal,
     label_selector_matches,
     pdbs_for,
@@ -117,6 +118,11 @@ def _validate_labels(kind: str, name: str, labels: dict) -> None:
 def _template_hash(ds: dict) -> str:
     raw = json.dumps(ds["spec"]["template"], sort_keys=True).encode()
     return hashlib.sha256(raw).hexdigest()[:10]
+
+
+def _canonical_hard(hard: dict) -> dict[str, str]:
+    """A quota's amounts as the API server stores them: canonical ("1000" reads back "1k")."""
+    return {k: format_quantity(str(v)) for k, v in hard.items()}
 
 
 class TwinGateway:
@@ -428,7 +434,7 @@ class TwinGateway:
         if kind == "ResourceQuota":
             self._get("Namespace", ns)
             self._validate_quota(meta["name"], manifest.get("spec") or {})
-            hard = {k: str(v) for k, v in ((manifest.get("spec") or {}).get("hard") or {}).items()}
+            hard = _canonical_hard((manifest.get("spec") or {}).get("hard") or {})
             manifest["spec"]["hard"] = hard
             manifest["status"] = {"hard": hard, "used": {k: "0" for k in hard}}
         if current is None:
@@ -514,6 +520,13 @@ class TwinGateway:
         other than as ``requests.<name>``, and a pod-only scope (PriorityClass,
         Terminating, ...) over a standard resource that is not a pod count or cpu/memory."""
         hard = spec.get("hard") or {}
+        for value in hard.values():
+            try:
+                format_quantity(str(value))
+            except ValueError as e:
+                raise PermanentClusterError(
+                    f'ResourceQuota in version "v1" cannot be handled as a ResourceQuota: {e}',
+                    status=400, reason="BadRequest") from e
         for key in hard:
             if key.startswith(QUOTA_LIMITS_PREFIX + NVIDIA_PREFIX) or (key.startswith(NVIDIA_PREFIX)):
                 raise PermanentClusterError(
@@ -534,8 +547,8 @@ class TwinGateway:
     @transaction.atomic
     def create_resource_quota(self, namespace, name, hard):
         self._get("Namespace", namespace)
-        hard = {k: str(v) for k, v in hard.items()}
         self._validate_quota(name, {"hard": hard})
+        hard = _canonical_hard(hard)
         return self._create({"apiVersion": "v1", "kind": "ResourceQuota",
                              "metadata": {"name": name, "namespace": namespace},
                              "spec": {"hard": hard}, "status": {"hard": hard, "used": {k: "0" for k in hard}}})
@@ -608,6 +621,10 @@ class TwinGateway:
                 taints = obj["spec"].setdefault("taints", [])
                 if not any(t.get("key") == UNSCHEDULABLE_TAINT["key"] for t in taints):
                     taints.append(dict(UNSCHEDULABLE_TAINT))
+            if obj["kind"] == "ResourceQuota":
+                for part in (obj.get("spec") or {}, obj.get("status") or {}):
+                    if part.get("hard"):
+                        part["hard"] = _canonical_hard(part["hard"])
             self._save(obj)
         self._reconcile()
         for node, config in (plugin_configs or {}).items():

@@ -446,8 +446,8 @@ class EveryTSNode(Step):
         lines, bad = [], []
         for name in _ts_nodes(ctx):
             physical, _src = whole_gpus(ctx, name)
-            got = int(str(((ctx.gateway.get_node(name).get("status") or {}).get("allocatable") or {})
-                          .get(GPU_SHARED, "0")))
+            got = vocab.quantity(((ctx.gateway.get_node(name).get("status") or {}).get("allocatable") or {})
+                                 .get(GPU_SHARED, "0"))
             lines.append(f"{name}: {GPU_SHARED} {got} (expected {physical} × {want} = {physical * want})")
             if got != physical * want:
                 bad.append(name)

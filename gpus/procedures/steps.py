@@ -21,6 +21,7 @@ from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported for defi
     json_pointer_escape,
     ksm_resource,
     pdbs_for,
+    quantity,
 )
 from brickadmin.cluster.vocabulary import GPU_TYPE_LABEL as TYPE_LABEL
 from brickadmin.cluster.vocabulary import MIRROR_ANNOTATION as MIRROR  # noqa: F401
@@ -263,7 +264,7 @@ class AllocatableIs(Step):
     def verify(self, ctx):
         node = ctx.gateway.get_node(ctx.node)
         physical, replicas, source = self.expected(ctx)
-        got = int(str(((node.get("status") or {}).get("allocatable") or {}).get(self.resource, "0")))
+        got = quantity(((node.get("status") or {}).get("allocatable") or {}).get(self.resource, "0"))
         detail = fmt_resources(node) + "\n" + _("expected %(res)s = %(p)d physical (%(src)s) × %(r)d = %(e)d") % {
             "res": self.resource, "p": physical, "src": source, "r": replicas, "e": physical * replicas}
         if physical <= 0:
@@ -358,7 +359,7 @@ def prometheus_check(ctx, node: str, resource: str, expected: int) -> Check:
     if values is None:
         why = metrics.last_error() or _("Prometheus is not configured")
         raw = ctx.gateway.get_node(node)
-        got = int(str(((raw.get("status") or {}).get("allocatable") or {}).get(resource, "0")))
+        got = quantity(((raw.get("status") or {}).get("allocatable") or {}).get(resource, "0"))
         detail = _("%(why)s: fell back to the cluster's allocatable (kubelet status), not Prometheus. "
                    "%(res)s = %(got)d (expected %(e)d)") % {"why": why, "res": resource, "got": got, "e": expected}
         return Check(got == expected, detail, _("Allocatable on %(node)s is %(got)d, expected %(e)d.")

@@ -184,3 +184,18 @@ def test_occupancy_keeps_an_untouched_workspace_and_redoes_one_whose_readings_ch
     fresh = run(relabelled, usage, memo=False)
     assert {k: dataclasses.asdict(v) for k, v in second.items()} == {k: dataclasses.asdict(v) for k, v in fresh.items()}
     assert fresh["ws-a"].requested == fresh["ws-b"].requested == 1 and fresh["ws-a"].physical == 1
+
+
+def test_quantities_in_canonical_form_count_in_full():
+    # The API server writes 1000 back as "1k": capacity, pod requests and quotas alike.
+    typed = node("ex-1", physical=2)
+    typed["metadata"]["labels"]["nvidia.com/gpu.count"] = "two"
+    snap = snapshot([node("ts-1", sharing="timeslicing", physical=250, resources={SHARED: ("1k", "1k")}), typed],
+                    gpu_pods=[gpu_pod("ws-b", "big", "ts-1", SHARED, "1500m"), gpu_pod("ws-b", "more", "ts-1", SHARED, "0.5k")],
+                    quotas=[quota("ws-b", {SHARED: "1k"}), quota("ws-a", {GPU: "2000m"})])
+    led = ledger.compute(snap)
+    ts = led.node("ts-1")
+    assert (ts.logical, ts.requested, ts.physical, ts.replicas) == (1000, 502, 250, 4)
+    assert [(r.resource, r.logical, r.allocated) for r in led.by_resource] == [(GPU, 2, 2), (SHARED, 1000, 1000)]
+    # a count label that is no number is not trusted: the count comes from allocatable
+    assert (led.node("ex-1").physical, led.node("ex-1").physical_source) == (2, "derived")
