@@ -18,7 +18,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from brickadmin.cluster import ClusterUnreachable, cluster_problem, get_gateway
+from brickadmin.cluster import ClusterUnreachable
+from brickadmin.cluster.gateway import cluster_problem, get_gateway
 from brickadmin.cluster.snapshot import Snapshot, take_snapshot, without_gc_pauses
 
 from . import clusterview
