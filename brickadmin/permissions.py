@@ -21,14 +21,3 @@ def admin_required(view):
 
     return wrapped
 
-
-def can_see_workspace(user, namespace: str) -> bool:
-    """Admins see every Workspace; a user only the Workspaces approved for them."""
-    if is_admin(user):
-        return True
-    if not user.is_authenticated or not namespace:
-        return False
-    from workspaces.models import WorkspaceRequest
-
-    return WorkspaceRequest.objects.filter(name=namespace, requester=user,
-                                           status=WorkspaceRequest.Status.APPROVED).exists()

@@ -6,6 +6,12 @@ class GpusConfig(AppConfig):
     name = 'gpus'
 
     def ready(self):
+        # The built-in procedures, by code: the registry imports no definition (the
+        # definitions import the models, which ask the registry for their choices).
+        from .procedures import definitions, registry
+
+        for proc in definitions.BUILT_IN:
+            registry.register(proc)
         # Register the Celery tasks in every process, not only the worker: runs are
         # enqueued by task name, and a registered task honours CELERY_TASK_ALWAYS_EAGER.
         from . import tasks  # noqa: F401

@@ -467,6 +467,15 @@ def freshness(*, live: bool = False) -> Freshness | None:
                      watcher_seen_at=state.watcher_seen_at, source=state.source, live=live)
 
 
+# What other apps read from their own records at page time, beside the stopped runs: each
+# registers a reader from its AppConfig.ready() (Workspaces: their approval records against
+# the view's Workspace lines), so gpus never imports them. [() -> list[Problem]]
+RECORD_READERS: list = []
+# What those apps add to a live view's health inputs from its Workspace lines (gpus.reading.
+# health_inputs). [(HealthInputs, [Occupancy]) -> None]
+LIVE_INPUT_READERS: list = []
+
+
 def record_problems(nodes=None) -> list[health_mod.Problem]:
     """The checks that read the product's records (stopped runs), with the cordoned state
     from the view: two queries whatever the number of runs and nodes."""
@@ -488,97 +497,7 @@ def record_problems(nodes=None) -> list[health_mod.Problem]:
                    .values_list("name", flat=True)) if stopped else set()
     inputs = health_mod.HealthInputs(ledger=None, stopped_runs=[(r, r.node in cordoned) for r in stopped])
     found = health_mod.problems(inputs, reads="records")
-    return found if nodes is not None else health_mod.ordered(found + workspace_problems())
-
-
-# The Workspace lines as the Workspace checks read them; their JSON is read as text, so that
-# unchanged lines cost no decoding (workspace_problems).
-_LINE_SCALARS = ("namespace", "owner", "quota", "requested", "utilisation", "idle_since", "labelled")
-_workspace_found_lock = threading.Lock()
-_workspace_found: dict = {}  # {"key": what the last findings were computed from, "found": them}
-
-
-def workspace_problems() -> list[health_mod.Problem]:
-    """The Workspace checks (gpus/health_workspaces.py) on the records and the view's
-    Workspace lines: two queries, whatever the number of Workspaces. Both are read every
-    time; the findings are built again only when the records, a line, the language, the
-    idle settings or the minute (idleness is a duration) differ from this process's last
-    call, so a Dashboard view does not rebuild hundreds of findings that did not change."""
-    from django.conf import settings as dj_settings
-    from django.db.models import TextField
-    from django.db.models.functions import Cast
-
-    records = _workspace_records()
-    rows = tuple(ViewWorkspace.objects.annotate(gpu_quotas_text=Cast("gpu_quotas", TextField()),
-                                                quotas_text=Cast("quotas", TextField()))
-                 .values_list(*_LINE_SCALARS, "gpu_quotas_text", "quotas_text"))
-    key = (records, rows, translation.get_language(), int(timezone.now().timestamp() // 60),
-           getattr(dj_settings, "BRICK_IDLE_HOURS", 24), getattr(dj_settings, "BRICK_IDLE_UTILISATION_PERCENT", 5))
-    with _workspace_found_lock:
-        if _workspace_found.get("key") == key:
-            return list(_workspace_found["found"])
-    lines = [_Line(*row[:len(_LINE_SCALARS)], gpu_quotas=json.loads(row[-2] or "{}"), quotas=json.loads(row[-1] or "[]"))
-             for row in rows]
-    found = health_mod.problems(health_mod.HealthInputs(ledger=None, workspaces=workspace_inputs(lines, records)),
-                                reads="records")
-    with _workspace_found_lock:
-        _workspace_found.update(key=key, found=found)
-    return list(found)
-
-
-@dataclass(frozen=True)
-class _Line:
-    """A ViewWorkspace row with the fields the Workspace checks read."""
-
-    namespace: str
-    owner: str
-    quota: int
-    requested: int
-    utilisation: float | None
-    idle_since: datetime | None
-    labelled: bool
-    gpu_quotas: dict
-    quotas: list
-
-
-def _workspace_records() -> tuple:
-    """(name, owner, gpu, resource, status) of the approved and approving Workspace records (one query)."""
-    from workspaces.models import WorkspaceRequest
-
-    return tuple(WorkspaceRequest.objects.filter(
-        status__in=[WorkspaceRequest.Status.APPROVED, WorkspaceRequest.Status.APPROVING]).order_by("pk").values_list(
-        "name", "requester_name", "gpu", "gpu_resource", "status"))
-
-
-def workspace_inputs(lines=None, records=None):
-    """The approved Workspace records (or ``records``, as ``_workspace_records`` reads them)
-    and the view's Workspace lines (or ``lines``, e.g. those of a live view), for the
-    Workspace checks (gpus/health_workspaces.py): two queries at most, whatever the number
-    of Workspaces."""
-    from django.conf import settings as dj_settings
-    from django.urls import reverse
-
-    from workspaces.models import WorkspaceRequest
-
-    from .health_workspaces import Record, WorkspaceInputs
-
-    records_read, approving = [], set()
-    for name, owner, gpu, resource, status in (_workspace_records() if records is None else records):
-        if status == WorkspaceRequest.Status.APPROVING:
-            approving.add(name)
-        else:
-            records_read.append(Record(name=name, owner=owner, gpu=gpu, resource=resource))
-    # one reverse() each, not one per Workspace ("-ns-" is no namespace: a name starts alphanumeric)
-    adopt, detail = reverse("workspace_adopt", args=["-ns-"]), reverse("cluster_workspace", args=["-ns-"])
-    if lines is None:
-        lines = list(ViewWorkspace.objects.only("namespace", "owner", "quota", "gpu_quotas", "quotas", "requested",
-                                                "utilisation", "idle_since", "labelled"))
-    return WorkspaceInputs(
-        records=records_read, lines=lines, approving=approving,
-        idle_hours=float(getattr(dj_settings, "BRICK_IDLE_HOURS", 24)),
-        idle_percent=float(getattr(dj_settings, "BRICK_IDLE_UTILISATION_PERCENT", 5)),
-        adopt_url={line.namespace: adopt.replace("-ns-", line.namespace) for line in lines if line.quota},
-        detail_url={line.namespace: detail.replace("-ns-", line.namespace) for line in lines})
+    return found if nodes is not None else health_mod.ordered(found + [p for read in RECORD_READERS for p in read()])
 
 
 def idle_by_resource(now=None) -> dict[str, int]:
@@ -587,10 +506,8 @@ def idle_by_resource(now=None) -> dict[str, int]:
 
     from django.conf import settings as dj_settings
 
-    from .health_workspaces import idle_totals
-
     now = now or datetime.now(dt_timezone.utc)
     hours = float(getattr(dj_settings, "BRICK_IDLE_HOURS", 24))
     lines = ViewWorkspace.objects.filter(quota__gt=0, idle_since__lte=now - timedelta(hours=hours)).only(
         "namespace", "quota", "gpu_quotas", "idle_since")
-    return idle_totals(lines, now, hours)
+    return occupancy_mod.idle_totals(lines, now, hours)

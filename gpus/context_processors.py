@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.db import DatabaseError
 
-from brickadmin.cluster import cluster_problem
+from brickadmin.cluster.gateway import cluster_problem
 
 from .clusterview import freshness
 

@@ -110,7 +110,7 @@ class HealthInputs:
     # run on each node when it stopped unfinished, with whether that node is cordoned now.
     stopped_runs: list = field(default_factory=list)  # [(ProcedureRun, cordoned: bool)]
     now: datetime | None = None
-    # The Workspace records against the view's Workspace lines (gpus.health_workspaces.WorkspaceInputs)
+    # The Workspace records against the view's Workspace lines (workspaces.health.WorkspaceInputs)
     workspaces: object = None
 
 
@@ -544,8 +544,3 @@ def pod_pending_no_resource(inputs: HealthInputs) -> Iterable[Problem]:
                             "no node offers any more.") % {**_pod_words(pod, owners), "res": ", ".join(missing)},
                           _("Convert a node back to the mode that serves it, or ask the owner to use the GPU type "
                             "the cluster offers now."), subject_type=RESOURCE)
-
-
-# The Workspace checks (issue 11 item 4, issue 12 item 2) live in their own module; importing
-# it registers them here, after the checks above.
-from . import health_workspaces  # noqa: E402,F401

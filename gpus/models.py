@@ -29,8 +29,8 @@ AuditImmutable = AppendOnlyViolation  # the name the procedure code and tests ha
 
 
 def procedure_choices():
-    """The registered procedures (gpus/procedures/registry.py), asked when needed: the
-    registry imports the procedures, which import these models."""
+    """The registered procedures (gpus/procedures/registry.py), asked when needed: they are
+    registered when the apps are ready, after the models are loaded."""
     from .procedures import registry
 
     return registry.choices()

@@ -10,7 +10,7 @@ The cluster view (gpus/clusterview.py) stores these lines; the Workspaces pages 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from brickadmin import metrics
 from brickadmin.cluster import vocabulary as vocab
@@ -187,3 +187,20 @@ def _fill(occ: Occupancy, pods: list[dict], keys: list[str], where: list[list], 
 
 def created(occ: Occupancy) -> datetime | None:
     return _parse_time(occ.created_at)
+
+
+def idle_lines(lines, now: datetime, hours: float) -> list:
+    """The lines whose GPU quota has been idle for at least ``hours``."""
+    window = timedelta(hours=hours)
+    return [line for line in lines
+            if line.quota and getattr(line, "idle_since", None) is not None and now - line.idle_since >= window]
+
+
+def idle_totals(lines, now: datetime, hours: float) -> dict[str, int]:
+    """GPU quota idle for the window, per resource (the Dashboard shows it beside Used)."""
+    out: dict[str, int] = {}
+    for line in idle_lines(lines, now, hours):
+        for res, n in (line.gpu_quotas or {}).items():
+            if n:
+                out[res] = out.get(res, 0) + n
+    return out

@@ -18,7 +18,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from brickadmin.cluster import ClusterUnreachable, cluster_problem, get_gateway
+from brickadmin.cluster import ClusterUnreachable
+from brickadmin.cluster.gateway import cluster_problem, get_gateway
 from brickadmin.cluster.snapshot import Snapshot, take_snapshot, without_gc_pauses
 
 from . import clusterview
@@ -126,7 +127,9 @@ def health_inputs(view: ClusterView, *, drift: bool = True) -> health_mod.Health
     from . import occupancy
 
     inputs = clusterview.health_inputs(view.snapshot, view.ledger, drift=drift)
-    inputs.workspaces = clusterview.workspace_inputs(list(occupancy.compute(view.snapshot, view.ledger).values()))
+    lines = list(occupancy.compute(view.snapshot, view.ledger).values())
+    for add in clusterview.LIVE_INPUT_READERS:  # the Workspaces' (workspaces/health.py)
+        add(inputs, lines)
     return inputs
 
 

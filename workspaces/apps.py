@@ -4,3 +4,14 @@ from django.apps import AppConfig
 class WorkspacesConfig(AppConfig):
     default_auto_field = 'django.db.models.BigAutoField'
     name = 'workspaces'
+
+    def ready(self):
+        # What the Workspaces add to the gpus app is registered here: gpus never imports them.
+        from gpus.procedures import registry
+        from gpus.views import pictures
+
+        from . import health, permissions, procedures
+
+        registry.register(procedures.ProcedureRecreateWorkspace())  # the Fix of a missing namespace or quota
+        health.register()  # importing it registered the Workspace checks; this adds their inputs
+        pictures.VIEWERS["workspace"] = permissions.can_see_workspace

@@ -17,7 +17,7 @@ from django.db.models.functions import Coalesce, NullIf
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from brickadmin.cluster import get_gateway
+from brickadmin.cluster.gateway import get_gateway
 from brickadmin.cluster.vocabulary import NVIDIA_PREFIX, parse_quantity
 from gpus import ledger as ledger_mod
 from gpus.models import ViewWorkspace

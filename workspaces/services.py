@@ -30,7 +30,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from brickadmin.cluster import ClusterError, Conflict, NotFound, get_gateway
+from brickadmin.cluster import ClusterError, Conflict, NotFound
+from brickadmin.cluster.gateway import get_gateway
 from brickadmin.cluster.vocabulary import HOSTNAME_LABEL, MANAGED_BY, MIG_PREFIX, NVIDIA_PREFIX, PLUGIN_NAMESPACE
 from gpus import ledger as ledger_mod
 

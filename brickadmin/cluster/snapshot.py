@@ -76,7 +76,7 @@ def without_gc_pauses():
 def take_snapshot(gateway=None, *, use_prometheus: bool = True) -> Snapshot:
     """Read the cluster once. For the twin, reuse the last snapshot of this process
     while the twin's version is unchanged (an informer cache, in effect)."""
-    from . import get_gateway
+    from .gateway import get_gateway
 
     gateway = gateway or get_gateway()
     key = None

@@ -17,8 +17,10 @@ Layout
 - service.py      start / resume / cancel / confirm-checklist: what the wizard views and the
                   ``procedure`` management command share.
 
-Imports form a DAG (tests/gpus/test_import_graph.py): base <- steps <- definitions <-
-registry <- recording <- queue <- reaper <- engine <- gpus/tasks.py; service uses recording and queue.
+Imports form a DAG (tests/gpus/test_import_graph.py): base <- steps <- definitions;
+base <- registry <- recording <- queue <- reaper <- engine <- gpus/tasks.py; service uses
+recording and queue. The registry imports no definition: GpusConfig.ready() registers
+definitions.BUILT_IN, WorkspacesConfig.ready() the Workspace repair (workspaces/procedures.py).
 
 The record: ProcedureRun (mutable status, heartbeat, cancel flag) + StepRun events
 (append-only; every state change of a step is a new row with the run's next seq). The run

@@ -28,7 +28,8 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from brickadmin.cluster import ClusterError, TransientClusterError, get_gateway
+from brickadmin.cluster import ClusterError, TransientClusterError
+from brickadmin.cluster.gateway import get_gateway
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
 
 from ..models import ProcedureRun, RunStatus, StepRun, StepState

@@ -1,13 +1,14 @@
 """The procedures the product offers, by code. Everything outside ``gpus/procedures/``
 asks here (never compares a code): the pages, the forms, the terminal, the engine.
-It starts with A-D from ``definitions.py``; ``register()`` adds one (a test's throw-away
-procedure, in that process only)."""
+A plain dict, filled when the apps are ready: ``GpusConfig.ready()`` registers the built-in
+ones of ``definitions.py``, ``WorkspacesConfig.ready()`` the Workspace repair; ``register()``
+also adds a test's throw-away procedure (in that process only). It imports no definition,
+so the models can ask it for their choices without importing the procedures."""
 from __future__ import annotations
 
 from .base import ProcedureDef, StepFailed
-from .definitions import BUILT_IN
 
-PROCEDURES: dict[str, ProcedureDef] = {p.code: p for p in BUILT_IN}
+PROCEDURES: dict[str, ProcedureDef] = {}
 
 
 def register(proc: ProcedureDef) -> ProcedureDef:

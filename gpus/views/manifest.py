@@ -8,7 +8,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_POST
 
-from brickadmin.cluster import ClusterError, get_gateway
+from brickadmin.cluster import ClusterError
+from brickadmin.cluster.gateway import get_gateway
 from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table

@@ -1,11 +1,12 @@
-"""The Workspace checks (gpus/health_workspaces.py) and the Workspace lines they read
+"""The Workspace checks (workspaces/health.py) and the Workspace lines they read
 (gpus/occupancy.py) on plain in-memory snapshots: no database, no twin."""
 from datetime import datetime, timedelta, timezone
 
 from django.urls import reverse
 
 from gpus import health, ledger, occupancy
-from gpus.health_workspaces import Record, WorkspaceInputs, idle_totals
+from gpus.occupancy import idle_totals
+from workspaces.health import Record, WorkspaceInputs
 
 from .inmemory import GPU, SHARED, gpu_pod, node, quota, snapshot
 

@@ -201,6 +201,7 @@ def test_workspace_findings_follow_the_records_and_the_lines_within_one_generati
     """The Workspace findings are kept between page views of one generation, yet a record
     written (an adoption writes nothing to the cluster) or a line changed shows at once."""
     from gpus.models import ViewWorkspace
+    from workspaces.health import workspace_problems
     from workspaces.models import WorkspaceRequest
 
     gw = load_scenario("demo")
@@ -209,7 +210,7 @@ def test_workspace_findings_follow_the_records_and_the_lines_within_one_generati
     clusterview.publish(take_snapshot(gw))
 
     def kinds():
-        return sorted((p.kind, p.subject) for p in clusterview.workspace_problems() if p.subject == "ws-kubectl")
+        return sorted((p.kind, p.subject) for p in workspace_problems() if p.subject == "ws-kubectl")
 
     assert kinds() == [("workspace-unrecorded", "ws-kubectl")]
     assert kinds() == [("workspace-unrecorded", "ws-kubectl")], "the same again"

@@ -173,7 +173,7 @@ def test_dashboard_and_availability_show_a_bar_per_gpu_type_with_its_table(demo,
 
 def test_overcommitted_type_is_drawn_beyond_the_total(load_scenario, alice_client):
     load_scenario("seed-example")
-    from brickadmin.cluster import get_gateway
+    from brickadmin.cluster.gateway import get_gateway
     gw = get_gateway()
     gw._save({"apiVersion": "v1", "kind": "ResourceQuota",
               "metadata": {"name": "extra", "namespace": "ws-shared"},

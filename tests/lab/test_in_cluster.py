@@ -159,7 +159,7 @@ def test_web_and_worker_in_cluster_run_procedure_a_and_approve_a_workspace(lab, 
 
     # Who the in-cluster configuration makes the product: the chart's ServiceAccount.
     who = pod.run(PY, "-c", "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'brickadmin.settings');"
-                  "django.setup(); from brickadmin.cluster import get_gateway; g = get_gateway();"
+                  "django.setup(); from brickadmin.cluster.gateway import get_gateway; g = get_gateway();"
                   "r = g._request('POST', '/apis/authentication.k8s.io/v1/selfsubjectreviews', body={"
                   "'apiVersion': 'authentication.k8s.io/v1', 'kind': 'SelfSubjectReview'});"
                   "print(g.configuration.host, r['status']['userInfo']['username'])")

@@ -42,7 +42,8 @@ class Command(BaseCommand):
     def _manage_the_loaded_manifest(self):
         """The managed device-plugin manifest starts as the file; a scenario may run other
         replicas. Record a version that matches it, so the demo starts without drift."""
-        from brickadmin.cluster import NotFound, get_gateway
+        from brickadmin.cluster import NotFound
+        from brickadmin.cluster.gateway import get_gateway
         from brickadmin.cluster.vocabulary import PLUGIN_NAMESPACE, TS_CONFIGMAP
         from gpus import manifest
 

@@ -94,7 +94,7 @@ class Command(BaseCommand):
             problems = "; ".join(f"{flags.get(name, name)}: {' '.join(errors)}" for name, errors in form.errors.items())
             raise CommandError(f"procedure {proc.code}: {problems}")
         if proc.fixes and not proc.listed:  # a Fix: completed from the records as on its plan page
-            from brickadmin.cluster import get_gateway
+            from brickadmin.cluster.gateway import get_gateway
 
             return service.fix_params(proc, o["node"], form.params(), get_gateway())
         return form.params()
@@ -141,7 +141,7 @@ class Command(BaseCommand):
 
     # --- actions -----------------------------------------------------------------
     def do_plan(self, o):
-        from brickadmin.cluster import get_gateway
+        from brickadmin.cluster.gateway import get_gateway
 
         code, params = o["procedure"], self._params(o)
         self.stdout.write(f"Procedure {code} on {o['node'] or 'the time-slicing nodes'} {params}")

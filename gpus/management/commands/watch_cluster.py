@@ -18,7 +18,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from brickadmin import metrics
-from brickadmin.cluster import ClusterError, get_gateway
+from brickadmin.cluster import ClusterError
+from brickadmin.cluster.gateway import get_gateway
 from brickadmin.cluster.lease import LeaderElector
 from brickadmin.cluster.watch import ClusterWatcher
 

@@ -1,23 +1,38 @@
-"""Health checks of the Workspaces (issue 11 item 4, issue 12 item 2): the product's records
-against the cluster's namespaces and quotas, and allocations left idle.
+"""Health checks of the Workspaces: the product's records against the cluster's namespaces
+and quotas, and allocations left idle.
 
-Registered in the one registry (gpus/health.py imports this module at its end), read from
-the product's records at page time (``reads="records"``): an approval, an adoption or the
-passing of time changes them without the cluster changing. Their input,
-``HealthInputs.workspaces``, is gathered once by ``gpus.clusterview.record_problems`` (two
-queries: the records and the view's Workspace lines); the checks themselves are pure.
+Registered in the one registry of checks (gpus/health.py) when this module is imported,
+from ``WorkspacesConfig.ready()``, after the checks of gpus. Read from the product's
+records at page time (``reads="records"``): an approval, an adoption or the passing of time
+changes them without the cluster changing. Their input, ``HealthInputs.workspaces``, is
+gathered once by ``workspace_problems`` (two queries: the records and the view's Workspace
+lines), which ``register()`` hands to ``gpus.clusterview.record_problems``; the checks
+themselves are pure.
 """
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from datetime import timezone as dt_timezone
 
+from django.conf import settings as dj_settings
+from django.db.models import TextField
+from django.db.models.functions import Cast
+from django.urls import reverse
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from .health import HealthInputs, Problem, check
+from gpus import clusterview
+from gpus import health as health_mod
+from gpus.health import HealthInputs, Problem, check
+from gpus.models import ViewWorkspace
+from gpus.occupancy import idle_lines
+
+from .models import WorkspaceRequest
 
 WORKSPACE = "workspace"  # a finding's subject_type: a Workspace (its namespace)
 
@@ -136,13 +151,6 @@ def workspace_unrecorded(inputs: HealthInputs) -> Iterable[Problem]:
                           link_text=_("Adopt %(ns)s") % {"ns": line.namespace})
 
 
-def idle_lines(lines, now: datetime, hours: float) -> list:
-    """The lines whose GPU quota has been idle for at least ``hours``."""
-    window = timedelta(hours=hours)
-    return [line for line in lines
-            if line.quota and getattr(line, "idle_since", None) is not None and now - line.idle_since >= window]
-
-
 @check("workspace-idle", gettext_lazy("Idle GPU allocation"), reads="records",
        explain=gettext_lazy("A Workspace has held GPU quota with no Running GPU pod, or with utilisation under the "
                             "threshold, for the whole window (BRICK_IDLE_HOURS, 24 h by default). Ask its owner "
@@ -168,11 +176,91 @@ def workspace_idle(inputs: HealthInputs) -> Iterable[Problem]:
                       link_text=_("Open Workspace %(ws)s") % {"ws": line.namespace})
 
 
-def idle_totals(lines, now: datetime, hours: float) -> dict[str, int]:
-    """GPU quota idle for the window, per resource (the Dashboard shows it beside Used)."""
-    out: dict[str, int] = {}
-    for line in idle_lines(lines, now, hours):
-        for res, n in (line.gpu_quotas or {}).items():
-            if n:
-                out[res] = out.get(res, 0) + n
-    return out
+# The Workspace lines as the Workspace checks read them; their JSON is read as text, so that
+# unchanged lines cost no decoding (workspace_problems).
+_LINE_SCALARS = ("namespace", "owner", "quota", "requested", "utilisation", "idle_since", "labelled")
+_workspace_found_lock = threading.Lock()
+_workspace_found: dict = {}  # {"key": what the last findings were computed from, "found": them}
+
+
+def workspace_problems() -> list[health_mod.Problem]:
+    """The Workspace checks (above) on the records and the view's
+    Workspace lines: two queries, whatever the number of Workspaces. Both are read every
+    time; the findings are built again only when the records, a line, the language, the
+    idle settings or the minute (idleness is a duration) differ from this process's last
+    call, so a Dashboard view does not rebuild hundreds of findings that did not change."""
+    records = _workspace_records()
+    rows = tuple(ViewWorkspace.objects.annotate(gpu_quotas_text=Cast("gpu_quotas", TextField()),
+                                                quotas_text=Cast("quotas", TextField()))
+                 .values_list(*_LINE_SCALARS, "gpu_quotas_text", "quotas_text"))
+    key = (records, rows, translation.get_language(), int(timezone.now().timestamp() // 60),
+           getattr(dj_settings, "BRICK_IDLE_HOURS", 24), getattr(dj_settings, "BRICK_IDLE_UTILISATION_PERCENT", 5))
+    with _workspace_found_lock:
+        if _workspace_found.get("key") == key:
+            return list(_workspace_found["found"])
+    lines = [_Line(*row[:len(_LINE_SCALARS)], gpu_quotas=json.loads(row[-2] or "{}"), quotas=json.loads(row[-1] or "[]"))
+             for row in rows]
+    found = health_mod.problems(health_mod.HealthInputs(ledger=None, workspaces=workspace_inputs(lines, records)),
+                                reads="records")
+    with _workspace_found_lock:
+        _workspace_found.update(key=key, found=found)
+    return list(found)
+
+
+@dataclass(frozen=True)
+class _Line:
+    """A ViewWorkspace row with the fields the Workspace checks read."""
+
+    namespace: str
+    owner: str
+    quota: int
+    requested: int
+    utilisation: float | None
+    idle_since: datetime | None
+    labelled: bool
+    gpu_quotas: dict
+    quotas: list
+
+
+def _workspace_records() -> tuple:
+    """(name, owner, gpu, resource, status) of the approved and approving Workspace records (one query)."""
+    return tuple(WorkspaceRequest.objects.filter(
+        status__in=[WorkspaceRequest.Status.APPROVED, WorkspaceRequest.Status.APPROVING]).order_by("pk").values_list(
+        "name", "requester_name", "gpu", "gpu_resource", "status"))
+
+
+def workspace_inputs(lines=None, records=None):
+    """The approved Workspace records (or ``records``, as ``_workspace_records`` reads them)
+    and the view's Workspace lines (or ``lines``, e.g. those of a live view), for the
+    Workspace checks (above): two queries at most, whatever the number
+    of Workspaces."""
+    records_read, approving = [], set()
+    for name, owner, gpu, resource, status in (_workspace_records() if records is None else records):
+        if status == WorkspaceRequest.Status.APPROVING:
+            approving.add(name)
+        else:
+            records_read.append(Record(name=name, owner=owner, gpu=gpu, resource=resource))
+    # one reverse() each, not one per Workspace ("-ns-" is no namespace: a name starts alphanumeric)
+    adopt, detail = reverse("workspace_adopt", args=["-ns-"]), reverse("cluster_workspace", args=["-ns-"])
+    if lines is None:
+        lines = list(ViewWorkspace.objects.only("namespace", "owner", "quota", "gpu_quotas", "quotas", "requested",
+                                                "utilisation", "idle_since", "labelled"))
+    return WorkspaceInputs(
+        records=records_read, lines=lines, approving=approving,
+        idle_hours=float(getattr(dj_settings, "BRICK_IDLE_HOURS", 24)),
+        idle_percent=float(getattr(dj_settings, "BRICK_IDLE_UTILISATION_PERCENT", 5)),
+        adopt_url={line.namespace: adopt.replace("-ns-", line.namespace) for line in lines if line.quota},
+        detail_url={line.namespace: detail.replace("-ns-", line.namespace) for line in lines})
+
+
+def add_live_inputs(inputs: HealthInputs, lines) -> None:
+    """A live view's health inputs get its Workspace lines, beside the records."""
+    inputs.workspaces = workspace_inputs(lines)
+
+
+def register() -> None:
+    """Hand the Workspace findings to the cluster view (from ``WorkspacesConfig.ready()``)."""
+    if workspace_problems not in clusterview.RECORD_READERS:
+        clusterview.RECORD_READERS.append(workspace_problems)
+    if add_live_inputs not in clusterview.LIVE_INPUT_READERS:
+        clusterview.LIVE_INPUT_READERS.append(add_live_inputs)

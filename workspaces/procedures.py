@@ -1,0 +1,159 @@
+"""The procedures about a Workspace: "Re-create a Workspace's namespace and quotas" (W), the
+Fix of the Workspace findings (workspaces/health.py). They read the Workspace's approval
+record and send what its approval sent (workspaces/services.py); registered with the
+procedures from ``WorkspacesConfig.ready()``, so gpus never imports Workspaces."""
+from __future__ import annotations
+
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from brickadmin.cluster import vocabulary as vocab
+from gpus.procedures.base import Check, Outcome, Param, Step, StepFailed
+from gpus.procedures.definitions import PrecheckStep, _Fix, _name_field
+
+from . import services as ws_services
+from .models import WorkspaceRequest
+
+
+def _approved_workspace(name):
+    """The approval record of an approved Workspace (its namespace is its name), or None."""
+    return WorkspaceRequest.objects.filter(name=name, status=WorkspaceRequest.Status.APPROVED).first()
+
+
+def _namespace_present(gateway, name) -> bool:
+    return any(ns["metadata"]["name"] == name for ns in gateway.list_namespaces())
+
+
+def _quota_names(gateway, name) -> set[str]:
+    return {q["metadata"]["name"] for q in gateway.list_resource_quotas(name)}
+
+
+def _expected_quotas(req) -> list[dict]:
+    return [m for m in ws_services.workspace_manifests(req, req.gpu_resource) if m["kind"] == "ResourceQuota"]
+
+
+class RecreateNamespace(Step):
+    key = "recreate-namespace"
+
+    def title(self, run):
+        return _("Re-create the namespace %(ns)s with its owner label") % {"ns": run.params.get("workspace")}
+
+    def kubectl(self, run):
+        ns = run.params.get("workspace")
+        return f"kubectl create namespace {ns} && kubectl label namespace {ns} {vocab.WORKSPACE_LABEL}=true " \
+               f"{vocab.OWNER_LABEL}=<owner>"
+
+    def ensure(self, ctx):
+        name = ctx.params["workspace"]
+        if _namespace_present(ctx.gateway, name):
+            return Outcome(None, _("namespace %(ns)s exists") % {"ns": name})
+        req = _approved_workspace(name)
+        if req is None:
+            raise StepFailed(_("No approved Workspace named %(ws)s.") % {"ws": name})
+        ws_services.ensure_priority_class(ctx.gateway, ws_services.USER_PRIORITY_CLASS,
+                                          ws_services.USER_PRIORITY_VALUE,
+                                          "BRICK Workspace workloads; may preempt Jobs (brick-job-priority).",
+                                          "PreemptLowerPriority")
+        labels = {vocab.WORKSPACE_LABEL: "true", vocab.OWNER_LABEL: ws_services.owner_label_value(req.requester_name)}
+        ctx.gateway.create_namespace(name, labels)
+        return Outcome({"namespace": name, "labels": labels}, f"namespace/{name} created")
+
+    def verify(self, ctx):
+        ok = _namespace_present(ctx.gateway, ctx.params["workspace"])
+        return Check(ok, _("namespace present") if ok else _("namespace missing"))
+
+
+class RecreateQuotas(Step):
+    key = "recreate-quotas"
+
+    def title(self, run):
+        return _("Re-create the quotas of %(ns)s from its approval record") % {"ns": run.params.get("workspace")}
+
+    def kubectl(self, run):
+        return f"kubectl -n {run.params.get('workspace')} apply -f <the Workspace's ResourceQuotas and LimitRange>"
+
+    def ensure(self, ctx):
+        name = ctx.params["workspace"]
+        req = _approved_workspace(name)
+        if req is None:
+            raise StepFailed(_("No approved Workspace named %(ws)s.") % {"ws": name})
+        have = _quota_names(ctx.gateway, name)
+        sent, lines = [], []
+        for manifest in ws_services.workspace_manifests(req, req.gpu_resource):
+            kind, obj = manifest["kind"], manifest["metadata"]["name"]
+            if kind == "ResourceQuota" and obj in have:
+                continue
+            if kind == "LimitRange" and not ctx.sent_before(RecreateNamespace.key):
+                continue  # it went only with the namespace; apply is kept for a namespace this run re-created
+            if kind == "ResourceQuota" and "scopeSelector" not in manifest["spec"]:
+                ctx.gateway.create_resource_quota(name, obj, manifest["spec"]["hard"])
+            else:
+                ctx.gateway.apply(manifest)
+            sent.append(f"{kind}/{obj}")
+            lines.append(f"{kind.lower()}/{obj} created")
+        if not sent:
+            return Outcome(None, _("every quota of %(ns)s exists") % {"ns": name})
+        return Outcome({"created": sent}, "\n".join(lines))
+
+    def verify(self, ctx):
+        name = ctx.params["workspace"]
+        req = _approved_workspace(name)
+        have = {q["metadata"]["name"]: (q.get("spec") or {}).get("hard") or {}
+                for q in ctx.gateway.list_resource_quotas(name)}
+        wanted = _expected_quotas(req) if req else []
+        missing = [m["metadata"]["name"] for m in wanted if m["metadata"]["name"] not in have]
+        lines = [f"{q}: {', '.join(f'{k}={v}' for k, v in sorted(h.items()))}" for q, h in sorted(have.items())]
+        return Check(not missing, "\n".join(lines), _("Missing quotas: %(q)s") % {"q": ", ".join(missing)})
+
+
+class ProcedureRecreateWorkspace(_Fix):
+    code = "W"
+    label = gettext_lazy("Re-create a Workspace's namespace and quotas")
+    description = gettext_lazy("An approved Workspace whose namespace or quota was removed from the cluster gets them "
+                               "back as its approval record says (owner label, GPU, CPU, memory and storage quotas).")
+    needs_node = False
+    fixes = ("workspace-namespace-missing", "workspace-quota-missing")
+    subject_param = "workspace"  # those findings name the Workspace as their subject
+    params = (Param("workspace", _name_field(gettext_lazy("Workspace"))),)
+
+    def lock_key(self, node):
+        return "workspaces"  # one Workspace repair at a time (the approval record is read, not locked)
+
+    def fixes_finding(self, kind, params):
+        return kind in self.fixes and bool(params.get("workspace"))
+
+    def confirm_sentence(self, node, params):
+        return _("Re-create Workspace %(ws)s in the cluster from its approval record?") % {"ws": params.get("workspace")}
+
+    def steps(self, params):
+        return [PrecheckStep(self), RecreateNamespace(), RecreateQuotas()]
+
+    def precheck_kubectl(self, run):
+        return f"kubectl get namespace {run.params.get('workspace')}; " \
+               f"kubectl -n {run.params.get('workspace')} get resourcequota"
+
+    def nothing_to_do(self, gateway, node, params):
+        name = params.get("workspace") or ""
+        req = _approved_workspace(name)
+        if req is None or not _namespace_present(gateway, name):
+            return ""
+        wanted = {m["metadata"]["name"] for m in _expected_quotas(req)}
+        if wanted <= _quota_names(gateway, name):
+            return _("Workspace %(ws)s has its namespace and quotas in the cluster.") % {"ws": name}
+        return ""
+
+    def fix_prechecks(self, gateway, node, params):
+        name = params["workspace"]
+        req = _approved_workspace(name)
+        if req is None:
+            return [Check(False, _("No approved Workspace named %(ws)s: there is no record to re-create it from.")
+                          % {"ws": name})]
+        hard = "; ".join(f'{m["metadata"]["name"]}: ' + ", ".join(f"{k}={v}" for k, v in m["spec"]["hard"].items())
+                         for m in _expected_quotas(req))
+        present = _namespace_present(gateway, name)
+        return [Check(True, _("Approved by %(who)s on %(when)s for %(owner)s: %(hard)s.") % {
+            "who": req.decided_by_name or "?", "when": req.decided_at.strftime("%Y-%m-%d %H:%M") if req.decided_at
+            else "?", "owner": req.requester_name, "hard": hard}),
+            Check(True, _("The namespace exists; only the missing quotas are created.") if present else
+                  _("The namespace is gone: its pods and data were deleted with it. It is created empty, with its "
+                    "quotas; the owner must start their workloads again."), level="info" if present else "warn")]
