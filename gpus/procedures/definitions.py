@@ -17,6 +17,7 @@ from brickadmin.cluster.snapshot import take_snapshot
 from .. import ledger as ledger_mod
 from .. import manifest as manifest_mod
 from .base import Check, NodeChoice, NothingToDo, Outcome, Param, ProcedureDef, Step, StepFailed
+from .recording import remembered
 from .steps import (
     GPU_SHARED,
     SHARING_LABEL,
@@ -708,8 +709,6 @@ class SetMigConfig(Step):
 
 def _previous_layout(run) -> str:
     """The mig.config value the node had before this run (recorded at its pre-check)."""
-    from .service import remembered
-
     before = remembered(run, NODE_BEFORE) or {}
     return (before.get("labels") or {}).get(vocab.MIG_CONFIG_LABEL) or "-"
 

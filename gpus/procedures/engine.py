@@ -117,7 +117,7 @@ class Context:
 
     def remember(self, key: str, value, title: str):
         """Record a fact of this run for later (a run event whose ``sent`` is {key: value});
-        the latest one is what ``service.remembered`` reads."""
+        the latest one is what ``recording.remembered`` reads."""
         record(self.run.pk, step_key=RUN_EVENT, title=title, state=StepState.SUCCEEDED, token=self.token,
                sent={key: value})
 

@@ -24,6 +24,13 @@ from .registry import get as get_procedure
 RUN_EVENT = RUN_EVENT_KEY  # "_run": step_key of run-level events (created, resumed, cancel requested, ...)
 
 
+def remembered(run: ProcedureRun, key: str):
+    """The latest fact a run recorded with ``Context.remember`` (None: never recorded)."""
+    sent = (StepRun.objects.filter(run_id=run.pk, step_key=RUN_EVENT, sent__has_key=key)
+            .order_by("-seq").values_list("sent", flat=True).first())
+    return (sent or {}).get(key)
+
+
 class LostClaim(Exception):
     """The run is no longer ours (reaped as interrupted while we were slow)."""
 

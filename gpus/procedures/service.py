@@ -16,7 +16,7 @@ from .definitions import NODE_BEFORE, node_state
 from .registry import all_procedures, find, repair_codes
 from .registry import get as get_procedure
 from .queue import enqueue
-from .recording import RUN_EVENT, record, record_plan
+from .recording import RUN_EVENT, record, record_plan, remembered
 
 
 def refusal_message(exc: "RunRefused"):
@@ -162,13 +162,6 @@ def confirm_checklist(run: ProcedureRun, *, actor=None, actor_name: str = "", di
 
 
 # --- Restore the node ---------------------------------------------------------------
-
-def remembered(run: ProcedureRun, key: str):
-    """The latest fact a run recorded with ``Context.remember`` (None: never recorded)."""
-    sent = (StepRun.objects.filter(run_id=run.pk, step_key=RUN_EVENT, sent__has_key=key)
-            .order_by("-seq").values_list("sent", flat=True).first())
-    return (sent or {}).get(key)
-
 
 def restorer():
     """The procedure that restores a node (None if none is registered)."""
