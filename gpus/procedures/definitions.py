@@ -10,7 +10,8 @@ from django.utils.translation import gettext_lazy, ngettext
 
 from brickadmin import metrics
 from brickadmin.cluster import vocabulary as vocab
-from brickadmin.cluster import migparted
+from brickadmin.cluster import ClusterError, migparted
+from brickadmin.cluster.gateway import get_gateway
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE, advertised_resources, pod_gpu_requests
 from brickadmin.cluster.snapshot import take_snapshot
 
@@ -863,8 +864,6 @@ class ProcedureMigLayout(ProcedureDef):
 
 def _config_choices(node: str = ""):
     """(name, text) for each of mig-manager's layouts; with a node, what it would advertise under each."""
-    from brickadmin.cluster import ClusterError, get_gateway
-
     try:
         gateway = get_gateway()
         configs, _why = mig_configs(gateway)
