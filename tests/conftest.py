@@ -75,9 +75,10 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-@pytest.fixture
-def browser():
-    """Debian's Chromium driven by Playwright (never a downloaded browser)."""
+@pytest.fixture(scope="session")
+def chromium():
+    """One Debian Chromium per test process (per xdist worker), driven by Playwright (never a
+    downloaded browser): launching it is the slow part of a browser test."""
     require_service(os.path.exists(CHROMIUM), "Chromium (/usr/bin/chromium)")
     os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop
     from playwright.sync_api import sync_playwright
@@ -86,6 +87,15 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+@pytest.fixture
+def browser(chromium):
+    """The process's Chromium; each test's pages and contexts are its own: whatever a test
+    opened (cookies, storage, pages) is closed when it ends, so the next test starts bare."""
+    yield chromium
+    for ctx in list(chromium.contexts):
+        ctx.close()
 
 
 def browser_login(browser, live_server, username, password):

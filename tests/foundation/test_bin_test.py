@@ -5,7 +5,12 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+
+# a whole bin/test of its own (PostgreSQL, Redis, checks, pytest): bin/test runs it apart
+pytestmark = pytest.mark.alone
 
 
 def alive(pid: int) -> bool:

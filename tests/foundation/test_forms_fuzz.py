@@ -152,6 +152,9 @@ FUZZ = settings(max_examples=50, deadline=None, database=None, derandomize=True,
                                        HealthCheck.data_too_large])
 
 
+# 50 generated posts for each of the forms (and 25 queries for each page below): bin/test runs
+# them, bin/test --quick leaves them out
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FORMS))
 @FUZZ
 @given(data=st.data())
@@ -170,6 +173,7 @@ def test_no_post_gives_a_500(objects, name, data):
     _check(client.post(url, payload), url, payload)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(GET_FORMS))
 @settings(FUZZ, max_examples=25)
 @given(data=st.data())

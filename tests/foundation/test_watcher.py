@@ -130,6 +130,7 @@ def test_the_event_log_is_bounded(demo, monkeypatch):
     assert not TwinEvent.objects.filter(id__lte=state.compacted_rv).exists()
 
 
+@pytest.mark.slow  # 1000 twin writes followed live by a watcher thread: the longest test of the quick set
 def test_a_burst_of_1000_events_costs_a_handful_of_publications(transactional_db, demo):
     gw = demo
     calls = []

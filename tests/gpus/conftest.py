@@ -72,6 +72,7 @@ def redis_url(tmp_path_factory):
 
     url = os.environ.get("REDIS_URL")
     if url:
+        url = own_database(url)
         if not _redis_ping(url):
             _require(False, f"Redis at REDIS_URL ({url})")
         yield url
@@ -93,6 +94,19 @@ def redis_url(tmp_path_factory):
     yield url
     proc.terminate()
     proc.wait(timeout=10)
+
+
+def own_database(url: str) -> str:
+    """REDIS_URL with a database number of this test process's own when tests run in parallel
+    (pytest-xdist's gw0, gw1, ...): a Celery worker started by one process must never take
+    a task another process published for its own worker and its own test database."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return url
+    number = 1 + int(worker[2:]) % 15  # Redis has databases 0-15; 0 is left to serial runs
+    scheme, _, rest = url.partition("://")
+    address = rest.split("/", 1)[0]
+    return f"{scheme}://{address}/{number}"
 
 
 def _require(ok, what):

@@ -22,6 +22,8 @@ from tests.conftest import require_service
 ROOT = Path(__file__).resolve().parents[2]
 UID = 10001
 
+pytestmark = pytest.mark.alone  # the build uses both cores for minutes: bin/test runs it apart
+
 
 def buildah_can_run() -> bool:
     return os.geteuid() == 0 and (shutil.which("buildah") is not None or shutil.which("apt-get") is not None)
