@@ -7,7 +7,9 @@ It reproduces what the procedures depend on and nothing more:
 - the device plugin + kubelet (deviceplugin.py, shared with the lab's simulator)
   set capacity/allocatable from the config *as it was when the plugin pod started*,
   and never drop a vanished resource by themselves;
-- drain honours PodDisruptionBudgets and skips DaemonSet and mirror pods;
+- drain honours PodDisruptionBudgets and skips DaemonSet and mirror pods; each eviction is
+  decided as the API server's Eviction API decides, from the status the disruption
+  controller would give the budget at that moment (vocabulary.py);
 - a DaemonSet's spec.selector is immutable (422), as on a real API server.
 """
 from __future__ import annotations
@@ -25,7 +27,17 @@ from django.db import transaction
 from django.db.models import F
 
 from . import deviceplugin as dp
-from .base import WATCHED_KINDS, Conflict, DrainResult, Gone, NotFound, PermanentClusterError, RolloutStatus
+from .base import (
+    WATCHED_KINDS,
+    Conflict,
+    DrainResult,
+    Forbidden,
+    Gone,
+    NotFound,
+    PermanentClusterError,
+    RolloutStatus,
+    TransientClusterError,
+)
 from .models import TwinEvent, TwinHardware, TwinObject, TwinState
 from . import migparted
 from .vocabulary import (  # noqa: F401  (label_selector_matches, is_terminal: importable from here)
@@ -44,11 +56,14 @@ from .vocabulary import (  # noqa: F401  (label_selector_matches, is_terminal: i
     QUOTA_LIMITS_PREFIX,
     RESTARTED_AT_ANNOTATION,
     UNSCHEDULABLE_TAINT_KEY,
-    disruptions_allowed,
+    EvictionRefusal,
+    controller_of,
     drain_decision,
+    eviction_refusal,
     format_quantity,
     is_terminal,
     label_selector_matches,
+    pdb_status,
     pdbs_for,
     split_selector_terms,
     tolerates,
@@ -369,10 +384,9 @@ class TwinGateway:
             if not delete_emptydir_data and uses_emptydir(pod):
                 result.blocked[key] = "pod uses emptyDir volumes (local data would be deleted)"
                 continue
-            pdb = self._blocking_pdb(pod, pdbs)
-            if pdb:
-                result.blocked[key] = (
-                    f'Cannot evict pod as it would violate the pod\'s disruption budget "{pdb}"')
+            refusal = self._eviction_refusal(pod, pdbs)
+            if refusal:
+                result.blocked[key] = " ".join(filter(None, [refusal.message, refusal.cause]))
                 continue
             self._delete_row("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
             result.evicted.append(key)
@@ -381,11 +395,38 @@ class TwinGateway:
             self._bump()
         return result
 
-    def _blocking_pdb(self, pod, pdbs) -> str | None:
-        for pdb in pdbs_for(pod, pdbs):
-            if disruptions_allowed(pdb, self.list_pods(namespace=pod["metadata"]["namespace"])) <= 0:
-                return pdb["metadata"]["name"]
-        return None
+    @transaction.atomic
+    def evict_pod(self, namespace, name):
+        """POST .../pods/<name>/eviction: delete the pod unless the Eviction API would refuse
+        (429 TooManyRequests with the API server's message, 403, or 500 for two budgets)."""
+        pod = self._get("Pod", name, namespace)
+        refusal = self._eviction_refusal(pod, self.list_pod_disruption_budgets(namespace))
+        if refusal:
+            text = " ".join(filter(None, [refusal.message, refusal.cause]))
+            if refusal.status == 403:
+                raise Forbidden(text, status=403, reason=refusal.reason)
+            raise TransientClusterError(text, status=refusal.status, reason=refusal.reason)
+        self._delete_row("Pod", name, namespace)
+        self._bump()
+
+    def _eviction_refusal(self, pod, pdbs) -> EvictionRefusal | None:
+        """The Eviction API's decision, each guarding budget with the status the disruption
+        controller would give it now (the twin runs that controller on demand; an evicted pod's
+        row goes at once, so no eviction is left to remember in status.disruptedPods)."""
+        guarding = [dict(b, status=self.pdb_status(b)) for b in pdbs_for(pod, pdbs)]
+        return eviction_refusal(pod, guarding)
+
+    def pdb_status(self, pdb) -> dict:
+        """What the disruption controller would write in this budget's status now."""
+        namespace = pdb["metadata"]["namespace"]
+        pods = self.list_pods(namespace=namespace)
+        return pdb_status(pdb, pods, self._workloads(namespace, pods))
+
+    def _workloads(self, namespace, pods) -> list[dict]:
+        """The objects the pods' owner references may lead to (ReplicaSet -> Deployment)."""
+        kinds = {"ReplicationController", "ReplicaSet", "Deployment", "StatefulSet"}
+        kinds |= {ref["kind"] for ref in filter(None, map(controller_of, pods))}
+        return list(TwinObject.objects.filter(namespace=namespace, kind__in=kinds).values_list("body", flat=True))
 
     @transaction.atomic
     def label_node(self, node, labels):

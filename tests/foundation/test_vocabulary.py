@@ -189,13 +189,22 @@ def test_pdb_selection():
     assert v.pdbs_for(p, budgets) == budgets[:1]
 
 
-def test_disruptions_allowed_counts_running_selected_pods():
+def ready(p, status="True"):
+    p["status"]["conditions"] = [{"type": "Ready", "status": status}]
+    return p
+
+
+def test_disruptions_allowed_counts_ready_selected_pods():
+    """Healthy is Ready (not merely Running), selected, in the budget's namespace; the full
+    controller arithmetic is in test_disruption.py."""
     sel = {"matchLabels": {"app": "x"}}
-    running = [pod(labels={"app": "x"}), pod(labels={"app": "x"}), pod(labels={"app": "y"}),
-               pod(labels={"app": "x"}, phase="Pending"), pod(labels={"app": "x"}, ns="other")]
+    running = [ready(pod(labels={"app": "x"})), ready(pod(labels={"app": "x"})), ready(pod(labels={"app": "y"})),
+               pod(labels={"app": "x"}, phase="Pending"), ready(pod(labels={"app": "x"}, ns="other")),
+               ready(pod(labels={"app": "x"}), "False"), pod(labels={"app": "x"})]
     assert v.disruptions_allowed(pdb(sel, minAvailable=1), running) == 1
     assert v.disruptions_allowed(pdb(sel, minAvailable=2), running) == 0
-    assert v.disruptions_allowed(pdb(sel, maxUnavailable=1), running) == 1
+    # maxUnavailable counts from the pods' controllers' scale: pods without one allow nothing
+    assert v.disruptions_allowed(pdb(sel, maxUnavailable=1), running) == 0
     assert v.disruptions_allowed(pdb(sel), running) == 0
 
 
@@ -258,14 +267,13 @@ def test_configmap_replicas_and_its_callers():
 
 class StandInApi(KubeGateway):
     """KubeGateway with its HTTP replaced by a tiny API server over the fixtures: the drain
-    code runs unchanged. Eviction: terminal pods are deleted, others only when every budget
-    selecting them has status.disruptionsAllowed > 0 (as the Eviction API decides)."""
+    code runs unchanged. Eviction: vocabulary.eviction_refusal, the Eviction API's decision."""
 
     def __init__(self, pods, pdbs):  # no super(): no kubeconfig, no transport
         self.pods = {v.pod_key(p): copy.deepcopy(p) for p in pods}
         for i, p in enumerate(self.pods.values()):
             p["metadata"].setdefault("uid", f"uid-{i}")  # the API server gives every object one
-        self.budgets = pdbs
+        self.budgets = copy.deepcopy(list(pdbs))
         self.cordoned = False
 
     def cordon(self, node):
@@ -285,10 +293,12 @@ class StandInApi(KubeGateway):
         assert method == "POST" and path.endswith("/eviction"), path
         key = f'{body["metadata"]["namespace"]}/{body["metadata"]["name"]}'
         target = self.pods[key]
-        if not v.is_terminal(target) and any(b["status"]["disruptionsAllowed"] <= 0
-                                             for b in v.pdbs_for(target, self.budgets)):
-            raise TransientClusterError("Cannot evict pod as it would violate the pod's disruption budget.",
-                                        status=429, reason="TooManyRequests")
+        refusal = v.eviction_refusal(target, self.budgets)
+        if refusal:
+            raise TransientClusterError(refusal.message, status=refusal.status, reason=refusal.reason)
+        for b in v.pdbs_for(target, self.budgets):  # the API server decrements the budget it used
+            if not (v.eviction_ignores_budgets(target) or v.unready_pod_passes(target, b)):
+                b["status"] = v.status_after_eviction(b["status"], target["metadata"]["name"])
         del self.pods[key]
         return {}
 
@@ -320,7 +330,9 @@ def test_twin_drain_gives_the_real_gateways_answers():
     got = fx.answers(result, by_key)
     assert got == {**fx.EXPECTED, fx.COMPLETED: fx.TWIN_COMPLETED}
     assert not result.done
-    assert '"by-expressions"' in result.blocked[f"{fx.NS}/guarded-expr"]
+    assert result.blocked[f"{fx.NS}/guarded-expr"] == (
+        "Cannot evict pod as it would violate the pod's disruption budget. "
+        "The disruption budget by-expressions needs 1 healthy pods and has 1 currently")
     left = {p["metadata"]["labels"][fx.ROLE] for p in gw.list_pods(field_selector=f"spec.nodeName={fx.NODE}")}
     assert left == {role for role, a in got.items() if a != "evicted"}
 
