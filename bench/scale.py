@@ -1,4 +1,4 @@
-"""Scale benchmark against the lab's real API server (issue 10, "Benchmark"): the watch-fed,
+"""Scale benchmark against the lab's real API server: the watch-fed,
 materialised cluster view at 500 nodes / 15,000 pods, 2,000 / 60,000 (and 5,000 / 150,000
 when asked and the machine holds it).
 
@@ -287,7 +287,7 @@ class Api:
                 return items
 
     def metrics(self) -> tuple[dict, dict]:
-        """apiserver_request_total and apiserver_response_sizes_sum, by (verb, resource, subresource)."""
+        """Apiserver_request_total and apiserver_response_sizes_sum, by (verb, resource, subresource)."""
         text = self.req("GET", "/metrics", raw=True)
         req, size = {}, {}
         for line in text.splitlines():

@@ -1,4 +1,4 @@
-"""Workspaces page benchmark (issue 12): the admin's list of every Workspace of the cluster
+"""Workspaces page benchmark: the admin's list of every Workspace of the cluster
 with 10 and with 1,000 Workspaces, utilisation measured.
 
 A generated twin (250 exclusive nodes of 8 GPUs; each Workspace a namespace with a GPU

@@ -1,5 +1,5 @@
 """Django's admin (/django-admin/) as a read-only window on the records, for the console's
-admins (issue 13 item 9): every model is shown with search and filters, and nothing can be
+admins: every model is shown with search and filters, and nothing can be
 added, changed or deleted here. Changes go through the console, which audits them (a limit
 or a setting changed here would leave no Decision behind).
 
@@ -65,7 +65,7 @@ class AccessLogAdmin(AuditAdmin):
 
 
 def register_sign_in_records(site) -> None:
-    """django-axes' records (AXES_ENABLE_ADMIN is off: its own admin allows deleting them)."""
+    """Django-axes' records (AXES_ENABLE_ADMIN is off: its own admin allows deleting them)."""
     from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 
     site.register(AccessAttempt, AccessAttemptAdmin)

@@ -67,7 +67,7 @@ def database_unavailable_response(request, problem: str):
 
 class DatabaseErrorMiddleware:
     """A database that is read-only, locked or down turns a view's crash into a 503 page
-    saying so (issue 9, item 6). Pages that only read keep working while it is read-only;
+    saying so. Pages that only read keep working while it is read-only;
     errors raised outside views reach brickadmin.views.server_error (handler500) instead."""
 
     def __init__(self, get_response):

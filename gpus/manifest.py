@@ -40,7 +40,7 @@ class ManifestError(ValueError):
 
 
 # What the managed manifest may hold: the device plugin's ConfigMaps and DaemonSets, in the
-# plugin's namespace (issue 9: a saved Node or ResourceQuota document was applied as it was).
+# plugin's namespace: a saved Node or ResourceQuota document must not be applied as it is.
 ALLOWED_KINDS = {"ConfigMap": "v1", "DaemonSet": "apps/v1"}
 MAX_DEPTH = 40  # the plugin's objects nest about 12 levels
 MAX_NODES = 100_000  # aliases can multiply a small text into a huge document

@@ -1,4 +1,4 @@
-"""Issue 13, proof: axe-core (tests/vendor/axe.min.js, MPL-2.0) on every page, for an admin
+"""Axe-core (tests/vendor/axe.min.js, MPL-2.0) on every page, for an admin
 and a user, in English and Korean, on a desktop (1366 px) and a phone (390 px: what scrolls
 there must be reachable from the keyboard), with something on every list: no serious or
 critical violation, and every form control has a label (axe's naming rules, whatever their

@@ -1,4 +1,4 @@
-"""Issue 9, item 12: the test command leaves nothing behind. bin/test runs a test that leaves a
+"""The test command leaves nothing behind. bin/test runs a test that leaves a
 process running in its own session; once bin/test has returned, that process is gone, and so
 are the PostgreSQL and Redis it started (the lab's teardown is the same cleanup, see bin/test)."""
 import os

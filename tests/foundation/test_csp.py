@@ -1,4 +1,4 @@
-"""Issue 9, item 11: a Content-Security-Policy on every response that allows no inline script,
+"""A Content-Security-Policy on every response that allows no inline script,
 inline style or eval, and templates that need none (the browser proof, with htmx swapping under
 the policy, is test_csp_browser.py)."""
 import re

@@ -1,4 +1,4 @@
-"""Issue 9, item 11, in Chromium: under the Content-Security-Policy the htmx setup keeps working
+"""Under the Content-Security-Policy the htmx setup keeps working
 (the Dashboard's magnifier swaps the per-model table in, a list's search narrows the table in
 place, the language menu submits itself) and the browser reports no violation of the policy."""
 import pytest

@@ -1,4 +1,4 @@
-"""A database that refuses writes (issue 9, item 6): a 503 page that says the database cannot
+"""A database that refuses writes: a 503 page that says the database cannot
 be written and that nothing was saved, instead of a plain 500; pages that only read keep
 working. The read-only condition is real: SQLite's ``PRAGMA query_only`` or PostgreSQL's
 ``SET TRANSACTION READ ONLY`` on the test's own connection (bin/test runs PostgreSQL)."""
@@ -67,7 +67,7 @@ def test_an_admin_write_to_a_read_only_database_is_a_503(twin, admin_client):
 
 
 def test_errors_outside_views_get_the_page_too_and_bugs_stay_500s():
-    """handler500 (errors in a middleware, e.g. reading the session) gives the same page;
+    """Handler500 (errors in a middleware, e.g. reading the session) gives the same page;
     an IntegrityError is a bug and stays a 500."""
     from django.db import IntegrityError
 

@@ -1,4 +1,4 @@
-"""Issue 13 item 9: Django's admin (/django-admin/) is useful to the console's admins (staff
+"""Django's admin (/django-admin/) is useful to the console's admins (staff
 users without model permissions): the audit records are listed, searchable and filterable,
 and nothing can be added, changed or deleted there. (Users and groups stay Django's own:
 only superusers manage accounts.)"""

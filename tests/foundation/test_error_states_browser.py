@@ -1,4 +1,4 @@
-"""Issue 13, proof for the pages that show a problem (item 8 and the sign-in lockout), in
+"""The pages that show a problem (an unreachable cluster and the sign-in lockout), in
 Chromium, English and Korean: with the cluster unreachable the banner's technical detail is
 folded away until asked for; these pages pass axe-core like every other page and do not
 scroll sideways at 390 px."""

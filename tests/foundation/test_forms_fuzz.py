@@ -1,4 +1,4 @@
-"""Property: no value posted to any form of the project gives an HTTP 500 (issue 9, item 2).
+"""Property: no value posted to any form of the project gives an HTTP 500.
 
 Hypothesis generates each field's value: text with unicode digits ("²", "٣"), numbers far
 beyond any integer column, brackets nested a thousand deep, NUL characters, empty and very

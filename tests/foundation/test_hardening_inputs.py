@@ -1,4 +1,4 @@
-"""Issue 9, inputs: posted values that crashed a view (500) or were dropped without a word,
+"""Posted values that crashed a view (500) or were dropped without a word,
 and a managed manifest that applied any document it held."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 13 item 7, without a browser: the language menu names each language in its own
+"""The language menu names each language in its own
 language, whatever the page's language is."""
 import re
 

@@ -1,4 +1,4 @@
-"""Issue 13, proof: every page at 1366×900 and 390×844, for an admin and a user, in English
+"""Every page at 1366×900 and 390×844, for an admin and a user, in English
 and Korean. Fails when the page scrolls sideways, when a table is wider than the box it sits
 in (outside an explicit `.table-scroll` wrapper, the one place a wide table may scroll), or
 when any other element's content overflows a box that cuts or scrolls it, or when a header,

@@ -85,7 +85,7 @@ def test_choices_carry_label_and_colour_and_compare_as_strings():
 
 
 def test_one_gpu_model_is_one_dashboard_row_whichever_source_named_it():
-    """Issue 11 item 11: DCGM's modelName and GFD's gpu.product label name the same A100."""
+    """DCGM's modelName and GFD's gpu.product label name the same A100."""
     from brickadmin.cluster.vocabulary import gpu_model_name
 
     assert gpu_model_name("NVIDIA A100-SXM4-40GB") == gpu_model_name("NVIDIA-A100-SXM4-40GB") \

@@ -131,7 +131,7 @@ def test_snapshot_restores_the_garbage_collector(load_scenario):
 
 
 def test_the_dashboard_shows_one_row_per_model_whichever_source_named_it(db, alice_client):
-    """Issue 11 item 11 on a page: gpu-1's devices are named by DCGM-style modelName, gpu-2's
+    """On a page: gpu-1's devices are named by DCGM-style modelName, gpu-2's
     only by the gpu.product label; the per-model detail has one A100 row."""
     import re
 

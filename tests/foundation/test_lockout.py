@@ -1,4 +1,4 @@
-"""Brute force on the sign-in page (issue 9, item 4): repeated failures lock out the username
+"""Brute force on the sign-in page: repeated failures lock out the username
 and, separately, the address, for a cool-off; the lockout is said plainly, recorded, and
 shown to admins."""
 from __future__ import annotations

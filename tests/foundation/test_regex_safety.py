@@ -7,7 +7,7 @@ attributes holding patterns are collected by importing the modules; the forms' a
 pattern cannot slip past it. Each pattern then runs (the way the product runs it: match,
 fullmatch, and search where the product searches) on 10,000-character adversarial inputs,
 each call under 50 ms. The checks run in a child process so that a catastrophic pattern
-fails the test after a few seconds instead of stalling it for minutes (issue 9, item 1).
+fails the test after a few seconds instead of stalling it for minutes.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 13 item 8: with the cluster unreachable, the banner says one short human sentence
+"""With the cluster unreachable, the banner says one short human sentence
 (the technical detail behind a disclosure), and no page claims the cluster is empty: where a
 list needs the cluster, it says its numbers could not be read."""
 import re

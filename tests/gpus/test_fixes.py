@@ -1,4 +1,4 @@
-"""Issue 11 items 7-8: each finding the product can fix offers "Fix" (a plan page, then a run
+"""Each finding the product can fix offers "Fix" (a plan page, then a run
 through the procedure engine), on the twin, with outcome assertions: what the cluster ends
 up with and what the pages show. A finding disappears by itself once the cluster no longer
 shows it, and a fix run whose finding has gone ends as "nothing to do" without a write."""
@@ -322,7 +322,7 @@ def test_a_restore_fix_whose_node_was_uncordoned_meanwhile_says_nothing_to_do(de
 
 
 def test_a_workspace_finding_points_to_its_recreate_fix_by_its_subject():
-    """The Workspace findings (issue 11 item 4) name the Workspace as their subject: that is
+    """The Workspace findings name the Workspace as their subject: that is
     the fix's parameter, without the check naming a procedure."""
     from gpus import health
 

@@ -1,4 +1,4 @@
-"""Issue 11 item 7 in Debian's Chromium: Health → Fix → the plan → Confirm and run, asked once
+"""In Debian's Chromium: Health → Fix → the plan → Confirm and run, asked once
 in one sentence → the run page, which shows it Succeeded once the worker ran it."""
 import pytest
 

@@ -106,7 +106,7 @@ def test_d_adds_a_node_on_the_lab(on_lab):
 
 
 def test_a_fix_removes_a_stale_resource_then_finds_nothing_to_do_on_the_lab(on_lab):
-    """Issue 11 items 7-8 end to end: a node relabelled by hand (no procedure) keeps the old
+    """End to end: a node relabelled by hand (no procedure) keeps the old
     nvidia.com/gpu in its status; the Fix (procedure S) removes it through the real status
     subresource; run again, it ends as "nothing to do" without sending anything."""
     from tests.lab.conftest import wait_until
@@ -124,7 +124,7 @@ def test_a_fix_removes_a_stale_resource_then_finds_nothing_to_do_on_the_lab(on_l
     assert not again.steps.filter(intent__isnull=False).exists()
 
 
-# --- the Fixes of issue 11 (item 7), each end to end on the lab -----------------------------
+# --- the Fixes, each end to end on the lab -----------------------------------------------
 # Each finding is read from the lab as the watcher would publish it (the live view through the
 # health registry); the fix runs through the engine against the real API server; the finding is
 # then gone, and where a second run would find nothing left, it ends as "nothing to do".

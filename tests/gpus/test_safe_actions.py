@@ -1,4 +1,4 @@
-"""Issue 13, items 1-3 on the gpus side: the plan lists every pod the drain will evict and
+"""On the gpus side: the plan lists every pod the drain will evict and
 GPU evictions need an acknowledgement naming their count; Cancel and Apply ask once;
 "Restore the node" undoes what a stopped run left, as an audited run of its own."""
 import re
@@ -32,7 +32,7 @@ def pod(name, namespace, node=NODE, gpu=0, owner_kind=""):
 
 @pytest.fixture
 def busy(twin):
-    """dev-a1-ws04 with two GPU pods of alice's and bob's Workspaces, a CPU pod and a DaemonSet pod."""
+    """Dev-a1-ws04 with two GPU pods of alice's and bob's Workspaces, a CPU pod and a DaemonSet pod."""
     for ns, owner in (("ws-alice", "alice"), ("ws-bob", "bob")):
         twin.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {
             "name": ns, "labels": {"brick.cloud/workspace": "true", "brick.cloud/owner": owner}}})

@@ -1,4 +1,4 @@
-"""Issue 13, items 1-3 in Debian's Chromium: the blast radius on the plan page and its
+"""In Debian's Chromium: the blast radius on the plan page and its
 acknowledgement, Cancel asking once, and "Restore the node" after a stopped run."""
 import pytest
 

@@ -1,4 +1,4 @@
-"""Issue 14, item 1: the container image (Containerfile, built by bin/image with buildah on an
+"""The container image (Containerfile, built by bin/image with buildah on an
 mmdebstrap base) serves the console as it would in a pod: its own command (gunicorn), as uid
 10001, on a read-only root filesystem with only BRICK_VAR_DIR and /dev/shm writable. There is no
 container runtime daemon here, so the smoke test runs the image's unpacked root under chroot

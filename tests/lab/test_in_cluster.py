@@ -1,4 +1,4 @@
-"""The in-cluster path (issue 14 item 3): the web, worker and watcher processes run on this
+"""The in-cluster path: the web, worker and watcher processes run on this
 host with the environment the chart gives their pods, and nothing else to reach the cluster:
 the ServiceAccount's token and the cluster CA at the standard paths
 (/var/run/secrets/kubernetes.io/serviceaccount/, bind-mounted into a private mount namespace

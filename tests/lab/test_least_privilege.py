@@ -1,5 +1,5 @@
-"""The chart's least privilege, proven on the lab's API server as its ServiceAccount (issue 9
-item 9): every verb the product needs is granted where it needs it (the authorizer's answer,
+"""The chart's least privilege, proven on the lab's API server as its ServiceAccount:
+every verb the product needs is granted where it needs it (the authorizer's answer,
 and test_gateway runs each operation for real), and what it must not do is refused, by RBAC
 or by the admission policies on the Workspace label, with the cluster left as it was."""
 from __future__ import annotations
@@ -89,7 +89,7 @@ def test_what_the_product_never_does_is_not_granted(seeded, rbac, verb, resource
 
 
 def test_deleting_kube_system_is_refused(seeded, sa):
-    """kube-system (like default and kube-public) is also immortal to the API server's
+    """Kube-system (like default and kube-public) is also immortal to the API server's
     NamespaceLifecycle plugin, which answers first; the policy's own refusal is proven on
     namespaces nothing else protects (next test)."""
     refused(lambda: sa.delete("v1", "Namespace", "kube-system"))

@@ -1,4 +1,4 @@
-"""The approval queue (issue 5, part 2): choices with their numbers, approval through the
+"""The approval queue: choices with their numbers, approval through the
 gateway (all or nothing), overcommit, rejection, the audit record."""
 import re
 
@@ -342,7 +342,7 @@ def test_the_twin_refuses_invalid_namespace_names_and_label_values(twin):
 
 
 def test_gpu_operator_time_sliced_gpus_are_not_offered_as_whole(load_scenario, alice, admin_client, make_request):
-    """Issue 11 item 9, on the QKS cluster: qcs05 advertises its one GPU time-sliced ×5 as plain
+    """Qcs05 advertises its one GPU time-sliced ×5 as plain
     nvidia.com/gpu, qcs06 one whole GPU. The choice says which nodes' nvidia.com/gpu is shared,
     is not called Exclusive, and its physical equivalent uses the replicas."""
     gw = load_scenario("qks")

@@ -1,4 +1,4 @@
-"""Issue 12 items 1-3 and 6, issue 11 item 4, on the twin: every namespace holding a GPU
+"""Every namespace holding a GPU
 quota on the admin's Workspaces page (with or without a record), its detail, adoption, the
 Workspace findings, the idle total on the Dashboard, and a user's own Workspace page."""
 import re

@@ -1,4 +1,4 @@
-"""Admins see every Job (issue 13, item 4); the owner or an admin cancels a Job, which is
+"""Admins see every Job; the owner or an admin cancels a Job, which is
 deleted through the gateway and recorded; charlie never sees or cancels alice's Job.
 Approve pre-selects no GPU type (item 2)."""
 import re

@@ -1,4 +1,4 @@
-"""The Job approval queue asks once before Approve and Reject (issue 13, item 2), in one
+"""The Job approval queue asks once before Approve and Reject, in one
 sentence naming the Job, and what follows: the node and GPU it takes, or that the owner sees
 the reason and the Job cannot be approved afterwards."""
 import html

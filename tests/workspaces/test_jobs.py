@@ -1,4 +1,4 @@
-"""Jobs (issue 5, part 3): the Job form's node list (exclusive nodes selectable, the others
+"""Jobs: the Job form's node list (exclusive nodes selectable, the others
 disabled with a reason), approval, the Kubernetes Job outside Workspace quotas, its state
 read from the cluster, the warning when approval is off."""
 import re
@@ -191,7 +191,7 @@ def test_failed_submission_keeps_the_job_pending_and_shows_the_error(ws, twin, a
 
 
 def test_job_pages_read_the_state_the_watcher_keeps_not_the_api_server(ws, twin, admin_user, alice, login, request):
-    """The watcher keeps the product's Jobs (issue 10): with the API server gone, the Jobs
+    """The watcher keeps the product's Jobs: with the API server gone, the Jobs
     pages still show each Job's last known state, and say nothing about the cluster."""
     job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="true", gpu=1)
     services.approve_job(job.pk, admin_user)
@@ -206,7 +206,7 @@ def test_job_pages_read_the_state_the_watcher_keeps_not_the_api_server(ws, twin,
 
 
 def test_an_exclusive_node_with_mig_partitions_offers_its_whole_gpus_to_jobs(load_scenario):
-    """Issue 11 item 10: gpu-a100-05 has 4 A100s, two split into MIG instances and two whole
+    """Gpu-a100-05 has 4 A100s, two split into MIG instances and two whole
     (mixed strategy): its 2 whole GPUs are offered; a node with MIG only stays disabled."""
     from brickadmin.cluster.snapshot import take_snapshot
     from gpus.ledger import compute

@@ -1,4 +1,4 @@
-"""Issue 5, part 4: the Dashboard and availability numbers follow approvals (allocated,
+"""The Dashboard and availability numbers follow approvals (allocated,
 from quotas) and Jobs (requested, from pods)."""
 import pytest
 

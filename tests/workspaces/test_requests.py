@@ -1,4 +1,4 @@
-"""Workspace request form and "My workspaces" (issue 5, part 1), with the
+"""Workspace request form and "My workspaces", with the
 per-resource Total / Used / Available table beside the form."""
 import pytest
 from django.contrib.auth.models import Group

@@ -1,4 +1,4 @@
-"""Issue 13, items 2 and 4 in Debian's Chromium: Approve and Reject ask once and Approve
+"""In Debian's Chromium: Approve and Reject ask once and Approve
 needs a chosen type; an admin sees alice's Job and cancels it (asked once, deleted from
 the cluster); charlie cannot open it."""
 import pytest

@@ -1,4 +1,4 @@
-"""Issue 12 item 1 with utilisation measured: a real Prometheus (Debian's) scrapes the lab's
+"""With utilisation measured: a real Prometheus (Debian's) scrapes the lab's
 simulated DCGM exporter (lab/gpusim.py, whose utilisation moves per pod over time) serving
 the twin's GPUs and pods; the watcher's feed brings each pod's utilisation and memory into
 the view, and the Workspaces page shows them without asking Prometheus itself."""
