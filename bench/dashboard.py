@@ -2,8 +2,8 @@
 (Kubernetes' published limits; one pod in ten holds GPUs; `--nodes N` for another size).
 
 Prints snapshot and ledger time, the time to publish the materialised view (first, and
-again unchanged, and after one node's label changed), the server time of the Dashboard, Nodes, Availability and Health pages
-reading the view (median of 20), the Dashboard after a twin change, SQL queries per
+again unchanged, and after one node's label changed), the server time of the Dashboard,
+Nodes, Availability and Health pages reading the view (median of 20), the Dashboard after a twin change, SQL queries per
 Dashboard request at 50 and 5,000 nodes, peak memory, and the watcher's
 (`manage.py watch_cluster --once` over the twin) time and peak memory. Run: .venv/bin/python bench/dashboard.py
 (uses its own SQLite file under /tmp unless DATABASE_URL is set).
@@ -179,7 +179,7 @@ def main():
     pages = {}
     for url in ("/", "/nodes/", "/availability/", "/health/"):
         client.get(url)
-        pages[url] = timed(lambda: client.get(url), 20)
+        pages[url] = timed(lambda url=url: client.get(url), 20)
     print("server time reading the view, median of 20: " + ", ".join(f"{u} {ms:.0f} ms" for u, ms in pages.items()))
     changed = timed(lambda: (TwinState.objects.update(version=uuid.uuid4().hex), snapshot_mod._cache.clear(),
                              client.get("/")), 5)

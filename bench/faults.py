@@ -527,7 +527,8 @@ def print_settings(args, pool):
           f"reaper {sched['task']} every {sched['schedule']:g}s (CELERY_BEAT_SCHEDULE), "
           f"BRICK_RUN_AUTO_RESUMES={settings.BRICK_RUN_AUTO_RESUMES}, "
           f"broker visibility_timeout={settings.CELERY_BROKER_TRANSPORT_OPTIONS.get('visibility_timeout')}s, "
-          f"acks_late={settings.CELERY_TASK_ACKS_LATE}, reject_on_worker_lost={settings.CELERY_TASK_REJECT_ON_WORKER_LOST}")
+          f"acks_late={settings.CELERY_TASK_ACKS_LATE}, "
+          f"reject_on_worker_lost={settings.CELERY_TASK_REJECT_ON_WORKER_LOST}")
     print(f"  bench: BRICK_PROCEDURE_STEP_PAUSE uniform {args.pause_min:g}-{args.pause_max:g}s per worker, "
           f"worker pool {pool}, beat {'inside the worker (--beat)' if args.beat_in_worker else 'its own process'}, "
           f"seed {args.seed}, database {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}, "

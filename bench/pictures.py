@@ -101,7 +101,8 @@ def backfill(tmp: Path, gpus: int, now: float) -> None:
                 key, value = line.rsplit(" ", 1)
                 series.setdefault(key, []).append(f"{key} {value} {t}")
         for n, name in enumerate(sim.hardware):  # kube-state-metrics: a quarter of the nodes time-slicing
-            key = f'kube_node_labels{{node="{name}",label_brick_cloud_gpu_sharing="{"timeslicing" if n % 4 == 0 else "none"}"}}'
+            sharing = "timeslicing" if n % 4 == 0 else "none"
+            key = f'kube_node_labels{{node="{name}",label_brick_cloud_gpu_sharing="{sharing}"}}'
             labels.setdefault(key, []).append(f"{key} 1 {t}")
     with open(tmp / "data.om", "w") as f:
         for family, rows in (("DCGM_FI_DEV_GPU_UTIL", series), ("kube_node_labels", labels)):

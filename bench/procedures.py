@@ -178,7 +178,7 @@ def browser_latency(runs: int, pause: float):
             page.click("button[type=submit]")
             page.wait_for_url(base_url + "/")
             page.add_init_script(OBSERVER)
-            for i in range(runs):
+            for _ in range(runs):
                 load()
                 run = service.start_run("A", "dev-a1-ws04", {}, actor_name="bench")  # enqueued on commit
                 page.goto(f"{base_url}/runs/{run.pk}/")

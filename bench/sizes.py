@@ -72,7 +72,7 @@ def after_of(name, funcs):
 def main():
     refs = sys.argv[1:3] or [None]
     measured = [measure(ref) for ref in refs]
-    for ref, (files, funcs) in zip(refs, measured):
+    for ref, (files, funcs) in zip(refs, measured, strict=True):
         report(ref, files, funcs)
         print()
     if len(refs) == 2:

@@ -195,7 +195,7 @@ def measure(client, url, n_ws):
     for name, page in PAGES.items():
         fetch(client, page)
         sql, prom = cost(client, page)
-        ms = timed(lambda: fetch(client, page), 5 if "CSV" in name else 20)
+        ms = timed(lambda page=page: fetch(client, page), 5 if "CSV" in name else 20)
         out["pages"][name] = (ms, sql, prom)
     feed_due()
     out["due"] = cost(client, PAGES["list"])

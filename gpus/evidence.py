@@ -1,8 +1,8 @@
 """Evidence for the `gpu_sharing` requirement of the CNCF Kubernetes AI Conformance
 programme (the cluster shares GPUs by time-slicing or MIG), produced from the live
-cluster for either convention (docs/operator-guide.md#node-labels-the-single-source-of-truth): the commands an auditor would run and their output,
-stamped with the capture time. Pure functions over a snapshot, its ledger and the
-device-plugin ConfigMaps."""
+cluster for either convention (docs/operator-guide.md#node-labels-the-single-source-of-truth):
+the commands an auditor would run and their output, stamped with the capture time. Pure
+functions over a snapshot, its ledger and the device-plugin ConfigMaps."""
 from __future__ import annotations
 
 import json
@@ -58,7 +58,7 @@ def _roles(labels: dict) -> str:
 
 def _table(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows)
 
 
 def build(snapshot, led: L.Ledger, configmaps: list[dict]) -> Evidence:

@@ -104,11 +104,11 @@ class ProcedureRun(models.Model):
     def __str__(self):
         return f"#{self.pk} {self.procedure} {self.node or 'cluster'} ({self.status})"
 
-    def delete(self, *args, **kwargs):
-        raise AppendOnlyViolation("Procedure runs are an audit record and are never deleted by hand")
-
     def get_absolute_url(self):
         return reverse("run_detail", args=[self.pk])
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyViolation("Procedure runs are an audit record and are never deleted by hand")
 
     @property
     def is_active(self):
@@ -301,6 +301,9 @@ class ViewTypeRow(models.Model):
     class Meta:
         ordering = ["position"]
 
+    def __str__(self):
+        return f"{self.model} {self.gpu_type}"
+
 
 class ViewResourceRow(models.Model):
     """One availability row: a resource name."""
@@ -318,6 +321,9 @@ class ViewResourceRow(models.Model):
     class Meta:
         ordering = ["position"]
 
+    def __str__(self):
+        return self.resource
+
 
 class ViewJob(models.Model):
     """A Job the product made, as the cluster last showed it: the Jobs pages read its state
@@ -330,6 +336,9 @@ class ViewJob(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="view_job_unique")]
+
+    def __str__(self):
+        return f"{self.namespace}/{self.name}"
 
 
 class ViewWorkspace(models.Model):
@@ -393,6 +402,9 @@ class ViewProblem(models.Model):
     class Meta:
         ordering = ["position"]
         indexes = [models.Index(fields=["subject_type", "subject"])]
+
+    def __str__(self):
+        return f"{self.severity} {self.kind}: {self.subject}"
 
 
 class OwnerNotice(models.Model):

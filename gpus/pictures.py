@@ -156,7 +156,8 @@ def gpu_tile(title: str, slots: list[dict], *, caption: str = "") -> SafeString:
             f'<g class="pic-slot pic-{state}" data-state="{state}" data-pod="{_esc(pod)}"><title>{_esc(tip)}</title>'
             f'<rect x="6" y="{y}" width="{TILE_WIDTH - 12}" height="{SLOT_HEIGHT - 4}" rx="3"/>'
             f'<text class="pic-slot-label" x="12" y="{y + 16}">{_esc(fit(s["label"], LABEL_WIDTH))}</text>'
-            f'<text class="pic-slot-text" x="{text_x}" y="{y + 16}">{_esc(fit(pod or str(s["state_text"]), text_width))}</text></g>')
+            f'<text class="pic-slot-text" x="{text_x}" y="{y + 16}">'
+            f'{_esc(fit(pod or str(s["state_text"]), text_width))}</text></g>')
     out.append("</svg>")
     return mark_safe("".join(out))  # noqa: S308  (every piece of text above is escaped)
 

@@ -55,6 +55,9 @@ class TwinState(models.Model):
     # version gets 410 Gone and must list again.
     compacted_rv = models.BigIntegerField(default=0)
 
+    def __str__(self):
+        return f"twin at resourceVersion {self.last_rv}"
+
 
 class TwinEvent(models.Model):
     """Append-only: what a watch on the twin would deliver. Written in the same

@@ -40,7 +40,7 @@ from .base import (
 )
 from .models import TwinEvent, TwinHardware, TwinObject, TwinState
 from . import migparted
-from .vocabulary import (  # noqa: F401  (label_selector_matches, is_terminal: importable from here)
+from .vocabulary import (
     EVICT,
     GPU_OPERATOR_NAMESPACE,
     HOSTNAME_LABEL,
@@ -121,7 +121,7 @@ def _validate_labels(kind: str, name: str, labels: dict) -> None:
         raise PermanentClusterError(f'Namespace "{name}" is invalid: metadata.name: Invalid value: "{name}": '
                                     "a lowercase RFC 1123 label must consist of lower case alphanumeric "
                                     "characters or '-'", status=422, reason="Invalid")
-    for key, value in (labels or {}).items():
+    for value in (labels or {}).values():
         value = str(value)
         if len(value) > 63 or not _LABEL_VALUE_RE.match(value):
             raise PermanentClusterError(
@@ -546,7 +546,8 @@ class TwinGateway:
         available = int(st.get("numberAvailable", 0))
         done = updated >= desired and available >= desired
         msg = (f'daemon set "{name}" successfully rolled out' if done else
-               f'Waiting for daemon set "{name}" rollout to finish: {updated} out of {desired} new pods have been updated...')
+               f'Waiting for daemon set "{name}" rollout to finish: '
+               f"{updated} out of {desired} new pods have been updated...")
         return RolloutStatus(done=done, message=msg, desired=desired, updated=updated, available=available)
 
     @transaction.atomic

@@ -752,8 +752,8 @@ class MigConfigApplied(Step):
                 "why": why or _("read the nvidia-mig-manager pod's log on the node")}
             raise StepFailed(reported, " ".join(x for x in (said, self._back(ctx)) if x))
         return Check(False, reported, " ".join(x for x in (
-            _("mig-manager did not report success in time (it reported %(reported)s): read the nvidia-mig-manager "
-              "pod's log on %(node)s, then resume the run.") % {"reported": reported, "node": ctx.node},
+            _("mig-manager did not report success in time (it reported %(reported)s): "
+              "read the nvidia-mig-manager pod's log on %(node)s, then resume the run.") % {"reported": reported, "node": ctx.node},
             self._back(ctx)) if x))
 
 

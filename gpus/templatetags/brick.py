@@ -25,7 +25,8 @@ GLOSSARY = {
                           "threshold, for the whole idle window (24 h by default): it could be reclaimed.")),
     "available": (_("Available"), _("Logical total minus allocated quota. 0 means approval may be delayed.")),
     "replicas": (_("Replicas"), _("How many logical GPUs one physical GPU becomes under time-slicing.")),
-    "stale": (_("Stale resource"), _("A previous mode's resource kubelet left on the node. Capacity only: harmless, clean up. Also allocatable: mis-scheduling risk, clean up now.")),
+    "stale": (_("Stale resource"), _("A previous mode's resource kubelet left on the node. Capacity only: "
+                                     "harmless, clean up. Also allocatable: mis-scheduling risk, clean up now.")),
     "capacity": (_("Capacity"), _("What kubelet reports the node has, including resources no longer served.")),
 }
 

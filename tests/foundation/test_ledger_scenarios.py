@@ -104,7 +104,8 @@ def test_stale_severity_from_a_plain_snapshot(allocatable, severity):
             "spec": {}, "status": {"capacity": {"nvidia.com/gpu": "1", "nvidia.com/gpu.shared": "2"},
                                    "allocatable": {"nvidia.com/gpu": allocatable, "nvidia.com/gpu.shared": "2"}}}
     config = {"metadata": {"name": "nvidia-device-plugin-config-timeslicing"}, "data": {"config.yaml": (
-        "sharing:\n  timeSlicing:\n    renameByDefault: true\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n")}}
+        "sharing:\n  timeSlicing:\n    renameByDefault: true\n"
+        "    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n")}}
     led = ledger.compute(Snapshot(nodes=[node], gpu_pods=[], quotas=[], plugin_configmaps=[config]))
     n = led.node("n1")
     assert n.resources["nvidia.com/gpu"].stale_severity == severity

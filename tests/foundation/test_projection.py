@@ -185,7 +185,8 @@ def test_a_bookmark_or_an_error_among_skipped_pods_is_never_lost():
     assert [(e["type"], e.get("skipped"), e["object"]["metadata"]["resourceVersion"]) for e in events] == [
         ("SKIPPED", 2, "11"), ("BOOKMARK", None, "12"), ("SKIPPED", 1, "13")]
     assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
-    gone = b'{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Expired","code":410}}'
+    gone = (b'{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1",'
+            b'"status":"Failure","reason":"Expired","code":410}}')
     with pytest.raises(Gone):
         list(stream._events([watch_line("ADDED", cpu, rv="14"), gone, watch_line("ADDED", cpu, rv="15")]))
 

@@ -10,7 +10,7 @@ from gpus.ledger import node_from_dict, node_to_dict
 
 def _rects(svg, kind):
     return [(float(x), float(w)) for x, w in
-            re.findall(r'data-kind="%s" x="([\d.]+)%%" y="4" width="([\d.]+)%%"' % kind, svg)]
+            re.findall(rf'data-kind="{kind}" x="([\d.]+)%" y="4" width="([\d.]+)%"', svg)]
 
 
 # --- the capacity bar -------------------------------------------------------------------

@@ -382,7 +382,8 @@ def test_missing_toleration_fails_with_fix_then_resume_after_manifest_fix(demo):
     assert not demo.get_node("gpu-a100-02")["spec"].get("unschedulable")  # stopped before touching the node
     content = manifest.set_replicas(manifest.current().content, 4).replace(  # demo runs replicas 4
         "      tolerations:\n",
-        "      tolerations:\n      - key: brick.cloud/dedicated\n        operator: Exists\n        effect: NoSchedule\n")
+        "      tolerations:\n      - key: brick.cloud/dedicated\n"
+        "        operator: Exists\n        effect: NoSchedule\n")
     assert content.count("brick.cloud/dedicated") == 2  # both DaemonSets, identical tolerations
     manifest.apply(manifest.parse(manifest.save_version(content, actor_name="root").content), demo)
     service.resume_run(run, actor_name="root", dispatch=False)

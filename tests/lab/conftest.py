@@ -247,7 +247,7 @@ def apply_roles(lab: Lab, chart_rbac: dict) -> dict:
     for d in present:
         if d["kind"] == "Role":
             rule, ns = d["rules"][0], d["metadata"]["namespace"]
-            wait_until(lambda: can(lab, chart_rbac["token"], rule["verbs"][0], rule["resources"][0], ns,
+            wait_until(lambda rule=rule, ns=ns: can(lab, chart_rbac["token"], rule["verbs"][0], rule["resources"][0], ns,
                                    rule["apiGroups"][0]), 30, f"the Role {d['metadata']['name']} to be in force")
     return chart_rbac
 

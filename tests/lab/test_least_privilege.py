@@ -98,7 +98,7 @@ def test_deleting_kube_system_is_refused(seeded, sa):
 
 def test_deleting_a_namespace_that_is_not_a_workspace_is_refused(seeded, sa):
     for ns in (PLAIN, PLUGIN_NAMESPACE, NAMESPACE):  # the throwaway one first
-        why = refused(lambda: sa.delete("v1", "Namespace", ns))
+        why = refused(lambda ns=ns: sa.delete("v1", "Namespace", ns))
         assert "only Workspace namespaces" in why and ns in why  # the admission policy's answer
         assert not seeded.admin._request("GET", f"/api/v1/namespaces/{ns}")["metadata"].get("deletionTimestamp")
 
@@ -133,12 +133,12 @@ def test_a_configmap_outside_the_plugin_namespace_is_refused(seeded, sa):
 
 def test_a_quota_or_limit_range_in_a_namespace_that_is_not_a_workspace_is_refused(seeded, sa):
     for ns in (PLAIN, "kube-system"):
-        why = refused(lambda: sa.create_resource_quota(ns, "lp-quota", {"requests.nvidia.com/gpu": "64"}))
+        why = refused(lambda ns=ns: sa.create_resource_quota(ns, "lp-quota", {"requests.nvidia.com/gpu": "64"}))
         assert "Workspace" in why and ns in why
-        refused(lambda: sa.apply({"apiVersion": "v1", "kind": "ResourceQuota",
+        refused(lambda ns=ns: sa.apply({"apiVersion": "v1", "kind": "ResourceQuota",
                                   "metadata": {"name": "lp-quota", "namespace": ns},
                                   "spec": {"hard": {"pods": "1"}}}))
-        refused(lambda: sa.apply({"apiVersion": "v1", "kind": "LimitRange",
+        refused(lambda ns=ns: sa.apply({"apiVersion": "v1", "kind": "LimitRange",
                                   "metadata": {"name": "lp-limits", "namespace": ns},
                                   "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "1"}}]}}))
         assert seeded.admin.list_resource_quotas(ns) == []

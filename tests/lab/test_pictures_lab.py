@@ -46,7 +46,7 @@ def test_the_recording_rules_give_the_cluster_and_type_charts(busy, settings, ad
     settings.PROMETHEUS_URL = busy.prometheus_url
     for recorded in ("brick:gpu_utilisation:avg", 'brick:gpu_utilisation:avg_by_type{gpu_type="exclusive"}',
                      'brick:gpu_utilisation:avg_by_type{gpu_type="shared"}'):
-        wait_until(lambda: busy.prom(recorded), 90, recorded)
+        wait_until(lambda recorded=recorded: busy.prom(recorded), 90, recorded)
     wait_until(lambda: len(_points("cluster")) >= 2, 180, "two points of the cluster's utilisation")
     wait_until(lambda: len(_points("type", "nvidia.com/gpu")) >= 2, 180, "two points of nvidia.com/gpu")
     for scope, subject in (("cluster", ""), ("type", "nvidia.com/gpu"), ("type", "nvidia.com/gpu.shared"),

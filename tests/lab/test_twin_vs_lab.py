@@ -67,7 +67,7 @@ def differences(a, b, path="") -> list[str]:
                 out += differences(a[k], b[k], f"{path}/{k}")
         return out
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{path}[{i}]")]
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in differences(x, y, f"{path}[{i}]")]
     return [] if a == b else [f"{path}: twin {a!r} != lab {b!r}"]
 
 

@@ -127,7 +127,7 @@ def start_apiserver():
 
 
 def etcd(path: str, body: dict) -> dict:
-    url = "http://127.0.0.1:%d%s" % (_labmod().PORTS["etcd"], path)
+    url = f"http://127.0.0.1:{_labmod().PORTS['etcd']}{path}"
     req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
     with urllib.request.urlopen(req, timeout=10) as r:
         return json.loads(r.read())
@@ -187,7 +187,7 @@ def test_the_watcher_streams_its_lists_and_they_equal_pages(lab, gw):
         return {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): strip(o) for o in items}, int(rv)
 
     for kind, ns in WATCHES:
-        def same():
+        def same(kind=kind, ns=ns):
             (s_items, s_rv), (p_items, _) = lists(streamed, kind, ns), lists(paged(gw), kind, ns)
             assert s_rv >= last_rv
             return s_items == p_items

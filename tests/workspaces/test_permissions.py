@@ -69,7 +69,7 @@ def all_urls(world):
            "approve_job": world["pending_job"].pk, "reject_job": world["pending_job"].pk,
            "limit_delete": world["limit"].pk}
     out = []
-    for route, name, ns, callback in walk(get_resolver().url_patterns):
+    for route, name, ns, _callback in walk(get_resolver().url_patterns):
         values = {"pk": ids[name]} if name in ids else {}
         url = concrete(route, values)
         if url:
@@ -114,9 +114,9 @@ def test_users_get_403_on_admin_pages_and_cannot_decide(world, alice, charlie, l
             if name in ADMIN_GET:
                 assert client.get(url).status_code == 403, (user, url)
             if name in ADMIN_POST:
-                assert client.post(url, {"r%d-resource" % world["pending"].pk: "nvidia.com/gpu.shared",
-                                         "r%d-reason" % world["pending"].pk: "x",
-                                         "j%d-reason" % world["pending_job"].pk: "x",
+                assert client.post(url, {f"r{world['pending'].pk}-resource": "nvidia.com/gpu.shared",
+                                         f"r{world['pending'].pk}-reason": "x",
+                                         f"j{world['pending_job'].pk}-reason": "x",
                                          "approval_required": "", "user": user.pk, "gpu": 9, "cpu": 9,
                                          "memory_gib": 9, "storage_gib": 9}).status_code == 403, (user, url)
     # nothing was decided or changed
