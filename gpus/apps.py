@@ -14,4 +14,6 @@ class GpusConfig(AppConfig):
             registry.register(proc)
         # Register the Celery tasks in every process, not only the worker: runs are
         # enqueued by task name, and a registered task honours CELERY_TASK_ALWAYS_EAGER.
-        from . import tasks  # noqa: F401
+        from .tasks import execute_run, prune_old_runs, reap_stale_runs
+
+        self.celery_tasks = (execute_run, prune_old_runs, reap_stale_runs)

@@ -17,7 +17,7 @@ from django.utils.translation import gettext as _
 
 from brickadmin.cluster import NotFound, PermanentClusterError
 from brickadmin.cluster.pluginconfig import plugin_config_errors
-from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported: procedures read them here)
+from brickadmin.cluster.vocabulary import (
     DEFAULT_DAEMONSET,
     SHARING_LABEL,
     TS_CONFIGMAP,
@@ -27,10 +27,19 @@ from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported: procedu
     time_slicing,
     tolerates,
 )
-from brickadmin.cluster.vocabulary import COMPONENT_LABEL as COMPONENT  # noqa: F401
+from brickadmin.cluster.vocabulary import COMPONENT_LABEL as COMPONENT
 from brickadmin.cluster.vocabulary import PLUGIN_CONFIG_KEY as CONFIG_KEY
 from brickadmin.cluster.vocabulary import PLUGIN_NAMESPACE as NAMESPACE
-from brickadmin.cluster.vocabulary import RESTARTED_AT_ANNOTATION as RESTARTED_AT  # noqa: F401
+from brickadmin.cluster.vocabulary import RESTARTED_AT_ANNOTATION as RESTARTED_AT
+
+# The plugin's names are read from here too (procedures, pages).
+__all__ = [
+    "ALLOWED_KINDS", "COMPONENT", "CONFIG_KEY", "DEFAULT_DAEMONSET", "MANIFEST_FILE", "MAX_DEPTH", "MAX_NODES",
+    "NAMESPACE", "RESTARTED_AT", "SHARING_LABEL", "TS_CONFIGMAP", "TS_DAEMONSET", "DriftItem", "ManifestError",
+    "Validation", "add_toleration", "apply", "configmap_replicas", "current", "daemonsets_tolerate", "drift",
+    "foreign_documents", "parse", "parse_plugin_config", "refused_configs", "save_version", "set_replicas",
+    "subset_diff", "time_slicing", "tolerates", "toleration_for", "ts_replicas", "validate",
+]
 
 MANIFEST_FILE = Path(__file__).resolve().parent / "manifests" / "brick-nvidia-device-plugin.yaml"
 
@@ -308,7 +317,7 @@ def subset_diff(desired, live, path="") -> list[str]:
         if not isinstance(live, list) or len(desired) != len(live):
             return [path]
         out = []
-        for i, (a, b) in enumerate(zip(desired, live)):
+        for i, (a, b) in enumerate(zip(desired, live, strict=True)):
             out += subset_diff(a, b, f"{path}[{i}]")
         return out
     if desired is None or live is None:

@@ -13,12 +13,6 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from brickadmin.audit import AppendOnlyModel
-from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported: services and views read them here)
-    JOB_ID_LABEL,
-    MANAGED_BY_LABEL,
-    OWNER_LABEL,
-    WORKSPACE_LABEL,
-)
 
 # Kubernetes names the product writes (labels: brickadmin.cluster.vocabulary).
 USER_PRIORITY_CLASS = "brick-user-priority"
@@ -154,14 +148,17 @@ class JobSettings(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     updated_by_name = models.CharField(max_length=150, blank=True, default="")
 
-    @classmethod
-    def load(cls) -> "JobSettings":
-        obj, _created = cls.objects.get_or_create(pk=1)
-        return obj
+    def __str__(self):
+        return str(_("Settings"))  # the one row, in the admin
 
     def save(self, *args, **kwargs):
         self.pk = 1
         super().save(*args, **kwargs)
+
+    @classmethod
+    def load(cls) -> "JobSettings":
+        obj, _created = cls.objects.get_or_create(pk=1)
+        return obj
 
 
 class WorkspaceJob(models.Model):

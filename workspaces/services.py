@@ -32,13 +32,15 @@ from django.utils.translation import gettext as _
 
 from brickadmin.cluster import ClusterError, Conflict, NotFound
 from brickadmin.cluster.gateway import get_gateway
-from brickadmin.cluster.vocabulary import HOSTNAME_LABEL, MANAGED_BY, MIG_PREFIX, NVIDIA_PREFIX, PLUGIN_NAMESPACE
+from brickadmin.cluster.vocabulary import (
+    HOSTNAME_LABEL, JOB_ID_LABEL, MANAGED_BY, MANAGED_BY_LABEL, MIG_PREFIX, NVIDIA_PREFIX, OWNER_LABEL, PLUGIN_NAMESPACE,
+    WORKSPACE_LABEL,
+)
 from gpus import ledger as ledger_mod
 
 from .models import (
-    COMPUTE_QUOTA, JOB_ID_LABEL, JOB_PRIORITY_CLASS, JOB_PRIORITY_VALUE, LIMIT_RANGE, MANAGED_BY_LABEL,
-    OWNER_LABEL, STORAGE_QUOTA, USER_PRIORITY_CLASS, USER_PRIORITY_VALUE, WORKSPACE_LABEL, Decision,
-    JobSettings, ResourceLimit, WorkspaceJob, WorkspaceRequest,
+    COMPUTE_QUOTA, JOB_PRIORITY_CLASS, JOB_PRIORITY_VALUE, LIMIT_RANGE, STORAGE_QUOTA, USER_PRIORITY_CLASS,
+    USER_PRIORITY_VALUE, Decision, JobSettings, ResourceLimit, WorkspaceJob, WorkspaceRequest,
 )
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """A cluster as the product sees it. The package itself holds only the gateway's contract
 and errors (``base``), so that its modules can import one another without importing the
 package back; ``get_gateway()`` (the real cluster or the twin) is in ``gateway``."""
-from .base import (  # noqa: F401  (re-exported)
+from .base import (
     ClusterError,
     ClusterGateway,
     ClusterUnreachable,

@@ -27,7 +27,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from .deviceplugin import pod_gpu_requests
-from .vocabulary import (  # noqa: F401  (MIRROR_ANNOTATION stays importable from here)
+from .vocabulary import (
     EVICT,
     MIRROR_ANNOTATION,
     NVIDIA_PREFIX,
@@ -52,6 +52,11 @@ from .base import (
     RolloutStatus,
     TransientClusterError,
 )
+
+# MIRROR_ANNOTATION is read from here too.
+__all__ = [
+    "INITIAL_EVENTS_END", "LEASES", "MIRROR_ANNOTATION", "RESTARTED_AT", "STREAM_LIST_SECONDS", "KubeGateway",
+]
 
 log = logging.getLogger(__name__)
 
@@ -510,7 +515,7 @@ class KubeGateway:
         to_evict = {k: p for k, p in pending.items() if not p["metadata"].get("deletionTimestamp")}
         waiting: dict[str, str] = {k: p["metadata"]["uid"] for k, p in pending.items()}
         while to_evict and time.monotonic() < deadline:
-            for key, pod in list(to_evict.items()):
+            for key in list(to_evict):
                 ns, name = key.split("/", 1)
                 body = {"apiVersion": "policy/v1", "kind": "Eviction",
                         "metadata": {"name": name, "namespace": ns}}

@@ -35,9 +35,16 @@ from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
 from ..models import ProcedureRun, RunStatus, StepRun, StepState
 from .base import Check, NothingToDo, StepFailed, knob
 from .registry import get as get_procedure
-from .reaper import reap_stale, requeue_orphans, take_over  # noqa: F401  (reap_stale, requeue_orphans: old names)
-from .recording import (  # noqa: F401  (plan, PlanTarget, record_plan: callers have imported these from here)
+from .reaper import reap_stale, requeue_orphans, take_over
+from .recording import (
     RUN_EVENT, LostClaim, PlanTarget, StepRecorder, WriteAheadGateway, completed_steps, plan, record, record_plan)
+
+# Callers plan, record and reap through the engine too; those live in recording.py and reaper.py.
+__all__ = [
+    "FINISH_TITLES", "RUN_EVENT", "Cancelled", "Context", "Heartbeat", "LostClaim", "PlanTarget", "StepRecorder",
+    "WriteAheadGateway", "claim", "completed_steps", "execute", "plan", "reap_stale", "record", "record_plan",
+    "requeue_orphans", "take_over",
+]
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import json
 from django.utils.translation import gettext as _
 
 from brickadmin import metrics
-from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported for definitions.py)
+from brickadmin.cluster.vocabulary import (
     COMPONENT_LABEL,
     EVICT,
     GPU,
@@ -24,10 +24,19 @@ from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported for defi
     quantity,
 )
 from brickadmin.cluster.vocabulary import GPU_TYPE_LABEL as TYPE_LABEL
-from brickadmin.cluster.vocabulary import MIRROR_ANNOTATION as MIRROR  # noqa: F401
+from brickadmin.cluster.vocabulary import MIRROR_ANNOTATION as MIRROR
 
 from .. import ledger as ledger_mod
 from .base import Check, Outcome, Step, StepFailed
+
+# The vocabulary the procedures use is read from here too (definitions.py).
+__all__ = [
+    "COMPONENT_LABEL", "EVICT", "GPU", "GPU_SHARED", "MIG_PREFIX", "MIRROR", "MODE", "NVIDIA_PREFIX",
+    "PLUGIN_NAMESPACE", "SHARING_LABEL", "TYPE_LABEL", "AllocatableIs", "Checklist", "Cordon", "Drain", "Label",
+    "LabelBoth", "NoStale", "PluginPodRunning", "PrometheusAllocatable", "RemoveStale", "Skipped", "Uncordon",
+    "configured_replicas", "drain_decision", "esc", "fmt_resources", "is_terminal", "json_pointer_escape",
+    "ksm_resource", "nvidia_resources", "pdbs_for", "prometheus_check", "quantity", "status_patch", "whole_gpus",
+]
 
 MODE = {  # sharing label value -> (plugin component, served resource, stale resource)
     "timeslicing": ("timeslicing", GPU_SHARED, GPU),
