@@ -17,11 +17,15 @@ order, first free slot), like the ledger's ``_devices_in_use`` and lab/gpusim.py
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from django.utils.translation import gettext_lazy as _
 
 from brickadmin.cluster.deviceplugin import pod_gpu_requests
 from brickadmin.cluster.vocabulary import MIG_PREFIX, is_terminal
+
+if TYPE_CHECKING:
+    from .ledger import NodeLedger
 
 STATE_TEXT = {"free": _("free"), "requested": _("requested, not running yet"), "in_use": _("in use"),
               "stale": _("held through a stale resource"), "cordoned": _("free, node cordoned")}
@@ -72,7 +76,7 @@ class NodeMap:
         return sum(1 for t in self.tiles for s in t.slots if s.state == state)
 
 
-def node_map(node) -> NodeMap:
+def node_map(node: NodeLedger) -> NodeMap:
     """The map of a ``gpus.ledger.NodeLedger``."""
     devices = list(node.raw_devices) or [{"uuid": "", "model": node.model} for _i in range(node.physical)]
     replicas = max(1, node.replicas) if node.mode == "timeslicing" else 1

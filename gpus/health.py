@@ -14,10 +14,11 @@ of the product's records (``reads="records"``), in ``gpus.clusterview.record_pro
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
+from typing import TYPE_CHECKING, Any
 
 from django.utils import translation
 from django.utils.translation import gettext as _
@@ -25,9 +26,13 @@ from django.utils.translation import gettext_lazy
 
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.pluginconfig import plugin_config_errors
+from brickadmin.cluster.vocabulary import KubeObject
 
-from .ledger import PLUGIN_DOWN
+from .ledger import PLUGIN_DOWN, Ledger, NodeLedger
 from .procedures import registry
+
+if TYPE_CHECKING:
+    from brickadmin.cluster.snapshot import Snapshot
 
 SEVERITY_ORDER = {"bad": 0, "warn": 1, "info": 2}
 
@@ -50,7 +55,7 @@ class Problem:
     # The facts a fix needs (a resource, a pod, a taint), for the procedures that declare they
     # fix this kind (``fixes`` in gpus/procedures/definitions.py); ``fix`` is the code of the
     # unlisted one offered as "Fix" (resolved by ``problems()``).
-    fix_params: dict = field(default_factory=dict)
+    fix_params: dict[str, Any] = field(default_factory=dict)
     fix: str = ""
 
     @property
@@ -68,9 +73,9 @@ class Problem:
         from django.urls import reverse
 
         if self.subject_type == NODE:
-            return reverse("node_detail", args=[self.subject])
+            return str(reverse("node_detail", args=[self.subject]))
         if self.subject_type == MANIFEST:
-            return reverse("manifest")
+            return str(reverse("manifest"))
         return ""
 
     @property
@@ -103,12 +108,12 @@ class Problem:
 class HealthInputs:
     """Everything the checks read, gathered once before they run (gpus.reading.health_inputs)."""
 
-    ledger: object  # gpus.ledger.Ledger
-    snapshot: object = None  # brickadmin.cluster.snapshot.Snapshot
-    drift: list | None = None  # gpus.manifest.DriftItem list; None when not read
+    ledger: Ledger
+    snapshot: Snapshot | None = None
+    drift: list[Any] | None = None  # gpus.manifest.DriftItem list; None when not read
     # The product's own records, for the checks that read them (reads="records"): the last
     # run on each node when it stopped unfinished, with whether that node is cordoned now.
-    stopped_runs: list = field(default_factory=list)  # [(ProcedureRun, cordoned: bool)]
+    stopped_runs: list[tuple[Any, bool]] = field(default_factory=list)  # [(ProcedureRun, cordoned)]
     now: datetime | None = None
     # The Workspace records against the view's Workspace lines (workspaces.health.WorkspaceInputs)
     workspaces: object = None
@@ -128,10 +133,13 @@ class HealthCheck:
 REGISTRY: dict[str, HealthCheck] = {}
 
 
-def check(kind: str, title, *, reads: str = "cluster", explain=""):
+CheckFunction = Callable[[HealthInputs], Iterable[Problem]]
+
+
+def check(kind: str, title: str, *, reads: str = "cluster", explain: str = "") -> Callable[[CheckFunction], CheckFunction]:
     """Register a check (in definition order) under the kind of problem it reports;
     ``explain`` is its entry on the Help page."""
-    def register(fn):
+    def register(fn: CheckFunction) -> CheckFunction:
         REGISTRY[kind] = HealthCheck(kind, title, fn, reads, explain)
         return fn
     return register
@@ -146,13 +154,15 @@ def problems(inputs: HealthInputs, *, reads: str | None = None) -> list[Problem]
     return ordered(out)
 
 
-def worded(inputs: HealthInputs, languages: list[str], *, reads: str | None = None) -> dict[str, list[tuple]]:
+def worded(
+    inputs: HealthInputs, languages: list[str], *, reads: str | None = None
+) -> dict[str, list[tuple[Problem, str, str]]]:
     """``problems`` in each of ``languages`` (codes; the first is the one the others
     follow): {code: [(problem, message, remedy)]}, the same findings in the same order in
     every language, only their words differ. A check is pure, so one that finds nothing in
     the first language finds nothing in the others and is not run again (most checks,
     most of the time): a healthy cluster costs one language, not all."""
-    found: dict[str, list[tuple]] = {code: [] for code in languages}
+    found: dict[str, list[tuple[Problem, str, str]]] = {code: [] for code in languages}
     for entry in REGISTRY.values():
         if reads is not None and entry.reads != reads:
             continue
@@ -165,7 +175,7 @@ def worded(inputs: HealthInputs, languages: list[str], *, reads: str | None = No
     return {code: sorted(words, key=lambda w: ordered_key(w[0])) for code, words in found.items()}
 
 
-def ordered_key(p: Problem) -> tuple:
+def ordered_key(p: Problem) -> tuple[int, str, str]:
     return (SEVERITY_ORDER.get(p.severity, 9), p.kind, p.subject)
 
 
@@ -198,7 +208,7 @@ class Group:
 FIRST_SHOWN = 5  # subjects the Dashboard card names per kind
 
 
-def summary(found: list[Problem], stored: list[dict] = ()) -> list[Group]:
+def summary(found: list[Problem], stored: Sequence[dict[str, Any]] = ()) -> list[Group]:
     """Problems grouped by kind, worst first (the Dashboard card). ``stored``: groups kept
     as data (``summary_data``), which name only their first subjects."""
     groups: dict[str, Group] = {}
@@ -219,7 +229,7 @@ def summary(found: list[Problem], stored: list[dict] = ()) -> list[Group]:
     return sorted(groups.values(), key=lambda g: (SEVERITY_ORDER.get(g.severity, 9), g.kind))
 
 
-def summary_data(found: list[Problem]) -> list[dict]:
+def summary_data(found: list[Problem]) -> list[dict[str, Any]]:
     """The Dashboard card's groups as data to store with the view: per kind, its worst
     severity, its count and its first subjects (words are added when a page shows them)."""
     return [{"kind": g.kind, "severity": g.severity, "count": g.count,
@@ -271,7 +281,7 @@ def label_typo(inputs: HealthInputs) -> Iterable[Problem]:
                           fix_params={"sharing": vocab.intended_sharing(n.sharing_label)})
 
 
-def _refused_config(n, daemonsets: list[dict], configmaps: list[dict]) -> str:
+def _refused_config(n: NodeLedger, daemonsets: list[KubeObject], configmaps: list[KubeObject]) -> str:
     """The device plugin's reasons for refusing the config that the DaemonSet selecting this
     node mounts (the ConfigMap as it is now); '' when it would load it."""
     by_name = {cm["metadata"]["name"]: cm for cm in configmaps}
@@ -282,13 +292,13 @@ def _refused_config(n, daemonsets: list[dict], configmaps: list[dict]) -> str:
         names = [vol["configMap"].get("name") for vol in spec.get("volumes") or [] if "configMap" in vol]
         cm = by_name.get(names[0]) if names else None
         errors = plugin_config_errors((cm.get("data") or {}).get(vocab.PLUGIN_CONFIG_KEY)) if cm else []
-        if errors:
-            return _("The plugin refuses ConfigMap %(name)s: %(errors)s") % {
-                "name": cm["metadata"]["name"], "errors": "; ".join(errors)}
+        if cm and errors:
+            return str(_("The plugin refuses ConfigMap %(name)s: %(errors)s") % {
+                "name": cm["metadata"]["name"], "errors": "; ".join(errors)})
     return ""
 
 
-def _why_no_plugin(n, daemonsets: list[dict]) -> tuple[str, dict | None]:
+def _why_no_plugin(n: NodeLedger, daemonsets: list[KubeObject]) -> tuple[str, KubeObject | None]:
     """Why a BRICK node has no running device-plugin pod, from the DaemonSets' node
     selectors and tolerations and the node's labels and taints ('' when they allow it), and
     the first taint not tolerated (what the toleration fix adds), if that is the cause."""
@@ -401,7 +411,7 @@ def quota_over_total(inputs: HealthInputs) -> Iterable[Problem]:
                           subject_type=RESOURCE)
 
 
-def uses_operator_convention(ledger) -> bool:
+def uses_operator_convention(ledger: Ledger) -> bool:
     """GPU nodes, none of them following the BRICK labels: the GPU Operator runs the plugin."""
     return bool(ledger.nodes) and all(n.convention != "brick" for n in ledger.nodes)
 
@@ -473,13 +483,13 @@ def checklist_waiting(inputs: HealthInputs) -> Iterable[Problem]:
                           link=run.get_absolute_url(), link_text=_("Open run #%(id)d") % {"id": run.pk})
 
 
-def _owners(snapshot) -> dict[str, str]:
+def _owners(snapshot: Snapshot | None) -> dict[str, str]:
     """namespace -> the Workspace owner named by its label."""
     return {ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(vocab.OWNER_LABEL, "")
             for ns in getattr(snapshot, "namespaces", None) or []}
 
 
-def _pod_words(pod: dict, owners: dict) -> dict:
+def _pod_words(pod: KubeObject, owners: dict[str, str]) -> dict[str, str]:
     md = pod.get("metadata") or {}
     ns = md.get("namespace", "")
     return {"pod": f"{ns}/{md.get('name', '')}", "ws": ns, "owner": owners.get(ns) or "?"}

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from brickadmin.cluster import mig as mig_geometry
 from brickadmin.cluster import vocabulary as vocab
@@ -24,7 +26,7 @@ from brickadmin.cluster.deviceplugin import pod_gpu_requests
 from brickadmin.cluster.vocabulary import (
     DEVICE_PLUGIN_CONFIG_LABEL as OPERATOR_CONFIG_LABEL,
 )
-from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported: callers import them from the ledger)
+from brickadmin.cluster.vocabulary import (
     GPU,
     GPU_SHARED,
     GPU_TYPE_LABEL,
@@ -36,6 +38,13 @@ from brickadmin.cluster.vocabulary import (  # noqa: F401  (re-exported: callers
     quantity,
 )
 from brickadmin.cluster.vocabulary import NVIDIA_PREFIX as NVIDIA
+from brickadmin.cluster.vocabulary import KubeObject
+
+if TYPE_CHECKING:
+    from brickadmin.cluster.snapshot import Snapshot
+
+# A physical GPU as the snapshot gives it: {"uuid", "model", "mig": [profile, ...], "pods": [...]}.
+RawDevice: TypeAlias = dict[str, Any]
 
 EXCLUSIVE, SHARED = "exclusive", "shared"
 MIXED = "mixed"  # plain nvidia.com/gpu that is whole on some nodes and time-sliced on others (GPU Operator)
@@ -119,7 +128,7 @@ class PodLine:
         return ", ".join(f"{k}: {v}" for k, v in self.gpu_requests.items())
 
 
-def pod_line(pod: dict) -> PodLine:
+def pod_line(pod: KubeObject) -> PodLine:
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     return PodLine(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
@@ -142,16 +151,16 @@ class NodeLedger:
     tainted: bool
     plugin_state: str  # "running" | "crashlooping" | "pending" | "missing" | "unknown"
     resources: dict[str, ResourceLine]
-    raw_devices: list[dict]  # as the snapshot gives them; Device rows are built on demand
-    in_use: frozenset  # indexes into raw_devices
+    raw_devices: list[RawDevice]  # as the snapshot gives them; Device rows are built on demand
+    in_use: frozenset[int]  # indexes into raw_devices
     physical: int
     physical_used: int
     physical_source: str  # "dcgm" | "twin" | "labels" | "derived"
-    labels: dict
+    labels: dict[str, str]
     # As the snapshot gives them (shared, not copied); the rows below are built on demand.
-    raw_taints: list[dict] = field(default_factory=list)
-    raw_pods: list[dict] = field(default_factory=list)  # GPU pods on the node, any phase
-    raw_plugin_pods: list[dict] = field(default_factory=list)  # device-plugin pods on the node
+    raw_taints: list[KubeObject] = field(default_factory=list)
+    raw_pods: list[KubeObject] = field(default_factory=list)  # GPU pods on the node, any phase
+    raw_plugin_pods: list[KubeObject] = field(default_factory=list)  # device-plugin pods on the node
     # MIG strategy single: the profile every nvidia.com/gpu of the node is, and why the
     # device plugin refuses the node's layout ("" when it does not).
     mig_profile: str = ""
@@ -224,9 +233,9 @@ class ResourceRow:
     allocated: int = 0
     requested: int = 0
     shared_logical: int = 0
-    shared_on: list = field(default_factory=list)
+    shared_on: list[list[Any]] = field(default_factory=list)
     # MIG strategy single: nodes where this plain resource is MIG devices ([node, profile, logical]).
-    mig_on: list = field(default_factory=list)
+    mig_on: list[list[Any]] = field(default_factory=list)
 
     @property
     def available(self) -> int:
@@ -239,7 +248,7 @@ class ResourceRow:
     @property
     def gpu_type(self) -> str:
         mig = self.mig_logical
-        profiles = {p for _node, p, _n in self.mig_on}
+        profiles: set[str] = {p for _node, p, _n in self.mig_on}
         if mig and mig >= self.logical and len(profiles) == 1 and not self.shared_logical:
             return "mig-" + profiles.pop()
         if self.shared_logical and self.shared_logical >= self.logical:
@@ -305,7 +314,7 @@ class Ledger:
 
 # --- per node ---------------------------------------------------------------
 
-def is_gpu_node(node: dict) -> bool:
+def is_gpu_node(node: KubeObject) -> bool:
     labels = node["metadata"].get("labels") or {}
     if labels.get(GPU_TYPE_LABEL) or labels.get(vocab.GPU_PRESENT_LABEL) == "true":
         return True
@@ -313,7 +322,7 @@ def is_gpu_node(node: dict) -> bool:
     return any(k.startswith(NVIDIA) for k in (status.get("capacity") or {}))
 
 
-def _operator_shared(labels: dict) -> bool:
+def _operator_shared(labels: dict[str, str]) -> bool:
     if labels.get(vocab.GPU_SHARING_STRATEGY_LABEL) == "time-slicing":
         return True
     if label_int(labels.get(vocab.GPU_REPLICAS_LABEL), 1) > 1:
@@ -321,7 +330,7 @@ def _operator_shared(labels: dict) -> bool:
     return "time-slicing" in labels.get(OPERATOR_CONFIG_LABEL, "")
 
 
-def _operator_replicas(labels: dict) -> int:
+def _operator_replicas(labels: dict[str, str]) -> int:
     if labels.get(vocab.GPU_REPLICAS_LABEL):
         return max(1, label_int(labels[vocab.GPU_REPLICAS_LABEL], 1))
     config = labels.get(OPERATOR_CONFIG_LABEL, "")
@@ -329,7 +338,7 @@ def _operator_replicas(labels: dict) -> int:
     return max(1, label_int(tail, 1)) if config.startswith("time-slicing") else 1
 
 
-def brick_replicas(configmaps: list[dict]) -> int:
+def brick_replicas(configmaps: list[KubeObject]) -> int:
     """Replicas in the BRICK time-slicing ConfigMap (1 when absent)."""
     replicas = configmap_replicas(configmaps)
     return 1 if replicas is None else max(1, replicas)
@@ -339,14 +348,14 @@ def brick_replicas(configmaps: list[dict]) -> int:
 PLUGIN_DOWN = ("missing", "pending", "crashlooping")
 
 
-def _crash_looping(pod: dict) -> bool:
+def _crash_looping(pod: KubeObject) -> bool:
     """A container kubelet keeps restarting (the plugin exits at start, e.g. on a config it
     refuses): the pod's phase stays Running but no plugin serves."""
     return any(((cs.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"
                for cs in (pod.get("status") or {}).get("containerStatuses") or [])
 
 
-def _plugin_state(node_name: str, plugin_pods_by_node: dict[str, list[dict]], convention: str) -> str:
+def _plugin_state(node_name: str, plugin_pods_by_node: dict[str, list[KubeObject]], convention: str) -> str:
     pods = plugin_pods_by_node.get(node_name, [])
     running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
     if any(not _crash_looping(p) for p in running):
@@ -358,9 +367,9 @@ def _plugin_state(node_name: str, plugin_pods_by_node: dict[str, list[dict]], co
     return "missing" if convention == "brick" else "unknown"
 
 
-def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] | None,
+def node_ledger(node: KubeObject, pods_requests: dict[str, int], devices: list[RawDevice] | None,
                 device_source: str, plugin_state: str, ts_replicas: int, *,
-                pods: list[dict] = (), plugin_pods: list[dict] = ()) -> NodeLedger:
+                pods: Sequence[KubeObject] = (), plugin_pods: Sequence[KubeObject] = ()) -> NodeLedger:
     meta = node["metadata"]
     labels = meta.get("labels") or {}
     spec = node.get("spec") or {}
@@ -449,14 +458,15 @@ def node_ledger(node: dict, pods_requests: dict[str, int], devices: list[dict] |
     )
 
 
-def _ready(status: dict) -> bool:
-    for cond in status.get("conditions") or []:
+def _ready(status: KubeObject) -> bool:
+    conditions: list[KubeObject] = status.get("conditions") or []
+    for cond in conditions:
         if cond.get("type") == "Ready":
             return cond.get("status") == "True"
     return True  # a node with no conditions reported (simulated) is taken as ready
 
 
-def _node_model(labels: dict, devs: list[dict]) -> str:
+def _node_model(labels: dict[str, str], devs: list[RawDevice]) -> str:
     """The node's GPU model, one name whichever source gave it (vocab.gpu_model_name), so
     the Dashboard groups a model into one row."""
     models = [vocab.gpu_model_name(d["model"]) for d in devs if d.get("model")]
@@ -467,7 +477,7 @@ def _node_model(labels: dict, devs: list[dict]) -> str:
 
 
 def _physical_from_mig(model: str, profile: str, resources: dict[str, ResourceLine], replicas: int,
-                       labels: dict) -> int:
+                       labels: dict[str, str]) -> int:
     """Physical GPUs under MIG strategy single: the MIG devices (the node's capacity, else
     GFD's overridden gpu.count) over the most one GPU of the model holds (mig.py), at least
     one GPU per device's share of the GPU's seven (or four) compute slices."""
@@ -497,8 +507,8 @@ def _derived_physical_used(resources: dict[str, ResourceLine], replicas: int, ph
     return min(used, physical)
 
 
-def _devices_in_use(devs: list[dict], resources: dict[str, ResourceLine], replicas: int,
-                    device_source: str) -> frozenset:
+def _devices_in_use(devs: list[RawDevice], resources: dict[str, ResourceLine], replicas: int,
+                    device_source: str) -> frozenset[int]:
     """Indexes of the devices in use. DCGM names the pods per device; the twin has no
     such mapping, so requests are packed onto devices in order, as the plugin allocates."""
     if not devs:
@@ -526,12 +536,20 @@ def _devices_in_use(devs: list[dict], resources: dict[str, ResourceLine], replic
 
 # --- the whole cluster --------------------------------------------------------
 
-def has_node(snapshot, name: str) -> bool:
+RowKey: TypeAlias = tuple[str, str]  # (model, GPU type): a Dashboard row
+# One served resource of a node: (row, resource, allocatable, requested, cordoned,
+# [node, replicas, logical] when time-sliced without a rename, [node, profile, logical] under MIG single)
+Served: TypeAlias = tuple[RowKey, str, int, int, bool, tuple[str, int, int] | None, tuple[str, str, int] | None]
+Contribution: TypeAlias = tuple[list[Served], list[tuple[RowKey, int]]]  # see _contribution
+# compute's memo: node name -> (what the line is made of, the line, its contribution)
+MemoEntry: TypeAlias = tuple[tuple[Any, ...], NodeLedger, Contribution]
+
+def has_node(snapshot: Snapshot, name: str) -> bool:
     """Whether the cluster has a node of that name, GPU node or not."""
     return any(n["metadata"]["name"] == name for n in snapshot.nodes)
 
 
-def allocated_by_namespace(quotas: list[dict]) -> dict[str, dict[str, int]]:
+def allocated_by_namespace(quotas: list[KubeObject]) -> dict[str, dict[str, int]]:
     """Quota ceilings: hard ``requests.nvidia.com/*`` per namespace."""
     out: dict[str, dict[str, int]] = defaultdict(dict)
     for q in quotas:
@@ -544,7 +562,7 @@ def allocated_by_namespace(quotas: list[dict]) -> dict[str, dict[str, int]]:
     return dict(out)
 
 
-def _node_requests(pods) -> dict[str, int]:
+def _node_requests(pods: Iterable[KubeObject]) -> dict[str, int]:
     """nvidia.com/* requested on a node by its pods that are not finished."""
     out: dict[str, int] = defaultdict(int)
     for pod in pods:
@@ -555,12 +573,12 @@ def _node_requests(pods) -> dict[str, int]:
     return dict(out)
 
 
-def _contribution(n: NodeLedger) -> tuple:
+def _contribution(n: NodeLedger) -> Contribution:
     """What one node adds to the totals, worked out once per line: (served, physical).
     served: [((model, type), resource, allocatable, requested, cordoned, shared_on entry or
     None)] per resource it serves; physical: [((model, type), GPUs)], counted into a row
     only if that row exists once this node's resources are in."""
-    served = []
+    served: list[Served] = []
     for r in n.served:
         if not (r.capacity or r.allocatable or r.requested):
             continue  # e.g. "nvidia.com/gpu: 0" on a MIG node: nothing to show
@@ -610,7 +628,7 @@ def _physical_by_type(n: NodeLedger) -> dict[tuple[str, str], int]:
     return out
 
 
-def compute(snapshot, memo: dict | None = None) -> Ledger:
+def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Ledger:
     """The ledger for a snapshot (brickadmin.cluster.snapshot.Snapshot).
 
     ``memo``: a dict the caller keeps from one call to the next (the cluster view's
@@ -619,13 +637,13 @@ def compute(snapshot, memo: dict | None = None) -> Ledger:
     last call. A snapshot's objects are never changed in place (the watcher replaces an
     object when it changes), so comparing them is cheap: equal objects are mostly the
     same objects."""
-    pods_by_node: dict[str, list[dict]] = defaultdict(list)
+    pods_by_node: dict[str, list[KubeObject]] = defaultdict(list)
     for pod in snapshot.gpu_pods:
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
             pods_by_node[node].append(pod)
 
-    plugin_pods_by_node: dict[str, list[dict]] = defaultdict(list)
+    plugin_pods_by_node: dict[str, list[KubeObject]] = defaultdict(list)
     for p in snapshot.plugin_pods:
         plugin_pods_by_node[(p.get("spec") or {}).get("nodeName", "")].append(p)
     ts_replicas = brick_replicas(snapshot.plugin_configmaps)
@@ -696,7 +714,7 @@ def compute(snapshot, memo: dict | None = None) -> Ledger:
 
 # --- stored form (the materialised view, gpus/clusterview.py) ----------------------
 
-def node_to_dict(n: NodeLedger) -> dict:
+def node_to_dict(n: NodeLedger) -> dict[str, Any]:
     """A node's ledger line as JSON-ready data; ``node_from_dict`` gives it back equal."""
     return {
         "name": n.name, "model": n.model, "convention": n.convention, "mode": n.mode,
@@ -711,7 +729,7 @@ def node_to_dict(n: NodeLedger) -> dict:
     }
 
 
-def node_from_dict(d: dict) -> NodeLedger:
+def node_from_dict(d: dict[str, Any]) -> NodeLedger:
     fields = dict(d)
     fields["resources"] = {r[0]: ResourceLine(*r) for r in d["resources"]}
     fields["in_use"] = frozenset(d["in_use"])

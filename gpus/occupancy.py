@@ -9,15 +9,24 @@ The cluster view (gpus/clusterview.py) stores these lines; the Workspaces pages 
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from brickadmin import metrics
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import pod_gpu_requests
+from brickadmin.cluster.vocabulary import KubeObject, quantity
 
 from . import gpumap
-from .ledger import gpu_type_of, quantity
+from .ledger import Ledger, NodeLedger, gpu_type_of
+
+if TYPE_CHECKING:
+    from brickadmin.cluster.snapshot import Snapshot
+
+# Where a pod's GPUs are: [(node, GPU index, uuid)], as the node's GPU map places them.
+Placement = list[tuple[str, int, str]]
 
 
 @dataclass
@@ -26,13 +35,13 @@ class Occupancy:
     owner: str = ""
     labelled: bool = False
     gpu_quotas: dict[str, int] = field(default_factory=dict)
-    quotas: list[dict] = field(default_factory=list)  # [{"name", "hard", "used"}]
+    quotas: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "hard", "used"}]
     requested: int = 0
     physical: int = 0
     utilisation: float | None = None
     memory_mib: float | None = None
     created_at: str = ""
-    pods: list[dict] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "node", "phase", "requests", ...}]
 
     @property
     def resource(self) -> str:
@@ -64,13 +73,13 @@ def _parse_time(text: str) -> datetime | None:
         return None
 
 
-def _in_use_slots(n) -> list[tuple[str, int, str]]:
+def _in_use_slots(n: NodeLedger) -> list[tuple[str, int, str]]:
     """[(pod, GPU index, uuid)] of the slots Running pods hold on this node's GPU map."""
     return [(slot.pod, tile.index, tile.uuid) for tile in gpumap.node_map(n).tiles for slot in tile.slots
             if slot.pod and slot.state == "in_use"]
 
 
-def compute(snapshot, ledger, memo: dict | None = None) -> dict[str, Occupancy]:
+def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = None) -> dict[str, Occupancy]:
     """namespace -> Occupancy, for Workspace namespaces and every namespace with a GPU quota.
 
     ``memo``: kept by the caller between calls (the cluster view's publish). A node's GPU
@@ -100,8 +109,8 @@ def compute(snapshot, ledger, memo: dict | None = None) -> dict[str, Occupancy]:
             nmd = (namespaces.get(name) or {}).get("metadata") or {}
             occ = out[name] = Occupancy(name, owner=(nmd.get("labels") or {}).get(vocab.OWNER_LABEL, ""),
                                         created_at=nmd.get("creationTimestamp") or md.get("creationTimestamp") or "")
-        for res, n in gpu.items():
-            occ.gpu_quotas[res] = occ.gpu_quotas.get(res, 0) + n
+        for res, amount in gpu.items():
+            occ.gpu_quotas[res] = occ.gpu_quotas.get(res, 0) + amount
         occ.quotas.append({"name": md.get("name", ""), "hard": {k: str(v) for k, v in hard.items()},
                            "used": {k: str(v) for k, v in ((q.get("status") or {}).get("used") or {}).items()}})
     if not out:
@@ -109,7 +118,7 @@ def compute(snapshot, ledger, memo: dict | None = None) -> dict[str, Occupancy]:
     memo = {} if memo is None else memo
 
     # Where each Running pod's GPUs are: the node maps of the nodes running pods of these namespaces.
-    placed: dict[str, list[tuple[str, int, str]]] = {}  # "ns/pod" -> [(node, GPU index, uuid)]
+    placed: dict[str, Placement] = {}  # "ns/pod" -> where its GPUs are
     last_maps, maps = memo.get("maps", {}), {}
     wanted = set(out)  # frozenset.isdisjoint walks a dict argument whole, a set it probes
     for n in ledger.nodes:
@@ -125,7 +134,7 @@ def compute(snapshot, ledger, memo: dict | None = None) -> dict[str, Occupancy]:
         for pod, index, uuid in slots or ():
             placed.setdefault(pod, []).append((n.name, index, uuid))
 
-    pods_of: dict[str, list[dict]] = {}
+    pods_of: dict[str, list[KubeObject]] = {}
     for pod in snapshot.gpu_pods:
         name = (pod.get("metadata") or {}).get("namespace", "")
         if name in out:
@@ -142,7 +151,7 @@ def compute(snapshot, ledger, memo: dict | None = None) -> dict[str, Occupancy]:
         if last is not None and last[0] == key:
             out[name] = last[1]
         else:
-            lines = {}
+            lines: dict[str, Any] = {}
             _fill(occ, pods, keys, where, usage, last[2] if last is not None else {}, lines)
             last = (key, occ, lines)
         kept[name] = last
@@ -150,13 +159,13 @@ def compute(snapshot, ledger, memo: dict | None = None) -> dict[str, Occupancy]:
     return out
 
 
-def _fill(occ: Occupancy, pods: list[dict], keys: list[str], where: list[list], usage, last_lines: dict,
-          lines: dict) -> None:
+def _fill(occ: Occupancy, pods: list[KubeObject], keys: list[str], where: list[Placement],
+          usage: dict[str, dict[str, list[Any]]] | None, last_lines: dict[str, Any], lines: dict[str, Any]) -> None:
     """Add the pods of ``occ``'s namespace to it: their lines, what the Running ones
     request, the distinct GPUs they hold and (when DCGM measured them) their utilisation."""
-    devices: dict = {}  # DCGM device readings of the namespace's pods
-    held: set = set()
-    for pod, key, at in zip(pods, keys, where):
+    devices: dict[str, list[Any]] = {}  # DCGM device readings of the namespace's pods
+    held: set[tuple[str, int]] = set()
+    for pod, key, at in zip(pods, keys, where, strict=True):
         if vocab.is_terminal(pod):
             continue
         md, spec = pod.get("metadata") or {}, pod.get("spec") or {}
@@ -189,14 +198,27 @@ def created(occ: Occupancy) -> datetime | None:
     return _parse_time(occ.created_at)
 
 
-def idle_lines(lines, now: datetime, hours: float) -> list:
+class QuotaLine(Protocol):
+    """A Workspace line as stored (gpus.models.ViewWorkspace, with ``idle_since``) or computed."""
+
+    @property
+    def quota(self) -> int: ...
+
+    @property
+    def gpu_quotas(self) -> dict[str, int]: ...
+
+
+_Line = TypeVar("_Line", bound=QuotaLine)
+
+
+def idle_lines(lines: Iterable[_Line], now: datetime, hours: float) -> list[_Line]:
     """The lines whose GPU quota has been idle for at least ``hours``."""
     window = timedelta(hours=hours)
     return [line for line in lines
-            if line.quota and getattr(line, "idle_since", None) is not None and now - line.idle_since >= window]
+            if line.quota and (since := getattr(line, "idle_since", None)) is not None and now - since >= window]
 
 
-def idle_totals(lines, now: datetime, hours: float) -> dict[str, int]:
+def idle_totals(lines: Iterable[QuotaLine], now: datetime, hours: float) -> dict[str, int]:
     """GPU quota idle for the window, per resource (the Dashboard shows it beside Used)."""
     out: dict[str, int] = {}
     for line in idle_lines(lines, now, hours):

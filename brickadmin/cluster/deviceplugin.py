@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import math
+from typing import Any
 
-from .vocabulary import (  # noqa: F401  (re-exported: the twin and lab/ read them here too)
+from .vocabulary import (
     COMPONENT_LABEL,
     GPU,
     GPU_SHARED,
     MIG_PREFIX,
     NVIDIA_PREFIX,
     PLUGIN_NAMESPACE,
+    KubeObject,
     labels_match,
     parse_plugin_config,
     quantity,
@@ -24,10 +26,19 @@ from .vocabulary import (  # noqa: F401  (re-exported: the twin and lab/ read th
     tolerates,
 )
 from .pluginconfig import plugin_config_errors
-from .vocabulary import PLUGIN_CONFIG_KEY as CONFIG_KEY  # noqa: F401
+from .vocabulary import PLUGIN_CONFIG_KEY as CONFIG_KEY
+
+# The vocabulary is here too: the twin and lab/ read the plugin's names from this module.
+__all__ = [
+    "COMPONENT_LABEL", "CONFIG_KEY", "GPU", "GPU_SHARED", "MIG_PREFIX", "NVIDIA_PREFIX", "PLUGIN_NAMESPACE",
+    "PluginRefused", "advertised_resources", "config_map_name", "daemonset_for_node", "device_map", "gfd_labels",
+    "kubelet_status", "labels_match", "matches_selector", "parse_config", "parse_plugin_config",
+    "plugin_start_error", "pod_gpu_requests", "quantity", "sharing_strategy", "simulated_utilisation",
+    "time_slicing", "time_slicing_replicas", "tolerates",
+]
 
 
-def pod_gpu_requests(pod: dict) -> dict[str, int]:
+def pod_gpu_requests(pod: KubeObject) -> dict[str, int]:
     """nvidia.com/* requests of a pod's containers (extended resources: requests = limits)."""
     out: dict[str, int] = {}
     for c in (pod.get("spec") or {}).get("containers") or []:
@@ -46,19 +57,19 @@ class PluginRefused(ValueError):
     """The plugin exits at start with this reason (kubelet then keeps no device of it)."""
 
 
-def _mig_enabled(gpu: dict) -> bool:
+def _mig_enabled(gpu: KubeObject) -> bool:
     # A GPU in MIG mode may hold no instance yet (``mig: []`` with ``migEnabled``).
     return bool(gpu.get("migEnabled", bool(gpu.get("mig"))))
 
 
-def _replicated(cfg: dict) -> dict:
+def _replicated(cfg: KubeObject) -> KubeObject:
     """The replicated-resources section the plugin uses: ``sharing.mps`` when present, else
     ``sharing.timeSlicing`` (api/config/v1/sharing.go: ReplicatedResources)."""
     sharing = cfg.get("sharing") or {}
     return (sharing.get("mps") if sharing.get("mps") is not None else sharing.get("timeSlicing")) or {}
 
 
-def sharing_strategy(config: str | dict | None) -> str:
+def sharing_strategy(config: str | KubeObject | None) -> str:
     """GFD's ``nvidia.com/gpu.sharing-strategy`` for a config: mps, time-slicing or none
     (a section counts only when one of its resources has more than one replica)."""
     cfg = parse_config(config)
@@ -70,14 +81,14 @@ def sharing_strategy(config: str | dict | None) -> str:
     return "none"
 
 
-def _int(value) -> int:
+def _int(value: Any) -> int:
     try:
         return int(value)
     except (TypeError, ValueError):
         return 0
 
 
-def device_map(gpus: list[dict], config: str | dict | None) -> dict[str, list[str]]:
+def device_map(gpus: list[KubeObject], config: str | KubeObject | None) -> dict[str, list[str]]:
     """Resource name -> the device IDs the plugin serves under it, before replication.
 
     As internal/rm/device_map.go builds it: under ``migStrategy`` none every GPU is whole;
@@ -113,7 +124,7 @@ def device_map(gpus: list[dict], config: str | dict | None) -> dict[str, list[st
     return out
 
 
-def plugin_start_error(gpus: list[dict], config: str | dict | None) -> str:
+def plugin_start_error(gpus: list[KubeObject], config: str | KubeObject | None) -> str:
     """Why the plugin would exit at start on these GPUs with this config ("" when it starts)."""
     try:
         device_map(gpus, config)
@@ -122,7 +133,7 @@ def plugin_start_error(gpus: list[dict], config: str | dict | None) -> str:
     return ""
 
 
-def advertised_resources(gpus: list[dict], config: str | dict | None) -> dict[str, int]:
+def advertised_resources(gpus: list[KubeObject], config: str | KubeObject | None) -> dict[str, int]:
     """Resources the plugin registers with kubelet for these physical GPUs.
 
     ``gpus``: [{"uuid", "model", "mig": [profile, ...], "migEnabled"?}]. The device map
@@ -154,7 +165,7 @@ def advertised_resources(gpus: list[dict], config: str | dict | None) -> dict[st
     return out
 
 
-def gfd_labels(gpus: list[dict], config: str | dict | None) -> dict[str, str]:
+def gfd_labels(gpus: list[KubeObject], config: str | KubeObject | None) -> dict[str, str]:
     """The core labels GPU feature discovery writes for these GPUs and this config
     (internal/lm/resource.go and mig-strategy.go): ``nvidia.com/gpu.count``/``.product``/
     ``.replicas``/``.sharing-strategy``, ``nvidia.com/mig.strategy``, and per MIG resource
@@ -207,7 +218,7 @@ def _sanitise(name: str) -> str:
     return "-".join(name.split())
 
 
-def kubelet_status(status: dict, advertised: dict[str, int] | None) -> dict:
+def kubelet_status(status: KubeObject, advertised: dict[str, int] | None) -> KubeObject:
     """Node ``status`` after kubelet syncs with a plugin advertising ``advertised``.
 
     ``None`` means no plugin is registered (pod gone or not started). Like kubelet,
@@ -229,7 +240,7 @@ def kubelet_status(status: dict, advertised: dict[str, int] | None) -> dict:
 matches_selector = labels_match  # nodeSelector-style equality
 
 
-def daemonset_for_node(node: dict, daemonsets: list[dict]) -> dict | None:
+def daemonset_for_node(node: KubeObject, daemonsets: list[KubeObject]) -> KubeObject | None:
     """The brick-nvidia DaemonSet whose nodeSelector matches the node's labels."""
     labels = node["metadata"].get("labels") or {}
     for ds in daemonsets:
@@ -239,10 +250,11 @@ def daemonset_for_node(node: dict, daemonsets: list[dict]) -> dict | None:
     return None
 
 
-def config_map_name(daemonset: dict) -> str | None:
+def config_map_name(daemonset: KubeObject) -> str | None:
     for vol in daemonset["spec"]["template"]["spec"].get("volumes") or []:
         if "configMap" in vol:
-            return vol["configMap"]["name"]
+            name: str = vol["configMap"]["name"]
+            return name
     return None
 
 

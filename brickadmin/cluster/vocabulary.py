@@ -10,8 +10,12 @@ from __future__ import annotations
 import decimal
 import math
 import re
+from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeAlias, TypeGuard, TypeVar
+
+# A Kubernetes object, or a part of one, as the API server returns it: decoded JSON.
+KubeObject: TypeAlias = dict[str, Any]
 
 # --- resources -------------------------------------------------------------------
 # Names are written out whole, so a grep for one finds its single definition.
@@ -235,7 +239,7 @@ def _parse(text: str) -> tuple[decimal.Decimal, str, bool]:
         amount = amount.scaleb(exponent, _EXACT)
     else:
         amount = _EXACT.multiply(amount, 1 << exponent)
-    if amount.as_tuple().exponent < -9:
+    if _exponent(amount) < -9:
         amount = amount.quantize(_NANO, rounding=decimal.ROUND_UP, context=_EXACT)
     if fmt == BINARY_SI and abs(amount) > _INT64_MAX:
         amount = decimal.Decimal(_INT64_MAX).copy_sign(amount)
@@ -244,6 +248,13 @@ def _parse(text: str) -> tuple[decimal.Decimal, str, bool]:
     if amount == 0:
         amount = decimal.Decimal(0)  # no "-0"
     return amount, fmt, _kept_as_written(num, denom, exponent, fmt)
+
+
+def _exponent(amount: decimal.Decimal) -> int:
+    exponent = amount.as_tuple().exponent
+    if not isinstance(exponent, int):  # "n", "N", "F": NaN or infinity, never a quantity
+        raise TypeError(f"not a finite amount: {amount}")
+    return exponent
 
 
 def _fast_path(num: str, denom: str, exponent: int, fmt: str) -> bool:
@@ -271,7 +282,7 @@ def parse_quantity(text: str) -> decimal.Decimal:
     return parse_quantity_format(text)[0]
 
 
-def quantity(value) -> int:
+def quantity(value: Any) -> int:
     """A count as the product counts it: resource.Quantity.Value(), the amount rounded
     up away from zero ("1500m" -> 2, "5000m" -> 5, "1k" -> 1000, "1Ki" -> 1024). Away from
     zero also below 0, as Value() promises; upstream's inf.Dec path (more than 18 digits,
@@ -296,7 +307,10 @@ def quantity(value) -> int:
 _LABEL_INT = re.compile(r"[+-]?[0-9]{1,18}")
 
 
-def label_int(value, default):
+_Default = TypeVar("_Default")
+
+
+def label_int(value: Any, default: _Default) -> int | _Default:
     """A whole number written in free text (a label such as nvidia.com/gpu.count, a
     plugin config's replicas): an int, or a string of plain decimal digits with an
     optional sign; ``default`` for anything else, which a person may have typed."""
@@ -310,7 +324,8 @@ def label_int(value, default):
 def _canonical_decimal(amount: decimal.Decimal) -> tuple[str, int]:
     """amount.go AsCanonicalBytes: (mantissa, exponent) with the exponent a multiple of 3
     and as large as possible without a fraction. On digit strings: any length prints."""
-    sign, digits, exponent = amount.as_tuple()
+    sign, digits, _ = amount.as_tuple()
+    exponent = _exponent(amount)
     written = "".join(map(str, digits))
     mantissa = written.rstrip("0") or "0"
     exponent += len(written) - len(mantissa)
@@ -318,7 +333,7 @@ def _canonical_decimal(amount: decimal.Decimal) -> tuple[str, int]:
     return ("-" if sign else "") + mantissa + "0" * shift, exponent - shift
 
 
-def format_quantity(value, fmt: str = DECIMAL_SI) -> str:
+def format_quantity(value: str | int | float | decimal.Decimal, fmt: str = DECIMAL_SI) -> str:
     """Quantity.String(): the canonical form the API server writes back. A string is
     parsed and keeps its own format ("1000" -> "1k", "1024Mi" -> "1Gi", "1.5" -> "1500m");
     a number is printed in ``fmt`` (DecimalSI by default: 1000 -> "1k")."""
@@ -335,12 +350,12 @@ def format_quantity(value, fmt: str = DECIMAL_SI) -> str:
         if -1024 < amount < 1024 or whole != amount:  # below 1Ki, or a fraction: printed as DecimalSI
             fmt = DECIMAL_SI
         else:
-            mantissa, times = int(whole), 0
-            while mantissa % 1024 == 0:
-                mantissa //= 1024
+            count, times = int(whole), 0
+            while count % 1024 == 0:
+                count //= 1024
                 times += 1
             # As upstream: beyond Ei there is no suffix, and none is printed.
-            return f"{mantissa}{next((k for k, v in _BINARY_SUFFIXES.items() if v == times * 10), '')}"
+            return f"{count}{next((k for k, v in _BINARY_SUFFIXES.items() if v == times * 10), '')}"
     mantissa, exponent = _canonical_decimal(amount)
     if fmt == DECIMAL_SI:
         # As upstream: an exponent without a suffix (beyond E) prints no suffix at all.
@@ -352,15 +367,15 @@ def format_quantity(value, fmt: str = DECIMAL_SI) -> str:
 
 # --- pods ------------------------------------------------------------------------
 
-def is_terminal(pod: dict) -> bool:
+def is_terminal(pod: KubeObject) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-def is_mirror(pod: dict) -> bool:
+def is_mirror(pod: KubeObject) -> bool:
     return MIRROR_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {})
 
 
-def daemonset_controlled(pod: dict) -> bool:
+def daemonset_controlled(pod: KubeObject) -> bool:
     """Only the *controller* owner counts, as in kubectl drain: a DaemonSet that merely
     appears among the owners would not recreate the pod."""
     owners = (pod.get("metadata") or {}).get("ownerReferences") or []
@@ -370,7 +385,7 @@ def daemonset_controlled(pod: dict) -> bool:
 SKIP_MIRROR, SKIP_DAEMONSET, EVICT = "skip-mirror", "skip-daemonset", "evict"
 
 
-def drain_decision(pod: dict) -> str:
+def drain_decision(pod: KubeObject) -> str:
     """What ``kubectl drain --ignore-daemonsets --force`` does with a pod on the node.
 
     Terminal pods are left to the caller: the real gateway deletes them too (their
@@ -382,23 +397,23 @@ def drain_decision(pod: dict) -> str:
     return EVICT
 
 
-def uses_emptydir(pod: dict) -> bool:
+def uses_emptydir(pod: KubeObject) -> bool:
     return any("emptyDir" in v for v in (pod.get("spec") or {}).get("volumes") or [])
 
 
-def pod_key(pod: dict) -> str:
+def pod_key(pod: KubeObject) -> str:
     md = pod["metadata"]
     return f"{md.get('namespace', '')}/{md['name']}"
 
 
 # --- label selectors -------------------------------------------------------------
 
-def labels_match(labels: dict, match_labels: dict | None) -> bool:
+def labels_match(labels: dict[str, str], match_labels: KubeObject | None) -> bool:
     """Equality-only selection (nodeSelector, matchLabels); empty selects everything."""
     return all(labels.get(k) == v for k, v in (match_labels or {}).items())
 
 
-def _expression_matches(labels: dict, expr: dict) -> bool:
+def _expression_matches(labels: dict[str, str], expr: KubeObject) -> bool:
     key, op, values = expr.get("key"), expr.get("operator"), set(expr.get("values") or [])
     if op == "In":
         return key in labels and labels[key] in values
@@ -411,7 +426,7 @@ def _expression_matches(labels: dict, expr: dict) -> bool:
     return False  # an operator the API server would have refused
 
 
-def selector_matches(labels: dict, selector: dict | None) -> bool:
+def selector_matches(labels: dict[str, str], selector: KubeObject | None) -> bool:
     """A LabelSelector (``matchLabels`` + ``matchExpressions``, ANDed). An empty selector
     selects everything; callers decide what a missing (null) selector means."""
     selector = selector or {}
@@ -440,10 +455,10 @@ def split_selector_terms(selector: str) -> list[str]:
     return parts
 
 
-def parse_label_selector(selector: str | None) -> dict:
+def parse_label_selector(selector: str | None) -> KubeObject:
     """A selector string (``a=b,c!=d,e in (f,g),h,!i``) as a LabelSelector dict."""
     match_labels: dict[str, str] = {}
-    exprs: list[dict] = []
+    exprs: list[KubeObject] = []
     for term in split_selector_terms(selector or ""):
         term = term.strip()
         m = _SET_RE.match(term)
@@ -465,7 +480,7 @@ def parse_label_selector(selector: str | None) -> dict:
             exprs.append({"key": term[1:].strip(), "operator": "DoesNotExist"})
         else:
             exprs.append({"key": term, "operator": "Exists"})
-    out: dict = {}
+    out: KubeObject = {}
     if match_labels:
         out["matchLabels"] = match_labels
     if exprs:
@@ -473,14 +488,14 @@ def parse_label_selector(selector: str | None) -> dict:
     return out
 
 
-def label_selector_matches(labels: dict, selector: str | None) -> bool:
+def label_selector_matches(labels: dict[str, str], selector: str | None) -> bool:
     """A selector string, as ``list --selector`` applies it."""
     return selector_matches(labels, parse_label_selector(selector))
 
 
 # --- taints and tolerations ------------------------------------------------------
 
-def toleration_matches(taint: dict, tol: dict) -> bool:
+def toleration_matches(taint: KubeObject, tol: KubeObject) -> bool:
     if tol.get("effect") and tol["effect"] != taint.get("effect"):
         return False
     if tol.get("operator") == "Exists":
@@ -497,7 +512,7 @@ DAEMONSET_AUTO_TOLERATED = frozenset({
     "node.kubernetes.io/network-unavailable"})
 
 
-def tolerates(taints: list[dict] | None, tolerations: list[dict] | None) -> bool:
+def tolerates(taints: list[KubeObject] | None, tolerations: list[KubeObject] | None) -> bool:
     """True when every NoSchedule/NoExecute taint is tolerated (DaemonSet rules)."""
     for taint in taints or []:
         if taint.get("effect") not in ("NoSchedule", "NoExecute"):
@@ -531,7 +546,7 @@ _SCALE_SUBRESOURCE = {("", "ReplicationController"), ("apps", "Deployment"), ("a
                       ("apps", "StatefulSet")}
 
 
-def pdb_selects(pdb: dict, pod: dict) -> bool:
+def pdb_selects(pdb: KubeObject, pod: KubeObject) -> bool:
     """policy/v1: same namespace and the selector matches; an empty selector selects every
     pod of the namespace, a missing one selects none."""
     if (pdb.get("metadata") or {}).get("namespace") != (pod.get("metadata") or {}).get("namespace"):
@@ -542,27 +557,27 @@ def pdb_selects(pdb: dict, pod: dict) -> bool:
     return selector_matches((pod.get("metadata") or {}).get("labels") or {}, selector)
 
 
-def pdbs_for(pod: dict, pdbs: list[dict]) -> list[dict]:
+def pdbs_for(pod: KubeObject, pdbs: list[KubeObject]) -> list[KubeObject]:
     """The budgets that guard this pod."""
     return [b for b in pdbs if pdb_selects(b, pod)]
 
 
-def pod_ready(pod: dict) -> bool:
+def pod_ready(pod: KubeObject) -> bool:
     """apipod.IsPodReady: the Ready condition is True (a pod without one is not ready)."""
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or [])
 
 
-def being_deleted(obj: dict) -> bool:
+def being_deleted(obj: KubeObject) -> bool:
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
-def pod_healthy(pod: dict) -> bool:
+def pod_healthy(pod: KubeObject) -> bool:
     """Healthy as a budget counts it: Ready and not being deleted."""
     return pod_ready(pod) and not being_deleted(pod)
 
 
-def scaled_value(value, total: int, round_up: bool) -> int:
+def scaled_value(value: Any, total: int, round_up: bool) -> int:
     """intstr.GetScaledValueFromIntOrPercent: an integer as it is, "N%" of ``total`` rounded
     up or down; any other string is an error (ValueError)."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -575,9 +590,10 @@ def scaled_value(value, total: int, round_up: bool) -> int:
     raise ValueError(f"invalid value for IntOrString: invalid type: neither int nor percentage ({value!r})")
 
 
-def controller_of(obj: dict) -> dict | None:
+def controller_of(obj: KubeObject) -> KubeObject | None:
     """metav1.GetControllerOf: the owner reference marked controller."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+    refs: list[KubeObject] = (obj.get("metadata") or {}).get("ownerReferences") or []
+    for ref in refs:
         if ref.get("controller") is True:
             return ref
     return None
@@ -587,7 +603,7 @@ def _api_group(api_version: str | None) -> str:
     return (api_version or "").rpartition("/")[0]
 
 
-def _workload(workloads: list[dict], kind: str, name: str, namespace: str) -> dict | None:
+def _workload(workloads: Sequence[KubeObject], kind: str | None, name: str | None, namespace: str) -> KubeObject | None:
     for w in workloads:
         md = w.get("metadata") or {}
         if w.get("kind") == kind and md.get("name") == name and md.get("namespace", namespace) == namespace:
@@ -595,21 +611,26 @@ def _workload(workloads: list[dict], kind: str, name: str, namespace: str) -> di
     return None
 
 
-def _replicas(workload: dict) -> int:
+def _replicas(workload: KubeObject) -> int:
     replicas = (workload.get("spec") or {}).get("replicas")
     return 1 if replicas is None else int(replicas)  # the API server defaults spec.replicas to 1
 
 
-def controller_scale(ref: dict, namespace: str, workloads: list[dict]) -> tuple[str, int] | None:
+def controller_scale(
+    ref: KubeObject, namespace: str, workloads: Sequence[KubeObject]
+) -> tuple[str | None, int] | None:
     """The controller a pod's controller reference leads to, as (uid, spec.replicas): the
     disruption controller's finders in their order (ReplicationController; the Deployment of a
     ReplicaSet; a ReplicaSet no Deployment controls; StatefulSet; any other scale subresource).
     None when none is found; ValueError when the owner's kind has no scale (a Job, a DaemonSet).
     ``workloads``: the objects the owner chain may name, as read from the cluster. A custom
     resource with a scale subresource is given with its scale as ``spec.replicas``."""
-    kind, group, name, uid = ref.get("kind"), _api_group(ref.get("apiVersion")), ref.get("name"), ref.get("uid")
+    kind: str | None = ref.get("kind")
+    name: str | None = ref.get("name")
+    uid: str | None = ref.get("uid")
+    group = _api_group(ref.get("apiVersion"))
 
-    def same(obj):
+    def same(obj: KubeObject | None) -> TypeGuard[KubeObject]:
         return obj is not None and (obj.get("metadata") or {}).get("uid") == uid
 
     if kind == "ReplicationController" and group == "":
@@ -641,11 +662,11 @@ def controller_scale(ref: dict, namespace: str, workloads: list[dict]) -> tuple[
     raise ValueError(f"{kind}.{group or 'core'} does not implement the scale subresource")
 
 
-def expected_scale(pods: list[dict], workloads: list[dict]) -> tuple[int, list[str]]:
+def expected_scale(pods: list[KubeObject], workloads: Sequence[KubeObject]) -> tuple[int, list[str | None]]:
     """getExpectedScale: the sum of the scales of the pods' controllers, and the pods that
     have none (left out, not an error). ValueError when a pod's controller is not found."""
-    scales: dict[str, int] = {}
-    unmanaged = []
+    scales: dict[str | None, int] = {}
+    unmanaged: list[str | None] = []
     for pod in pods:
         md = pod.get("metadata") or {}
         ref = controller_of(pod)
@@ -661,7 +682,7 @@ def expected_scale(pods: list[dict], workloads: list[dict]) -> tuple[int, list[s
     return sum(scales.values()), unmanaged
 
 
-def expected_pod_count(pdb: dict, pods: list[dict], workloads: list[dict]) -> tuple[int, int]:
+def expected_pod_count(pdb: KubeObject, pods: list[KubeObject], workloads: Sequence[KubeObject]) -> tuple[int, int]:
     """getExpectedPodCount: (expectedPods, desiredHealthy) for the pods the budget selects.
     maxUnavailable and a percentage minAvailable count from the controllers' scale, rounding
     up; an integer minAvailable counts the selected pods."""
@@ -683,21 +704,21 @@ def _parse_time(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
-def disrupted_pods(pdb: dict, pods: list[dict], now: datetime) -> dict[str, str]:
+def disrupted_pods(pdb: KubeObject, pods: list[KubeObject], now: datetime) -> dict[str, str]:
     """buildDisruptedPodMap: the evictions still expected to show up as deletions (pods the
     Eviction API let go less than two minutes ago that are not yet being deleted)."""
     recorded = (pdb.get("status") or {}).get("disruptedPods") or {}
-    kept = {}
+    kept: dict[str, str] = {}
     for pod in pods:
-        name = (pod.get("metadata") or {}).get("name")
-        if being_deleted(pod) or name not in recorded:
+        name: str | None = (pod.get("metadata") or {}).get("name")
+        if being_deleted(pod) or name is None or name not in recorded:
             continue
         if (now - _parse_time(recorded[name])).total_seconds() <= DISRUPTION_DELETION_TIMEOUT_SECONDS:
             kept[name] = recorded[name]
     return kept
 
 
-def count_healthy(pods: list[dict], disrupted: dict[str, str], now: datetime) -> int:
+def count_healthy(pods: list[KubeObject], disrupted: dict[str, str], now: datetime) -> int:
     """countHealthyPods: Ready pods not being deleted and not just evicted."""
     healthy = 0
     for pod in pods:
@@ -712,7 +733,7 @@ def count_healthy(pods: list[dict], disrupted: dict[str, str], now: datetime) ->
     return healthy
 
 
-def pdb_status(pdb: dict, pods: list[dict], workloads: list[dict] = (), now: datetime | None = None) -> dict:
+def pdb_status(pdb: KubeObject, pods: list[KubeObject], workloads: Sequence[KubeObject] = (), now: datetime | None = None) -> KubeObject:
     """The status the disruption controller writes for this budget (trySync, updatePdbStatus,
     failSafe). ``pods``: the pods of the budget's namespace (it selects among them);
     ``workloads``: the controllers their owner references lead to (see controller_scale)."""
@@ -742,9 +763,10 @@ def pdb_status(pdb: dict, pods: list[dict], workloads: list[dict] = (), now: dat
     return status
 
 
-def disruptions_allowed(pdb: dict, pods: list[dict], workloads: list[dict] = (), now: datetime | None = None) -> int:
+def disruptions_allowed(pdb: KubeObject, pods: list[KubeObject], workloads: Sequence[KubeObject] = (), now: datetime | None = None) -> int:
     """status.disruptionsAllowed as the disruption controller computes it (see pdb_status)."""
-    return pdb_status(pdb, pods, workloads, now)["disruptionsAllowed"]
+    allowed: int = pdb_status(pdb, pods, workloads, now)["disruptionsAllowed"]
+    return allowed
 
 
 class EvictionRefusal(NamedTuple):
@@ -757,13 +779,13 @@ class EvictionRefusal(NamedTuple):
     cause: str = ""  # status.details.causes[0].message, naming the budget
 
 
-def eviction_ignores_budgets(pod: dict) -> bool:
+def eviction_ignores_budgets(pod: KubeObject) -> bool:
     """canIgnorePDB: a finished, pending or terminating pod is deleted without asking a budget
     (its going disrupts nothing that is not disrupted already)."""
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed", "Pending") or being_deleted(pod)
 
 
-def unready_pod_passes(pod: dict, pdb: dict) -> bool:
+def unready_pod_passes(pod: KubeObject, pdb: KubeObject) -> bool:
     """An unready pod counts for nothing, so the Eviction API lets it go without touching the
     budget: always under AlwaysAllow; under IfHealthyBudget (the default) while the application
     is not disrupted (currentHealthy >= desiredHealthy > 0). Otherwise the budget decides."""
@@ -773,10 +795,10 @@ def unready_pod_passes(pod: dict, pdb: dict) -> bool:
         return True
     status = pdb.get("status") or {}
     current, desired = status.get("currentHealthy", 0), status.get("desiredHealthy", 0)
-    return current >= desired and desired > 0
+    return bool(current >= desired and desired > 0)
 
 
-def eviction_refusal(pod: dict, pdbs: list[dict]) -> EvictionRefusal | None:
+def eviction_refusal(pod: KubeObject, pdbs: list[KubeObject]) -> EvictionRefusal | None:
     """The Eviction API's decision for ``pod`` (EvictionREST.Create, checkAndDecrement), from
     the budgets of its namespace with the status the disruption controller gave them. None:
     the pod is deleted; the budget that let it through is then decremented (status_after_eviction)
@@ -810,7 +832,7 @@ def eviction_refusal(pod: dict, pdbs: list[dict]) -> EvictionRefusal | None:
     return None
 
 
-def status_after_eviction(status: dict, pod_name: str, now: datetime | None = None) -> dict:
+def status_after_eviction(status: KubeObject, pod_name: str, now: datetime | None = None) -> KubeObject:
     """checkAndDecrement's write when it lets an eviction through: one disruption fewer (the
     condition turns InsufficientPods at 0) and the pod remembered in disruptedPods, so the
     controller does not count it healthy until it sees it being deleted."""
@@ -834,7 +856,7 @@ def json_pointer_escape(token: str) -> str:
 
 # --- the device plugin's config -----------------------------------------------------
 
-def parse_plugin_config(config: str | dict | None) -> dict:
+def parse_plugin_config(config: str | KubeObject | None) -> KubeObject:
     """The plugin's config file (a ConfigMap's ``config.yaml``) as a dict; YAML errors raise."""
     if config is None:
         return {}
@@ -845,12 +867,12 @@ def parse_plugin_config(config: str | dict | None) -> dict:
     return yaml.safe_load(config) or {}
 
 
-def time_slicing(config: str | dict | None) -> dict:
+def time_slicing(config: str | KubeObject | None) -> KubeObject:
     """The ``sharing.timeSlicing`` section of a plugin config ({} when absent)."""
     return (parse_plugin_config(config).get("sharing") or {}).get("timeSlicing") or {}
 
 
-def time_slicing_replicas(config: str | dict | None) -> int | None:
+def time_slicing_replicas(config: str | KubeObject | None) -> int | None:
     """Replicas of ``nvidia.com/gpu`` under time-slicing; None when the config names none.
     The plugin reads replicas as a plain int, not a quantity: anything else reads as 0
     here (the callers' checks then refuse it)."""
@@ -860,7 +882,7 @@ def time_slicing_replicas(config: str | dict | None) -> int | None:
     return None
 
 
-def configmap_replicas(configmaps: list[dict]) -> int | None:
+def configmap_replicas(configmaps: list[KubeObject]) -> int | None:
     """Time-slicing replicas in the BRICK time-slicing ConfigMap among ``configmaps``
     (live objects or manifest documents); None when it or its replicas are missing."""
     for cm in configmaps:
