@@ -21,7 +21,7 @@ def page_text(resp) -> str:
     return resp.content.decode()
 
 
-# --- item 2: limit_save ---------------------------------------------------------------
+# --- the limits form (limit_save) -----------------------------------------------------
 
 @pytest.mark.parametrize("field", ["user", "group"])
 @pytest.mark.parametrize("value", ["²", "9" * 30, "٣", "1" * 19])
@@ -36,7 +36,7 @@ def test_limit_with_unicode_digits_or_huge_numbers_is_a_form_error(twin, admin_c
     assert not ResourceLimit.objects.exists()
 
 
-# --- item 2: deeply nested YAML, and the note over 300 characters (item 5) -------------
+# --- the managed manifest: deeply nested YAML, and a note over 300 characters ---------
 
 @pytest.mark.parametrize("content,reason", [
     ("[" * 1000, "nested more than"),
@@ -74,7 +74,7 @@ def test_manifest_note_over_300_characters_says_why_and_keeps_the_text(twin, adm
     assert manifest.current().version == 1
 
 
-# --- item 3: only the device plugin's objects -------------------------------------------
+# --- the managed manifest holds only the device plugin's objects -----------------------
 
 NODE_DOC = {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": NODE, "labels": {"brick.cloud/gpu.sharing": "timeslicing"}}}
@@ -137,7 +137,7 @@ def test_a_plugin_document_in_another_namespace_or_api_is_refused():
     assert any("more than once" in e for e in manifest.validate(twice).errors)
 
 
-# --- item 5: starting a procedure ---------------------------------------------------------
+# --- starting a procedure ---------------------------------------------------------------
 
 def test_start_with_an_invalid_form_says_why_on_the_pick_page(twin, admin_client):
     r = admin_client.post(reverse("wizard_start", args=["A"]), {"node": "no-such-node"})

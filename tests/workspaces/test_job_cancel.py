@@ -1,6 +1,6 @@
 """Admins see every Job; the owner or an admin cancels a Job, which is
 deleted through the gateway and recorded; charlie never sees or cancels alice's Job.
-Approve pre-selects no GPU type (item 2)."""
+Approve pre-selects no GPU type: the admin picks one."""
 import re
 
 import pytest
