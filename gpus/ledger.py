@@ -694,7 +694,7 @@ def compute(snapshot, memo: dict | None = None) -> Ledger:
                   allocated_by_namespace=allocated, device_source=snapshot.device_source)
 
 
-# --- stored form (the materialised view, gpus/clusterview.py) ----------------------
+# --- stored form (the materialised view, gpus/view_publish.py) ---------------------
 
 def node_to_dict(n: NodeLedger) -> dict:
     """A node's ledger line as JSON-ready data; ``node_from_dict`` gives it back equal."""
