@@ -8,8 +8,8 @@ twin's writes are its events), so every page shows the twin as it is now. On a r
 cluster only the watcher (``manage.py watch_cluster``) writes the view; pages say when it
 is behind or down.
 
-``live_view()`` reads the cluster itself: for what decides a write (pre-checks, the
-evidence capture), never for looking. Both raise ``brickadmin.cluster.ClusterError``
+``live_view()`` reads the cluster itself, for the conformance evidence capture; what
+decides a write (pre-checks, fixes, approvals) reads it through ``gpus.live.LiveRead``. Both raise ``brickadmin.cluster.ClusterError``
 when the cluster cannot be read; ``brickadmin.middleware.ClusterErrorMiddleware`` turns it
 into the 503 page with the banner."""
 from __future__ import annotations
@@ -58,7 +58,7 @@ def ledger_of(snapshot: Snapshot) -> ledger_mod.Ledger:
 
 
 def live_view(gateway=None) -> ClusterView:
-    """The cluster read now (API calls): for deciding a write, never for a page that looks."""
+    """The cluster read now (API calls): the evidence capture (decisions use gpus.live.LiveRead)."""
     snapshot = take_snapshot(gateway)
     return ClusterView(snapshot=snapshot, ledger=ledger_of(snapshot))
 
