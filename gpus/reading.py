@@ -9,9 +9,9 @@ cluster only the watcher (``manage.py watch_cluster``) writes the view; pages sa
 is behind or down.
 
 ``live_view()`` reads the cluster itself, for the conformance evidence capture; what
-decides a write (pre-checks, fixes, approvals) reads it through ``gpus.live.LiveRead``. Both raise ``brickadmin.cluster.ClusterError``
-when the cluster cannot be read; ``brickadmin.middleware.ClusterErrorMiddleware`` turns it
-into the 503 page with the banner."""
+decides a write (pre-checks, fixes, approvals) reads it through ``gpus.live.LiveRead``.
+Both raise ``brickadmin.cluster.ClusterError`` when the cluster cannot be read;
+``brickadmin.middleware.ClusterErrorMiddleware`` turns it into the 503 page with the banner."""
 from __future__ import annotations
 
 import logging
