@@ -154,12 +154,12 @@ def main():
     ledger_ms = timed(lambda: ledger.compute(snap), 5)
     print(f"ledger compute (median of 5): {ledger_ms:.0f} ms")
 
-    from gpus import clusterview
+    from gpus import view_publish
 
     t = time.perf_counter()
-    clusterview.publish(snap)
+    view_publish.publish(snap)
     first_publish = (time.perf_counter() - t) * 1000
-    unchanged_publish = timed(lambda: clusterview.publish(snap), 3)
+    unchanged_publish = timed(lambda: view_publish.publish(snap), 3)
     print(f"publish to the materialised view: {first_publish:.0f} ms first (every row written), "
           f"{unchanged_publish:.0f} ms again with nothing changed (median of 3)")
     changes = iter(range(10**6))
@@ -170,7 +170,7 @@ def main():
         k = (i * 37) % len(nodes)
         nodes[k] = {**nodes[k], "metadata": {**nodes[k]["metadata"], "labels": {
             **nodes[k]["metadata"]["labels"], vocab.GPU_PRODUCT_LABEL: f"Bench-{i}"}}}
-        clusterview.publish(dataclasses.replace(snap, nodes=nodes))
+        view_publish.publish(dataclasses.replace(snap, nodes=nodes))
 
     print(f"publish after one node's label changed (median of 5): {timed(one_node_changed, 5):.0f} ms")
 

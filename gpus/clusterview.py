@@ -1,267 +1,36 @@
-"""The materialised cluster view: what the pages read instead of the API server.
+"""Reading the materialised cluster view: what the pages read instead of the API server.
 
-The cluster watcher (``manage.py watch_cluster``, brickadmin/cluster/watch.py) keeps a
-small Kubernetes-shaped projection of the cluster up to date by list-then-watch and hands
-each new projection, as a ``Snapshot``, to ``publish()``. ``publish`` computes the ledger
-and the health findings (pure functions) and writes them to the database as the next
-generation: a row per node (rewritten only when it changed), per model × type, per
-resource and per finding. ``stored_view()`` reads them back for a page with a constant
-number of queries, whatever the cluster's size, and no API call.
+``stored_view()`` reads the current generation (written by ``gpus.view_publish``) for a
+page with a constant number of queries, whatever the cluster's size, and no API call. A
+generation of an older form than this code publishes (``view_publish.SCHEMA_VERSION``) is
+never served: ``stored_view()`` raises ``ViewOutdated`` until it is published again (the
+watcher at its start; on the twin, ``gpus.reading`` at once).
 """
 from __future__ import annotations
 
-import copy
-import functools
-import hashlib
-import json
-import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone, translation
-
-from brickadmin.cluster.snapshot import Snapshot, without_gc_pauses
 
 from . import health as health_mod
 from . import ledger as ledger_mod
 from . import occupancy as occupancy_mod
 from .models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, ViewTypeRow, ViewWorkspace
-
-# The watcher beats at least this often; a page calls it down after WATCHER_STALE_SECONDS.
-HEARTBEAT_SECONDS = 10
-
-
-def snapshot_drift(snapshot: Snapshot, docs: list[dict] | None = None):
-    """The drift of ``docs`` (by default the current managed manifest) against the
-    snapshot's device-plugin objects (no API call); None when the current manifest cannot be read."""
-    from . import manifest as manifest_mod
-
-    live = {(kind, o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
-            for kind, objs in (("ConfigMap", snapshot.plugin_configmaps), ("DaemonSet", snapshot.plugin_daemonsets))
-            for o in objs}
-    try:
-        if docs is None:
-            docs = copy.deepcopy(_parsed_manifest(manifest_mod.current().content))
-        return manifest_mod.drift(docs, live=live)
-    except manifest_mod.ManifestError:
-        return None
-
-
-@functools.lru_cache(maxsize=4)
-def _parsed_manifest(content: str) -> list[dict]:
-    """The managed manifest parsed once per text (YAML parsing is most of a drift check)."""
-    from . import manifest as manifest_mod
-
-    return manifest_mod.parse(content)
-
-
-def health_inputs(snapshot: Snapshot, ledger, *, drift: bool = True) -> health_mod.HealthInputs:
-    """What the checks that read the cluster are given, gathered once (the effects are here,
-    the checks stay pure): the snapshot, its ledger, and the managed manifest's drift against
-    the snapshot's device-plugin objects. The watcher's publish and a live view both use it."""
-    return health_mod.HealthInputs(ledger=ledger, snapshot=snapshot, drift=snapshot_drift(snapshot) if drift else None)
-
-
-def _digest(data) -> str:
-    return hashlib.sha1(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _slim_node(node: dict) -> dict:
-    """What the pages need of any node (GPU or not): name, labels, taints, unschedulable."""
-    md, spec = node.get("metadata") or {}, node.get("spec") or {}
-    return {"metadata": {"name": md.get("name", ""), "labels": md.get("labels") or {}},
-            "spec": {k: spec[k] for k in ("unschedulable", "taints") if k in spec}}
-
-
-class _Reuse:
-    """What this process's publications keep from one generation to the next, so that a
-    change on one node costs that node's recomputation, not the cluster's: the ledger's and
-    the GPU maps' per-node memos and each node row's parts. Only pure results of the
-    snapshot are kept (never what the database holds), so another writer cannot make
-    them wrong."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.ledger: dict = {}
-        self.occupancy: dict = {}
-        self.rows: dict = {}  # node name -> (raw node, NodeLedger or None, findings, data without them, data, digests)
-        self.workspaces: dict = {}  # namespace -> (Occupancy, idle since, its row's fields, their digest)
-
-
-_reuse = _Reuse()
-
-
-def _node_row(raw: dict, n, problems: int, last) -> tuple:
-    """(row parts, data, digest) of one node; ``last``'s when the node and its line are
-    the same objects as then (and its number of findings the same)."""
-    if last is not None and last[0] is raw and last[1] is n:
-        if last[2] == problems:
-            return last, last[4], last[5]
-        base, base_digest = last[3], last[6]
-    else:
-        base = {"ledger": ledger_mod.node_to_dict(n) if n else None, "raw": _slim_node(raw)}
-        base_digest = _digest(base)
-    data = {**base, "problems": problems}
-    digest = hashlib.sha1(f"{base_digest}/{problems}".encode()).hexdigest()
-    return (raw, n, problems, base, data, digest, base_digest), data, digest
-
-
-def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
-    """Materialise ``snapshot`` as the view's next generation; returns the generation.
-
-    ``position`` orders writers that may race (the twin's event id): a snapshot older than
-    the stored one is not written."""
-    with without_gc_pauses(), _reuse.lock:
-        led = ledger_mod.compute(snapshot, memo=_reuse.ledger)
-        inputs = health_inputs(snapshot, led)
-        # findings are words: one text per site language, the site's own first
-        languages = [settings.LANGUAGE_CODE] + [code for code, _name in settings.LANGUAGES if code != settings.LANGUAGE_CODE]
-        problems = health_mod.worded(inputs, languages, reads="cluster")
-        per_node: dict[str, int] = {}
-        for p, _m, _r in problems[settings.LANGUAGE_CODE]:
-            if p.node:
-                per_node[p.node] = per_node.get(p.node, 0) + 1
-        gpu = {n.name: n for n in led.nodes}
-        rows, parts = {}, {}
-        for raw in snapshot.nodes:
-            name = raw["metadata"]["name"]
-            n = gpu.get(name)
-            parts[name], data, digest = _node_row(raw, n, per_node.get(name, 0), _reuse.rows.get(name))
-            rows[name] = (n, data, digest)
-        _reuse.rows = parts
-        occupancy = occupancy_mod.compute(snapshot, led, memo=_reuse.occupancy)
-    jobs = {(j["metadata"].get("namespace", ""), j["metadata"]["name"]): j.get("status") or {} for j in snapshot.jobs}
-    jobs_digest = _digest(sorted((f"{ns}/{name}", st) for (ns, name), st in jobs.items()))
-    now = timezone.now()
-    with transaction.atomic():
-        state, _created = ViewState.objects.select_for_update().get_or_create(pk=1)
-        if position and state.position > position:
-            return state.generation
-        gen = state.generation + 1
-        _write_nodes(rows, gen)
-        ViewTypeRow.objects.all().delete()
-        ViewTypeRow.objects.bulk_create(
-            ViewTypeRow(generation=gen, position=i, model=r.model, gpu_type=r.gpu_type, resource=r.resource,
-                        logical=r.logical, requested=r.requested, physical=r.physical,
-                        cordoned_logical=r.cordoned_logical, nodes=r.nodes) for i, r in enumerate(led.by_type))
-        ViewResourceRow.objects.all().delete()
-        ViewResourceRow.objects.bulk_create(
-            ViewResourceRow(generation=gen, position=i, resource=r.resource, logical=r.logical,
-                            allocated=r.allocated, requested=r.requested, shared_logical=r.shared_logical,
-                            shared_on=r.shared_on, mig_on=r.mig_on) for i, r in enumerate(led.by_resource))
-        problems_digest = _digest([(p.severity, p.kind, p.subject, p.subject_type, p.wizard, p.fix, p.fix_params, m, r)
-                                   for code in sorted(problems) for p, m, r in problems[code]])
-        if (state.extra or {}).get("problems_digest") != problems_digest:
-            ViewProblem.objects.all().delete()
-            ViewProblem.objects.bulk_create(_problem_rows(problems, gen))
-        _reuse.workspaces = _write_workspaces(occupancy, gen, now, _reuse.workspaces)
-        if (state.extra or {}).get("jobs_digest") != jobs_digest:  # Jobs change seldom: rewrite only then
-            ViewJob.objects.all().delete()
-            ViewJob.objects.bulk_create(ViewJob(generation=gen, namespace=ns, name=name, status=st)
-                                        for (ns, name), st in jobs.items())
-        state.generation = gen
-        state.as_of = snapshot.taken_at
-        state.published_at = now
-        state.position = max(position, state.position) if position else state.position
-        state.source = snapshot.source
-        state.device_source = snapshot.device_source
-        state.device_note = snapshot.device_note
-        if watcher:
-            state.watcher, state.watcher_seen_at = watcher, now
-        state.totals = {"logical": led.logical, "requested": led.requested, "physical": led.physical,
-                        "physical_used": led.physical_used, "gpu_nodes": len(led.nodes), "nodes": len(rows),
-                        "models": sorted({n.model for n in led.nodes})}
-        state.extra = {"plugin_configmaps": snapshot.plugin_configmaps,
-                       "plugin_daemonsets": snapshot.plugin_daemonsets,
-                       "operator_configmaps": snapshot.operator_configmaps,
-                       "allocated_by_namespace": led.allocated_by_namespace, "jobs_digest": jobs_digest,
-                       "problems_digest": problems_digest,
-                       "attention": health_mod.summary_data([p for p, _m, _r in problems[settings.LANGUAGE_CODE]]),
-                       "usage_measured": snapshot.usage is not None}
-        state.save()
-    return gen
-
-
-def _write_nodes(rows: dict, gen: int) -> None:
-    """Rewrite only the nodes whose data changed; drop the nodes that are gone."""
-    stored = dict(ViewNode.objects.values_list("name", "digest"))
-    gone = set(stored) - set(rows)
-    if gone:
-        ViewNode.objects.filter(name__in=gone).delete()
-    changed = [name for name, (_n, _d, digest) in rows.items() if stored.get(name) != digest]
-    if not changed:
-        return
-    ViewNode.objects.filter(name__in=[c for c in changed if c in stored]).delete()
-    new = []
-    for name in changed:
-        n, data, digest = rows[name]
-        new.append(ViewNode(name=name, generation=gen, is_gpu=n is not None, model=n.model if n else "",
-                            mode=n.mode if n else "", convention=n.convention if n else "",
-                            cordoned=bool((data["raw"]["spec"] or {}).get("unschedulable")),
-                            problems=data["problems"], ledger=data["ledger"], raw=data["raw"], digest=digest))
-    ViewNode.objects.bulk_create(new, batch_size=500)
-
-
-def _write_workspaces(occupancy: dict, gen: int, now, last: dict) -> dict:
-    """One row per Workspace namespace, each keeping since when it has been idle (carried
-    over from the previous generation: idleness is a duration, not a state). Only the rows
-    that changed are written. ``last``: what the previous call returned; a line that is
-    the same Occupancy object, idle since the same time, keeps its fields and digest.
-    Returns what the next call is given."""
-    from django.conf import settings as dj_settings
-
-    threshold = float(getattr(dj_settings, "BRICK_IDLE_UTILISATION_PERCENT", 5))
-    stored = {ns: (since, digest) for ns, since, digest in
-              ViewWorkspace.objects.values_list("namespace", "idle_since", "digest")}
-    gone = set(stored) - set(occupancy)
-    if gone:
-        ViewWorkspace.objects.filter(namespace__in=gone).delete()
-    rows, kept = [], {}
-    for name, occ in occupancy.items():
-        idle_since = ((stored.get(name) or (None,))[0] or now) if occ.idle(threshold) else None
-        was = last.get(name)
-        if was is not None and was[0] is occ and was[1] == idle_since:
-            fields, digest = was[2], was[3]
-        else:
-            fields = dict(
-                namespace=name, owner=occ.owner[:150], labelled=occ.labelled, resource=occ.resource[:253],
-                gpu_type=occ.gpu_type[:64], quota=occ.quota, gpu_quotas=occ.gpu_quotas, quotas=occ.quotas,
-                requested=occ.requested, physical=occ.physical, utilisation=occ.utilisation,
-                memory_mib=occ.memory_mib, created_at=occupancy_mod.created(occ), pods=occ.pods,
-                idle_since=idle_since)
-            digest = _digest(fields)
-        kept[name] = (occ, idle_since, fields, digest)
-        if name in stored and stored[name][1] == digest:
-            continue
-        rows.append(ViewWorkspace(generation=gen, digest=digest, **fields))
-    if rows:
-        ViewWorkspace.objects.filter(namespace__in=[r.namespace for r in rows if r.namespace in stored]).delete()
-        ViewWorkspace.objects.bulk_create(rows, batch_size=500)
-    return kept
-
-
-def _problem_rows(problems: dict, gen: int):
-    base = problems[settings.LANGUAGE_CODE]
-    for i, (p, _message, _remedy) in enumerate(base):
-        yield ViewProblem(generation=gen, position=i, severity=p.severity, kind=p.kind, subject=p.subject,
-                          subject_type=p.subject_type, wizard=p.wizard, fix=p.fix, fix_params=p.fix_params,
-                          message={code: found[i][1] for code, found in problems.items()},
-                          remedy={code: found[i][2] for code, found in problems.items()})
-
-
-def heartbeat(watcher: str, status: dict | None = None) -> None:
-    """The watcher is alive (and how it is doing), even when nothing changed."""
-    ViewState.objects.get_or_create(pk=1)
-    ViewState.objects.filter(pk=1).update(watcher=watcher, watcher_seen_at=timezone.now(),
-                                          watcher_status=status or {})
-
-
-# --- reading -------------------------------------------------------------------------
+from .view_publish import SCHEMA_VERSION
 
 class ViewUnavailable(Exception):
     """No view has been published yet (the watcher has not run)."""
+
+
+class ViewOutdated(ViewUnavailable):
+    """The stored generation is of an older form than this code reads (an upgrade): it is
+    published again before a page reads it."""
+
+    def __init__(self, schema: int):
+        super().__init__(schema)
+        self.schema = schema
 
 
 @dataclass
@@ -410,10 +179,13 @@ def _problem(row: ViewProblem, lang: str) -> health_mod.Problem:
 
 def stored_view(*, live: bool = False) -> StoredView:
     """The current view: three queries (state, type rows, resource rows). Raises
-    ViewUnavailable when nothing was published yet."""
+    ViewUnavailable when nothing was published yet, ViewOutdated when what was published
+    is of an older form."""
     state = ViewState.objects.filter(pk=1).first()
     if state is None or not state.generation:
         raise ViewUnavailable()
+    if state.schema < SCHEMA_VERSION:
+        raise ViewOutdated(state.schema)
     by_type = [ledger_mod.TypeRow(model=r.model, gpu_type=r.gpu_type, resource=r.resource, logical=r.logical,
                                   requested=r.requested, physical=r.physical, cordoned_logical=r.cordoned_logical,
                                   nodes=r.nodes) for r in ViewTypeRow.objects.all()]
@@ -428,7 +200,8 @@ def stored_view(*, live: bool = False) -> StoredView:
 
 
 def has_view() -> bool:
-    return ViewState.objects.filter(pk=1, generation__gt=0).exists()
+    """A generation this code reads is stored (published, and of the current form)."""
+    return ViewState.objects.filter(pk=1, generation__gt=0, schema__gte=SCHEMA_VERSION).exists()
 
 
 def gpu_nodes(*, mode: str = "", model: str = ""):

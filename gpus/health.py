@@ -8,7 +8,7 @@ To add a check: write one function ``def my_check(inputs: HealthInputs) -> Itera
 decorated with ``@check("my-kind", gettext_lazy("Short title"))``. Nothing else: the card
 groups by kind with that title, the Health page lists it, and a problem whose subject is a
 node shows on that node's row. If its input is not in the snapshot or the ledger, add it
-to ``HealthInputs`` and gather it in ``gpus.clusterview.health_inputs`` (the one place both the
+to ``HealthInputs`` and gather it in ``gpus.view_publish.health_inputs`` (the one place both the
 watcher's publish and a live view gather from; effects live there, not here), or, for a check
 of the product's records (``reads="records"``), in ``gpus.clusterview.record_problems``.
 """

@@ -712,7 +712,7 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
                   allocated_by_namespace=allocated, device_source=snapshot.device_source)
 
 
-# --- stored form (the materialised view, gpus/clusterview.py) ----------------------
+# --- stored form (the materialised view, gpus/view_publish.py) ---------------------
 
 def node_to_dict(n: NodeLedger) -> dict[str, Any]:
     """A node's ledger line as JSON-ready data; ``node_from_dict`` gives it back equal."""

@@ -231,16 +231,18 @@ class ProcedureLock(models.Model):
         cls.objects.select_for_update().get_or_create(pk=1)
 
 
-# --- the materialised cluster view (gpus/clusterview.py) ----------------------------
+# --- the materialised cluster view (gpus/view_publish.py writes, gpus/clusterview.py reads) ---
 # Written by the cluster watcher (one writer at a time), read by every page: a page view
 # costs the API server nothing and a constant number of queries. Each row carries the
-# generation that last wrote it; ViewState says which generation is current and the time
-# it reflects.
+# generation that last wrote it; ViewState says which generation is current, the time
+# it reflects and the form it was written in.
 
 class ViewState(models.Model):
     """The one row (pk=1) describing the current view."""
 
     generation = models.PositiveBigIntegerField(default=0)
+    # view_publish.SCHEMA_VERSION of the code that wrote it (0: before the form was versioned)
+    schema = models.PositiveIntegerField(default=0)
     as_of = models.DateTimeField(null=True, blank=True)  # the time the projection reflects
     published_at = models.DateTimeField(null=True, blank=True)
     # Where the watcher got to, for ordering writers (the twin's event id; "" for kube).

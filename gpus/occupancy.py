@@ -5,7 +5,7 @@ GPU quota: its owner label, its GPU quota (Allocated to the Workspace), what its
 pods request now (Requested by pods), the distinct physical GPUs they hold (In use
 physically, placed as the node's GPU map places them: gpus/gpumap.py) and, when DCGM
 measured them, their utilisation and memory used (None otherwise: not measured, never 0).
-The cluster view (gpus/clusterview.py) stores these lines; the Workspaces pages read them.
+The cluster view (gpus/view_publish.py) stores these lines; the Workspaces pages read them.
 """
 from __future__ import annotations
 

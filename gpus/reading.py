@@ -1,4 +1,5 @@
-"""The one read path of the pages: the materialised cluster view (gpus/clusterview.py).
+"""The one read path of the pages: the materialised cluster view (read by gpus/clusterview.py,
+published by gpus/view_publish.py).
 
 ``read_cluster()`` returns the stored view: its ledger, a projection of the cluster, its
 health findings and how fresh they are, with no API call and a constant number of
@@ -7,16 +8,18 @@ twin's writes are its events), so every page shows the twin as it is now. On a r
 cluster only the watcher (``manage.py watch_cluster``) writes the view; pages say when it
 is behind or down.
 
-``live_view()`` reads the cluster itself: for what decides a write (pre-checks, the
-evidence capture), never for looking. Both raise ``brickadmin.cluster.ClusterError``
-when the cluster cannot be read; ``brickadmin.middleware.ClusterErrorMiddleware`` turns it
-into the 503 page with the banner."""
+``live_view()`` reads the cluster itself, for the conformance evidence capture; what
+decides a write (pre-checks, fixes, approvals) reads it through ``gpus.live.LiveRead``.
+Both raise ``brickadmin.cluster.ClusterError`` when the cluster cannot be read;
+``brickadmin.middleware.ClusterErrorMiddleware`` turns it into the 503 page with the banner."""
 from __future__ import annotations
 
 import logging
 import threading
 import time
 from dataclasses import dataclass
+
+from django.utils.translation import gettext as _
 
 from brickadmin.cluster import ClusterUnreachable
 from brickadmin.cluster.gateway import cluster_problem, get_gateway
@@ -25,6 +28,7 @@ from brickadmin.cluster.snapshot import Snapshot, take_snapshot, without_gc_paus
 from . import clusterview
 from . import health as health_mod
 from . import ledger as ledger_mod
+from . import view_publish
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +58,7 @@ def ledger_of(snapshot: Snapshot) -> ledger_mod.Ledger:
 
 
 def live_view(gateway=None) -> ClusterView:
-    """The cluster read now (API calls): for deciding a write, never for a page that looks."""
+    """The cluster read now (API calls): the evidence capture (decisions use gpus.live.LiveRead)."""
     snapshot = take_snapshot(gateway)
     return ClusterView(snapshot=snapshot, ledger=ledger_of(snapshot))
 
@@ -67,8 +71,9 @@ def _bring_twin_view_up_to_date(gateway) -> None:
     """The twin's writes are its events: this process watches them with the same watcher
     as production (list once, then apply the events since) and publishes when the twin
     moved on (or, with Prometheus configured, when the DCGM figures fetched on their
-    interval changed). A second process publishing meanwhile is ordered by the twin's
-    resourceVersion. One query when nothing changed."""
+    interval changed), and when the stored view is of an older form than this code reads
+    (an upgrade: ``clusterview.has_view`` is then false). A second process publishing
+    meanwhile is ordered by the twin's resourceVersion. One query when nothing changed."""
     from django.conf import settings
 
     from brickadmin import metrics
@@ -94,7 +99,7 @@ def _bring_twin_view_up_to_date(gateway) -> None:
         else:
             changed = watcher.sync() or dcgm_changed
         if changed:
-            clusterview.publish(feed.merge(watcher.snapshot()), position=rv)
+            view_publish.publish(feed.merge(watcher.snapshot()), position=rv)
         _twin["rv"] = rv
 
 
@@ -106,6 +111,12 @@ def read_cluster(gateway=None) -> clusterview.StoredView:
         _bring_twin_view_up_to_date(gateway)
     try:
         return clusterview.stored_view(live=live)
+    except clusterview.ViewOutdated:
+        # Only the watcher writes the view of a real cluster; a page never reads it itself.
+        raise ClusterUnreachable(_(
+            "The cluster's numbers are being rebuilt for this version of brickadmin: the stored view is of an "
+            "older form. The cluster watcher publishes them again when it starts (`manage.py watch_cluster`).")) \
+            from None
     except clusterview.ViewUnavailable:
         # Say first whether the cluster itself answers (probed at most every 10 s).
         raise ClusterUnreachable(cluster_problem() or "The cluster watcher has not published the cluster's numbers yet: start "
@@ -122,11 +133,11 @@ def read_jobs(keys) -> dict[tuple[str, str], dict]:
 
 def health_inputs(view: ClusterView, *, drift: bool = True) -> health_mod.HealthInputs:
     """What the health checks read, gathered as the watcher's publish gathers them
-    (clusterview.health_inputs: no API call), with this view's Workspace lines for the
+    (view_publish.health_inputs: no API call), with this view's Workspace lines for the
     Workspace checks, which compare the records with the view's namespaces and quotas."""
     from . import occupancy
 
-    inputs = clusterview.health_inputs(view.snapshot, view.ledger, drift=drift)
+    inputs = view_publish.health_inputs(view.snapshot, view.ledger, drift=drift)
     lines = list(occupancy.compute(view.snapshot, view.ledger).values())
     for add in clusterview.LIVE_INPUT_READERS:  # the Workspaces' (workspaces/health.py)
         add(inputs, lines)

@@ -8,6 +8,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from brickadmin.cluster import vocabulary as vocab
+from gpus.live import LiveRead
 from gpus.procedures.base import Check, Outcome, Param, Step, StepFailed
 from gpus.procedures.definitions import PrecheckStep, _Fix, _name_field
 
@@ -133,12 +134,13 @@ class ProcedureRecreateWorkspace(_Fix):
                f"kubectl -n {run.params.get('workspace')} get resourcequota"
 
     def nothing_to_do(self, gateway, node, params):
+        live = LiveRead.of(gateway)
         name = params.get("workspace") or ""
         req = _approved_workspace(name)
-        if req is None or not _namespace_present(gateway, name):
+        if req is None or not _namespace_present(live, name):
             return ""
         wanted = {m["metadata"]["name"] for m in _expected_quotas(req)}
-        if wanted <= _quota_names(gateway, name):
+        if wanted <= _quota_names(live, name):
             return _("Workspace %(ws)s has its namespace and quotas in the cluster.") % {"ws": name}
         return ""
 
@@ -150,7 +152,7 @@ class ProcedureRecreateWorkspace(_Fix):
                           % {"ws": name})]
         hard = "; ".join(f'{m["metadata"]["name"]}: ' + ", ".join(f"{k}={v}" for k, v in m["spec"]["hard"].items())
                          for m in _expected_quotas(req))
-        present = _namespace_present(gateway, name)
+        present = _namespace_present(LiveRead.of(gateway), name)
         return [Check(True, _("Approved by %(who)s on %(when)s for %(owner)s: %(hard)s.") % {
             "who": req.decided_by_name or "?", "when": req.decided_at.strftime("%Y-%m-%d %H:%M") if req.decided_at
             else "?", "owner": req.requester_name, "hard": hard}),

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -37,6 +38,7 @@ from brickadmin.cluster.vocabulary import (
     WORKSPACE_LABEL,
 )
 from gpus import ledger as ledger_mod
+from gpus.live import LiveRead
 
 from .models import (
     COMPUTE_QUOTA, JOB_PRIORITY_CLASS, JOB_PRIORITY_VALUE, LIMIT_RANGE, STORAGE_QUOTA, USER_PRIORITY_CLASS,
@@ -95,7 +97,7 @@ def name_taken(name: str) -> str | None:
     Raises ClusterError when the cluster cannot be read."""
     if WorkspaceRequest.objects.filter(name=name, status__in=["pending", "approving", "approved"]).exists():
         return _("A Workspace with this name already exists or is waiting for approval.")
-    if any(ns["metadata"]["name"] == name for ns in get_gateway().list_namespaces()):
+    if any(ns["metadata"]["name"] == name for ns in LiveRead().list_namespaces()):
         return _("A namespace with this name already exists in the cluster.")
     return None
 
@@ -252,60 +254,69 @@ def _approval_lock() -> None:
     JobSettings.objects.select_for_update().get(pk=1)
 
 
-def _fresh_ledger(gw):
-    """The ledger as the cluster is now, for a decision taken under _approval_lock.
+def _approved_since(last_approval: int, resource: str, seen: set[str]) -> int:
+    """The ``resource`` GPUs of the Workspaces approved after the approval ``last_approval``
+    (a Decision id) whose quota the cluster read did not show (namespaces in ``seen`` did).
+    Read under _approval_lock: every approval before it has committed."""
+    return sum(amount for subject, amount in Decision.objects.filter(
+        action=Decision.Action.APPROVE, pk__gt=last_approval, gpu_resource=resource).values_list("subject", "amount")
+        if subject not in seen)
 
-    The snapshot may be a cached one (by twin version, or by time on a real cluster);
-    the quotas, from which "allocated" comes and which approvals change, are always read
-    again here, so an approval sees every approval committed before it."""
-    from dataclasses import replace
 
-    from gpus.reading import live_view
-
-    try:
-        snap = live_view(gw).snapshot
-        quotas = gw.list_resource_quotas()
-    except ClusterError as exc:
-        log.warning("cluster unreachable: %s", exc)
-        return None
-    return ledger_mod.compute(replace(snap, quotas=quotas))
+def _quota_namespaces(quotas: list[dict], resource: str) -> set[str]:
+    key = "requests." + resource
+    return {q["metadata"].get("namespace", "") for q in quotas if key in ((q.get("spec") or {}).get("hard") or {})}
 
 
 def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledger=None) -> WorkspaceRequest:
     """Create the Workspace in the cluster, all or nothing, then record the decision.
 
-    Approvals are serialised (_approval_lock) and each one claims its request
-    (pending -> approving, a conditional UPDATE) before anything else: a second approval
-    of the same request is told it was already decided and writes nothing. GPU
-    availability is read inside the lock from the cluster as it is now (``ledger``
-    overrides that, for tests against a cluster whose nodes are not the point).
+    The cluster and Prometheus are read first (gpus.live.LiveRead), without the lock, so an
+    approval never makes the others wait on the cluster. Then approvals are serialised
+    (_approval_lock) and each one claims its request (pending -> approving, a conditional
+    UPDATE) before anything else: a second approval of the same request is told it was
+    already decided and writes nothing. Under the lock only the database is read again: the
+    approvals recorded since the cluster read whose quota that read did not show are
+    taken off what it found available, so an approval sees every approval committed before
+    it (``ledger`` overrides the read, for tests against a cluster whose nodes are not the
+    point).
 
     Raises WorkspaceError (nothing created, request still pending, reason in the message)."""
     Status = WorkspaceRequest.Status
+    req = WorkspaceRequest.objects.select_related("requester").get(pk=req_id)
+    if req.status != Status.PENDING:  # no cluster read for a request already decided
+        raise WorkspaceError(_("This request was already decided."))
+    gw = get_gateway()
+    choice, since = None, None
+    if req.gpu:
+        if ledger is None:
+            last_approval = Decision.objects.filter(action=Decision.Action.APPROVE).aggregate(last=Max("pk"))["last"]
+            live = LiveRead(gw)
+            try:
+                ledger = live.ledger()
+            except ClusterError as exc:
+                log.warning("cluster unreachable: %s", exc)
+                raise WorkspaceError(_("The cluster cannot be read; nothing was changed.")) from exc
+            since = (last_approval or 0, _quota_namespaces(live.snapshot().quotas, resource))
+        choice = next((c for c in gpu_choices(ledger) if c.resource == resource), None)
+        if choice is None:
+            raise WorkspaceError(_("Choose a GPU type the cluster offers."))
+    else:
+        resource = ""
     failure = None
     with transaction.atomic():
         _approval_lock()
-        req = WorkspaceRequest.objects.select_related("requester").get(pk=req_id)
         if not WorkspaceRequest.objects.filter(pk=req.pk, status=Status.PENDING).update(status=Status.APPROVING):
             raise WorkspaceError(_("This request was already decided."))
         # Until the cluster is written to, a WorkspaceError rolls the claim back with the transaction.
-        gw = get_gateway()
-        if req.gpu == 0:
-            resource = ""
-            choice = None
-        else:
-            if ledger is None:
-                ledger = _fresh_ledger(gw)
-            if ledger is None:
-                raise WorkspaceError(_("The cluster cannot be read; nothing was changed."))
-            choice = next((c for c in gpu_choices(ledger) if c.resource == resource), None)
-            if choice is None:
-                raise WorkspaceError(_("Choose a GPU type the cluster offers."))
-            if req.gpu > choice.available and not overcommit:
+        available = None
+        if choice is not None:
+            available = choice.available - (_approved_since(since[0], resource, since[1]) if since else 0)
+            if req.gpu > available and not overcommit:
                 raise WorkspaceError(_(
                     "Only %(a)s %(r)s available now; approving %(n)s needs the explicit overcommit box.") % {
-                    "a": choice.available, "r": resource, "n": req.gpu})
-        overcommitted = bool(choice and req.gpu > choice.available)
+                    "a": available, "r": resource, "n": req.gpu})
+        overcommitted = bool(choice and req.gpu > available)
 
         created_ns = False
         try:
@@ -335,8 +346,7 @@ def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledg
             if WorkspaceRequest.objects.filter(pk=req.pk, status=Status.APPROVING).update(
                     last_error=msg, status=Status.PENDING):
                 _record(actor, Decision.Action.APPROVE_FAILED, workspace=req, subject=req.name,
-                        gpu_resource=resource, amount=req.gpu,
-                        available_before=choice.available if choice else None,
+                        gpu_resource=resource, amount=req.gpu, available_before=available,
                         overcommit=overcommitted, detail=msg)
             failure = (msg, exc)
         else:
@@ -347,7 +357,7 @@ def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledg
                 gpu_resource=resource, overcommit=overcommitted, last_error="")
             if updated:
                 _record(actor, Decision.Action.APPROVE, workspace=req, subject=req.name, gpu_resource=resource,
-                        amount=req.gpu, available_before=choice.available if choice else None,
+                        amount=req.gpu, available_before=available,
                         overcommit=overcommitted, detail=f"namespace {req.namespace}; quota " + ", ".join(
                             f"{k}={v}" for k, v in quota_hard(req, resource).items())
                         + f", requests.storage={req.storage_gib}Gi")
@@ -494,10 +504,8 @@ def approve_job(job_id: int, actor, ledger=None) -> WorkspaceJob:
     if job.status != WorkspaceJob.Status.PENDING:
         raise WorkspaceError(_("This Job was already decided."))
     if ledger is None:
-        from gpus.reading import live_view
-
         try:
-            ledger = live_view().ledger  # a decision reads the cluster, not the view
+            ledger = LiveRead().ledger()  # a decision reads the cluster, not the view
         except ClusterError as exc:
             raise WorkspaceError(_("The cluster cannot be read; nothing was changed.")) from exc
     option = next((o for o in job_node_options(ledger) if o.name == job.node), None)

@@ -13,10 +13,10 @@ from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster import ClusterError, migparted
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE, advertised_resources, pod_gpu_requests
-from brickadmin.cluster.snapshot import take_snapshot
 
 from .. import ledger as ledger_mod
 from .. import manifest as manifest_mod
+from ..live import LiveRead
 from .base import Check, NodeChoice, NothingToDo, Outcome, Param, ProcedureDef, Step, StepFailed
 from .recording import remembered
 from .steps import (
@@ -61,14 +61,15 @@ class PrecheckStep(Step):
     def ensure(self, ctx):
         """Before anything changes: a fix whose finding has gone ends here (NothingToDo);
         record the node as it is (what "Restore the node" puts back)."""
-        reason = self.proc.nothing_to_do(ctx.gateway, ctx.node, ctx.params)
+        live = LiveRead(ctx.gateway)
+        reason = self.proc.nothing_to_do(live, ctx.node, ctx.params)
         if reason:
             raise NothingToDo(reason)
         if self.proc.restorable and ctx.node:
             from brickadmin.cluster import NotFound
 
             try:
-                before = node_state(ctx.gateway.get_node(ctx.node), self.proc.restored_labels)
+                before = node_state(live.get_node(ctx.node), self.proc.restored_labels)
             except NotFound:
                 return Outcome()
             labels = ", ".join(f"{k}={v if v is not None else '-'}" for k, v in before["labels"].items())
@@ -77,7 +78,7 @@ class PrecheckStep(Step):
         return Outcome()
 
     def verify(self, ctx):
-        checks = self.proc.prechecks(ctx.gateway, ctx.node, ctx.params)
+        checks = self.proc.prechecks(LiveRead(ctx.gateway), ctx.node, ctx.params)
         detail = "\n".join(f"[{c.level}] {c.detail}" for c in checks)
         blocks = [c for c in checks if c.level == "block"]
         if blocks:
@@ -104,28 +105,18 @@ def node_state(raw: dict, keys=RESTORED_LABELS) -> dict:
             "unschedulable": bool((raw.get("spec") or {}).get("unschedulable"))}
 
 
-def _ledger(gateway):
-    return ledger_mod.compute(take_snapshot(gateway))
-
-
-def _workspaces(gateway):
-    """namespace -> owner, for Workspace namespaces."""
-    return {ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(vocab.OWNER_LABEL, "")
-            for ns in gateway.list_namespaces()}
-
-
-def _shared_quota(gateway, resource=GPU_SHARED) -> dict[str, int]:
-    alloc = ledger_mod.allocated_by_namespace(gateway.list_resource_quotas())
+def _shared_quota(live: LiveRead, resource=GPU_SHARED) -> dict[str, int]:
+    alloc = ledger_mod.allocated_by_namespace(live.list_resource_quotas())
     return {ns: per.get(resource, 0) for ns, per in alloc.items() if resource in per}
 
 
-def _quota_over(gateway, resource, allocated, new_total, detail, fix) -> Check | None:
+def _quota_over(live: LiveRead, resource, allocated, new_total, detail, fix) -> Check | None:
     """A block when the approved Workspace quotas of ``resource`` (``allocated`` in all) no longer
     fit under its Total after a change, naming the Workspaces holding it. ``fix`` takes %(d)d and
     %(ws)s."""
     if allocated <= new_total:
         return None
-    items = _ws_list({k: v for k, v in _shared_quota(gateway, resource).items() if v}, _workspaces(gateway))
+    items = _ws_list({k: v for k, v in _shared_quota(live, resource).items() if v}, live.owners())
     return Check(False, detail, fix % {"d": allocated - new_total, "ws": "; ".join(items)}, level="block", items=items)
 
 
@@ -162,8 +153,8 @@ class _Conversion(ProcedureDef):
         return f"kubectl get node {run.node} -L {SHARING_LABEL}"
 
     def prechecks(self, gateway, node, params):
-        led = _ledger(gateway)
-        n = led.node(node)
+        live = LiveRead.of(gateway)
+        n = live.ledger().node(node)
         if n is None:
             return [Check(False, _("%(node)s is not a GPU node.") % {"node": node},
                           _("Use procedure D to add a GPU node."))]
@@ -175,17 +166,17 @@ class _Conversion(ProcedureDef):
         if n.mode == "unlabelled":
             checks.append(Check(True, _("The sharing label value %(v)s is not recognised; this run sets it to "
                                         "%(t)s.") % {"v": n.sharing_label, "t": self.target}, level="warn"))
-        blocker = self._untolerated_taints(gateway, node)
+        blocker = self._untolerated_taints(live, node)
         if blocker:
             checks.append(blocker)
-        checks.extend(self._blast_radius(gateway, node))
+        checks.extend(self._blast_radius(live, node))
         return checks
 
-    def _blast_radius(self, gateway, node):
+    def _blast_radius(self, live, node):
         """Every pod the drain will evict (the drain's own rule, read live), with its
         Workspace, owner and GPU request; GPU pods need an acknowledgement naming their count."""
-        namespaces = {ns["metadata"]["name"]: ns["metadata"].get("labels") or {} for ns in gateway.list_namespaces()}
-        pods = [p for p in gateway.list_pods(field_selector=f"spec.nodeName={node}")
+        namespaces = {ns["metadata"]["name"]: ns["metadata"].get("labels") or {} for ns in live.list_namespaces()}
+        pods = [p for p in live.pods_on(node)
                 if not vocab.is_terminal(p) and vocab.drain_decision(p) == vocab.EVICT]
         rows = []
         for p in pods:
@@ -213,7 +204,7 @@ class _Conversion(ProcedureDef):
         return [Check(True, _("No pod to evict on %(node)s (DaemonSet and mirror pods stay).") % {"node": node},
                       level="info")]
 
-    def _untolerated_taints(self, gateway, node):
+    def _untolerated_taints(self, live, node):
         """The target mode's DaemonSet must tolerate the node's taints, or its plugin pod
         never starts there and the node exposes no GPU at all
         (docs/operator-guide.md#the-device-plugin)."""
@@ -222,11 +213,11 @@ class _Conversion(ProcedureDef):
 
         name = manifest_mod.TS_DAEMONSET if self.target == "timeslicing" else manifest_mod.DEFAULT_DAEMONSET
         try:
-            ds = gateway.get_daemonset(PLUGIN_NAMESPACE, name)
+            ds = live.get_daemonset(PLUGIN_NAMESPACE, name)
         except NotFound:
             return Check(False, _("DaemonSet %(ns)s/%(name)s does not exist.") % {"ns": PLUGIN_NAMESPACE, "name": name},
                          _("Apply the managed device-plugin manifest first (Manifest page)."))
-        taints = (gateway.get_node(node).get("spec") or {}).get("taints") or []
+        taints = (live.get_node(node).get("spec") or {}).get("taints") or []
         tolerations = ds["spec"]["template"]["spec"].get("tolerations")
         missing = [t for t in taints if not dp.tolerates([t], tolerations)]
         if not missing:
@@ -281,12 +272,13 @@ class ProcedureB(_Conversion):
         return ("PromQL: " + metrics.SHARED_TOTAL_EXCEPT.format(node=run.node) + "  >=  " + metrics.SHARED_ALLOCATED)
 
     def prechecks(self, gateway, node, params):
-        checks = super().prechecks(gateway, node, params)
+        live = LiveRead.of(gateway)
+        checks = super().prechecks(live, node, params)
         if any(c.level == "block" for c in checks):
             return checks
-        led = _ledger(gateway)
-        total_except = metrics.scalar(metrics.SHARED_TOTAL_EXCEPT.format(node=node))
-        allocated = metrics.scalar(metrics.SHARED_ALLOCATED)
+        led = live.ledger()
+        total_except = live.measured(metrics.SHARED_TOTAL_EXCEPT.format(node=node))
+        allocated = live.measured(metrics.SHARED_ALLOCATED)
         source = "Prometheus"
         if total_except is None or allocated is None:
             source = _("the cluster (Prometheus unavailable: %(why)s)") % {
@@ -295,8 +287,8 @@ class ProcedureB(_Conversion):
                                if r.resource == GPU_SHARED)
             allocated = led.resource(GPU_SHARED).allocated
         total_except, allocated = int(total_except), int(allocated)
-        owners = _workspaces(gateway)
-        quotas = _shared_quota(gateway)
+        owners = live.owners()
+        quotas = _shared_quota(live)
         numbers = _("Shared total left after removing %(node)s: %(t)d; shared quota allocated: %(a)d (from %(src)s).") \
             % {"node": node, "t": total_except, "a": allocated, "src": source}
         if total_except < allocated:
@@ -309,7 +301,7 @@ class ProcedureB(_Conversion):
         checks.append(Check(True, numbers))
         others = [x for x in led.nodes if x.name != node and x.mode == "timeslicing"]
         if not others:
-            shared_pods = [p for p in gateway.list_gpu_pods()
+            shared_pods = [p for p in live.list_gpu_pods()
                            if (p.get("spec") or {}).get("nodeName") == node
                            and GPU_SHARED in str((p.get("spec") or {}).get("containers"))]
             namespaces = sorted({p["metadata"]["namespace"] for p in shared_pods} | set(quotas))
@@ -513,8 +505,9 @@ class ProcedureC(ProcedureDef):
             return [Check(False, _("Replicas must be a whole number."))]
         if want < 2:
             return [Check(False, _("Replicas must be at least 2 (1 is not sharing)."))]
-        led = _ledger(gateway)
-        have = ledger_mod.brick_replicas(gateway.list_configmaps(namespace=PLUGIN_NAMESPACE))
+        live = LiveRead.of(gateway)
+        led = live.ledger()
+        have = ledger_mod.brick_replicas(live.list_configmaps(namespace=PLUGIN_NAMESPACE))
         ts = [n for n in led.nodes if n.mode == "timeslicing" and n.convention == "brick"]
         whole = {n.name: (sum(1 for d in n.devices if not d.mig) if n.devices else n.physical) for n in ts}
         new_total = sum(whole.values()) * want
@@ -530,7 +523,7 @@ class ProcedureC(ProcedureDef):
             checks.append(Check(True, _("Increasing replicas makes the shared Total jump to %(u)d at once while "
                                         "quotas stay the same, so Available looks larger (+%(d)d). Check that this "
                                         "is intended.") % {"u": new_total, "d": new_total - total_now}, level="warn"))
-        over = _quota_over(gateway, GPU_SHARED, allocated, new_total,
+        over = _quota_over(live, GPU_SHARED, allocated, new_total,
                            _("Allocated shared quota %(q)d would not fit under the new Total %(u)d.")
                            % {"q": allocated, "u": new_total},
                            _("Lower shared quotas by %(d)d in total first. Workspaces: %(ws)s."))
@@ -584,7 +577,7 @@ class ProcedureD(ProcedureDef):
         if params.get("sharing") not in ("none", "timeslicing"):
             return [Check(False, _("Choose the sharing mode: none or timeslicing."))]
         try:
-            raw = gateway.get_node(node)
+            raw = LiveRead.of(gateway).get_node(node)
         except NotFound:
             return [Check(False, _("No node named %(node)s.") % {"node": node})]
         reason = self.eligibility_raw(raw)
@@ -620,7 +613,7 @@ def mig_configs(gateway) -> tuple[dict, str]:
 
     where = {"ns": vocab.GPU_OPERATOR_NAMESPACE, "name": vocab.MIG_PARTED_CONFIGMAP}
     try:
-        cm = gateway.get_configmap(vocab.GPU_OPERATOR_NAMESPACE, vocab.MIG_PARTED_CONFIGMAP)
+        cm = LiveRead.of(gateway).get_configmap(vocab.GPU_OPERATOR_NAMESPACE, vocab.MIG_PARTED_CONFIGMAP)
     except NotFound:
         return {}, _("ConfigMap %(ns)s/%(name)s (mig-manager's layouts) does not exist.") % where
     try:
@@ -632,10 +625,11 @@ def mig_configs(gateway) -> tuple[dict, str]:
 def node_gpus(gateway, node: str, n=None) -> list[dict]:
     """The node's physical GPUs: the twin's hardware, else DCGM's devices, else as many GPUs of
     the model as GPU Feature Discovery counts."""
-    devices = (gateway.gpu_devices() or {}).get(node)
+    live = LiveRead.of(gateway)
+    devices = (live.gpu_devices() or {}).get(node)
     if devices:
         return devices
-    n = n or _ledger(gateway).node(node)
+    n = n or live.ledger().node(node)
     if n is None:
         return []
     return [dict(d) for d in n.raw_devices] or [{"model": n.model} for _i in range(n.physical)]
@@ -822,7 +816,8 @@ class ProcedureMigLayout(ProcedureDef):
                 f"kubectl -n {vocab.GPU_OPERATOR_NAMESPACE} get configmap {vocab.MIG_PARTED_CONFIGMAP} -o yaml")
 
     def prechecks(self, gateway, node, params):
-        led = _ledger(gateway)
+        live = LiveRead.of(gateway)
+        led = live.ledger()
         n = led.node(node)
         if n is None:
             return [Check(False, _("%(node)s is not a GPU node.") % {"node": node})]
@@ -830,10 +825,10 @@ class ProcedureMigLayout(ProcedureDef):
         if reason:
             return [Check(False, reason)]
         config = params.get(MIG_CONFIG_PARAM) or ""
-        configs, unreadable = mig_configs(gateway)
+        configs, unreadable = mig_configs(live)
         if unreadable:
             return [Check(False, unreadable, _("Install or fix mig-manager's ConfigMap, then start again."))]
-        after, why = migparted.layout(configs, config, node_gpus(gateway, node, n))
+        after, why = migparted.layout(configs, config, node_gpus(live, node, n))
         if after is None:
             refused = _("mig-manager would refuse %(config)s on %(node)s: %(why)s") % {
                 "config": config, "node": node, "why": why}
@@ -851,24 +846,24 @@ class ProcedureMigLayout(ProcedureDef):
         for resource in sorted(set(now) | set(want)):
             row = led.resource(resource)
             new_total = row.logical - now.get(resource, 0) + want.get(resource, 0)
-            over = _quota_over(gateway, resource, row.allocated, new_total,
+            over = _quota_over(live, resource, row.allocated, new_total,
                                _("Allocated %(res)s quota %(q)d would not fit under its new Total %(u)d.")
                                % {"res": resource, "q": row.allocated, "u": new_total},
                                _("Lower the %(res)s quotas by %%(d)d in total first, or choose another layout. "
                                  "Workspaces: %%(ws)s.") % {"res": resource})
             if over:
                 checks.append(over)
-        checks.extend(self._blast_radius(gateway, node))
+        checks.extend(self._blast_radius(live, node))
         return checks
 
 
 def _config_choices(node: str = ""):
     """(name, text) for each of mig-manager's layouts; with a node, what it would advertise under each."""
     try:
-        gateway = get_gateway()
-        configs, _why = mig_configs(gateway)
-        gpus = node_gpus(gateway, node) if node and configs else []
-        labels = (gateway.get_node(node)["metadata"].get("labels") or {}) if gpus else {}
+        live = LiveRead(get_gateway())
+        configs, _why = mig_configs(live)
+        gpus = node_gpus(live, node) if node and configs else []
+        labels = (live.get_node(node)["metadata"].get("labels") or {}) if gpus else {}
     except ClusterError:
         return []
     out = []
@@ -959,7 +954,7 @@ class ProcedureRestore(ProcedureDef):
 
     def nothing_to_do(self, gateway, node, params):
         labels = params.get("labels") or {}
-        now = node_state(gateway.get_node(node), tuple(labels))
+        now = node_state(LiveRead.of(gateway).get_node(node), tuple(labels))
         relabelled = any(now["labels"].get(k) != v for k, v in labels.items())
         if relabelled or (params.get("uncordon") and now["unschedulable"]):
             return ""
@@ -991,14 +986,15 @@ class ProcedureRestore(ProcedureDef):
         if not params.get("restore_of"):
             return [Check(False, _("A restore is started from the page of the run it undoes."),
                           _("Open the failed, cancelled or interrupted run and use Restore the node there."))]
+        live = LiveRead.of(gateway)
         try:
-            raw = gateway.get_node(node)
+            raw = live.get_node(node)
         except NotFound:
             return [Check(False, _("No node named %(node)s.") % {"node": node})]
         now = node_state(raw, tuple(params.get("labels") or ()))
         labels = ", ".join(f"{k}={v if v is not None else '-'}" for k, v in now["labels"].items())
         if "labels" in params:  # the parameters are complete (from the run's page or a Fix)
-            reason = self.nothing_to_do(gateway, node, params)
+            reason = self.nothing_to_do(live, node, params)
             if reason:
                 return [Check(True, _("Nothing to do now: %(why)s A run would end without changing anything.")
                               % {"why": reason}, level="info")]
@@ -1034,16 +1030,18 @@ class _Fix(ProcedureDef):
                  "name.") % {"fix": self.label, "target": node or _("the cluster")}
 
     def prechecks(self, gateway, node, params):
+        """``nothing_to_do`` and ``fix_prechecks`` read one LiveRead: the cluster they decide on."""
         from brickadmin.cluster import NotFound
 
+        live = LiveRead.of(gateway)
         try:
-            reason = self.nothing_to_do(gateway, node, params)
+            reason = self.nothing_to_do(live, node, params)
         except NotFound as exc:
             return [Check(False, str(exc), _("The object is gone: reload the Health page."))]
         if reason:
             return [Check(True, _("Nothing to do now: %(why)s A run would end without changing anything.")
                           % {"why": reason}, level="info")]
-        return self.fix_prechecks(gateway, node, params)
+        return self.fix_prechecks(live, node, params)
 
     def fix_prechecks(self, gateway, node, params):
         return []
@@ -1080,7 +1078,7 @@ class ProcedureRemoveStale(_Fix):
         return f"kubectl get node {run.node} -o jsonpath='{{.status.allocatable}}'"
 
     def nothing_to_do(self, gateway, node, params):
-        raw = gateway.get_node(node)
+        raw = LiveRead.of(gateway).get_node(node)
         res = params.get("stale_resource") or ""
         sharing = (raw["metadata"].get("labels") or {}).get(SHARING_LABEL, "")
         if not vocab.is_stale_resource(sharing, res):
@@ -1091,7 +1089,7 @@ class ProcedureRemoveStale(_Fix):
         return ""
 
     def fix_prechecks(self, gateway, node, params):
-        raw = gateway.get_node(node)
+        raw = LiveRead.of(gateway).get_node(node)
         res = params["stale_resource"]
         cap, alloc = nvidia_resources(raw).get(res, ("-", "-"))
         return [Check(True, _("%(node)s: %(res)s is stale (capacity %(c)s, allocatable %(a)s); the patch removes it "
@@ -1112,9 +1110,9 @@ class EveryTSNodeConfigured(EveryTSNode):
         return ctx.replicas()
 
 
-def _not_reflected(gateway) -> list[str]:
+def _not_reflected(live: LiveRead) -> list[str]:
     """Time-slicing nodes whose running plugin advertises other replicas than configured."""
-    return [f"{n.name} ({n.replicas} ≠ {n.configured_replicas})" for n in _ledger(gateway).nodes
+    return [f"{n.name} ({n.replicas} ≠ {n.configured_replicas})" for n in live.ledger().nodes
             if n.convention == "brick" and n.mode == "timeslicing" and n.plugin_state == "running"
             and n.replicas != n.configured_replicas]
 
@@ -1136,14 +1134,16 @@ class ProcedureRestartPlugin(_Fix):
                "SHARED:.status.allocatable.nvidia\\.com/gpu\\.shared"
 
     def nothing_to_do(self, gateway, node, params):
-        if _not_reflected(gateway):
+        live = LiveRead.of(gateway)
+        if _not_reflected(live):
             return ""
         return _("Every time-slicing node already advertises the configured replicas (%(r)d).") % {
-            "r": ledger_mod.brick_replicas(gateway.list_configmaps(namespace=PLUGIN_NAMESPACE))}
+            "r": ledger_mod.brick_replicas(live.list_configmaps(namespace=PLUGIN_NAMESPACE))}
 
     def fix_prechecks(self, gateway, node, params):
         return [Check(True, _("Not reflected on: %(nodes)s. The restart reloads the config on every time-slicing "
-                              "node; their shared GPU pods keep running.") % {"nodes": ", ".join(_not_reflected(gateway))})]
+                              "node; their shared GPU pods keep running.")
+                      % {"nodes": ", ".join(_not_reflected(LiveRead.of(gateway)))})]
 
 
 class TellOwner(Step):
@@ -1167,7 +1167,7 @@ class TellOwner(Step):
             return Outcome(None, _("the owner was already told by this run"))
         pods = ctx.gateway.list_pods(namespace=ns, field_selector=f"metadata.name={name}")
         status = (pods[0].get("status") or {}) if pods else {}
-        owner = _workspaces(ctx.gateway).get(ns, "")
+        owner = LiveRead(ctx.gateway).owners().get(ns, "")
         why = status.get("message") or status.get("reason") or _("it failed")
         message = _("Pod %(pod)s failed on node %(node)s and was not started: %(why)s An admin (%(who)s) deleted it "
                     "so it no longer holds your Workspace's resources. Recreate it once you have read why it "
@@ -1234,9 +1234,7 @@ class ProcedureDeleteFailedPod(_Fix):
         return f"kubectl -n {run.params.get('pod_namespace')} get pod {run.params.get('pod_name')} -o wide"
 
     def _pod(self, gateway, params):
-        pods = gateway.list_pods(namespace=params.get("pod_namespace"),
-                                 field_selector=f'metadata.name={params.get("pod_name")}')
-        return pods[0] if pods else None
+        return LiveRead.of(gateway).pod(params.get("pod_namespace"), params.get("pod_name"))
 
     def nothing_to_do(self, gateway, node, params):
         pod = self._pod(gateway, params)
@@ -1249,10 +1247,11 @@ class ProcedureDeleteFailedPod(_Fix):
         return ""
 
     def fix_prechecks(self, gateway, node, params):
-        pod = self._pod(gateway, params)
+        live = LiveRead.of(gateway)
+        pod = self._pod(live, params)
         status = pod.get("status") or {}
         ns = params["pod_namespace"]
-        owner = _workspaces(gateway).get(ns, "")
+        owner = live.owners().get(ns, "")
         return [Check(True, _("Pod %(pod)s failed on %(node)s: %(reason)s %(message)s") % {
             "pod": vocab.pod_key(pod), "node": node, "reason": status.get("reason") or "", "message":
             status.get("message") or ""}),
@@ -1367,14 +1366,15 @@ class ProcedureAddToleration(_Fix):
     def nothing_to_do(self, gateway, node, params):
         from brickadmin.cluster import NotFound
 
+        live = LiveRead.of(gateway)
         taint = self._taint(params)
-        taints = (gateway.get_node(node).get("spec") or {}).get("taints") or []
+        taints = (live.get_node(node).get("spec") or {}).get("taints") or []
         if not any(t.get("key") == taint["key"] and t.get("effect") == taint["effect"]
                    and (t.get("value") or "") == taint["value"] for t in taints):
             return _("%(node)s no longer has the taint %(t)s.") % {"node": node, "t": _taint_text(taint)}
         for name in (manifest_mod.DEFAULT_DAEMONSET, manifest_mod.TS_DAEMONSET):
             try:
-                ds = gateway.get_daemonset(PLUGIN_NAMESPACE, name)
+                ds = live.get_daemonset(PLUGIN_NAMESPACE, name)
             except NotFound:
                 return ""
             if not vocab.tolerates([taint], ds["spec"]["template"]["spec"].get("tolerations")):
@@ -1389,7 +1389,8 @@ class ProcedureAddToleration(_Fix):
                                              "node": node})]
         try:
             drifted = [f"{d.kind}/{d.name}: {d.state}" for d in manifest_mod.drift(manifest_mod.parse(cur.content),
-                                                                                   gateway) if d.state != "in-sync"]
+                                                                                   LiveRead.of(gateway))
+                       if d.state != "in-sync"]
         except manifest_mod.ManifestError as exc:
             return [Check(False, str(exc), _("Fix the managed manifest first (Manifest page)."))]
         if drifted:  # e.g. replicas edited by hand: the apply would undo it, so the admin says so first

@@ -32,6 +32,7 @@ from brickadmin.cluster import ClusterError, TransientClusterError
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
 
+from ..live import LiveRead
 from ..models import ProcedureRun, RunStatus, StepRun, StepState
 from .base import Check, NothingToDo, StepFailed, knob
 from .registry import get as get_procedure
@@ -97,11 +98,8 @@ class Context:
         return self.run.actor_name
 
     def ledger(self):
-        from brickadmin.cluster.snapshot import take_snapshot
-
-        from .. import ledger as ledger_mod
-
-        return ledger_mod.compute(take_snapshot(self.gateway))
+        """The cluster's ledger now (the decisions' live read: gpus/live.py)."""
+        return LiveRead(self.gateway).ledger()
 
     def replicas(self) -> int:
         from .. import ledger as ledger_mod

@@ -10,6 +10,7 @@ from django.utils import timezone, translation
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
 
+from ..live import LiveRead
 from ..models import ACTIVE_STATUSES, RESUMABLE_STATUSES, ProcedureLock, ProcedureRun, RunStatus, StepRun, StepState
 from .base import CLUSTER_LOCK
 from .definitions import NODE_BEFORE, node_state
@@ -173,8 +174,8 @@ def restore_params(run: ProcedureRun, gateway=None, *, seen: dict | None = None)
     offered: only for a stopped (failed, cancelled, interrupted) run of a restorable node
     procedure, the latest on its node, whose node is left cordoned or relabelled.
 
-    The node is read live through ``gateway`` (a run decides on it), or taken from ``seen``
-    (the node as the cluster view shows it: the run's page, which only offers)."""
+    The node is read live through ``gateway`` (a gateway or a LiveRead: a run decides on it),
+    or taken from ``seen`` (the node as the cluster view shows it: the run's page, which only offers)."""
     proc = find(run.procedure)
     if proc is None or not proc.restorable or restorer() is None or not run.node \
             or run.status not in RESUMABLE_STATUSES:
@@ -184,7 +185,7 @@ def restore_params(run: ProcedureRun, gateway=None, *, seen: dict | None = None)
     if later.exists():
         return None
     before = remembered(run, NODE_BEFORE)
-    now = node_state(seen if seen is not None else gateway.get_node(run.node),
+    now = node_state(seen if seen is not None else LiveRead.of(gateway).get_node(run.node),
                      tuple((before or {}).get("labels") or ()))
     if before is None:  # stopped before it recorded the node: only undo its own cordon
         labels = {}

@@ -14,8 +14,8 @@ from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
 
-from .. import clusterview
 from .. import manifest as manifest_mod
+from .. import view_publish
 from ..forms import ManifestForm
 from ..models import ManifestVersion
 from ..reading import read_cluster
@@ -56,7 +56,7 @@ def _manifest_context(request, version, cur, form, versions=None):
         error = str(exc)
     if docs:  # the page looks: the view's device-plugin objects, as the Health page's drift
         try:
-            drift = clusterview.snapshot_drift(read_cluster().snapshot, docs) or []
+            drift = view_publish.snapshot_drift(read_cluster().snapshot, docs) or []
         except ClusterError as exc:
             show_cluster_error(request, exc)
     versions = versions or VERSION_TABLE.bind(request, ManifestVersion.objects.all())

@@ -16,6 +16,7 @@ from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
 
 from ..forms import WizardForm
+from ..live import LiveRead
 from ..models import ProcedureRun
 from ..procedures import engine, registry, service
 from ..procedures.base import CLUSTER_LOCK
@@ -82,10 +83,10 @@ def wizard_pick(request, code):
 def _plan_context(proc, form):
     params = form.params()
     node = form.cleaned_data.get("node") or ""
-    gateway = get_gateway()
+    live = LiveRead(get_gateway())  # the plan decides a write: the cluster now, read once for the page
     if proc.fixes and not proc.listed:  # a Fix: the finding's facts, completed from the records
-        params = service.fix_params(proc, node, params, gateway)
-    checks = proc.prechecks(gateway, node, params)  # live: the plan decides a write
+        params = service.fix_params(proc, node, params, live)
+    checks = proc.prechecks(live, node, params)
     steps = engine.plan(proc.code, node if proc.needs_node else "", params)
     blocked = any(c.level == "block" for c in checks)
     needs_ack = any(c.level == "ack" for c in checks)

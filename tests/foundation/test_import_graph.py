@@ -104,7 +104,8 @@ def test_the_graph_is_read_with_the_imports_inside_functions():
     assert {"brickadmin.cluster.gateway", "gpus.clusterview", "workspaces.health"} <= set(edges)
     assert not any("migrations" in m for m in edges)
     assert "gpus.ledger" in edges["workspaces.services"]  # at the top
-    assert "gpus.reading" in edges["workspaces.services"]  # inside a function
+    assert "gpus.live" in edges["workspaces.services"]  # at the top
+    assert "gpus.procedures.registry" in edges["gpus.clusterview"]  # inside a function
     assert "brickadmin.cluster" in edges["brickadmin.cluster.kube"]  # its package runs first
 
 

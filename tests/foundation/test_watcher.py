@@ -260,10 +260,10 @@ def test_a_lease_renewal_does_not_change_the_twin_version(db):
 
 
 def test_watch_cluster_once_publishes_one_snapshot(demo, monkeypatch):
-    from gpus import clusterview
+    from gpus import view_publish
 
     got = []
-    monkeypatch.setattr(clusterview, "publish", lambda snap, *, watcher="": got.append((snap, watcher)) or 7)
+    monkeypatch.setattr(view_publish, "publish", lambda snap, *, watcher="": got.append((snap, watcher)) or 7)
     call_command("watch_cluster", "--once", "--identity", "test-1")
     assert len(got) == 1 and got[0][1] == "test-1"
     snap = got[0][0]

@@ -1,6 +1,7 @@
 """The materialised view: what the watcher publishes is what the pages show, a page view
 reads it with a constant number of queries and no API call, and the pages say when the
 numbers may be out of date."""
+import io
 import re
 from datetime import timedelta
 
@@ -12,7 +13,7 @@ from django.utils import timezone, translation
 
 from brickadmin.cluster import scenarios
 from brickadmin.cluster.snapshot import take_snapshot
-from gpus import clusterview, health, ledger
+from gpus import clusterview, health, ledger, view_publish
 from gpus.models import ViewNode, ViewState
 from gpus.reading import health_inputs, live_view
 
@@ -21,7 +22,7 @@ from gpus.reading import health_inputs, live_view
 def test_stored_view_equals_the_live_ledger(load_scenario, name):
     gw = load_scenario(name)
     live = live_view(gw)
-    clusterview.publish(live.snapshot)
+    view_publish.publish(live.snapshot)
     stored = clusterview.stored_view()
     assert [ledger.node_to_dict(n) for n in stored.ledger.nodes] == [ledger.node_to_dict(n) for n in live.ledger.nodes]
     assert stored.ledger.by_type == live.ledger.by_type
@@ -36,12 +37,12 @@ def test_stored_view_equals_the_live_ledger(load_scenario, name):
 
 def test_publishing_rewrites_only_the_nodes_that_changed(load_scenario):
     gw = load_scenario("demo")
-    first = clusterview.publish(take_snapshot(gw))
-    second = clusterview.publish(take_snapshot(gw))
+    first = view_publish.publish(take_snapshot(gw))
+    second = view_publish.publish(take_snapshot(gw))
     assert second == first + 1
     assert set(ViewNode.objects.values_list("generation", flat=True)) == {first}
     gw.cordon("gpu-a30-01")
-    third = clusterview.publish(take_snapshot(gw))
+    third = view_publish.publish(take_snapshot(gw))
     changed = set(ViewNode.objects.filter(generation=third).values_list("name", flat=True))
     assert changed == {"gpu-a30-01"}
     assert clusterview.stored_view().ledger.node("gpu-a30-01").cordoned
@@ -49,9 +50,9 @@ def test_publishing_rewrites_only_the_nodes_that_changed(load_scenario):
 
 def test_an_older_position_does_not_overwrite_a_newer_view(load_scenario):
     gw = load_scenario("seed-example")
-    clusterview.publish(take_snapshot(gw), position=10)
+    view_publish.publish(take_snapshot(gw), position=10)
     gw.cordon("dev-a1-ws04")
-    clusterview.publish(take_snapshot(gw), position=9)  # a slower writer with an older read
+    view_publish.publish(take_snapshot(gw), position=9)  # a slower writer with an older read
     assert not clusterview.stored_view().ledger.node("dev-a1-ws04").cordoned
 
 
@@ -75,7 +76,7 @@ def _publish_scenario(name, watcher="watcher-1", seen=None):
     objects, hardware, plugin_configs = scenarios.read(name)
     gw = TwinGateway()
     gw.load(objects, hardware, plugin_configs)
-    clusterview.publish(take_snapshot(gw), watcher=watcher)
+    view_publish.publish(take_snapshot(gw), watcher=watcher)
     ViewState.objects.filter(pk=1).update(watcher_seen_at=seen or timezone.now())
 
 
@@ -148,15 +149,15 @@ def test_the_manifest_page_reads_its_drift_from_the_view(db, admin_client, real_
 
 
 def test_the_watcher_and_a_live_view_gather_the_health_inputs_in_one_place(load_scenario, monkeypatch):
-    """A check's new input is gathered once (clusterview.health_inputs), for the stored view's
+    """A check's new input is gathered once (view_publish.health_inputs), for the stored view's
     findings and for a live view's alike."""
     from gpus import reading
 
     gathered = []
-    real = clusterview.health_inputs
-    monkeypatch.setattr(clusterview, "health_inputs", lambda *a, **kw: gathered.append(a) or real(*a, **kw))
+    real = view_publish.health_inputs
+    monkeypatch.setattr(view_publish, "health_inputs", lambda *a, **kw: gathered.append(a) or real(*a, **kw))
     gw = load_scenario("seed-example")
-    clusterview.publish(take_snapshot(gw))
+    view_publish.publish(take_snapshot(gw))
     reading.read_problems(reading.live_view(gw))
     assert len(gathered) == 2
 
@@ -167,13 +168,13 @@ def test_a_publication_rewrites_only_the_workspace_rows_that_changed(load_scenar
     gw = load_scenario("demo")
     gw.create_namespace("ws-new", {"brick.cloud/workspace": "true", "brick.cloud/owner": "dana"})
     gw.create_resource_quota("ws-new", "workspace-quota", {"requests.nvidia.com/gpu": "1"})
-    first = clusterview.publish(take_snapshot(gw))
+    first = view_publish.publish(take_snapshot(gw))
     rows = dict(ViewWorkspace.objects.values_list("namespace", "generation"))
     assert len(rows) > 1 and set(rows.values()) == {first}
-    clusterview.publish(take_snapshot(gw))
+    view_publish.publish(take_snapshot(gw))
     assert dict(ViewWorkspace.objects.values_list("namespace", "generation")) == rows, "nothing changed"
     gw.create_resource_quota("ws-new", "more-gpu", {"requests.nvidia.com/gpu": "2"})
-    third = clusterview.publish(take_snapshot(gw))
+    third = view_publish.publish(take_snapshot(gw))
     after = dict(ViewWorkspace.objects.values_list("namespace", "generation"))
     assert after == {**rows, "ws-new": third}
     assert ViewWorkspace.objects.get(namespace="ws-new").quota == 3
@@ -207,7 +208,7 @@ def test_workspace_findings_follow_the_records_and_the_lines_within_one_generati
     gw = load_scenario("demo")
     gw.create_namespace("ws-kubectl", {"brick.cloud/owner": "dana"})
     gw.create_resource_quota("ws-kubectl", "gpu", {"requests.nvidia.com/gpu": "2"})
-    clusterview.publish(take_snapshot(gw))
+    view_publish.publish(take_snapshot(gw))
 
     def kinds():
         return sorted((p.kind, p.subject) for p in workspace_problems() if p.subject == "ws-kubectl")
@@ -220,3 +221,76 @@ def test_workspace_findings_follow_the_records_and_the_lines_within_one_generati
     assert kinds() == [("workspace-quota-edited", "ws-kubectl")], "recorded now, with 1 GPU against the quota's 2"
     ViewWorkspace.objects.filter(namespace="ws-kubectl").update(gpu_quotas={"nvidia.com/gpu": 1})
     assert kinds() == []
+
+
+# --- a view stored by an older version of the product --------------------------------------
+
+def _stored_by_an_older_version(logical=999):
+    """The stored generation as an older version of the product left it: an older schema
+    version and numbers of that older form (which this code must not show)."""
+    from gpus.models import ViewResourceRow, ViewTypeRow
+
+    state = ViewState.objects.get(pk=1)
+    ViewState.objects.filter(pk=1).update(schema=view_publish.SCHEMA_VERSION - 1,
+                                          totals={**state.totals, "logical": logical})
+    ViewTypeRow.objects.update(logical=logical)
+    ViewResourceRow.objects.update(logical=logical)
+
+
+def test_the_reader_never_serves_a_view_of_an_older_schema(load_scenario):
+    view_publish.publish(take_snapshot(load_scenario("seed-example")))
+    _stored_by_an_older_version()
+    assert not clusterview.has_view()
+    with pytest.raises(clusterview.ViewOutdated):
+        clusterview.stored_view()
+
+
+def test_the_twin_pages_show_the_view_published_again_after_an_upgrade(load_scenario, alice_client):
+    gw = load_scenario("seed-example")
+    alice_client.get(reverse("dashboard"))  # this process's view of the twin, published
+    _stored_by_an_older_version()
+    html = alice_client.get(reverse("dashboard")).content.decode()
+    assert re.search(r'data-testid="gpu-total">3<', html)
+    state = ViewState.objects.get(pk=1)
+    assert state.schema == view_publish.SCHEMA_VERSION and state.totals["logical"] == 3
+    stored = clusterview.stored_view()
+    live = live_view(gw)
+    assert stored.ledger.by_resource == live.ledger.by_resource and stored.ledger.by_type == live.ledger.by_type
+
+
+def test_a_real_cluster_s_pages_wait_for_the_watcher_to_publish_an_upgraded_view(db, alice_client, settings,
+                                                                                  real_cluster_that_does_not_answer):
+    from django.core.management import call_command
+
+    _publish_scenario("seed-example")
+    _stored_by_an_older_version()
+    resp = alice_client.get(reverse("dashboard"))
+    assert resp.status_code == 503
+    assert "being rebuilt for this version" in resp.content.decode()
+    assert "999" not in resp.content.decode()
+    kube = settings.BRICK_CLUSTER
+    settings.BRICK_CLUSTER = "twin"  # the watcher starts (against the cluster the view was of)
+    call_command("watch_cluster", "--once", "--identity", "watcher-2", stdout=io.StringIO())
+    settings.BRICK_CLUSTER = kube
+    ViewState.objects.filter(pk=1).update(watcher_seen_at=timezone.now())
+    html = alice_client.get(reverse("dashboard")).content.decode()
+    assert re.search(r'data-testid="gpu-total">3<', html)
+    assert ViewState.objects.get(pk=1).schema == view_publish.SCHEMA_VERSION
+
+
+def test_an_upgrade_rewrites_every_row_and_keeps_how_long_a_workspace_has_been_idle(load_scenario):
+    from gpus.models import ViewWorkspace
+
+    gw = load_scenario("demo")
+    gw.create_namespace("ws-idle", {"brick.cloud/workspace": "true", "brick.cloud/owner": "dana"})
+    gw.create_resource_quota("ws-idle", "workspace-quota", {"requests.nvidia.com/gpu": "1"})  # no pod uses it
+    first = view_publish.publish(take_snapshot(gw))
+    idle = dict(ViewWorkspace.objects.exclude(idle_since=None).values_list("namespace", "idle_since"))
+    assert "ws-idle" in idle
+    _stored_by_an_older_version()
+    ViewNode.objects.update(ledger=None)  # a node row of the older form
+    second = view_publish.publish(take_snapshot(gw))
+    assert set(ViewNode.objects.values_list("generation", flat=True)) == {second} != {first}
+    assert all(ledger.node_from_dict(n.ledger) for n in ViewNode.objects.filter(is_gpu=True))
+    assert dict(ViewWorkspace.objects.exclude(idle_since=None).values_list("namespace", "idle_since")) == idle
+    assert clusterview.stored_view().ledger.logical == live_view(gw).ledger.logical

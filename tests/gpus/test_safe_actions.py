@@ -171,10 +171,10 @@ def test_the_run_page_offers_restore_from_the_view_without_an_api_call(stopped_a
     from django.utils import timezone
 
     from brickadmin.cluster.snapshot import take_snapshot
-    from gpus import clusterview
+    from gpus import view_publish
     from gpus.models import ViewState
 
-    clusterview.publish(take_snapshot(twin), watcher="watcher-1")
+    view_publish.publish(take_snapshot(twin), watcher="watcher-1")
     ViewState.objects.filter(pk=1).update(watcher_seen_at=timezone.now())
     request.getfixturevalue("unreachable")
     page = admin_client.get(reverse("run_detail", args=[stopped_after_label.pk])).content.decode()

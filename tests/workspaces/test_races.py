@@ -233,3 +233,53 @@ def test_simultaneous_approvals_of_different_requests_never_overcommit(transacti
     assert statuses == ["approved", "pending", "pending"]
     assert Decision.objects.filter(action="approve").count() == 1
     assert not Decision.objects.filter(action="approve_failed").exists()
+
+
+def test_an_approval_does_not_hold_the_lock_while_it_reads_the_cluster(transactional_db, load_scenario,
+                                                                        django_user_model, monkeypatch):
+    """A slow cluster read (a large cluster, a slow Prometheus) of one approval does not make
+    the approval of another Workspace wait: the second is approved, with its namespace and
+    quotas, while the first is still reading; then the first is approved too."""
+    require_service(connection.vendor == "postgresql", "PostgreSQL")
+    twin = load_scenario("seed-example")
+    admin = django_user_model.objects.create_user("root", is_staff=True)
+    slow_req, other_req = (services.create_request(django_user_model.objects.create_user(f"u{i}"), name=name, gpu=1,
+                                                   cpu=1, memory_gib=1, storage_gib=1)
+                           for i, name in enumerate(("ws-slow", "ws-other")))
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowToRead(TwinGateway):
+        """The twin, whose quotas take as long to list as the test says, in the slow approval's thread."""
+
+        def list_resource_quotas(self, namespace=None):
+            if threading.current_thread().name == "slow-approval":
+                entered.set()
+                release.wait(timeout=30)
+            return super().list_resource_quotas(namespace)
+
+    monkeypatch.setattr(services, "get_gateway", SlowToRead)
+    outcome = {}
+
+    def approve_slowly():
+        try:
+            outcome["slow"] = services.approve(slow_req.pk, admin, "nvidia.com/gpu.shared", overcommit=True).status
+        except Exception as exc:  # pragma: no cover - reported below
+            outcome["slow"] = repr(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=approve_slowly, name="slow-approval")
+    thread.start()
+    try:
+        assert entered.wait(timeout=30), "the slow approval never read the cluster"
+        other = services.approve(other_req.pk, admin, "nvidia.com/gpu.shared", overcommit=True)
+        first_still_reading = "slow" not in outcome and not release.is_set()
+    finally:
+        release.set()
+        thread.join()
+    assert other.status == "approved"
+    assert set(objects(twin, "ResourceQuota", "ws-other")) == {"workspace-compute", "workspace-storage"}
+    assert first_still_reading, "the second approval waited for the first one's cluster read"
+    assert outcome["slow"] == "approved"
+    assert set(objects(twin, "ResourceQuota", "ws-slow")) == {"workspace-compute", "workspace-storage"}
+    assert Decision.objects.filter(action="approve").count() == 2

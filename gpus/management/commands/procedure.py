@@ -94,9 +94,9 @@ class Command(BaseCommand):
             problems = "; ".join(f"{flags.get(name, name)}: {' '.join(errors)}" for name, errors in form.errors.items())
             raise CommandError(f"procedure {proc.code}: {problems}")
         if proc.fixes and not proc.listed:  # a Fix: completed from the records as on its plan page
-            from brickadmin.cluster.gateway import get_gateway
+            from gpus.live import LiveRead
 
-            return service.fix_params(proc, o["node"], form.params(), get_gateway())
+            return service.fix_params(proc, o["node"], form.params(), LiveRead())
         return form.params()
 
     def _actor(self, o):
@@ -141,13 +141,13 @@ class Command(BaseCommand):
 
     # --- actions -----------------------------------------------------------------
     def do_plan(self, o):
-        from brickadmin.cluster.gateway import get_gateway
+        from gpus.live import LiveRead
 
         code, params = o["procedure"], self._params(o)
         self.stdout.write(f"Procedure {code} on {o['node'] or 'the time-slicing nodes'} {params}")
         self.stdout.write("Pre-check:")
         proc_flags = {p.name: p.flag for p in registry.get(code).params}
-        for c in registry.get(code).prechecks(get_gateway(), o["node"], params):
+        for c in registry.get(code).prechecks(LiveRead(), o["node"], params):
             self.stdout.write(f"  [{c.level}] {c.detail}")
             for item in c.items:
                 self.stdout.write(f"         - {item}")

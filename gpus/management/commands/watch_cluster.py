@@ -2,7 +2,9 @@
 
 The cluster watcher: elect a leader through a Lease (two replicas are safe, one is active),
 then list and watch the cluster (brickadmin/cluster/watch.py) and hand every new projection
-to ``gpus.clusterview.publish`` (at most once per debounce window). DCGM devices are fetched
+to ``gpus.view_publish.publish`` (at most once per debounce window). Its first publication,
+right after the first list, rewrites a stored view of an older form (an upgrade) in full;
+until then the pages say the numbers are being rebuilt. DCGM devices are fetched
 from Prometheus every BRICK_METRICS_INTERVAL seconds when PROMETHEUS_URL is set and merged
 into the snapshot before publishing. ``--once``: list, publish once, exit (for scripts).
 SIGTERM/SIGINT stop cleanly and release the Lease so the standby takes over at once."""
@@ -41,7 +43,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, once=False, debounce=0.5, identity="", lease_duration=15, renew_deadline=10,
                retry_period=2, **opts):
-        from gpus import clusterview
+        from gpus import view_publish
 
         identity = identity or f"{socket.gethostname()}-{os.getpid()}"
         try:
@@ -51,7 +53,7 @@ class Command(BaseCommand):
         feed = metrics.DeviceFeed(settings.BRICK_METRICS_INTERVAL)
 
         def on_change(snap):
-            return clusterview.publish(feed.merge(snap), watcher=identity)
+            return view_publish.publish(feed.merge(snap), watcher=identity)
 
         if once:
             watcher = ClusterWatcher(gateway)
@@ -127,12 +129,12 @@ def _beat(watcher: ClusterWatcher, identity: str, stop: threading.Event) -> None
     """Tell the pages the watcher is alive (and how it is doing), changes or not."""
     import json
 
-    from gpus import clusterview
+    from gpus import view_publish
 
     while True:
         try:
-            clusterview.heartbeat(identity, json.loads(json.dumps(watcher.status(), default=str)))
+            view_publish.heartbeat(identity, json.loads(json.dumps(watcher.status(), default=str)))
         except Exception:  # noqa: BLE001  (a busy database must not stop the watcher)
             log.exception("watcher heartbeat failed")
-        if stop.wait(clusterview.HEARTBEAT_SECONDS):
+        if stop.wait(view_publish.HEARTBEAT_SECONDS):
             return
