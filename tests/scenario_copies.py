@@ -6,7 +6,8 @@ loads each scenario for real once, keeps the rows that load wrote, and copies th
 the next test's empty twin in a few bulk inserts. The copy is the state the load would have
 left, with fresh uids, a fresh twin version and the current time as creationTimestamp;
 only the random suffixes of the plugin pods' names repeat from one test to the next.
-A twin that holds anything already is loaded for real, as load() replaces it.
+A twin that holds anything already is loaded for real, as load() replaces it, and so is
+any scenario while a test has replaced something of the twin's code (a monkeypatch).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import uuid
 
 from django.db import transaction
 
-from brickadmin.cluster import scenarios
+from brickadmin.cluster import deviceplugin, migparted, scenarios
 from brickadmin.cluster import twin as twin_mod
 from brickadmin.cluster.models import TwinEvent, TwinHardware, TwinObject, TwinState
 from brickadmin.cluster.twin import TwinGateway
@@ -29,6 +30,20 @@ _UID_TAIL = "5ce7-4a11-8b0c-5ce7a110c0de"
 _RECORDED_UID = re.compile(r"[0-9a-f]{8}-" + _UID_TAIL + "|[0-9a-f]{8}" + _UID_TAIL.replace("-", ""))
 
 _recorded: dict[str, str] = {}  # scenario name -> the rows its load wrote, as JSON
+
+
+def _twin_code() -> dict[str, object]:
+    """What a load runs: the twin's module, its gateway class and the device plugin's model."""
+    return {f"{space.__name__}.{name}": value
+            for space in (twin_mod, TwinGateway, deviceplugin, migparted) for name, value in vars(space).items()}
+
+
+_AS_IMPORTED = _twin_code()
+
+
+def _code_as_imported() -> bool:
+    now = _twin_code()
+    return now.keys() == _AS_IMPORTED.keys() and all(now[k] is v for k, v in _AS_IMPORTED.items())
 
 
 class _Rollback(Exception):
@@ -47,9 +62,12 @@ def _record(name: str) -> str:
         with transaction.atomic():
             TwinGateway().load(*scenarios.read(name))
             rows = {
-                "objects": list(TwinObject.objects.order_by("id").values("kind", "namespace", "name", "body", "node_name", "holds_gpu")),
-                "events": list(TwinEvent.objects.order_by("id").values("id", "kind", "namespace", "name", "type", "body")),
-                "hardware": list(TwinHardware.objects.order_by("id").values("node", "gpus", "plugin_pod_uid", "advertised")),
+                "objects": list(TwinObject.objects.order_by("id")
+                                .values("kind", "namespace", "name", "body", "node_name", "holds_gpu")),
+                "events": list(TwinEvent.objects.order_by("id")
+                               .values("id", "kind", "namespace", "name", "type", "body")),
+                "hardware": list(TwinHardware.objects.order_by("id")
+                                 .values("node", "gpus", "plugin_pod_uid", "advertised")),
                 "state": list(TwinState.objects.values("id", "version", "last_rv", "compacted_rv")),
             }
             raise _Rollback
@@ -67,7 +85,7 @@ def _twin_is_empty() -> bool:
 def load(name: str) -> TwinGateway:
     """The twin with scenario ``name`` loaded; returns its gateway."""
     gw = TwinGateway()
-    if not _twin_is_empty():
+    if not _code_as_imported() or not _twin_is_empty():
         gw.load(*scenarios.read(name))
         return gw
     if name not in _recorded:
