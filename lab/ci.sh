@@ -64,14 +64,14 @@ if [ "${BRICK_LAB_DOWN:-0}" = 1 ] || { [ "$was_up" = 0 ] && [ "${BRICK_LAB_KEEP:
 fi
 
 # --- the lab tests -----------------------------------------------------------------------------
-"$PY" -m pytest tests/lab -m lab -q -p no:cacheprovider
+"$PY" -m pytest tests/lab -m lab -q -p no:cacheprovider --durations=25
 rc=$?
 if [ $rc = 5 ]; then die "pytest collected no lab tests"; fi
 # then the other suites' lab tests (marker lab outside tests/lab: procedures, workspaces),
 # which bin/test leaves out of its "not lab" run
 rc2=0
 if [ "${BRICK_LAB_ONLY_OWN:-0}" != 1 ]; then
-  "$PY" -m pytest tests -m lab --ignore=tests/lab -q -p no:cacheprovider
+  "$PY" -m pytest tests -m lab --ignore=tests/lab -q -p no:cacheprovider --durations=25
   rc2=$?
   [ $rc2 = 5 ] && rc2=0   # none there is fine
 fi

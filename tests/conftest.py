@@ -5,8 +5,7 @@ import socket
 
 import pytest
 
-from brickadmin.cluster import scenarios
-from brickadmin.cluster.twin import TwinGateway
+from tests import scenario_copies
 
 IN_CI = bool(os.environ.get("CI"))
 
@@ -24,13 +23,7 @@ def require_service(available: bool, what: str):
 def load_scenario(db):
     """Load a scenario into the twin and return its gateway: load_scenario("seed-example")."""
 
-    def _load(name):
-        objects, hardware, plugin_configs = scenarios.read(name)
-        gw = TwinGateway()
-        gw.load(objects, hardware, plugin_configs)
-        return gw
-
-    return _load
+    return scenario_copies.load  # loaded once per process, copied into each test's twin
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ migrations, so an import inside a function counts as much as one at the top. Imp
 an app adds to another (the Workspaces' checks, procedures, chart rule) is registered from
 its ``AppConfig.ready()``, never by an import back."""
 import ast
+import functools
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,11 +47,22 @@ def _targets(node: ast.AST, module: str, is_package: bool) -> set[str]:
     return out
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once per test process (parsing is most of these tests' time)."""
+    return ast.parse(path.read_text(), filename=str(path))
+
+
 def graph() -> dict[str, set[str]]:
     """{module: the product modules it imports, anywhere in its source}"""
+    return {module: set(targets) for module, targets in _graph().items()}
+
+
+@functools.cache
+def _graph() -> dict[str, set[str]]:
     edges = {}
     for module, path in MODULES.items():
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = parsed(path)
         found = edges.setdefault(module, set())
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -137,7 +149,7 @@ def test_no_module_imports_at_its_bottom():
     late = []
     for module, path in MODULES.items():
         seen_definition = False
-        for node in ast.parse(path.read_text(), filename=str(path)).body:
+        for node in parsed(path).body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 seen_definition = True
             elif seen_definition and isinstance(node, (ast.Import, ast.ImportFrom)):

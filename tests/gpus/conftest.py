@@ -17,8 +17,7 @@ import pytest
 from tests.conftest import require_service
 from django.conf import settings
 
-from brickadmin.cluster import scenarios
-from brickadmin.cluster.twin import TwinGateway
+from tests import scenario_copies
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -200,10 +199,7 @@ def wait_for(predicate, timeout=60, interval=0.1, what="condition"):
 
 
 def load_into_twin(name):
-    objects, hardware, plugin_configs = scenarios.read(name)
-    gw = TwinGateway()
-    gw.load(objects, hardware, plugin_configs)
-    return gw
+    return scenario_copies.load(name)
 
 
 def pytest_sessionfinish(session, exitstatus):
