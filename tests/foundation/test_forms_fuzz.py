@@ -78,6 +78,7 @@ FORMS = {
     "manifest_save": ("admin", lambda o: (reverse("manifest_save"), fields("content", "note"))),
     "manifest_apply": ("admin", lambda o: (reverse("manifest_apply"), fields("next"))),
     "profile": ("alice", lambda o: (reverse("profile"), fields("time_zone"))),
+    "lockout_unlock": ("admin", lambda o: (reverse("lockout_unlock"), fields("username", "address"))),
     "workspace_adopt": ("admin", lambda o: (reverse("workspace_adopt", args=["team-a"]), fields("owner", "note"))),
 }
 # Pages that only read (GET); their query strings are fuzzed too.
