@@ -29,6 +29,77 @@ class ClusterErrorMiddleware:
         return None
 
 
+# --- what a request may carry ----------------------------------------------------------
+
+QUERY_VALUE_MAX = 1000  # characters of one query parameter: more than any page needs (search uses 100)
+# C0 control characters but tab, line feed and carriage return (a text area holds those):
+# PostgreSQL refuses a NUL in text, and none of them belongs in a name, a search or a form field.
+_CONTROL = frozenset(chr(c) for c in range(32)) - {"\t", "\n", "\r"}
+
+
+def has_control_character(text: str) -> bool:
+    return not _CONTROL.isdisjoint(text)
+
+
+def refused_input(request) -> str | None:
+    """Why the request's address, query parameters or form fields cannot be used (a control
+    character such as NUL, or a query parameter longer than QUERY_VALUE_MAX), as a sentence
+    naming the parameter; None when they can."""
+    from django.utils.translation import gettext as _
+
+    if has_control_character(request.path):
+        return _("The address holds a control character (such as a NUL byte).")
+    for name, values in request.GET.lists():
+        if has_control_character(name) or any(has_control_character(v) for v in values):
+            return _("The query parameter %(name)s holds a control character (such as a NUL byte).") % {
+                "name": repr(name)[:60]}
+        if len(name) > QUERY_VALUE_MAX or any(len(v) > QUERY_VALUE_MAX for v in values):
+            return _("The query parameter %(name)s is longer than %(n)d characters.") % {
+                "name": repr(name[:40]), "n": QUERY_VALUE_MAX}
+    if request.method == "POST" and request.content_type in ("application/x-www-form-urlencoded",
+                                                             "multipart/form-data"):
+        for name, values in request.POST.lists():
+            if has_control_character(name) or any(has_control_character(v) for v in values):
+                return _("The form field %(name)s holds a control character (such as a NUL byte).") % {
+                    "name": repr(name)[:60]}
+    return None
+
+
+class RequestInputMiddleware:
+    """One place for what no view can use: a control character in the address, a query
+    parameter or a form field (a NUL makes PostgreSQL fail the query, and cuts a CSV
+    export off), or a query parameter too long to search with (SQLite refuses LIKE patterns
+    over 50,000 bytes, which read as a dead database). A 400 page says which and why; no
+    view runs."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        reason = refused_input(request)
+        if reason is not None:
+            return render(request, "bad_request.html", {"reason": reason}, status=400)
+        return self.get_response(request)
+
+
+class NoStoreMiddleware:
+    """Pages and exports a signed-in person receives are never kept by a browser or a proxy
+    (Cache-Control: no-store): after sign-out, Back or a shared machine's cache must not show
+    them again."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        from django.utils.cache import add_never_cache_headers
+
+        signed_in = request.user.is_authenticated
+        response = self.get_response(request)
+        if signed_in or request.user.is_authenticated:
+            add_never_cache_headers(response)
+        return response
+
+
 # --- the database ---------------------------------------------------------------------
 
 def database_problem(exception) -> str | None:

@@ -58,6 +58,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "brickadmin.middleware.NoStoreMiddleware",  # Cache-Control: no-store for whoever is signed in
+    "brickadmin.middleware.RequestInputMiddleware",  # NUL, control characters, overlong queries: a 400
     "brickadmin.accounts.middleware.TimezoneMiddleware",  # the person's time zone (or TIME_ZONE)
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
