@@ -1,6 +1,7 @@
 """Console pages of the project itself (not of an app): the sign-in lockouts."""
 from __future__ import annotations
 
+import ipaddress
 import logging
 import sys
 
@@ -59,7 +60,12 @@ def lockout_unlock(request):
     """An admin unlocks one username from one address (the row's Unlock button)."""
     from axes.models import AccessAttempt
 
-    username, address = request.POST.get("username", ""), request.POST.get("address", "")
+    username, address = request.POST.get("username", ""), request.POST.get("address", "").strip()
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        messages.error(request, _("Not unlocked: %(address)s is not an IP address.") % {"address": address[:60]})
+        return redirect("lockouts")
     removed, _counts = AccessAttempt.objects.filter(username=username, ip_address=address).delete()
     if removed:
         logging.getLogger("brickadmin.lockout").warning("%s unlocked the sign-in of %s from %s",
