@@ -1,3 +1,7 @@
+import time
+
+from django.contrib.sessions.exceptions import SessionInterrupted
+from django.contrib.sessions.middleware import SessionMiddleware
 from django.shortcuts import render
 
 from .cluster import ClusterError
@@ -42,9 +46,11 @@ def has_control_character(text: str) -> bool:
 
 
 def refused_input(request) -> str | None:
-    """Why the request's address, query parameters or form fields cannot be used (a control
-    character such as NUL, or a query parameter longer than QUERY_VALUE_MAX), as a sentence
-    naming the parameter; None when they can."""
+    """Why the request's address or query parameters cannot be used (a control character such
+    as NUL, or a query parameter longer than QUERY_VALUE_MAX), as a sentence naming the
+    parameter; None when they can. Posted form fields are their forms' to refuse, beside the
+    field (Django's CharField refuses a NUL; views reading a field without a form use
+    clean_text below); tests/foundation/test_forms_fuzz.py posts control characters to every form."""
     from django.utils.translation import gettext as _
 
     if has_control_character(request.path):
@@ -56,21 +62,19 @@ def refused_input(request) -> str | None:
         if len(name) > QUERY_VALUE_MAX or any(len(v) > QUERY_VALUE_MAX for v in values):
             return _("The query parameter %(name)s is longer than %(n)d characters.") % {
                 "name": repr(name[:40]), "n": QUERY_VALUE_MAX}
-    if request.method == "POST" and request.content_type in ("application/x-www-form-urlencoded",
-                                                             "multipart/form-data"):
-        for name, values in request.POST.lists():
-            if has_control_character(name) or any(has_control_character(v) for v in values):
-                return _("The form field %(name)s holds a control character (such as a NUL byte).") % {
-                    "name": repr(name)[:60]}
     return None
 
 
+def clean_text(value: str) -> str | None:
+    """A posted value a view reads without a form, or None when it holds a control character."""
+    return None if has_control_character(value) else value
+
+
 class RequestInputMiddleware:
-    """One place for what no view can use: a control character in the address, a query
-    parameter or a form field (a NUL makes PostgreSQL fail the query, and cuts a CSV
-    export off), or a query parameter too long to search with (SQLite refuses LIKE patterns
-    over 50,000 bytes, which read as a dead database). A 400 page says which and why; no
-    view runs."""
+    """One place for what no page can use: a control character in the address or a query
+    parameter (a NUL makes PostgreSQL fail the query, and cuts a CSV export off), or a query
+    parameter too long to search with (SQLite refuses LIKE patterns over 50,000 bytes, which
+    read as a dead database). A 400 page says which and why; no view runs."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -80,6 +84,34 @@ class RequestInputMiddleware:
         if reason is not None:
             return render(request, "bad_request.html", {"reason": reason}, status=400)
         return self.get_response(request)
+
+
+class SlidingSessionMiddleware(SessionMiddleware):
+    """Django's session middleware, and a local sign-in's session is saved again at most once
+    a minute while it is used, so SESSION_COOKIE_AGE counts hours without a request rather
+    than hours since the sign-in (what SESSION_SAVE_EVERY_REQUEST does, without a database
+    write per request). A session with an expiry of its own (single sign-on's working day) is
+    left alone, and a database that refuses the write (read-only) leaves a page that only
+    reads working: the count restarts at the next request that can write."""
+
+    REFRESH_SECONDS = 60
+    REFRESHED = "_brick_refreshed"
+
+    def process_response(self, request, response):
+        session = getattr(request, "session", None)
+        refresh_only = False
+        if session is not None and not session.modified and session.get("_auth_user_id") \
+                and "_session_expiry" not in session:
+            now = int(time.time())
+            if now - session.get(self.REFRESHED, 0) >= self.REFRESH_SECONDS:
+                session[self.REFRESHED] = now
+                refresh_only = True
+        try:
+            return super().process_response(request, response)
+        except SessionInterrupted:
+            if refresh_only:
+                return response
+            raise
 
 
 class NoStoreMiddleware:

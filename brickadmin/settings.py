@@ -53,7 +53,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "brickadmin.middleware.ContentSecurityPolicyMiddleware",  # no inline script or style (htmx included)
     "whitenoise.middleware.WhiteNoiseMiddleware",  # static files under gunicorn
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    "brickadmin.middleware.SlidingSessionMiddleware",  # Django's, the idle count restarted while used
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -140,10 +140,11 @@ AXES_WHITELIST_CALLABLE = "brickadmin.lockout.provider_sign_in"  # single sign-o
 BRICK_TRUSTED_PROXY_COUNT = int(os.environ.get("BRICK_TRUSTED_PROXY_COUNT", "0"))
 
 # --- sessions ----------------------------------------------------------------
-# A local sign-in lasts BRICK_SESSION_IDLE_HOURS without a request (8: a working day); each
-# request starts the count again. Single sign-on sessions are bounded by the provider below too.
+# A local sign-in lasts BRICK_SESSION_IDLE_HOURS without a request (8: a working day); a request
+# starts the count again (brickadmin.middleware.SlidingSessionMiddleware: the equivalent of
+# SESSION_SAVE_EVERY_REQUEST, one write a minute at most). Single sign-on sessions keep their
+# own bound below.
 SESSION_COOKIE_AGE = int(float(os.environ.get("BRICK_SESSION_IDLE_HOURS", "8")) * 3600)
-SESSION_SAVE_EVERY_REQUEST = True
 
 # --- single sign-on (OpenID Connect; docs/operator-guide.md#single-sign-on) ---------------
 # Off unless BRICK_OIDC_ISSUER is set (the demo). Users of the provider are identified by

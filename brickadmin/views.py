@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.defaults import server_error as django_server_error
 
 from .lockout import cooloff_minutes
+from .middleware import clean_text
 from .permissions import admin_required
 from .tables import Column, Table
 
@@ -60,9 +61,11 @@ def lockout_unlock(request):
     """An admin unlocks one username from one address (the row's Unlock button)."""
     from axes.models import AccessAttempt
 
-    username, address = request.POST.get("username", ""), request.POST.get("address", "").strip()
+    username, address = clean_text(request.POST.get("username", "")), request.POST.get("address", "").strip()
     try:
         ipaddress.ip_address(address)
+        if username is None:
+            raise ValueError(address)
     except ValueError:
         messages.error(request, _("Not unlocked: %(address)s is not an IP address.") % {"address": address[:60]})
         return redirect("lockouts")
