@@ -2,6 +2,7 @@
 that says the sign-in is locked and for how long."""
 from __future__ import annotations
 
+from axes.handlers.database import AxesDatabaseHandler
 from django.conf import settings
 from django.shortcuts import render
 
@@ -37,3 +38,21 @@ def provider_sign_in(request, credentials=None) -> bool:
     from django.urls import reverse
 
     return request is not None and request.path == reverse("oidc_authentication_callback")
+
+
+class LockoutHandler(AxesDatabaseHandler):
+    """django-axes' database handler, and a failure refused while locked is still written to
+    the failure log: with the wait not extended by such failures (settings.py), axes itself
+    leaves them out, and an admin should see that someone keeps trying."""
+
+    def user_login_failed(self, sender, credentials: dict, request=None, **kwargs):
+        if request is not None and getattr(request, "axes_locked_out", False) \
+                and settings.AXES_ENABLE_ACCESS_FAILURE_LOG:
+            from axes.helpers import get_client_username
+            from axes.models import AccessFailureLog
+
+            AccessFailureLog.objects.create(
+                username=get_client_username(request, credentials), ip_address=request.axes_ip_address,
+                user_agent=request.axes_user_agent, http_accept=request.axes_http_accept,
+                path_info=request.axes_path_info, attempt_time=request.axes_attempt_time, locked_out=True)
+        super().user_login_failed(sender, credentials, request, **kwargs)

@@ -1,3 +1,7 @@
+import time
+
+from django.contrib.sessions.exceptions import SessionInterrupted
+from django.contrib.sessions.middleware import SessionMiddleware
 from django.shortcuts import render
 
 from .cluster import ClusterError
@@ -27,6 +31,105 @@ class ClusterErrorMiddleware:
             return render(request, "cluster_unavailable.html",
                           {"retry_can_help": exception.transient}, status=503)
         return None
+
+
+# --- what a request may carry ----------------------------------------------------------
+
+QUERY_VALUE_MAX = 1000  # characters of one query parameter: more than any page needs (search uses 100)
+# C0 control characters but tab, line feed and carriage return (a text area holds those):
+# PostgreSQL refuses a NUL in text, and none of them belongs in a name, a search or a form field.
+_CONTROL = frozenset(chr(c) for c in range(32)) - {"\t", "\n", "\r"}
+
+
+def has_control_character(text: str) -> bool:
+    return not _CONTROL.isdisjoint(text)
+
+
+def refused_input(request) -> str | None:
+    """Why the request's address or query parameters cannot be used (a control character such
+    as NUL, or a query parameter longer than QUERY_VALUE_MAX), as a sentence naming the
+    parameter; None when they can. Posted form fields are their forms' to refuse, beside the
+    field (Django's CharField refuses a NUL; views reading a field without a form use
+    clean_text below); tests/foundation/test_forms_fuzz.py posts control characters to every form."""
+    from django.utils.translation import gettext as _
+
+    if has_control_character(request.path):
+        return _("The address holds a control character (such as a NUL byte).")
+    for name, values in request.GET.lists():
+        if has_control_character(name) or any(has_control_character(v) for v in values):
+            return _("The query parameter %(name)s holds a control character (such as a NUL byte).") % {
+                "name": repr(name)[:60]}
+        if len(name) > QUERY_VALUE_MAX or any(len(v) > QUERY_VALUE_MAX for v in values):
+            return _("The query parameter %(name)s is longer than %(n)d characters.") % {
+                "name": repr(name[:40]), "n": QUERY_VALUE_MAX}
+    return None
+
+
+def clean_text(value: str) -> str | None:
+    """A posted value a view reads without a form, or None when it holds a control character."""
+    return None if has_control_character(value) else value
+
+
+class RequestInputMiddleware:
+    """One place for what no page can use: a control character in the address or a query
+    parameter (a NUL makes PostgreSQL fail the query, and cuts a CSV export off), or a query
+    parameter too long to search with (SQLite refuses LIKE patterns over 50,000 bytes, which
+    read as a dead database). A 400 page says which and why; no view runs."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        reason = refused_input(request)
+        if reason is not None:
+            return render(request, "bad_request.html", {"reason": reason}, status=400)
+        return self.get_response(request)
+
+
+class SlidingSessionMiddleware(SessionMiddleware):
+    """Django's session middleware, and a local sign-in's session is saved again at most once
+    a minute while it is used, so SESSION_COOKIE_AGE counts hours without a request rather
+    than hours since the sign-in (what SESSION_SAVE_EVERY_REQUEST does, without a database
+    write per request). A session with an expiry of its own (single sign-on's working day) is
+    left alone, and a database that refuses the write (read-only) leaves a page that only
+    reads working: the count restarts at the next request that can write."""
+
+    REFRESH_SECONDS = 60
+    REFRESHED = "_brick_refreshed"
+
+    def process_response(self, request, response):
+        session = getattr(request, "session", None)
+        refresh_only = False
+        if session is not None and not session.modified and session.get("_auth_user_id") \
+                and "_session_expiry" not in session:
+            now = int(time.time())
+            if now - session.get(self.REFRESHED, 0) >= self.REFRESH_SECONDS:
+                session[self.REFRESHED] = now
+                refresh_only = True
+        try:
+            return super().process_response(request, response)
+        except SessionInterrupted:
+            if refresh_only:
+                return response
+            raise
+
+
+class NoStoreMiddleware:
+    """Pages and exports a signed-in person receives are never kept by a browser or a proxy
+    (Cache-Control: no-store): after sign-out, Back or a shared machine's cache must not show
+    them again."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        from django.utils.cache import add_never_cache_headers
+
+        signed_in = request.user.is_authenticated
+        response = self.get_response(request)
+        if signed_in or request.user.is_authenticated:
+            add_never_cache_headers(response)
+        return response
 
 
 # --- the database ---------------------------------------------------------------------

@@ -11,6 +11,8 @@ scheme is not https, so behind SecurityMiddleware and host validation a probe wo
 """
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.db import connection
 from django.http import HttpResponse, JsonResponse
@@ -47,5 +49,9 @@ class ProbeMiddleware:
             return HttpResponse("ok", content_type="text/plain")
         if request.path == "/readyz":
             problems = {k: v for k, v in (("database", _database()), ("broker", _broker())) if v}
-            return JsonResponse({"ready": not problems, **problems}, status=503 if problems else 200)
+            for dependency, error in problems.items():  # the why (hosts, ports) for the logs only
+                logging.getLogger("brickadmin.probes").warning("not ready: %s: %s", dependency, error)
+            # without a login: which dependency failed, never where it lives
+            return JsonResponse({"ready": not problems, **{k: "unavailable" for k in problems}},
+                                status=503 if problems else 200)
         return self.get_response(request)

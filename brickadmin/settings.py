@@ -53,11 +53,13 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "brickadmin.middleware.ContentSecurityPolicyMiddleware",  # no inline script or style (htmx included)
     "whitenoise.middleware.WhiteNoiseMiddleware",  # static files under gunicorn
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    "brickadmin.middleware.SlidingSessionMiddleware",  # Django's, the idle count restarted while used
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "brickadmin.middleware.NoStoreMiddleware",  # Cache-Control: no-store for whoever is signed in
+    "brickadmin.middleware.RequestInputMiddleware",  # NUL, control characters, overlong queries: a 400
     "brickadmin.accounts.middleware.TimezoneMiddleware",  # the person's time zone (or TIME_ZONE)
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -112,24 +114,37 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 # --- sign-in lockouts (django-axes) ------------------------------------------
-# Repeated failures lock out the username and, separately, the address they came from, for a
-# cool-off after the last failure. Every failure is recorded (AccessAttempt, AccessFailureLog);
-# admins see them on the console's Sign-in lockouts page; `manage.py axes_reset` unlocks.
+# Repeated failures lock out one username from one client address, for a cool-off counted from
+# the failure that locked it: failures during the lockout neither count nor extend it, so no one
+# can keep an admin out from their own address, and one person's typos behind a shared address
+# lock out no one else. Every failure is recorded (AccessAttempt, AccessFailureLog); admins see
+# the lockouts on the console's Sign-in lockouts page and unlock them there;
+# `manage.py unlock_sign_in NAME` unlocks from the command line (the break-glass account).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = int(os.environ.get("BRICK_LOGIN_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("BRICK_LOGIN_COOLOFF_MINUTES", "15")))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each alone: per user, and per address
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # the pair: a username from one address
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # the wait is not restarted by more failures
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
+AXES_HANDLER = "brickadmin.lockout.LockoutHandler"  # failures refused while locked are logged too
 AXES_ENABLE_ADMIN = False  # its records are shown read-only by brickadmin/admin.py
 AXES_LOCKOUT_CALLABLE = "brickadmin.lockout.lockout_response"
 AXES_CLIENT_IP_CALLABLE = "brickadmin.lockout.client_ip"
 AXES_WHITELIST_CALLABLE = "brickadmin.lockout.provider_sign_in"  # single sign-on: the provider locks
 # Behind a reverse proxy every request comes from the proxy: give the number of proxies that
-# append to X-Forwarded-For so the client's own address is the one locked out.
+# append to X-Forwarded-For (the chart's trustedProxyCount) so the client's own address is the
+# one locked out; addresses a client writes into the header itself are never read.
 BRICK_TRUSTED_PROXY_COUNT = int(os.environ.get("BRICK_TRUSTED_PROXY_COUNT", "0"))
+
+# --- sessions ----------------------------------------------------------------
+# A local sign-in lasts BRICK_SESSION_IDLE_HOURS without a request (8: a working day); a request
+# starts the count again (brickadmin.middleware.SlidingSessionMiddleware: the equivalent of
+# SESSION_SAVE_EVERY_REQUEST, one write a minute at most). Single sign-on sessions keep their
+# own bound below.
+SESSION_COOKIE_AGE = int(float(os.environ.get("BRICK_SESSION_IDLE_HOURS", "8")) * 3600)
 
 # --- single sign-on (OpenID Connect; docs/operator-guide.md#single-sign-on) ---------------
 # Off unless BRICK_OIDC_ISSUER is set (the demo). Users of the provider are identified by

@@ -12,6 +12,7 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("django-admin/", admin.site.urls),
     path("lockouts/", views.lockouts, name="lockouts"),
+    path("lockouts/unlock/", views.lockout_unlock, name="lockout_unlock"),
     path("profile/", account_views.profile, name="profile"),
     path("", include("gpus.urls")),
     path("workspaces/", include("workspaces.urls")),

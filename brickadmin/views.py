@@ -1,40 +1,83 @@
 """Console pages of the project itself (not of an app): the sign-in lockouts."""
 from __future__ import annotations
 
+import ipaddress
+import logging
 import sys
 
 from django.conf import settings
 from django.db.models import Max, Sum
-from django.shortcuts import render
+from django.contrib import messages
+from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from django.views.decorators.http import require_GET, require_POST
 from django.views.defaults import server_error as django_server_error
 
 from .lockout import cooloff_minutes
+from .middleware import clean_text
 from .permissions import admin_required
+from .tables import Column, Table
+
+
+LOCKOUT_TABLE = Table(
+    Column("username", gettext_lazy("Username")),
+    Column("address", gettext_lazy("Address"), "ip_address"),
+    Column("failures", gettext_lazy("Failures"), numeric=True),
+    Column("until", gettext_lazy("Locked until")),
+    Column("unlock", "", None, export=False),
+    search=("username", "ip_address"), default="-until")
 
 
 @require_GET
 @admin_required
 def lockouts(request):
-    """Usernames and addresses locked out now (failures within the cool-off at or over the
-    limit), and the recorded failures, newest first. Unlock: `manage.py axes_reset_username
-    NAME` / `axes_reset_ip ADDRESS` (or the Django admin's Access attempts)."""
+    """The sign-ins locked now (a username from an address with failures at or over the limit
+    within the cool-off, which counts from the failure that locked it), and the recorded
+    failures, newest first. Unlock: each row's button (lockout_unlock), or
+    `manage.py unlock_sign_in NAME` (brickadmin/accounts/management/commands)."""
     from axes.models import AccessAttempt, AccessFailureLog
 
-    recent = AccessAttempt.objects.filter(attempt_time__gte=timezone.now() - settings.AXES_COOLOFF_TIME)
-
-    def locked(key):
-        rows = (recent.exclude(**{f"{key}__isnull": True}).values(key)
-                .annotate(failures=Sum("failures_since_start"), last=Max("attempt_time"))
-                .filter(failures__gte=settings.AXES_FAILURE_LIMIT).order_by("-last"))
-        return [{"who": r[key], "failures": r["failures"], "until": r["last"] + settings.AXES_COOLOFF_TIME}
-                for r in rows]
-
+    # one row per username and address (axes keeps one per browser too); a handful: in Python
+    pairs = (AccessAttempt.objects.filter(attempt_time__gte=timezone.now() - settings.AXES_COOLOFF_TIME)
+             .values("username", "ip_address")
+             .annotate(failures=Sum("failures_since_start"), last=Max("attempt_time"))
+             .filter(failures__gte=settings.AXES_FAILURE_LIMIT).order_by())
+    rows = [{**p, "until": p["last"] + settings.AXES_COOLOFF_TIME} for p in pairs]
+    table = LOCKOUT_TABLE.bind(request, rows)
+    if table.wants_csv:
+        return table.csv_response("sign-in-lockouts")
+    page = table.page
     return render(request, "lockouts.html", {
-        "by_username": locked("username"), "by_address": locked("ip_address"),
+        "table": table, "page": page,
         "failures": AccessFailureLog.objects.order_by("-attempt_time")[:100],
         "failure_limit": settings.AXES_FAILURE_LIMIT, "minutes": cooloff_minutes()})
+
+
+@require_POST
+@admin_required
+def lockout_unlock(request):
+    """An admin unlocks one username from one address (the row's Unlock button)."""
+    from axes.models import AccessAttempt
+
+    username, address = clean_text(request.POST.get("username", "")), request.POST.get("address", "").strip()
+    try:
+        ipaddress.ip_address(address)
+        if username is None:
+            raise ValueError(address)
+    except ValueError:
+        messages.error(request, _("Not unlocked: %(address)s is not an IP address.") % {"address": address[:60]})
+        return redirect("lockouts")
+    removed, _counts = AccessAttempt.objects.filter(username=username, ip_address=address).delete()
+    if removed:
+        logging.getLogger("brickadmin.lockout").warning("%s unlocked the sign-in of %s from %s",
+                                                        request.user.get_username(), username, address)
+        messages.success(request, _("%(user)s can sign in from %(address)s again.")
+                         % {"user": username, "address": address})
+    else:
+        messages.info(request, _("%(user)s was not locked from %(address)s.") % {"user": username, "address": address})
+    return redirect("lockouts")
 
 
 def server_error(request, template_name="500.html"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +54,8 @@ class ManifestError(ValueError):
 ALLOWED_KINDS = {"ConfigMap": "v1", "DaemonSet": "apps/v1"}
 MAX_DEPTH = 40  # the plugin's objects nest about 12 levels
 MAX_NODES = 100_000  # aliases can multiply a small text into a huge document
+MAX_DOCUMENTS = 20  # the plugin's manifest holds 4 (two ConfigMaps, two DaemonSets)
+MAX_CHARACTERS = 256 * 1024  # the plugin's manifest is about 4 KB
 
 
 def _measure(obj, memo: dict, depth: int = 0) -> tuple[int, int]:
@@ -73,9 +76,35 @@ def _measure(obj, memo: dict, depth: int = 0) -> tuple[int, int]:
     return memo[key]
 
 
+def _too_big(parsed, memo: dict) -> str | None:
+    """Why a parsed YAML document is refused (nested too deep, or too many values once its
+    aliases are expanded), or None. The same limits for the manifest's documents and for the
+    config files inside its ConfigMaps, which the device plugin parses in turn."""
+    depth, count = _measure(parsed, memo)
+    if depth > MAX_DEPTH:
+        return _("nested more than %(n)d levels deep") % {"n": MAX_DEPTH}
+    if count > MAX_NODES:
+        return _("too large (more than %(n)d values once aliases are expanded)") % {"n": MAX_NODES}
+    return None
+
+
 def parse(content: str) -> list[dict]:
+    """The documents of a manifest, refused when it is longer than MAX_CHARACTERS, holds more
+    than MAX_DOCUMENTS documents, or a document nested or expanded beyond the limits above.
+    Linear in the text: documents are read one at a time and counted as they come."""
+    if len(content) > MAX_CHARACTERS:
+        raise ManifestError(_("The manifest is %(size)d characters long; at most %(max)d are accepted "
+                              "(the device plugin's manifest is about 4,000).")
+                            % {"size": len(content), "max": MAX_CHARACTERS})
+    docs = []
     try:
-        docs = [d for d in yaml.safe_load_all(content) if d]
+        for d in yaml.safe_load_all(content):
+            if not d:
+                continue
+            docs.append(d)
+            if len(docs) > MAX_DOCUMENTS:
+                raise ManifestError(_("The manifest holds more than %(max)d documents; the device plugin's "
+                                      "manifest has four.") % {"max": MAX_DOCUMENTS})
     except yaml.YAMLError as exc:
         raise ManifestError(_("Not valid YAML: %(err)s") % {"err": exc}) from exc
     except RecursionError:
@@ -120,6 +149,27 @@ def _config(cm: dict) -> dict:
     return parse_plugin_config((cm.get("data") or {}).get(CONFIG_KEY) or "")
 
 
+def nested_config_errors(cm: dict) -> list[str]:
+    """Each file of a ConfigMap (its data values: config.yaml, and any other config the
+    plugin's config manager may select) nested or expanded beyond the manifest's own limits:
+    the plugin would parse it as it is, a billion-laughs config included."""
+    out = []
+    data = cm.get("data") if isinstance(cm.get("data"), dict) else {}
+    for key, text in data.items():
+        if not isinstance(text, str):
+            continue
+        try:
+            parsed = list(yaml.safe_load_all(text))
+        except (yaml.YAMLError, RecursionError):
+            continue  # not YAML: refused_configs says so for config.yaml; other files are not the plugin's
+        memo: dict = {}
+        for why in filter(None, (_too_big(p, memo) for p in parsed)):
+            out.append(_("ConfigMap %(name)s, %(key)s: %(why)s; the device plugin would parse it as it is.")
+                       % {"name": cm["metadata"]["name"], "key": key, "why": why})
+            break
+    return out
+
+
 def refused_configs(docs: list[dict]) -> list[str]:
     """Each device-plugin config of the documents that NVIDIA's plugin refuses at start, with
     its reasons: applied, it would make every plugin pod mounting it exit and crash-loop, and
@@ -127,6 +177,10 @@ def refused_configs(docs: list[dict]) -> list[str]:
     out = []
     for cm in _docs_of(docs, "ConfigMap"):
         data = cm.get("data") if isinstance(cm.get("data"), dict) else {}
+        nested = nested_config_errors(cm)
+        if nested:
+            out += nested
+            continue
         if CONFIG_KEY not in data:
             out.append(_("ConfigMap %(name)s has no %(key)s: the device plugin could not open its config file "
                          "and would exit.") % {"name": cm["metadata"]["name"], "key": CONFIG_KEY})
@@ -167,8 +221,8 @@ def validate(docs: list[dict]) -> Validation:
     Each ConfigMap's config.yaml one that NVIDIA's device plugin loads (refused_configs)."""
     v = Validation()
     v.errors += foreign_documents(docs)
-    names = [(d["kind"], d["metadata"]["name"]) for d in docs]
-    for kind, name in sorted({n for n in names if names.count(n) > 1}):
+    names = Counter((d["kind"], d["metadata"]["name"]) for d in docs)  # one pass, however many documents
+    for kind, name in sorted(n for n, times in names.items() if times > 1):
         v.errors.append(_("%(kind)s %(name)s appears more than once.") % {"kind": kind, "name": name})
     try:
         v.errors += refused_configs(docs)

@@ -207,10 +207,22 @@ class JobSettingsForm(forms.Form):
     approval_required = forms.BooleanField(label=_("Job approval required"), required=False)
 
 
+class KeyChoiceField(forms.ModelChoiceField):
+    """A choice posted as its primary key, in ASCII digits only: int() reads "٣" or "３" as 3,
+    which would pick another row than the one the page offered."""
+
+    def to_python(self, value):
+        if value not in self.empty_values:
+            text = str(value).strip()
+            if not (text.isascii() and text.isdigit() and len(text) <= 18):
+                raise forms.ValidationError(self.error_messages["invalid_choice"], code="invalid_choice",
+                                      params={"value": value})
+        return super().to_python(value)
+
+
 class ResourceLimitForm(forms.ModelForm):
-    user = forms.ModelChoiceField(queryset=get_user_model().objects.order_by("username"), required=False,
-                                  label=_("User"))
-    group = forms.ModelChoiceField(queryset=Group.objects.order_by("name"), required=False, label=_("Group"))
+    user = KeyChoiceField(queryset=get_user_model().objects.order_by("username"), required=False, label=_("User"))
+    group = KeyChoiceField(queryset=Group.objects.order_by("name"), required=False, label=_("Group"))
 
     class Meta:
         model = ResourceLimit

@@ -1,7 +1,7 @@
 """Thin views: read the form, call services, render. Users see only their own rows."""
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.contrib import messages
-from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
@@ -65,15 +65,33 @@ REQUEST_TABLE = Table(
     Column("storage", gettext_lazy("Storage (GiB)"), "storage_gib", numeric=True),
     Column("waiting", gettext_lazy("Waiting"), "created_at"),
     search=("name", "requester_name"), default="waiting")
+_WS_NAME = Column("name", gettext_lazy("Name"))
+_WS_STATUS = Column("status", gettext_lazy("Status"), value=lambda w: w.get_status_display())
+_WS_ASSIGNED = (Column("type", gettext_lazy("GPU type"), "gpu_type"),
+                Column("resource", gettext_lazy("GPU resource"), "gpu_resource"),
+                Column("rejection", gettext_lazy("Why rejected"), None, value="rejection_reason"))
+_WS_REQUESTED = Column("requested", gettext_lazy("Requested"), "created_at")
+USER_WORKSPACE_TABLE = Table(
+    _WS_NAME, _WS_STATUS, Column("gpu", gettext_lazy("GPU"), numeric=True),
+    Column("cpu", gettext_lazy("CPU"), numeric=True),
+    Column("memory", gettext_lazy("Memory (GiB)"), "memory_gib", numeric=True),
+    Column("storage", gettext_lazy("Storage (GiB)"), "storage_gib", numeric=True), *_WS_ASSIGNED, _WS_REQUESTED,
+    search=("name", "status", "gpu_resource"), default="-requested")
+ALL_WORKSPACE_TABLE = Table(
+    _WS_NAME, Column("owner", gettext_lazy("Owner"), "requester_name"), _WS_STATUS,
+    Column("overcommit", gettext_lazy("Overcommit")), Column("gpu", gettext_lazy("GPU"), numeric=True),
+    *_WS_ASSIGNED, Column("decided_by", gettext_lazy("Decided by"), "decided_by_name"), _WS_REQUESTED,
+    search=("name", "requester_name", "status", "gpu_resource", "decided_by_name"), default="-requested")
 
 
 # --- users: Workspaces -------------------------------------------------------------
 
 @require_GET
 def workspace_list(request):
-    rows = WorkspaceRequest.objects.filter(requester=request.user).order_by("-created_at", "-id")
-    page = Paginator(rows, settings.PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "workspaces/workspace_list.html", {"page": page})
+    table = USER_WORKSPACE_TABLE.bind(request, WorkspaceRequest.objects.filter(requester=request.user))
+    if table.wants_csv:
+        return table.csv_response("my-workspaces")
+    return render(request, "workspaces/workspace_list.html", {"table": table, "page": table.page})
 
 
 @require_http_methods(["GET", "POST"])
@@ -342,22 +360,24 @@ def workspace_settings(request):
         "defaults": settings.BRICK_DEFAULT_LIMITS})
 
 
-def _key(value) -> int | None:
-    """A primary key as posted, or None: "²" is a digit to str.isdigit() but not to int(), and
-    thirty 9s overflow the database's integer (the form then says the choice is not valid)."""
-    value = (value or "").strip()
-    return int(value) if value.isascii() and value.isdigit() and len(value) <= 18 else None
+def _chosen(field: str, value):
+    """The user or group a posted key names, read by the form's own field (ASCII digits
+    only), so the limit updated is the one the form then saves; None when it names none."""
+    try:
+        return ResourceLimitForm.base_fields[field].clean(value)
+    except ValidationError:
+        return None
 
 
 @require_POST
 @admin_required
 def limit_save(request):
     existing = None
-    who_user, who_group = _key(request.POST.get("user")), _key(request.POST.get("group"))
+    who_user, who_group = _chosen("user", request.POST.get("user")), _chosen("group", request.POST.get("group"))
     if who_user is not None:
-        existing = ResourceLimit.objects.filter(user_id=who_user).first()
+        existing = ResourceLimit.objects.filter(user=who_user).first()
     elif who_group is not None:
-        existing = ResourceLimit.objects.filter(group_id=who_group).first()
+        existing = ResourceLimit.objects.filter(group=who_group).first()
     form = ResourceLimitForm(request.POST, instance=existing)
     if form.is_valid():
         limit = form.save()
@@ -397,11 +417,14 @@ def audit_log(request):
 @admin_required
 def all_workspaces(request):
     """Admins' view of every Workspace request (the users' pages only show their own)."""
-    rows = WorkspaceRequest.objects.all().order_by("-created_at", "-id")
+    rows = WorkspaceRequest.objects.all()
     status = request.GET.get("status", "")
     if status in WorkspaceRequest.Status.values:
         rows = rows.filter(status=status)
-    page = Paginator(rows, settings.PAGE_SIZE).get_page(request.GET.get("page"))
+    table = ALL_WORKSPACE_TABLE.bind(request, rows)
+    if table.wants_csv:
+        return table.csv_response("workspaces-all")
     counts = dict(WorkspaceRequest.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
     return render(request, "workspaces/all_workspaces.html", {
-        "page": page, "status": status, "counts": counts, "statuses": WorkspaceRequest.Status.choices})
+        "table": table, "page": table.page, "status": status, "counts": counts,
+        "statuses": WorkspaceRequest.Status.choices})

@@ -136,8 +136,9 @@ def cancel_run(run: ProcedureRun, *, actor=None, actor_name: str = "") -> Proced
         n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.PENDING).update(
             status=RunStatus.CANCELLED, cancel_requested=True, finished_at=timezone.now(),
             message=_("Cancelled by %(who)s before it started.") % {"who": name})
-        if not n:
-            n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(cancel_requested=True)
+        if not n:  # only the request that sets the flag records it: ten clicks, one row
+            n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING,
+                                            cancel_requested=False).update(cancel_requested=True)
         if n:
             record(run.pk, step_key=RUN_EVENT, title=_("Cancel requested by %(who)s") % {"who": name},
                    state=StepState.CANCELLED)

@@ -1,11 +1,13 @@
 """Property: no value posted to any form of the project gives an HTTP 500.
 
 Hypothesis generates each field's value: text with unicode digits ("²", "٣"), numbers far
-beyond any integer column, brackets nested a thousand deep, NUL characters, empty and very
-long strings. Every POST form of gpus/urls.py, workspaces/urls.py and brickadmin/urls.py is
-posted, as the user it is meant for and as the other one (a refusal is fine, a crash is not).
-A URL added to those files without being listed here (or as GET-only) fails the test, so a
-new form cannot be left out.
+beyond any integer column, brackets nested a thousand deep, NUL and other control characters,
+empty and very long strings. Every POST form of gpus/urls.py, workspaces/urls.py and
+brickadmin/urls.py is posted, as the user it is meant for and as the other one (a refusal is
+fine, a crash is not); every page that only reads gets generated searches, sorts, pages and
+exports. A URL added to those files without being listed here (or as GET-only) fails the
+test, so a new form cannot be left out. bin/test runs it on PostgreSQL, which refuses a NUL in
+text where SQLite stores it.
 """
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ values = st.one_of(
     st.sampled_from(["", " ", "0", "-1", "1", "2", "on", "true", "\x00", "None", "nvidia.com/gpu", "dev-a1-ws04",
                      "busybox", "a" + "_" * 44 + "!", "9" * 30]),
     st.sampled_from([301, 2001, 4001, 20_000]).map(lambda n: "x" * n),  # longer than the fields allow
+    st.text(alphabet="\x00\x01\x07\x08\x0b\x0c\x1b\x1f\x7f\t\n\r a1-", min_size=1, max_size=12),  # control characters
+    st.sampled_from(["csv", "a\x00", "\x00csv", "-name", "name"]),  # exports and sorts
 )
 
 
@@ -78,6 +82,7 @@ FORMS = {
     "manifest_save": ("admin", lambda o: (reverse("manifest_save"), fields("content", "note"))),
     "manifest_apply": ("admin", lambda o: (reverse("manifest_apply"), fields("next"))),
     "profile": ("alice", lambda o: (reverse("profile"), fields("time_zone"))),
+    "lockout_unlock": ("admin", lambda o: (reverse("lockout_unlock"), fields("username", "address"))),
     "workspace_adopt": ("admin", lambda o: (reverse("workspace_adopt", args=["team-a"]), fields("owner", "note"))),
 }
 # Pages that only read (GET); their query strings are fuzzed too.
@@ -99,6 +104,17 @@ GET_ONLY = {"dashboard", "dashboard_models", "node_list", "node_detail", "availa
             "procedure_index", "run_detail", "run_progress", "run_audit_json", "run_audit_csv", "health",
             "workspace_list", "workspace_detail", "job_list", "job_detail", "job_queue", "lockouts",
             "oidc_authentication_init", "oidc_authentication_callback"}  # single sign-on: GET only (tests/sso)
+
+
+# The URL arguments of the read-only pages that take some (from the fixture's objects); a page
+# added with arguments fails test_every_read_only_page_gets_generated_queries until listed here.
+GET_ONLY_ARGS = {
+    "node_detail": lambda o: ["dev-a1-ws04"], "run_detail": lambda o: [o["run"].pk],
+    "run_progress": lambda o: [o["run"].pk], "run_audit_json": lambda o: [o["run"].pk],
+    "run_audit_csv": lambda o: [o["run"].pk], "workspace_detail": lambda o: [o["pending"].pk],
+    "job_detail": lambda o: [o["job"].pk],
+}
+PAGE_QUERY = ("q", "sort", "page", "format", "status", "node")  # what lists and pages read
 
 
 def _url_names(resolver, prefix=""):
@@ -185,3 +201,35 @@ def test_no_query_gives_a_500(objects, name, data):
     payload = data.draw(strategy)
     client = objects["clients"][data.draw(st.sampled_from(["admin", "admin", "alice"]))]
     _check(client.get(url, payload), url, payload)
+
+
+def _read_only_url(name, objects):
+    args = GET_ONLY_ARGS[name](objects) if name in GET_ONLY_ARGS else []
+    return reverse(name, args=args)
+
+
+def test_every_read_only_page_gets_generated_queries(objects):
+    for name in sorted(GET_ONLY):
+        assert _read_only_url(name, objects), f"list the URL arguments of {name} in GET_ONLY_ARGS"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(GET_ONLY))
+@settings(FUZZ, max_examples=15)
+@given(data=st.data())
+def test_no_query_of_a_read_only_page_gives_a_500(objects, name, data):
+    url = _read_only_url(name, objects)
+    payload = data.draw(fields(*PAGE_QUERY))
+    client = objects["clients"][data.draw(st.sampled_from(["admin", "admin", "alice"]))]
+    _check(client.get(url, payload), url, payload)
+
+
+def test_the_fuzz_runs_on_postgresql_in_ci():
+    """SQLite stores a NUL that PostgreSQL refuses: the property is about production's database."""
+    import os
+
+    from django.db import connection
+
+    if not os.environ.get("CI") and connection.vendor != "postgresql":
+        pytest.skip("run through bin/test, which starts PostgreSQL")
+    assert connection.vendor == "postgresql"

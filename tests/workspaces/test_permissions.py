@@ -24,9 +24,9 @@ PUBLIC = {"login"}  # reachable without an account (the login form itself)
 SSO_LEGS = {"oidc_authentication_init", "oidc_authentication_callback"}
 # Admin-only views, by URL name, with the method that exercises them.
 ADMIN_GET = {"node_list", "node_detail", "approval_queue", "job_queue", "all_workspaces", "workspace_settings",
-             "workspace_audit", "cluster_workspaces"}
+             "workspace_audit", "cluster_workspaces", "lockouts"}
 ADMIN_POST = {"approve_request", "reject_request", "approve_job", "reject_job", "limit_save", "limit_delete",
-              "workspace_settings", "workspace_adopt"}
+              "workspace_settings", "workspace_adopt", "lockout_unlock"}
 OWNED = {"workspace_detail", "job_detail"}  # objects of one user: 404 for anyone else
 SECRET_WS, SECRET_IMAGE = "alice-secret-ws", "registry.example/alice-secret-image"
 

@@ -52,6 +52,10 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "brickadmin.serviceAcc
   value: {{ join "," .Values.csrfTrustedOrigins | quote }}
 - name: PROMETHEUS_URL
   value: {{ .Values.prometheus.url | quote }}
+- name: BRICK_TRUSTED_PROXY_COUNT  # the client address sign-in lockouts count (brickadmin/lockout.py)
+  value: {{ .Values.trustedProxyCount | quote }}
+- name: BRICK_SESSION_IDLE_HOURS
+  value: {{ .Values.sessionIdleHours | quote }}
 - name: DATABASE_URL
   valueFrom: {secretKeyRef: {name: {{ .Values.secret.name }}, key: {{ .Values.secret.keys.databaseUrl }}}}
 - name: DJANGO_SECRET_KEY
