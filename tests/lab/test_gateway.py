@@ -38,7 +38,6 @@ WORKSPACE_NS = "lab-gw-workspace"  # Jobs go only into Workspace namespaces (the
 def seeded(lab):
     lab.load("seed-example")
     make_namespace(lab, NS)
-    make_namespace(lab, WORKSPACE_NS, {"brick.cloud/workspace": "true"})
     return lab
 
 
@@ -358,6 +357,7 @@ def test_create_namespace_quota_priority_class(seeded, gw):
 
 
 def test_create_job_runs_on_an_exclusive_node(seeded, gw):
+    make_namespace(seeded, WORKSPACE_NS, {"brick.cloud/workspace": "true"})
     name = f"train-{gw.tag}-{int(time.time() * 1000) % 100000}"
     job = {"metadata": {"name": name, "labels": {"brick.cloud/job": "true"}},
            "spec": {"backoffLimit": 0, "template": {"spec": {
@@ -376,6 +376,7 @@ def test_create_job_runs_on_an_exclusive_node(seeded, gw):
     assert pods
     gw.delete("batch/v1", "Job", name, WORKSPACE_NS)
     wait_until(lambda: not seeded.admin.list_pods(WORKSPACE_NS, label_selector=f"job-name={name}"), 60, "the Job's pods to go")
+    seeded.admin.delete("v1", "Namespace", WORKSPACE_NS)
 
 
 def test_list_gpu_pods(seeded, gw):
