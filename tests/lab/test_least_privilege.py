@@ -259,3 +259,46 @@ def test_a_drain_still_evicts_pods_of_every_namespace(seeded, sa):
     assert result.done and sorted(result.evicted) == [f"kube-system/lp-on-drained-node", f"{PLAIN}/lp-on-drained-node"]
     assert seeded.admin.list_pods(field_selector=f"spec.nodeName={node}") == []
     seeded.admin.delete("v1", "Node", node)
+
+
+@pytest.fixture
+def product_as_the_service_account(sa, settings, monkeypatch):
+    """get_gateway() answers the ServiceAccount's gateway: the product's own services run as it."""
+    from brickadmin.cluster import gateway
+
+    settings.BRICK_CLUSTER, settings.BRICK_KUBECONFIG, settings.BRICK_IN_CLUSTER = "kube", "the-chart-sa", False
+    monkeypatch.setitem(gateway._kube_gateways, ("the-chart-sa", False), sa)
+    return sa
+
+
+@pytest.mark.django_db
+def test_the_products_job_submission_and_cancel_work_in_a_workspace_and_not_elsewhere(
+        seeded, sa, product_as_the_service_account, alice, admin_user):
+    from workspaces import services
+    from workspaces.models import WorkspaceJob, WorkspaceRequest
+
+    def workspace(name):
+        return WorkspaceRequest.objects.create(name=name, requester=alice, requester_name="alice", gpu=1, cpu=1,
+                                               memory_gib=1, storage_gib=1, status=WorkspaceRequest.Status.APPROVED)
+
+    def pending_job(ws):
+        return WorkspaceJob.objects.create(workspace=ws, owner=alice, owner_name="alice", node="dev-a1-ws04",
+                                           image="busybox", command="", gpu=1)
+
+    ns = _workspace(seeded, sa)
+    try:
+        job = services.submit_job(pending_job(workspace(ns)), admin_user)
+        assert job.status == WorkspaceJob.Status.SUBMITTED
+        assert job.k8s_name in {j["metadata"]["name"] for j in seeded.admin.list_jobs(ns)}
+        services.cancel_job(job.pk, admin_user)
+        wait_until(lambda: job.k8s_name not in {j["metadata"]["name"] for j in seeded.admin.list_jobs(ns)}, 60,
+                   "the cancelled Job to go")
+    finally:
+        sa.delete("v1", "Namespace", ns)
+    # a record naming kube-system (however it came to be) reaches nothing there
+    stray = pending_job(workspace("kube-system"))
+    with pytest.raises(services.WorkspaceError, match="only in Workspace namespaces"):
+        services.submit_job(stray, admin_user)
+    stray.refresh_from_db()
+    assert stray.status == WorkspaceJob.Status.PENDING and "only in Workspace namespaces" in stray.last_error
+    assert stray.k8s_name not in {j["metadata"]["name"] for j in seeded.admin.list_jobs("kube-system")}
