@@ -1252,8 +1252,8 @@ class ProcedureDeleteFailedPod(_Fix):
         pod = self._pod(gateway, params)
         status = pod.get("status") or {}
         ns = params["pod_namespace"]
-        workspaces = {n["metadata"]["name"] for n in gateway.list_namespaces(label_selector=f"{vocab.WORKSPACE_LABEL}=true")}
-        if ns not in workspaces:
+        workspaces = gateway.list_namespaces(label_selector=f"{vocab.WORKSPACE_LABEL}=true")
+        if ns not in {n["metadata"]["name"] for n in workspaces}:
             # The chart lets the console delete pods in Workspace namespaces only.
             return [Check(False, _("Pod %(pod)s is in namespace %(ns)s, which is not a Workspace: the console deletes "
                                    "failed pods only in Workspace namespaces.") % {"pod": vocab.pod_key(pod), "ns": ns},

@@ -13,7 +13,11 @@ from brickadmin.cluster.kube import KubeGateway
 from brickadmin.cluster.vocabulary import OWNER_LABEL, PLUGIN_NAMESPACE, WORKSPACE_LABEL
 
 from .conftest import NAMESPACE, can, make_namespace, make_node, make_pod, wait_until
-from .test_deploy import EXPECTED_CLUSTER_RULES, EXPECTED_LEASE_RULES, EXPECTED_PLUGIN_RULES
+from .test_deploy import (
+    EXPECTED_CLUSTER_RULES,
+    EXPECTED_LEASE_RULES,
+    EXPECTED_PLUGIN_RULES,
+)
 
 pytestmark = pytest.mark.lab
 
@@ -256,7 +260,7 @@ def test_a_drain_still_evicts_pods_of_every_namespace(seeded, sa):
     for ns in ("kube-system", PLAIN):
         make_pod(seeded, ns, "lp-on-drained-node", node)
     result = sa.drain(node, timeout_seconds=60)
-    assert result.done and sorted(result.evicted) == [f"kube-system/lp-on-drained-node", f"{PLAIN}/lp-on-drained-node"]
+    assert result.done and sorted(result.evicted) == ["kube-system/lp-on-drained-node", f"{PLAIN}/lp-on-drained-node"]
     assert seeded.admin.list_pods(field_selector=f"spec.nodeName={node}") == []
     seeded.admin.delete("v1", "Node", node)
 

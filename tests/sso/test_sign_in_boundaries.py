@@ -25,15 +25,15 @@ LOOK_ALIKE_ADMIN_GROUPS = [f" {ADMIN_GROUP} ", f"{ADMIN_GROUP}\t", f"{ADMIN_GROU
 LOOK_ALIKE_USERNAMES = ["\u0430dmin", "adm\u03bfn", "b\u3147b", "\u0455cott", "ali\u00a0ce"]
 
 
-def sign_in_over_http(live_server, provider, login):
+def sign_in_over_http(live_server, idp, login):
     """The whole code flow as a browser makes it, with requests: the console's button, the
     provider's password page, its consent, and the callback. Returns the session and the last
     response (the console's page the callback sent the browser to)."""
     session = requests.Session()
     page = session.get(f"{live_server.url}/oidc/authenticate/", timeout=30)
-    assert page.url.startswith(f"{provider.issuer}/interaction/"), page.url
+    assert page.url.startswith(f"{idp.issuer}/interaction/"), page.url
     uid = urlparse(page.url).path.rsplit("/", 1)[-1]
-    done = session.post(f"{provider.issuer}/interaction/{uid}/login", timeout=30,
+    done = session.post(f"{idp.issuer}/interaction/{uid}/login", timeout=30,
                         data={"username": login, "password": USERS[login]["password"]})
     return session, done
 
@@ -130,7 +130,7 @@ def test_the_local_form_refuses_a_provider_user_even_with_a_password(client, pro
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("query", ["error=x", "error=access_denied&state=forged", "error=login_required&state="])
-def test_an_error_callback_without_this_browsers_state_signs_nobody_out(client, provider, query):
+def test_an_error_callback_without_this_browsers_state_signs_nobody_out(client, provider, query):  # noqa: F811
     root = get_user_model().objects.create_user("root", password="break-glass-pw-1", is_staff=True)
     client.force_login(root)
     answer = client.get(f"/oidc/callback/?{query}")
@@ -140,7 +140,7 @@ def test_an_error_callback_without_this_browsers_state_signs_nobody_out(client, 
 
 
 @pytest.mark.django_db
-def test_the_providers_error_answer_to_this_browsers_login_ends_its_session(client, provider):
+def test_the_providers_error_answer_to_this_browsers_login_ends_its_session(client, provider):  # noqa: F811
     root = get_user_model().objects.create_user("root", password="break-glass-pw-1", is_staff=True)
     client.force_login(root)
     location = client.get("/oidc/authenticate/")["Location"]
@@ -153,7 +153,7 @@ def test_the_providers_error_answer_to_this_browsers_login_ends_its_session(clie
 
 @live_db
 def test_a_forged_error_callback_leaves_a_provider_session_alone(live_server, oidc_provider):
-    session, done = sign_in_over_http(live_server, oidc_provider, "bert")
+    session, _done = sign_in_over_http(live_server, oidc_provider, "bert")
     assert signed_in(session, live_server)
     session.get(f"{live_server.url}/oidc/callback/?error=x", timeout=30)
     assert signed_in(session, live_server)
