@@ -122,7 +122,7 @@ AUTH_PASSWORD_VALIDATORS = [
 # `manage.py unlock_sign_in NAME` unlocks from the command line (the break-glass account).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    "brickadmin.sso.backend.LocalBackend",  # Django's ModelBackend; refuses users of the provider
 ]
 AXES_FAILURE_LIMIT = int(os.environ.get("BRICK_LOGIN_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("BRICK_LOGIN_COOLOFF_MINUTES", "15")))

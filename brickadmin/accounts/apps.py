@@ -6,3 +6,8 @@ class AccountsConfig(AppConfig):
     name = "brickadmin.accounts"
     label = "accounts"
     verbose_name = _("Personal settings")
+
+    def ready(self):
+        from .usernames import install
+
+        install()  # look-alike usernames are refused for every account

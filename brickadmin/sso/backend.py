@@ -14,16 +14,20 @@
 from __future__ import annotations
 
 import logging
+import unicodedata
 
 import jwt
 import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import Group
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import SuspiciousOperation, ValidationError
 from django.db import transaction
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
+
+from brickadmin.accounts.usernames import is_look_alike_safe
 
 from . import discovery
 from .models import ProviderIdentity
@@ -36,7 +40,8 @@ GROUP_NAME_MAX = 150  # django.contrib.auth's Group.name
 
 
 def username_from(claims: dict) -> str:
-    """`preferred_username` when it is a valid Django username, else `sub`."""
+    """`preferred_username` when it is a valid Django username that cannot pass for another
+    (brickadmin/accounts/usernames.py), else `sub`."""
     validate = UnicodeUsernameValidator()
     for candidate in (claims.get("preferred_username"), claims.get("sub")):
         if not isinstance(candidate, str):
@@ -48,13 +53,17 @@ def username_from(claims: dict) -> str:
             validate(candidate)
         except ValidationError:
             continue
-        return candidate
+        if is_look_alike_safe(candidate):
+            return candidate
     raise SuspiciousOperation("neither preferred_username nor sub is a usable username")
 
 
 def groups_from(claims: dict) -> list[str]:
     """The provider's groups: the claim named by BRICK_OIDC_GROUPS_CLAIM (a dotted path reaches
-    into nested objects, e.g. `realm_access.roles`), a list of names or one name."""
+    into nested objects, e.g. `realm_access.roles`), a list of names or one name. Names are
+    kept exactly as sent: " brick-admins " (or with a tab, a newline or a no-break space) is
+    another group than brick-admins, so it never grants the admin role. Names holding control
+    characters (no provider's group is named so; NUL breaks PostgreSQL) are left out."""
     value = claims
     for part in settings.BRICK_OIDC_GROUPS_CLAIM.split("."):
         value = value.get(part) if isinstance(value, dict) else None
@@ -64,9 +73,9 @@ def groups_from(claims: dict) -> list[str]:
         return []
     names = []
     for name in value:
-        if isinstance(name, str) and name.strip() and len(name.strip()) <= GROUP_NAME_MAX:
-            if name.strip() not in names:
-                names.append(name.strip())
+        if isinstance(name, str) and name and len(name) <= GROUP_NAME_MAX and name not in names \
+                and not any(unicodedata.category(c) == "Cc" for c in name):
+            names.append(name)
     return names
 
 
@@ -188,3 +197,12 @@ class ProviderBackend(OIDCAuthenticationBackend):
             log.info("single sign-on: %s %s the admin role", user.username,
                      "gains" if user.is_staff else "loses")
         return user
+
+
+class LocalBackend(ModelBackend):
+    """The local form's backend: Django's, except that a user of the provider never signs in
+    with a password, even one set on it by hand (the Django admin, `changepassword`): their
+    sign-in goes through the provider, which checks the admin group every time."""
+
+    def user_can_authenticate(self, user):
+        return super().user_can_authenticate(user) and not ProviderIdentity.objects.filter(user=user).exists()

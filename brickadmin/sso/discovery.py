@@ -3,7 +3,8 @@
 Discovery reads `{issuer}/.well-known/openid-configuration` (OpenID Connect Discovery 1.0);
 the document must name the configured issuer. The JWKS is read from its `jwks_uri` and read
 again once when a token names a key it does not hold (the provider rotated its keys).
-Both stay in Django's cache for BRICK_OIDC_DISCOVERY_CACHE_SECONDS. Nothing here runs for a
+Both stay in Django's cache for BRICK_OIDC_DISCOVERY_CACHE_SECONDS; the provider's sign-in
+button reads the document again, so a provider that is down is said to be. Nothing here runs for a
 local sign-in: a provider that is down never blocks the break-glass accounts."""
 from __future__ import annotations
 
@@ -36,10 +37,11 @@ def issuer() -> str:
     return settings.BRICK_OIDC_ISSUER.rstrip("/")
 
 
-def metadata() -> dict:
-    """The provider's discovery document (cached)."""
+def metadata(refresh: bool = False) -> dict:
+    """The provider's discovery document (cached; `refresh` reads it again, and raises
+    ProviderUnavailable when the provider does not answer even if a copy is cached)."""
     key = f"brick-oidc-discovery:{issuer()}"
-    doc = cache.get(key)
+    doc = None if refresh else cache.get(key)
     if doc is None:
         doc = fetch_json(f"{issuer()}/.well-known/openid-configuration")
         missing = [k for k in REQUIRED if not doc.get(k)]

@@ -67,7 +67,9 @@ class ProviderLoginView(OIDCAuthenticationRequestView):
     def get(self, request):
         _sso_on()
         try:
-            discovery.metadata()
+            # Read again, not from the cache: a cached document says nothing of whether the
+            # provider is up, and a browser sent to a dead provider gets its browser's error page.
+            discovery.metadata(refresh=True)
         except discovery.ProviderUnavailable as exc:
             log.warning("single sign-on unavailable: %s", exc)
             messages.error(request, _("The identity provider cannot be reached. Try again later, "
@@ -82,7 +84,17 @@ class ProviderCallbackView(OIDCAuthenticationCallbackView):
 
     def get(self, request):
         _sso_on()
+        if request.GET.get("error") and not self._carries_own_state(request):
+            # The library signs out whoever is signed in on any `?error=`: a link anyone can
+            # send. Only the provider's answer to this browser's own login may end its session.
+            log.warning("single sign-on: an error callback without this browser's state was ignored")
+            return self.login_failure()
         return super().get(request)
+
+    @staticmethod
+    def _carries_own_state(request) -> bool:
+        state = request.GET.get("state")
+        return bool(state) and state in (request.session.get("oidc_states") or {})
 
     def login_success(self):
         response = super().login_success()

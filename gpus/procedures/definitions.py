@@ -1251,6 +1251,12 @@ class ProcedureDeleteFailedPod(_Fix):
         pod = self._pod(live, params)
         status = pod.get("status") or {}
         ns = params["pod_namespace"]
+        workspaces = live.list_namespaces(label_selector=f"{vocab.WORKSPACE_LABEL}=true")
+        if ns not in {n["metadata"]["name"] for n in workspaces}:
+            # The chart lets the console delete pods in Workspace namespaces only.
+            return [Check(False, _("Pod %(pod)s is in namespace %(ns)s, which is not a Workspace: the console deletes "
+                                   "failed pods only in Workspace namespaces.") % {"pod": vocab.pod_key(pod), "ns": ns},
+                          _("Delete it by hand: %(cmd)s") % {"cmd": f"kubectl -n {ns} delete pod {params['pod_name']}"})]
         owner = live.owners().get(ns, "")
         return [Check(True, _("Pod %(pod)s failed on %(node)s: %(reason)s %(message)s") % {
             "pod": vocab.pod_key(pod), "node": node, "reason": status.get("reason") or "", "message":

@@ -195,6 +195,22 @@ def test_delete_a_failed_pod_after_telling_its_owner(demo, admin_client, alice):
     assert "An admin (root) deleted it" in page
 
 
+def test_a_failed_pod_outside_a_workspace_is_not_deleted_by_the_console(demo, admin_client):
+    """The chart lets the console delete pods in Workspace namespaces only: the plan says so and
+    gives the command, and nothing starts."""
+    demo._create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-infra", "labels": {}}})
+    pod = gpu_pod("team-infra", "probe-retry", "gpu-a100-01", "nvidia.com/gpu", 1, phase="Failed")
+    pod["status"].update(reason="UnexpectedAdmissionError", message="Allocate failed")
+    demo._create(pod)
+    url = fix_link(health(admin_client), "pod-admission-failed", "gpu-a100-01")
+    plan = unescape(admin_client.get(url).content.decode())
+    assert "is in namespace team-infra, which is not a Workspace" in plan
+    assert "kubectl -n team-infra delete pod probe-retry" in plan
+    path, query = urlsplit(url).path, dict(parse_qsl(urlsplit(url).query))
+    assert admin_client.post(path + "start/", query).status_code == 400 and ProcedureRun.objects.count() == 0
+    assert demo.list_pods(namespace="team-infra", field_selector="metadata.name=probe-retry")
+
+
 def test_uncordon_a_node_a_stopped_run_left_cordoned_through_restore(demo, admin_client):
     run = service.start_run("B", "gpu-a30-03", {"evictions_acknowledged": 2}, actor_name="root",
                             dispatch=False)  # a PDB blocks its drain: the run stops with the node cordoned

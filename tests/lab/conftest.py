@@ -229,6 +229,11 @@ def _wait_for_policies(lab: Lab, token: str) -> None:
              "spec": {"hard": {"pods": "1"}}}
     wait_until(lambda: not dry_create("/api/v1/namespaces/kube-system/resourcequotas", quota), 30,
                "the quota policy to be in force")
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "lab-policy-probe"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                          "containers": [{"name": "c", "image": "busybox"}]}}}}
+    wait_until(lambda: not dry_create("/apis/batch/v1/namespaces/kube-system/jobs", job), 30,
+               "the Job policy to be in force")
 
 
 @pytest.fixture
@@ -298,12 +303,12 @@ def make_node(lab: Lab, name: str, labels: dict | None = None, taints: list | No
     return lab.admin.get_node(name)
 
 
-def make_namespace(lab: Lab, name: str) -> None:
+def make_namespace(lab: Lab, name: str, labels: dict | None = None) -> None:
     if _exists(lab, f"/api/v1/namespaces/{name}"):
         lab.admin.delete("v1", "Namespace", name)
         wait_until(lambda: not _exists(lab, f"/api/v1/namespaces/{name}"), 120, f"old namespace {name} to go")
     lab.admin._request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
-                                                           "metadata": {"name": name}})
+                                                           "metadata": {"name": name, "labels": labels or {}}})
     wait_until(lambda: _exists(lab, f"/api/v1/namespaces/{name}/serviceaccounts/default"), 30,
                f"default ServiceAccount in {name}")
 

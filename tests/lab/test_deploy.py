@@ -255,7 +255,8 @@ def test_plugin_writes_and_the_lease_are_roles_in_their_own_namespaces(docs):
 def test_admission_policies_name_the_workspace_label_and_the_service_account(docs):
     policies = by_kind(docs, "ValidatingAdmissionPolicy")
     bindings = by_kind(docs, "ValidatingAdmissionPolicyBinding")
-    assert set(policies) == set(bindings) == {"brickadmin-workspace-namespaces", "brickadmin-workspace-quotas"}
+    assert set(policies) == set(bindings) == {"brickadmin-workspace-namespaces", "brickadmin-workspace-quotas",
+                                                   "brickadmin-workspace-workloads"}
     for name, p in policies.items():
         assert bindings[name]["spec"] == {"policyName": name, "validationActions": ["Deny"]}
         assert p["spec"]["failurePolicy"] == "Fail"
@@ -265,6 +266,9 @@ def test_admission_policies_name_the_workspace_label_and_the_service_account(doc
             assert f"'{vocab.WORKSPACE_LABEL}'" in v["expression"] and v["reason"] == "Forbidden"
     quota_rules = policies["brickadmin-workspace-quotas"]["spec"]["matchConstraints"]["resourceRules"]
     assert quota_rules[0]["resources"] == ["resourcequotas", "limitranges"]
+    workload_rules = policies["brickadmin-workspace-workloads"]["spec"]["matchConstraints"]["resourceRules"]
+    assert [(r["resources"], r["operations"]) for r in workload_rules] == [(["jobs"], ["CREATE", "DELETE"]),
+                                                                          (["pods"], ["DELETE"])]
 
 
 def test_recording_rules_pass_promtool():

@@ -31,6 +31,7 @@ from .conftest import make_namespace, make_node, make_pod, wait_until
 pytestmark = pytest.mark.lab
 
 NS = "lab-gw-test"
+WORKSPACE_NS = "lab-gw-workspace"  # Jobs go only into Workspace namespaces (the chart's policy)
 
 
 @pytest.fixture(scope="module")
@@ -356,6 +357,7 @@ def test_create_namespace_quota_priority_class(seeded, gw):
 
 
 def test_create_job_runs_on_an_exclusive_node(seeded, gw):
+    make_namespace(seeded, WORKSPACE_NS, {"brick.cloud/workspace": "true"})
     name = f"train-{gw.tag}-{int(time.time() * 1000) % 100000}"
     job = {"metadata": {"name": name, "labels": {"brick.cloud/job": "true"}},
            "spec": {"backoffLimit": 0, "template": {"spec": {
@@ -363,17 +365,18 @@ def test_create_job_runs_on_an_exclusive_node(seeded, gw):
                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                "containers": [{"name": "train", "image": "busybox",
                                "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
-    out = gw.create_job(NS, job)
-    assert out["kind"] == "Job" and out["metadata"]["namespace"] == NS
-    assert name in names(gw.list_jobs(NS, label_selector="brick.cloud/job=true"))
+    out = gw.create_job(WORKSPACE_NS, job)
+    assert out["kind"] == "Job" and out["metadata"]["namespace"] == WORKSPACE_NS
+    assert name in names(gw.list_jobs(WORKSPACE_NS, label_selector="brick.cloud/job=true"))
     # the Job controller made a pod, the scheduler put it on dev-a1-ws04 (which has nvidia.com/gpu: 1)
-    pods = wait_until(lambda: seeded.admin.list_pods(NS, label_selector=f"job-name={name}"), 30, "the Job's pod")
-    wait_until(lambda: seeded.admin.list_pods(NS, label_selector=f"job-name={name}")[0]["spec"].get("nodeName"), 30,
+    pods = wait_until(lambda: seeded.admin.list_pods(WORKSPACE_NS, label_selector=f"job-name={name}"), 30, "the Job's pod")
+    wait_until(lambda: seeded.admin.list_pods(WORKSPACE_NS, label_selector=f"job-name={name}")[0]["spec"].get("nodeName"), 30,
                "the Job's pod to be scheduled")
-    assert seeded.admin.list_pods(NS, label_selector=f"job-name={name}")[0]["spec"]["nodeName"] == "dev-a1-ws04"
+    assert seeded.admin.list_pods(WORKSPACE_NS, label_selector=f"job-name={name}")[0]["spec"]["nodeName"] == "dev-a1-ws04"
     assert pods
-    gw.delete("batch/v1", "Job", name, NS)
-    wait_until(lambda: not seeded.admin.list_pods(NS, label_selector=f"job-name={name}"), 60, "the Job's pods to go")
+    gw.delete("batch/v1", "Job", name, WORKSPACE_NS)
+    wait_until(lambda: not seeded.admin.list_pods(WORKSPACE_NS, label_selector=f"job-name={name}"), 60, "the Job's pods to go")
+    seeded.admin.delete("v1", "Namespace", WORKSPACE_NS)
 
 
 def test_list_gpu_pods(seeded, gw):

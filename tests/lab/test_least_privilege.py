@@ -12,8 +12,12 @@ from brickadmin.cluster.base import Forbidden
 from brickadmin.cluster.kube import KubeGateway
 from brickadmin.cluster.vocabulary import OWNER_LABEL, PLUGIN_NAMESPACE, WORKSPACE_LABEL
 
-from .conftest import NAMESPACE, can, make_namespace, wait_until
-from .test_deploy import EXPECTED_CLUSTER_RULES, EXPECTED_LEASE_RULES, EXPECTED_PLUGIN_RULES
+from .conftest import NAMESPACE, can, make_namespace, make_node, make_pod, wait_until
+from .test_deploy import (
+    EXPECTED_CLUSTER_RULES,
+    EXPECTED_LEASE_RULES,
+    EXPECTED_PLUGIN_RULES,
+)
 
 pytestmark = pytest.mark.lab
 
@@ -182,3 +186,123 @@ def test_the_lease_is_writable_in_the_release_namespace_only(seeded, sa):
         assert sa.get_lease(NAMESPACE, "lp-lease")["spec"]["holderIdentity"] == "x"
     finally:
         seeded.admin.delete("coordination.k8s.io/v1", "Lease", "lp-lease", NAMESPACE)
+
+
+# --- Jobs and pods: only in Workspace namespaces; drains evict anywhere --------------------
+
+def _job(name):
+    return {"metadata": {"name": name, "labels": {"brick.cloud/job": "true"}},
+            "spec": {"backoffLimit": 0, "template": {"spec": {
+                "restartPolicy": "Never", "automountServiceAccountToken": False,
+                "nodeSelector": {"brick.cloud/never": "true"},  # never runs: the Job object is the point
+                "containers": [{"name": "c", "image": "busybox", "securityContext": {"privileged": True}}]}}}}
+
+
+def _workspace(seeded, sa):
+    """A Workspace namespace made as the product makes one (as the ServiceAccount)."""
+    ns = f"lp-jobs-{int(time.time() * 1000) % 100000}"
+    sa.create_namespace(ns, {WORKSPACE_LABEL: "true", OWNER_LABEL: "alice"})
+    wait_until(lambda: any(s["metadata"]["name"] == "default" for s in
+                           seeded.admin._request("GET", f"/api/v1/namespaces/{ns}/serviceaccounts")["items"]),
+               30, f"default ServiceAccount in {ns}")
+    return ns
+
+
+def test_a_job_in_kube_system_or_any_namespace_that_is_not_a_workspace_is_refused(seeded, sa):
+    for ns in ("kube-system", PLAIN, PLUGIN_NAMESPACE, NAMESPACE):
+        why = refused(lambda: sa.create_job(ns, _job("lp-intruder")))
+        assert "only in Workspace namespaces" in why and ns in why  # the admission policy's answer
+        assert "lp-intruder" not in {j["metadata"]["name"] for j in seeded.admin.list_jobs(ns)}
+    # nor can it cancel (delete) a Job that is there
+    seeded.admin.create_job("kube-system", _job("lp-resident"))
+    refused(lambda: sa.delete("batch/v1", "Job", "lp-resident", "kube-system"))
+    (job,) = [j for j in seeded.admin.list_jobs("kube-system") if j["metadata"]["name"] == "lp-resident"]
+    assert not job["metadata"].get("deletionTimestamp")
+    seeded.admin.delete("batch/v1", "Job", "lp-resident", "kube-system")
+
+
+def test_a_pod_delete_outside_a_workspace_is_refused_and_the_pod_stays(seeded, sa):
+    for ns in ("kube-system", PLAIN):
+        make_pod(seeded, ns, "lp-resident-pod", None, wait_running=False)
+        why = refused(lambda: sa.delete("v1", "Pod", "lp-resident-pod", ns))
+        assert "only in Workspace namespaces" in why and ns in why
+        assert not seeded.admin.get_pod(ns, "lp-resident-pod")["metadata"].get("deletionTimestamp")
+        seeded.admin._request("DELETE", f"/api/v1/namespaces/{ns}/pods/lp-resident-pod", query={"gracePeriodSeconds": 0})
+
+
+def test_in_a_workspace_namespace_jobs_are_submitted_and_cancelled_and_failed_pods_deleted(seeded, sa):
+    """The product's own Job submission and cancel, and the Fix that deletes a failed pod."""
+    ns = _workspace(seeded, sa)
+    try:
+        out = sa.create_job(ns, _job("train-1"))
+        assert out["metadata"]["namespace"] == ns
+        assert "train-1" in {j["metadata"]["name"] for j in seeded.admin.list_jobs(ns)}
+        sa.delete("batch/v1", "Job", "train-1", ns)
+        wait_until(lambda: "train-1" not in {j["metadata"]["name"] for j in seeded.admin.list_jobs(ns)}, 60,
+                   "the cancelled Job to go")
+        make_pod(seeded, ns, "refused-by-kubelet", None, wait_running=False)
+        seeded.admin._request("PATCH", f"/api/v1/namespaces/{ns}/pods/refused-by-kubelet/status",
+                              body={"status": {"phase": "Failed", "reason": "UnexpectedAdmissionError",
+                                               "message": "Allocate failed"}},
+                              content_type="application/merge-patch+json")
+        sa.delete("v1", "Pod", "refused-by-kubelet", ns)
+        wait_until(lambda: not sa.list_pods(ns, field_selector="metadata.name=refused-by-kubelet"), 60,
+                   "the failed pod to go")
+    finally:
+        sa.delete("v1", "Namespace", ns)
+
+
+def test_a_drain_still_evicts_pods_of_every_namespace(seeded, sa):
+    """Eviction is the pods/eviction subresource, which the policy does not match: a drain
+    empties a node whatever namespaces its pods are in (PodDisruptionBudgets still apply)."""
+    node = "lp-drain-1"
+    make_node(seeded, node)
+    for ns in ("kube-system", PLAIN):
+        make_pod(seeded, ns, "lp-on-drained-node", node)
+    result = sa.drain(node, timeout_seconds=60)
+    assert result.done and sorted(result.evicted) == ["kube-system/lp-on-drained-node", f"{PLAIN}/lp-on-drained-node"]
+    assert seeded.admin.list_pods(field_selector=f"spec.nodeName={node}") == []
+    seeded.admin.delete("v1", "Node", node)
+
+
+@pytest.fixture
+def product_as_the_service_account(sa, settings, monkeypatch):
+    """get_gateway() answers the ServiceAccount's gateway: the product's own services run as it."""
+    from brickadmin.cluster import gateway
+
+    settings.BRICK_CLUSTER, settings.BRICK_KUBECONFIG, settings.BRICK_IN_CLUSTER = "kube", "the-chart-sa", False
+    monkeypatch.setitem(gateway._kube_gateways, ("the-chart-sa", False), sa)
+    return sa
+
+
+@pytest.mark.django_db
+def test_the_products_job_submission_and_cancel_work_in_a_workspace_and_not_elsewhere(
+        seeded, sa, product_as_the_service_account, alice, admin_user):
+    from workspaces import services
+    from workspaces.models import WorkspaceJob, WorkspaceRequest
+
+    def workspace(name):
+        return WorkspaceRequest.objects.create(name=name, requester=alice, requester_name="alice", gpu=1, cpu=1,
+                                               memory_gib=1, storage_gib=1, status=WorkspaceRequest.Status.APPROVED)
+
+    def pending_job(ws):
+        return WorkspaceJob.objects.create(workspace=ws, owner=alice, owner_name="alice", node="dev-a1-ws04",
+                                           image="busybox", command="", gpu=1)
+
+    ns = _workspace(seeded, sa)
+    try:
+        job = services.submit_job(pending_job(workspace(ns)), admin_user)
+        assert job.status == WorkspaceJob.Status.SUBMITTED
+        assert job.k8s_name in {j["metadata"]["name"] for j in seeded.admin.list_jobs(ns)}
+        services.cancel_job(job.pk, admin_user)
+        wait_until(lambda: job.k8s_name not in {j["metadata"]["name"] for j in seeded.admin.list_jobs(ns)}, 60,
+                   "the cancelled Job to go")
+    finally:
+        sa.delete("v1", "Namespace", ns)
+    # a record naming kube-system (however it came to be) reaches nothing there
+    stray = pending_job(workspace("kube-system"))
+    with pytest.raises(services.WorkspaceError, match="only in Workspace namespaces"):
+        services.submit_job(stray, admin_user)
+    stray.refresh_from_db()
+    assert stray.status == WorkspaceJob.Status.PENDING and "only in Workspace namespaces" in stray.last_error
+    assert stray.k8s_name not in {j["metadata"]["name"] for j in seeded.admin.list_jobs("kube-system")}

@@ -58,6 +58,12 @@ class Provider:
     issuer: str
     users_file: Path
     log_file: Path
+    process: subprocess.Popen
+
+    def stop(self) -> None:
+        """The provider goes down (its port then refuses connections)."""
+        self.process.terminate()
+        self.process.wait(5)
 
     def set_groups(self, login: str, groups: list[str]) -> None:
         """Change a user's groups at the provider (read again at the next sign-in)."""
@@ -111,7 +117,7 @@ def oidc_provider(live_server, settings, tmp_path):
                 pytest.fail(f"the test OpenID provider did not start:\n{log_file.read_text()}")
             time.sleep(0.1)
         enable_sso(settings, issuer)
-        yield Provider(issuer, users_file, log_file)
+        yield Provider(issuer, users_file, log_file, proc)
     finally:
         proc.terminate()
         try:
