@@ -27,6 +27,7 @@ from brickadmin.cluster.snapshot import Snapshot, without_gc_pauses
 from . import health as health_mod
 from . import ledger as ledger_mod
 from . import occupancy as occupancy_mod
+from . import pod_waits as pod_waits_mod
 from .models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, ViewTypeRow, ViewWorkspace
 
 # The watcher beats at least this often; a page calls it down after WATCHER_STALE_SECONDS.
@@ -179,9 +180,22 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
                        "allocated_by_namespace": led.allocated_by_namespace, "jobs_digest": jobs_digest,
                        "problems_digest": problems_digest,
                        "attention": health_mod.summary_data([p for p, _m, _r in problems[settings.LANGUAGE_CODE]]),
-                       "usage_measured": snapshot.usage is not None}
+                       "usage_measured": snapshot.usage is not None,
+                       "gpu_capacity": gpu_capacity(led)}
         state.save()
     return gen
+
+
+def gpu_capacity(led) -> dict[str, dict]:
+    """What each GPU resource offers now (free, only on tainted or cordoned nodes): the
+    Workspace pages name why a pod waits from it (gpus/pod_waits.py)."""
+    return pod_waits_mod.capacity(led.nodes, ledger_mod.IGNORED_TAINTS)
+
+
+def stored_gpu_capacity() -> dict[str, dict]:
+    """The stored ``gpu_capacity`` (one query); {} before a view that keeps it."""
+    state = ViewState.objects.filter(pk=1).only("extra").first()
+    return ((state.extra or {}).get("gpu_capacity") or {}) if state else {}
 
 
 def _write_nodes(rows: dict, gen: int) -> None:

@@ -16,7 +16,7 @@ from brickadmin import metrics
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import pod_gpu_requests
 
-from . import gpumap
+from . import gpumap, pod_waits
 from .ledger import gpu_type_of, quantity
 
 
@@ -126,7 +126,8 @@ def compute(snapshot, ledger, memo: dict | None = None) -> dict[str, Occupancy]:
             placed.setdefault(pod, []).append((n.name, index, uuid))
 
     pods_of: dict[str, list[dict]] = {}
-    for pod in snapshot.gpu_pods:
+    # Failed GPU pods too: a pod the kubelet refused shows its owner why (gpus/pod_waits.py).
+    for pod in [*snapshot.gpu_pods, *(getattr(snapshot, "failed_gpu_pods", None) or [])]:
         name = (pod.get("metadata") or {}).get("namespace", "")
         if name in out:
             pods_of.setdefault(name, []).append(pod)
@@ -157,7 +158,7 @@ def _fill(occ: Occupancy, pods: list[dict], keys: list[str], where: list[list], 
     devices: dict = {}  # DCGM device readings of the namespace's pods
     held: set = set()
     for pod, key, at in zip(pods, keys, where):
-        if vocab.is_terminal(pod):
+        if vocab.is_terminal(pod) and (pod.get("status") or {}).get("phase") != "Failed":
             continue
         md, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         phase = (pod.get("status") or {}).get("phase") or ""
@@ -169,6 +170,9 @@ def _fill(occ: Occupancy, pods: list[dict], keys: list[str], where: list[list], 
                     "requests": pod_gpu_requests(pod),
                     "gpus": sorted({f"{node} · GPU {i}" + (f" ({uuid})" if uuid else "") for node, i, uuid in at}),
                     "created": md.get("creationTimestamp") or ""}
+            wait = pod_waits.facts(pod)
+            if wait is not None:
+                base["wait"] = wait
         lines[key] = (pod, at, base)
         line = dict(base)  # a line of its own: utilisation is added below
         if phase == "Running":

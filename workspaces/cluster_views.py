@@ -15,7 +15,7 @@ from brickadmin.tables import Column, Table
 from gpus.models import OwnerNotice
 from gpus.reading import read_cluster
 
-from . import directory
+from . import directory, waits
 from .forms import AdoptForm
 from .models import Decision
 
@@ -71,7 +71,8 @@ def cluster_workspace(request, namespace):
     notices = OwnerNotice.objects.filter(namespace=namespace)[:20]
     return render(request, "workspaces/cluster_workspace.html", {
         "ns": namespace, "line": line, "record": record, "decisions": decisions, "notices": notices,
-        "measured": directory.measured(), "idle_hours": directory.idle_window_hours()})
+        "measured": directory.measured(), "idle_hours": directory.idle_window_hours(),
+        "waiting": waits.causes(line, admin=True)})
 
 
 @require_http_methods(["GET", "POST"])
