@@ -13,6 +13,8 @@ urlpatterns = [
     path("django-admin/", admin.site.urls),
     path("lockouts/", views.lockouts, name="lockouts"),
     path("profile/", account_views.profile, name="profile"),
+    path("notifications/", account_views.notifications, name="notifications"),
+    path("notifications/undelivered/", account_views.deliveries, name="notification_deliveries"),
     path("", include("gpus.urls")),
     path("workspaces/", include("workspaces.urls")),
 ]
