@@ -17,7 +17,7 @@ from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import pod_gpu_requests
 
 from . import gpumap, pod_waits
-from .ledger import gpu_type_of, quantity
+from .ledger import SHARED, gpu_type_of, quantity
 
 
 @dataclass
@@ -110,6 +110,7 @@ def compute(snapshot, ledger, memo: dict | None = None) -> dict[str, Occupancy]:
 
     # Where each Running pod's GPUs are: the node maps of the nodes running pods of these namespaces.
     placed: dict[str, list[tuple[str, int, str]]] = {}  # "ns/pod" -> [(node, GPU index, uuid)]
+    sliced = time_sliced_pods(ledger.nodes)
     last_maps, maps = memo.get("maps", {}), {}
     wanted = set(out)  # frozenset.isdisjoint walks a dict argument whole, a set it probes
     for n in ledger.nodes:
@@ -138,23 +139,43 @@ def compute(snapshot, ledger, memo: dict | None = None) -> dict[str, Occupancy]:
         keys = [f'{name}/{(pod.get("metadata") or {}).get("name", "")}' for pod in pods]
         where = [placed.get(key, []) for key in keys]
         readings = None if usage is None else [usage.get(key) for key in keys]
-        key = (occ.owner, occ.labelled, occ.created_at, occ.gpu_quotas, occ.quotas, pods, where, readings)
+        shared = [key in sliced for key in keys]
+        key = (occ.owner, occ.labelled, occ.created_at, occ.gpu_quotas, occ.quotas, pods, where, readings, shared)
         last = last_occupancy.get(name)
         if last is not None and last[0] == key:
             out[name] = last[1]
         else:
             lines = {}
-            _fill(occ, pods, keys, where, usage, last[2] if last is not None else {}, lines)
+            _fill(occ, pods, keys, where, usage, last[2] if last is not None else {}, lines, sliced)
             last = (key, occ, lines)
         kept[name] = last
     memo.update(maps=maps, namespaces=kept)
     return out
 
 
+def time_sliced_pods(nodes) -> set[str]:
+    """"ns/pod" of the pods holding a time-sliced GPU (a shared resource, or any GPU of a
+    node whose plugin advertises replicas): DCGM measures the device, and NVIDIA's
+    dcgm-exporter copies the device's figures to every pod on it, so no pod's own use is
+    measurable there. A MIG instance that is not time-sliced is measured on its own."""
+    out = set()
+    for n in nodes:
+        shared = {r for r, line in n.resources.items() if line.gpu_type == SHARED or n.replicas > 1}
+        if not shared:
+            continue
+        for pod in n.raw_pods:
+            if shared.intersection(pod_gpu_requests(pod)):
+                md = pod.get("metadata") or {}
+                out.add(f'{md.get("namespace", "")}/{md.get("name", "")}')
+    return out
+
+
 def _fill(occ: Occupancy, pods: list[dict], keys: list[str], where: list[list], usage, last_lines: dict,
-          lines: dict) -> None:
+          lines: dict, sliced: set = frozenset()) -> None:
     """Add the pods of ``occ``'s namespace to it: their lines, what the Running ones
-    request, the distinct GPUs they hold and (when DCGM measured them) their utilisation."""
+    request, the distinct GPUs they hold and (when DCGM measured them) their utilisation.
+    A pod on a time-sliced GPU gets no utilisation of its own (``time_sliced``; the
+    device's figure is kept as ``device_utilisation``) and is left out of the Workspace's."""
     devices: dict = {}  # DCGM device readings of the namespace's pods
     held: set = set()
     for pod, key, at in zip(pods, keys, where):
@@ -178,10 +199,16 @@ def _fill(occ: Occupancy, pods: list[dict], keys: list[str], where: list[list], 
         if phase == "Running":
             occ.requested += sum(line["requests"].values())
             held.update((node, i) for node, i, _u in at)
+        if key in sliced:
+            line["time_sliced"] = True
         if usage is not None:
             readings = usage.get(key) or {}
-            line["utilisation"], line["memory_mib"] = metrics.usage_of(readings)
-            devices.update(readings)
+            if key in sliced:
+                line["utilisation"], line["memory_mib"] = None, None
+                line["device_utilisation"], line["device_memory_mib"] = metrics.usage_of(readings)
+            else:
+                line["utilisation"], line["memory_mib"] = metrics.usage_of(readings)
+                devices.update(readings)
         occ.pods.append(line)
     occ.physical = len(held)
     occ.pods.sort(key=lambda p: p["name"])
