@@ -14,7 +14,7 @@ owner without importing the workspaces app.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from django.conf import settings
 from django.contrib.auth import get_user_model

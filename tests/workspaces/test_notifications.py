@@ -64,7 +64,7 @@ def receiver():
     got = {"bodies": [], "status": 200}
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 (http.server's name)
+        def do_POST(self):  # http.server's name for it
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             got["bodies"].append((self.headers.get("Content-Type"), json.loads(body)))
             self.send_response(got["status"])

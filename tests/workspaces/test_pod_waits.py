@@ -68,7 +68,7 @@ def test_the_owner_sees_why_each_pod_waits_with_the_figures_and_what_to_do(waiti
 def test_a_quota_held_whole_names_its_pods_and_links_to_request_more(waiting, alice, login):
     ws = record(alice, "ws-full")
     page = login(alice).get(reverse("workspace_detail", args=[ws.pk])).content.decode()
-    kind, words = causes(page)["quota-full"]
+    _kind, words = causes(page)["quota-full"]
     assert ("The Workspace's quota of nvidia.com/gpu is used up: 4 of 4, held by train-a (2), train-b (2). A new pod "
             "asking for it is refused until one of them ends.") in words
     item = re.search(r'data-cause="quota-full".*?</li>', page, re.S).group(0)
@@ -116,7 +116,7 @@ def test_the_causes_are_in_korean_for_a_korean_reader(waiting, alice, login):
     client = login(alice)
     client.cookies["django_language"] = "ko"
     page = client.get(reverse("workspace_detail", args=[ws.pk])).content.decode()
-    kind, words = causes(page)["quota-full"]
+    _kind, words = causes(page)["quota-full"]
     assert "Workspace의 nvidia.com/gpu 쿼터가 모두 사용 중입니다: 4 중 4, 사용 중인 파드: train-a (2), train-b (2)." in words
 
 
@@ -134,3 +134,25 @@ def test_the_page_reads_the_view_in_a_constant_number_of_queries(waiting, alice,
     # ws-train has five GPU pods and a kubelet refusal to explain, ws-full two pods: the same reads
     # (the refusal's finding is one more query)
     assert len(one) <= len(other) + 1
+
+
+def test_fifty_waiting_pods_cost_the_page_no_more_queries_than_five(waiting, alice, login):
+    from brickadmin.cluster.scenarios import gpu_pod
+
+    ws = record(alice, "ws-train")
+    client = login(alice)
+    url = reverse("workspace_detail", args=[ws.pk])
+    client.get(url)
+    with CaptureQueriesContext(connection) as few:
+        client.get(url)
+    for i in range(46):  # with its own four: 50 GPU pods
+        pod = gpu_pod("ws-train", f"sweep-{i}", "", "nvidia.com/gpu", 1 + i % 4, phase="Pending")
+        del pod["spec"]["nodeName"]
+        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                        "message": "0/5 nodes are available: 5 Insufficient nvidia.com/gpu."}]
+        waiting._create(pod)
+    client.get(url)  # the twin's view brought up to date
+    with CaptureQueriesContext(connection) as many:
+        page = client.get(url).content.decode()
+    assert len(causes(page)) == 50  # 49 pods waiting or refused, and the quota
+    assert len(many) == len(few)
