@@ -85,6 +85,7 @@ TEMPLATES = [
                 "django.template.context_processors.i18n",
                 "brickadmin.context_processors.cluster_banner",
                 "gpus.context_processors.view_freshness",
+                "brickadmin.accounts.context_processors.unread_notifications",
             ],
         },
     },
@@ -268,6 +269,22 @@ BRICK_RUN_POLL_MS = int(os.environ.get("BRICK_RUN_POLL_MS", "300"))
 BRICK_RUN_HEARTBEAT_STALE_SECONDS = int(os.environ.get("BRICK_RUN_HEARTBEAT_STALE_SECONDS", "10"))
 BRICK_RUN_AUTO_RESUMES = int(os.environ.get("BRICK_RUN_AUTO_RESUMES", "3"))  # then a person resumes
 PAGE_SIZE = 25
+
+# --- notifications (brickadmin/notify.py) --------------------------------------
+# Email through Django's SMTP backend; the chart's values set these (deploy/chart/values.yaml: smtp).
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = float(os.environ.get("EMAIL_TIMEOUT", "10"))
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "brickadmin@localhost")
+BRICK_PUBLIC_URL = os.environ.get("BRICK_PUBLIC_URL", "")  # links in emails and webhooks: https://console.example
+BRICK_NOTIFY_RETRIES = int(os.environ.get("BRICK_NOTIFY_RETRIES", "4"))  # after the first attempt
+BRICK_NOTIFY_RETRY_SECONDS = float(os.environ.get("BRICK_NOTIFY_RETRY_SECONDS", "30"))  # doubled each retry
+BRICK_NOTIFY_TIMEOUT = float(os.environ.get("BRICK_NOTIFY_TIMEOUT", "10"))  # a webhook's answer
 
 LOGGING = {
     "version": 1,

@@ -14,6 +14,8 @@ urlpatterns = [
     path("lockouts/", views.lockouts, name="lockouts"),
     path("lockouts/unlock/", views.lockout_unlock, name="lockout_unlock"),
     path("profile/", account_views.profile, name="profile"),
+    path("notifications/", account_views.notifications, name="notifications"),
+    path("notifications/undelivered/", account_views.deliveries, name="notification_deliveries"),
     path("", include("gpus.urls")),
     path("workspaces/", include("workspaces.urls")),
 ]

@@ -20,6 +20,13 @@ from . import occupancy as occupancy_mod
 from .models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, ViewTypeRow, ViewWorkspace
 from .view_publish import SCHEMA_VERSION
 
+
+def stored_gpu_capacity() -> dict[str, dict]:
+    """The stored ``gpu_capacity`` (one query); {} before a view that keeps it."""
+    state = ViewState.objects.filter(pk=1).only("extra").first()
+    return ((state.extra or {}).get("gpu_capacity") or {}) if state else {}
+
+
 class ViewUnavailable(Exception):
     """No view has been published yet (the watcher has not run)."""
 

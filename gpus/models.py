@@ -384,6 +384,19 @@ class ViewWorkspace(models.Model):
         """No Running pod asks for a GPU: nothing for DCGM to measure."""
         return not self.requested
 
+    @property
+    def shared_only(self) -> bool:
+        """Its quota is of time-sliced GPUs only: DCGM cannot tell its use from its
+        neighbours' on the same GPU (the lists read this; they do not load the pods)."""
+        return self.gpu_type_list == ["shared"]
+
+    @property
+    def time_sliced_only(self) -> bool:
+        """Its Running GPU pods all hold time-sliced GPUs: no utilisation of its own is
+        measurable (gpus/occupancy.py leaves them out)."""
+        running = [p for p in self.pods or [] if p.get("phase") == "Running"]
+        return bool(running) and all(p.get("time_sliced") for p in running)
+
 
 class ViewProblem(models.Model):
     """One health finding (gpus/health.py)."""

@@ -19,8 +19,8 @@ from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import pod_gpu_requests
 from brickadmin.cluster.vocabulary import KubeObject, quantity
 
-from . import gpumap
-from .ledger import Ledger, NodeLedger, gpu_type_of
+from . import gpumap, pod_waits
+from .ledger import SHARED, Ledger, NodeLedger, gpu_type_of
 
 if TYPE_CHECKING:
     from brickadmin.cluster.snapshot import Snapshot
@@ -119,6 +119,7 @@ def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = No
 
     # Where each Running pod's GPUs are: the node maps of the nodes running pods of these namespaces.
     placed: dict[str, Placement] = {}  # "ns/pod" -> where its GPUs are
+    sliced = time_sliced_pods(ledger.nodes)
     last_maps, maps = memo.get("maps", {}), {}
     wanted = set(out)  # frozenset.isdisjoint walks a dict argument whole, a set it probes
     for n in ledger.nodes:
@@ -135,7 +136,8 @@ def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = No
             placed.setdefault(pod, []).append((n.name, index, uuid))
 
     pods_of: dict[str, list[KubeObject]] = {}
-    for pod in snapshot.gpu_pods:
+    # Failed GPU pods too: a pod the kubelet refused shows its owner why (gpus/pod_waits.py).
+    for pod in [*snapshot.gpu_pods, *(getattr(snapshot, "failed_gpu_pods", None) or [])]:
         name = (pod.get("metadata") or {}).get("namespace", "")
         if name in out:
             pods_of.setdefault(name, []).append(pod)
@@ -146,27 +148,48 @@ def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = No
         keys = [f'{name}/{(pod.get("metadata") or {}).get("name", "")}' for pod in pods]
         where = [placed.get(key, []) for key in keys]
         readings = None if usage is None else [usage.get(key) for key in keys]
-        key = (occ.owner, occ.labelled, occ.created_at, occ.gpu_quotas, occ.quotas, pods, where, readings)
+        shared = [key in sliced for key in keys]
+        key = (occ.owner, occ.labelled, occ.created_at, occ.gpu_quotas, occ.quotas, pods, where, readings, shared)
         last = last_occupancy.get(name)
         if last is not None and last[0] == key:
             out[name] = last[1]
         else:
             lines: dict[str, Any] = {}
-            _fill(occ, pods, keys, where, usage, last[2] if last is not None else {}, lines)
+            _fill(occ, pods, keys, where, usage, last[2] if last is not None else {}, lines, sliced)
             last = (key, occ, lines)
         kept[name] = last
     memo.update(maps=maps, namespaces=kept)
     return out
 
 
+def time_sliced_pods(nodes: list[NodeLedger]) -> set[str]:
+    """"ns/pod" of the pods holding a time-sliced GPU (a shared resource, or any GPU of a
+    node whose plugin advertises replicas): DCGM measures the device, and NVIDIA's
+    dcgm-exporter copies the device's figures to every pod on it, so no pod's own use is
+    measurable there. A MIG instance that is not time-sliced is measured on its own."""
+    out: set[str] = set()
+    for n in nodes:
+        shared = {r for r, line in n.resources.items() if line.gpu_type == SHARED or n.replicas > 1}
+        if not shared:
+            continue
+        for pod in n.raw_pods:
+            if shared.intersection(pod_gpu_requests(pod)):
+                md = pod.get("metadata") or {}
+                out.add(f'{md.get("namespace", "")}/{md.get("name", "")}')
+    return out
+
+
 def _fill(occ: Occupancy, pods: list[KubeObject], keys: list[str], where: list[Placement],
-          usage: dict[str, dict[str, list[Any]]] | None, last_lines: dict[str, Any], lines: dict[str, Any]) -> None:
+          usage: dict[str, dict[str, list[Any]]] | None, last_lines: dict[str, Any], lines: dict[str, Any],
+          sliced: set[str] | frozenset[str] = frozenset()) -> None:
     """Add the pods of ``occ``'s namespace to it: their lines, what the Running ones
-    request, the distinct GPUs they hold and (when DCGM measured them) their utilisation."""
+    request, the distinct GPUs they hold and (when DCGM measured them) their utilisation.
+    A pod on a time-sliced GPU gets no utilisation of its own (``time_sliced``; the
+    device's figure is kept as ``device_utilisation``) and is left out of the Workspace's."""
     devices: dict[str, list[Any]] = {}  # DCGM device readings of the namespace's pods
     held: set[tuple[str, int]] = set()
     for pod, key, at in zip(pods, keys, where, strict=True):
-        if vocab.is_terminal(pod):
+        if vocab.is_terminal(pod) and (pod.get("status") or {}).get("phase") != "Failed":
             continue
         md, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         phase = (pod.get("status") or {}).get("phase") or ""
@@ -178,15 +201,24 @@ def _fill(occ: Occupancy, pods: list[KubeObject], keys: list[str], where: list[P
                     "requests": pod_gpu_requests(pod),
                     "gpus": sorted({f"{node} · GPU {i}" + (f" ({uuid})" if uuid else "") for node, i, uuid in at}),
                     "created": md.get("creationTimestamp") or ""}
+            wait = pod_waits.facts(pod)
+            if wait is not None:
+                base["wait"] = wait
         lines[key] = (pod, at, base)
         line = dict(base)  # a line of its own: utilisation is added below
         if phase == "Running":
             occ.requested += sum(line["requests"].values())
             held.update((node, i) for node, i, _u in at)
+        if key in sliced:
+            line["time_sliced"] = True
         if usage is not None:
             readings = usage.get(key) or {}
-            line["utilisation"], line["memory_mib"] = metrics.usage_of(readings)
-            devices.update(readings)
+            if key in sliced:
+                line["utilisation"], line["memory_mib"] = None, None
+                line["device_utilisation"], line["device_memory_mib"] = metrics.usage_of(readings)
+            else:
+                line["utilisation"], line["memory_mib"] = metrics.usage_of(readings)
+                devices.update(readings)
         occ.pods.append(line)
     occ.physical = len(held)
     occ.pods.sort(key=lambda p: p["name"])

@@ -26,12 +26,13 @@ from . import health as health_mod
 from . import ledger as ledger_mod
 from . import manifest as manifest_mod
 from . import occupancy as occupancy_mod
+from . import pod_waits as pod_waits_mod
 from .models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, ViewTypeRow, ViewWorkspace
 
 # The form of what a generation holds (its rows, their JSON, ViewState.totals and .extra).
 # Raise it when that changes: a generation of an older form is never read as is
 # (gpus.clusterview refuses it) but published again by the new code, in full.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: extra["gpu_capacity"], what each GPU resource offers (why pods wait)
 
 # The watcher beats at least this often; a page calls it down after WATCHER_STALE_SECONDS.
 HEARTBEAT_SECONDS = 10
@@ -186,9 +187,16 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
                        "allocated_by_namespace": led.allocated_by_namespace, "jobs_digest": jobs_digest,
                        "problems_digest": problems_digest,
                        "attention": health_mod.summary_data([p for p, _m, _r in problems[settings.LANGUAGE_CODE]]),
-                       "usage_measured": snapshot.usage is not None}
+                       "usage_measured": snapshot.usage is not None,
+                       "gpu_capacity": gpu_capacity(led)}
         state.save()
     return gen
+
+
+def gpu_capacity(led) -> dict[str, dict]:
+    """What each GPU resource offers now (free, only on tainted or cordoned nodes): the
+    Workspace pages name why a pod waits from it (gpus/pod_waits.py)."""
+    return pod_waits_mod.capacity(led.nodes, ledger_mod.IGNORED_TAINTS)
 
 
 def _write_nodes(rows: dict, gen: int) -> None:

@@ -1,4 +1,4 @@
-"""Writes seed-example.yaml, qks.yaml and demo.yaml. Run: python scenarios/build.py
+"""Writes seed-example.yaml, qks.yaml, demo.yaml, layouts.yaml and waiting.yaml. Run: python scenarios/build.py
 
 The YAML files are committed; this script is how they were made (and how to change them).
 """
@@ -230,9 +230,117 @@ def layouts():
           "(-SHARED) and with renameByDefault, and whole H100s.", objects, hardware)
 
 
+def _pending(ns, name, resource, count, said):
+    """A GPU pod the scheduler could not place: no node, PodScheduled False with the words
+    kube-scheduler writes there (and in its FailedScheduling event)."""
+    pod = s.gpu_pod(ns, name, "", resource, count, phase="Pending")
+    del pod["spec"]["nodeName"]
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                    "message": said}]
+    return pod
+
+
+def _refused(ns, name, node_name, resource, count, message):
+    """A GPU pod the kubelet refused at admission (phase Failed, UnexpectedAdmissionError)."""
+    pod = s.gpu_pod(ns, name, node_name, resource, count, phase="Failed")
+    pod["spec"]["restartPolicy"] = "Never"
+    pod["status"].update(reason="UnexpectedAdmissionError", message=message)
+    return pod
+
+
+def _plugin_pod_from_before(node_name, objects):
+    """The device-plugin pod of a node tainted after the pod started: a NoSchedule taint
+    stops new pods of the DaemonSet, not a running one, so the node keeps advertising its
+    GPUs. Hashed as the twin's DaemonSet controller hashes the template."""
+    import hashlib
+    import json
+
+    node = next(o for o in objects if o["kind"] == "Node" and o["metadata"]["name"] == node_name)
+    ds = dp.daemonset_for_node(node, [o for o in objects if o["kind"] == "DaemonSet"])
+    tmpl = ds["spec"]["template"]
+    revision = hashlib.sha256(json.dumps(tmpl, sort_keys=True).encode()).hexdigest()[:10]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f'{ds["metadata"]["name"]}-{node_name}', "namespace": ds["metadata"]["namespace"],
+                         "labels": {**(tmpl["metadata"].get("labels") or {}), "controller-revision-hash": revision},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "controller": True,
+                                              "name": ds["metadata"]["name"], "uid": ""}]},
+            "spec": {**tmpl["spec"], "nodeName": node_name},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def waiting():
+    """GPU pods that wait or were refused, one for each cause the Workspace pages name."""
+    objects = s.device_plugin_manifest(replicas=4)
+    specs = [  # name, model, count, memory, sharing, extra
+        ("gpu-a30-01", A30, 4, 24576, "none", {}),
+        ("gpu-a30-02", A30, 2, 24576, "none", {}),
+        ("gpu-a30-03", A30, 2, 24576, "timeslicing", {}),
+        ("gpu-h100-01", H100, 8, 81559, "none", {"taint": True}),
+        ("gpu-a100-01", A100, 1, 81920, "none", {"cordoned": True, "mig": [["3g.40gb", "3g.40gb"]]}),
+    ]
+    hardware = {}
+    for name, model, count, mem, sharing, extra in specs:
+        taints = [GPU_TAINT, {"key": "brick.cloud/dedicated", "value": "llm", "effect": "NoSchedule"}] \
+            if extra.get("taint") else [GPU_TAINT]
+        objects.append(s.node(name, model=model, sharing=sharing, gpu_count=count, taints=taints,
+                              unschedulable=bool(extra.get("cordoned"))))
+        hardware[name] = s.gpus(name, model, count, mem, mig=extra.get("mig"))
+    objects.append(_plugin_pod_from_before("gpu-h100-01", objects))  # reserved for the LLM team since
+    for ns, owner, hard in [("ws-full", "alice", {vocab.quota_key(vocab.GPU): 4}),
+                            ("ws-train", "alice", {vocab.quota_key(vocab.GPU): 16}),
+                            ("ws-shared", "bob", {vocab.quota_key(vocab.GPU_SHARED): 4}),
+                            ("ws-notebooks", "carol", {vocab.quota_key(vocab.GPU_SHARED): 8}),
+                            ("ws-mig", "dave", {"requests.nvidia.com/mig-3g.40gb": 2})]:
+        objects += [s.namespace(ns, owner=owner), s.quota(ns, {**hard, "requests.cpu": 64, "requests.memory": "256Gi"})]
+    fit = "0/5 nodes are available: {}. preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling."
+    objects += [
+        # the quota of ws-full is held whole by its two pods
+        s.gpu_pod("ws-full", "train-a", "gpu-a30-01", vocab.GPU, 2),
+        s.gpu_pod("ws-full", "train-b", "gpu-a30-01", vocab.GPU, 2),
+        # 4 GPUs: the only node with that much free is reserved by a taint
+        s.gpu_pod("ws-train", "eval-0", "gpu-a30-02", vocab.GPU, 1),
+        _pending("ws-train", "train-4gpu", vocab.GPU, 4, fit.format(
+            "1 node(s) had untolerated taint {brick.cloud/dedicated: llm}, 1 node(s) were unschedulable, "
+            "3 Insufficient nvidia.com/gpu")),
+        # placed, its image cannot be pulled
+        {**s.gpu_pod("ws-train", "notebook", "gpu-a30-02", vocab.GPU, 1, image="registry.invalid/notebook:1",
+                     phase="Pending"),
+         "status": {"phase": "Pending", "containerStatuses": [
+             {"name": "main", "ready": False, "restartCount": 0,
+              "state": {"waiting": {"reason": "ImagePullBackOff",
+                                    "message": 'Back-off pulling image "registry.invalid/notebook:1"'}}}]}},
+        # refused by the kubelet: no device left to allocate
+        _refused("ws-train", "old-eval", "gpu-a30-02", vocab.GPU, 1,
+                 "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. "
+                 "Requested: 1, Available: 0, which is unexpected"),
+        # every shared GPU is taken
+        *[s.gpu_pod("ws-notebooks", f"jupyter-{i}", "gpu-a30-03", vocab.GPU_SHARED, 1) for i in range(7)],
+        s.gpu_pod("ws-shared", "nb-bob", "gpu-a30-03", vocab.GPU_SHARED, 1),
+        _pending("ws-shared", "nb-wait", vocab.GPU_SHARED, 1, fit.format(
+            "1 node(s) had untolerated taint {brick.cloud/dedicated: llm}, 1 node(s) were unschedulable, "
+            "3 Insufficient nvidia.com/gpu.shared")),
+        # two shared GPUs in one pod: the device plugin refuses it (failRequestsGreaterThanOne)
+        _refused("ws-shared", "two-shared", "gpu-a30-03", vocab.GPU_SHARED, 2,
+                 "Allocate failed due to rpc error: code = Unknown desc = request for 'nvidia.com/gpu.shared: 2' "
+                 "too large: maximum request size for shared resources is 1, which is unexpected"),
+        # only the cordoned node has MIG 3g.40gb; no node has 1g.10gb
+        _pending("ws-mig", "infer-0", "nvidia.com/mig-3g.40gb", 1, fit.format(
+            "1 node(s) had untolerated taint {brick.cloud/dedicated: llm}, 1 node(s) were unschedulable, "
+            "3 Insufficient nvidia.com/mig-3g.40gb")),
+        _pending("ws-mig", "infer-small", "nvidia.com/mig-1g.10gb", 1, fit.format(
+            "1 node(s) had untolerated taint {brick.cloud/dedicated: llm}, 1 node(s) were unschedulable, "
+            "3 Insufficient nvidia.com/mig-1g.10gb")),
+    ]
+    write("waiting", "GPU pods that wait or were refused, one per cause: a Workspace quota held whole, free GPUs "
+          "only on a tainted node, only a cordoned node with the MIG profile, a profile no node has, every shared "
+          "GPU taken, two shared GPUs in one pod, a device the kubelet could not allocate, an image that cannot "
+          "be pulled.", objects, hardware)
+
+
 if __name__ == "__main__":
     seed_example()
     qks()
     demo()
     layouts()
+    waiting()
     print("wrote", ", ".join(p.name for p in sorted(OUT.glob("*.yaml"))))

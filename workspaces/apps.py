@@ -15,3 +15,8 @@ class WorkspacesConfig(AppConfig):
         registry.register(procedures.ProcedureRecreateWorkspace())  # the Fix of a missing namespace or quota
         health.register()  # importing it registered the Workspace checks; this adds their inputs
         pictures.VIEWERS["workspace"] = permissions.can_see_workspace
+        from brickadmin import notify
+
+        from . import notices
+
+        notify.OWNER_RESOLVERS.append(notices.owner_of)  # fixes and reclaims tell the record's requester

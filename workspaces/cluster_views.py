@@ -15,16 +15,22 @@ from brickadmin.tables import Column, Table
 from gpus.models import OwnerNotice
 from gpus.reading import read_cluster
 
-from . import directory
+from . import directory, waits
 from .forms import AdoptForm
 from .models import Decision
 
 NOT_MEASURED = gettext_lazy("not measured")
+NOT_MEASURABLE = gettext_lazy("not measurable per tenant (time-sliced GPU)")
 
 
-def _measured(value, measured: bool):
-    """A DCGM figure for the CSV: the number, or "not measured" (never 0)."""
-    return round(value, 1) if measured and value is not None else ("" if measured else str(NOT_MEASURED))
+def _measured(value, measured: bool, sliced: bool = False):
+    """A DCGM figure for the CSV: the number, "not measured" (never 0), or on time-sliced
+    GPUs "not measurable per tenant" (never the device's figure)."""
+    if not measured:
+        return str(NOT_MEASURED)
+    if value is None:
+        return str(NOT_MEASURABLE) if sliced else ""
+    return round(value, 1)
 
 
 def workspace_table(measured: bool) -> Table:
@@ -38,9 +44,9 @@ def workspace_table(measured: bool) -> Table:
         Column("requested", gettext_lazy("Requested by pods"), numeric=True),
         Column("physical", gettext_lazy("In use physically"), numeric=True),
         Column("utilisation", gettext_lazy("GPU utilisation (%)"), numeric=True,
-               value=lambda w: _measured(w.utilisation, measured)),
+               value=lambda w: _measured(w.utilisation, measured, w.shared_only and not w.no_pod)),
         Column("memory", gettext_lazy("GPU memory used (MiB)"), "memory_mib", numeric=True,
-               value=lambda w: _measured(w.memory_mib, measured)),
+               value=lambda w: _measured(w.memory_mib, measured, w.shared_only and not w.no_pod)),
         Column("created", gettext_lazy("Age"), "created_at"),
         Column("idle_since", gettext_lazy("Idle since")),
         search=("namespace", "owner_name", "resource", "gpu_type"), default="workspace")
@@ -71,7 +77,8 @@ def cluster_workspace(request, namespace):
     notices = OwnerNotice.objects.filter(namespace=namespace)[:20]
     return render(request, "workspaces/cluster_workspace.html", {
         "ns": namespace, "line": line, "record": record, "decisions": decisions, "notices": notices,
-        "measured": directory.measured(), "idle_hours": directory.idle_window_hours()})
+        "measured": directory.measured(), "idle_hours": directory.idle_window_hours(),
+        "waiting": waits.causes(line, admin=True)})
 
 
 @require_http_methods(["GET", "POST"])

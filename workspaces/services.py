@@ -40,6 +40,7 @@ from brickadmin.cluster.vocabulary import (
 from gpus import ledger as ledger_mod
 from gpus.live import LiveRead
 
+from . import notices
 from .models import (
     COMPUTE_QUOTA, JOB_PRIORITY_CLASS, JOB_PRIORITY_VALUE, LIMIT_RANGE, STORAGE_QUOTA, USER_PRIORITY_CLASS,
     USER_PRIORITY_VALUE, Decision, JobSettings, ResourceLimit, WorkspaceJob, WorkspaceRequest,
@@ -370,6 +371,7 @@ def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledg
     if failure is not None:
         raise WorkspaceError(failure[0]) from failure[1]
     req.refresh_from_db()
+    notices.workspace_decided(req)
     return req
 
 
@@ -386,6 +388,7 @@ def reject(req_id: int, actor, reason: str) -> WorkspaceRequest:
             raise WorkspaceError(_("This request was already decided."))
         _record(actor, Decision.Action.REJECT, workspace=req, subject=req.name, amount=req.gpu, detail=reason)
     req.refresh_from_db()
+    notices.workspace_decided(req)
     return req
 
 
@@ -515,7 +518,9 @@ def approve_job(job_id: int, actor, ledger=None) -> WorkspaceJob:
     if job.gpu > option.free:
         raise WorkspaceError(_("Node %(n)s has %(f)s free GPU; the Job asks for %(g)s.") % {
             "n": job.node, "f": option.free, "g": job.gpu})
-    return submit_job(job, actor)  # claims the Job: a second approval stops there
+    job = submit_job(job, actor)  # claims the Job: a second approval stops there
+    notices.job_decided(job)
+    return job
 
 
 def reject_job(job_id: int, actor, reason: str) -> WorkspaceJob:
@@ -529,6 +534,7 @@ def reject_job(job_id: int, actor, reason: str) -> WorkspaceJob:
             raise WorkspaceError(_("This Job was already decided."))
         _record(actor, Decision.Action.JOB_REJECT, job=job, subject=job.k8s_name, amount=job.gpu, detail=reason)
     job.refresh_from_db()
+    notices.job_decided(job)
     return job
 
 

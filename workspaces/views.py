@@ -17,7 +17,7 @@ from brickadmin.tables import Column, Table
 from gpus.models import OwnerNotice
 from gpus.reading import read_cluster, read_jobs
 
-from . import directory, services
+from . import directory, services, waits
 from .forms import (
     AMOUNT_FIELDS, ApproveForm, JobForm, JobSettingsForm, RejectForm, ResourceLimitForm, WorkspaceRequestForm,
 )
@@ -126,11 +126,12 @@ def workspace_detail(request, pk):
             cluster_ok = False
         else:
             line = directory.line(ws.namespace)
+    waiting = waits.causes(line, admin=False)
     notices = OwnerNotice.objects.filter(namespace=ws.namespace)[:20] \
         if ws.status == WorkspaceRequest.Status.APPROVED else []
     return render(request, "workspaces/workspace_detail.html", {
         "ws": ws, "jobs": jobs, "line": line, "cluster_ok": cluster_ok, "notices": notices,
-        "measured": directory.measured()})
+        "measured": directory.measured(), "waiting": waiting})
 
 
 # --- users: Jobs ------------------------------------------------------------------

@@ -13,7 +13,9 @@ stay Kubernetes-shaped, so the ledger cannot tell a projection from the full obj
 - Pod (only GPU-requesting pods and device-plugin pods): name, namespace, uid, labels,
   ownerReferences, creation/deletion timestamps; spec.nodeName and, per container, its
   name and nvidia.com/* requests and limits; status phase, reason, message, startTime,
-  the Ready condition and each container's state summary (for failed-pod diagnosis).
+  the Ready and PodScheduled conditions (the latter's message while the pod is not
+  scheduled: why it waits) and each container's state summary (for failed-pod diagnosis
+  and a waiting container's reason).
 - ResourceQuota: name, namespace; spec and status whole (a few keys).
 - Namespace: name and labels (a Workspace's owner).
 - DaemonSet and ConfigMap of the device plugin / the GPU Operator: whole (the manifest
@@ -142,14 +144,22 @@ def _container_status(cs: dict) -> dict:
     return out
 
 
+def _condition(c: dict) -> dict:
+    """Type, status, reason; and the message of a PodScheduled that is not True: the
+    scheduler writes there what its FailedScheduling event says (why the pod waits)."""
+    out = {k: c[k] for k in ("type", "status", "reason") if k in c}
+    if c.get("type") == "PodScheduled" and c.get("status") != "True" and c.get("message"):
+        out["message"] = c["message"][:2000]
+    return out
+
+
 def pod(obj: dict) -> dict:
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     s = {"containers": [_container(c) for c in spec.get("containers") or []]}
     if spec.get("nodeName"):
         s["nodeName"] = spec["nodeName"]
     st = {k: status[k] for k in ("phase", "reason", "message", "startTime") if k in status}
-    ready = [{k: c[k] for k in ("type", "status", "reason") if k in c}
-             for c in status.get("conditions") or [] if c.get("type") in ("Ready", "PodScheduled")]
+    ready = [_condition(c) for c in status.get("conditions") or [] if c.get("type") in ("Ready", "PodScheduled")]
     if ready:
         st["conditions"] = ready
     if status.get("containerStatuses"):

@@ -17,6 +17,7 @@ from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE, advertised_resourc
 from .. import ledger as ledger_mod
 from .. import manifest as manifest_mod
 from ..live import LiveRead
+from . import notices
 from .base import Check, NodeChoice, NothingToDo, Outcome, Param, ProcedureDef, Step, StepFailed
 from .recording import remembered
 from .steps import (
@@ -1174,6 +1175,7 @@ class TellOwner(Step):
                     "failed.") % {"pod": subject, "node": ctx.node, "why": why, "who": ctx.run.actor_name}
         OwnerNotice.objects.create(namespace=ns, owner_name=owner, subject=subject, message=message, run_id=ctx.run.pk,
                                    actor_name=ctx.run.actor_name)
+        notices.tell_owner(ns, owner, subject, message, ctx.run.actor_name)
         return Outcome(None, _("notice recorded for %(owner)s on Workspace %(ns)s") % {"owner": owner or "?", "ns": ns})
 
     def verify(self, ctx):

@@ -34,6 +34,7 @@ from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
 
 from ..live import LiveRead
 from ..models import ProcedureRun, RunStatus, StepRun, StepState
+from . import notices
 from .base import Check, NothingToDo, StepFailed, knob
 from .registry import get as get_procedure
 from .reaper import reap_stale, requeue_orphans, take_over
@@ -197,6 +198,7 @@ def _finish(run, token, status, message, title=""):
     record(run.pk, step_key=RUN_EVENT, title=title or _(FINISH_TITLES[status]), state=state, token=token,
            output=message if status == RunStatus.SUCCEEDED else "", error="" if status == RunStatus.SUCCEEDED else message,
            run_update={"status": status, "finished_at": timezone.now(), "message": message})
+    notices.run_ended(run.pk)
     return status
 
 

@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from ..models import ProcedureRun, RunStatus, StepState
+from . import notices
 from .recording import RUN_EVENT, record
 
 EXECUTE_RUN = "gpus.tasks.execute_run"  # gpus/tasks.py registers it under this name
@@ -31,3 +32,4 @@ def enqueue(run_id: int):
             if ProcedureRun.objects.filter(pk=run_id, status=RunStatus.PENDING).update(
                     status=RunStatus.FAILED, finished_at=timezone.now(), message=message):
                 record(run_id, step_key=RUN_EVENT, title=_("Not queued"), state=StepState.FAILED, error=message)
+                transaction.on_commit(lambda: notices.run_ended(run_id))

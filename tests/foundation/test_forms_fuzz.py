@@ -81,7 +81,9 @@ FORMS = {
     "job_cancel": ("alice", lambda o: (reverse("job_cancel", args=[o["job"].pk]), fields("next"))),
     "manifest_save": ("admin", lambda o: (reverse("manifest_save"), fields("content", "note"))),
     "manifest_apply": ("admin", lambda o: (reverse("manifest_apply"), fields("next"))),
-    "profile": ("alice", lambda o: (reverse("profile"), fields("time_zone"))),
+    "profile": ("alice", lambda o: (reverse("profile"), fields("time_zone", "language", "email_notifications",
+                                                              "webhook_url"))),
+    "notifications": ("alice", lambda o: (reverse("notifications"), fields("page"))),
     "lockout_unlock": ("admin", lambda o: (reverse("lockout_unlock"), fields("username", "address"))),
     "workspace_adopt": ("admin", lambda o: (reverse("workspace_adopt", args=["team-a"]), fields("owner", "note"))),
 }
@@ -99,6 +101,7 @@ GET_FORMS = {
     "cluster_workspaces": lambda o: (reverse("cluster_workspaces"), fields("q", "sort", "page", "format")),
     "cluster_workspace": lambda o: (reverse("cluster_workspace", args=["team-a"]), fields("range")),
     "utilisation_chart": lambda o: (reverse("utilisation_chart", args=["workspace"]), fields("of", "range")),
+    "notification_deliveries": lambda o: (reverse("notification_deliveries"), fields("page")),
 }
 GET_ONLY = {"dashboard", "dashboard_models", "node_list", "node_detail", "availability", "help", "evidence",
             "procedure_index", "run_detail", "run_progress", "run_audit_json", "run_audit_csv", "health",

@@ -14,7 +14,7 @@ from gpus import evidence as ev_mod
 from gpus import health
 from gpus import ledger as L
 
-SCENARIOS = ["seed-example", "qks", "demo"]
+SCENARIOS = ["seed-example", "qks", "demo", "waiting"]
 AT = datetime(2026, 12, 1, tzinfo=timezone.utc)
 
 

@@ -91,6 +91,28 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "brickadmin.serviceAcc
   value: /etc/brickadmin/oidc/ca.crt
 {{- end }}
 {{- end }}{{ end }}
+{{- with .Values.smtp }}{{ if .host }}
+- name: EMAIL_HOST
+  value: {{ .host | quote }}
+- name: EMAIL_PORT
+  value: {{ .port | quote }}
+- name: EMAIL_HOST_USER
+  value: {{ .user | quote }}
+- name: EMAIL_USE_TLS
+  value: {{ ternary "1" "0" .useTls | quote }}
+- name: EMAIL_USE_SSL
+  value: {{ ternary "1" "0" .useSsl | quote }}
+- name: DEFAULT_FROM_EMAIL
+  value: {{ .from | quote }}
+{{- if .user }}
+- name: EMAIL_HOST_PASSWORD
+  valueFrom: {secretKeyRef: {name: {{ $.Values.secret.name }}, key: {{ $.Values.secret.keys.smtpPassword }}}}
+{{- end }}
+{{- end }}{{ end }}
+{{- if .Values.publicUrl }}
+- name: BRICK_PUBLIC_URL
+  value: {{ .Values.publicUrl | quote }}
+{{- end }}
 {{- range $k, $v := .Values.extraEnv }}
 - name: {{ $k }}
   value: {{ $v | quote }}

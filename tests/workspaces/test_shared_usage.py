@@ -1,0 +1,67 @@
+"""Honest per-tenant usage: DCGM measures a time-sliced GPU as a whole and NVIDIA's
+dcgm-exporter copies the device's figures to every pod on it, so a pod on a time-sliced GPU
+(and a Workspace of such pods) gets no utilisation of its own, and is never found idle from
+the device's figure; a MIG instance is measured on its own. On the demo twin, with DCGM
+readings shaped as dcgm-exporter labels them (UUID, and GPU_I_ID for a MIG instance)."""
+import re
+from html import unescape
+
+import pytest
+from django.urls import reverse
+
+from brickadmin.cluster.snapshot import take_snapshot
+from gpus import clusterview, occupancy
+from gpus import ledger as ledger_mod
+
+from .conftest import text
+
+pytestmark = pytest.mark.django_db
+
+# The same device figure for both pods of one time-sliced A30 (what dcgm-exporter reports),
+# two MIG instances of one A100 each with its own, two whole GPUs of an exclusive pod.
+USAGE = {
+    "ws-nlp-lab/bert-notebook": {"GPU-shared-a30": [3.0, 1000.0]},
+    "ws-nlp-lab/tokenizer-svc": {"GPU-shared-a30": [3.0, 1000.0]},
+    "ws-inference/embed-svc-0": {"GPU-a100-mig/1": [10.0, 500.0]},
+    "ws-inference/embed-svc-1": {"GPU-a100-mig/2": [70.0, 900.0]},
+    "ws-vision/detector-train": {"GPU-a": [50.0, 100.0], "GPU-b": [30.0, 100.0]},
+}
+
+
+@pytest.fixture
+def measured_demo(load_scenario):
+    gw = load_scenario("demo")
+    snap = take_snapshot(gw, use_prometheus=False)
+    snap.usage = USAGE
+    return snap, ledger_mod.compute(snap)
+
+
+def test_time_sliced_pods_get_no_figure_of_their_own_and_mig_instances_their_own(measured_demo):
+    snap, led = measured_demo
+    occ = occupancy.compute(snap, led)
+    nlp = {p["name"]: p for p in occ["ws-nlp-lab"].pods}
+    assert nlp["bert-notebook"]["time_sliced"] and nlp["bert-notebook"]["utilisation"] is None
+    assert nlp["bert-notebook"]["device_utilisation"] == 3.0  # kept apart, shown as the device's
+    assert occ["ws-nlp-lab"].utilisation is None and occ["ws-nlp-lab"].memory_mib is None
+    mig = {p["name"]: p for p in occ["ws-inference"].pods}
+    assert (mig["embed-svc-0"]["utilisation"], mig["embed-svc-1"]["utilisation"]) == (10.0, 70.0)
+    assert not mig["embed-svc-0"].get("time_sliced")
+    assert occ["ws-inference"].utilisation == 40.0 and occ["ws-vision"].utilisation == 40.0
+    # under a 5 % threshold the device's 3 % would have called the time-sliced Workspace idle
+    assert not occ["ws-nlp-lab"].idle(5) and occ["ws-vision"].idle(50)
+
+
+def test_the_pages_say_not_measurable_per_tenant_instead_of_the_device_figure(measured_demo, admin_client):
+    snap, _led = measured_demo
+    admin_client.get(reverse("cluster_workspaces"))  # the twin's view, as a page first reads it
+    clusterview.publish(snap)  # then the watcher's, with DCGM's readings
+    detail = unescape(admin_client.get(reverse("cluster_workspace", args=["ws-nlp-lab"])).content.decode())
+    pods = text(re.search(r'data-testid="ws-pods".*?</table>', detail, re.S).group(0))
+    assert "bert-notebook" in pods and "not measurable per tenant (time-sliced GPU) · device 3%" in pods
+    assert "3%" not in pods.replace("device 3%", "")
+    usage = text(re.search(r'data-testid="ws-utilisation">.*?</dd>', detail, re.S).group(0))
+    assert "not measurable per tenant (time-sliced GPU)" in usage
+    inference = admin_client.get(reverse("cluster_workspace", args=["ws-inference"])).content.decode()
+    assert "not measurable per tenant" not in inference and ">40%<" in inference.replace("\n", "")
+    csv = b"".join(admin_client.get(reverse("cluster_workspaces") + "?format=csv&q=ws-nlp-lab").streaming_content)
+    assert "not measurable per tenant (time-sliced GPU)" in csv.decode()
