@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from brickadmin.cluster.snapshot import take_snapshot
-from gpus import clusterview, occupancy
+from gpus import occupancy, view_publish
 from gpus import ledger as ledger_mod
 
 from .conftest import text
@@ -54,7 +54,7 @@ def test_time_sliced_pods_get_no_figure_of_their_own_and_mig_instances_their_own
 def test_the_pages_say_not_measurable_per_tenant_instead_of_the_device_figure(measured_demo, admin_client):
     snap, _led = measured_demo
     admin_client.get(reverse("cluster_workspaces"))  # the twin's view, as a page first reads it
-    clusterview.publish(snap)  # then the watcher's, with DCGM's readings
+    view_publish.publish(snap)  # then the watcher's, with DCGM's readings
     detail = unescape(admin_client.get(reverse("cluster_workspace", args=["ws-nlp-lab"])).content.decode())
     pods = text(re.search(r'data-testid="ws-pods".*?</table>', detail, re.S).group(0))
     assert "bert-notebook" in pods and "not measurable per tenant (time-sliced GPU) · device 3%" in pods
