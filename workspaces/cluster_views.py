@@ -16,7 +16,7 @@ from gpus.models import OwnerNotice
 from gpus.reading import read_cluster
 
 from . import directory
-from .forms import AdoptForm
+from .forms import AdoptForm, QuotaForm
 from .models import Decision
 
 NOT_MEASURED = gettext_lazy("not measured")
@@ -99,3 +99,36 @@ def workspace_adopt(request, namespace):
             return redirect("cluster_workspace", namespace=namespace)
     return render(request, "workspaces/adopt.html", {"ns": namespace, "line": line, "form": form},
                   status=400 if form.is_bound and form.errors else 200)
+
+
+@require_http_methods(["GET", "POST"])
+@admin_required
+def workspace_quota(request, namespace):
+    """An admin changes a Workspace's GPU quota: the form, the preview of what it does (read
+    live), then one confirmation that starts the audited run (workspaces/quota.py). An undo is
+    the same page with the quota before a change filled in."""
+    from brickadmin.cluster.gateway import get_gateway
+
+    from . import quota as quota_mod
+
+    data = request.POST if request.method == "POST" else request.GET
+    form = QuotaForm(data if "gpu" in data else None)
+    gateway = get_gateway()
+    try:
+        current = quota_mod.preview(gateway, namespace, 0)
+        seen = quota_mod.preview(gateway, namespace, form.cleaned_data["gpu"]) if form.is_valid() else None
+    except quota_mod.QuotaError:
+        raise Http404("no such namespace") from None
+    if request.method == "POST" and seen is not None:
+        try:
+            run = quota_mod.change_quota(namespace, seen.after, actor=request.user, reason=form.cleaned_data["reason"],
+                                         resource=seen.resource, undo_of=form.cleaned_data.get("undo_of"),
+                                         gateway=gateway)
+        except quota_mod.QuotaError as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect(run)
+    runs = [(r, quota_mod.undo_target(r)) for r in quota_mod.history(namespace)[:20]]
+    return render(request, "workspaces/quota.html", {
+        "ns": namespace, "form": form, "current": current, "preview": seen, "runs": runs},
+        status=400 if request.method == "POST" else 200)

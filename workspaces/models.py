@@ -68,6 +68,7 @@ class WorkspaceRequest(models.Model):
         APPROVING = "approving", _("Being approved")
         APPROVED = "approved", _("Approved")
         REJECTED = "rejected", _("Rejected")
+        WITHDRAWN = "withdrawn", _("Withdrawn")
 
     name = models.CharField(_("Name"), max_length=63)
     requester = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
@@ -125,6 +126,8 @@ class Decision(AppendOnlyModel):
         SETTING = "setting", _("Changed a setting")
         LIMIT = "limit", _("Changed a limit")
         ADOPT = "adopt", _("Adopted a namespace as a Workspace")
+        QUOTA = "quota", _("Changed a Workspace's GPU quota")
+        WITHDRAW = "withdraw", _("Withdrew a Workspace request")
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")

@@ -21,6 +21,7 @@ urlpatterns = [
     path("cluster/", cluster_views.cluster_workspaces, name="cluster_workspaces"),
     path("cluster/<slug:namespace>/", cluster_views.cluster_workspace, name="cluster_workspace"),
     path("cluster/<slug:namespace>/adopt/", cluster_views.workspace_adopt, name="workspace_adopt"),
+    path("cluster/<slug:namespace>/quota/", cluster_views.workspace_quota, name="workspace_quota"),
     path("settings/", views.workspace_settings, name="workspace_settings"),
     path("settings/limits/", views.limit_save, name="limit_save"),
     path("settings/limits/<int:pk>/delete/", views.limit_delete, name="limit_delete"),

@@ -1493,6 +1493,34 @@ class ProcedureAddToleration(_Fix):
         return checks
 
 
+class ProcedureUncordon(_Fix):
+    code = "U"
+    label = gettext_lazy("Uncordon a node")
+    description = gettext_lazy("A cordoned node takes no new pods. Uncordoning it lets the scheduler place pods on "
+                               "its GPUs again; pods already there are not touched.")
+    fixes = ("cordoned",)
+
+    def confirm_sentence(self, node, params):
+        return _("Uncordon %(node)s? New pods can then be scheduled on its GPUs.") % {"node": node}
+
+    def steps(self, params):
+        return [PrecheckStep(self), Uncordon()]
+
+    def precheck_kubectl(self, run):
+        return f"kubectl get node {run.node}"
+
+    def nothing_to_do(self, gateway, node, params):
+        if (gateway.get_node(node).get("spec") or {}).get("unschedulable"):
+            return ""
+        return _("%(node)s is not cordoned.") % {"node": node}
+
+    def fix_prechecks(self, gateway, node, params):
+        n = _ledger(gateway).node(node)
+        held = n.logical if n is not None else 0
+        return [Check(True, _("%(node)s is cordoned: %(n)d logical GPU(s) take no new pods. Uncordon it only when no "
+                              "maintenance is under way on it.") % {"node": node, "n": held}, level="warn")]
+
+
 BUILT_IN = (ProcedureA(), ProcedureB(), ProcedureC(), ProcedureD(), ProcedureMigLayout(), ProcedureRestore(),
             ProcedureRemoveStale(), ProcedureRestartPlugin(), ProcedureDeleteFailedPod(), ProcedureAddToleration(),
-            )  # registry.py lists them by code; Workspace repairs: workspaces/procedures.py
+            ProcedureUncordon())  # registry.py lists them by code; Workspace repairs: workspaces/procedures.py
