@@ -6,6 +6,7 @@ urlpatterns = [
     path("", views.workspace_list, name="workspace_list"),
     path("new/", views.workspace_request, name="workspace_request"),
     path("<int:pk>/", views.workspace_detail, name="workspace_detail"),
+    path("<int:pk>/withdraw/", views.workspace_withdraw, name="workspace_withdraw"),
     path("jobs/", views.job_list, name="job_list"),
     path("jobs/new/", views.job_create, name="job_create"),
     path("jobs/<int:pk>/", views.job_detail, name="job_detail"),

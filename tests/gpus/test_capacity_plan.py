@@ -121,3 +121,30 @@ def test_more_over_allocation_at_run_time_than_acknowledged_stops_at_its_prechec
 def test_c_plan_shows_the_shared_total_after(twin, admin_client):
     page = admin_client.get(reverse("wizard_plan", args=["C"]), {"replicas": "8"}).content.decode()
     assert f'data-testid="capacity-{vocab.GPU_SHARED}"' in page and "Total after" in page
+
+
+def test_a_cordoned_node_is_uncordoned_by_a_fix(twin, admin_client):
+    from gpus import health
+
+    twin.cordon("dev-a1-ws04")
+    problem = health.Problem("info", "cordoned", "dev-a1-ws04", "cordoned", "uncordon").resolve_fixes()
+    assert problem.fix == "U"
+    plan = admin_client.get(problem.fix_plan_url).content.decode()
+    assert "kubectl uncordon dev-a1-ws04" in plan and 'data-confirm="Uncordon dev-a1-ws04?' in plan
+    r = admin_client.post(reverse("fix_start", args=["U"]), {"node": "dev-a1-ws04"})
+    run = ProcedureRun.objects.get()
+    assert r.status_code == 302
+    execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == "succeeded" and run.actor_name == "root"
+    assert not (twin.get_node("dev-a1-ws04").get("spec") or {}).get("unschedulable")
+
+
+def test_quota_over_the_total_links_to_the_workspaces_quotas(twin):
+    from gpus import health
+
+    _over_allocate_exclusive(twin, -2)
+    snap = __import__("brickadmin.cluster.snapshot", fromlist=["x"]).take_snapshot(twin)
+    found = [p for p in health.problems(health.HealthInputs(ledger=ledger.compute(snap), snapshot=snap))
+             if p.kind == "quota-over-total"]
+    assert found and found[0].link == reverse("cluster_workspaces")

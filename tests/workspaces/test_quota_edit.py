@@ -124,3 +124,19 @@ def test_pods_started_after_the_preview_stop_the_run_before_any_change(team, adm
     assert run.status == "failed" and "cannot go below" in run.message
     assert hard(twin, "team-a")["requests." + SHARED] == "3"
     assert not Decision.objects.filter(action=Decision.Action.QUOTA).exists()
+
+
+def test_an_idle_allocation_links_to_the_quota_page(db):
+    from datetime import datetime, timedelta, timezone
+
+    from gpus import health as health_mod
+    from workspaces import health
+
+    now = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
+    line = health._Line(namespace="team-i", owner="alice", quota=2, requested=0, utilisation=None,
+                        idle_since=now - timedelta(hours=48), labelled=True, gpu_quotas={SHARED: 2}, quotas=[])
+    inputs = health_mod.HealthInputs(ledger=None, now=now,
+                                     workspaces=health.workspace_inputs([line], records=()))
+    idle = [p for p in health_mod.problems(inputs, reads="records") if p.kind == "workspace-idle"]
+    assert idle and idle[0].link == reverse("workspace_quota", args=["team-i"])
+    assert idle[0].link_text == "Lower or reclaim the quota of team-i"
