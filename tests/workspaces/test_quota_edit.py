@@ -140,3 +140,14 @@ def test_an_idle_allocation_links_to_the_quota_page(db):
     idle = [p for p in health_mod.problems(inputs, reads="records") if p.kind == "workspace-idle"]
     assert idle and idle[0].link == reverse("workspace_quota", args=["team-i"])
     assert idle[0].link_text == "Lower or reclaim the quota of team-i"
+
+
+def test_the_quota_messages_read_in_korean():
+    from django.utils import translation
+
+    with translation.override("ko"):
+        assert quota.quota_problem(SHARED, 0, 1).startswith("현재 파드가")
+        from gpus.capacity import shown_available  # noqa: F401  (the template tag reads it)
+        from gpus.templatetags.brick import available
+
+        assert available({"request": None}, -2) == "사용 가능 없음"
