@@ -17,7 +17,7 @@ from brickadmin.tables import Column, Table
 from gpus.models import OwnerNotice
 from gpus.reading import read_cluster, read_jobs
 
-from . import directory, services
+from . import directory, reclaim, services
 from .forms import (
     AMOUNT_FIELDS, ApproveForm, JobForm, JobSettingsForm, RejectForm, ResourceLimitForm, WorkspaceRequestForm,
 )
@@ -132,8 +132,9 @@ def workspace_detail(request, pk):
             line = directory.line(ws.namespace)
     notices = OwnerNotice.objects.filter(namespace=ws.namespace)[:20] \
         if ws.status == WorkspaceRequest.Status.APPROVED else []
+    ask = reclaim.open_ask(ws.namespace) if ws.status == WorkspaceRequest.Status.APPROVED else None
     return render(request, "workspaces/workspace_detail.html", {
-        "ws": ws, "jobs": jobs, "line": line, "cluster_ok": cluster_ok, "notices": notices,
+        "ws": ws, "jobs": jobs, "line": line, "cluster_ok": cluster_ok, "notices": notices, "ask": ask,
         "measured": directory.measured()})
 
 
