@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 from typing import TYPE_CHECKING, Any
 
+from django.urls import reverse
 from django.utils import translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -388,8 +389,7 @@ def cordoned(inputs: HealthInputs) -> Iterable[Problem]:
             yield Problem("info", "cordoned", n.name,
                           _("Cordoned: its GPUs take no new pods (%(n)d logical GPU(s) held back).")
                           % {"n": n.logical},
-                          _("If no procedure or maintenance is in progress on it, uncordon it: "
-                            "kubectl uncordon %(node)s.") % {"node": n.name})
+                          _("If no procedure or maintenance is in progress on it, uncordon it (Fix)."))
 
 
 @check("quota-over-total", gettext_lazy("Quota over the Total"),
@@ -408,7 +408,8 @@ def quota_over_total(inputs: HealthInputs) -> Iterable[Problem]:
                                                                                   "t": row.logical}
                           + (" " + _("Held by: %(held)s.") % {"held": held} if held else ""),
                           _("Replicas were lowered or nodes converted: lower Workspace quotas of this type."),
-                          subject_type=RESOURCE)
+                          subject_type=RESOURCE, link=reverse("cluster_workspaces"),
+                          link_text=_("Edit the Workspaces' quotas"))
 
 
 def uses_operator_convention(ledger: Ledger) -> bool:

@@ -12,7 +12,8 @@ class WorkspacesConfig(AppConfig):
 
         from . import health, permissions, procedures
 
-        registry.register(procedures.ProcedureRecreateWorkspace())  # the Fix of a missing namespace or quota
+        registry.register(procedures.ProcedureRecreateWorkspace())
+        registry.register(procedures.ProcedureSetQuota())  # an admin's quota edit (workspaces/quota.py)  # the Fix of a missing namespace or quota
         health.register()  # importing it registered the Workspace checks; this adds their inputs
         pictures.VIEWERS["workspace"] = permissions.can_see_workspace
         from brickadmin import notify

@@ -16,7 +16,7 @@ from gpus.models import OwnerNotice
 from gpus.reading import read_cluster
 
 from . import directory, waits
-from .forms import AdoptForm
+from .forms import AdoptForm, QuotaForm
 from .models import Decision
 
 NOT_MEASURED = gettext_lazy("not measured")
@@ -106,3 +106,49 @@ def workspace_adopt(request, namespace):
             return redirect("cluster_workspace", namespace=namespace)
     return render(request, "workspaces/adopt.html", {"ns": namespace, "line": line, "form": form},
                   status=400 if form.is_bound and form.errors else 200)
+
+
+@require_http_methods(["GET", "POST"])
+@admin_required
+def workspace_quota(request, namespace):
+    """An admin changes a Workspace's GPU quota: the form, the preview of what it does (read
+    live), then one confirmation that starts the audited run (workspaces/quota.py). An undo is
+    the same page with the quota before a change filled in."""
+    from brickadmin.cluster.gateway import get_gateway
+
+    from gpus.models import ProcedureRun
+
+    from . import quota as quota_mod
+    from . import reclaim
+    from .models import ReclaimAsk
+
+    data = request.POST if request.method == "POST" else request.GET
+    form = QuotaForm(data if "gpu" in data else None)
+    gateway = get_gateway()
+    try:
+        current = quota_mod.preview(gateway, namespace, 0)
+        seen = quota_mod.preview(gateway, namespace, form.cleaned_data["gpu"]) if form.is_valid() else None
+    except quota_mod.QuotaError:
+        raise Http404("no such namespace") from None
+    ask = reclaim.open_ask(namespace)
+    if request.method == "POST" and seen is not None:
+        try:
+            if form.cleaned_data.get("reclaim_of"):  # after asking the owner: the same change, on the question
+                asked = ReclaimAsk.objects.filter(pk=form.cleaned_data["reclaim_of"], namespace=namespace).first()
+                if asked is None:
+                    raise reclaim.ReclaimError(_("No such question to the owner."))
+                asked = reclaim.reclaim(asked, actor=request.user, after=seen.after, gateway=gateway)
+                return redirect(ProcedureRun.objects.get(pk=asked.quota_run_id))
+            run = quota_mod.change_quota(namespace, seen.after, actor=request.user, reason=form.cleaned_data["reason"],
+                                         resource=seen.resource, undo_of=form.cleaned_data.get("undo_of"),
+                                         gateway=gateway)
+        except (quota_mod.QuotaError, reclaim.ReclaimError) as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect(run)
+    runs = [(r, quota_mod.undo_target(r)) for r in quota_mod.history(namespace)[:20]]
+    return render(request, "workspaces/quota.html", {
+        "ns": namespace, "form": form, "current": current, "preview": seen, "runs": runs, "ask": ask,
+        "overdue": ask is not None and ask.overdue(),
+        "reclaim_reason": _("Reclaimed after asking the owner")},
+        status=400 if request.method == "POST" else 200)

@@ -246,3 +246,26 @@ class AdoptForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["owner"].queryset = get_user_model().objects.filter(is_active=True).order_by("username")
+
+
+class QuotaForm(forms.Form):
+    """An admin's new GPU quota for a Workspace, with why (the owner reads it)."""
+
+    gpu = forms.IntegerField(min_value=0, max_value=10000, label=_("New GPU quota"))
+    reason = forms.CharField(max_length=500, required=False, label=_("Why (the owner and the audit log read it)"))
+    undo_of = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    reclaim_of = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+
+
+class AskOwnerForm(forms.Form):
+    days = forms.IntegerField(min_value=1, max_value=90, label=_("Days to answer"))
+    message = forms.CharField(max_length=1000, required=False, label=_("Message to the owner"))
+
+
+class KeepForm(forms.Form):
+    until = forms.DateField(label=_("Keep it until"))
+    reason = forms.CharField(max_length=1000, label=_("Why it is still needed"))
+
+
+class ReleaseForm(forms.Form):
+    amount = forms.IntegerField(min_value=1, max_value=10000, label=_("Release"))

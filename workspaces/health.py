@@ -58,6 +58,7 @@ class WorkspaceInputs:
     idle_percent: float = 5.0
     adopt_url: dict = field(default_factory=dict)  # namespace -> the adoption form
     detail_url: dict = field(default_factory=dict)  # namespace -> its admin detail page
+    quota_url: dict = field(default_factory=dict)  # namespace -> its quota edit page
     approving: set = field(default_factory=set)  # names being approved now (not out of step yet)
 
 
@@ -172,8 +173,8 @@ def workspace_idle(inputs: HealthInputs) -> Iterable[Problem]:
                           "why": why},
                       _("Ask the owner whether the Workspace still needs its GPUs; lower its quota or remove it "
                         "if not."), subject_type=WORKSPACE,
-                      link=ws.detail_url.get(line.namespace, ""),
-                      link_text=_("Open Workspace %(ws)s") % {"ws": line.namespace})
+                      link=ws.quota_url.get(line.namespace, ""),
+                      link_text=_("Lower or reclaim the quota of %(ws)s") % {"ws": line.namespace})
 
 
 # The Workspace lines as the Workspace checks read them; their JSON is read as text, so that
@@ -242,6 +243,7 @@ def workspace_inputs(lines=None, records=None):
             records_read.append(Record(name=name, owner=owner, gpu=gpu, resource=resource))
     # one reverse() each, not one per Workspace ("-ns-" is no namespace: a name starts alphanumeric)
     adopt, detail = reverse("workspace_adopt", args=["-ns-"]), reverse("cluster_workspace", args=["-ns-"])
+    quota = reverse("workspace_quota", args=["-ns-"])
     if lines is None:
         lines = list(ViewWorkspace.objects.only("namespace", "owner", "quota", "gpu_quotas", "quotas", "requested",
                                                 "utilisation", "idle_since", "labelled"))
@@ -250,7 +252,8 @@ def workspace_inputs(lines=None, records=None):
         idle_hours=float(getattr(dj_settings, "BRICK_IDLE_HOURS", 24)),
         idle_percent=float(getattr(dj_settings, "BRICK_IDLE_UTILISATION_PERCENT", 5)),
         adopt_url={line.namespace: adopt.replace("-ns-", line.namespace) for line in lines if line.quota},
-        detail_url={line.namespace: detail.replace("-ns-", line.namespace) for line in lines})
+        detail_url={line.namespace: detail.replace("-ns-", line.namespace) for line in lines},
+        quota_url={line.namespace: quota.replace("-ns-", line.namespace) for line in lines if line.quota})
 
 
 def add_live_inputs(inputs: HealthInputs, lines) -> None:

@@ -62,6 +62,7 @@ class WorkspaceRequest(models.Model):
         APPROVING = "approving", _("Being approved")
         APPROVED = "approved", _("Approved")
         REJECTED = "rejected", _("Rejected")
+        WITHDRAWN = "withdrawn", _("Withdrawn")
 
     name = models.CharField(_("Name"), max_length=63)
     requester = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
@@ -119,6 +120,10 @@ class Decision(AppendOnlyModel):
         SETTING = "setting", _("Changed a setting")
         LIMIT = "limit", _("Changed a limit")
         ADOPT = "adopt", _("Adopted a namespace as a Workspace")
+        QUOTA = "quota", _("Changed a Workspace's GPU quota")
+        WITHDRAW = "withdraw", _("Withdrew a Workspace request")
+        RECLAIM_ASK = "reclaim_ask", _("Asked the owner before reclaiming")
+        RECLAIM_ANSWER = "reclaim_answer", _("Answered whether to keep the quota")
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
@@ -204,3 +209,48 @@ class WorkspaceJob(models.Model):
     def visible_to(self, user) -> bool:
         """Its owner and admins see and cancel it; nobody else."""
         return bool(user.is_staff or (self.owner_id and self.owner_id == user.pk))
+
+
+class ReclaimAsk(models.Model):
+    """An admin asks a Workspace's owner whether its idle GPU quota is still needed, before
+    reclaiming it: the question, the deadline, the owner's answer (keep it until a date, with a
+    reason; or release part or all) and, after the deadline without an answer, the reclaim run.
+    One row per question: with the decision rows it is the Workspace's history."""
+
+    class Answer(models.TextChoices):
+        NONE = "", _("No answer yet")
+        KEEP = "keep", _("Keep it")
+        RELEASE = "release", _("Release")
+
+    namespace = models.CharField(max_length=63, db_index=True)
+    workspace = models.ForeignKey(WorkspaceRequest, null=True, blank=True, on_delete=models.SET_NULL,
+                                  related_name="reclaim_asks")
+    resource = models.CharField(max_length=253)
+    quota_at_ask = models.PositiveIntegerField()
+    message = models.TextField(blank=True, default="")
+    asked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    asked_by_name = models.CharField(max_length=150)
+    asked_at = models.DateTimeField(default=timezone.now)
+    deadline = models.DateTimeField()
+    answer = models.CharField(max_length=8, choices=Answer.choices, blank=True, default="")
+    keep_until = models.DateField(null=True, blank=True)
+    answer_reason = models.TextField(blank=True, default="")
+    released = models.PositiveIntegerField(default=0)
+    answered_at = models.DateTimeField(null=True, blank=True)
+    answered_by_name = models.CharField(max_length=150, blank=True, default="")
+    quota_run_id = models.IntegerField(null=True, blank=True)  # the quota run of a release or a reclaim
+
+    class Meta:
+        ordering = ["-asked_at", "-id"]
+
+    def __str__(self):
+        return f"{self.namespace}: {self.resource} {self.quota_at_ask} by {self.deadline:%Y-%m-%d}"
+
+    def overdue(self, now=None) -> bool:
+        """No answer by the deadline (or kept past the date given): the admin may reclaim."""
+        now = now or timezone.now()
+        if self.quota_run_id:
+            return False
+        if self.answer == self.Answer.KEEP:
+            return self.keep_until is not None and now.date() > self.keep_until
+        return not self.answer and now >= self.deadline

@@ -9,7 +9,7 @@ from django.utils.translation import gettext_lazy
 
 from brickadmin.cluster import vocabulary as vocab
 from gpus.live import LiveRead
-from gpus.procedures.base import Check, Outcome, Param, Step, StepFailed
+from gpus.procedures.base import Check, Outcome, Param, ProcedureDef, Step, StepFailed
 from gpus.procedures.definitions import PrecheckStep, _Fix, _name_field
 
 from . import services as ws_services
@@ -159,3 +159,124 @@ class ProcedureRecreateWorkspace(_Fix):
             Check(True, _("The namespace exists; only the missing quotas are created.") if present else
                   _("The namespace is gone: its pods and data were deleted with it. It is created empty, with its "
                     "quotas; the owner must start their workloads again."), level="info" if present else "warn")]
+
+
+# --- Q: an admin sets a Workspace's GPU quota (a plain edit, an undo, a reclaim) ---------------
+
+class SetGpuQuota(Step):
+    """The Workspace's GPU quota set to the run's amount: the ResourceQuota in the cluster,
+    the approval record (what "Re-create" and the health checks compare with) and a notice
+    to the owner. Reads the pods again first: never below what they request."""
+
+    key = "set-quota"
+
+    def title(self, run):
+        return _("Set the %(res)s quota of Workspace %(ws)s from %(a)s to %(b)s") % {
+            "res": run.params.get("resource"), "ws": run.params.get("workspace"), "a": run.params.get("before"),
+            "b": run.params.get("gpu")}
+
+    def kubectl(self, run):
+        return (f"kubectl -n {run.params.get('workspace')} patch resourcequota <its GPU quota> --type=merge "
+                f"-p '{{\"spec\":{{\"hard\":{{\"requests.{run.params.get('resource')}\":\"{run.params.get('gpu')}\"}}}}}}'")
+
+    def _quota(self, ctx):
+        from . import quota as quota_mod
+
+        quotas = ctx.gateway.list_resource_quotas(ctx.params["workspace"])
+        name, _res, now = quota_mod.gpu_quota(quotas, ctx.params["resource"])
+        return next((q for q in quotas if q["metadata"]["name"] == name), None), now
+
+    def ensure(self, ctx):
+        from . import quota as quota_mod
+
+        name, resource, after = ctx.params["workspace"], ctx.params["resource"], int(ctx.params["gpu"])
+        current, now = self._quota(ctx)
+        if current is None:
+            raise StepFailed(_("Workspace %(ws)s holds no %(res)s quota any more.") % {"ws": name, "res": resource})
+        requested = sum(p.amount for p in quota_mod.pod_requests(ctx.gateway.list_pods(namespace=name), resource))
+        problem = quota_mod.quota_problem(resource, after, requested)
+        if problem:
+            raise StepFailed(problem, _("Start the change again once the pods request less."))
+        if now == after:
+            self._record(ctx, name, resource, after)
+            return Outcome(None, _("the quota is %(n)d already") % {"n": after})
+        spec = dict(current.get("spec") or {})
+        spec["hard"] = {**(spec.get("hard") or {}), "requests." + resource: str(after)}
+        manifest = {"apiVersion": "v1", "kind": "ResourceQuota",
+                    "metadata": {"name": current["metadata"]["name"], "namespace": name}, "spec": spec}
+        ctx.gateway.apply(manifest)
+        self._record(ctx, name, resource, after)
+        return Outcome({"resourcequota": current["metadata"]["name"], "hard": {"requests." + resource: str(after)}},
+                       f"resourcequota/{current['metadata']['name']} configured")
+
+    def _record(self, ctx, name, resource, after):
+        """The approval record follows the cluster (and a decision row says who and why); the
+        owner is told on their Workspace page. Once per run."""
+        from gpus.models import OwnerNotice
+
+        from .models import Decision
+
+        subject = f"quota:{name}"
+        if OwnerNotice.objects.filter(run_id=ctx.run.pk, subject=subject).exists():
+            return
+        WorkspaceRequest.objects.filter(name=name, status=WorkspaceRequest.Status.APPROVED,
+                                        gpu_resource=resource).update(gpu=after)
+        req = _approved_workspace(name)
+        before = ctx.params.get("before")
+        Decision.objects.create(actor=ctx.run.actor, actor_name=ctx.run.actor_name, action=Decision.Action.QUOTA,
+                                workspace=req, subject=name, gpu_resource=resource, amount=after,
+                                detail=_("GPU quota %(a)s → %(b)s (run #%(id)d): %(why)s") % {
+                                    "a": before, "b": after, "id": ctx.run.pk, "why": ctx.params.get("reason", "")})
+        OwnerNotice.objects.create(
+            namespace=name, owner_name=req.requester_name if req else "", subject=subject, run_id=ctx.run.pk,
+            actor_name=ctx.run.actor_name,
+            message=_("An admin (%(who)s) changed the %(res)s quota of your Workspace from %(a)s to %(b)s: %(why)s")
+            % {"who": ctx.run.actor_name, "res": resource, "a": before, "b": after,
+               "why": ctx.params.get("reason", "")})
+
+    def verify(self, ctx):
+        _current, now = self._quota(ctx)
+        want = int(ctx.params["gpu"])
+        return Check(now == want, _("quota %(res)s: %(n)d") % {"res": ctx.params["resource"], "n": now},
+                     _("Set it by hand: %(cmd)s") % {"cmd": self.kubectl(ctx.run)})
+
+
+class ProcedureSetQuota(ProcedureDef):
+    """Started from a Workspace's quota page (workspaces/quota.py), never from the index."""
+
+    code = "Q"
+    label = gettext_lazy("Set a Workspace's GPU quota")
+    description = gettext_lazy("An admin lowers, raises, reclaims or puts back a Workspace's GPU quota: never below "
+                               "what its pods request; the quota before is recorded, so the change can be undone.")
+    needs_node = False
+    listed = False
+    params = (Param("workspace", _name_field(gettext_lazy("Workspace"))),)
+
+    def lock_key(self, node):
+        return "workspaces"
+
+    def steps(self, params):
+        return [PrecheckStep(self), SetGpuQuota()]
+
+    def precheck_kubectl(self, run):
+        return f"kubectl -n {run.params.get('workspace')} get resourcequota,pods"
+
+    def prechecks(self, gateway, node, params):
+        from . import quota as quota_mod
+        from gpus.procedures.definitions import capacity_line_text
+
+        try:
+            seen = quota_mod.preview(gateway, params.get("workspace", ""), int(params.get("gpu", 0)),
+                                     params.get("resource", ""))
+        except quota_mod.QuotaError as exc:
+            return [Check(False, str(exc))]
+        checks = [Check(True, _("Workspace %(ws)s (owner %(owner)s): %(res)s quota %(a)d → %(b)d; its pods request "
+                                "%(r)d.") % {"ws": seen.workspace, "owner": seen.owner or "?", "res": seen.resource,
+                                             "a": seen.before, "b": seen.after, "r": seen.requested},
+                        items=[f"{p.name} ({p.phase}): {p.amount}" for p in seen.pods])]
+        if seen.problem:
+            checks.append(Check(False, seen.problem))
+        if seen.capacity:
+            checks.append(Check(True, _("Capacity after the change:"), level="info", capacity=seen.capacity,
+                                items=[capacity_line_text(line) for line in seen.capacity if line.changes]))
+        return checks

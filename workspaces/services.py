@@ -392,6 +392,20 @@ def reject(req_id: int, actor, reason: str) -> WorkspaceRequest:
     return req
 
 
+def withdraw(req_id: int, user) -> WorkspaceRequest:
+    """The requester takes back a request still waiting for an admin (its name is free again)."""
+    with transaction.atomic():
+        req = WorkspaceRequest.objects.get(pk=req_id, requester=user)
+        updated = WorkspaceRequest.objects.filter(pk=req.pk, status=WorkspaceRequest.Status.PENDING).update(
+            status=WorkspaceRequest.Status.WITHDRAWN, decided_at=timezone.now(), decided_by=user,
+            decided_by_name=user.get_username())
+        if not updated:
+            raise WorkspaceError(_("This request was already decided."))
+        _record(user, Decision.Action.WITHDRAW, workspace=req, subject=req.name, amount=req.gpu)
+    req.refresh_from_db()
+    return req
+
+
 # --- Jobs --------------------------------------------------------------------------
 
 @dataclass

@@ -17,7 +17,7 @@ from brickadmin.tables import Column, Table
 from gpus.models import OwnerNotice
 from gpus.reading import read_cluster, read_jobs
 
-from . import directory, services, waits
+from . import directory, reclaim, services, waits
 from .forms import (
     AMOUNT_FIELDS, ApproveForm, JobForm, JobSettingsForm, RejectForm, ResourceLimitForm, WorkspaceRequestForm,
 )
@@ -96,7 +96,17 @@ def workspace_list(request):
 
 @require_http_methods(["GET", "POST"])
 def workspace_request(request):
-    form = WorkspaceRequestForm(request.POST if request.method == "POST" else None, user=request.user)
+    initial = {}
+    if request.method == "GET" and request.GET.get("again"):
+        # a rejected (or withdrawn) request of one's own, asked for again: its figures to start from
+        before = WorkspaceRequest.objects.filter(
+            pk=_key(request.GET["again"]) or 0, requester=request.user,
+            status__in=[WorkspaceRequest.Status.REJECTED, WorkspaceRequest.Status.WITHDRAWN]).first()
+        if before is not None:
+            initial = {"name": before.name, "gpu": before.gpu, "cpu": before.cpu, "memory_gib": before.memory_gib,
+                       "storage_gib": before.storage_gib}
+    form = WorkspaceRequestForm(request.POST if request.method == "POST" else None, user=request.user,
+                                initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
             ws = services.create_request(request.user, **form.cleaned_data)
@@ -110,6 +120,18 @@ def workspace_request(request):
     return render(request, "workspaces/request_form.html", {
         "form": form, "ledger": ledger, "snapshot": snapshot, "amount_fields": AMOUNT_FIELDS,
     }, status=400 if form.is_bound and form.errors else 200)
+
+
+@require_POST
+def workspace_withdraw(request, pk):
+    ws = get_object_or_404(WorkspaceRequest, pk=pk, requester=request.user)
+    try:
+        services.withdraw(ws.pk, request.user)
+    except services.WorkspaceError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, _("Request %(name)s withdrawn.") % {"name": ws.name})
+    return redirect("workspace_detail", pk=ws.pk)
 
 
 @require_GET
@@ -129,8 +151,9 @@ def workspace_detail(request, pk):
     waiting = waits.causes(line, admin=False)
     notices = OwnerNotice.objects.filter(namespace=ws.namespace)[:20] \
         if ws.status == WorkspaceRequest.Status.APPROVED else []
+    ask = reclaim.open_ask(ws.namespace) if ws.status == WorkspaceRequest.Status.APPROVED else None
     return render(request, "workspaces/workspace_detail.html", {
-        "ws": ws, "jobs": jobs, "line": line, "cluster_ok": cluster_ok, "notices": notices,
+        "ws": ws, "jobs": jobs, "line": line, "cluster_ok": cluster_ok, "notices": notices, "ask": ask,
         "measured": directory.measured(), "waiting": waiting})
 
 

@@ -53,6 +53,7 @@ class Check:
     ack: str = ""
     ack_label: str = ""
     ack_count: int = 0
+    capacity: list = field(default_factory=list)  # gpus.capacity.CapacityLine per GPU type, now and after
 
     def __post_init__(self):
         if not self.level:
@@ -168,6 +169,11 @@ class ProcedureDef:
 
     def prechecks(self, gateway, node: str, params: dict) -> list[Check]:
         return []
+
+    def capacity_change(self, gateway, ledger, snapshot, node: str, params: dict) -> dict[str, int] | None:
+        """How the run changes each GPU type's Total ({resource: +/- logical}); None when it
+        changes no capacity (its plan shows no capacity table)."""
+        return None
 
     def bind_fields(self, fields: dict, node: str) -> None:
         """Adjust the wizard's form fields to the chosen node ('' when none is chosen yet)."""

@@ -14,6 +14,7 @@ from brickadmin.cluster import ClusterError, migparted
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE, advertised_resources, pod_gpu_requests
 
+from .. import capacity as capacity_mod
 from .. import ledger as ledger_mod
 from .. import manifest as manifest_mod
 from ..live import LiveRead
@@ -80,7 +81,9 @@ class PrecheckStep(Step):
 
     def verify(self, ctx):
         checks = self.proc.prechecks(LiveRead(ctx.gateway), ctx.node, ctx.params)
-        detail = "\n".join(f"[{c.level}] {c.detail}" for c in checks)
+        # the capacity table goes into the record too: what the admin saw and acknowledged
+        detail = "\n".join(f"[{c.level}] {c.detail}" + "".join("\n  " + i for i in c.items if c.capacity)
+                           for c in checks)
         blocks = [c for c in checks if c.level == "block"]
         if blocks:
             return Check(False, detail, " ".join(c.fix or c.detail for c in blocks))
@@ -88,6 +91,10 @@ class PrecheckStep(Step):
             if c.level != "ack":
                 continue
             asked = [p.name for p in self.proc.confirm_params if p.confirm == "ack" and c.asks_for(p.name)]
+            if c.ack == CAPACITY_ACK and CAPACITY_ACK not in ctx.params:
+                # Started by code, not from a plan (the wizard and the terminal always carry the
+                # answer, ticked or not, and refuse to start without it): the table is recorded.
+                continue
             if not all(c.acknowledged(ctx.params.get(name)) for name in asked):
                 return Check(False, detail, _("This run needs an explicit acknowledgement: %(what)s Start the wizard "
                                               "again and tick the acknowledgement.") % {"what": c.detail})
@@ -126,6 +133,57 @@ def _ws_list(quotas: dict[str, int], owners: dict[str, str]) -> list[str]:
             for ns, n in sorted(quotas.items(), key=lambda kv: -kv[1])]
 
 
+CAPACITY_ACK = "capacity_acknowledged"
+CAPACITY_PARAM = Param(CAPACITY_ACK, lambda: forms.IntegerField(
+    required=False, min_value=0, label=gettext_lazy("I understand the GPU types listed will have less capacity than "
+                                                    "their allocated quota.")),
+    confirm="ack", cli="--acknowledge-overcommit",
+    refusal=gettext_lazy("Tick the acknowledgement that names how much allocated quota will be over the Total (if "
+                         "the number changed since the plan was shown, look at the capacity table again)."))
+
+
+def capacity_line_text(line) -> str:
+    """One GPU type's Total / Allocated / Available now and after, as the run records it."""
+    def avail(n):
+        shown, over = capacity_mod.shown_available(n)
+        return str(shown) if not over else _("none (over-allocated by %(n)d)") % {"n": over}
+
+    return _("%(res)s: Total %(t)d → %(t2)d, Allocated %(a)d → %(a2)d, Available %(v)s → %(v2)s") % {
+        "res": line.resource, "t": line.total, "t2": line.total_after, "a": line.allocated,
+        "a2": line.allocated_after, "v": avail(line.available), "v2": avail(line.available_after)}
+
+
+def capacity_checks(proc, gateway, node, params, checks) -> list[Check]:
+    """The capacity table of a plan (every GPU type, Total / Allocated / Available now and
+    after the run) as a check; when the run leaves a type with less capacity than its allocated
+    quota, an acknowledgement naming by how much, recorded with the run's parameters. A type
+    another check already blocks is shown, not asked about (the block stops the run)."""
+    live = LiveRead.of(gateway)
+    snap, led = live.snapshot(), live.ledger()
+    change = proc.capacity_change(live, led, snap, node, params)
+    if change is None:
+        return []
+    lines = capacity_mod.capacity_after(led, change)
+    shown = [line for line in lines if line.changes] or lines
+    items = [capacity_line_text(line) for line in shown]
+    over = capacity_mod.left_over(lines)
+    if over and any(c.level == "block" for c in checks):
+        return [Check(True, _("Capacity after the run (blocked above):"), level="info", items=items, capacity=lines)]
+    if not over:
+        detail = _("Capacity after the run: every GPU type keeps at least its allocated quota.") if change else \
+            _("Capacity after the run: the Totals change only once the node advertises its GPUs.")
+        return [Check(True, detail, level="info", items=items, capacity=lines)]
+    by = sum(line.over_after for line in over)
+    names = ", ".join(f"{line.resource} ({line.over_after})" for line in over)
+    return [Check(True, _("This run leaves %(types)s with less capacity than its allocated quota: users will see none "
+                          "available and pods within their quota may stay Pending. Lower the Workspace quotas first, "
+                          "or acknowledge it.") % {"types": names},
+                  level="ack", items=items, capacity=lines, ack=CAPACITY_ACK, ack_count=by,
+                  ack_label=ngettext("I understand %(n)d GPU of allocated quota will be over the Total.",
+                                     "I understand %(n)d GPUs of allocated quota will be over the Total.", by)
+                  % {"n": by})]
+
+
 EVICTIONS_ACK = "evictions_acknowledged"
 EVICTIONS_PARAM = Param(EVICTIONS_ACK, lambda: forms.IntegerField(
     required=False, min_value=0, label=gettext_lazy("I understand the GPU pods listed will be evicted.")),
@@ -138,7 +196,7 @@ class _Conversion(ProcedureDef):
     target = ""  # sharing label value after the conversion
     source_mode = ""
     restorable = True
-    params = (EVICTIONS_PARAM,)
+    params = (EVICTIONS_PARAM, CAPACITY_PARAM)
     fixes = ("label-typo",)  # the wizard sets the label exactly (never a bare relabel: drained first)
 
     def fixes_finding(self, kind, params):
@@ -154,6 +212,19 @@ class _Conversion(ProcedureDef):
         return f"kubectl get node {run.node} -L {SHARING_LABEL}"
 
     def prechecks(self, gateway, node, params):
+        live = LiveRead.of(gateway)
+        checks = self.conversion_checks(live, node, params)
+        return checks + capacity_checks(self, live, node, params, checks)
+
+    def capacity_change(self, gateway, ledger, snapshot, node, params):
+        n = ledger.node(node)
+        if n is None:
+            return None
+        if self.target == "timeslicing":
+            return capacity_mod.conversion_change(n, GPU_SHARED, ledger_mod.brick_replicas(snapshot.plugin_configmaps))
+        return capacity_mod.conversion_change(n, vocab.GPU, 1)
+
+    def conversion_checks(self, gateway, node, params):
         live = LiveRead.of(gateway)
         n = live.ledger().node(node)
         if n is None:
@@ -261,7 +332,7 @@ class ProcedureB(_Conversion):
                                "fits without the node.")
     action_label = gettext_lazy("Convert to exclusive (B)")
     target = "none"
-    params = (EVICTIONS_PARAM, Param("acknowledged", lambda: forms.BooleanField(
+    params = (EVICTIONS_PARAM, CAPACITY_PARAM, Param("acknowledged", lambda: forms.BooleanField(
         required=False, label=gettext_lazy("I have agreed with the affected Workspace owners; their shared GPU pods "
                                            "will stay Pending.")),
         confirm="ack", refusal=gettext_lazy("Tick the acknowledgement to go on."), cli="--acknowledge"),)
@@ -272,9 +343,9 @@ class ProcedureB(_Conversion):
     def precheck_kubectl(self, run):
         return ("PromQL: " + metrics.SHARED_TOTAL_EXCEPT.format(node=run.node) + "  >=  " + metrics.SHARED_ALLOCATED)
 
-    def prechecks(self, gateway, node, params):
+    def conversion_checks(self, gateway, node, params):
         live = LiveRead.of(gateway)
-        checks = super().prechecks(live, node, params)
+        checks = super().conversion_checks(live, node, params)
         if any(c.level == "block" for c in checks):
             return checks
         led = live.ledger()
@@ -483,7 +554,7 @@ class ProcedureC(ProcedureDef):
     fixes = ("replicas-not-reflected",)
     params = (Param("replicas", lambda: forms.IntegerField(
         min_value=2, max_value=64, label=gettext_lazy("New replicas"),
-        error_messages={"required": gettext_lazy("Give the new number of replicas (at least 2).")})),)
+        error_messages={"required": gettext_lazy("Give the new number of replicas (at least 2).")})), CAPACITY_PARAM)
 
     def offered_on(self, n):
         return n.convention == "brick" and n.mode == "timeslicing"
@@ -530,7 +601,13 @@ class ProcedureC(ProcedureDef):
                            _("Lower shared quotas by %(d)d in total first. Workspaces: %(ws)s."))
         if want < have and over:
             checks.append(over)
-        return checks
+        return checks + capacity_checks(self, gateway, node, params, checks)
+
+    def capacity_change(self, gateway, ledger, snapshot, node, params):
+        want = int(params.get("replicas") or 0)
+        ts = [n for n in ledger.nodes if n.mode == "timeslicing" and n.convention == "brick"]
+        new_total = sum(capacity_mod.whole_gpus(n) for n in ts) * want
+        return {GPU_SHARED: new_total - ledger.resource(GPU_SHARED).logical}
 
 
 # --- D -------------------------------------------------------------------------
@@ -552,6 +629,7 @@ class ProcedureD(ProcedureDef):
                                                "(rpm) are installed on this node per the node build guide.")),
             confirm="always", cli="--confirm-checklist",
             refusal=gettext_lazy("Confirm the checklist: the driver and container runtime must be installed first.")),
+        CAPACITY_PARAM,
     )
 
     def node_choices(self, ledger, snapshot):
@@ -584,8 +662,12 @@ class ProcedureD(ProcedureDef):
         reason = self.eligibility_raw(raw)
         if reason:
             return [Check(False, reason)]
-        return [Check(True, _("%(node)s has no GPU labels yet; it will get %(t)s=nvidia and %(s)s=%(v)s.")
-                      % {"node": node, "t": TYPE_LABEL, "s": SHARING_LABEL, "v": params["sharing"]})]
+        checks = [Check(True, _("%(node)s has no GPU labels yet; it will get %(t)s=nvidia and %(s)s=%(v)s.")
+                        % {"node": node, "t": TYPE_LABEL, "s": SHARING_LABEL, "v": params["sharing"]})]
+        return checks + capacity_checks(self, gateway, node, params, checks)
+
+    def capacity_change(self, gateway, ledger, snapshot, node, params):
+        return {}  # a node without GPU labels advertises nothing yet: the Totals grow after the run
 
     def eligibility_raw(self, raw):
         labels = raw["metadata"].get("labels") or {}
@@ -790,7 +872,7 @@ class ProcedureMigLayout(ProcedureDef):
     restored_labels = (vocab.MIG_CONFIG_LABEL,)
     params = (Param(MIG_CONFIG_PARAM, lambda: forms.ChoiceField(
         label=gettext_lazy("MIG layout (mig-manager config)"), choices=_config_choices,
-        error_messages={"required": gettext_lazy("Choose a MIG layout.")})), EVICTIONS_PARAM)
+        error_messages={"required": gettext_lazy("Choose a MIG layout.")})), EVICTIONS_PARAM, CAPACITY_PARAM)
     _blast_radius = _Conversion._blast_radius  # the pods the drain evicts, as A and B name them
 
     def eligibility(self, n):
@@ -855,7 +937,20 @@ class ProcedureMigLayout(ProcedureDef):
             if over:
                 checks.append(over)
         checks.extend(self._blast_radius(live, node))
-        return checks
+        return checks + capacity_checks(self, live, node, params, checks)
+
+    def capacity_change(self, gateway, ledger, snapshot, node, params):
+        n = ledger.node(node)
+        configs, unreadable = mig_configs(gateway)
+        if n is None or unreadable:
+            return None
+        after, _why = migparted.layout(configs, params.get(MIG_CONFIG_PARAM) or "", node_gpus(gateway, node, n))
+        if after is None:
+            return None
+        now = {r.resource: r.allocatable for r in n.served}
+        want = mig_advertised(after, n.labels)
+        return {res: want.get(res, 0) - now.get(res, 0) for res in set(now) | set(want)
+                if want.get(res, 0) != now.get(res, 0)}
 
 
 def _config_choices(node: str = ""):
@@ -1408,6 +1503,34 @@ class ProcedureAddToleration(_Fix):
         return checks
 
 
+class ProcedureUncordon(_Fix):
+    code = "U"
+    label = gettext_lazy("Uncordon a node")
+    description = gettext_lazy("A cordoned node takes no new pods. Uncordoning it lets the scheduler place pods on "
+                               "its GPUs again; pods already there are not touched.")
+    fixes = ("cordoned",)
+
+    def confirm_sentence(self, node, params):
+        return _("Uncordon %(node)s? New pods can then be scheduled on its GPUs.") % {"node": node}
+
+    def steps(self, params):
+        return [PrecheckStep(self), Uncordon()]
+
+    def precheck_kubectl(self, run):
+        return f"kubectl get node {run.node}"
+
+    def nothing_to_do(self, gateway, node, params):
+        if (gateway.get_node(node).get("spec") or {}).get("unschedulable"):
+            return ""
+        return _("%(node)s is not cordoned.") % {"node": node}
+
+    def fix_prechecks(self, gateway, node, params):
+        n = LiveRead.of(gateway).ledger().node(node)
+        held = n.logical if n is not None else 0
+        return [Check(True, _("%(node)s is cordoned: %(n)d logical GPU(s) take no new pods. Uncordon it only when no "
+                              "maintenance is under way on it.") % {"node": node, "n": held}, level="warn")]
+
+
 BUILT_IN = (ProcedureA(), ProcedureB(), ProcedureC(), ProcedureD(), ProcedureMigLayout(), ProcedureRestore(),
             ProcedureRemoveStale(), ProcedureRestartPlugin(), ProcedureDeleteFailedPod(), ProcedureAddToleration(),
-            )  # registry.py lists them by code; Workspace repairs: workspaces/procedures.py
+            ProcedureUncordon())  # registry.py lists them by code; Workspace repairs: workspaces/procedures.py

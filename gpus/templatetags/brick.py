@@ -108,3 +108,21 @@ def hidden_params(context, exclude="q page format"):
     """Hidden inputs carrying the current filters through a GET form (minus ``exclude``)."""
     skip = set(exclude.split())
     return {"params": [(k, v) for k, vs in context["request"].GET.lists() if k not in skip for v in vs]}
+
+
+@register.simple_tag(takes_context=True)
+def available(context, value):
+    """Available as a page shows it: never below 0. An over-allocated type is "none available"
+    to users, and says by how much to admins (they can lower quotas)."""
+    from ..capacity import shown_available
+
+    try:
+        shown, over = shown_available(int(value))
+    except (TypeError, ValueError):
+        return value
+    if not over:
+        return shown
+    request = context.get("request")
+    if request is not None and request.user.is_authenticated and request.user.is_staff:
+        return gettext("none available; over-allocated by %(n)d") % {"n": over}
+    return gettext("none available")

@@ -93,7 +93,8 @@ def _plan_context(proc, form):
     active = service.active_run_for(proc.lock_key(node)) or service.active_run_for(CLUSTER_LOCK)
     confirms = form.confirmations(checks)
     hidden = [(p.name, params[p.name]) for p in proc.pick_params]
-    return {"proc": proc, "code": proc.code, "proc_label": proc.label, "node": node, "params": params, "form": form,
+    capacity = next((c.capacity for c in checks if c.capacity), [])
+    return {"capacity": capacity, "proc": proc, "code": proc.code, "proc_label": proc.label, "node": node, "params": params, "form": form,
             "checks": checks, "steps": steps, "blocked": blocked, "needs_ack": needs_ack, "active": active,
             "confirms": confirms, "hidden_params": hidden, "fix": not proc.listed,
             "confirm_sentence": proc.confirm_sentence(node, params) if not proc.listed else ""}

@@ -346,5 +346,6 @@ def test_a_workspace_finding_points_to_its_recreate_fix_by_its_subject():
                              subject_type="workspace").resolve_fixes()
     assert problem.fix == "W" and problem.fix_params == {"workspace": "team-a"}
     assert problem.fix_plan_url == reverse("fix_plan", args=["W"]) + "?workspace=team-a"
-    other = health.Problem("warn", "cordoned", "gpu-1", "cordoned", "uncordon").resolve_fixes()
+    other = health.Problem("warn", "quota-over-total", "nvidia.com/gpu", "over", "lower quotas",
+                           subject_type="resource").resolve_fixes()
     assert (other.fix, other.fix_params) == ("", {})

@@ -58,11 +58,13 @@ def test_confirm_creates_run_and_second_wizard_is_refused_with_link(twin, admin_
     plan = client.get(reverse("wizard_plan", args=["A"]), {"node": "dev-a1-ws04"})
     token = plan.cookies["csrftoken"].value if "csrftoken" in plan.cookies else client.cookies["csrftoken"].value
     assert client.post(reverse("wizard_start", args=["A"]), {"node": "dev-a1-ws04"}).status_code == 403  # no token
-    r = client.post(reverse("wizard_start", args=["A"]), {"node": "dev-a1-ws04", "csrfmiddlewaretoken": token})
+    # the only exclusive node: its allocated exclusive quota is then over the Total, acknowledged
+    confirmed = {"node": "dev-a1-ws04", "csrfmiddlewaretoken": token, "capacity_acknowledged": "1"}
+    r = client.post(reverse("wizard_start", args=["A"]), confirmed)
     run = ProcedureRun.objects.get()
     assert r.status_code == 302 and r["Location"] == reverse("run_detail", args=[run.pk])
     assert run.actor == admin_user and run.actor_name == "root" and run.status == "pending"
-    again = client.post(reverse("wizard_start", args=["A"]), {"node": "dev-a1-ws04", "csrfmiddlewaretoken": token})
+    again = client.post(reverse("wizard_start", args=["A"]), confirmed)
     assert again.status_code == 409
     assert reverse("run_detail", args=[run.pk]) in again.content.decode()
     assert ProcedureRun.objects.count() == 1

@@ -74,7 +74,8 @@ def test_run_cannot_start_without_the_acknowledgement_naming_the_count(busy, adm
     # an acknowledgement of fewer pods than are there now does not cover them
     assert admin_client.post(url, {"node": NODE, "evictions_acknowledged": "1"}).status_code == 400
     assert not ProcedureRun.objects.exists()
-    r = admin_client.post(url, {"node": NODE, "evictions_acknowledged": "2"})
+    # the only exclusive node: its allocated exclusive quota is then over the Total, acknowledged too
+    r = admin_client.post(url, {"node": NODE, "evictions_acknowledged": "2", "capacity_acknowledged": "1"})
     run = ProcedureRun.objects.get()
     assert r.status_code == 302 and run.params["evictions_acknowledged"] == 2
     execute_run(run.pk)
@@ -102,7 +103,8 @@ def test_terminal_plan_lists_the_pods_and_the_flag_acknowledges_the_count(busy, 
     out = capsys.readouterr().out
     assert "- ws-alice/train-0 · Workspace ws-alice · owner alice · GPU nvidia.com/gpu 1" in out
     assert "I understand 2 GPU pods will be evicted. (--acknowledge-evictions 2)" in out
-    call_command("procedure", "run", "A", "--node", NODE, "--acknowledge-evictions", "2", "--inline")
+    call_command("procedure", "run", "A", "--node", NODE, "--acknowledge-evictions", "2", "--acknowledge-overcommit",
+                 "1", "--inline")
     assert ProcedureRun.objects.get().status == "succeeded"
 
 

@@ -44,7 +44,8 @@ def test_queue_shows_each_choice_with_total_allocated_available_after_and_physic
     make_request(alice, "team-a", gpu=1)
     page = text(admin_client.get(QUEUE).content)
     # seed-example scenario: exclusive 1 total / 1 allocated; shared 2 / 1 at replicas 2
-    assert "Exclusive nvidia.com/gpu 1 1 0 -1 1 physical GPU, whole" in page
+    # approving leaves exclusive 1 short: never a negative Available, admins are told by how much
+    assert "Exclusive nvidia.com/gpu 1 1 0 none available; over-allocated by 1 1 physical GPU, whole" in page
     assert ("Shared (time-slicing) nvidia.com/gpu.shared Each pod may request at most one shared GPU "
             "(failRequestsGreaterThanOne); no memory isolation. 2 1 1 0 1 shared = 0.5 physical GPU (replicas 2)") in page
 

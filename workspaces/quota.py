@@ -1,0 +1,146 @@
+"""A Workspace's GPU quota changed by an admin: the one path for a plain edit, an undo and a
+reclaim. A preview first (the quota before and after, the pods that run and what they
+request, the capacity per GPU type after), never below what the Workspace's pods request,
+then a run of "Set a Workspace's GPU quota" (workspaces/procedures.py): audited step by step
+like every run, with the quota before it recorded, so that another run can put it back."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.utils.translation import gettext as _
+
+from brickadmin.cluster import vocabulary as vocab
+from brickadmin.cluster.deviceplugin import pod_gpu_requests
+from brickadmin.cluster.gateway import get_gateway
+from gpus import capacity as capacity_mod
+from gpus.live import LiveRead
+from gpus.models import ProcedureRun, RunStatus
+from gpus.procedures import service
+
+SET_QUOTA = "Q"  # the procedure's code
+
+
+class QuotaError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class PodRequest:
+    name: str
+    phase: str
+    amount: int
+
+
+@dataclass
+class QuotaPreview:
+    workspace: str
+    owner: str
+    resource: str  # the GPU resource of the quota ("" when the Workspace holds none)
+    quota_name: str
+    before: int
+    after: int
+    pods: list[PodRequest] = field(default_factory=list)  # pods requesting the resource, not finished
+    capacity: list = field(default_factory=list)  # gpus.capacity.CapacityLine per GPU type
+
+    @property
+    def requested(self) -> int:
+        return sum(p.amount for p in self.pods)
+
+    @property
+    def problem(self) -> str:
+        return quota_problem(self.resource, self.after, self.requested)
+
+    @property
+    def changes(self) -> bool:
+        return self.after != self.before
+
+
+def quota_problem(resource: str, after: int, requested: int) -> str:
+    """Why a quota of ``after`` cannot be set ('' when it can): never below what the pods
+    request (the API server would keep them, but the Workspace could start none again)."""
+    if not resource:
+        return _("This Workspace holds no GPU quota to change.")
+    if after < 0:
+        return _("A quota cannot be negative.")
+    if after < requested:
+        return _("Its pods request %(r)d %(res)s now: the quota cannot go below that. Ask the owner to stop some "
+                 "first.") % {"r": requested, "res": resource}
+    return ""
+
+
+def gpu_quota(quotas: list[dict], resource: str = "") -> tuple[str, str, int]:
+    """(quota name, resource, hard amount) of the namespace's GPU quota (the first one holding
+    ``resource``, or any nvidia.com resource); ('', '', 0) when there is none."""
+    for q in quotas:
+        hard = (q.get("spec") or {}).get("hard") or {}
+        for key in sorted(hard):
+            res = key[len("requests."):]
+            if key.startswith("requests." + vocab.NVIDIA_PREFIX) and (not resource or res == resource):
+                return q["metadata"]["name"], res, vocab.quantity(hard[key])
+    return "", "", 0
+
+
+def pod_requests(pods: list[dict], resource: str) -> list[PodRequest]:
+    out = []
+    for p in pods:
+        if vocab.is_terminal(p):
+            continue
+        amount = pod_gpu_requests(p).get(resource, 0)
+        if amount:
+            out.append(PodRequest(p["metadata"]["name"], (p.get("status") or {}).get("phase") or "", amount))
+    return sorted(out, key=lambda r: r.name)
+
+
+def preview(gateway, workspace: str, after: int, resource: str = "") -> QuotaPreview:
+    """What setting the Workspace's GPU quota to ``after`` would do, read live."""
+    live = LiveRead.of(gateway)
+    namespaces = {ns["metadata"]["name"]: ns for ns in live.list_namespaces()}
+    if workspace not in namespaces:
+        raise QuotaError(_("No namespace %(ns)s in the cluster.") % {"ns": workspace})
+    owner = (namespaces[workspace]["metadata"].get("labels") or {}).get(vocab.OWNER_LABEL, "")
+    name, res, before = gpu_quota(live.list_resource_quotas(workspace), resource)
+    pods = pod_requests(live.list_pods(namespace=workspace), res) if res else []
+    lines = []
+    if res:
+        lines = capacity_mod.capacity_after(live.ledger(), allocated_change={res: after - before})
+    return QuotaPreview(workspace=workspace, owner=owner, resource=res, quota_name=name, before=before, after=after,
+                        pods=pods, capacity=lines)
+
+
+def change_quota(workspace: str, after: int, *, actor, reason: str, resource: str = "", undo_of: int | None = None,
+                 gateway=None, dispatch=True) -> ProcedureRun:
+    """Start the audited run that sets the Workspace's GPU quota to ``after`` (the preview's
+    checks again first: QuotaError says why not). ``undo_of``: the quota run it reverts."""
+    gateway = gateway or get_gateway()
+    reason = (reason or "").strip()
+    if not reason:
+        raise QuotaError(_("Say why the quota changes: the owner and the audit log read it."))
+    seen = preview(gateway, workspace, after, resource)
+    if seen.problem:
+        raise QuotaError(seen.problem)
+    if not seen.changes:
+        raise QuotaError(_("The quota is %(n)d already.") % {"n": after})
+    params = {"workspace": workspace, "resource": seen.resource, "gpu": after, "before": seen.before,
+              "reason": reason[:500]}
+    if undo_of:
+        params["undo_of"] = undo_of
+    try:
+        return service.start_run(SET_QUOTA, "", params, actor=actor, source="web", dispatch=dispatch)
+    except service.RunRefused as exc:
+        raise QuotaError(exc.message) from None
+
+
+def history(workspace: str):
+    """The runs that changed the Workspace's GPU quota, newest first."""
+    return ProcedureRun.objects.filter(procedure=SET_QUOTA, params__workspace=workspace).order_by("-pk")
+
+
+def undo_target(run: ProcedureRun) -> int | None:
+    """The quota an undo of this run puts back, or None when it is not offered: only for a
+    succeeded quota run that is still the latest one on its Workspace."""
+    if run.procedure != SET_QUOTA or run.status != RunStatus.SUCCEEDED:
+        return None
+    latest = history(run.params.get("workspace", "")).filter(status=RunStatus.SUCCEEDED).first()
+    if latest is None or latest.pk != run.pk:
+        return None
+    return int(run.params.get("before", 0))

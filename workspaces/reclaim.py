@@ -1,0 +1,133 @@
+"""Asking before reclaiming: an admin asks a Workspace's owner whether its idle GPU quota is
+still needed; the owner answers in the product (keep it until a date, with a reason; or
+release part or all); with no answer by the deadline the admin may reclaim. Every question
+and answer is a record (ReclaimAsk, and a decision row); a release and a reclaim go through
+the one quota-change path (workspaces/quota.py), with its preview and audited run."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from gpus.models import OwnerNotice
+
+from . import quota as quota_mod
+from .models import Decision, ReclaimAsk, WorkspaceRequest
+
+
+class ReclaimError(Exception):
+    pass
+
+
+def notify_owner(ask: ReclaimAsk, message: str) -> None:
+    """Tell the owner in the product (their Workspace page). Sending it by email or webhook as
+    well is the notifications' work: they read these notices."""
+    OwnerNotice.objects.create(namespace=ask.namespace, owner_name=ask.workspace.requester_name if ask.workspace
+                               else "", subject=f"reclaim-ask:{ask.pk}:{ask.answer or 'asked'}", message=message,
+                               actor_name=ask.asked_by_name)
+
+
+def open_ask(namespace: str) -> ReclaimAsk | None:
+    """The Workspace's question still open: unanswered, or kept, and not reclaimed."""
+    return ReclaimAsk.objects.filter(namespace=namespace, quota_run_id__isnull=True).exclude(
+        answer=ReclaimAsk.Answer.RELEASE).first()
+
+
+def ask_owner(namespace: str, *, actor, days: int, message: str = "", gateway=None) -> ReclaimAsk:
+    from brickadmin.cluster.gateway import get_gateway
+
+    if days < 1 or days > 90:
+        raise ReclaimError(_("Give the owner between 1 and 90 days to answer."))
+    if open_ask(namespace) is not None:
+        raise ReclaimError(_("The owner of %(ws)s has already been asked.") % {"ws": namespace})
+    seen = quota_mod.preview(gateway or get_gateway(), namespace, 0)
+    if not seen.resource or not seen.before:
+        raise ReclaimError(_("This Workspace holds no GPU quota to change."))
+    req = WorkspaceRequest.objects.filter(name=namespace, status=WorkspaceRequest.Status.APPROVED).first()
+    with transaction.atomic():
+        ask = ReclaimAsk.objects.create(
+            namespace=namespace, workspace=req, resource=seen.resource, quota_at_ask=seen.before,
+            message=message.strip()[:1000], asked_by=actor, asked_by_name=actor.get_username(),
+            deadline=timezone.now() + timedelta(days=days))
+        Decision.objects.create(actor=actor, actor_name=actor.get_username(), action=Decision.Action.RECLAIM_ASK,
+                                workspace=req, subject=namespace, gpu_resource=seen.resource, amount=seen.before,
+                                detail=_("Answer by %(when)s. %(msg)s") % {
+                                    "when": ask.deadline.strftime("%Y-%m-%d %H:%M UTC"), "msg": ask.message})
+        notify_owner(ask, _("An admin (%(who)s) asks whether Workspace %(ws)s still needs its %(n)d %(res)s: its pods "
+                            "request %(r)d of them. Answer on this page by %(when)s (keep it until a date, or release "
+                            "part or all); without an answer the quota may be reclaimed down to what the pods "
+                            "request. %(msg)s") % {
+            "who": ask.asked_by_name, "ws": namespace, "n": seen.before, "res": seen.resource, "r": seen.requested,
+            "when": ask.deadline.strftime("%Y-%m-%d %H:%M UTC"), "msg": ask.message})
+    return ask
+
+
+def answer_keep(ask: ReclaimAsk, user, *, until, reason: str) -> ReclaimAsk:
+    reason = (reason or "").strip()
+    if not reason:
+        raise ReclaimError(_("Say why the Workspace still needs its GPUs."))
+    if until is None or until <= timezone.now().date():
+        raise ReclaimError(_("Keep it until a date after today."))
+    return _answer(ask, user, ReclaimAsk.Answer.KEEP, keep_until=until, answer_reason=reason[:1000],
+                   text=_("%(who)s keeps %(n)d %(res)s until %(until)s: %(why)s") % {
+                       "who": user.get_username(), "n": ask.quota_at_ask, "res": ask.resource, "until": until,
+                       "why": reason})
+
+
+def answer_release(ask: ReclaimAsk, user, *, amount: int) -> ReclaimAsk:
+    """The owner gives back ``amount`` of the quota: the quota change runs at once (never below
+    what the pods request: the preview's rule)."""
+    from brickadmin.cluster.gateway import get_gateway
+
+    gateway = get_gateway()
+    now = quota_mod.preview(gateway, ask.namespace, 0).before
+    if amount < 1 or amount > now:
+        raise ReclaimError(_("Release between 1 and %(n)d.") % {"n": now})
+    try:
+        run = quota_mod.change_quota(ask.namespace, now - amount, actor=user, gateway=gateway,
+                                     reason=_("Released by the owner %(who)s, asked by %(admin)s") % {
+                                         "who": user.get_username(), "admin": ask.asked_by_name})
+    except quota_mod.QuotaError as exc:
+        raise ReclaimError(str(exc)) from None
+    return _answer(ask, user, ReclaimAsk.Answer.RELEASE, released=amount, quota_run_id=run.pk,
+                   text=_("%(who)s releases %(n)d %(res)s (quota run #%(id)d).") % {
+                       "who": user.get_username(), "n": amount, "res": ask.resource, "id": run.pk})
+
+
+def _answer(ask, user, answer, *, text, **fields) -> ReclaimAsk:
+    with transaction.atomic():
+        n = ReclaimAsk.objects.filter(pk=ask.pk, quota_run_id__isnull=True).exclude(
+            answer=ReclaimAsk.Answer.RELEASE).update(answer=answer, answered_at=timezone.now(),
+                                                     answered_by_name=user.get_username(), **fields)
+        if not n:
+            raise ReclaimError(_("This question is closed already."))
+        ask.refresh_from_db()
+        Decision.objects.create(actor=user, actor_name=user.get_username(), action=Decision.Action.RECLAIM_ANSWER,
+                                workspace=ask.workspace, subject=ask.namespace, gpu_resource=ask.resource,
+                                amount=ask.released, detail=text)
+        notify_owner(ask, text)
+    return ask
+
+
+def reclaim_target(ask: ReclaimAsk, requested: int) -> int:
+    """What a reclaim leaves: what the pods request now (never below it)."""
+    return max(0, requested)
+
+
+def reclaim(ask: ReclaimAsk, *, actor, after: int, gateway=None) -> ReclaimAsk:
+    """After the deadline without an answer (or past the date the owner kept it until): the
+    quota change, through the one path, recorded on the question."""
+    if not ask.overdue():
+        raise ReclaimError(_("The owner has until %(when)s to answer: reclaim after that.") % {
+            "when": (ask.keep_until or ask.deadline).strftime("%Y-%m-%d")})
+    try:
+        run = quota_mod.change_quota(ask.namespace, after, actor=actor, gateway=gateway,
+                                     reason=_("Reclaimed: asked on %(when)s by %(who)s, no answer by the deadline") % {
+                                         "when": ask.asked_at.strftime("%Y-%m-%d"), "who": ask.asked_by_name})
+    except quota_mod.QuotaError as exc:
+        raise ReclaimError(str(exc)) from None
+    ReclaimAsk.objects.filter(pk=ask.pk).update(quota_run_id=run.pk)
+    ask.refresh_from_db()
+    return ask
