@@ -177,7 +177,7 @@ class AsyncWaker:
         if self.event is not None:
             try:
                 await asyncio.wait_for(self.event.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self.event.clear()
             return

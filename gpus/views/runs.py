@@ -4,12 +4,11 @@ from __future__ import annotations
 import csv
 import json
 
-from django.conf import settings
-from django.contrib import messages
-from django.db.models import DurationField, ExpressionWrapper, F
 from asgiref.sync import sync_to_async
+from django.contrib import messages
 from django.core.handlers.asgi import ASGIRequest
 from django.db import connection
+from django.db.models import DurationField, ExpressionWrapper, F
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -118,7 +117,7 @@ def models_title(event) -> str:
     """The step's title without its number (the announcement says "Step n of N")."""
     numbered = event.numbered_title
     prefix = f"{event.step_index}. "
-    return numbered[len(prefix):] if numbered.startswith(prefix) else numbered
+    return numbered.removeprefix(prefix)
 
 
 def _undo_offer(run, proc):
