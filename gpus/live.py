@@ -132,11 +132,13 @@ class Listener:
     def __init__(self):
         self.waiters: dict[int, set[asyncio.Event]] = {}
         self.task: asyncio.Task | None = None
+        self.listening = asyncio.Event()  # set once LISTEN is in force: no NOTIFY after it is missed
 
     def subscribe(self, run_id: int) -> asyncio.Event:
         event = asyncio.Event()
         self.waiters.setdefault(run_id, set()).add(event)
         if self.task is None or self.task.done():
+            self.listening.clear()
             self.task = asyncio.get_running_loop().create_task(self._listen(_conninfo()))
         return event
 
@@ -152,6 +154,7 @@ class Listener:
         try:
             async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
                 await conn.execute(f"LISTEN {CHANNEL}")
+                self.listening.set()
                 async for n in conn.notifies():
                     if n.payload.isdigit():
                         for event in self.waiters.get(int(n.payload), ()):
@@ -172,6 +175,15 @@ class AsyncWaker:
     def __init__(self, run_id: int, progress):
         self.run_id, self.progress = run_id, progress
         self.event = listener().subscribe(run_id) if listens() else None
+
+    async def start(self) -> None:
+        """Returns once the process's LISTEN is in force (or after 2 s: then the keep-alive
+        wake-ups stand in), so a row committed after the stream's first read wakes it."""
+        if self.event is not None:
+            try:
+                await asyncio.wait_for(listener().listening.wait(), 2)
+            except TimeoutError:
+                pass
 
     async def wait(self, seen, timeout: float) -> None:
         if self.event is not None:
@@ -224,6 +236,7 @@ async def async_stream(run_id: int, after: int, fetch, progress):
     yield retry_line(int(knob("BRICK_RUN_STREAM_RETRY_MS", 1000)))
     waker = AsyncWaker(run_id, progress)
     try:
+        await waker.start()
         until = time.monotonic() + knob("BRICK_RUN_STREAM_SECONDS", 300)
         keep_alive = knob("BRICK_RUN_STREAM_KEEPALIVE_SECONDS", 15)
         while True:

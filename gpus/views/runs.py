@@ -92,8 +92,8 @@ def announcement(event, numbered: int, run) -> str:
                     "cancelled": _("Run cancelled. %(message)s"),
                     "interrupted": _("Run interrupted. %(message)s")}.get(run.status, "%(message)s")
             return (said % {"message": run.message}).strip()
-        if event.state in ("cancelled", "succeeded"):  # cancel requested, checklist confirmed
-            return event.title
+        if event.state == "cancelled" or (event.sent or {}).get("checklist_confirmed"):
+            return event.title  # "Cancel requested by …", "Checklist confirmed by …"
         return ""
     if event.step_index == 0:
         where = _("Pre-check")
@@ -131,8 +131,10 @@ def _undo_offer(run, proc):
     return next((p for p in registry.all_procedures() if p.listed and getattr(p, "target", "") == before), None)
 
 
-def _progress_context(run, *, offers=True):
-    events = list(run.steps.order_by("seq"))
+def _progress_context(run, *, offers=True, events=None):
+    """What the run page shows; ``offers``: also what it offers once the run has stopped
+    (Restore reads the cluster view) and the cancel question (reads the write-ahead records)."""
+    events = list(run.steps.order_by("seq")) if events is None else events
     rows = step_rows(run, events)
     proc = registry.find(run.procedure)
     checklist = ""
@@ -149,7 +151,7 @@ def _progress_context(run, *, offers=True):
             "restored_by": restored_by, "resumable": run.is_resumable and restored_by is None,
             "restore": _restore_offer(run) if offers and restored_by is None else None,
             "undo": _undo_offer(run, proc) if proc is not None else None,
-            "cordoned": bool(run.node) and run.is_active and engine.left_cordoned(run.pk)}
+            "cordoned": offers and bool(run.node) and run.is_active and engine.left_cordoned(run.pk)}
 
 
 def _shown_state(run, context) -> tuple:
@@ -218,22 +220,29 @@ def _stream_readers(request, run_id, page_state):
     def fetch(after):
         try:
             run = ProcedureRun.objects.get(pk=run_id)
-            new = list(run.steps.filter(seq__gt=after).order_by("seq"))
+            if run.last_seq <= after:
+                return [], after, not run.is_active
+            events = list(run.steps.order_by("seq"))
+            new = [e for e in events if e.seq > after]
             if not new:
                 return [], after, not run.is_active and after >= run.last_seq
-            context = _progress_context(run, offers=False)
+            context = _progress_context(run, offers=False, events=events)
             state = _shown_state(run, context)
             changed = state[:2] != shown["state"][:2]
-            if changed and not run.is_active:
-                context["restore"] = _restore_offer(run) if context["restored_by"] is None else None
+            if changed:
+                context["cordoned"] = bool(run.node) and run.is_active and engine.left_cordoned(run.pk)
+                if not run.is_active and context["restored_by"] is None:
+                    context["restore"] = _restore_offer(run)
             shown["state"] = state
             rows = {r["key"]: r for r in context["rows"]}
+            last_of_step = {e.step_key: e.seq for e in new}  # a step's row is sent once per batch, as it is now
             numbered = context["position"]["numbered"]
             chunks = []
             for e in new:
                 last = e is new[-1]
+                row = rows.get(e.step_key) if last_of_step[e.step_key] == e.seq else None
                 html = render_to_string("gpus/runs/stream.html", {
-                    **context, "e": e, "row": rows.get(e.step_key), "said": announcement(e, numbered, run),
+                    **context, "e": e, "row": row, "said": announcement(e, numbered, run),
                     "last": last, "changed": changed and last}, request)
                 chunks.append(live.sse_message(html, event="step", id=e.seq))
             return chunks, new[-1].seq, not run.is_active and new[-1].seq >= run.last_seq
@@ -250,7 +259,9 @@ def _stream_readers(request, run_id, page_state):
 
 
 def _release_connection(request):
-    if isinstance(request, ASGIRequest):
+    """Under ASGI a stream lets its PostgreSQL connection go between wake-ups (each request
+    has its own thread, so an open page would hold one); SQLite's costs nothing to keep."""
+    if isinstance(request, ASGIRequest) and connection.vendor == "postgresql":
         connection.close()
 
 

@@ -26,7 +26,8 @@ def tab_to(page, selector, *, backwards=False, limit=80):
     """Press Tab (Shift+Tab) until the element matching ``selector`` has the focus."""
     key = "Shift+Tab" if backwards else "Tab"
     for _ in range(limit):
-        if page.evaluate("s => document.activeElement && document.activeElement.matches(s)", selector):
+        target = page.locator(selector)
+        if target.count() and target.first.evaluate("el => el === document.activeElement"):
             return
         page.keyboard.press(key)
     raise AssertionError(f"{selector} not reached with {key} in {limit} presses")
@@ -53,6 +54,8 @@ def test_a_whole_run_with_the_keyboard_only_is_announced_step_by_step(browser, l
 
     # The admin tabs to a control of the run page while it runs: the stream must leave it there.
     tab_to(page, "#audit-csv")
+    page.evaluate("window.__focus = []")  # from here on
+    assert page.locator("#run-progress[data-status=succeeded]").count() == 0  # still running
     assert page.locator("#run-position progress").count() == 1
     page.wait_for_selector("#run-progress[data-status=succeeded]", timeout=90_000)
     focus = page.evaluate("window.__focus")
@@ -69,6 +72,7 @@ def test_a_whole_run_with_the_keyboard_only_is_announced_step_by_step(browser, l
         if n in titles:
             assert said[done].startswith(f"Step {n} of 9 done: {titles[n]}"), said[done]
     assert said[-1] == "Run succeeded. All 10 steps done."
+    assert all(s.startswith(("Pre-check ", "Step ", "Run ")) for s in said), said  # steps and the end, nothing else
     assert len(said) == len(set(said))  # each said once (no replay after a reconnection)
     assert page.locator("#run-announcements").get_attribute("aria-live") == "polite"
     assert page.locator("#run-position-text").inner_text() == "All steps done."
