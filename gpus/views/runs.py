@@ -131,6 +131,20 @@ def _undo_offer(run, proc):
     return next((p for p in registry.all_procedures() if p.listed and getattr(p, "target", "") == before), None)
 
 
+def params_text(params: dict) -> str:
+    """A run's parameters as people read them ("uncordon: no · labels: a=b, c=d"), not as a
+    Python dict."""
+    def value(v):
+        if isinstance(v, bool):
+            return _("yes") if v else _("no")
+        if isinstance(v, dict):
+            return ", ".join(f"{k}={'-' if x is None else value(x)}" for k, x in v.items()) or "-"
+        if isinstance(v, (list, tuple)):
+            return ", ".join(value(x) for x in v) or "-"
+        return "-" if v is None or v == "" else str(v)
+    return " · ".join(f"{k}: {value(v)}" for k, v in (params or {}).items())
+
+
 def _progress_context(run, *, offers=True, events=None):
     """What the run page shows; ``offers``: also what it offers once the run has stopped
     (Restore reads the cluster view) and the cancel question (reads the write-ahead records)."""
@@ -147,7 +161,7 @@ def _progress_context(run, *, offers=True, events=None):
         restored_by = ProcedureRun.objects.filter(params__restore_of=run.pk).order_by("-pk").first()
     position = run_position(rows, run.status)
     return {"run": run, "events": events, "rows": rows, "waits_checklist": bool(checklist), "checklist": checklist,
-            "position": position,
+            "position": position, "params_text": params_text(run.params),
             "restored_by": restored_by, "resumable": run.is_resumable and restored_by is None,
             "restore": _restore_offer(run) if offers and restored_by is None else None,
             "undo": _undo_offer(run, proc) if proc is not None else None,

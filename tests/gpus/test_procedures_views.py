@@ -166,6 +166,7 @@ def test_success_says_what_next_and_a_restored_run_offers_no_resume(twin, admin_
     assert "What next" in page and f'href="{reverse("node_detail", args=["dev-a1-ws04"])}"' in page
     assert f'{reverse("wizard_pick", args=["B"])}?node=dev-a1-ws04' in page  # undo: convert it back
     assert "All steps done." in page and 'value="10"' in page
+    assert 'about to send: cordon(&quot;dev-a1-ws04&quot;)' in page  # each write-ahead event says what it sent
 
     stopped = service.start_run("B", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
     service.cancel_run(stopped, actor_name="root")
@@ -174,6 +175,12 @@ def test_success_says_what_next_and_a_restored_run_offers_no_resume(twin, admin_
     page = admin_client.get(reverse("run_detail", args=[stopped.pk])).content.decode()
     assert reverse("run_resume", args=[stopped.pk]) not in page
     assert f"Restored by run #{restore.pk}" in page
+    restore_page = admin_client.get(reverse("run_detail", args=[restore.pk])).content.decode()
+    # its parameters as people read them, not a Python dict
+    header = restore_page[restore_page.index("parameters: <code>"):]
+    header = header[:header.index("</code>")]
+    assert f"restore_of: {stopped.pk}" in header and "labels: -" in header and "uncordon: no" in header
+    assert "{" not in header and "False" not in header
 
 
 def test_cancel_and_resume_buttons(twin, admin_client):
