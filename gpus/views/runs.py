@@ -149,6 +149,8 @@ def _progress_context(run, *, offers=True, events=None):
     """What the run page shows; ``offers``: also what it offers once the run has stopped
     (Restore reads the cluster view) and the cancel question (reads the write-ahead records)."""
     events = list(run.steps.order_by("seq")) if events is None else events
+    if events and events[-1].seq > run.last_seq:  # a row committed after the run was read: read it again
+        run.refresh_from_db()
     rows = step_rows(run, events)
     proc = registry.find(run.procedure)
     checklist = ""
@@ -162,6 +164,7 @@ def _progress_context(run, *, offers=True, events=None):
     position = run_position(rows, run.status)
     return {"run": run, "events": events, "rows": rows, "waits_checklist": bool(checklist), "checklist": checklist,
             "position": position, "params_text": params_text(run.params),
+            "shown_seq": events[-1].seq if events else 0,  # the page's stream starts after what it shows
             "restored_by": restored_by, "resumable": run.is_resumable and restored_by is None,
             "restore": _restore_offer(run) if offers and restored_by is None else None,
             "undo": _undo_offer(run, proc) if proc is not None else None,

@@ -1,6 +1,7 @@
 """A whole run of procedure A with the keyboard only, in Debian's Chromium, run by a real
-worker: what the run page's live region announces, that the focus stays where the admin
-put it while the page streams, and that "what next" is reached with the keyboard."""
+worker: what the run page's live region announces (across reconnections of its stream), that
+the focus stays where the admin put it while the page streams, and that "what next" is reached
+with the keyboard."""
 import re
 
 import pytest
@@ -36,11 +37,17 @@ def tab_to(page, selector, *, backwards=False, limit=80):
 @pytest.mark.browser
 @pytest.mark.worker
 def test_a_whole_run_with_the_keyboard_only_is_announced_step_by_step(browser, live_server, transactional_db,
-                                                                        load_scenario, admin_user, worker_factory):
+                                                                        load_scenario, admin_user, worker_factory,
+                                                                        settings):
+    # Each stream ends after 2 s: the browser reconnects several times during the run, and
+    # resumes after the last event it saw (Last-Event-ID), so nothing is said twice or missed.
+    settings.BRICK_RUN_STREAM_SECONDS = 2
     twin = load_scenario("seed-example")
     worker_factory(BRICK_PROCEDURE_STEP_PAUSE=0.6)
     page = browser_login(browser, live_server, "root", "pw-root-123")
     page.add_init_script(FOCUS_WATCH)
+    streams = []  # each request of the run's stream: the first, then each reconnection
+    page.on("request", lambda r: streams.append(r) if "/stream/" in r.url else None)
 
     # The wizard: the node is chosen by the link; Tab to each button, Enter to press it.
     page.goto(f"{live_server.url}/procedures/A/?node=dev-a1-ws04")
@@ -73,6 +80,8 @@ def test_a_whole_run_with_the_keyboard_only_is_announced_step_by_step(browser, l
             assert said[done].startswith(f"Step {n} of 9 done: {titles[n]}"), said[done]
     assert said[-1] == "Run succeeded. All 10 steps done."
     assert all(s.startswith(("Pre-check ", "Step ", "Run ")) for s in said), said  # steps and the end, nothing else
+    resumed = [r.all_headers().get("last-event-id") for r in streams[1:]]
+    assert resumed and all(n and n.isdigit() for n in resumed), resumed  # it reconnected, after what it saw
     assert len(said) == len(set(said))  # each said once (no replay after a reconnection)
     assert page.locator("#run-announcements").get_attribute("aria-live") == "polite"
     assert page.locator("#run-position-text").inner_text() == "All steps done."
