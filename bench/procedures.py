@@ -135,7 +135,7 @@ def web_command(server: str, port: int) -> list[str]:
     if server == "runserver":
         return [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"]
     return [sys.executable, "-m", "gunicorn", "brickadmin.asgi:application", "-k", "uvicorn_worker.UvicornWorker",
-            "--bind", f"127.0.0.1:{port}", "--workers", "1"]
+            "--bind", f"127.0.0.1:{port}", "--workers", "1", "--access-logfile", "-"]
 
 
 def browser_latency(runs: int, pause: float, server: str = "gunicorn"):

@@ -229,7 +229,8 @@ def run_stream(request, pk):
 
 
 def _stream_readers(request, run_id, page_state):
-    """fetch(after) -> (events to send, the last seq sent, whether the stream is complete);
+    """fetch(after) -> (messages to send: one for all the rows after ``after``, its id the
+    last row's seq; the last seq sent; whether the stream is complete);
     progress() -> what changes when the run records anything. Each closes its database
     connection under ASGI, so an open page holds none between wake-ups."""
     shown = {"state": page_state}
@@ -251,17 +252,13 @@ def _stream_readers(request, run_id, page_state):
                 if not run.is_active and context["restored_by"] is None:
                     context["restore"] = _restore_offer(run)
             shown["state"] = state
-            rows = {r["key"]: r for r in context["rows"]}
-            last_of_step = {e.step_key: e.seq for e in new}  # a step's row is sent once per batch, as it is now
+            touched = {e.step_key for e in new}
             numbered = context["position"]["numbered"]
-            chunks = []
-            for e in new:
-                last = e is new[-1]
-                row = rows.get(e.step_key) if last_of_step[e.step_key] == e.seq else None
-                html = render_to_string("gpus/runs/stream.html", {
-                    **context, "e": e, "row": row, "said": announcement(e, numbered, run),
-                    "last": last, "changed": changed and last}, request)
-                chunks.append(live.sse_message(html, event="step", id=e.seq))
+            said = [{"seq": e.seq, "text": text} for e in new if (text := announcement(e, numbered, run))]
+            html = render_to_string("gpus/runs/stream.html", {
+                **context, "new": new, "said": said, "changed": changed,
+                "changed_rows": [r for r in context["rows"] if r["key"] in touched]}, request)
+            chunks = [live.sse_message(html, event="step", id=new[-1].seq)]
             return chunks, new[-1].seq, not run.is_active and new[-1].seq >= run.last_seq
         finally:
             _release_connection(request)
