@@ -35,8 +35,9 @@ def resume_after(last_event_id: str | None, after: str | None) -> int:
     """The sequence number a stream starts after: the browser's Last-Event-ID (a reconnect)
     wins over the page's ``?after=`` (the first connection); anything else starts at 0."""
     for value in (last_event_id, after):
-        if value is not None and value.strip().isdigit():
-            return int(value.strip())
+        value = (value or "").strip()
+        if value.isascii() and value.isdigit():  # ASCII only: "²".isdigit() is true, int("²") fails
+            return int(value)
     return 0
 
 

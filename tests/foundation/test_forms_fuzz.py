@@ -96,7 +96,7 @@ GET_FORMS = {
     "utilisation_chart": lambda o: (reverse("utilisation_chart", args=["workspace"]), fields("of", "range")),
 }
 GET_ONLY = {"dashboard", "dashboard_models", "node_list", "node_detail", "availability", "help", "evidence",
-            "procedure_index", "run_detail", "run_progress", "run_audit_json", "run_audit_csv", "health",
+            "procedure_index", "run_detail", "run_progress", "run_stream", "run_audit_json", "run_audit_csv", "health",
             "workspace_list", "workspace_detail", "job_list", "job_detail", "job_queue", "lockouts",
             "oidc_authentication_init", "oidc_authentication_callback"}  # single sign-on: GET only (tests/sso)
 
