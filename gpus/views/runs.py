@@ -295,6 +295,11 @@ def run_cancel(request, pk):
 @admin_required
 def run_resume(request, pk):
     run = get_object_or_404(ProcedureRun, pk=pk)
+    restored_by = ProcedureRun.objects.filter(params__restore_of=run.pk).order_by("-pk").first()
+    if restored_by is not None:  # Restore undid what the run did: resuming would do it again unasked
+        messages.error(request, _("Run #%(id)d restored the node: this run is not resumed any more.")
+                       % {"id": restored_by.pk})
+        return redirect(run)
     try:
         service.resume_run(run, actor=request.user)
         messages.success(request, _("Resumed: the run continues from the step that did not finish."))

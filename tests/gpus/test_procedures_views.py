@@ -178,6 +178,9 @@ def test_success_says_what_next_and_a_restored_run_offers_no_resume(twin, admin_
     page = admin_client.get(reverse("run_detail", args=[stopped.pk])).content.decode()
     assert reverse("run_resume", args=[stopped.pk]) not in page
     assert f"Restored by run #{restore.pk}" in page
+    admin_client.post(reverse("run_resume", args=[stopped.pk]))  # a Resume posted anyway is refused
+    stopped.refresh_from_db()
+    assert stopped.status == "cancelled"
     restore_page = admin_client.get(reverse("run_detail", args=[restore.pk])).content.decode()
     # its parameters as people read them, not a Python dict
     header = restore_page[restore_page.index("parameters: <code>"):]
