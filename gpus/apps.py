@@ -15,6 +15,7 @@ class GpusConfig(AppConfig):
         # Register the Celery tasks in every process, not only the worker: runs are
         # enqueued by task name, and a registered task honours CELERY_TASK_ALWAYS_EAGER.
         from . import tasks  # noqa: F401
+
         # The run page's stream is woken by a NOTIFY sent with each step row (PostgreSQL).
         from .live import connect_signals
 

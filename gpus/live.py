@@ -50,6 +50,7 @@ def sse_message(data: str, *, event: str = "message", id: int | None = None) -> 
     return "\n".join(lines) + "\n\n"
 
 
+SYNC_KEEP_ALIVE_SECONDS = 2
 KEEP_ALIVE = ": keep-alive\n\n"  # a comment: keeps proxies from closing an idle stream
 DONE = sse_message("done", event="done")  # the page closes its EventSource on it (sse-close)
 
@@ -216,7 +217,9 @@ def sync_stream(run_id: int, after: int, fetch, progress):
     waker = SyncWaker(run_id, progress)
     try:
         until = time.monotonic() + knob("BRICK_RUN_STREAM_SECONDS", 300)
-        keep_alive = knob("BRICK_RUN_STREAM_KEEPALIVE_SECONDS", 15)
+        # A sync server learns that the browser left only when a write fails: write often, so
+        # the thread and its database connections are let go within seconds.
+        keep_alive = min(knob("BRICK_RUN_STREAM_KEEPALIVE_SECONDS", 15), SYNC_KEEP_ALIVE_SECONDS)
         while True:
             seen = progress()
             chunks, after, finished = fetch(after)
