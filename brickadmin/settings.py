@@ -265,7 +265,12 @@ BRICK_LEASE_NAMESPACE = os.environ.get("BRICK_LEASE_NAMESPACE") or os.environ.ge
 # --- product limits ----------------------------------------------------------
 BRICK_DEFAULT_LIMITS = {"gpu": 4, "cpu": 16, "memory_gib": 64, "storage_gib": 200}
 BRICK_RUN_RETENTION_DAYS = int(os.environ.get("BRICK_RUN_RETENTION_DAYS", "365"))
-BRICK_RUN_POLL_MS = int(os.environ.get("BRICK_RUN_POLL_MS", "300"))
+# The run page's live stream (gpus/run_stream.py): on SQLite it polls the run this often (on
+# PostgreSQL a NOTIFY wakes it); a stream ends after BRICK_RUN_STREAM_SECONDS and the browser
+# reconnects after what it saw; a comment keeps an idle stream open through proxies.
+BRICK_RUN_STREAM_POLL_MS = int(os.environ.get("BRICK_RUN_STREAM_POLL_MS", "50"))
+BRICK_RUN_STREAM_SECONDS = int(os.environ.get("BRICK_RUN_STREAM_SECONDS", "300"))
+BRICK_RUN_STREAM_KEEPALIVE_SECONDS = int(os.environ.get("BRICK_RUN_STREAM_KEEPALIVE_SECONDS", "15"))
 BRICK_RUN_HEARTBEAT_STALE_SECONDS = int(os.environ.get("BRICK_RUN_HEARTBEAT_STALE_SECONDS", "10"))
 BRICK_RUN_AUTO_RESUMES = int(os.environ.get("BRICK_RUN_AUTO_RESUMES", "3"))  # then a person resumes
 PAGE_SIZE = 25

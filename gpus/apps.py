@@ -17,3 +17,8 @@ class GpusConfig(AppConfig):
         from .tasks import execute_run, prune_old_runs, reap_stale_runs
 
         self.celery_tasks = (execute_run, prune_old_runs, reap_stale_runs)
+
+        # The run page's stream is woken by a NOTIFY sent with each step row (PostgreSQL).
+        from .run_stream import connect_signals
+
+        connect_signals()

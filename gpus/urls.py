@@ -19,6 +19,7 @@ urlpatterns = [
     path("runs/", runs.run_list, name="run_list"),
     path("runs/<int:pk>/", runs.run_detail, name="run_detail"),
     path("runs/<int:pk>/progress/", runs.run_progress, name="run_progress"),
+    path("runs/<int:pk>/stream/", runs.run_stream, name="run_stream"),
     path("runs/<int:pk>/cancel/", runs.run_cancel, name="run_cancel"),
     path("runs/<int:pk>/resume/", runs.run_resume, name="run_resume"),
     path("runs/<int:pk>/restore/", runs.run_restore, name="run_restore"),

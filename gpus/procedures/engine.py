@@ -251,9 +251,18 @@ def _cancel(run, token, index, step, title, kubectl):
     return _finish(run, token, RunStatus.CANCELLED, _cancel_message(run, title))
 
 
+def left_cordoned(run_id) -> bool:
+    """Whether the run asked the API server to cordon its node and not to uncordon it after
+    (its write-ahead records): only then may a stopped run have left the node cordoned."""
+    calls = StepRun.objects.filter(run_id=run_id, intent__request__call__in=("cordon", "uncordon"),
+                                   intent__state__in=("intended", "sent")).order_by("seq")
+    last = [(e.intent or {}).get("request", {}).get("call") for e in calls]
+    return bool(last) and last[-1] == "cordon"
+
+
 def _cancel_message(run, title, during=False):
     where = _("Node %(node)s may be left cordoned: uncordon it or resume the run.") % {"node": run.node} \
-        if run.node else ""
+        if run.node and left_cordoned(run.pk) else ""
     if during:
         message = _("Cancelled during step %(title)s. %(where)s") % {"title": title, "where": where}
     else:

@@ -4,11 +4,13 @@ from __future__ import annotations
 import csv
 import json
 
-from django.conf import settings
+from asgiref.sync import sync_to_async
 from django.contrib import messages
+from django.core.handlers.asgi import ASGIRequest
 from django.db.models import DurationField, ExpressionWrapper, F
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_POST
@@ -18,9 +20,12 @@ from brickadmin.cluster.gateway import get_gateway
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
 
+from .. import run_stream
 from ..forms import RunFilterForm
 from ..models import ProcedureRun, StepRun
 from ..procedures import engine, registry, service
+from ..procedures.definitions import NODE_BEFORE, SHARING_LABEL
+from ..procedures.recording import remembered
 from ..procedures.service import refusal_message
 from ..reading import read_cluster
 
@@ -59,8 +64,92 @@ def step_rows(run, events):
     return rows
 
 
-def _progress_context(run):
-    events = list(run.steps.order_by("seq"))
+FINISHED_STEP_STATES = ("succeeded", "skipped")
+
+
+def run_position(rows, status: str) -> dict:
+    """Where the run is, from its step rows (plan order; index 0 is the pre-check): the step
+    running or stopped at, "step n of N" with N the numbered steps, and how many are done."""
+    total = len(rows)
+    done = sum(1 for r in rows if r["event"].state in FINISHED_STEP_STATES)
+    current = next((r for r in rows if r["event"].state == "running"), None)
+    if current is None and status not in ("pending", "succeeded"):
+        current = next((r for r in rows if r["event"].state not in FINISHED_STEP_STATES), None)
+    return {"total": total, "numbered": max(total - 1, 0), "done": done, "current": current,
+            "index": current["index"] if current else None, "title": current["event"].title if current else ""}
+
+
+def announcement(event, numbered: int, run) -> str:
+    """What the page's live region says for one recorded event ("" for none): each step's
+    start and end, a cancel or a confirmation asked for, and the run's end (its last event,
+    once it has ended). Write-ahead records of a request say nothing."""
+    if event.intent is not None or event.state == "pending":
+        return ""
+    if event.step_key == engine.RUN_EVENT:
+        if not run.is_active and event.seq == run.last_seq:
+            said = {"succeeded": _("Run succeeded. %(message)s"), "failed": _("Run failed. %(message)s"),
+                    "cancelled": _("Run cancelled. %(message)s"),
+                    "interrupted": _("Run interrupted. %(message)s")}.get(run.status, "%(message)s")
+            return (said % {"message": run.message}).strip()
+        if event.state == "cancelled" or (event.sent or {}).get("checklist_confirmed"):
+            return event.title  # "Cancel requested by …", "Checklist confirmed by …"
+        return ""
+    if event.step_index == 0:
+        where = _("Pre-check")
+    else:
+        where = _("Step %(n)d of %(total)d") % {"n": event.step_index, "total": numbered}
+    title = models_title(event)
+    said = {
+        "running": _("%(where)s started: %(title)s.") if event.attempt <= 1 else
+        _("%(where)s started again (attempt %(attempt)d): %(title)s."),
+        "succeeded": _("%(where)s done: %(title)s."),
+        "skipped": _("%(where)s skipped: %(title)s."),
+        "failed": _("%(where)s failed: %(title)s. What to fix: %(error)s"),
+        "cancelled": _("%(where)s cancelled: %(title)s."),
+    }.get(event.state)
+    if said is None:
+        return ""
+    return said % {"where": where, "title": title, "attempt": event.attempt, "error": event.error}
+
+
+def models_title(event) -> str:
+    """The step's title without its number (the announcement says "Step n of N")."""
+    numbered = event.numbered_title
+    prefix = f"{event.step_index}. "
+    return numbered.removeprefix(prefix)
+
+
+def _undo_offer(run, proc):
+    """After a node conversion succeeded: the conversion back to the sharing mode the node had
+    before the run (as the run recorded it), if one is offered."""
+    if run.status != "succeeded" or not run.node or not getattr(proc, "target", ""):
+        return None
+    before = ((remembered(run, NODE_BEFORE) or {}).get("labels") or {}).get(SHARING_LABEL)
+    if not before or before == proc.target:
+        return None
+    return next((p for p in registry.all_procedures() if p.listed and getattr(p, "target", "") == before), None)
+
+
+def params_text(params: dict) -> str:
+    """A run's parameters as people read them ("uncordon: no · labels: a=b, c=d"), not as a
+    Python dict."""
+    def value(v):
+        if isinstance(v, bool):
+            return _("yes") if v else _("no")
+        if isinstance(v, dict):
+            return ", ".join(f"{k}={'-' if x is None else value(x)}" for k, x in v.items()) or "-"
+        if isinstance(v, (list, tuple)):
+            return ", ".join(value(x) for x in v) or "-"
+        return "-" if v is None or v == "" else str(v)
+    return " · ".join(f"{k}: {value(v)}" for k, v in (params or {}).items())
+
+
+def _progress_context(run, *, offers=True, events=None):
+    """What the run page shows; ``offers``: also what it offers once the run has stopped
+    (Restore reads the cluster view) and the cancel question (reads the write-ahead records)."""
+    events = list(run.steps.order_by("seq")) if events is None else events
+    if events and events[-1].seq > run.last_seq:  # a row committed after the run was read: read it again
+        run.refresh_from_db()
     rows = step_rows(run, events)
     proc = registry.find(run.procedure)
     checklist = ""
@@ -68,8 +157,22 @@ def _progress_context(run):
         manual = {s.key for s in proc.steps(run.params or {}) if s.manual}
         if any(r["key"] in manual and r["event"].state == "failed" for r in rows):
             checklist = proc.checklist % {"node": run.node}
+    restored_by = None
+    if run.is_resumable:  # a stopped run someone restored is not resumed any more: Restore undid it
+        restored_by = ProcedureRun.objects.filter(params__restore_of=run.pk).order_by("-pk").first()
+    position = run_position(rows, run.status)
     return {"run": run, "events": events, "rows": rows, "waits_checklist": bool(checklist), "checklist": checklist,
-            "poll_ms": int(getattr(settings, "BRICK_RUN_POLL_MS", 300)), "restore": _restore_offer(run)}
+            "position": position, "params_text": params_text(run.params),
+            "shown_seq": events[-1].seq if events else 0,  # the page's stream starts after what it shows
+            "restored_by": restored_by, "resumable": run.is_resumable and restored_by is None,
+            "restore": _restore_offer(run) if offers and restored_by is None else None,
+            "undo": _undo_offer(run, proc) if proc is not None else None,
+            "cordoned": offers and bool(run.node) and run.is_active and engine.left_cordoned(run.pk)}
+
+
+def _shown_state(run, context) -> tuple:
+    """What the outcome and the actions depend on: they are sent again only when it changes."""
+    return (run.status, run.cancel_requested, context["waits_checklist"], bool(context["restored_by"]))
 
 
 def _restore_offer(run):
@@ -105,6 +208,64 @@ def run_progress(request, pk):
     return render(request, "gpus/runs/detail.html#run-progress", _progress_context(run))
 
 
+@require_GET
+@admin_required
+def run_stream(request, pk):
+    """The run's rows as Server-Sent Events, each after the last sequence number the browser
+    saw (Last-Event-ID when it reconnects, ?after= from the page); see gpus/run_stream.py."""
+    run = get_object_or_404(ProcedureRun, pk=pk)
+    after = run_stream.resume_after(request.headers.get("Last-Event-ID"), request.GET.get("after"))
+    page_state = (request.GET.get("status", run.status), request.GET.get("cancel") == "1", None, None)
+    fetch, progress = _stream_readers(request, run.pk, page_state)
+    if isinstance(request, ASGIRequest):
+        content = run_stream.async_stream(run.pk, after, sync_to_async(fetch), sync_to_async(progress))
+    else:
+        content = run_stream.sync_stream(run.pk, after, fetch, progress)
+    response = StreamingHttpResponse(content, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # a proxy in front passes each event on at once
+    return response
+
+
+def _stream_readers(request, run_id, page_state):
+    """fetch(after) -> (messages to send: one for all the rows after ``after``, its id the
+    last row's seq; the last seq sent; whether the stream is complete);
+    progress() -> what changes when the run records anything. Both run in the request's own
+    thread (under ASGI too), whose database connection the stream keeps: opening one per
+    wake-up made PostgreSQL fork a backend for every step event (measured: slower)."""
+    shown = {"state": page_state}
+
+    def fetch(after):
+        run = ProcedureRun.objects.get(pk=run_id)
+        if run.last_seq <= after:
+            return [], after, not run.is_active
+        events = list(run.steps.order_by("seq"))
+        new = [e for e in events if e.seq > after]
+        if not new:
+            return [], after, not run.is_active and after >= run.last_seq
+        context = _progress_context(run, offers=False, events=events)
+        state = _shown_state(run, context)
+        changed = state[:2] != shown["state"][:2]
+        if changed:
+            context["cordoned"] = bool(run.node) and run.is_active and engine.left_cordoned(run.pk)
+            if not run.is_active and context["restored_by"] is None:
+                context["restore"] = _restore_offer(run)
+        shown["state"] = state
+        touched = {e.step_key for e in new}
+        numbered = context["position"]["numbered"]
+        said = [{"seq": e.seq, "text": text} for e in new if (text := announcement(e, numbered, run))]
+        html = render_to_string("gpus/runs/stream.html", {
+            **context, "new": new, "said": said, "changed": changed,
+            "changed_rows": [r for r in context["rows"] if r["key"] in touched]}, request)
+        chunks = [run_stream.sse_message(html, event="step", id=new[-1].seq)]
+        return chunks, new[-1].seq, not run.is_active and new[-1].seq >= run.last_seq
+
+    def progress():
+        return ProcedureRun.objects.filter(pk=run_id).values_list("last_seq", "status", "cancel_requested").first()
+
+    return fetch, progress
+
+
 @require_POST
 @admin_required
 def run_cancel(request, pk):
@@ -121,6 +282,11 @@ def run_cancel(request, pk):
 @admin_required
 def run_resume(request, pk):
     run = get_object_or_404(ProcedureRun, pk=pk)
+    restored_by = ProcedureRun.objects.filter(params__restore_of=run.pk).order_by("-pk").first()
+    if restored_by is not None:  # Restore undid what the run did: resuming would do it again unasked
+        messages.error(request, _("Run #%(id)d restored the node: this run is not resumed any more.")
+                       % {"id": restored_by.pk})
+        return redirect(run)
     try:
         service.resume_run(run, actor=request.user)
         messages.success(request, _("Resumed: the run continues from the step that did not finish."))

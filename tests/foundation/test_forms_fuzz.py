@@ -104,7 +104,7 @@ GET_FORMS = {
     "notification_deliveries": lambda o: (reverse("notification_deliveries"), fields("page")),
 }
 GET_ONLY = {"dashboard", "dashboard_models", "node_list", "node_detail", "availability", "help", "evidence",
-            "procedure_index", "run_detail", "run_progress", "run_audit_json", "run_audit_csv", "health",
+            "procedure_index", "run_detail", "run_progress", "run_stream", "run_audit_json", "run_audit_csv", "health",
             "workspace_list", "workspace_detail", "job_list", "job_detail", "job_queue", "lockouts",
             "oidc_authentication_init", "oidc_authentication_callback"}  # single sign-on: GET only (tests/sso)
 

@@ -191,6 +191,24 @@ def test_cancel_in_the_middle(twin, monkeypatch):
     assert "cordoned" in run.message
 
 
+def test_a_run_cancelled_before_it_cordoned_does_not_say_the_node_may_be_cordoned(twin, monkeypatch):
+    from gpus.procedures import definitions
+
+    original = definitions.PrecheckStep.ensure
+
+    def precheck_then_admin_cancels(self, ctx):
+        result = original(self, ctx)
+        service.cancel_run(ctx.run, actor_name="root")  # the admin clicks Cancel during the pre-check
+        return result
+
+    monkeypatch.setattr(definitions.PrecheckStep, "ensure", precheck_then_admin_cancels)
+    run = run_now("A", "dev-a1-ws04")
+    assert run.status == "cancelled"
+    _, spec, *_ = status(twin, "dev-a1-ws04")
+    assert not spec.get("unschedulable")  # never cordoned
+    assert "cordoned" not in run.message
+
+
 def test_transient_errors_are_retried_and_each_attempt_recorded(twin, monkeypatch):
     calls = {"n": 0}
     original = TwinGateway.label_node

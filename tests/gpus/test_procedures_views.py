@@ -2,6 +2,7 @@
 import csv
 import io
 import json
+import re
 
 import pytest
 from django.test import Client
@@ -72,8 +73,10 @@ def test_confirm_creates_run_and_second_wizard_is_refused_with_link(twin, admin_
 
 def test_run_page_progress_partial_and_catch_up(twin, admin_client):
     run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    run.refresh_from_db()
     page = admin_client.get(reverse("run_detail", args=[run.pk])).content.decode()
-    assert 'hx-trigger="every' in page and 'id="step-drain"' in page
+    assert f'sse-connect="{reverse("run_stream", args=[run.pk])}?after={run.last_seq}' in page
+    assert 'id="step-drain"' in page and 'role="log"' in page and 'aria-live="polite"' in page
     url = reverse("run_progress", args=[run.pk])
     run.refresh_from_db()
     assert admin_client.get(url, {"after": run.last_seq, "status": run.status}).status_code == 204
@@ -82,8 +85,110 @@ def test_run_page_progress_partial_and_catch_up(twin, admin_client):
     # a browser that was at "after N" catches up with everything from the rows
     r = admin_client.get(url, {"after": 3, "status": "pending"})
     body = r.content.decode()
-    assert r.status_code == 200 and 'data-state="succeeded"' in body and "hx-trigger" not in body
+    assert r.status_code == 200 and 'data-state="succeeded"' in body and "sse-connect" not in body
     assert body.count('class="step state-succeeded"') == 10
+
+
+def sse_events(body: str) -> list[dict]:
+    """The Server-Sent Events of a stream's body: [{"event", "id", "data"}] (comments dropped)."""
+    out = []
+    for block in body.split("\n\n"):
+        fields = {"data": []}
+        for line in block.splitlines():
+            name, _, value = line.partition(": ")
+            if name == "data":
+                fields["data"].append(value)
+            elif name in ("event", "id"):
+                fields[name] = value
+        if "event" in fields:
+            out.append({**fields, "data": "\n".join(fields["data"])})
+    return out
+
+
+def announced(events) -> list[str]:
+    return [m for e in events for m in re.findall(r'<p data-seq="[0-9]+">([^<]*)</p>', e["data"])]
+
+
+def test_run_stream_sends_each_row_after_the_last_seen_and_announces_steps(twin, admin_client):
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    run.refresh_from_db()
+    planned = run.last_seq
+    execute_run(run.pk)
+    run.refresh_from_db()
+    url = reverse("run_stream", args=[run.pk])
+    r = admin_client.get(url, {"after": planned, "status": "pending", "cancel": "0"})
+    assert r["Content-Type"] == "text/event-stream" and r["Cache-Control"] == "no-cache"
+    events = sse_events(b"".join(r.streaming_content).decode())
+    steps = [e for e in events if e["event"] == "step"]
+    assert steps[-1]["id"] == str(run.last_seq)  # a browser reconnecting resumes after the last row it got
+    shown = [int(n) for e in steps for n in re.findall(r'<li id="event-([0-9]+)"', e["data"])]
+    assert shown == list(range(planned + 1, run.last_seq + 1))  # every row after the page's, once, in order
+    assert events[-1]["event"] == "done"  # the run has ended: the page closes its EventSource
+    said = announced(steps)
+    assert "Pre-check started: Pre-check." in said or any(s.startswith("Pre-check started") for s in said)
+    assert "Step 2 of 9 started: Drain dev-a1-ws04." in said or any(
+        s.startswith("Step 2 of 9 started: Drain") for s in said)
+    assert any(s.startswith("Step 9 of 9 done") for s in said)
+    assert said[-1].startswith("Run succeeded.")
+    last = steps[-1]["data"]
+    assert 'id="run-status" data-status="succeeded" hx-swap-oob="true"' in last
+    assert 'id="what-next-node"' in last and reverse("node_detail", args=["dev-a1-ws04"]) in last
+    assert 'id="cancel-run"' not in last
+
+    # A browser reconnecting after event N (Last-Event-ID) gets only what came after it.
+    again = admin_client.get(url, {"after": planned}, HTTP_LAST_EVENT_ID=str(run.last_seq - 2))
+    events = sse_events(b"".join(again.streaming_content).decode())
+    shown = [int(n) for e in events for n in re.findall(r'<li id="event-([0-9]+)"', e["data"])]
+    assert shown == [run.last_seq - 1, run.last_seq]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_run_stream_under_asgi_is_an_async_stream_resuming_after_last_event_id(twin, admin_user):
+    from asgiref.sync import async_to_sync
+    from django.test import AsyncClient
+
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    execute_run(run.pk)
+    run.refresh_from_db()
+    client = AsyncClient()
+    client.force_login(admin_user)
+
+    async def read():
+        r = await client.get(reverse("run_stream", args=[run.pk]), headers={"Last-Event-ID": str(run.last_seq - 1)})
+        assert r.is_async  # served by an async iterator: no worker thread held while it waits
+        return b"".join([chunk async for chunk in r.streaming_content]).decode()
+
+    events = sse_events(async_to_sync(read)())
+    assert [e["event"] for e in events] == ["step", "done"] and events[0]["id"] == str(run.last_seq)
+    assert re.findall(r'<li id="event-([0-9]+)"', events[0]["data"]) == [str(run.last_seq)]
+    assert announced(events)[0].startswith("Run succeeded.")
+
+
+def test_success_says_what_next_and_a_restored_run_offers_no_resume(twin, admin_client):
+    a = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    execute_run(a.pk)
+    page = admin_client.get(reverse("run_detail", args=[a.pk])).content.decode()
+    assert "What next" in page and f'href="{reverse("node_detail", args=["dev-a1-ws04"])}"' in page
+    assert f'{reverse("wizard_pick", args=["B"])}?node=dev-a1-ws04' in page  # undo: convert it back
+    assert "All steps done." in page and 'value="10"' in page
+    assert 'about to send: cordon(&quot;dev-a1-ws04&quot;)' in page  # each write-ahead event says what it sent
+
+    stopped = service.start_run("B", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    service.cancel_run(stopped, actor_name="root")
+    restore = service.start_run("R", "dev-a1-ws04", {"restore_of": stopped.pk, "labels": {}, "uncordon": False},
+                                actor_name="root", dispatch=False)
+    page = admin_client.get(reverse("run_detail", args=[stopped.pk])).content.decode()
+    assert reverse("run_resume", args=[stopped.pk]) not in page
+    assert f"Restored by run #{restore.pk}" in page
+    admin_client.post(reverse("run_resume", args=[stopped.pk]))  # a Resume posted anyway is refused
+    stopped.refresh_from_db()
+    assert stopped.status == "cancelled"
+    restore_page = admin_client.get(reverse("run_detail", args=[restore.pk])).content.decode()
+    # its parameters as people read them, not a Python dict
+    header = restore_page[restore_page.index("parameters: <code>"):]
+    header = header[:header.index("</code>")]
+    assert f"restore_of: {stopped.pk}" in header and "labels: -" in header and "uncordon: no" in header
+    assert "{" not in header and "False" not in header
 
 
 def test_cancel_and_resume_buttons(twin, admin_client):

@@ -1,0 +1,47 @@
+// The run page's live stream (htmx's SSE extension, templates/gpus/runs/detail.html).
+// - Remembers the last event each message carried, so that a reconnection the extension
+//   makes itself (after an error) resumes after it instead of the page's first ?after=
+//   (the browser's own reconnections send Last-Event-ID), and drops a message seen already.
+// - Mirrors the run's status onto #run-progress (data-status), as the page had it on load.
+// - Keeps the keyboard focus: when the run ends and the button that had the focus is gone
+//   (Cancel), the focus goes to the outcome, which says what happened and what next.
+(function () {
+  'use strict';
+  const root = () => document.getElementById('run-progress');
+  let focusedId = null;
+
+  document.addEventListener('htmx:sseBeforeMessage', (evt) => {
+    const box = root();
+    const id = Number(evt.detail.lastEventId);
+    if (box && id && id <= Number(box.dataset.lastSeq || 0)) {
+      evt.preventDefault();
+      return;
+    }
+    const active = document.activeElement;
+    focusedId = active && active !== document.body && active.id ? active.id : null;
+  });
+
+  document.addEventListener('htmx:sseMessage', (evt) => {
+    const box = root();
+    if (!box) return;
+    const id = Number(evt.detail.lastEventId);
+    if (id) {
+      box.dataset.lastSeq = String(id);
+      const url = new URL(box.getAttribute('sse-connect'), location.href);
+      url.searchParams.set('after', String(id));
+      box.setAttribute('sse-connect', url.pathname + url.search);
+    }
+    const status = document.getElementById('run-status');
+    if (status && status.dataset.status) box.dataset.status = status.dataset.status;
+    const active = document.activeElement;
+    if (focusedId && (!active || active === document.body)) {
+      const back = document.getElementById(focusedId) || document.getElementById('run-message')
+        || document.getElementById('what-next-title') || document.getElementById('run-status');
+      if (back) {
+        if (!back.matches('a, button, input, select, textarea, summary, [tabindex]')) back.setAttribute('tabindex', '-1');
+        back.focus();
+      }
+    }
+    focusedId = null;
+  });
+})();

@@ -1,0 +1,97 @@
+"""A whole run of procedure A with the keyboard only, in Debian's Chromium, run by a real
+worker: what the run page's live region announces (across reconnections of its stream), that
+the focus stays where the admin put it while the page streams, and that "what next" is reached
+with the keyboard."""
+import re
+
+import pytest
+
+from gpus.models import ProcedureRun
+from tests.conftest import browser_login
+
+# Runs in every document of a run page: after every streamed message, which element has
+# the focus (its id; "BODY" when the focus was lost to the page).
+FOCUS_WATCH = """
+(() => {
+  if (!location.pathname.match(/^\\/runs\\/\\d+\\/$/)) return;
+  window.__focus = [];
+  document.addEventListener('htmx:sseMessage', () => {
+    const a = document.activeElement;
+    window.__focus.push(a && a !== document.body ? (a.id || a.tagName) : 'BODY');
+  });
+})();
+"""
+
+
+def tab_to(page, selector, *, backwards=False, limit=80):
+    """Press Tab (Shift+Tab) until the element matching ``selector`` has the focus."""
+    key = "Shift+Tab" if backwards else "Tab"
+    for _ in range(limit):
+        target = page.locator(selector)
+        if target.count() and target.first.evaluate("el => el === document.activeElement"):
+            return
+        page.keyboard.press(key)
+    raise AssertionError(f"{selector} not reached with {key} in {limit} presses")
+
+
+@pytest.mark.browser
+@pytest.mark.worker
+def test_a_whole_run_with_the_keyboard_only_is_announced_step_by_step(browser, live_server, transactional_db,
+                                                                        load_scenario, admin_user, worker_factory,
+                                                                        settings):
+    # Each stream ends after 2 s: the browser reconnects several times during the run, and
+    # resumes after the last event it saw (Last-Event-ID), so nothing is said twice or missed.
+    settings.BRICK_RUN_STREAM_SECONDS = 2
+    twin = load_scenario("seed-example")
+    worker_factory(BRICK_PROCEDURE_STEP_PAUSE=0.6)
+    page = browser_login(browser, live_server, "root", "pw-root-123")
+    page.add_init_script(FOCUS_WATCH)
+    streams = []  # each request of the run's stream: the first, then each reconnection
+    page.on("request", lambda r: streams.append(r) if "/stream/" in r.url else None)
+
+    # The wizard: the node is chosen by the link; Tab to each button, Enter to press it.
+    page.goto(f"{live_server.url}/procedures/A/?node=dev-a1-ws04")
+    tab_to(page, "button:has-text('Show the plan')")
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r".*/procedures/A/plan/.*"))
+    tab_to(page, "button:has-text('Confirm and run')")
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r".*/runs/\d+/$"))
+    run = ProcedureRun.objects.get()
+
+    # The admin tabs to a control of the run page while it runs: the stream must leave it there.
+    tab_to(page, "#audit-csv")
+    page.evaluate("window.__focus = []")  # from here on
+    assert page.locator("#run-progress[data-status=succeeded]").count() == 0  # still running
+    assert page.locator("#run-position progress").count() == 1
+    page.wait_for_selector("#run-progress[data-status=succeeded]", timeout=90_000)
+    focus = page.evaluate("window.__focus")
+    assert focus and set(focus) == {"audit-csv"}, focus  # never lost to <body>, never moved
+
+    said = page.locator("#run-announcements p").all_inner_texts()
+    print("\nannounced:\n  " + "\n  ".join(said))
+    titles = {2: "Drain dev-a1-ws04", 3: "Label dev-a1-ws04 brick.cloud/gpu.sharing=timeslicing",
+              8: "Uncordon dev-a1-ws04"}
+    for n in range(2, 10):  # from the drain on, every step's start then its end, in order
+        started = next(i for i, s in enumerate(said) if s.startswith(f"Step {n} of 9 started: "))
+        done = next(i for i, s in enumerate(said) if s.startswith(f"Step {n} of 9 done: "))
+        assert started < done, (n, said)
+        if n in titles:
+            assert said[done].startswith(f"Step {n} of 9 done: {titles[n]}"), said[done]
+    assert said[-1] == "Run succeeded. All 10 steps done."
+    assert all(s.startswith(("Pre-check ", "Step ", "Run ")) for s in said), said  # steps and the end, nothing else
+    resumed = [r.all_headers().get("last-event-id") for r in streams[1:]]
+    assert resumed and all(n and n.isdigit() for n in resumed), resumed  # it reconnected, after what it saw
+    assert len(said) == len(set(said))  # each said once (no replay after a reconnection)
+    assert page.locator("#run-announcements").get_attribute("aria-live") == "polite"
+    assert page.locator("#run-position-text").inner_text() == "All steps done."
+    assert page.locator("#run-position progress").get_attribute("value") == "10"
+
+    # What next, reached from where the focus is: back (Shift+Tab) to "View node", Enter.
+    assert page.locator("#cancel-run").count() == 0 and page.locator("#resume-run").count() == 0
+    tab_to(page, "#what-next-node", backwards=True)
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{live_server.url}/nodes/dev-a1-ws04/")
+    assert twin.get_node("dev-a1-ws04")["metadata"]["labels"]["brick.cloud/gpu.sharing"] == "timeslicing"
+    run.refresh_from_db()
+    assert run.status == "succeeded"
