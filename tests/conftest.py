@@ -4,6 +4,7 @@ import os
 import socket
 
 import pytest
+from django.conf import global_settings
 
 from tests import scenario_copies
 
@@ -19,10 +20,20 @@ def require_service(available: bool, what: str):
     pytest.skip(f"{what} is not available")
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(request, settings):
+    """Passwords hashed with a fast hasher first, as Django's testing docs advise: the default
+    PBKDF2 takes about 0.4 s of CPU per user created or login checked, most of some tests'
+    time. Hashes of the default hashers still verify. Left as configured for the lab tests,
+    whose other processes (the web process in the lab) check passwords this one stored."""
+    if request.node.get_closest_marker("lab") is None:
+        settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher",
+                                     *global_settings.PASSWORD_HASHERS]
+
+
 @pytest.fixture
 def load_scenario(db):
     """Load a scenario into the twin and return its gateway: load_scenario("seed-example")."""
-
     return scenario_copies.load  # loaded once per process, copied into each test's twin
 
 
