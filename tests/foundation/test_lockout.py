@@ -170,3 +170,20 @@ def test_a_username_longer_than_the_field_is_a_form_error_not_a_500(db):
     client, r = attempt("10.0.0.5", "[" * 1000, "x")
     assert r.status_code == 200 and 'id="err-username"' in r.content.decode()
     assert not AccessAttempt.objects.exists() and not signed_in(client)
+
+
+def test_behind_a_proxy_each_client_is_locked_alone_and_cannot_choose_its_address(settings, alice):
+    settings.BRICK_TRUSTED_PROXY_COUNT = 1  # an ingress controller appends the address it saw
+
+    def through_proxy(forwarded, password):
+        client = Client(REMOTE_ADDR="10.1.0.1", HTTP_X_FORWARDED_FOR=forwarded)
+        return client, client.post(reverse("login"), {"username": "alice", "password": password})
+
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        through_proxy("203.0.113.7", "wrong")
+    # the same client writing another address in front of what the proxy appends: still locked
+    client, r = through_proxy("198.51.100.1, 203.0.113.7", "pw-alice-123")
+    assert r.status_code == 429 and not signed_in(client)
+    # alice at another desk behind the same proxy signs in
+    client, r = through_proxy("203.0.113.8", "pw-alice-123")
+    assert r.status_code == 302 and signed_in(client)
