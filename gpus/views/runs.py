@@ -20,7 +20,7 @@ from brickadmin.cluster.gateway import get_gateway
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
 
-from .. import run_stream
+from .. import run_stream as stream
 from ..forms import RunFilterForm
 from ..models import ProcedureRun, StepRun
 from ..procedures import engine, registry, service
@@ -214,13 +214,13 @@ def run_stream(request, pk):
     """The run's rows as Server-Sent Events, each after the last sequence number the browser
     saw (Last-Event-ID when it reconnects, ?after= from the page); see gpus/run_stream.py."""
     run = get_object_or_404(ProcedureRun, pk=pk)
-    after = run_stream.resume_after(request.headers.get("Last-Event-ID"), request.GET.get("after"))
+    after = stream.resume_after(request.headers.get("Last-Event-ID"), request.GET.get("after"))
     page_state = (request.GET.get("status", run.status), request.GET.get("cancel") == "1", None, None)
     fetch, progress = _stream_readers(request, run.pk, page_state)
     if isinstance(request, ASGIRequest):
-        content = run_stream.async_stream(run.pk, after, sync_to_async(fetch), sync_to_async(progress))
+        content = stream.async_stream(run.pk, after, sync_to_async(fetch), sync_to_async(progress))
     else:
-        content = run_stream.sync_stream(run.pk, after, fetch, progress)
+        content = stream.sync_stream(run.pk, after, fetch, progress)
     response = StreamingHttpResponse(content, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # a proxy in front passes each event on at once
@@ -257,7 +257,7 @@ def _stream_readers(request, run_id, page_state):
         html = render_to_string("gpus/runs/stream.html", {
             **context, "new": new, "said": said, "changed": changed,
             "changed_rows": [r for r in context["rows"] if r["key"] in touched]}, request)
-        chunks = [run_stream.sse_message(html, event="step", id=new[-1].seq)]
+        chunks = [stream.sse_message(html, event="step", id=new[-1].seq)]
         return chunks, new[-1].seq, not run.is_active and new[-1].seq >= run.last_seq
 
     def progress():

@@ -11,8 +11,11 @@ text where SQLite stores it.
 """
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 from django.urls import get_resolver, reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,7 +23,7 @@ from hypothesis import strategies as st
 from gpus.models import ProcedureRun
 from gpus.procedures import registry, service
 from workspaces import services
-from workspaces.models import JobSettings, ResourceLimit
+from workspaces.models import JobSettings, ReclaimAsk, ResourceLimit
 
 pytestmark = pytest.mark.django_db
 
@@ -86,6 +89,14 @@ FORMS = {
     "notifications": ("alice", lambda o: (reverse("notifications"), fields("page"))),
     "lockout_unlock": ("admin", lambda o: (reverse("lockout_unlock"), fields("username", "address"))),
     "workspace_adopt": ("admin", lambda o: (reverse("workspace_adopt", args=["team-a"]), fields("owner", "note"))),
+    "workspace_withdraw": ("alice", lambda o: (reverse("workspace_withdraw", args=[o["pending"].pk]), fields("next"))),
+    "workspace_quota": ("admin", lambda o: (reverse("workspace_quota", args=["team-a"]),
+                                            fields("gpu", "reason", "undo_of", "reclaim_of"))),
+    "reclaim_ask": ("admin", lambda o: (reverse("reclaim_ask", args=["team-a"]), fields("days", "message"))),
+    "reclaim_keep": ("alice", lambda o: (reverse("reclaim_keep", args=[o["ws"].pk, o["ask"].pk]),
+                                         fields("until", "reason"))),
+    "reclaim_release": ("alice", lambda o: (reverse("reclaim_release", args=[o["ws"].pk, o["ask"].pk]),
+                                            fields("amount"))),
 }
 # Pages that only read (GET); their query strings are fuzzed too.
 GET_FORMS = {
@@ -113,7 +124,7 @@ GET_ONLY = {"dashboard", "dashboard_models", "node_list", "node_detail", "availa
 # added with arguments fails test_every_read_only_page_gets_generated_queries until listed here.
 GET_ONLY_ARGS = {
     "node_detail": lambda o: ["dev-a1-ws04"], "run_detail": lambda o: [o["run"].pk],
-    "run_progress": lambda o: [o["run"].pk], "run_audit_json": lambda o: [o["run"].pk],
+    "run_progress": lambda o: [o["run"].pk], "run_stream": lambda o: [o["run"].pk], "run_audit_json": lambda o: [o["run"].pk],
     "run_audit_csv": lambda o: [o["run"].pk], "workspace_detail": lambda o: [o["pending"].pk],
     "job_detail": lambda o: [o["job"].pk],
 }
@@ -148,12 +159,14 @@ def objects(twin, admin_user, alice, django_user_model):
     job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="true", gpu=1)
     limit = ResourceLimit.objects.create(user=alice, gpu=1, cpu=1, memory_gib=1, storage_gib=1)
     run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    ask = ReclaimAsk.objects.create(namespace="team-a", workspace=ws, resource="nvidia.com/gpu.shared", quota_at_ask=1,
+                                    asked_by_name="root", deadline=timezone.now() + timedelta(days=7))
     assert ProcedureRun.objects.filter(pk=run.pk).exists()
     clients = {"anonymous": Client()}
     for who, user in (("admin", admin_user), ("alice", alice)):
         clients[who] = Client()
         clients[who].force_login(user)
-    return {"pending": pending, "job": job, "limit": limit, "run": run, "clients": clients,
+    return {"pending": pending, "ws": ws, "ask": ask, "job": job, "limit": limit, "run": run, "clients": clients,
             "code": "A", "params": []}
 
 
