@@ -5,6 +5,7 @@ queue (one page is PAGE_SIZE requests; the GPU choices come from one snapshot).
 Run: .venv/bin/python bench/approval_queue.py
 (uses its own SQLite file under /tmp unless DATABASE_URL is set).
 """
+
 import os
 import sys
 import tempfile
@@ -36,10 +37,17 @@ from workspaces.models import WorkspaceRequest  # noqa: E402
 def fill(n: int, users) -> None:
     WorkspaceRequest.objects.all().delete()
     WorkspaceRequest.objects.bulk_create(
-        WorkspaceRequest(name=f"bench-ws-{i:05d}", requester=users[i % len(users)],
-                         requester_name=users[i % len(users)].username, gpu=1 + i % 3, cpu=2, memory_gib=8,
-                         storage_gib=20)
-        for i in range(n))
+        WorkspaceRequest(
+            name=f"bench-ws-{i:05d}",
+            requester=users[i % len(users)],
+            requester_name=users[i % len(users)].username,
+            gpu=1 + i % 3,
+            cpu=2,
+            memory_gib=8,
+            storage_gib=20,
+        )
+        for i in range(n)
+    )
 
 
 def measure(client, url):
@@ -68,8 +76,7 @@ def main():
         for label, url in (("first page", "/workspaces/approvals/"), ("last page", "/workspaces/approvals/?page=last")):
             queries, ms, captured = measure(client, url)
             results[(n, label)] = queries
-            print(f"{n:>5} pending, {label:<10}: {queries} SQL queries, {ms:.0f} ms "
-                  f"(page size {settings.PAGE_SIZE})")
+            print(f"{n:>5} pending, {label:<10}: {queries} SQL queries, {ms:.0f} ms (page size {settings.PAGE_SIZE})")
     counts = set(results.values())
     print("query count constant:", "yes" if len(counts) == 1 else f"NO {results}")
     print("the queries (1,000 pending, last page):")

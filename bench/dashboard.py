@@ -8,6 +8,7 @@ Dashboard request at 50 and 5,000 nodes, peak memory, and the watcher's
 (`manage.py watch_cluster --once` over the twin) time and peak memory. Run: .venv/bin/python bench/dashboard.py
 (uses its own SQLite file under /tmp unless DATABASE_URL is set).
 """
+
 import argparse
 import dataclasses
 import os
@@ -58,8 +59,11 @@ def generate(n_nodes: int, n_pods: int):
     objs, hw = [], []
     manifest = s.device_plugin_manifest(replicas=4)
     for doc in manifest:
-        objs.append(TwinObject(kind=doc["kind"], namespace=doc["metadata"].get("namespace", ""),
-                               name=doc["metadata"]["name"], body=doc))
+        objs.append(
+            TwinObject(
+                kind=doc["kind"], namespace=doc["metadata"].get("namespace", ""), name=doc["metadata"]["name"], body=doc
+            )
+        )
     nodes = []
     for i in range(n_nodes):
         model, mem = MODELS[i % 3]
@@ -71,21 +75,29 @@ def generate(n_nodes: int, n_pods: int):
             extra["capacity"][vocab.GPU] = "8"
             extra["allocatable"][vocab.GPU] = "0"
         name = f"gpu-{i:05d}"
-        node = s.node(name, model=model, sharing=sharing, gpu_count=8, extra_status=extra,
-                      unschedulable=(i % 50 == 0))
+        node = s.node(name, model=model, sharing=sharing, gpu_count=8, extra_status=extra, unschedulable=(i % 50 == 0))
         nodes.append((name, sharing, res))
         objs.append(TwinObject(kind="Node", name=name, body=node))
         hw.append(TwinHardware(node=name, gpus=s.gpus(name, model, 8, mem)))
         comp = "timeslicing" if sharing == "timeslicing" else "default"
-        pod = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": f"nvidia-device-plugin-{comp}-{i:05d}", "namespace": vocab.PLUGIN_NAMESPACE,
-                            "uid": str(uuid.uuid4()),
-                            "labels": {vocab.COMPONENT_LABEL: comp},
-                            "ownerReferences": [{"kind": "DaemonSet", "name": f"nvidia-device-plugin-{comp}"}]},
-               "spec": {"nodeName": name, "containers": [{"name": "p", "image": "plugin"}]},
-               "status": {"phase": "Running"}}
-        objs.append(TwinObject(kind="Pod", namespace=vocab.PLUGIN_NAMESPACE, name=pod["metadata"]["name"], body=pod,
-                               node_name=name))
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"nvidia-device-plugin-{comp}-{i:05d}",
+                "namespace": vocab.PLUGIN_NAMESPACE,
+                "uid": str(uuid.uuid4()),
+                "labels": {vocab.COMPONENT_LABEL: comp},
+                "ownerReferences": [{"kind": "DaemonSet", "name": f"nvidia-device-plugin-{comp}"}],
+            },
+            "spec": {"nodeName": name, "containers": [{"name": "p", "image": "plugin"}]},
+            "status": {"phase": "Running"},
+        }
+        objs.append(
+            TwinObject(
+                kind="Pod", namespace=vocab.PLUGIN_NAMESPACE, name=pod["metadata"]["name"], body=pod, node_name=name
+            )
+        )
     n_ws = max(1, n_nodes // 10)
     for w in range(n_ws):
         ns = f"ws-{w:04d}"
@@ -98,12 +110,21 @@ def generate(n_nodes: int, n_pods: int):
         if p % 10 == 0:
             pod = s.gpu_pod(ns, f"gpu-pod-{p}", name, res, 1)
         else:
-            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"cpu-pod-{p}", "namespace": ns},
-                   "spec": {"nodeName": name, "containers": [{"name": "c", "image": "busybox",
-                                                              "resources": {"requests": {"cpu": "100m"}}}]},
-                   "status": {"phase": "Running"}}
-        objs.append(TwinObject(kind="Pod", namespace=ns, name=pod["metadata"]["name"], body=pod, node_name=name,
-                               holds_gpu=p % 10 == 0))
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"cpu-pod-{p}", "namespace": ns},
+                "spec": {
+                    "nodeName": name,
+                    "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}],
+                },
+                "status": {"phase": "Running"},
+            }
+        objs.append(
+            TwinObject(
+                kind="Pod", namespace=ns, name=pod["metadata"]["name"], body=pod, node_name=name, holds_gpu=p % 10 == 0
+            )
+        )
     TwinObject.objects.bulk_create(objs, batch_size=2000)
     TwinHardware.objects.bulk_create(hw, batch_size=2000)
     TwinState.objects.update_or_create(pk=1, defaults={"version": uuid.uuid4().hex})
@@ -141,16 +162,25 @@ def main():
     # The watcher's own process over this twin (the same list-then-project code as on a real
     # cluster, which the lab cannot hold at this size here): list, project, publish once.
     t = time.perf_counter()
-    subprocess.run([sys.executable, str(REPO / "manage.py"), "watch_cluster", "--once"], cwd=str(REPO), check=True,
-                   stdout=subprocess.DEVNULL, env={**os.environ, "BRICK_CLUSTER": "twin"})
-    print(f"manage.py watch_cluster --once on the twin: {time.perf_counter() - t:.1f} s (process start, list, "
-          f"publish), peak memory (max RSS) {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.0f} MiB")
+    subprocess.run(
+        [sys.executable, str(REPO / "manage.py"), "watch_cluster", "--once"],
+        cwd=str(REPO),
+        check=True,
+        stdout=subprocess.DEVNULL,
+        env={**os.environ, "BRICK_CLUSTER": "twin"},
+    )
+    print(
+        f"manage.py watch_cluster --once on the twin: {time.perf_counter() - t:.1f} s (process start, list, "
+        f"publish), peak memory (max RSS) {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.0f} MiB"
+    )
     gw = TwinGateway()
     snapshot_mod._cache.clear()
     snap_ms = timed(lambda: (snapshot_mod._cache.clear(), snapshot_mod.take_snapshot(gw)), 3)
     snap = snapshot_mod.take_snapshot(gw)
-    print(f"snapshot read (cold, median of 3): {snap_ms:.0f} ms  "
-          f"[{len(snap.nodes)} nodes, {len(snap.gpu_pods)} GPU pods, {len(snap.plugin_pods)} plugin pods]")
+    print(
+        f"snapshot read (cold, median of 3): {snap_ms:.0f} ms  "
+        f"[{len(snap.nodes)} nodes, {len(snap.gpu_pods)} GPU pods, {len(snap.plugin_pods)} plugin pods]"
+    )
     ledger_ms = timed(lambda: ledger.compute(snap), 5)
     print(f"ledger compute (median of 5): {ledger_ms:.0f} ms")
 
@@ -160,16 +190,23 @@ def main():
     view_publish.publish(snap)
     first_publish = (time.perf_counter() - t) * 1000
     unchanged_publish = timed(lambda: view_publish.publish(snap), 3)
-    print(f"publish to the materialised view: {first_publish:.0f} ms first (every row written), "
-          f"{unchanged_publish:.0f} ms again with nothing changed (median of 3)")
+    print(
+        f"publish to the materialised view: {first_publish:.0f} ms first (every row written), "
+        f"{unchanged_publish:.0f} ms again with nothing changed (median of 3)"
+    )
     changes = iter(range(10**6))
 
     def one_node_changed():  # as the watcher hands it over after one node's label changed
         i = next(changes)
         nodes = list(snap.nodes)
         k = (i * 37) % len(nodes)
-        nodes[k] = {**nodes[k], "metadata": {**nodes[k]["metadata"], "labels": {
-            **nodes[k]["metadata"]["labels"], vocab.GPU_PRODUCT_LABEL: f"Bench-{i}"}}}
+        nodes[k] = {
+            **nodes[k],
+            "metadata": {
+                **nodes[k]["metadata"],
+                "labels": {**nodes[k]["metadata"]["labels"], vocab.GPU_PRODUCT_LABEL: f"Bench-{i}"},
+            },
+        }
         view_publish.publish(dataclasses.replace(snap, nodes=nodes))
 
     print(f"publish after one node's label changed (median of 5): {timed(one_node_changed, 5):.0f} ms")
@@ -181,8 +218,9 @@ def main():
         client.get(url)
         pages[url] = timed(lambda url=url: client.get(url), 20)
     print("server time reading the view, median of 20: " + ", ".join(f"{u} {ms:.0f} ms" for u, ms in pages.items()))
-    changed = timed(lambda: (TwinState.objects.update(version=uuid.uuid4().hex), snapshot_mod._cache.clear(),
-                             client.get("/")), 5)
+    changed = timed(
+        lambda: (TwinState.objects.update(version=uuid.uuid4().hex), snapshot_mod._cache.clear(), client.get("/")), 5
+    )
     print(f"Dashboard after a twin change (re-read, publish, read), median of 5: {changed:.0f} ms")
     print(f"SQL queries per Dashboard request: {q50} at 50 nodes, {q5000} at {N_NODES:,} nodes")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -29,6 +29,7 @@ Run: .venv/bin/python bench/faults.py [--kills 20] [--lab] [--seed N] [--pause-m
 Everything lives under a fresh temp dir (own SQLite file, redis-server on a free port,
 worker and beat logs); every process it starts is ended on exit, Ctrl-C included.
 """
+
 import argparse
 import os
 import random
@@ -49,9 +50,16 @@ DB_URL = f"sqlite:///{VAR / 'bench.sqlite3'}"
 DEFAULT_LAB_KUBECONFIG = "/tmp/brickadmin-lab/kubeconfig"
 
 # The measured defaults: nothing inherited from the caller's environment may change them.
-for _name in ("BRICK_RUN_HEARTBEAT_STALE_SECONDS", "BRICK_RUN_AUTO_RESUMES", "BRICK_PROCEDURE_STEP_PAUSE",
-              "BRICK_PROCEDURE_VERIFY_TIMEOUT", "BRICK_PROCEDURE_MAX_ATTEMPTS", "BRICK_PROCEDURE_RETRY_BACKOFF",
-              "DJANGO_SETTINGS_MODULE", "CELERY_TASK_ALWAYS_EAGER"):
+for _name in (
+    "BRICK_RUN_HEARTBEAT_STALE_SECONDS",
+    "BRICK_RUN_AUTO_RESUMES",
+    "BRICK_PROCEDURE_STEP_PAUSE",
+    "BRICK_PROCEDURE_VERIFY_TIMEOUT",
+    "BRICK_PROCEDURE_MAX_ATTEMPTS",
+    "BRICK_PROCEDURE_RETRY_BACKOFF",
+    "DJANGO_SETTINGS_MODULE",
+    "CELERY_TASK_ALWAYS_EAGER",
+):
     os.environ.pop(_name, None)
 
 PROCS: list[subprocess.Popen] = []  # every process this script started (each in its own session)
@@ -103,9 +111,14 @@ def start_redis() -> str:
     if not binary:
         sys.exit("redis-server not found (apt-get install redis-server)")
     port = free_port()
-    PROCS.append(subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                   "--appendonly", "no", "--dir", str(VAR)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+    PROCS.append(
+        subprocess.Popen(
+            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(VAR)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    )
     url = f"redis://127.0.0.1:{port}/0"
     import redis
 
@@ -125,9 +138,17 @@ try:
 except BaseException:
     cleanup()
     raise
-os.environ.update({"BRICK_VAR_DIR": str(VAR), "DATABASE_URL": DB_URL, "REDIS_URL": REDIS_URL,
-                   "DJANGO_SETTINGS_MODULE": "brickadmin.settings", "BRICK_CLUSTER": "twin",
-                   "CELERY_TASK_ALWAYS_EAGER": "0", "LOG_LEVEL": "WARNING"})
+os.environ.update(
+    {
+        "BRICK_VAR_DIR": str(VAR),
+        "DATABASE_URL": DB_URL,
+        "REDIS_URL": REDIS_URL,
+        "DJANGO_SETTINGS_MODULE": "brickadmin.settings",
+        "BRICK_CLUSTER": "twin",
+        "CELERY_TASK_ALWAYS_EAGER": "0",
+        "LOG_LEVEL": "WARNING",
+    }
+)
 for _name in ("PROMETHEUS_URL", "BRICK_KUBECONFIG", "BRICK_IN_CLUSTER"):
     os.environ.pop(_name, None)
 
@@ -180,6 +201,7 @@ def wait_for(predicate, timeout, interval=0.2):
 
 # --- processes ----------------------------------------------------------------------
 
+
 class Fleet:
     """One Celery worker at a time (killed and replaced), and one beat."""
 
@@ -194,8 +216,14 @@ class Fleet:
         LOGS.append(self.log)
 
     def env(self, **extra):
-        env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO",
-               **self.env_extra, **extra}
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "PYTHONUNBUFFERED": "1",
+            "LOG_LEVEL": "INFO",
+            **self.env_extra,
+            **extra,
+        }
         env.pop("DJANGO_SETTINGS_MODULE", None)  # brickadmin/celery.py sets it
         return env
 
@@ -203,21 +231,57 @@ class Fleet:
         if self.beat_in_worker:
             return
         self.beat = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "brickadmin", "beat", "-l", "INFO",
-             "--schedule", str(VAR / "celerybeat-schedule"), "--pidfile", str(VAR / "beat.pid")],
-            cwd=VAR, env=self.env(), stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "brickadmin",
+                "beat",
+                "-l",
+                "INFO",
+                "--schedule",
+                str(VAR / "celerybeat-schedule"),
+                "--pidfile",
+                str(VAR / "beat.pid"),
+            ],
+            cwd=VAR,
+            env=self.env(),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         PROCS.append(self.beat)
 
     def start_worker(self):
         self.n += 1
         self.pause = round(self.rng.uniform(*self.pause_range), 2)
-        cmd = [sys.executable, "-m", "celery", "-A", "brickadmin", "worker", f"--pool={self.pool}",
-               "--concurrency=2" if self.pool == "prefork" else "--concurrency=1",
-               "--without-gossip", "--without-mingle", "-l", "INFO", "-n", f"faults{self.n}@%h"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "brickadmin",
+            "worker",
+            f"--pool={self.pool}",
+            "--concurrency=2" if self.pool == "prefork" else "--concurrency=1",
+            "--without-gossip",
+            "--without-mingle",
+            "-l",
+            "INFO",
+            "-n",
+            f"faults{self.n}@%h",
+        ]
         if self.beat_in_worker:
             cmd += ["--beat", "--schedule", str(VAR / "celerybeat-schedule")]
-        self.worker = subprocess.Popen(cmd, cwd=VAR, env=self.env(BRICK_PROCEDURE_STEP_PAUSE=str(self.pause)),
-                                       stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.worker = subprocess.Popen(
+            cmd,
+            cwd=VAR,
+            env=self.env(BRICK_PROCEDURE_STEP_PAUSE=str(self.pause)),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         PROCS.append(self.worker)
         return self.worker
 
@@ -240,6 +304,7 @@ class Fleet:
 
 
 # --- the twin: targets from the ledger ----------------------------------------------------
+
 
 class TwinTarget:
     name = "twin"
@@ -285,8 +350,10 @@ class TwinTarget:
                 self.valid[code].append((node, params))
             else:
                 refused.append(f"{code} {node or params}: {ProcedureRun.objects.get(pk=run.pk).message[:80]}")
-        print(f"  valid targets on the demo: A {[n for n, _ in self.valid['A']]}, "
-              f"B {[n for n, _ in self.valid['B']]}, C replicas {[p['replicas'] for _, p in self.valid['C']]}")
+        print(
+            f"  valid targets on the demo: A {[n for n, _ in self.valid['A']]}, "
+            f"B {[n for n, _ in self.valid['B']]}, C replicas {[p['replicas'] for _, p in self.valid['C']]}"
+        )
         for why in refused:
             print(f"    not used: {why}")
         if not all(self.valid.values()):
@@ -321,6 +388,7 @@ def target_state(gw, code, node, params) -> str:
 
 
 # --- the lab ------------------------------------------------------------------------------
+
 
 class LabTarget:
     """seed-example on the lab: A on dev-a1-ws04, B on dev-a1-ws02 (fits once A made ws04
@@ -380,16 +448,20 @@ def read_lab_env() -> dict:
     if env.exists():
         for line in env.read_text().splitlines():
             if line.startswith("export ") and "=" in line:
-                k, v = line[len("export "):].split("=", 1)
+                k, v = line[len("export ") :].split("=", 1)
                 out[k.strip()] = v.strip()
     return out
 
 
 # --- one kill ----------------------------------------------------------------------------
 
+
 def run_rows(run_id):
-    return list(StepRun.objects.filter(run_id=run_id).order_by("seq").values_list(
-        "seq", "recorded_at", "step_key", "state", "attempt", "intent", "title"))
+    return list(
+        StepRun.objects.filter(run_id=run_id)
+        .order_by("seq")
+        .values_list("seq", "recorded_at", "step_key", "state", "attempt", "intent", "title")
+    )
 
 
 def dump_rows(run_id, out=sys.stdout):
@@ -406,16 +478,23 @@ def one_kill(fleet, target, index, rng, timeout, claim_timeout):
         fleet.start_worker()
     run = service.start_run(code, node, params, actor_name="bench-faults", source="cli")  # enqueued on commit
     t_start = time.monotonic()
-    claimed = wait_for(lambda: ProcedureRun.objects.filter(pk=run.pk).exclude(status="pending").exists(),
-                       claim_timeout, 0.05)
+    claimed = wait_for(
+        lambda: ProcedureRun.objects.filter(pk=run.pk).exclude(status="pending").exists(), claim_timeout, 0.05
+    )
     if not claimed:
         raise RuntimeError(f"run #{run.pk} was not claimed within {claim_timeout:.0f}s (see {VAR / 'celery.log'})")
     # A random point of the run: the steps take about pause each (plus their own work).
     delay = rng.uniform(0.0, 0.9 * len(steps) * fleet.pause)
     time.sleep(delay)
     status = ProcedureRun.objects.filter(pk=run.pk).values_list("status", flat=True).get()
-    result = {"run": run.pk, "code": code, "target": node or f"replicas {params.get('replicas')}",
-              "delay": delay, "pause": fleet.pause, "killed": False}
+    result = {
+        "run": run.pk,
+        "code": code,
+        "target": node or f"replicas {params.get('replicas')}",
+        "delay": delay,
+        "pause": fleet.pause,
+        "killed": False,
+    }
     if status != "running":
         # Finished before the kill point: no kill for this run (the next run gets one).
         wait_for(lambda: ProcedureRun.objects.filter(pk=run.pk, status__in=TERMINAL).exists(), timeout)
@@ -438,13 +517,24 @@ def one_kill(fleet, target, index, rng, timeout, claim_timeout):
     result["recovery"] = (first_running.recorded_at - kill_at).total_seconds() if first_running else None
     result["recovery_step"] = (first_step.recorded_at - kill_at).total_seconds() if first_step else None
     result["takeover"] = (takeover.recorded_at - kill_at).total_seconds() if takeover else None
-    result["auto_resumes"] = StepRun.objects.filter(run_id=run.pk, step_key=RUN_EVENT,
-                                                    title="Resumed automatically").count()
-    twice = (StepRun.objects.filter(run_id=run.pk, state="succeeded").exclude(step_key=RUN_EVENT)
-             .values("step_key").annotate(n=Count("pk")).filter(n__gt=1))
+    result["auto_resumes"] = StepRun.objects.filter(
+        run_id=run.pk, step_key=RUN_EVENT, title="Resumed automatically"
+    ).count()
+    twice = (
+        StepRun.objects.filter(run_id=run.pk, state="succeeded")
+        .exclude(step_key=RUN_EVENT)
+        .values("step_key")
+        .annotate(n=Count("pk"))
+        .filter(n__gt=1)
+    )
     result["succeeded_twice"] = [(x["step_key"], x["n"]) for x in twice]
-    sent_twice = (StepRun.objects.filter(run_id=run.pk, sent__isnull=False).exclude(step_key=RUN_EVENT)
-                  .values("step_key").annotate(n=Count("pk")).filter(n__gt=1))
+    sent_twice = (
+        StepRun.objects.filter(run_id=run.pk, sent__isnull=False)
+        .exclude(step_key=RUN_EVENT)
+        .values("step_key")
+        .annotate(n=Count("pk"))
+        .filter(n__gt=1)
+    )
     result["sent_twice"] = [(x["step_key"], x["n"]) for x in sent_twice]
     result["state_problem"] = target.check(code, node, params) if run.status == "succeeded" else ""
     result["elapsed"] = time.monotonic() - t_start
@@ -464,22 +554,30 @@ def campaign(fleet, target, kills, rng, timeout, claim_timeout, max_runs):
         index += 1
         results.append(r)
         if not r["killed"]:
-            print(f"  run #{r['run']:<4} {r['code']} {r['target']:<14} finished ({r['status']}) before the kill "
-                  f"point {r['delay']:.1f}s; no kill", flush=True)
+            print(
+                f"  run #{r['run']:<4} {r['code']} {r['target']:<14} finished ({r['status']}) before the kill "
+                f"point {r['delay']:.1f}s; no kill",
+                flush=True,
+            )
             if r["status"] != "succeeded":
                 dump_rows(r["run"])
             continue
         killed += 1
         if r["status"] not in TERMINAL:
-            print(f"  run #{r['run']} is still {r['status']} {r.get('message')!r} {timeout:.0f}s after the kill: "
-                  f"stopping here (the next run could not start cleanly)")
+            print(
+                f"  run #{r['run']} is still {r['status']} {r.get('message')!r} {timeout:.0f}s after the kill: "
+                f"stopping here (the next run could not start cleanly)"
+            )
             dump_rows(r["run"])
             break
         flag = "" if r["status"] == "succeeded" and not r["succeeded_twice"] else "  <-- !"
-        print(f"  kill {killed:>2}: run #{r['run']:<4} {r['code']} {r['target']:<14} pause {r['pause']:.2f}s, "
-              f"killed {r['delay']:.1f}s after the claim in {r['at_step']} [{r['at_state']}]; "
-              f"taken over {fmt(r['takeover'])}, recovery {fmt(r['recovery'])} (step {fmt(r['recovery_step'])}); "
-              f"{r['status']} {fmt(r['finished_after_kill'])} after the kill{flag}", flush=True)
+        print(
+            f"  kill {killed:>2}: run #{r['run']:<4} {r['code']} {r['target']:<14} pause {r['pause']:.2f}s, "
+            f"killed {r['delay']:.1f}s after the claim in {r['at_step']} [{r['at_state']}]; "
+            f"taken over {fmt(r['takeover'])}, recovery {fmt(r['recovery'])} (step {fmt(r['recovery_step'])}); "
+            f"{r['status']} {fmt(r['finished_after_kill'])} after the kill{flag}",
+            flush=True,
+        )
         if flag or r["state_problem"]:
             print(f"    message: {r.get('message')!r}; target state: {r['state_problem'] or 'ok'}")
             dump_rows(r["run"])
@@ -497,23 +595,35 @@ def summarize(label, results, timeout):
     take = [r["takeover"] for r in killed if r["takeover"] is not None]
     no_rec = [r["run"] for r in killed if r["recovery"] is None]
     print(f"\n{label}:")
-    print(f"  runs: {len(results)}  kills: {len(killed)}  (runs that finished before their kill point: "
-          f"{len(results) - len(killed)})")
-    print(f"  lost runs (not succeeded within {timeout:.0f}s of the kill): {len(lost)}"
-          + (f"  {[(r['run'], r['status']) for r in lost]}" if lost else ""))
+    print(
+        f"  runs: {len(results)}  kills: {len(killed)}  (runs that finished before their kill point: "
+        f"{len(results) - len(killed)})"
+    )
+    print(
+        f"  lost runs (not succeeded within {timeout:.0f}s of the kill): {len(lost)}"
+        + (f"  {[(r['run'], r['status']) for r in lost]}" if lost else "")
+    )
     print(f"  steps that succeeded twice in one run: {len(twice)}" + (f"  {twice}" if twice else ""))
-    print(f"  steps whose change was sent twice in one run: {len(sent_twice)}" + (f"  {sent_twice}" if sent_twice else ""))
+    print(
+        f"  steps whose change was sent twice in one run: {len(sent_twice)}" + (f"  {sent_twice}" if sent_twice else "")
+    )
     print(f"  runs whose cluster is not in the target state: {len(wrong)}" + (f"  {wrong}" if wrong else ""))
     if rec:
-        print(f"  recovery (kill -> next 'running' row, intent NULL): median {statistics.median(rec):.1f}s, "
-              f"p95 {pct(rec, 95):.1f}s, max {max(rec):.1f}s, min {min(rec):.1f}s  (target p95 < 15 s)"
-              + ("" if pct(rec, 95) < 15 else "  <-- above target"))
+        print(
+            f"  recovery (kill -> next 'running' row, intent NULL): median {statistics.median(rec):.1f}s, "
+            f"p95 {pct(rec, 95):.1f}s, max {max(rec):.1f}s, min {min(rec):.1f}s  (target p95 < 15 s)"
+            + ("" if pct(rec, 95) < 15 else "  <-- above target")
+        )
     if rec_step:
-        print(f"  kill -> the interrupted step running again: median {statistics.median(rec_step):.1f}s, "
-              f"p95 {pct(rec_step, 95):.1f}s")
+        print(
+            f"  kill -> the interrupted step running again: median {statistics.median(rec_step):.1f}s, "
+            f"p95 {pct(rec_step, 95):.1f}s"
+        )
     if take:
-        print(f"  kill -> 'Resumed automatically' (take-over): median {statistics.median(take):.1f}s, "
-              f"p95 {pct(take, 95):.1f}s; runs taken over: {len(take)} of {len(killed)}")
+        print(
+            f"  kill -> 'Resumed automatically' (take-over): median {statistics.median(take):.1f}s, "
+            f"p95 {pct(take, 95):.1f}s; runs taken over: {len(take)} of {len(killed)}"
+        )
     if no_rec:
         print(f"  kills with no 'running' row after them: {no_rec}")
     return {"lost": len(lost), "twice": len(twice), "p95": pct(rec, 95) if rec else None}
@@ -522,17 +632,21 @@ def summarize(label, results, timeout):
 def print_settings(args, pool):
     sched = settings.CELERY_BEAT_SCHEDULE["reap-stale-runs"]
     print("settings (defaults, not shortened):")
-    print(f"  BRICK_RUN_HEARTBEAT_STALE_SECONDS={settings.BRICK_RUN_HEARTBEAT_STALE_SECONDS} "
-          f"(heartbeat every {max(0.5, settings.BRICK_RUN_HEARTBEAT_STALE_SECONDS / 4):g}s), "
-          f"reaper {sched['task']} every {sched['schedule']:g}s (CELERY_BEAT_SCHEDULE), "
-          f"BRICK_RUN_AUTO_RESUMES={settings.BRICK_RUN_AUTO_RESUMES}, "
-          f"broker visibility_timeout={settings.CELERY_BROKER_TRANSPORT_OPTIONS.get('visibility_timeout')}s, "
-          f"acks_late={settings.CELERY_TASK_ACKS_LATE}, "
-          f"reject_on_worker_lost={settings.CELERY_TASK_REJECT_ON_WORKER_LOST}")
-    print(f"  bench: BRICK_PROCEDURE_STEP_PAUSE uniform {args.pause_min:g}-{args.pause_max:g}s per worker, "
-          f"worker pool {pool}, beat {'inside the worker (--beat)' if args.beat_in_worker else 'its own process'}, "
-          f"seed {args.seed}, database {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}, "
-          f"Redis {REDIS_URL}, logs in {VAR}")
+    print(
+        f"  BRICK_RUN_HEARTBEAT_STALE_SECONDS={settings.BRICK_RUN_HEARTBEAT_STALE_SECONDS} "
+        f"(heartbeat every {max(0.5, settings.BRICK_RUN_HEARTBEAT_STALE_SECONDS / 4):g}s), "
+        f"reaper {sched['task']} every {sched['schedule']:g}s (CELERY_BEAT_SCHEDULE), "
+        f"BRICK_RUN_AUTO_RESUMES={settings.BRICK_RUN_AUTO_RESUMES}, "
+        f"broker visibility_timeout={settings.CELERY_BROKER_TRANSPORT_OPTIONS.get('visibility_timeout')}s, "
+        f"acks_late={settings.CELERY_TASK_ACKS_LATE}, "
+        f"reject_on_worker_lost={settings.CELERY_TASK_REJECT_ON_WORKER_LOST}"
+    )
+    print(
+        f"  bench: BRICK_PROCEDURE_STEP_PAUSE uniform {args.pause_min:g}-{args.pause_max:g}s per worker, "
+        f"worker pool {pool}, beat {'inside the worker (--beat)' if args.beat_in_worker else 'its own process'}, "
+        f"seed {args.seed}, database {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}, "
+        f"Redis {REDIS_URL}, logs in {VAR}"
+    )
 
 
 def main():
@@ -543,18 +657,27 @@ def main():
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--pause-min", type=float, default=0.5)
     parser.add_argument("--pause-max", type=float, default=1.0)
-    parser.add_argument("--pool", choices=("prefork", "solo"), default="prefork",
-                        help="worker pool (deploy/chart worker: prefork, concurrency 2)")
-    parser.add_argument("--beat-in-worker", action="store_true",
-                        help="run beat inside the worker (killed with it) instead of as its own process")
+    parser.add_argument(
+        "--pool",
+        choices=("prefork", "solo"),
+        default="prefork",
+        help="worker pool (deploy/chart worker: prefork, concurrency 2)",
+    )
+    parser.add_argument(
+        "--beat-in-worker",
+        action="store_true",
+        help="run beat inside the worker (killed with it) instead of as its own process",
+    )
     parser.add_argument("--timeout", type=float, default=120, help="seconds after a kill for the run to succeed")
     args = parser.parse_args()
     args.seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
     rng = random.Random(args.seed)
 
     call_command("migrate", verbosity=0)
-    print(f"bench/faults.py: {args.kills} SIGKILLs of the Celery worker across procedures A, B, C on the twin "
-          f"(demo){' + lab' if args.lab else ''}")
+    print(
+        f"bench/faults.py: {args.kills} SIGKILLs of the Celery worker across procedures A, B, C on the twin "
+        f"(demo){' + lab' if args.lab else ''}"
+    )
     print_settings(args, args.pool)
     outcome = []
     fleet = Fleet(rng, (args.pause_min, args.pause_max), args.pool, args.beat_in_worker)
@@ -592,8 +715,15 @@ def main():
                     lab_fleet.start_beat()
                     try:
                         print(f"\nlab ({kubeconfig}, seed-example):", flush=True)
-                        results = campaign(lab_fleet, LabTarget(kubeconfig, lab_env), args.lab_kills, rng,
-                                           max(args.timeout, 600), 180, max_runs=args.lab_kills * 3)
+                        results = campaign(
+                            lab_fleet,
+                            LabTarget(kubeconfig, lab_env),
+                            args.lab_kills,
+                            rng,
+                            max(args.timeout, 600),
+                            180,
+                            max_runs=args.lab_kills * 3,
+                        )
                         outcome.append(summarize(f"lab, {args.lab_kills} kills", results, max(args.timeout, 600)))
                     finally:
                         lab_fleet.stop_all()
@@ -604,9 +734,14 @@ def main():
     finally:
         fleet.stop_all()
     bad = any(o["lost"] or o["twice"] for o in outcome)
-    print("\nresult:", "FAIL (a lost run or a step succeeded twice)" if bad else "ok: no lost run, no step "
-          "succeeded twice" + ("" if all(o["p95"] is not None and o["p95"] < 15 for o in outcome)
-                               else "; recovery p95 above 15 s"))
+    print(
+        "\nresult:",
+        "FAIL (a lost run or a step succeeded twice)"
+        if bad
+        else "ok: no lost run, no step "
+        "succeeded twice"
+        + ("" if all(o["p95"] is not None and o["p95"] < 15 for o in outcome) else "; recovery p95 above 15 s"),
+    )
     return 1 if bad else 0
 
 

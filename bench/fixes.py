@@ -6,6 +6,7 @@ do": it must write nothing). Also the Health page's SQL queries with every Fix l
 Run: .venv/bin/python bench/fixes.py
 (uses its own SQLite file under /tmp unless DATABASE_URL is set).
 """
+
 import os
 import sys
 import tempfile
@@ -85,8 +86,10 @@ def main():
         again_ms = (time.perf_counter() - t0) * 1000
         again.refresh_from_db()
         again_writes = TwinEvent.objects.count() - writes
-        print(f"{kind:<26} {subject:<14} {plan_ms:>8.1f} {run_ms:>8.1f} {run_writes:>6} {again_ms:>8.1f} "
-              f"{again_writes:>6}   {run.message[:30]} / {again.message[:30]}")
+        print(
+            f"{kind:<26} {subject:<14} {plan_ms:>8.1f} {run_ms:>8.1f} {run_writes:>6} {again_ms:>8.1f} "
+            f"{again_writes:>6}   {run.message[:30]} / {again.message[:30]}"
+        )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ cost Prometheus.
 
 Run: .venv/bin/python bench/pictures.py [--gpus 400]
 """
+
 import argparse
 import importlib.util
 import json
@@ -49,17 +50,46 @@ from gpus.ledger import node_from_dict  # noqa: E402
 
 
 def big_node():
-    pods = [{"metadata": {"name": f"nb-{i:03d}", "namespace": f"ws-{i % 40:02d}",
-                          "creationTimestamp": f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}Z"},
-             "spec": {"nodeName": "big", "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu.shared": "1"}}}]},
-             "status": {"phase": "Running" if i % 7 else "Pending"}} for i in range(128)]
-    return node_from_dict({
-        "name": "big", "model": "NVIDIA H100", "convention": "brick", "mode": "timeslicing", "sharing_label": "timeslicing",
-        "replicas": 16, "configured_replicas": 16, "ready": True, "cordoned": False, "tainted": False,
-        "plugin_state": "running", "resources": [["nvidia.com/gpu.shared", "shared", 128, 128, 128, False]],
-        "raw_devices": [{"uuid": f"GPU-{i}", "model": "NVIDIA H100"} for i in range(8)], "in_use": [],
-        "physical": 8, "physical_used": 8, "physical_source": "twin", "labels": {}, "raw_taints": [],
-        "raw_pods": pods, "raw_plugin_pods": []})
+    pods = [
+        {
+            "metadata": {
+                "name": f"nb-{i:03d}",
+                "namespace": f"ws-{i % 40:02d}",
+                "creationTimestamp": f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}Z",
+            },
+            "spec": {
+                "nodeName": "big",
+                "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu.shared": "1"}}}],
+            },
+            "status": {"phase": "Running" if i % 7 else "Pending"},
+        }
+        for i in range(128)
+    ]
+    return node_from_dict(
+        {
+            "name": "big",
+            "model": "NVIDIA H100",
+            "convention": "brick",
+            "mode": "timeslicing",
+            "sharing_label": "timeslicing",
+            "replicas": 16,
+            "configured_replicas": 16,
+            "ready": True,
+            "cordoned": False,
+            "tainted": False,
+            "plugin_state": "running",
+            "resources": [["nvidia.com/gpu.shared", "shared", 128, 128, 128, False]],
+            "raw_devices": [{"uuid": f"GPU-{i}", "model": "NVIDIA H100"} for i in range(8)],
+            "in_use": [],
+            "physical": 8,
+            "physical_used": 8,
+            "physical_source": "twin",
+            "labels": {},
+            "raw_taints": [],
+            "raw_pods": pods,
+            "raw_plugin_pods": [],
+        }
+    )
 
 
 def bench_map():
@@ -70,8 +100,10 @@ def bench_map():
         m = gpumap.node_map(node)
         svg = "".join(pictures.gpu_tile(t.title, [s.as_dict() for s in t.slots]) for t in m.tiles)
         times.append(time.perf_counter() - t0)
-    print(f"GPU map, 8 GPUs x 16 slots, 128 pods: {statistics.median(times) * 1000:.2f} ms "
-          f"(median of 200), {len(svg) / 1024:.0f} KiB of SVG")
+    print(
+        f"GPU map, 8 GPUs x 16 slots, 128 pods: {statistics.median(times) * 1000:.2f} ms "
+        f"(median of 200), {len(svg) / 1024:.0f} KiB of SVG"
+    )
 
 
 def free_port():
@@ -86,13 +118,28 @@ def backfill(tmp: Path, gpus: int, now: float) -> None:
     spec.loader.exec_module(gpusim)
     sim = gpusim.Simulator(api=None, hardware_path=Path("/nonexistent"), state_path=None, interval=1)
     nodes = max(1, gpus // 4)
-    sim.hardware = {f"node-{n:04d}": [{"uuid": f"GPU-{n}-{i}", "model": "NVIDIA A100", "memoryMiB": 40960}
-                                      for i in range(4)] for n in range(nodes)}
+    sim.hardware = {
+        f"node-{n:04d}": [{"uuid": f"GPU-{n}-{i}", "model": "NVIDIA A100", "memoryMiB": 40960} for i in range(4)]
+        for n in range(nodes)
+    }
     sim.advertised = {name: {"nvidia.com/gpu": 4} for name in sim.hardware}
-    sim.pods = [{"metadata": {"name": f"p-{n}-{i}", "namespace": f"ws-{n % 50:02d}", "uid": f"{n}-{i}",
-                              "creationTimestamp": "2026-01-01T00:00:00Z"},
-                 "spec": {"nodeName": f"node-{n:04d}", "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
-                 "status": {"phase": "Running"}} for n in range(nodes) for i in range(2)]
+    sim.pods = [
+        {
+            "metadata": {
+                "name": f"p-{n}-{i}",
+                "namespace": f"ws-{n % 50:02d}",
+                "uid": f"{n}-{i}",
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+            },
+            "spec": {
+                "nodeName": f"node-{n:04d}",
+                "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            },
+            "status": {"phase": "Running"},
+        }
+        for n in range(nodes)
+        for i in range(2)
+    ]
     series: dict[str, list[str]] = {}
     labels: dict[str, list[str]] = {}
     for t in range(int(now - 86400), int(now), 30):
@@ -110,8 +157,11 @@ def backfill(tmp: Path, gpus: int, now: float) -> None:
             for lines in rows.values():
                 f.write("\n".join(lines) + "\n")
         f.write("# EOF\n")
-    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(tmp / "data.om"), str(tmp / "data")],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(tmp / "data.om"), str(tmp / "data")],
+        check=True,
+        capture_output=True,
+    )
     print(f"backfilled {len(series)} DCGM series (4 GPUs per node, 2 of them busy), a day at 30 s")
 
 
@@ -126,8 +176,16 @@ def bench_queries(gpus: int):
     print(f"  (backfill took {time.perf_counter() - t0:.1f} s)")
     port = free_port()
     (tmp / "prometheus.yml").write_text("global: {scrape_interval: 15s}\nscrape_configs: []\n")
-    proc = subprocess.Popen(["prometheus", f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            "prometheus",
+            f"--config.file={tmp / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     settings.PROMETHEUS_URL = url
     try:
@@ -140,11 +198,23 @@ def bench_queries(gpus: int):
                 pass
             time.sleep(0.5)
         print(f"{'scope':<10} {'range':<6} {'points':>6} {'samples read':>13} {'server ms':>10}")
-        for scope, subject in (("cluster", ""), ("node", "node-0001"), ("workspace", "ws-07"), ("type", "nvidia.com/gpu")):
+        for scope, subject in (
+            ("cluster", ""),
+            ("node", "node-0001"),
+            ("workspace", "ws-07"),
+            ("type", "nvidia.com/gpu"),
+        ):
             for range_key in ("hour", "day", "week"):
                 start, end, step = metrics.window(range_key, now)
-                q = urllib.parse.urlencode({"query": metrics.utilisation_query(scope, subject), "start": start, "end": end,
-                                            "step": step, "stats": "all"})
+                q = urllib.parse.urlencode(
+                    {
+                        "query": metrics.utilisation_query(scope, subject),
+                        "start": start,
+                        "end": end,
+                        "step": step,
+                        "stats": "all",
+                    }
+                )
                 times, samples, points = [], 0, 0
                 for _ in range(5):
                     t0 = time.perf_counter()
@@ -178,16 +248,28 @@ def bench_pages():
     admin = User.objects.create_user("bench-admin", is_staff=True)
     user = User.objects.create_user("bench-user")
     WorkspaceRequest.objects.filter(name="bench-ws").delete()
-    WorkspaceRequest.objects.create(name="bench-ws", requester=user, requester_name="bench-user", gpu=1, cpu=1,
-                                    memory_gib=1, storage_gib=1, status=WorkspaceRequest.Status.APPROVED)
+    WorkspaceRequest.objects.create(
+        name="bench-ws",
+        requester=user,
+        requester_name="bench-user",
+        gpu=1,
+        cpu=1,
+        memory_gib=1,
+        storage_gib=1,
+        status=WorkspaceRequest.Status.APPROVED,
+    )
     client = Client(HTTP_HOST="localhost")
     print(f"{'scenario':<13} {'page':<28} {'SQL':>4} {'server ms':>10}")
     for scenario, node in (("seed-example", "dev-a1-ws02"), ("demo", "gpu-a100-04")):
         objects, hardware, plugin_configs = scenarios.read(scenario)
         TwinGateway().load(objects, hardware, plugin_configs)
-        for who, url in (("admin", "/"), ("admin", "/availability/"), ("admin", f"/nodes/{node}/"),
-                         ("admin", "/charts/utilisation/cluster/?range=day"),
-                         ("user", "/charts/utilisation/workspace/?of=bench-ws&range=day")):
+        for who, url in (
+            ("admin", "/"),
+            ("admin", "/availability/"),
+            ("admin", f"/nodes/{node}/"),
+            ("admin", "/charts/utilisation/cluster/?range=day"),
+            ("user", "/charts/utilisation/workspace/?of=bench-ws&range=day"),
+        ):
             client.force_login(admin if who == "admin" else user)
             client.get(url)  # warm: the view brought up to date, templates
             times = []
@@ -197,7 +279,9 @@ def bench_pages():
                     r = client.get(url)
                     times.append(time.perf_counter() - t0)
                 assert r.status_code == 200, (url, r.status_code)
-            print(f"{scenario:<13} {url[:28]:<28} {len(ctx.captured_queries):>4} {statistics.median(times) * 1000:>10.1f}")
+            print(
+                f"{scenario:<13} {url[:28]:<28} {len(ctx.captured_queries):>4} {statistics.median(times) * 1000:>10.1f}"
+            )
     User.objects.filter(username__startswith="bench-").delete()
 
 

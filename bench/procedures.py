@@ -14,6 +14,7 @@ Run: .venv/bin/python bench/procedures.py [--runs N] [--browser-runs N] [--no-br
 (own SQLite file under a temp dir unless DATABASE_URL is set; starts its own redis-server
 unless REDIS_URL is set.)
 """
+
 import argparse
 import os
 import shutil
@@ -71,6 +72,7 @@ def load(name="seed-example"):
 
 # --- 1. engine overhead -----------------------------------------------------------
 
+
 def engine_overhead(runs: int):
     step_time = {"t": 0.0}
 
@@ -81,6 +83,7 @@ def engine_overhead(runs: int):
                 return fn(self, ctx)
             finally:
                 step_time["t"] += time.perf_counter() - t0
+
         return wrapper
 
     classes = set()
@@ -105,10 +108,11 @@ def engine_overhead(runs: int):
         executed = len(engine.get_procedure(code).steps({}))
         per_step.append((total - step_time["t"]) / executed * 1000)
         totals.append(total * 1000)
-    print(f"engine overhead per step ({runs} runs of A/B, {executed} steps each, twin, "
-          f"{django.db.connection.vendor}):")
-    print(f"  median {statistics.median(per_step):.1f} ms, p95 {pct(per_step, 95):.1f} ms "
-          f"(whole run median {statistics.median(totals):.0f} ms, steps' own work excluded)")
+    print(f"engine overhead per step ({runs} runs of A/B, {executed} steps each, twin, {django.db.connection.vendor}):")
+    print(
+        f"  median {statistics.median(per_step):.1f} ms, p95 {pct(per_step, 95):.1f} ms "
+        f"(whole run median {statistics.median(totals):.0f} ms, steps' own work excluded)"
+    )
     return per_step
 
 
@@ -134,8 +138,20 @@ OBSERVER = """
 def web_command(server: str, port: int) -> list[str]:
     if server == "runserver":
         return [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"]
-    return [sys.executable, "-m", "gunicorn", "brickadmin.asgi:application", "-k", "uvicorn_worker.UvicornWorker",
-            "--bind", f"127.0.0.1:{port}", "--workers", "1", "--access-logfile", "-"]
+    return [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "brickadmin.asgi:application",
+        "-k",
+        "uvicorn_worker.UvicornWorker",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        "1",
+        "--access-logfile",
+        "-",
+    ]
 
 
 def browser_latency(runs: int, pause: float, server: str = "gunicorn"):
@@ -147,9 +163,24 @@ def browser_latency(runs: int, pause: float, server: str = "gunicorn"):
     redis_url = os.environ.get("REDIS_URL")
     if not redis_url:
         port = free_port()
-        procs.append(subprocess.Popen([shutil.which("redis-server"), "--port", str(port), "--save", "",
-                                       "--appendonly", "no", "--dir", str(VAR)],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    shutil.which("redis-server"),
+                    "--port",
+                    str(port),
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    str(VAR),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
         redis_url = f"redis://127.0.0.1:{port}/0"
         time.sleep(0.5)
     from brickadmin.celery import app
@@ -160,11 +191,38 @@ def browser_latency(runs: int, pause: float, server: str = "gunicorn"):
     env = {**os.environ, "REDIS_URL": redis_url, "BRICK_PROCEDURE_STEP_PAUSE": str(pause)}
     web_port = free_port()
     log = open(VAR / "bench-procs.log", "ab")
-    procs.append(subprocess.Popen(web_command(server, web_port),
-                                  cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-    procs.append(subprocess.Popen([sys.executable, "-m", "celery", "-A", "brickadmin", "worker", "--pool=solo",
-                                   "--without-gossip", "--without-mingle", "-l", "WARNING"],
-                                  cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+    procs.append(
+        subprocess.Popen(
+            web_command(server, web_port),
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    )
+    procs.append(
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "brickadmin",
+                "worker",
+                "--pool=solo",
+                "--without-gossip",
+                "--without-mingle",
+                "-l",
+                "WARNING",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    )
     base_url = f"http://127.0.0.1:{web_port}"
     latencies = []
     try:
@@ -213,13 +271,20 @@ def browser_latency(runs: int, pause: float, server: str = "gunicorn"):
         log.close()
     from django.conf import settings
 
-    how = (f"a poll every {settings.BRICK_RUN_STREAM_POLL_MS} ms" if django.db.connection.vendor == "sqlite"
-           else "LISTEN/NOTIFY")
-    print(f"commit-to-browser latency (Chromium, Server-Sent Events served by {server}, {how} on "
-          f"{django.db.connection.vendor}, {runs} runs of A, {len(latencies)} step events that arrived after "
-          f"the page loaded):")
-    print(f"  median {statistics.median(latencies):.0f} ms, p95 {pct(latencies, 95):.0f} ms, "
-          f"max {max(latencies):.0f} ms  (target p95 < 100 ms)")
+    how = (
+        f"a poll every {settings.BRICK_RUN_STREAM_POLL_MS} ms"
+        if django.db.connection.vendor == "sqlite"
+        else "LISTEN/NOTIFY"
+    )
+    print(
+        f"commit-to-browser latency (Chromium, Server-Sent Events served by {server}, {how} on "
+        f"{django.db.connection.vendor}, {runs} runs of A, {len(latencies)} step events that arrived after "
+        f"the page loaded):"
+    )
+    print(
+        f"  median {statistics.median(latencies):.0f} ms, p95 {pct(latencies, 95):.0f} ms, "
+        f"max {max(latencies):.0f} ms  (target p95 < 100 ms)"
+    )
     return latencies
 
 
@@ -229,8 +294,12 @@ def main():
     parser.add_argument("--browser-runs", type=int, default=3)
     parser.add_argument("--pause", type=float, default=0.3, help="seconds each step pauses (worker)")
     parser.add_argument("--no-browser", action="store_true")
-    parser.add_argument("--server", choices=("gunicorn", "runserver"), default="gunicorn",
-                        help="the web process: gunicorn with uvicorn workers (ASGI, as deployed) or runserver")
+    parser.add_argument(
+        "--server",
+        choices=("gunicorn", "runserver"),
+        default="gunicorn",
+        help="the web process: gunicorn with uvicorn workers (ASGI, as deployed) or runserver",
+    )
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     User = get_user_model()

@@ -48,6 +48,7 @@ goes down whole); processes it starts are stopped. It waits for lab/ci.sh and be
 finish, takes lab/lablock.py's lock, and brings the lab up (and down at the end) only when no
 lab is running. Creation time is printed but is not the measured figure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -96,6 +97,7 @@ def pct(values, q):
 # `scale.py --first URL` (a new process timing its first request). Both read the same
 # database as the watcher.
 
+
 def _django():
     sys.path.insert(0, str(REPO))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "brickadmin.settings")
@@ -116,8 +118,9 @@ def _django():
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    admin, _ = get_user_model().objects.get_or_create(username="bench-scale", defaults={"is_staff": True,
-                                                                                       "is_superuser": True})
+    admin, _ = get_user_model().objects.get_or_create(
+        username="bench-scale", defaults={"is_staff": True, "is_superuser": True}
+    )
     client = Client(HTTP_HOST="localhost")
     client.force_login(admin)
     return client, counter
@@ -132,8 +135,13 @@ def _get(client, counter, url):
         t = time.perf_counter()
         r = client.get(url)
         ms = (time.perf_counter() - t) * 1000
-    return {"ms": ms, "status": r.status_code, "queries": len(ctx.captured_queries), "api": counter["n"] - n0,
-            "body": r.content.decode(errors="replace") if r.status_code == 200 else ""}
+    return {
+        "ms": ms,
+        "status": r.status_code,
+        "queries": len(ctx.captured_queries),
+        "api": counter["n"] - n0,
+        "body": r.content.decode(errors="replace") if r.status_code == 200 else "",
+    }
 
 
 def view_state() -> dict:
@@ -142,11 +150,18 @@ def view_state() -> dict:
     st = ViewState.objects.filter(pk=1).first()
     if st is None or not st.generation:
         return {"generation": 0}
-    return {"generation": st.generation, "as_of": str(st.as_of), "watcher_status": st.watcher_status,
-            "nodes": ViewNode.objects.count(), "gpu_nodes": ViewNode.objects.filter(is_gpu=True).count(),
-            "resources": {r.resource: {"logical": r.logical, "allocated": r.allocated, "requested": r.requested}
-                          for r in ViewResourceRow.objects.filter(generation=st.generation)},
-            "totals": st.totals}
+    return {
+        "generation": st.generation,
+        "as_of": str(st.as_of),
+        "watcher_status": st.watcher_status,
+        "nodes": ViewNode.objects.count(),
+        "gpu_nodes": ViewNode.objects.filter(is_gpu=True).count(),
+        "resources": {
+            r.resource: {"logical": r.logical, "allocated": r.allocated, "requested": r.requested}
+            for r in ViewResourceRow.objects.filter(generation=st.generation)
+        },
+        "totals": st.totals,
+    }
 
 
 def worker_main() -> int:
@@ -178,19 +193,26 @@ def _worker_cmd(client, counter, cmd) -> dict:
         for url in cmd["urls"]:
             first = _get(client, counter, url)
             runs = [_get(client, counter, url) for _ in range(cmd["n"])]
-            res[url] = {"median_ms": statistics.median(r["ms"] for r in runs),
-                        "p95_ms": pct([r["ms"] for r in runs], 0.95),
-                        "statuses": sorted({r["status"] for r in runs} | {first["status"]}),
-                        "queries": sorted({r["queries"] for r in runs}),
-                        "api_calls": sum(r["api"] for r in runs), "warmup_api_calls": first["api"],
-                        "bytes": len(runs[-1]["body"])}
+            res[url] = {
+                "median_ms": statistics.median(r["ms"] for r in runs),
+                "p95_ms": pct([r["ms"] for r in runs], 0.95),
+                "statuses": sorted({r["status"] for r in runs} | {first["status"]}),
+                "queries": sorted({r["queries"] for r in runs}),
+                "api_calls": sum(r["api"] for r in runs),
+                "warmup_api_calls": first["api"],
+                "bytes": len(runs[-1]["body"]),
+            }
         return res
     if c == "views":
         n0, p0 = counter["n"], len(counter["paths"])
         t = time.perf_counter()
         statuses = [client.get(cmd["url"]).status_code for _ in range(cmd["n"])]
-        return {"elapsed": time.perf_counter() - t, "statuses": sorted(set(statuses)),
-                "api_calls": counter["n"] - n0, "paths": counter["paths"][p0:]}
+        return {
+            "elapsed": time.perf_counter() - t,
+            "statuses": sorted(set(statuses)),
+            "api_calls": counter["n"] - n0,
+            "paths": counter["paths"][p0:],
+        }
     if c == "wait_text":  # poll the pages until each shows its text; the wall clock when it did
         found, polls = {}, 0
         deadline = time.time() + cmd["timeout"]
@@ -248,19 +270,31 @@ class Api:
             s = requests.Session()
             s.verify = self.ca
             s.trust_env = False  # REQUESTS_CA_BUNDLE / proxies from the environment would override the lab's CA
-            s.headers.update({"Authorization": f"Bearer {self.token}", "Accept": "application/json",
-                              "User-Agent": "brickadmin-bench-scale"})
+            s.headers.update(
+                {
+                    "Authorization": f"Bearer {self.token}",
+                    "Accept": "application/json",
+                    "User-Agent": "brickadmin-bench-scale",
+                }
+            )
             s.mount("https://", HTTPAdapter(pool_connections=2, pool_maxsize=4))
             self._local.s = s
         return s
 
-    def req(self, method, path, body=None, ok=(200, 201, 202), ctype="application/json", params=None,
-            raw=False, timeout=120):
+    def req(
+        self, method, path, body=None, ok=(200, 201, 202), ctype="application/json", params=None, raw=False, timeout=120
+    ):
         data = json.dumps(body) if body is not None and not isinstance(body, str) else body
         for attempt in range(8):
             try:
-                r = self.session().request(method, self.server + path, data=data, params=params, timeout=timeout,
-                                           headers={"Content-Type": ctype} if data is not None else None)
+                r = self.session().request(
+                    method,
+                    self.server + path,
+                    data=data,
+                    params=params,
+                    timeout=timeout,
+                    headers={"Content-Type": ctype} if data is not None else None,
+                )
             except Exception:  # connection reset under load: retry
                 if attempt == 7:
                     raise
@@ -344,9 +378,13 @@ class Bench:
         while True:
             busy = []
             for pat in ("lab/ci.sh", "bench/faults.py"):
-                pids = [p for p in subprocess.run(["pgrep", "-f", pat], capture_output=True, text=True,
-                                                  check=False).stdout.split()
-                        if int(p) != os.getpid()]
+                pids = [
+                    p
+                    for p in subprocess.run(
+                        ["pgrep", "-f", pat], capture_output=True, text=True, check=False
+                    ).stdout.split()
+                    if int(p) != os.getpid()
+                ]
                 if pids:
                     busy.append(f"{pat} (pid {', '.join(pids)})")
             if not busy:
@@ -362,14 +400,15 @@ class Bench:
         if env.exists():
             for line in env.read_text().splitlines():
                 if line.startswith("export ") and "=" in line:
-                    k, v = line[len("export "):].split("=", 1)
+                    k, v = line[len("export ") :].split("=", 1)
                     out[k.strip()] = v.strip()
         return out
 
     def acquire_lab(self):
         self.wait_for_lab_users()
-        running = subprocess.run(["pgrep", "-f", "kube-apiserver"], capture_output=True, text=True,
-                                 check=False).stdout.split()
+        running = subprocess.run(
+            ["pgrep", "-f", "kube-apiserver"], capture_output=True, text=True, check=False
+        ).stdout.split()
         if not running:
             log("no lab running: lab/up")
             subprocess.run([str(REPO / "lab" / "up")], check=True, stdout=subprocess.DEVNULL)
@@ -390,8 +429,13 @@ class Bench:
     def gpusim(self, method, path, body=None):
         import requests
 
-        r = requests.request(method, self.gpusim_url + path, data=json.dumps(body) if body is not None else None,
-                             headers={"Content-Type": "application/json"}, timeout=60)
+        r = requests.request(
+            method,
+            self.gpusim_url + path,
+            data=json.dumps(body) if body is not None else None,
+            headers={"Content-Type": "application/json"},
+            timeout=60,
+        )
         r.raise_for_status()
         return r.json() if r.content[:1] in (b"{", b"[") else r.text
 
@@ -399,8 +443,11 @@ class Bench:
         ks = []
         for _ in range(n):
             t = time.perf_counter()
-            subprocess.run([self.kubectl, "--kubeconfig", self.kubeconfig, "get", "nodes", "-o", "json"],
-                           stdout=subprocess.DEVNULL, check=True)
+            subprocess.run(
+                [self.kubectl, "--kubeconfig", self.kubeconfig, "get", "nodes", "-o", "json"],
+                stdout=subprocess.DEVNULL,
+                check=True,
+            )
             ks.append(time.perf_counter() - t)
         return statistics.median(ks) * 1000
 
@@ -430,7 +477,7 @@ class Bench:
         self.s, self.vocab = s, vocab
         self.make_ns(LEASE_NS)  # the watcher's Lease lives here (BRICK_LEASE_NAMESPACE)
         have = self.api.req("GET", f"/apis/apps/v1/namespaces/{vocab.PLUGIN_NAMESPACE}/daemonsets", ok=(200, 404))
-        if (have.get("items") or []):
+        if have.get("items") or []:
             log(f"reusing the lab's device-plugin DaemonSets in {vocab.PLUGIN_NAMESPACE}")
             return
         self.created_plugin = True
@@ -438,11 +485,18 @@ class Bench:
             doc.setdefault("metadata", {}).setdefault("labels", {})[BENCH_LABEL[0]] = BENCH_LABEL[1]
             kind = doc["kind"]
             md = doc["metadata"]
-            path = {"Namespace": f"/api/v1/namespaces/{md['name']}",
-                    "ConfigMap": f"/api/v1/namespaces/{md.get('namespace')}/configmaps/{md['name']}",
-                    "DaemonSet": f"/apis/apps/v1/namespaces/{md.get('namespace')}/daemonsets/{md['name']}"}[kind]
-            self.api.req("PATCH", path, body=doc, ctype="application/apply-patch+yaml",
-                         params={"fieldManager": "bench-scale", "force": "true"})
+            path = {
+                "Namespace": f"/api/v1/namespaces/{md['name']}",
+                "ConfigMap": f"/api/v1/namespaces/{md.get('namespace')}/configmaps/{md['name']}",
+                "DaemonSet": f"/apis/apps/v1/namespaces/{md.get('namespace')}/daemonsets/{md['name']}",
+            }[kind]
+            self.api.req(
+                "PATCH",
+                path,
+                body=doc,
+                ctype="application/apply-patch+yaml",
+                params={"fieldManager": "bench-scale", "force": "true"},
+            )
         log(f"created the device-plugin objects in {vocab.PLUGIN_NAMESPACE}")
 
     def make_ns(self, name, workspace_owner=None):
@@ -476,9 +530,12 @@ class Bench:
             name, node, _ = item
             status = node.get("status") or {}
             self.api.req("POST", "/api/v1/nodes", body=node, ok=(201, 409))
-            self.api.req("PATCH", f"/api/v1/nodes/{name}/status",
-                         body={"status": {k: v for k, v in status.items() if k in ("capacity", "allocatable")}},
-                         ctype="application/merge-patch+json")
+            self.api.req(
+                "PATCH",
+                f"/api/v1/nodes/{name}/status",
+                body={"status": {k: v for k, v in status.items() if k in ("capacity", "allocatable")}},
+                ctype="application/merge-patch+json",
+            )
 
         hw = self.gpusim("GET", "/hardware")
         if self.orig_hardware is None:
@@ -495,9 +552,14 @@ class Bench:
             self.namespaces.append(name)
         want = n_pods - n_nodes  # one device-plugin pod per node makes up the rest
         # a lab left by an interrupted run already has most pods: create only the missing ones
-        existing = set() if self.own_lab else {
-            (p["metadata"]["namespace"], p["metadata"]["name"])
-            for p in self.api.list_all("/api/v1/pods", params={"labelSelector": "=".join(BENCH_LABEL)})}
+        existing = (
+            set()
+            if self.own_lab
+            else {
+                (p["metadata"]["namespace"], p["metadata"]["name"])
+                for p in self.api.list_all("/api/v1/pods", params={"labelSelector": "=".join(BENCH_LABEL)})
+            }
+        )
         if existing:
             log(f"{len(existing)} bench pods already there")
         t1 = time.time()
@@ -508,8 +570,12 @@ class Bench:
             ns = self.namespaces[p % n_ns]
             if (ns, f"w-{p:06d}") in existing:
                 return
-            self.api.req("POST", f"/api/v1/namespaces/{ns}/pods", body=self.pod(ns, f"w-{p:06d}", name, res, p % 10 == 0),
-                         ok=(201, 409))
+            self.api.req(
+                "POST",
+                f"/api/v1/namespaces/{ns}/pods",
+                body=self.pod(ns, f"w-{p:06d}", name, res, p % 10 == 0),
+                ok=(201, 409),
+            )
             done[0] += 1
             if done[0] % 10000 == 0:
                 log(f"  {done[0]} pods created ({done[0] / (time.time() - t1):.0f}/s)")
@@ -519,8 +585,10 @@ class Bench:
         self.pause_background(names=("prometheus", "kube-state-metrics"))
         try:
             pmap(create_pod, range(self.n_pods, want), self.args.concurrency)
-            log(f"{want - self.n_pods} pods created in {time.time() - t1:.0f}s "
-                f"({(want - self.n_pods) / max(0.001, time.time() - t1):.0f}/s)")
+            log(
+                f"{want - self.n_pods} pods created in {time.time() - t1:.0f}s "
+                f"({(want - self.n_pods) / max(0.001, time.time() - t1):.0f}/s)"
+            )
             self.n_pods = want
             self.settle(n_nodes, want)
         finally:
@@ -529,14 +597,25 @@ class Bench:
         return time.time() - t0
 
     def pod(self, ns, name, node, res, gpu):
-        c = {"name": "main", "image": "registry.k8s.io/pause:3.10",
-             "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}
+        c = {
+            "name": "main",
+            "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+        }
         if gpu:
             c["resources"] = {"requests": {res: "1"}, "limits": {res: "1"}}
-        return {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": ns, "labels": {BENCH_LABEL[0]: BENCH_LABEL[1]}},
-                "spec": {"nodeName": node, "containers": [c], "automountServiceAccountToken": False,
-                         "terminationGracePeriodSeconds": 0, "enableServiceLinks": False}}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": {BENCH_LABEL[0]: BENCH_LABEL[1]}},
+            "spec": {
+                "nodeName": node,
+                "containers": [c],
+                "automountServiceAccountToken": False,
+                "terminationGracePeriodSeconds": 0,
+                "enableServiceLinks": False,
+            },
+        }
 
     def settle(self, n_nodes, n_pods):
         """Device-plugin pods on every bench node, gpusim advertising their GPUs, workload pods
@@ -546,8 +625,14 @@ class Bench:
         pending = None
         while time.time() - t0 < self.args.settle_timeout:
             nodes = self.api.list_all("/api/v1/nodes", params={"labelSelector": "=".join(BENCH_LABEL)})
-            advertised = sum(1 for n in nodes if any(k.startswith("nvidia.com/") and v not in ("0",)
-                                                     for k, v in ((n.get("status") or {}).get("allocatable") or {}).items()))
+            advertised = sum(
+                1
+                for n in nodes
+                if any(
+                    k.startswith("nvidia.com/") and v not in ("0",)
+                    for k, v in ((n.get("status") or {}).get("allocatable") or {}).items()
+                )
+            )
             pending = self.count_pending()
             if advertised >= len(names) and pending == 0:
                 break
@@ -558,26 +643,41 @@ class Bench:
     def count_pending(self) -> int:
         n = 0
         for ns in self.namespaces:
-            page = self.api.req("GET", f"/api/v1/namespaces/{ns}/pods",
-                                params={"fieldSelector": "status.phase!=Running", "limit": 500},
-                                )
+            page = self.api.req(
+                "GET",
+                f"/api/v1/namespaces/{ns}/pods",
+                params={"fieldSelector": "status.phase!=Running", "limit": 500},
+            )
             n += len(page.get("items") or [])
         return n
 
     # ------------------------------------------------------------------ processes
     def env(self, db: Path) -> dict:
         env = dict(os.environ)
-        env.update({"BRICK_KUBECONFIG": self.kubeconfig, "BRICK_CLUSTER": "kube", "DATABASE_URL": f"sqlite:///{db}",
-                    "BRICK_VAR_DIR": str(self.tmp), "BRICK_LEASE_NAMESPACE": LEASE_NS,
-                    "DJANGO_SETTINGS_MODULE": "brickadmin.settings", "PYTHONUNBUFFERED": "1",
-                    "LOG_LEVEL": "WARNING"})
+        env.update(
+            {
+                "BRICK_KUBECONFIG": self.kubeconfig,
+                "BRICK_CLUSTER": "kube",
+                "DATABASE_URL": f"sqlite:///{db}",
+                "BRICK_VAR_DIR": str(self.tmp),
+                "BRICK_LEASE_NAMESPACE": LEASE_NS,
+                "DJANGO_SETTINGS_MODULE": "brickadmin.settings",
+                "PYTHONUNBUFFERED": "1",
+                "LOG_LEVEL": "WARNING",
+            }
+        )
         env.pop("PROMETHEUS_URL", None)  # DCGM on its interval is not what this measures
         return env
 
     def start_watcher(self, db: Path, tag: str) -> subprocess.Popen:
         logf = open(self.tmp / f"watcher-{tag}.log", "ab")  # noqa: SIM115 (closed with the process)
-        p = subprocess.Popen([PY, str(REPO / "manage.py"), "watch_cluster", "--identity", f"bench-scale-{tag}"],
-                             env=self.env(db), stdout=logf, stderr=subprocess.STDOUT, cwd=str(REPO))
+        p = subprocess.Popen(
+            [PY, str(REPO / "manage.py"), "watch_cluster", "--identity", f"bench-scale-{tag}"],
+            env=self.env(db),
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            cwd=str(REPO),
+        )
         self.procs.append(p)
         return p
 
@@ -594,8 +694,15 @@ class Bench:
 
     def start_worker(self, db: Path):
         errf = open(self.tmp / "worker.log", "ab")  # noqa: SIM115 (closed with the process)
-        p = subprocess.Popen([PY, str(Path(__file__).resolve()), "--worker"], env=self.env(db), cwd=str(REPO),
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errf, text=True)
+        p = subprocess.Popen(
+            [PY, str(Path(__file__).resolve()), "--worker"],
+            env=self.env(db),
+            cwd=str(REPO),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errf,
+            text=True,
+        )
         self.procs.append(p)
         self.wp = p
         self._read()
@@ -604,7 +711,7 @@ class Bench:
     def _read(self):
         for line in self.wp.stdout:
             if line.startswith(MARK):
-                out = json.loads(line[len(MARK):])
+                out = json.loads(line[len(MARK) :])
                 if "error" in out:
                     raise RuntimeError(f"page worker: {out['error']}\n{out.get('trace', '')}")
                 return out
@@ -616,11 +723,18 @@ class Bench:
         return self._read()
 
     def first_request(self, db: Path, url: str) -> dict:
-        r = subprocess.run([PY, str(Path(__file__).resolve()), "--first", url], env=self.env(db), cwd=str(REPO),
-                           capture_output=True, text=True, timeout=300, check=False)
+        r = subprocess.run(
+            [PY, str(Path(__file__).resolve()), "--first", url],
+            env=self.env(db),
+            cwd=str(REPO),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         for line in r.stdout.splitlines():
             if line.startswith(MARK):
-                return json.loads(line[len(MARK):])
+                return json.loads(line[len(MARK) :])
         Path("/tmp/brick-scale-first.err").write_text(r.stderr)
         raise RuntimeError(f"first request of {url} failed (stderr in /tmp/brick-scale-first.err): {r.stderr[-600:]}")
 
@@ -643,8 +757,7 @@ class Bench:
             if st["generation"] >= min_generation:
                 return st
             if watcher is not None and watcher.poll() is not None:
-                raise RuntimeError(f"the watcher exited with {watcher.returncode} before publishing "
-                                   f"(log: {self.tmp})")
+                raise RuntimeError(f"the watcher exited with {watcher.returncode} before publishing (log: {self.tmp})")
             time.sleep(0.2)
         raise RuntimeError("the watcher published no view in time")
 
@@ -666,8 +779,9 @@ class Bench:
     def measure(self, n_nodes: int, n_pods: int) -> dict:
         r = {"nodes": n_nodes, "pods": n_pods, "load": [os.getloadavg()[0]]}
         db = self.tmp / f"view-{n_nodes}.sqlite3"
-        subprocess.run([PY, str(REPO / "manage.py"), "migrate", "--verbosity", "0"], env=self.env(db), check=True,
-                       cwd=str(REPO))
+        subprocess.run(
+            [PY, str(REPO / "manage.py"), "migrate", "--verbosity", "0"], env=self.env(db), check=True, cwd=str(REPO)
+        )
         self.start_worker(db)
 
         # -- the watcher: initial list, memory
@@ -762,8 +876,12 @@ class Bench:
                 # the label change is one PATCH of the node (what `kubectl label` sends, without
                 # kubectl's own start-up): the write lands between its send and its answer
                 t0 = time.time()
-                self.api.req("PATCH", f"/api/v1/nodes/{node}", ctype="application/merge-patch+json",
-                             body={"metadata": {"labels": {vocab.GPU_PRODUCT_LABEL: model}}})
+                self.api.req(
+                    "PATCH",
+                    f"/api/v1/nodes/{node}",
+                    ctype="application/merge-patch+json",
+                    body={"metadata": {"labels": {vocab.GPU_PRODUCT_LABEL: model}}},
+                )
                 t1 = time.time()
                 res = self._read()
             finally:
@@ -785,8 +903,17 @@ class Bench:
                 nodes_pg.append(f[checks[1][0]][1] - t0)
             time.sleep(2.0 if paused else 0.3)
         gens = self.ask(cmd="state")["generation"] - gen0
-        return {"dash": dash, "dash_after": dash_after, "dash_read": dash_read, "nodes": nodes_pg, "patch": patch,
-                "missed": missed, "changes": changes, "generations": gens, "wall_s": time.time() - w0}
+        return {
+            "dash": dash,
+            "dash_after": dash_after,
+            "dash_read": dash_read,
+            "nodes": nodes_pg,
+            "patch": patch,
+            "missed": missed,
+            "changes": changes,
+            "generations": gens,
+            "wall_s": time.time() - w0,
+        }
 
     def churn(self, w, n=1000) -> dict:
         self.make_ns(CHURN_NS)
@@ -797,12 +924,20 @@ class Bench:
 
         def create(p):
             name, _, r = res[p % len(res)]
-            self.api.req("POST", f"/api/v1/namespaces/{CHURN_NS}/pods",
-                         body=self.pod(CHURN_NS, f"churn-{p:05d}", name, r, p % 10 == 0), ok=(201, 409))
+            self.api.req(
+                "POST",
+                f"/api/v1/namespaces/{CHURN_NS}/pods",
+                body=self.pod(CHURN_NS, f"churn-{p:05d}", name, r, p % 10 == 0),
+                ok=(201, 409),
+            )
 
         def delete(p):
-            self.api.req("DELETE", f"/api/v1/namespaces/{CHURN_NS}/pods/churn-{p:05d}",
-                         body={"gracePeriodSeconds": 0}, ok=(200, 202, 404))
+            self.api.req(
+                "DELETE",
+                f"/api/v1/namespaces/{CHURN_NS}/pods/churn-{p:05d}",
+                body={"gracePeriodSeconds": 0},
+                ok=(200, 202, 404),
+            )
 
         pmap(create, range(n), self.args.concurrency)
         t_created = time.time() - t0
@@ -810,8 +945,14 @@ class Bench:
         t_deleted = time.time() - t0
         _, st = self.wait_quiet(quiet=4, timeout=180)
         c1 = self.cpu_s(w.pid)
-        return {"cpu_s": c1 - c0, "wall_s": time.time() - t0, "create_s": t_created, "delete_s": t_deleted,
-                "generations": st["generation"] - gen0, "alive": w.poll() is None}
+        return {
+            "cpu_s": c1 - c0,
+            "wall_s": time.time() - t0,
+            "create_s": t_created,
+            "delete_s": t_deleted,
+            "generations": st["generation"] - gen0,
+            "alive": w.poll() is None,
+        }
 
     def count_check(self) -> dict:
         """The watcher's kept objects (its heartbeat) against a fresh list."""
@@ -829,7 +970,7 @@ class Bench:
                 continue
             asks = {}
             for c in spec.get("containers") or []:
-                rr = (c.get("resources") or {})
+                rr = c.get("resources") or {}
                 for k, v in {**(rr.get("limits") or {}), **(rr.get("requests") or {})}.items():
                     if k.startswith("nvidia.com/"):
                         asks[k] = asks.get(k, 0) + int(v)
@@ -840,12 +981,19 @@ class Bench:
                         req[k] = req.get(k, 0) + v
         nodes = self.api.list_all("/api/v1/nodes")
         gpu_labelled = sum(1 for n in nodes if (n["metadata"].get("labels") or {}).get(vocab.GPU_TYPE_LABEL))
-        return {"live_pods": len(pods), "live_gpu_pods": gpu_pods, "live_plugin_pods": plugin,
-                "live_nodes": len(nodes), "live_gpu_labelled": gpu_labelled, "live_requested": req,
-                "streams": {k: v.get("objects") for k, v in (ws.get("streams") or {}).items()},
-                "view_nodes": st.get("nodes"), "view_gpu_nodes": st.get("gpu_nodes"),
-                "view_requested": {k: v["requested"] for k, v in (st.get("resources") or {}).items()},
-                "errors": (ws.get("errors"), ws.get("relists"), ws.get("last_error"))}
+        return {
+            "live_pods": len(pods),
+            "live_gpu_pods": gpu_pods,
+            "live_plugin_pods": plugin,
+            "live_nodes": len(nodes),
+            "live_gpu_labelled": gpu_labelled,
+            "live_requested": req,
+            "streams": {k: v.get("objects") for k, v in (ws.get("streams") or {}).items()},
+            "view_nodes": st.get("nodes"),
+            "view_gpu_nodes": st.get("gpu_nodes"),
+            "view_requested": {k: v["requested"] for k, v in (st.get("resources") or {}).items()},
+            "errors": (ws.get("errors"), ws.get("relists"), ws.get("last_error")),
+        }
 
     def api_per_view(self, n=20) -> dict:
         for u in PAGES:  # warm (and let the process's API-server probe happen outside the windows)
@@ -887,8 +1035,9 @@ class Bench:
         if self.lock is not None:
             self.lock.__exit__(None, None, None)
         if self.own_lab:
-            subprocess.run([str(REPO / "lab" / "down")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           check=False)
+            subprocess.run(
+                [str(REPO / "lab" / "down")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
+            )
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def _delete_cluster_objects(self):
@@ -896,24 +1045,44 @@ class Bench:
         sel = "=".join(BENCH_LABEL)
         nss = [n["metadata"]["name"] for n in api.list_all("/api/v1/namespaces", params={"labelSelector": sel})]
         nss = [n for n in nss if n.startswith(PREFIX)]
-        pmap(lambda ns: api.req("DELETE", f"/api/v1/namespaces/{ns}/pods", params={"gracePeriodSeconds": "0"},
-                                ok=(200, 202, 404), timeout=600), nss, 4)
+        pmap(
+            lambda ns: api.req(
+                "DELETE",
+                f"/api/v1/namespaces/{ns}/pods",
+                params={"gracePeriodSeconds": "0"},
+                ok=(200, 202, 404),
+                timeout=600,
+            ),
+            nss,
+            4,
+        )
         pmap(lambda ns: api.req("DELETE", f"/api/v1/namespaces/{ns}", ok=(200, 202, 404)), nss + [LEASE_NS], 8)
         api.req("DELETE", "/api/v1/nodes", params={"labelSelector": sel}, ok=(200, 202, 404), timeout=600)
         plugin_ns = getattr(getattr(self, "vocab", None), "PLUGIN_NAMESPACE", "brick-nvidia")
         if self.created_plugin:
             api.req("DELETE", f"/api/v1/namespaces/{plugin_ns}", ok=(200, 202, 404))
         # device-plugin pods bound to the deleted nodes (the pod GC would take them later)
-        leftover = [p["metadata"]["name"] for p in api.list_all(f"/api/v1/namespaces/{plugin_ns}/pods")
-                    if (p.get("spec") or {}).get("nodeName", "").startswith(PREFIX + "-")]
-        pmap(lambda n: api.req("DELETE", f"/api/v1/namespaces/{plugin_ns}/pods/{n}",
-                               body={"gracePeriodSeconds": 0}, ok=(200, 202, 404)), leftover, 16)
+        leftover = [
+            p["metadata"]["name"]
+            for p in api.list_all(f"/api/v1/namespaces/{plugin_ns}/pods")
+            if (p.get("spec") or {}).get("nodeName", "").startswith(PREFIX + "-")
+        ]
+        pmap(
+            lambda n: api.req(
+                "DELETE", f"/api/v1/namespaces/{plugin_ns}/pods/{n}", body={"gracePeriodSeconds": 0}, ok=(200, 202, 404)
+            ),
+            leftover,
+            16,
+        )
         if self.orig_hardware is not None:
             self.gpusim("PUT", "/hardware", self.orig_hardware)
         deadline = time.time() + 300
         while time.time() < deadline:
-            left = [n["metadata"]["name"] for n in api.list_all("/api/v1/namespaces", params={"labelSelector": sel})
-                    if n["metadata"]["name"].startswith(PREFIX)]
+            left = [
+                n["metadata"]["name"]
+                for n in api.list_all("/api/v1/namespaces", params={"labelSelector": sel})
+                if n["metadata"]["name"].startswith(PREFIX)
+            ]
             if not left:
                 break
             time.sleep(3)
@@ -925,84 +1094,117 @@ class Bench:
 def report(r: dict, targets: dict) -> None:
     n, p = r["nodes"], r["pods"]
     print(f"\n=== {n:,} nodes / {p:,} pods ===")
-    print(f"cluster built (nodes, pods, settling; not a measured figure): {r['build_s']:.0f} s; "
-          f"1-min load average at start/end of the measurements {r['load'][0]:.1f}/{r['load'][-1]:.1f}")
+    print(
+        f"cluster built (nodes, pods, settling; not a measured figure): {r['build_s']:.0f} s; "
+        f"1-min load average at start/end of the measurements {r['load'][0]:.1f}/{r['load'][-1]:.1f}"
+    )
     ls = f"{r['list_s']:.2f} s" if r.get("list_s") is not None else "n/a"
-    print(f"watcher initial list (its started_at -> primed_at): {ls}; process start -> first published view: "
-          f"{r['first_view_s']:.1f} s")
-    print(f"watcher memory (VmRSS): {r['rss_primed']:.0f} MiB after priming, {r['rss_settled']:.0f} MiB 12 s later, "
-          f"{r['rss_after_churn']:.0f} MiB after the churn")
+    print(
+        f"watcher initial list (its started_at -> primed_at): {ls}; process start -> first published view: "
+        f"{r['first_view_s']:.1f} s"
+    )
+    print(
+        f"watcher memory (VmRSS): {r['rss_primed']:.0f} MiB after priming, {r['rss_settled']:.0f} MiB 12 s later, "
+        f"{r['rss_after_churn']:.0f} MiB after the churn"
+    )
     print(f"watcher's kept objects: {r['streams']}")
     if "warm" not in r:  # --watcher-only
         _print_counts(r["counts"])
         peak = max(r["rss_primed"], r["rss_settled"], r["rss_after_churn"])
-        print(f"(--watcher-only: the last memory figure is a minute after priming, without a churn)\n"
-              f"targets: watcher < 1 GiB: {'met' if peak < 1024 else 'NOT met'} ({peak:.0f} MiB)")
+        print(
+            f"(--watcher-only: the last memory figure is a minute after priming, without a churn)\n"
+            f"targets: watcher < 1 GiB: {'met' if peak < 1024 else 'NOT met'} ({peak:.0f} MiB)"
+        )
         sys.stdout.flush()
         return
-    print("page server time (Django test client), the lab's simulators (KWOK, gpusim, kube-state-metrics, "
-          "Prometheus, controller-manager, scheduler) paused; the watcher and the API server running:")
+    print(
+        "page server time (Django test client), the lab's simulators (KWOK, gpusim, kube-state-metrics, "
+        "Prometheus, controller-manager, scheduler) paused; the watcher and the API server running:"
+    )
     for u in PAGES:
         wv, fv, bv = r["warm"][u], r["first"][u], r["warm_busy"][u]
-        print(f"  {u:15s} warm median of 20 {wv['median_ms']:7.1f} ms (p95 {wv['p95_ms']:.1f}; with the simulators "
-              f"running {bv['median_ms']:.1f} ms, p95 {bv['p95_ms']:.1f}); first request in a new "
-              f"process {fv['ms']:7.1f} ms (status {fv['status']}, {fv['queries']} SQL, {fv['api']} API calls"
-              f"{' ' + ', '.join(fv['paths']) if fv['paths'] else ''}; Django setup {fv['setup_s']:.1f} s)")
-    print("SQL queries per page (warm): " + ", ".join(f"{u} {r['warm'][u]['queries']}" for u in PAGES)
-          + "; statuses " + ", ".join(f"{u} {r['warm'][u]['statuses']}" for u in PAGES))
-    print("API calls sent by the page process (client side, 20 warm views each): "
-          + ", ".join(f"{u} {r['warm'][u]['api_calls']}" for u in PAGES))
+        print(
+            f"  {u:15s} warm median of 20 {wv['median_ms']:7.1f} ms (p95 {wv['p95_ms']:.1f}; with the simulators "
+            f"running {bv['median_ms']:.1f} ms, p95 {bv['p95_ms']:.1f}); first request in a new "
+            f"process {fv['ms']:7.1f} ms (status {fv['status']}, {fv['queries']} SQL, {fv['api']} API calls"
+            f"{' ' + ', '.join(fv['paths']) if fv['paths'] else ''}; Django setup {fv['setup_s']:.1f} s)"
+        )
+    print(
+        "SQL queries per page (warm): "
+        + ", ".join(f"{u} {r['warm'][u]['queries']}" for u in PAGES)
+        + "; statuses "
+        + ", ".join(f"{u} {r['warm'][u]['statuses']}" for u in PAGES)
+    )
+    print(
+        "API calls sent by the page process (client side, 20 warm views each): "
+        + ", ".join(f"{u} {r['warm'][u]['api_calls']}" for u in PAGES)
+    )
     api = r["api"]
     res_req, res_size, res_s = api["residual"]
-    print("Kubernetes API per page view, from the API server's /metrics (watcher stopped, lab clients paused), "
-          "20 views each (a WATCH is counted when its stream ends, and the API server renews its own identity lease "
-          "every 10 s: both listed, not charged to the page):")
+    print(
+        "Kubernetes API per page view, from the API server's /metrics (watcher stopped, lab clients paused), "
+        "20 views each (a WATCH is counted when its stream ends, and the API server renews its own identity lease "
+        "every 10 s: both listed, not charged to the page):"
+    )
     for u in PAGES:
         dreq, dsize, v = api[u]
         calls, nbytes = _charged(dreq, v), _charged(dsize, v)
-        print(f"  {u:15s} {calls / 20:.2f} calls/view, {nbytes / 20:,.0f} bytes/view over {v['elapsed']:.2f} s "
-              f"(server counted {calls:.0f} requests: {_fmt(dreq)}; client counted {v['api_calls']}"
-              f"{': ' + ', '.join(sorted(set(v['paths']))) if v['paths'] else ''})")
-    print(f"  residual: a {res_s:.1f} s window without page views: {sum(res_req.values()):.0f} requests "
-          f"({_fmt(res_req)}), {sum(res_size.values()):,.0f} bytes (the bench's own /metrics reads do not appear "
-          f"in apiserver_request_total by resource)")
+        print(
+            f"  {u:15s} {calls / 20:.2f} calls/view, {nbytes / 20:,.0f} bytes/view over {v['elapsed']:.2f} s "
+            f"(server counted {calls:.0f} requests: {_fmt(dreq)}; client counted {v['api_calls']}"
+            f"{': ' + ', '.join(sorted(set(v['paths']))) if v['paths'] else ''})"
+        )
+    print(
+        f"  residual: a {res_s:.1f} s window without page views: {sum(res_req.values()):.0f} requests "
+        f"({_fmt(res_req)}), {sum(res_size.values()):,.0f} bytes (the bench's own /metrics reads do not appear "
+        f"in apiserver_request_total by resource)"
+    )
     lb, lp = r["label"], r["label_paused"]
     for what, x in (("the simulators running", lb), ("the simulators paused around each change", lp)):
         if not x["dash"]:
             print(f"label change -> page, {what}: NOT seen within 30 s in any of {x['changes']} changes")
             continue
-        print(f"label change (GPU product label, one PATCH of the node) -> page showing the new model, {what} "
-              f"({len(x['dash'])}/{x['changes']} seen; {x['generations']} view generations published in "
-              f"{x['wall_s']:.0f} s): from the PATCH's send to the answer of the page that showed it (an upper bound; "
-              f"the PATCH itself median {statistics.median(x['patch']) * 1000:.0f} ms, max "
-              f"{max(x['patch']) * 1000:.0f} ms): Dashboard model detail (/dashboard/models/) median "
-              f"{statistics.median(x['dash']):.2f} s, p95 {pct(x['dash'], .95):.2f} s, max {max(x['dash']):.2f} s; "
-              f"Nodes (?model=) median {statistics.median(x['nodes']) if x['nodes'] else float('nan'):.2f} s, "
-              f"p95 {pct(x['nodes'], .95):.2f} s; from the PATCH's answer: Dashboard median "
-              f"{statistics.median(x['dash_after']):.2f} s, p95 {pct(x['dash_after'], .95):.2f} s; from the PATCH's "
-              f"answer to the start of the page request that showed it (a lower bound): median "
-              f"{statistics.median(x['dash_read']):.2f} s, p95 {pct(x['dash_read'], .95):.2f} s")
+        print(
+            f"label change (GPU product label, one PATCH of the node) -> page showing the new model, {what} "
+            f"({len(x['dash'])}/{x['changes']} seen; {x['generations']} view generations published in "
+            f"{x['wall_s']:.0f} s): from the PATCH's send to the answer of the page that showed it (an upper bound; "
+            f"the PATCH itself median {statistics.median(x['patch']) * 1000:.0f} ms, max "
+            f"{max(x['patch']) * 1000:.0f} ms): Dashboard model detail (/dashboard/models/) median "
+            f"{statistics.median(x['dash']):.2f} s, p95 {pct(x['dash'], 0.95):.2f} s, max {max(x['dash']):.2f} s; "
+            f"Nodes (?model=) median {statistics.median(x['nodes']) if x['nodes'] else float('nan'):.2f} s, "
+            f"p95 {pct(x['nodes'], 0.95):.2f} s; from the PATCH's answer: Dashboard median "
+            f"{statistics.median(x['dash_after']):.2f} s, p95 {pct(x['dash_after'], 0.95):.2f} s; from the PATCH's "
+            f"answer to the start of the page request that showed it (a lower bound): median "
+            f"{statistics.median(x['dash_read']):.2f} s, p95 {pct(x['dash_read'], 0.95):.2f} s"
+        )
     ch = r["churn"]
-    print(f"churn of 1,000 pod creations + deletions (1 in 10 GPU): watcher CPU {ch['cpu_s']:.2f} s over "
-          f"{ch['wall_s']:.1f} s wall (created in {ch['create_s']:.1f} s, deleted by {ch['delete_s']:.1f} s), "
-          f"{ch['generations']} view generations published; watcher alive: {ch['alive']}")
+    print(
+        f"churn of 1,000 pod creations + deletions (1 in 10 GPU): watcher CPU {ch['cpu_s']:.2f} s over "
+        f"{ch['wall_s']:.1f} s wall (created in {ch['create_s']:.1f} s, deleted by {ch['delete_s']:.1f} s), "
+        f"{ch['generations']} view generations published; watcher alive: {ch['alive']}"
+    )
     _print_counts(r["counts"])
     dmed = r["warm"]["/"]["median_ms"]
     ratio = dmed / r["kubectl_ms"]
     busy = r["warm_busy"]["/"]["median_ms"] / r["kubectl_busy_ms"]
-    print(f"kubectl get nodes -o json: median of 5 {r['kubectl_ms']:.0f} ms; Dashboard median / kubectl = {ratio:.3f} "
-          f"(simulators running: kubectl {r['kubectl_busy_ms']:.0f} ms, ratio {busy:.3f})")
+    print(
+        f"kubectl get nodes -o json: median of 5 {r['kubectl_ms']:.0f} ms; Dashboard median / kubectl = {ratio:.3f} "
+        f"(simulators running: kubectl {r['kubectl_busy_ms']:.0f} ms, ratio {busy:.3f})"
+    )
     calls = max(_charged(api[u][0], api[u][2]) / 20 for u in PAGES)
-    t = [f"0 API calls per view: {'met' if calls == 0 else 'NOT met'}",
-         f"Dashboard < 50 ms: {'met' if dmed < 50 else 'NOT met'} ({dmed:.1f} ms, simulators paused; "
-         f"{r['warm_busy']['/']['median_ms']:.1f} ms with them running)"]
+    t = [
+        f"0 API calls per view: {'met' if calls == 0 else 'NOT met'}",
+        f"Dashboard < 50 ms: {'met' if dmed < 50 else 'NOT met'} ({dmed:.1f} ms, simulators paused; "
+        f"{r['warm_busy']['/']['median_ms']:.1f} ms with them running)",
+    ]
     if n == 2000:
         t.append(f"< 0.25 of kubectl at 2,000: {'met' if ratio < 0.25 else 'NOT met'} ({ratio:.3f})")
     if lb["dash"] or lp["dash"]:
+
         def verdict(x):
             if not x["dash"]:
                 return "NOT met (not seen)", "n/a"
-            p95 = pct(x["dash"], .95)
+            p95 = pct(x["dash"], 0.95)
             return ("met" if p95 < 2 and not x["missed"] else "NOT met"), f"{p95:.2f} s"
 
         (vp, fp), (vb, fb) = verdict(lp), verdict(lb)
@@ -1014,11 +1216,13 @@ def report(r: dict, targets: dict) -> None:
 
 
 def _print_counts(c: dict) -> None:
-    print(f"count check: live {c['live_nodes']} nodes ({c['live_gpu_labelled']} GPU-labelled), "
-          f"{c['live_pods']} pods ({c['live_gpu_pods']} requesting GPUs, {c['live_plugin_pods']} device-plugin); "
-          f"view {c['view_nodes']} nodes ({c['view_gpu_nodes']} GPU); watcher streams {c['streams']}; "
-          f"requested live {c['live_requested']} vs view {c['view_requested']}; watcher errors/relists/last "
-          f"{c['errors']}")
+    print(
+        f"count check: live {c['live_nodes']} nodes ({c['live_gpu_labelled']} GPU-labelled), "
+        f"{c['live_pods']} pods ({c['live_gpu_pods']} requesting GPUs, {c['live_plugin_pods']} device-plugin); "
+        f"view {c['view_nodes']} nodes ({c['view_gpu_nodes']} GPU); watcher streams {c['streams']}; "
+        f"requested live {c['live_requested']} vs view {c['view_requested']}; watcher errors/relists/last "
+        f"{c['errors']}"
+    )
 
 
 def _charged(counted: dict, views: dict) -> float:
@@ -1028,15 +1232,18 @@ def _charged(counted: dict, views: dict) -> float:
     renewal (the API server renews its own identity lease every 10 s; pages never touch
     leases). Both are still printed beside the figure."""
     page_sent_nothing = views.get("api_calls", 1) == 0
-    return sum(c for (verb, res, _), c in counted.items()
-               if verb != "WATCH" and not (page_sent_nothing and res == "leases"))
+    return sum(
+        c for (verb, res, _), c in counted.items() if verb != "WATCH" and not (page_sent_nothing and res == "leases")
+    )
 
 
 def _fmt(d: dict) -> str:
     if not d:
         return "none"
-    return ", ".join(f"{v:.0f}x {verb} {res}{'/' + sub if sub else ''}" for (verb, res, sub), v in
-                     sorted(d.items(), key=lambda kv: -kv[1]))
+    return ", ".join(
+        f"{v:.0f}x {verb} {res}{'/' + sub if sub else ''}"
+        for (verb, res, sub), v in sorted(d.items(), key=lambda kv: -kv[1])
+    )
 
 
 def main() -> int:
@@ -1048,8 +1255,11 @@ def main() -> int:
     ap.add_argument("--settle-timeout", type=float, default=360)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--changes", type=int, default=20, help="node label changes timed to the pages")
-    ap.add_argument("--watcher-only", action="store_true",
-                    help="measure only the watcher (initial list, memory, counts): for 5,000 / 150,000")
+    ap.add_argument(
+        "--watcher-only",
+        action="store_true",
+        help="measure only the watcher (initial list, memory, counts): for 5,000 / 150,000",
+    )
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
 
@@ -1063,9 +1273,12 @@ def main() -> int:
     try:
         bench.acquire_lab()
         bench.ensure_plugin()
-        print(f"bench/scale.py against {bench.api.server} ({os.cpu_count()} CPUs, "
-              f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB); "
-              f"Django DEBUG as settings default; watcher debounce 0.5 s; no PROMETHEUS_URL", flush=True)
+        print(
+            f"bench/scale.py against {bench.api.server} ({os.cpu_count()} CPUs, "
+            f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB); "
+            f"Django DEBUG as settings default; watcher debounce 0.5 s; no PROMETHEUS_URL",
+            flush=True,
+        )
         for n in sizes:
             n_pods = n * args.pods_per_node
             log(f"building {n} nodes / {n_pods} pods")

@@ -7,6 +7,7 @@ comparing two commits, e.g. before and after a restructuring.
 A function is named by file and qualified name (Class.method); one that moved to another
 file is found by its qualified name when that name is unique.
 """
+
 import ast
 import subprocess
 import sys
@@ -23,12 +24,20 @@ def sources(ref):
                 if "migrations" not in p.parts:
                     yield str(p.relative_to(REPO)), p.read_text()
         return
-    names = subprocess.run(["git", "-C", str(REPO), "ls-tree", "-r", "--name-only", ref, *ROOTS],
-                           capture_output=True, text=True, check=True).stdout.split()
+    names = subprocess.run(
+        ["git", "-C", str(REPO), "ls-tree", "-r", "--name-only", ref, *ROOTS],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     for name in names:
         if name.endswith(".py") and "/migrations/" not in name:
-            yield name, subprocess.run(["git", "-C", str(REPO), "show", f"{ref}:{name}"], capture_output=True,
-                                       text=True, check=True).stdout
+            yield (
+                name,
+                subprocess.run(
+                    ["git", "-C", str(REPO), "show", f"{ref}:{name}"], capture_output=True, text=True, check=True
+                ).stdout,
+            )
 
 
 def _functions(tree, prefix=""):
@@ -82,7 +91,9 @@ def main():
             print(f"  {n:5d} -> {files_b[name] if name in files_b else 'gone':>5}  {name}")
         for name, n in sorted(funcs_a.items(), key=lambda x: -x[1])[:10]:
             m, where = after_of(name, funcs_b)
-            print(f"  {n:5d} -> {m if m is not None else '-':>5}  {name}" + (f"  (now {where})" if where != name else ""))
+            print(
+                f"  {n:5d} -> {m if m is not None else '-':>5}  {name}" + (f"  (now {where})" if where != name else "")
+            )
 
 
 if __name__ == "__main__":

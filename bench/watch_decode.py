@@ -6,6 +6,7 @@ applied to a ClusterWatcher's store. Prints events per second and CPU per 10,000
 
     .venv/bin/python bench/watch_decode.py [--events 60000]
 """
+
 import argparse
 import json
 import os
@@ -28,44 +29,124 @@ from brickadmin.cluster.watch import ClusterWatcher  # noqa: E402
 
 def pod_event(i: int, rv: int) -> bytes:
     gpu = i % 10 == 0
-    resources = ({"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}} if gpu
-                 else {"requests": {"cpu": "10m", "memory": "16Mi"}})
+    resources = (
+        {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}
+        if gpu
+        else {"requests": {"cpu": "10m", "memory": "16Mi"}}
+    )
     ts = "2026-12-02T06:00:00Z"
     pod = {
-        "kind": "Pod", "apiVersion": "v1",
-        "metadata": {"name": f"w-{i:06d}", "namespace": f"bench-ws-{i % 200:04d}", "uid": f"uid-{i:012d}",
-                     "resourceVersion": str(rv), "creationTimestamp": ts,
-                     "labels": {"brickadmin-bench": "scale"},
-                     "managedFields": [
-                         {"manager": "python-requests", "operation": "Update", "apiVersion": "v1", "time": ts,
-                          "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {".": {},
-                                                                                             "f:brickadmin-bench": {}}},
-                                                                 "f:spec": {"f:containers": {"k:{\"name\":\"main\"}": {
-                                                                     ".": {}, "f:image": {}, "f:name": {},
-                                                                     "f:resources": {"f:requests": {}}}}}}},
-                         {"manager": "kwok", "operation": "Update", "apiVersion": "v1", "time": ts,
-                          "fieldsType": "FieldsV1", "subresource": "status",
-                          "fieldsV1": {"f:status": {"f:conditions": {}, "f:containerStatuses": {}, "f:hostIP": {},
-                                                    "f:phase": {}, "f:podIP": {}, "f:startTime": {}}}}]},
-        "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": resources,
-                                 "terminationMessagePath": "/dev/termination-log",
-                                 "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent"}],
-                 "restartPolicy": "Always", "terminationGracePeriodSeconds": 0, "dnsPolicy": "ClusterFirst",
-                 "nodeName": f"bench-scale-{i % 2000:05d}", "automountServiceAccountToken": False,
-                 "securityContext": {}, "schedulerName": "default-scheduler",
-                 "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
-                                  "effect": "NoExecute", "tolerationSeconds": 300},
-                                 {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
-                                  "effect": "NoExecute", "tolerationSeconds": 300}],
-                 "priority": 0, "enableServiceLinks": False, "preemptionPolicy": "PreemptLowerPriority"},
-        "status": {"phase": "Running",
-                   "conditions": [{"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": ts}
-                                  for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")],
-                   "hostIP": "10.0.0.1", "podIP": "10.0.0.2", "podIPs": [{"ip": "10.0.0.2"}], "startTime": ts,
-                   "containerStatuses": [{"name": "main", "state": {"running": {"startedAt": ts}},
-                                          "lastState": {}, "ready": True, "restartCount": 0,
-                                          "image": "registry.k8s.io/pause:3.10", "imageID": "", "started": True}],
-                   "qosClass": "BestEffort"}}
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": f"w-{i:06d}",
+            "namespace": f"bench-ws-{i % 200:04d}",
+            "uid": f"uid-{i:012d}",
+            "resourceVersion": str(rv),
+            "creationTimestamp": ts,
+            "labels": {"brickadmin-bench": "scale"},
+            "managedFields": [
+                {
+                    "manager": "python-requests",
+                    "operation": "Update",
+                    "apiVersion": "v1",
+                    "time": ts,
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {
+                        "f:metadata": {"f:labels": {".": {}, "f:brickadmin-bench": {}}},
+                        "f:spec": {
+                            "f:containers": {
+                                'k:{"name":"main"}': {
+                                    ".": {},
+                                    "f:image": {},
+                                    "f:name": {},
+                                    "f:resources": {"f:requests": {}},
+                                }
+                            }
+                        },
+                    },
+                },
+                {
+                    "manager": "kwok",
+                    "operation": "Update",
+                    "apiVersion": "v1",
+                    "time": ts,
+                    "fieldsType": "FieldsV1",
+                    "subresource": "status",
+                    "fieldsV1": {
+                        "f:status": {
+                            "f:conditions": {},
+                            "f:containerStatuses": {},
+                            "f:hostIP": {},
+                            "f:phase": {},
+                            "f:podIP": {},
+                            "f:startTime": {},
+                        }
+                    },
+                },
+            ],
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": resources,
+                    "terminationMessagePath": "/dev/termination-log",
+                    "terminationMessagePolicy": "File",
+                    "imagePullPolicy": "IfNotPresent",
+                }
+            ],
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 0,
+            "dnsPolicy": "ClusterFirst",
+            "nodeName": f"bench-scale-{i % 2000:05d}",
+            "automountServiceAccountToken": False,
+            "securityContext": {},
+            "schedulerName": "default-scheduler",
+            "tolerations": [
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
+                {
+                    "key": "node.kubernetes.io/unreachable",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
+            ],
+            "priority": 0,
+            "enableServiceLinks": False,
+            "preemptionPolicy": "PreemptLowerPriority",
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": ts}
+                for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
+            ],
+            "hostIP": "10.0.0.1",
+            "podIP": "10.0.0.2",
+            "podIPs": [{"ip": "10.0.0.2"}],
+            "startTime": ts,
+            "containerStatuses": [
+                {
+                    "name": "main",
+                    "state": {"running": {"startedAt": ts}},
+                    "lastState": {},
+                    "ready": True,
+                    "restartCount": 0,
+                    "image": "registry.k8s.io/pause:3.10",
+                    "imageID": "",
+                    "started": True,
+                }
+            ],
+            "qosClass": "BestEffort",
+        },
+    }
     return json.dumps({"type": "MODIFIED", "object": pod}, separators=(",", ":")).encode() + b"\n"
 
 
@@ -77,7 +158,7 @@ class Response:
 
     def stream(self, size, decode_content=True):
         for i in range(0, len(self.body), size):
-            yield self.body[i:i + size]
+            yield self.body[i : i + size]
 
     def shutdown(self):
         pass
@@ -104,12 +185,17 @@ def main():
     body = b"".join(pod_event(i, 100 + i) for i in range(n))
     print(f"{n:,} pod events, {len(body) / n:.0f} bytes each, one in ten requesting a GPU")
     results = {}
-    for label, worth in (("decode every event", None), ("bytes first (worth_decoding)", projection.worth_decoding("Pod"))):
+    for label, worth in (
+        ("decode every event", None),
+        ("bytes first (worth_decoding)", projection.worth_decoding("Pod")),
+    ):
         wall, cpu, w = run(body, worth)
         s = w._streams[("Pod", None)]
         results[label] = (len(s.items), s.rv)
-        print(f"  {label:30s} {n / wall:9,.0f} events/s   CPU {cpu / n * 10000 * 1000:7.0f} ms per 10,000 events   "
-              f"kept {len(s.items):,}, stream at version {s.rv}, skipped {w.counters['skipped']:,}")
+        print(
+            f"  {label:30s} {n / wall:9,.0f} events/s   CPU {cpu / n * 10000 * 1000:7.0f} ms per 10,000 events   "
+            f"kept {len(s.items):,}, stream at version {s.rv}, skipped {w.counters['skipped']:,}"
+        )
     assert len(set(results.values())) == 1, results  # the same store and version either way
 
 

@@ -11,6 +11,7 @@ page, both with the DCGM feed fresh (the steady state) and when it is due (the p
 refreshes it). Run: .venv/bin/python bench/workspaces.py (its own SQLite file under /tmp
 unless DATABASE_URL is set; needs /usr/bin/prometheus).
 """
+
 import os
 import shutil
 import statistics
@@ -54,26 +55,44 @@ def generate(n_ws: int) -> None:
     TwinHardware.objects.all().delete()
     objs, hw, lines = [], [], ["# TYPE DCGM_FI_DEV_GPU_UTIL gauge", "# TYPE DCGM_FI_DEV_FB_USED gauge"]
     for doc in s.device_plugin_manifest(replicas=4):
-        objs.append(TwinObject(kind=doc["kind"], namespace=doc["metadata"].get("namespace", ""),
-                               name=doc["metadata"]["name"], body=doc))
+        objs.append(
+            TwinObject(
+                kind=doc["kind"], namespace=doc["metadata"].get("namespace", ""), name=doc["metadata"]["name"], body=doc
+            )
+        )
     users: dict[tuple[str, int], str] = {}  # (node, GPU index) -> "ns/pod"
     for w in range(n_ws):
         users[(f"gpu-{w % NODES:04d}", w // NODES)] = f"ws-{w:04d}/train-{w:04d}"
     for i in range(NODES):
         name = f"gpu-{i:04d}"
         extra = {"capacity": {vocab.GPU: str(GPUS_PER_NODE)}, "allocatable": {vocab.GPU: str(GPUS_PER_NODE)}}
-        objs.append(TwinObject(kind="Node", name=name, body=s.node(name, model=MODEL, sharing="none",
-                                                                   gpu_count=GPUS_PER_NODE, extra_status=extra)))
+        objs.append(
+            TwinObject(
+                kind="Node",
+                name=name,
+                body=s.node(name, model=MODEL, sharing="none", gpu_count=GPUS_PER_NODE, extra_status=extra),
+            )
+        )
         devices = s.gpus(name, MODEL, GPUS_PER_NODE, 81920)
         hw.append(TwinHardware(node=name, gpus=devices))
-        pod = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": f"nvidia-device-plugin-default-{i:04d}", "namespace": vocab.PLUGIN_NAMESPACE,
-                            "uid": str(uuid.uuid4()), "labels": {vocab.COMPONENT_LABEL: "default"},
-                            "ownerReferences": [{"kind": "DaemonSet", "name": "nvidia-device-plugin-default"}]},
-               "spec": {"nodeName": name, "containers": [{"name": "p", "image": "plugin"}]},
-               "status": {"phase": "Running"}}
-        objs.append(TwinObject(kind="Pod", namespace=vocab.PLUGIN_NAMESPACE, name=pod["metadata"]["name"], body=pod,
-                               node_name=name))
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"nvidia-device-plugin-default-{i:04d}",
+                "namespace": vocab.PLUGIN_NAMESPACE,
+                "uid": str(uuid.uuid4()),
+                "labels": {vocab.COMPONENT_LABEL: "default"},
+                "ownerReferences": [{"kind": "DaemonSet", "name": "nvidia-device-plugin-default"}],
+            },
+            "spec": {"nodeName": name, "containers": [{"name": "p", "image": "plugin"}]},
+            "status": {"phase": "Running"},
+        }
+        objs.append(
+            TwinObject(
+                kind="Pod", namespace=vocab.PLUGIN_NAMESPACE, name=pod["metadata"]["name"], body=pod, node_name=name
+            )
+        )
         for g, dev in enumerate(devices):
             who = users.get((name, g))
             labels = f'gpu="{g}",UUID="{dev["uuid"]}",modelName="{MODEL}",Hostname="{name}"'
@@ -88,12 +107,19 @@ def generate(n_ws: int) -> None:
     for w in range(n_ws):
         ns = f"ws-{w:04d}"
         objs.append(TwinObject(kind="Namespace", name=ns, body=s.namespace(ns, owner=f"user{w}")))
-        objs.append(TwinObject(kind="ResourceQuota", namespace=ns, name="workspace-compute",
-                               body=s.quota(ns, {vocab.quota_key(vocab.GPU): 2, "requests.cpu": 8})))
+        objs.append(
+            TwinObject(
+                kind="ResourceQuota",
+                namespace=ns,
+                name="workspace-compute",
+                body=s.quota(ns, {vocab.quota_key(vocab.GPU): 2, "requests.cpu": 8}),
+            )
+        )
         node = f"gpu-{w % NODES:04d}"
         pod = s.gpu_pod(ns, f"train-{w:04d}", node, vocab.GPU, 1)
-        objs.append(TwinObject(kind="Pod", namespace=ns, name=pod["metadata"]["name"], body=pod, node_name=node,
-                               holds_gpu=True))
+        objs.append(
+            TwinObject(kind="Pod", namespace=ns, name=pod["metadata"]["name"], body=pod, node_name=node, holds_gpu=True)
+        )
     TwinObject.objects.bulk_create(objs, batch_size=2000)
     TwinHardware.objects.bulk_create(hw, batch_size=2000)
     TwinState.objects.update_or_create(pk=1, defaults={"version": uuid.uuid4().hex})
@@ -178,9 +204,13 @@ def feed_due():
     reading._twin["fetched"] = time.monotonic() - 10 * settings.BRICK_METRICS_INTERVAL
 
 
-PAGES = {"list": "/workspaces/cluster/", "sorted by utilisation": "/workspaces/cluster/?sort=-utilisation",
-         "searched": "/workspaces/cluster/?q=user7", "detail": "/workspaces/cluster/ws-0007/",
-         "CSV (every row)": "/workspaces/cluster/?format=csv"}
+PAGES = {
+    "list": "/workspaces/cluster/",
+    "sorted by utilisation": "/workspaces/cluster/?sort=-utilisation",
+    "searched": "/workspaces/cluster/?q=user7",
+    "detail": "/workspaces/cluster/ws-0007/",
+    "CSV (every row)": "/workspaces/cluster/?format=csv",
+}
 
 
 def measure(client, url, n_ws):
@@ -222,15 +252,22 @@ def main():
         proc.terminate()
         proc.wait(10)
     for n, r in results.items():
-        print(f"\n{n} Workspaces ({r['rows']} CSV rows; utilisation measured: {'yes' if r['measured'] else 'NO'}); "
-              f"view caught up (snapshot, DCGM feed, publish) in {r['publish']:.0f} ms")
+        print(
+            f"\n{n} Workspaces ({r['rows']} CSV rows; utilisation measured: {'yes' if r['measured'] else 'NO'}); "
+            f"view caught up (snapshot, DCGM feed, publish) in {r['publish']:.0f} ms"
+        )
         for name, (ms, sql, prom) in r["pages"].items():
             print(f"  {name:24s} {ms:7.1f} ms median   {sql:3d} SQL   {prom} PromQL")
         sql, prom = r["due"]
-        print(f"  list, DCGM feed due       {sql:3d} SQL   {prom} PromQL (the feed's refresh, once per "
-              f"BRICK_METRICS_INTERVAL)")
+        print(
+            f"  list, DCGM feed due       {sql:3d} SQL   {prom} PromQL (the feed's refresh, once per "
+            f"BRICK_METRICS_INTERVAL)"
+        )
     small, large = results[10]["pages"], results[1000]["pages"]
-    same = all(small[k][1:] == large[k][1:] for k in PAGES if "CSV" not in k) and results[10]["due"] == results[1000]["due"]
+    same = (
+        all(small[k][1:] == large[k][1:] for k in PAGES if "CSV" not in k)
+        and results[10]["due"] == results[1000]["due"]
+    )
     print(f"\nSQL and PromQL per page constant from 10 to 1,000 Workspaces: {'yes' if same else 'NO'}")
 
 

@@ -6,6 +6,7 @@ or a setting changed here would leave no Decision behind).
 The console's admins are staff users without model permissions (brickadmin/permissions.py),
 so the admin's usual rule would show them a page saying they can see nothing; AuditAdmin
 lets them look. The site is installed by ``ConsoleAdminConfig`` (brickadmin/apps.py)."""
+
 from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 

@@ -5,6 +5,7 @@ derives from ``AppendOnlyModel``; saving an existing row, deleting a row, and qu
 ``update()`` / ``delete()`` raise ``AppendOnlyViolation``. Retention pruning that must
 remove old rows uses ``QuerySet._raw_delete`` on purpose (see ProcedureRun.prune).
 """
+
 from __future__ import annotations
 
 from django.db import models

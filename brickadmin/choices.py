@@ -1,4 +1,5 @@
 """Choices that carry their meaning: value, colour and label in one place."""
+
 from __future__ import annotations
 
 from django.db import models

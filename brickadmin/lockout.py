@@ -1,5 +1,6 @@
 """Sign-in lockouts (django-axes): the client address behind trusted proxies, and the page
 that says the sign-in is locked and for how long."""
+
 from __future__ import annotations
 
 from axes.handlers.database import AxesDatabaseHandler
@@ -26,8 +27,12 @@ def cooloff_minutes() -> int:
 
 def lockout_response(request, original_response=None, credentials=None):
     """429 with the login page's look: locked, why, and for how long."""
-    return render(request, "registration/lockout.html", {
-        "failure_limit": settings.AXES_FAILURE_LIMIT, "minutes": cooloff_minutes()}, status=429)
+    return render(
+        request,
+        "registration/lockout.html",
+        {"failure_limit": settings.AXES_FAILURE_LIMIT, "minutes": cooloff_minutes()},
+        status=429,
+    )
 
 
 def provider_sign_in(request, credentials=None) -> bool:
@@ -46,13 +51,21 @@ class LockoutHandler(AxesDatabaseHandler):
     leaves them out, and an admin should see that someone keeps trying."""
 
     def user_login_failed(self, sender, credentials: dict, request=None, **kwargs):
-        if request is not None and getattr(request, "axes_locked_out", False) \
-                and settings.AXES_ENABLE_ACCESS_FAILURE_LOG:
+        if (
+            request is not None
+            and getattr(request, "axes_locked_out", False)
+            and settings.AXES_ENABLE_ACCESS_FAILURE_LOG
+        ):
             from axes.helpers import get_client_username
             from axes.models import AccessFailureLog
 
             AccessFailureLog.objects.create(
-                username=get_client_username(request, credentials), ip_address=request.axes_ip_address,
-                user_agent=request.axes_user_agent, http_accept=request.axes_http_accept,
-                path_info=request.axes_path_info, attempt_time=request.axes_attempt_time, locked_out=True)
+                username=get_client_username(request, credentials),
+                ip_address=request.axes_ip_address,
+                user_agent=request.axes_user_agent,
+                http_accept=request.axes_http_accept,
+                path_info=request.axes_path_info,
+                attempt_time=request.axes_attempt_time,
+                locked_out=True,
+            )
         super().user_login_failed(sender, credentials, request, **kwargs)

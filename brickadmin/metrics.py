@@ -3,6 +3,7 @@
 With no PROMETHEUS_URL, or when Prometheus fails, each function returns None and
 records why; callers fall back to labels or the twin's facts and say so on the page.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -11,7 +12,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.utils.translation import gettext
@@ -34,11 +35,11 @@ _state = threading.local()
 
 # dcgm-exporter labelled the host "Hostname"; newer builds use "hostname".
 # One series per GPU, or per MIG instance (GPU_I_PROFILE / GPU_I_ID) of a MIG-enabled GPU.
-PHYSICAL_GPUS = ('count by (Hostname, hostname, UUID, modelName, pod, namespace, GPU_I_PROFILE, GPU_I_ID) '
-                 '(DCGM_FI_DEV_GPU_UTIL)')
+PHYSICAL_GPUS = (
+    "count by (Hostname, hostname, UUID, modelName, pod, namespace, GPU_I_PROFILE, GPU_I_ID) (DCGM_FI_DEV_GPU_UTIL)"
+)
 ALLOCATABLE_BY_NODE = 'kube_node_status_allocatable{resource=~"nvidia_com.+"}'
-SHARED_TOTAL_EXCEPT = ('sum(kube_node_status_allocatable{{resource="' + ksm_resource(GPU_SHARED)
-                       + '",node!="{node}"}})')
+SHARED_TOTAL_EXCEPT = 'sum(kube_node_status_allocatable{{resource="' + ksm_resource(GPU_SHARED) + '",node!="{node}"}})'
 SHARED_ALLOCATED = f'sum(kube_resourcequota{{resource="{quota_key(GPU_SHARED)}",type="hard"}})'
 
 
@@ -86,7 +87,7 @@ def physical_gpus() -> dict[str, list[dict]] | None:
         if m.get("GPU_I_PROFILE"):
             instances.setdefault(uuid, {})[int(m.get("GPU_I_ID") or 0)] = m["GPU_I_PROFILE"]
         if m.get("pod"):
-            dev["pods"].append(f'{m.get("namespace", "")}/{m["pod"]}')
+            dev["pods"].append(f"{m.get('namespace', '')}/{m['pod']}")
     for devs in nodes.values():
         for uuid, dev in devs.items():
             if uuid in instances:
@@ -112,8 +113,9 @@ def pod_usage() -> dict[str, dict[str, list]] | None:
     out: dict[str, dict[str, list]] = {}
 
     def key(m):
-        return f'{m.get("namespace", "")}/{m.get("pod", "")}', m.get("UUID", "") + (
-            f'/{m["GPU_I_ID"]}' if m.get("GPU_I_ID") else "")
+        return f"{m.get('namespace', '')}/{m.get('pod', '')}", m.get("UUID", "") + (
+            f"/{m['GPU_I_ID']}" if m.get("GPU_I_ID") else ""
+        )
 
     for row in util:
         pod, dev = key(row["metric"])
@@ -205,8 +207,10 @@ UTIL = "DCGM_FI_DEV_GPU_UTIL"
 PER_DEVICE = "max by (UUID, GPU_I_ID) ({selector})"
 # The same, keeping the node's name (dcgm-exporter says Hostname or hostname), to join
 # with kube-state-metrics' node labels.
-PER_DEVICE_ON_NODE = ('max by (UUID, GPU_I_ID, node) (label_replace(label_replace({selector}, '
-                      '"node", "$1", "hostname", "(.+)"), "node", "$1", "Hostname", "(.+)"))')
+PER_DEVICE_ON_NODE = (
+    "max by (UUID, GPU_I_ID, node) (label_replace(label_replace({selector}, "
+    '"node", "$1", "hostname", "(.+)"), "node", "$1", "Hostname", "(.+)"))'
+)
 
 
 def _string(value: str) -> str:
@@ -220,10 +224,14 @@ def _nodes_of_type(shared: bool) -> str:
     sharing, strategy = ksm_label(SHARING_LABEL), ksm_label(GPU_SHARING_STRATEGY_LABEL)
     brick, present = ksm_label(GPU_TYPE_LABEL), ksm_label(GPU_PRESENT_LABEL)
     if shared:
-        return (f'max by (node) (kube_node_labels{{{sharing}="timeslicing"}}) or '
-                f'max by (node) (kube_node_labels{{{brick}="", {strategy}="time-slicing"}})')
-    return (f'max by (node) (kube_node_labels{{{sharing}="none"}}) or '
-            f'max by (node) (kube_node_labels{{{brick}="", {present}="true", {strategy}!="time-slicing"}})')
+        return (
+            f'max by (node) (kube_node_labels{{{sharing}="timeslicing"}}) or '
+            f'max by (node) (kube_node_labels{{{brick}="", {strategy}="time-slicing"}})'
+        )
+    return (
+        f'max by (node) (kube_node_labels{{{sharing}="none"}}) or '
+        f'max by (node) (kube_node_labels{{{brick}="", {present}="true", {strategy}!="time-slicing"}})'
+    )
 
 
 def utilisation_query(scope: str, subject: str = "") -> str:
@@ -238,7 +246,7 @@ def utilisation_query(scope: str, subject: str = "") -> str:
         return f"avg({PER_DEVICE.format(selector=f'{UTIL}{{namespace={_string(subject)}}}')})"
     if scope == "type":
         if subject.startswith(MIG_PREFIX):
-            profile = _string(subject[len(MIG_PREFIX):])
+            profile = _string(subject[len(MIG_PREFIX) :])
             return f"avg({PER_DEVICE.format(selector=f'{UTIL}{{GPU_I_PROFILE={profile}}}')})"
         if subject in (GPU, GPU_SHARED):
             devices = PER_DEVICE_ON_NODE.format(selector=f'{UTIL}{{GPU_I_PROFILE=""}}')
@@ -252,7 +260,7 @@ def recorded_query(scope: str, subject: str = "") -> str | None:
     if scope == "cluster":
         return "brick:gpu_utilisation:avg"
     if scope == "type" and subject.startswith(MIG_PREFIX):
-        return f"brick:gpu_utilisation:avg_by_mig_profile{{GPU_I_PROFILE={_string(subject[len(MIG_PREFIX):])}}}"
+        return f"brick:gpu_utilisation:avg_by_mig_profile{{GPU_I_PROFILE={_string(subject[len(MIG_PREFIX) :])}}}"
     if scope == "type" and subject in (GPU, GPU_SHARED):
         return f'brick:gpu_utilisation:avg_by_type{{gpu_type="{"shared" if subject == GPU_SHARED else "exclusive"}"}}'
     return None
@@ -292,8 +300,11 @@ def query_range(promql: str, start: float, end: float, step: float) -> list[tupl
         return None
     try:
         rows = _client().custom_query_range(
-            query=promql, start_time=datetime.fromtimestamp(start, tz=timezone.utc),
-            end_time=datetime.fromtimestamp(end, tz=timezone.utc), step=f"{step:g}")
+            query=promql,
+            start_time=datetime.fromtimestamp(start, tz=UTC),
+            end_time=datetime.fromtimestamp(end, tz=UTC),
+            step=f"{step:g}",
+        )
     except Exception as exc:  # the client raises several unrelated types
         log.warning("Prometheus range query failed: %s", exc)
         _state.error = gettext("Prometheus query failed: %(error)s") % {"error": exc}
@@ -318,7 +329,10 @@ def utilisation(scope: str, subject: str, range_key: str, now: float | None = No
     start, end, step = window(range_key, now)
     series = Series(start=start, end=end, step=step)
     promql = utilisation_query(scope, subject)  # raises ValueError for what has no query
-    key = "brick-util:" + hashlib.sha256(json.dumps([settings.PROMETHEUS_URL, promql, start, end, step]).encode()).hexdigest()
+    key = (
+        "brick-util:"
+        + hashlib.sha256(json.dumps([settings.PROMETHEUS_URL, promql, start, end, step]).encode()).hexdigest()
+    )
     points = cache.get(key)
     if points is None:
         recorded = recorded_query(scope, subject)

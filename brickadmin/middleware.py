@@ -28,8 +28,7 @@ class ClusterErrorMiddleware:
     def process_exception(self, request, exception):
         if isinstance(exception, ClusterError):
             show_cluster_error(request, exception)
-            return render(request, "cluster_unavailable.html",
-                          {"retry_can_help": exception.transient}, status=503)
+            return render(request, "cluster_unavailable.html", {"retry_can_help": exception.transient}, status=503)
         return None
 
 
@@ -58,10 +57,13 @@ def refused_input(request) -> str | None:
     for name, values in request.GET.lists():
         if has_control_character(name) or any(has_control_character(v) for v in values):
             return _("The query parameter %(name)s holds a control character (such as a NUL byte).") % {
-                "name": repr(name)[:60]}
+                "name": repr(name)[:60]
+            }
         if len(name) > QUERY_VALUE_MAX or any(len(v) > QUERY_VALUE_MAX for v in values):
             return _("The query parameter %(name)s is longer than %(n)d characters.") % {
-                "name": repr(name[:40]), "n": QUERY_VALUE_MAX}
+                "name": repr(name[:40]),
+                "n": QUERY_VALUE_MAX,
+            }
     return None
 
 
@@ -100,8 +102,12 @@ class SlidingSessionMiddleware(SessionMiddleware):
     def process_response(self, request, response):
         session = getattr(request, "session", None)
         refresh_only = False
-        if session is not None and not session.modified and session.get("_auth_user_id") \
-                and "_session_expiry" not in session:
+        if (
+            session is not None
+            and not session.modified
+            and session.get("_auth_user_id")
+            and "_session_expiry" not in session
+        ):
             now = int(time.time())
             if now - session.get(self.REFRESHED, 0) >= self.REFRESH_SECONDS:
                 session[self.REFRESHED] = now
@@ -134,8 +140,9 @@ class NoStoreMiddleware:
 
 # --- the database ---------------------------------------------------------------------
 
+
 def database_problem(exception) -> str | None:
-    """"read-only" when the database refuses writes (PostgreSQL in recovery or with
+    """ "read-only" when the database refuses writes (PostgreSQL in recovery or with
     default_transaction_read_only, a read-only SQLite file), "busy" when it is locked,
     "unreachable" when it cannot be reached; None for errors that are bugs (an integrity or
     programming error stays a 500)."""
@@ -161,8 +168,9 @@ def database_unavailable_response(request, problem: str):
     from django.http import HttpResponse
     from django.template.loader import render_to_string
 
-    html = render_to_string("database_unavailable.html", {
-        "problem": problem, "method": request.method, "path": request.get_full_path()})
+    html = render_to_string(
+        "database_unavailable.html", {"problem": problem, "method": request.method, "path": request.get_full_path()}
+    )
     resp = HttpResponse(html, status=503)
     resp["Retry-After"] = "30"
     return resp
@@ -185,12 +193,14 @@ class DatabaseErrorMiddleware:
             return None
         import logging
 
-        logging.getLogger("brickadmin.database").warning("%s %s: database %s: %s", request.method,
-                                                         request.path, problem, exception)
+        logging.getLogger("brickadmin.database").warning(
+            "%s %s: database %s: %s", request.method, request.path, problem, exception
+        )
         return database_unavailable_response(request, problem)
 
 
 # --- the Content-Security-Policy ------------------------------------------------------
+
 
 def content_security_policy() -> str:
     """Scripts, styles, images and requests from the console's own origin only: no inline

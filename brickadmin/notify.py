@@ -11,6 +11,7 @@ left visible to admins as a failed delivery; the action it tells of stands.
 a resolver from their AppConfig.ready() (``OWNER_RESOLVERS``), so the gpus app can tell an
 owner without importing the workspaces app.
 """
+
 from __future__ import annotations
 
 import logging
@@ -54,15 +55,16 @@ def _record(user, kind, words, link):
         subject, body = words()
         subject, body = str(subject), str(body)
     with transaction.atomic():
-        note = Notification.objects.create(recipient=user, kind=kind, subject=subject[:300], body=body,
-                                           link=link[:500])
+        note = Notification.objects.create(recipient=user, kind=kind, subject=subject[:300], body=body, link=link[:500])
         deliveries = []
         if (pref is None or pref.email_notifications) and user.email:
-            deliveries.append(Delivery.objects.create(notification=note, channel=Delivery.Channel.EMAIL,
-                                                      address=user.email))
+            deliveries.append(
+                Delivery.objects.create(notification=note, channel=Delivery.Channel.EMAIL, address=user.email)
+            )
         if pref is not None and pref.webhook_url:
-            deliveries.append(Delivery.objects.create(notification=note, channel=Delivery.Channel.WEBHOOK,
-                                                      address=pref.webhook_url))
+            deliveries.append(
+                Delivery.objects.create(notification=note, channel=Delivery.Channel.WEBHOOK, address=pref.webhook_url)
+            )
     for d in deliveries:
         transaction.on_commit(lambda pk=d.pk: enqueue(pk))
     return note
@@ -79,7 +81,8 @@ def enqueue(delivery_id: int) -> None:
     except Exception as exc:  # kombu/redis raise many types
         log.exception("could not queue delivery %s", delivery_id)
         Delivery.objects.filter(pk=delivery_id).exclude(status=Delivery.Status.SENT).update(
-            status=Delivery.Status.FAILED, last_error=f"could not reach the task queue: {exc}"[:2000])
+            status=Delivery.Status.FAILED, last_error=f"could not reach the task queue: {exc}"[:2000]
+        )
 
 
 def owner_of(namespace: str):

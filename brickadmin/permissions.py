@@ -20,4 +20,3 @@ def admin_required(view):
         return view(request, *args, **kwargs)
 
     return wrapped
-

@@ -9,6 +9,7 @@ scheme is not https, so behind SecurityMiddleware and host validation a probe wo
 - ``/readyz``: the database answers and, when one is configured, the broker too
   (readiness: take the pod out of the Service until they do).
 """
+
 from __future__ import annotations
 
 import logging
@@ -52,6 +53,7 @@ class ProbeMiddleware:
             for dependency, error in problems.items():  # the why (hosts, ports) for the logs only
                 logging.getLogger("brickadmin.probes").warning("not ready: %s: %s", dependency, error)
             # without a login: which dependency failed, never where it lives
-            return JsonResponse({"ready": not problems, **{k: "unavailable" for k in problems}},
-                                status=503 if problems else 200)
+            return JsonResponse(
+                {"ready": not problems, **{k: "unavailable" for k in problems}}, status=503 if problems else 200
+            )
         return self.get_response(request)

@@ -5,6 +5,7 @@ Celery broker on the local filesystem. Production sets DJANGO_DEBUG=0,
 DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS, DATABASE_URL, REDIS_URL and either
 BRICK_KUBECONFIG or BRICK_IN_CLUSTER=1.
 """
+
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -93,11 +94,7 @@ TEMPLATES = [
 
 WSGI_APPLICATION = "brickadmin.wsgi.application"
 
-DATABASES = {
-    "default": dj_database_url.config(
-        default=f"sqlite:///{VAR_DIR / 'brickadmin.sqlite3'}", conn_max_age=60
-    )
-}
+DATABASES = {"default": dj_database_url.config(default=f"sqlite:///{VAR_DIR / 'brickadmin.sqlite3'}", conn_max_age=60)}
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Web and worker processes share the file: wait for locks instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
@@ -239,7 +236,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE = {
-    "reap-stale-runs": {"task": "gpus.tasks.reap_stale_runs", "schedule": 5.0},  # a dead worker's run resumes within ~15 s
+    "reap-stale-runs": {
+        "task": "gpus.tasks.reap_stale_runs",
+        "schedule": 5.0,
+    },  # a dead worker's run resumes within ~15 s
     "prune-old-runs": {"task": "gpus.tasks.prune_old_runs", "schedule": 3600.0},
 }
 

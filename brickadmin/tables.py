@@ -16,14 +16,16 @@ list (rows built from the cluster view: searched and sorted in Python).
 Templates: ``{% include "components/table_tools.html" %}`` (search box and CSV link) and
 ``{% table_head table %}`` (the header row with sort links and ``aria-sort``).
 """
+
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce
 from operator import or_
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 from django.conf import settings
 from django.core.paginator import Paginator
@@ -43,6 +45,7 @@ class Column:
     attribute/key path or a function of the row; defaults to ``order`` or ``key``. ``term``:
     a glossary key (gpus/templatetags/brick.py GLOSSARY) that explains the header.
     """
+
     key: str
     label: Any
     order: str | None = ""
@@ -71,8 +74,7 @@ def lookup(row, path: str) -> Any:
 
 
 class Table:
-    def __init__(self, *columns: Column, search: tuple[str, ...] = (), default: str = "",
-                 per_page: int | None = None):
+    def __init__(self, *columns: Column, search: tuple[str, ...] = (), default: str = "", per_page: int | None = None):
         self.columns = columns
         self.search = search
         self.default = default
@@ -83,7 +85,7 @@ class Table:
         """The header row alone, without sort links: a short excerpt of the list on another page."""
         return SimpleNamespace(headers=[Header(c.label, c.key, c.numeric, False, term=c.term) for c in self.columns])
 
-    def bind(self, request, rows) -> "BoundTable":
+    def bind(self, request, rows) -> BoundTable:
         q = request.GET.get("q", "").strip()[:SEARCH_MAX]
         sort = request.GET.get("sort", "")
         column = self._by_key.get(sort.removeprefix("-"))
@@ -114,6 +116,7 @@ class Table:
         def key(row):
             v = lookup(row, path)
             return v.casefold() if isinstance(v, str) else v
+
         present = [r for r in rows if lookup(r, path) is not None]
         missing = [r for r in rows if lookup(r, path) is None]  # last, whichever the direction
         return sorted(present, key=key, reverse=descending) + missing
@@ -167,6 +170,7 @@ class BoundTable:
             rows = self.rows.iterator() if isinstance(self.rows, QuerySet) else self.rows
             for row in rows:
                 yield writer.writerow([csv_cell(c.cell(row)) for c in cols])
+
         response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{name}-{stamp}.csv"'
         return response

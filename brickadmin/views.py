@@ -1,4 +1,5 @@
 """Console pages of the project itself (not of an app): the sign-in lockouts."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -6,8 +7,8 @@ import logging
 import sys
 
 from django.conf import settings
-from django.db.models import Max, Sum
 from django.contrib import messages
+from django.db.models import Max, Sum
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -20,14 +21,15 @@ from .middleware import clean_text
 from .permissions import admin_required
 from .tables import Column, Table
 
-
 LOCKOUT_TABLE = Table(
     Column("username", gettext_lazy("Username")),
     Column("address", gettext_lazy("Address"), "ip_address"),
     Column("failures", gettext_lazy("Failures"), numeric=True),
     Column("until", gettext_lazy("Locked until")),
     Column("unlock", "", None, export=False),
-    search=("username", "ip_address"), default="-until")
+    search=("username", "ip_address"),
+    default="-until",
+)
 
 
 @require_GET
@@ -40,19 +42,29 @@ def lockouts(request):
     from axes.models import AccessAttempt, AccessFailureLog
 
     # one row per username and address (axes keeps one per browser too); a handful: in Python
-    pairs = (AccessAttempt.objects.filter(attempt_time__gte=timezone.now() - settings.AXES_COOLOFF_TIME)
-             .values("username", "ip_address")
-             .annotate(failures=Sum("failures_since_start"), last=Max("attempt_time"))
-             .filter(failures__gte=settings.AXES_FAILURE_LIMIT).order_by())
+    pairs = (
+        AccessAttempt.objects.filter(attempt_time__gte=timezone.now() - settings.AXES_COOLOFF_TIME)
+        .values("username", "ip_address")
+        .annotate(failures=Sum("failures_since_start"), last=Max("attempt_time"))
+        .filter(failures__gte=settings.AXES_FAILURE_LIMIT)
+        .order_by()
+    )
     rows = [{**p, "until": p["last"] + settings.AXES_COOLOFF_TIME} for p in pairs]
     table = LOCKOUT_TABLE.bind(request, rows)
     if table.wants_csv:
         return table.csv_response("sign-in-lockouts")
     page = table.page
-    return render(request, "lockouts.html", {
-        "table": table, "page": page,
-        "failures": AccessFailureLog.objects.order_by("-attempt_time")[:100],
-        "failure_limit": settings.AXES_FAILURE_LIMIT, "minutes": cooloff_minutes()})
+    return render(
+        request,
+        "lockouts.html",
+        {
+            "table": table,
+            "page": page,
+            "failures": AccessFailureLog.objects.order_by("-attempt_time")[:100],
+            "failure_limit": settings.AXES_FAILURE_LIMIT,
+            "minutes": cooloff_minutes(),
+        },
+    )
 
 
 @require_POST
@@ -71,10 +83,12 @@ def lockout_unlock(request):
         return redirect("lockouts")
     removed, _counts = AccessAttempt.objects.filter(username=username, ip_address=address).delete()
     if removed:
-        logging.getLogger("brickadmin.lockout").warning("%s unlocked the sign-in of %s from %s",
-                                                        request.user.get_username(), username, address)
-        messages.success(request, _("%(user)s can sign in from %(address)s again.")
-                         % {"user": username, "address": address})
+        logging.getLogger("brickadmin.lockout").warning(
+            "%s unlocked the sign-in of %s from %s", request.user.get_username(), username, address
+        )
+        messages.success(
+            request, _("%(user)s can sign in from %(address)s again.") % {"user": username, "address": address}
+        )
     else:
         messages.info(request, _("%(user)s was not locked from %(address)s.") % {"user": username, "address": address})
     return redirect("lockouts")

@@ -1,5 +1,6 @@
 """The audit record of procedures in Django's admin: read-only (brickadmin/admin.py);
 runs and steps are append-only."""
+
 from django.contrib import admin
 
 from brickadmin.admin import AuditAdmin

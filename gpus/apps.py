@@ -2,8 +2,8 @@ from django.apps import AppConfig
 
 
 class GpusConfig(AppConfig):
-    default_auto_field = 'django.db.models.BigAutoField'
-    name = 'gpus'
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "gpus"
 
     def ready(self):
         # The built-in procedures, by code: the registry imports no definition (the

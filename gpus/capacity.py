@@ -5,6 +5,7 @@ what the nodes advertise (logical), Allocated the Workspaces' quota ceilings, Av
 the difference. A change moves Totals (a node converted, replicas changed, a MIG layout)
 or Allocated (a quota edited); a plan shows each type it touches, now and after.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -48,8 +49,9 @@ class CapacityLine:
         return self.changes and self.over_after > 0
 
 
-def capacity_after(ledger, total_change: dict[str, int] | None = None,
-                   allocated_change: dict[str, int] | None = None) -> list[CapacityLine]:
+def capacity_after(
+    ledger, total_change: dict[str, int] | None = None, allocated_change: dict[str, int] | None = None
+) -> list[CapacityLine]:
     """Every GPU type the cluster serves or has allocated, plus any the change names, with
     its Total and Allocated now (from the ledger) and after adding the changes (a Total never
     below 0). In the ledger's order; new types last."""
@@ -61,10 +63,16 @@ def capacity_after(ledger, total_change: dict[str, int] | None = None,
     for name in names:
         row = rows.get(name) or ledger_mod.ResourceRow(name)
         gpu_type = row.gpu_type if name in rows else ledger_mod.gpu_type_of(name)
-        out.append(CapacityLine(
-            resource=name, gpu_type=gpu_type, total=row.logical, allocated=row.allocated,
-            total_after=max(0, row.logical + total_change.get(name, 0)),
-            allocated_after=max(0, row.allocated + allocated_change.get(name, 0))))
+        out.append(
+            CapacityLine(
+                resource=name,
+                gpu_type=gpu_type,
+                total=row.logical,
+                allocated=row.allocated,
+                total_after=max(0, row.logical + total_change.get(name, 0)),
+                allocated_after=max(0, row.allocated + allocated_change.get(name, 0)),
+            )
+        )
     return out
 
 

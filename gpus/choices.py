@@ -2,6 +2,7 @@
 
 The values are the strings the ledger computes and compares ("exclusive", "timeslicing",
 "mig-1g.5gb", ...); TextChoices members compare equal to them."""
+
 from __future__ import annotations
 
 from django.db import models
@@ -43,8 +44,12 @@ class GpuType(models.TextChoices):
 
     @property
     def colour(self) -> str:
-        return {"exclusive": "mode-exclusive", "shared": "mode-timeslicing", "mig": "mode-mig",
-                "mixed": "mode-timeslicing"}[self.value]
+        return {
+            "exclusive": "mode-exclusive",
+            "shared": "mode-timeslicing",
+            "mig": "mode-mig",
+            "mixed": "mode-timeslicing",
+        }[self.value]
 
     @classmethod
     def of(cls, value) -> GpuType | None:

@@ -6,10 +6,11 @@ generation of an older form than this code publishes (``view_publish.SCHEMA_VERS
 never served: ``stored_view()`` raises ``ViewOutdated`` until it is published again (the
 watcher at its start; on the twin, ``gpus.reading`` at once).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone, translation
@@ -84,8 +85,10 @@ class StoredLedger:
     @property
     def nodes(self) -> list[ledger_mod.NodeLedger]:
         if self._nodes is None:
-            self._nodes = [ledger_mod.node_from_dict(d) for d in
-                           ViewNode.objects.filter(is_gpu=True).order_by("name").values_list("ledger", flat=True)]
+            self._nodes = [
+                ledger_mod.node_from_dict(d)
+                for d in ViewNode.objects.filter(is_gpu=True).order_by("name").values_list("ledger", flat=True)
+            ]
         return self._nodes
 
     def node(self, name: str) -> ledger_mod.NodeLedger | None:
@@ -168,8 +171,9 @@ class StoredView:
         names = list(names)
         lang = translation.get_language() or settings.LANGUAGE_CODE
         out: dict[str, list[health_mod.Problem]] = {}
-        found = [_problem(row, lang) for row in
-                 ViewProblem.objects.filter(subject_type=health_mod.NODE, subject__in=names)]
+        found = [
+            _problem(row, lang) for row in ViewProblem.objects.filter(subject_type=health_mod.NODE, subject__in=names)
+        ]
         for p in health_mod.ordered(found + record_problems(names)):
             out.setdefault(p.subject, []).append(p)
         return out
@@ -179,9 +183,17 @@ def _problem(row: ViewProblem, lang: str) -> health_mod.Problem:
     def text(d):
         return d.get(lang) or d.get(settings.LANGUAGE_CODE) or next(iter(d.values()), "")
 
-    return health_mod.Problem(severity=row.severity, kind=row.kind, subject=row.subject, message=text(row.message),
-                              remedy=text(row.remedy), wizard=row.wizard, subject_type=row.subject_type,
-                              fix=row.fix, fix_params=row.fix_params or {})
+    return health_mod.Problem(
+        severity=row.severity,
+        kind=row.kind,
+        subject=row.subject,
+        message=text(row.message),
+        remedy=text(row.remedy),
+        wizard=row.wizard,
+        subject_type=row.subject_type,
+        fix=row.fix,
+        fix_params=row.fix_params or {},
+    )
 
 
 def stored_view(*, live: bool = False) -> StoredView:
@@ -193,17 +205,46 @@ def stored_view(*, live: bool = False) -> StoredView:
         raise ViewUnavailable()
     if state.schema < SCHEMA_VERSION:
         raise ViewOutdated(state.schema)
-    by_type = [ledger_mod.TypeRow(model=r.model, gpu_type=r.gpu_type, resource=r.resource, logical=r.logical,
-                                  requested=r.requested, physical=r.physical, cordoned_logical=r.cordoned_logical,
-                                  nodes=r.nodes) for r in ViewTypeRow.objects.all()]
-    by_resource = [ledger_mod.ResourceRow(resource=r.resource, logical=r.logical, allocated=r.allocated,
-                                          requested=r.requested, shared_logical=r.shared_logical,
-                                          shared_on=r.shared_on or [], mig_on=r.mig_on or [])
-                   for r in ViewResourceRow.objects.all()]
-    fresh = Freshness(as_of=state.as_of, published_at=state.published_at, watcher=state.watcher,
-                      watcher_seen_at=state.watcher_seen_at, source=state.source, live=live)
-    return StoredView(snapshot=StoredSnapshot(state), ledger=StoredLedger(state, by_type, by_resource),
-                      freshness=fresh, generation=state.generation, attention_stored=state.extra.get("attention"))
+    by_type = [
+        ledger_mod.TypeRow(
+            model=r.model,
+            gpu_type=r.gpu_type,
+            resource=r.resource,
+            logical=r.logical,
+            requested=r.requested,
+            physical=r.physical,
+            cordoned_logical=r.cordoned_logical,
+            nodes=r.nodes,
+        )
+        for r in ViewTypeRow.objects.all()
+    ]
+    by_resource = [
+        ledger_mod.ResourceRow(
+            resource=r.resource,
+            logical=r.logical,
+            allocated=r.allocated,
+            requested=r.requested,
+            shared_logical=r.shared_logical,
+            shared_on=r.shared_on or [],
+            mig_on=r.mig_on or [],
+        )
+        for r in ViewResourceRow.objects.all()
+    ]
+    fresh = Freshness(
+        as_of=state.as_of,
+        published_at=state.published_at,
+        watcher=state.watcher,
+        watcher_seen_at=state.watcher_seen_at,
+        source=state.source,
+        live=live,
+    )
+    return StoredView(
+        snapshot=StoredSnapshot(state),
+        ledger=StoredLedger(state, by_type, by_resource),
+        freshness=fresh,
+        generation=state.generation,
+        attention_stored=state.extra.get("attention"),
+    )
 
 
 def has_view() -> bool:
@@ -239,12 +280,21 @@ def jobs(keys) -> dict[tuple[str, str], dict]:
 
 def freshness(*, live: bool = False) -> Freshness | None:
     """The view's freshness from its state row alone (no view rows), or None without a view."""
-    state = ViewState.objects.filter(pk=1).only("as_of", "published_at", "watcher", "watcher_seen_at", "source",
-                                                "generation").first()
+    state = (
+        ViewState.objects.filter(pk=1)
+        .only("as_of", "published_at", "watcher", "watcher_seen_at", "source", "generation")
+        .first()
+    )
     if state is None or not state.generation:
         return None
-    return Freshness(as_of=state.as_of, published_at=state.published_at, watcher=state.watcher,
-                     watcher_seen_at=state.watcher_seen_at, source=state.source, live=live)
+    return Freshness(
+        as_of=state.as_of,
+        published_at=state.published_at,
+        watcher=state.watcher,
+        watcher_seen_at=state.watcher_seen_at,
+        source=state.source,
+        live=live,
+    )
 
 
 # What other apps read from their own records at page time, beside the stopped runs: each
@@ -262,19 +312,26 @@ def record_problems(nodes=None) -> list[health_mod.Problem]:
     from django.db.models import Exists, OuterRef
 
     from .models import RESUMABLE_STATUSES, ProcedureRun
-
     from .procedures import registry
 
     repairs = registry.repair_codes()  # a fix that neither cordons nor relabels: not the node's last conversion
-    later = ProcedureRun.objects.filter(node=OuterRef("node"), created_at__gt=OuterRef("created_at")) \
+    later = ProcedureRun.objects.filter(node=OuterRef("node"), created_at__gt=OuterRef("created_at")).exclude(
+        procedure__in=repairs
+    )
+    stopped = (
+        ProcedureRun.objects.filter(status__in=RESUMABLE_STATUSES)
+        .exclude(node="")
         .exclude(procedure__in=repairs)
-    stopped = ProcedureRun.objects.filter(status__in=RESUMABLE_STATUSES).exclude(node="").exclude(
-        procedure__in=repairs).exclude(Exists(later))
+        .exclude(Exists(later))
+    )
     if nodes is not None:
         stopped = stopped.filter(node__in=list(nodes))
     stopped = list(stopped)
-    cordoned = set(ViewNode.objects.filter(name__in=[r.node for r in stopped], cordoned=True)
-                   .values_list("name", flat=True)) if stopped else set()
+    cordoned = (
+        set(ViewNode.objects.filter(name__in=[r.node for r in stopped], cordoned=True).values_list("name", flat=True))
+        if stopped
+        else set()
+    )
     inputs = health_mod.HealthInputs(ledger=None, stopped_runs=[(r, r.node in cordoned) for r in stopped])
     found = health_mod.problems(inputs, reads="records")
     return found if nodes is not None else health_mod.ordered(found + [p for read in RECORD_READERS for p in read()])
@@ -282,12 +339,12 @@ def record_problems(nodes=None) -> list[health_mod.Problem]:
 
 def idle_by_resource(now=None) -> dict[str, int]:
     """GPU quota idle for the whole idle window, per resource (one query)."""
-    from datetime import timezone as dt_timezone
 
     from django.conf import settings as dj_settings
 
-    now = now or datetime.now(dt_timezone.utc)
+    now = now or datetime.now(UTC)
     hours = float(getattr(dj_settings, "BRICK_IDLE_HOURS", 24))
     lines = ViewWorkspace.objects.filter(quota__gt=0, idle_since__lte=now - timedelta(hours=hours)).only(
-        "namespace", "quota", "gpu_quotas", "idle_since")
+        "namespace", "quota", "gpu_quotas", "idle_since"
+    )
     return occupancy_mod.idle_totals(lines, now, hours)

@@ -3,6 +3,7 @@ programme (the cluster shares GPUs by time-slicing or MIG), produced from the li
 cluster for either convention (docs/operator-guide.md#node-labels-the-single-source-of-truth):
 the commands an auditor would run and their output, stamped with the capture time. Pure
 functions over a snapshot, its ledger and the device-plugin ConfigMaps."""
+
 from __future__ import annotations
 
 import json
@@ -72,70 +73,104 @@ def build(snapshot, led: L.Ledger, configmaps: list[dict]) -> Evidence:
         strategies.append("MIG")
     ts_nodes = [n for n in led.nodes if n.mode == "timeslicing" and n.logical]
     oversubscribed = any(n.logical > n.physical for n in ts_nodes)
-    ev = Evidence(captured_at=now, strategies=strategies, partitions_exposed=bool(mig_nodes),
-                  oversubscribed=oversubscribed)
+    ev = Evidence(
+        captured_at=now, strategies=strategies, partitions_exposed=bool(mig_nodes), oversubscribed=oversubscribed
+    )
 
     cols = [GPU_PRESENT_LABEL, DEVICE_PLUGIN_CONFIG_LABEL, SHARING_LABEL]
     rows = [["NAME", "STATUS", "ROLES", "AGE", "VERSION", "GPU.PRESENT", "DEVICE-PLUGIN.CONFIG", "GPU.SHARING"]]
     for node in sorted(snapshot.nodes, key=lambda n: n["metadata"]["name"]):
         labels = node["metadata"].get("labels") or {}
         ready = L._ready(node.get("status") or {})
-        status = ("Ready" if ready else "NotReady") + (",SchedulingDisabled" if (node.get("spec") or {}).get("unschedulable") else "")
+        status = ("Ready" if ready else "NotReady") + (
+            ",SchedulingDisabled" if (node.get("spec") or {}).get("unschedulable") else ""
+        )
         version = ((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", "")
-        rows.append([node["metadata"]["name"], status, _roles(labels), _age(node, now), version]
-                    + [labels.get(c, "") for c in cols])
-    ev.proofs.append(Proof(
-        "Sharing strategy per node",
-        "kubectl get nodes " + " ".join(f"-L {c}" for c in cols),
-        _table(rows), f"{len(gpu_names)} GPU nodes; strategies in use: {', '.join(strategies) or 'none'}."))
+        rows.append(
+            [node["metadata"]["name"], status, _roles(labels), _age(node, now), version]
+            + [labels.get(c, "") for c in cols]
+        )
+    ev.proofs.append(
+        Proof(
+            "Sharing strategy per node",
+            "kubectl get nodes " + " ".join(f"-L {c}" for c in cols),
+            _table(rows),
+            f"{len(gpu_names)} GPU nodes; strategies in use: {', '.join(strategies) or 'none'}.",
+        )
+    )
 
     for n in mig_nodes:
         raw = next(x for x in snapshot.nodes if x["metadata"]["name"] == n.name)
-        ev.proofs.append(Proof(
-            f"Hardware partitioning: MIG partitions on {n.name} are schedulable resources",
-            f'kubectl get node {n.name} -o jsonpath="{{.status.allocatable}}"',
-            json.dumps(dict(sorted((raw.get("status") or {}).get("allocatable", {}).items())), separators=(",", ":")),
-            ", ".join(f"{r.resource}: {r.allocatable}" for r in n.served if r.gpu_type.startswith("mig-"))
-            + " exposed as separate schedulable resources."))
+        ev.proofs.append(
+            Proof(
+                f"Hardware partitioning: MIG partitions on {n.name} are schedulable resources",
+                f'kubectl get node {n.name} -o jsonpath="{{.status.allocatable}}"',
+                json.dumps(
+                    dict(sorted((raw.get("status") or {}).get("allocatable", {}).items())), separators=(",", ":")
+                ),
+                ", ".join(f"{r.resource}: {r.allocatable}" for r in n.served if r.gpu_type.startswith("mig-"))
+                + " exposed as separate schedulable resources.",
+            )
+        )
 
     for cm in configmaps:
         for key, text in sorted((cm.get("data") or {}).items()):
             if "timeSlicing" in (text or ""):
                 ns, name = cm["metadata"].get("namespace", ""), cm["metadata"]["name"]
                 esc = key.replace(".", "\\.")
-                ev.proofs.append(Proof(
-                    f"Software sharing: time-slicing config {name}/{key}",
-                    f'kubectl get cm {name} -n {ns} -o jsonpath="{{.data.{esc}}}"', text.rstrip(),
-                    "replicas turn one physical GPU into several schedulable units."))
+                ev.proofs.append(
+                    Proof(
+                        f"Software sharing: time-slicing config {name}/{key}",
+                        f'kubectl get cm {name} -n {ns} -o jsonpath="{{.data.{esc}}}"',
+                        text.rstrip(),
+                        "replicas turn one physical GPU into several schedulable units.",
+                    )
+                )
     for n in ts_nodes:
         res = next(r for r in n.served if r.gpu_type == L.SHARED)
         esc = res.resource.replace(".", "\\.")
-        ev.proofs.append(Proof(
-            f"Software sharing: {n.name} oversubscribes its GPUs",
-            f'kubectl get node {n.name} -o jsonpath="{{.status.allocatable.{esc}}}"', str(res.allocatable),
-            f"{res.allocatable} logical GPUs advertised on {n.physical} physical ({n.physical_source})."))
+        ev.proofs.append(
+            Proof(
+                f"Software sharing: {n.name} oversubscribes its GPUs",
+                f'kubectl get node {n.name} -o jsonpath="{{.status.allocatable.{esc}}}"',
+                str(res.allocatable),
+                f"{res.allocatable} logical GPUs advertised on {n.physical} physical ({n.physical_source}).",
+            )
+        )
 
     for n in mig_nodes:
         in_use = [r for r in n.served if r.gpu_type.startswith("mig-") and r.requested]
         if not in_use:
             continue
-        lines = ["Allocated resources:", "  Resource                       Requests   Limits",
-                 "  --------                       --------   ------"]
+        lines = [
+            "Allocated resources:",
+            "  Resource                       Requests   Limits",
+            "  --------                       --------   ------",
+        ]
         for r in n.served:
             lines.append(f"  {r.resource:<30} {r.requested:<10} {r.requested}")
-        ev.proofs.append(Proof(
-            f"MIG partitions in real use on {n.name}",
-            f'kubectl describe node {n.name} | grep -A14 "Allocated resources"', "\n".join(lines),
-            ", ".join(f"{r.resource.split('mig-')[1]} ×{r.requested}" for r in in_use) + " held by running pods."))
+        ev.proofs.append(
+            Proof(
+                f"MIG partitions in real use on {n.name}",
+                f'kubectl describe node {n.name} | grep -A14 "Allocated resources"',
+                "\n".join(lines),
+                ", ".join(f"{r.resource.split('mig-')[1]} ×{r.requested}" for r in in_use) + " held by running pods.",
+            )
+        )
     return ev
 
 
 def as_markdown(ev: Evidence) -> str:
-    out = ["# gpu_sharing — evidence", "",
-           f"Captured: {ev.captured_at.strftime('%Y-%m-%dT%H:%M:%SZ')}", "",
-           f"- At least one GPU sharing strategy: {'yes (' + ', '.join(ev.strategies) + ')' if ev.strategies else 'no'}",
-           f"- Hardware partitions exposed as schedulable resources: {'yes' if ev.partitions_exposed else 'no'}",
-           f"- Software sharing allows oversubscription: {'yes' if ev.oversubscribed else 'no'}", ""]
+    out = [
+        "# gpu_sharing — evidence",
+        "",
+        f"Captured: {ev.captured_at.strftime('%Y-%m-%dT%H:%M:%SZ')}",
+        "",
+        f"- At least one GPU sharing strategy: {'yes (' + ', '.join(ev.strategies) + ')' if ev.strategies else 'no'}",
+        f"- Hardware partitions exposed as schedulable resources: {'yes' if ev.partitions_exposed else 'no'}",
+        f"- Software sharing allows oversubscription: {'yes' if ev.oversubscribed else 'no'}",
+        "",
+    ]
     for i, p in enumerate(ev.proofs, 1):
         out += [f"## {i}. {p.title}", "", "```", f"$ {p.command}", p.output, "```", "", f"→ {p.shows}", ""]
     return "\n".join(out)

@@ -50,16 +50,20 @@ class WizardForm(forms.Form):
                 field = self[p.name]
                 label = next((c.ack_label for c in asking if c.ack_label), "") or field.label
                 count = max((c.ack_count for c in asking), default=0)
-                out.append(Confirmation(p.name, field.html_name, label, str(count) if count else "on",
-                                        [c for c in asking], p))
+                out.append(
+                    Confirmation(p.name, field.html_name, label, str(count) if count else "on", [c for c in asking], p)
+                )
         return out
 
     def missing_confirmations(self, checks) -> list[str]:
         """Why the run cannot start yet: a plan-page confirmation left unticked, or one
         naming fewer GPU pods than the pre-check now finds."""
         params = self.params()
-        return [str(c.param.refusal) for c in self.confirmations(checks)
-                if not params.get(c.name) or not all(k.acknowledged(params.get(c.name)) for k in c.checks)]
+        return [
+            str(c.param.refusal)
+            for c in self.confirmations(checks)
+            if not params.get(c.name) or not all(k.acknowledged(params.get(c.name)) for k in c.checks)
+        ]
 
 
 def _confirmation(value):
@@ -78,14 +82,17 @@ class Confirmation:
 
 
 class RunFilterForm(forms.Form):
-    procedure = forms.ChoiceField(required=False, choices=lambda: [("", _("All"))] + registry.choices(),
-                                  label=_("Procedure"))
+    procedure = forms.ChoiceField(
+        required=False, choices=lambda: [("", _("All"))] + registry.choices(), label=_("Procedure")
+    )
     status = forms.ChoiceField(required=False, choices=[("", _("All"))] + list(RunStatus.choices), label=_("Status"))
     node = forms.CharField(required=False, label=_("Node"))
     actor = forms.CharField(required=False, label=_("By"))
 
 
 class ManifestForm(forms.Form):
-    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 30, "spellcheck": "false", "class": "code"}),
-                              label=_("brick-nvidia-device-plugin.yaml"))
+    content = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 30, "spellcheck": "false", "class": "code"}),
+        label=_("brick-nvidia-device-plugin.yaml"),
+    )
     note = forms.CharField(required=False, max_length=300, label=_("What changed"))

@@ -14,6 +14,7 @@ Where DCGM names the pods of a device (``physical_source == "dcgm"``), those pod
 on that device; the others are placed the way the device plugin allocates (in creation
 order, first free slot), like the ledger's ``_devices_in_use`` and lab/gpusim.py.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -27,8 +28,13 @@ from brickadmin.cluster.vocabulary import MIG_PREFIX, is_terminal
 if TYPE_CHECKING:
     from .ledger import NodeLedger
 
-STATE_TEXT = {"free": _("free"), "requested": _("requested, not running yet"), "in_use": _("in use"),
-              "stale": _("held through a stale resource"), "cordoned": _("free, node cordoned")}
+STATE_TEXT = {
+    "free": _("free"),
+    "requested": _("requested, not running yet"),
+    "in_use": _("in use"),
+    "stale": _("held through a stale resource"),
+    "cordoned": _("free, node cordoned"),
+}
 
 
 @dataclass
@@ -83,19 +89,27 @@ def node_map(node: NodeLedger) -> NodeMap:
     tiles = []
     for i, d in enumerate(devices):
         if d.get("mig"):
-            tile = Tile(i, d.get("uuid", ""), d.get("model", ""), "mig",
-                        [Slot(p, profile=p) for p in d["mig"]])
+            tile = Tile(i, d.get("uuid", ""), d.get("model", ""), "mig", [Slot(p, profile=p) for p in d["mig"]])
         elif replicas > 1:
-            tile = Tile(i, d.get("uuid", ""), d.get("model", ""), "timeslicing",
-                        [Slot(f"{k + 1}/{replicas}") for k in range(replicas)])
+            tile = Tile(
+                i,
+                d.get("uuid", ""),
+                d.get("model", ""),
+                "timeslicing",
+                [Slot(f"{k + 1}/{replicas}") for k in range(replicas)],
+            )
         else:
             tile = Tile(i, d.get("uuid", ""), d.get("model", ""), "whole", [Slot(str(_("whole")))])
         tiles.append(tile)
 
     stale = {r.resource for r in node.resources.values() if r.stale}
-    pods = sorted((p for p in node.raw_pods if not is_terminal(p)),
-                  key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "",
-                                 (p.get("metadata") or {}).get("name", "")))
+    pods = sorted(
+        (p for p in node.raw_pods if not is_terminal(p)),
+        key=lambda p: (
+            (p.get("metadata") or {}).get("creationTimestamp") or "",
+            (p.get("metadata") or {}).get("name", ""),
+        ),
+    )
     measured = {}  # pod -> device indexes DCGM names it on
     if node.physical_source == "dcgm":
         for i, d in enumerate(devices):
@@ -110,7 +124,7 @@ def node_map(node: NodeLedger) -> NodeMap:
                 if s.pod:
                     continue
                 if resource.startswith(MIG_PREFIX):
-                    if t.kind == "mig" and s.profile == resource[len(MIG_PREFIX):]:
+                    if t.kind == "mig" and s.profile == resource[len(MIG_PREFIX) :]:
                         return s
                 elif t.kind != "mig":
                     return s
@@ -119,7 +133,7 @@ def node_map(node: NodeLedger) -> NodeMap:
     unplaced = []
     for pod in pods:
         meta = pod.get("metadata") or {}
-        who = f'{meta.get("namespace", "")}/{meta.get("name", "")}'
+        who = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
         running = (pod.get("status") or {}).get("phase") == "Running"
         for resource, amount in pod_gpu_requests(pod).items():
             state = "stale" if resource in stale else ("in_use" if running else "requested")

@@ -12,12 +12,12 @@ to ``HealthInputs`` and gather it in ``gpus.view_publish.health_inputs`` (the on
 watcher's publish and a live view gather from; effects live there, not here), or, for a check
 of the product's records (``reads="records"``), in ``gpus.clusterview.record_problems``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.urls import reverse
@@ -94,7 +94,7 @@ class Problem:
         proc = registry.find(self.fix) if self.fix else None
         return proc.fix_url(self.node, self.fix_params) if proc else ""
 
-    def resolve_fixes(self) -> "Problem":
+    def resolve_fixes(self) -> Problem:
         """Point to the procedures that declare they fix this kind: the first listed one as
         the wizard, the first unlisted one as the Fix."""
         for proc, facts in registry.fixers(self.kind, self.fix_params, self.subject):
@@ -137,12 +137,16 @@ REGISTRY: dict[str, HealthCheck] = {}
 CheckFunction = Callable[[HealthInputs], Iterable[Problem]]
 
 
-def check(kind: str, title: str, *, reads: str = "cluster", explain: str = "") -> Callable[[CheckFunction], CheckFunction]:
+def check(
+    kind: str, title: str, *, reads: str = "cluster", explain: str = ""
+) -> Callable[[CheckFunction], CheckFunction]:
     """Register a check (in definition order) under the kind of problem it reports;
     ``explain`` is its entry on the Help page."""
+
     def register(fn: CheckFunction) -> CheckFunction:
         REGISTRY[kind] = HealthCheck(kind, title, fn, reads, explain)
         return fn
+
     return register
 
 
@@ -215,9 +219,16 @@ def summary(found: list[Problem], stored: Sequence[dict[str, Any]] = ()) -> list
     groups: dict[str, Group] = {}
     for d in stored:
         entry = REGISTRY.get(d["kind"])
-        groups[d["kind"]] = Group(d["kind"], str(entry.title) if entry else d["kind"], d["severity"],
-                                  [Problem(d["severity"], d["kind"], subject, "", "", subject_type=subject_type)
-                                   for subject, subject_type in d["first"]], total=d["count"])
+        groups[d["kind"]] = Group(
+            d["kind"],
+            str(entry.title) if entry else d["kind"],
+            d["severity"],
+            [
+                Problem(d["severity"], d["kind"], subject, "", "", subject_type=subject_type)
+                for subject, subject_type in d["first"]
+            ],
+            total=d["count"],
+        )
     for p in found:
         g = groups.get(p.kind)
         if g is None:
@@ -233,53 +244,93 @@ def summary(found: list[Problem], stored: Sequence[dict[str, Any]] = ()) -> list
 def summary_data(found: list[Problem]) -> list[dict[str, Any]]:
     """The Dashboard card's groups as data to store with the view: per kind, its worst
     severity, its count and its first subjects (words are added when a page shows them)."""
-    return [{"kind": g.kind, "severity": g.severity, "count": g.count,
-             "first": [[p.subject, p.subject_type] for p in g.problems[:FIRST_SHOWN]]} for g in summary(found)]
+    return [
+        {
+            "kind": g.kind,
+            "severity": g.severity,
+            "count": g.count,
+            "first": [[p.subject, p.subject_type] for p in g.problems[:FIRST_SHOWN]],
+        }
+        for g in summary(found)
+    ]
 
 
 # --- the checks ---------------------------------------------------------------------
 
-@check("stale-allocatable", gettext_lazy("Stale resource still allocatable"),
-       explain=gettext_lazy("The previous mode's resource is still allocatable on a converted node, so the "
-                            "scheduler can place pods there that the kubelet then refuses. Fix removes it from node "
-                            "status (the JSON patch of step 5 of A/B); then recreate any pod that failed."))
+
+@check(
+    "stale-allocatable",
+    gettext_lazy("Stale resource still allocatable"),
+    explain=gettext_lazy(
+        "The previous mode's resource is still allocatable on a converted node, so the "
+        "scheduler can place pods there that the kubelet then refuses. Fix removes it from node "
+        "status (the JSON patch of step 5 of A/B); then recreate any pod that failed."
+    ),
+)
 def stale_allocatable(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         for r in n.stale:
             if r.stale_severity == "allocatable":
-                yield Problem("bad", "stale-allocatable", n.name,
-                              _("%(res)s is stale but still allocatable (%(a)d): pods asking for it can be "
-                                "scheduled here and fail with UnexpectedAdmissionError.")
-                              % {"res": r.resource, "a": r.allocatable},
-                              _("Clean up now: remove it from node status (step 5 of procedure A/B), then "
-                                "recreate any pod that failed."), fix_params={"stale_resource": r.resource})
+                yield Problem(
+                    "bad",
+                    "stale-allocatable",
+                    n.name,
+                    _(
+                        "%(res)s is stale but still allocatable (%(a)d): pods asking for it can be "
+                        "scheduled here and fail with UnexpectedAdmissionError."
+                    )
+                    % {"res": r.resource, "a": r.allocatable},
+                    _(
+                        "Clean up now: remove it from node status (step 5 of procedure A/B), then "
+                        "recreate any pod that failed."
+                    ),
+                    fix_params={"stale_resource": r.resource},
+                )
 
 
-@check("stale-capacity", gettext_lazy("Stale resource left in capacity"),
-       explain=gettext_lazy("The previous mode's resource is left in capacity with allocatable 0. Harmless for "
-                            "scheduling; Fix removes it with the status patch of A/B."))
+@check(
+    "stale-capacity",
+    gettext_lazy("Stale resource left in capacity"),
+    explain=gettext_lazy(
+        "The previous mode's resource is left in capacity with allocatable 0. Harmless for "
+        "scheduling; Fix removes it with the status patch of A/B."
+    ),
+)
 def stale_capacity(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         for r in n.stale:
             if r.stale_severity == "capacity":
-                yield Problem("warn", "stale-capacity", n.name,
-                              _("%(res)s is left in capacity (allocatable 0).") % {"res": r.resource},
-                              _("Harmless for scheduling; remove it with the status patch of step 5."),
-                              fix_params={"stale_resource": r.resource})
+                yield Problem(
+                    "warn",
+                    "stale-capacity",
+                    n.name,
+                    _("%(res)s is left in capacity (allocatable 0).") % {"res": r.resource},
+                    _("Harmless for scheduling; remove it with the status patch of step 5."),
+                    fix_params={"stale_resource": r.resource},
+                )
 
 
-@check("label-typo", gettext_lazy("Unrecognised sharing label"),
-       explain=gettext_lazy("The sharing label is neither none nor timeslicing, so no device plugin serves the "
-                            "node and it exposes no GPU. The finding opens procedure A or B (the mode the typo "
-                            "meant) for the node, which drains it before setting the label exactly."))
+@check(
+    "label-typo",
+    gettext_lazy("Unrecognised sharing label"),
+    explain=gettext_lazy(
+        "The sharing label is neither none nor timeslicing, so no device plugin serves the "
+        "node and it exposes no GPU. The finding opens procedure A or B (the mode the typo "
+        "meant) for the node, which drains it before setting the label exactly."
+    ),
+)
 def label_typo(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         if n.convention == "brick" and n.mode == "unlabelled":
-            yield Problem("bad", "label-typo", n.name,
-                          _("Sharing label value %(v)r is neither none nor timeslicing: no device plugin "
-                            "selects this node.") % {"v": n.sharing_label},
-                          _("Set brick.cloud/gpu.sharing to exactly none or timeslicing (procedure A or B)."),
-                          fix_params={"sharing": vocab.intended_sharing(n.sharing_label)})
+            yield Problem(
+                "bad",
+                "label-typo",
+                n.name,
+                _("Sharing label value %(v)r is neither none nor timeslicing: no device plugin selects this node.")
+                % {"v": n.sharing_label},
+                _("Set brick.cloud/gpu.sharing to exactly none or timeslicing (procedure A or B)."),
+                fix_params={"sharing": vocab.intended_sharing(n.sharing_label)},
+            )
 
 
 def _refused_config(n: NodeLedger, daemonsets: list[KubeObject], configmaps: list[KubeObject]) -> str:
@@ -294,8 +345,10 @@ def _refused_config(n: NodeLedger, daemonsets: list[KubeObject], configmaps: lis
         cm = by_name.get(names[0]) if names else None
         errors = plugin_config_errors((cm.get("data") or {}).get(vocab.PLUGIN_CONFIG_KEY)) if cm else []
         if cm and errors:
-            return str(_("The plugin refuses ConfigMap %(name)s: %(errors)s") % {
-                "name": cm["metadata"]["name"], "errors": "; ".join(errors)})
+            return str(
+                _("The plugin refuses ConfigMap %(name)s: %(errors)s")
+                % {"name": cm["metadata"]["name"], "errors": "; ".join(errors)}
+            )
     return ""
 
 
@@ -303,28 +356,42 @@ def _why_no_plugin(n: NodeLedger, daemonsets: list[KubeObject]) -> tuple[str, Ku
     """Why a BRICK node has no running device-plugin pod, from the DaemonSets' node
     selectors and tolerations and the node's labels and taints ('' when they allow it), and
     the first taint not tolerated (what the toleration fix adds), if that is the cause."""
-    selecting = [ds for ds in daemonsets
-                 if vocab.labels_match(n.labels, ((ds.get("spec") or {}).get("template") or {})
-                                       .get("spec", {}).get("nodeSelector"))]
+    selecting = [
+        ds
+        for ds in daemonsets
+        if vocab.labels_match(
+            n.labels, ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get("nodeSelector")
+        )
+    ]
     if not selecting:
         return _("No device-plugin DaemonSet selects this node's labels (%(label)s=%(v)s).") % {
-            "label": vocab.SHARING_LABEL, "v": n.sharing_label}, None
+            "label": vocab.SHARING_LABEL,
+            "v": n.sharing_label,
+        }, None
     for ds in selecting:
         tolerations = ds["spec"]["template"]["spec"].get("tolerations")
         missing = [t for t in n.raw_taints if not vocab.tolerates([t], tolerations)]
         if missing:
-            taints = ", ".join(str(t) for t in n.taints if any(
-                t.key == m.get("key") and t.effect == m.get("effect") for m in missing))
+            taints = ", ".join(
+                str(t) for t in n.taints if any(t.key == m.get("key") and t.effect == m.get("effect") for m in missing)
+            )
             return _("DaemonSet %(ds)s should run here but does not tolerate the node's taint %(taints)s.") % {
-                "ds": ds["metadata"]["name"], "taints": taints}, missing[0]
+                "ds": ds["metadata"]["name"],
+                "taints": taints,
+            }, missing[0]
     return "", None
 
 
-@check("plugin-missing", gettext_lazy("Device plugin not running"),
-       explain=gettext_lazy("No running device-plugin pod on a GPU node: it exposes no GPU. Usually a DaemonSet "
-                            "lacks a toleration for the node's taint, or no DaemonSet selects its labels; the "
-                            "finding names which. For a taint, Fix adds the toleration to both DaemonSets as a new "
-                            "manifest version and applies it."))
+@check(
+    "plugin-missing",
+    gettext_lazy("Device plugin not running"),
+    explain=gettext_lazy(
+        "No running device-plugin pod on a GPU node: it exposes no GPU. Usually a DaemonSet "
+        "lacks a toleration for the node's taint, or no DaemonSet selects its labels; the "
+        "finding names which. For a taint, Fix adds the toleration to both DaemonSets as a new "
+        "manifest version and applies it."
+    ),
+)
 def plugin_missing(inputs: HealthInputs) -> Iterable[Problem]:
     daemonsets = getattr(inputs.snapshot, "plugin_daemonsets", None) or []
     for n in inputs.ledger.nodes:
@@ -332,84 +399,152 @@ def plugin_missing(inputs: HealthInputs) -> Iterable[Problem]:
         if n.convention == "brick" and n.mode != "unlabelled" and n.plugin_state == "crashlooping":
             configmaps = getattr(inputs.snapshot, "plugin_configmaps", None) or []
             refused = _refused_config(n, daemonsets, configmaps)
-            yield Problem("bad", "plugin-missing", n.name,
-                          _("The device-plugin pod is in CrashLoopBackOff: the plugin exits at start and the "
-                            "node exposes no GPU resource.") + (" " + refused if refused else ""),
-                          _("The plugin exits when it refuses its config: correct the config in the managed "
-                            "manifest, apply it and restart the plugin (procedure C)."))
+            yield Problem(
+                "bad",
+                "plugin-missing",
+                n.name,
+                _(
+                    "The device-plugin pod is in CrashLoopBackOff: the plugin exits at start and the "
+                    "node exposes no GPU resource."
+                )
+                + (" " + refused if refused else ""),
+                _(
+                    "The plugin exits when it refuses its config: correct the config in the managed "
+                    "manifest, apply it and restart the plugin (procedure C)."
+                ),
+            )
         elif n.convention == "brick" and n.mode != "unlabelled" and n.plugin_state in PLUGIN_DOWN:
             cause, taint = _why_no_plugin(n, daemonsets) if daemonsets else ("", None)
-            facts = {"taint_key": taint.get("key", ""), "taint_value": taint.get("value") or "",
-                     "taint_effect": taint.get("effect", "")} if taint else {}
-            yield Problem("bad", "plugin-missing", n.name,
-                          _("No Running device-plugin pod (%(s)s): the node exposes no GPU resource.")
-                          % {"s": n.plugin_state} + (" " + cause if cause else ""),
-                          _("If the pod is Pending or absent on a tainted node, a toleration is missing: keep "
-                            "both DaemonSets' tolerations identical in the managed manifest and apply it."),
-                          fix_params=facts)
+            facts = (
+                {
+                    "taint_key": taint.get("key", ""),
+                    "taint_value": taint.get("value") or "",
+                    "taint_effect": taint.get("effect", ""),
+                }
+                if taint
+                else {}
+            )
+            yield Problem(
+                "bad",
+                "plugin-missing",
+                n.name,
+                _("No Running device-plugin pod (%(s)s): the node exposes no GPU resource.") % {"s": n.plugin_state}
+                + (" " + cause if cause else ""),
+                _(
+                    "If the pod is Pending or absent on a tainted node, a toleration is missing: keep "
+                    "both DaemonSets' tolerations identical in the managed manifest and apply it."
+                ),
+                fix_params=facts,
+            )
 
 
-@check("mig-single-not-uniform", gettext_lazy("MIG layout the device plugin refuses"),
-       explain=gettext_lazy("Under NVIDIA's MIG strategy single every GPU of a node must be in MIG mode with one "
-                            "MIG profile; otherwise the device plugin exits and GPU feature discovery labels the "
-                            "node MIG-INVALID, so the node offers no GPU. Change the node's MIG layout to one "
-                            "profile on every GPU, or run the node's plugin with MIG strategy mixed."))
+@check(
+    "mig-single-not-uniform",
+    gettext_lazy("MIG layout the device plugin refuses"),
+    explain=gettext_lazy(
+        "Under NVIDIA's MIG strategy single every GPU of a node must be in MIG mode with one "
+        "MIG profile; otherwise the device plugin exits and GPU feature discovery labels the "
+        "node MIG-INVALID, so the node offers no GPU. Change the node's MIG layout to one "
+        "profile on every GPU, or run the node's plugin with MIG strategy mixed."
+    ),
+)
 def mig_single_not_uniform(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         if n.mode == "mig-single" and n.mig_error:
-            yield Problem("bad", "mig-single-not-uniform", n.name,
-                          _("GPU feature discovery labels this node %(p)s: under MIG strategy single its GPUs are "
-                            "not all partitioned alike (one MIG profile on every GPU), so the device plugin "
-                            "refuses to start and the node offers no GPU.") % {
-                              "p": n.labels.get(vocab.GPU_PRODUCT_LABEL, "")},
-                          _("Give every GPU the same MIG layout (nvidia.com/mig.config, e.g. all-1g.10gb), or "
-                            "use MIG strategy mixed for this node's device plugin."))
+            yield Problem(
+                "bad",
+                "mig-single-not-uniform",
+                n.name,
+                _(
+                    "GPU feature discovery labels this node %(p)s: under MIG strategy single its GPUs are "
+                    "not all partitioned alike (one MIG profile on every GPU), so the device plugin "
+                    "refuses to start and the node offers no GPU."
+                )
+                % {"p": n.labels.get(vocab.GPU_PRODUCT_LABEL, "")},
+                _(
+                    "Give every GPU the same MIG layout (nvidia.com/mig.config, e.g. all-1g.10gb), or "
+                    "use MIG strategy mixed for this node's device plugin."
+                ),
+            )
 
 
-@check("replicas-not-reflected", gettext_lazy("Replicas not reflected"),
-       explain=gettext_lazy("The time-slicing config changed but the plugin still advertises the old replicas: "
-                            "the rollout restart was skipped. Fix restarts the time-slicing plugin and checks every "
-                            "node (procedure C would too)."))
+@check(
+    "replicas-not-reflected",
+    gettext_lazy("Replicas not reflected"),
+    explain=gettext_lazy(
+        "The time-slicing config changed but the plugin still advertises the old replicas: "
+        "the rollout restart was skipped. Fix restarts the time-slicing plugin and checks every "
+        "node (procedure C would too)."
+    ),
+)
 def replicas_not_reflected(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         if n.mode == "timeslicing" and n.replicas != n.configured_replicas and n.plugin_state == "running":
-            yield Problem("warn", "replicas-not-reflected", n.name,
-                          _("Replicas configured %(c)d but the plugin advertises %(r)d per GPU.")
-                          % {"c": n.configured_replicas, "r": n.replicas},
-                          _("The rollout restart was skipped (procedure C step 2): restart the time-slicing "
-                            "plugin."))
+            yield Problem(
+                "warn",
+                "replicas-not-reflected",
+                n.name,
+                _("Replicas configured %(c)d but the plugin advertises %(r)d per GPU.")
+                % {"c": n.configured_replicas, "r": n.replicas},
+                _("The rollout restart was skipped (procedure C step 2): restart the time-slicing plugin."),
+            )
 
 
-@check("cordoned", gettext_lazy("Cordoned node"),
-       explain=gettext_lazy("A cordoned node takes no new pods: someone ran kubectl cordon, or a procedure "
-                            "cordoned it to drain it. If no procedure or maintenance is in progress, uncordon it."))
+@check(
+    "cordoned",
+    gettext_lazy("Cordoned node"),
+    explain=gettext_lazy(
+        "A cordoned node takes no new pods: someone ran kubectl cordon, or a procedure "
+        "cordoned it to drain it. If no procedure or maintenance is in progress, uncordon it."
+    ),
+)
 def cordoned(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
         if n.cordoned:
-            yield Problem("info", "cordoned", n.name,
-                          _("Cordoned: its GPUs take no new pods (%(n)d logical GPU(s) held back).")
-                          % {"n": n.logical},
-                          _("If no procedure or maintenance is in progress on it, uncordon it (Fix)."))
+            yield Problem(
+                "info",
+                "cordoned",
+                n.name,
+                _("Cordoned: its GPUs take no new pods (%(n)d logical GPU(s) held back).") % {"n": n.logical},
+                _("If no procedure or maintenance is in progress on it, uncordon it (Fix)."),
+            )
 
 
-@check("quota-over-total", gettext_lazy("Quota over the Total"),
-       explain=gettext_lazy("Workspace quotas of a type add up to more than the cluster offers (after lowering "
-                            "replicas or converting nodes). Lower the quotas of the Workspaces named."))
+@check(
+    "quota-over-total",
+    gettext_lazy("Quota over the Total"),
+    explain=gettext_lazy(
+        "Workspace quotas of a type add up to more than the cluster offers (after lowering "
+        "replicas or converting nodes). Lower the quotas of the Workspaces named."
+    ),
+)
 def quota_over_total(inputs: HealthInputs) -> Iterable[Problem]:
     owners = _owners(inputs.snapshot)
     for row in inputs.ledger.by_resource:
         if row.allocated > row.logical:
-            holders = sorted(((ns, per[row.resource]) for ns, per in inputs.ledger.allocated_by_namespace.items()
-                              if per.get(row.resource)), key=lambda x: (-x[1], x[0]))
-            held = "; ".join(_("%(ws)s (owner %(owner)s): %(n)d") % {"ws": ns, "owner": owners.get(ns) or "?", "n": n}
-                             for ns, n in holders)
-            yield Problem("bad", "quota-over-total", row.resource,
-                          _("Allocated quota %(a)d exceeds the Total %(t)d.") % {"a": row.allocated,
-                                                                                  "t": row.logical}
-                          + (" " + _("Held by: %(held)s.") % {"held": held} if held else ""),
-                          _("Replicas were lowered or nodes converted: lower Workspace quotas of this type."),
-                          subject_type=RESOURCE, link=reverse("cluster_workspaces"),
-                          link_text=_("Edit the Workspaces' quotas"))
+            holders = sorted(
+                (
+                    (ns, per[row.resource])
+                    for ns, per in inputs.ledger.allocated_by_namespace.items()
+                    if per.get(row.resource)
+                ),
+                key=lambda x: (-x[1], x[0]),
+            )
+            held = "; ".join(
+                _("%(ws)s (owner %(owner)s): %(n)d") % {"ws": ns, "owner": owners.get(ns) or "?", "n": n}
+                for ns, n in holders
+            )
+            yield Problem(
+                "bad",
+                "quota-over-total",
+                row.resource,
+                _("Allocated quota %(a)d exceeds the Total %(t)d.") % {"a": row.allocated, "t": row.logical}
+                + (" " + _("Held by: %(held)s.") % {"held": held} if held else ""),
+                _("Replicas were lowered or nodes converted: lower Workspace quotas of this type."),
+                subject_type=RESOURCE,
+                link=reverse("cluster_workspaces"),
+                link_text=_("Edit the Workspaces' quotas"),
+            )
 
 
 def uses_operator_convention(ledger: Ledger) -> bool:
@@ -417,10 +552,15 @@ def uses_operator_convention(ledger: Ledger) -> bool:
     return bool(ledger.nodes) and all(n.convention != "brick" for n in ledger.nodes)
 
 
-@check("manifest-drift", gettext_lazy("Device plugin differs from the managed manifest"),
-       explain=gettext_lazy("The live device-plugin objects differ from the managed manifest (an edit by hand, or"
-                            " a version not applied). Apply the manifest, or save the live change as a version "
-                            "first."))
+@check(
+    "manifest-drift",
+    gettext_lazy("Device plugin differs from the managed manifest"),
+    explain=gettext_lazy(
+        "The live device-plugin objects differ from the managed manifest (an edit by hand, or"
+        " a version not applied). Apply the manifest, or save the live change as a version "
+        "first."
+    ),
+)
 def manifest_drift(inputs: HealthInputs) -> Iterable[Problem]:
     """Live device-plugin objects that differ from the managed manifest (someone used
     kubectl edit, or a version was saved but not applied)."""
@@ -428,66 +568,116 @@ def manifest_drift(inputs: HealthInputs) -> Iterable[Problem]:
     if items and uses_operator_convention(inputs.ledger) and all(d.state == "missing" for d in items):
         return  # BRICK's own objects are not used on such a cluster: the convention check says so
     for d in items:
-        what = _("missing on the cluster") if d.state == "missing" else \
-            _("differs from the managed manifest at %(paths)s") % {"paths": ", ".join(d.paths[:5])}
-        yield Problem("warn", "manifest-drift", f"{d.kind}/{d.name}", what,
-                      _("Apply the managed manifest (or save the live change as a new version first, if it "
-                        "was intended). A later apply of an old file would silently undo hand edits."),
-                      subject_type=MANIFEST)
+        what = (
+            _("missing on the cluster")
+            if d.state == "missing"
+            else _("differs from the managed manifest at %(paths)s") % {"paths": ", ".join(d.paths[:5])}
+        )
+        yield Problem(
+            "warn",
+            "manifest-drift",
+            f"{d.kind}/{d.name}",
+            what,
+            _(
+                "Apply the managed manifest (or save the live change as a new version first, if it "
+                "was intended). A later apply of an old file would silently undo hand edits."
+            ),
+            subject_type=MANIFEST,
+        )
 
 
-@check("convention", gettext_lazy("GPU Operator convention"),
-       explain=gettext_lazy("The cluster follows the GPU Operator convention: its own objects run the plugin, so "
-                            "BRICK's are not expected. Nothing to do."))
+@check(
+    "convention",
+    gettext_lazy("GPU Operator convention"),
+    explain=gettext_lazy(
+        "The cluster follows the GPU Operator convention: its own objects run the plugin, so "
+        "BRICK's are not expected. Nothing to do."
+    ),
+)
 def convention(inputs: HealthInputs) -> Iterable[Problem]:
     """Said once, so that the absent BRICK device-plugin objects are not reported as problems."""
     if uses_operator_convention(inputs.ledger) and any(d.state == "missing" for d in inputs.drift or []):
-        yield Problem("info", "convention", _("cluster"),
-                      _("This cluster's GPU nodes follow the NVIDIA GPU Operator convention: the Operator runs "
-                        "the device plugin, so BRICK's own device-plugin objects are not used here."),
-                      _("Nothing to do. The wizards follow the BRICK labels; procedure D adds a node the BRICK "
-                        "way."), subject_type=RESOURCE)
+        yield Problem(
+            "info",
+            "convention",
+            _("cluster"),
+            _(
+                "This cluster's GPU nodes follow the NVIDIA GPU Operator convention: the Operator runs "
+                "the device plugin, so BRICK's own device-plugin objects are not used here."
+            ),
+            _("Nothing to do. The wizards follow the BRICK labels; procedure D adds a node the BRICK way."),
+            subject_type=RESOURCE,
+        )
 
 
-@check("run-left-cordoned", gettext_lazy("Left cordoned by a stopped run"), reads="records",
-       explain=gettext_lazy("A run stopped (failed, cancelled or interrupted) after cordoning its node. Resume it"
-                            " to finish, or Fix: restore the node (its labels as before the run, uncordoned)."))
+@check(
+    "run-left-cordoned",
+    gettext_lazy("Left cordoned by a stopped run"),
+    reads="records",
+    explain=gettext_lazy(
+        "A run stopped (failed, cancelled or interrupted) after cordoning its node. Resume it"
+        " to finish, or Fix: restore the node (its labels as before the run, uncordoned)."
+    ),
+)
 def run_left_cordoned(inputs: HealthInputs) -> Iterable[Problem]:
     for run, node_cordoned in inputs.stopped_runs:
         if node_cordoned:
-            yield Problem("warn", "run-left-cordoned", run.node,
-                          _("Run #%(id)d (%(proc)s) is %(status)s and left the node cordoned.")
-                          % {"id": run.pk, "proc": run.get_procedure_display(), "status": run.get_status_display()},
-                          _("Resume the run to finish the conversion, or restore the node from the run's page."),
-                          link=run.get_absolute_url(), link_text=_("Open run #%(id)d") % {"id": run.pk},
-                          fix_params={"restore_of": run.pk})
+            yield Problem(
+                "warn",
+                "run-left-cordoned",
+                run.node,
+                _("Run #%(id)d (%(proc)s) is %(status)s and left the node cordoned.")
+                % {"id": run.pk, "proc": run.get_procedure_display(), "status": run.get_status_display()},
+                _("Resume the run to finish the conversion, or restore the node from the run's page."),
+                link=run.get_absolute_url(),
+                link_text=_("Open run #%(id)d") % {"id": run.pk},
+                fix_params={"restore_of": run.pk},
+            )
 
 
 CHECKLIST_WAIT = timedelta(days=1)
 
 
-@check("checklist-waiting", gettext_lazy("Waiting for a checklist"), reads="records",
-       explain=gettext_lazy("A node addition waits for its build checklist to be confirmed. Confirm it on the "
-                            "run's page once the driver and runtime are installed."))
+@check(
+    "checklist-waiting",
+    gettext_lazy("Waiting for a checklist"),
+    reads="records",
+    explain=gettext_lazy(
+        "A node addition waits for its build checklist to be confirmed. Confirm it on the "
+        "run's page once the driver and runtime are installed."
+    ),
+)
 def checklist_waiting(inputs: HealthInputs) -> Iterable[Problem]:
-    now = inputs.now or datetime.now(dt_timezone.utc)
+    now = inputs.now or datetime.now(UTC)
     for run, _cordoned in inputs.stopped_runs:
         proc = registry.find(run.procedure)
-        waiting = proc is not None and proc.checklist and run.current_step in {
-            s.key for s in proc.steps(run.params or {}) if s.manual}
+        waiting = (
+            proc is not None
+            and proc.checklist
+            and run.current_step in {s.key for s in proc.steps(run.params or {}) if s.manual}
+        )
         if waiting and run.finished_at and now - run.finished_at > CHECKLIST_WAIT:
-            yield Problem("info", "checklist-waiting", run.node,
-                          _("Run #%(id)d has been waiting for its checklist confirmation since %(when)s.")
-                          % {"id": run.pk, "when": run.finished_at.strftime("%Y-%m-%d %H:%M UTC")},
-                          _("Confirm the checklist on the run's page once the node is ready, or leave it: "
-                            "nothing changes on the cluster meanwhile."),
-                          link=run.get_absolute_url(), link_text=_("Open run #%(id)d") % {"id": run.pk})
+            yield Problem(
+                "info",
+                "checklist-waiting",
+                run.node,
+                _("Run #%(id)d has been waiting for its checklist confirmation since %(when)s.")
+                % {"id": run.pk, "when": run.finished_at.strftime("%Y-%m-%d %H:%M UTC")},
+                _(
+                    "Confirm the checklist on the run's page once the node is ready, or leave it: "
+                    "nothing changes on the cluster meanwhile."
+                ),
+                link=run.get_absolute_url(),
+                link_text=_("Open run #%(id)d") % {"id": run.pk},
+            )
 
 
 def _owners(snapshot: Snapshot | None) -> dict[str, str]:
     """namespace -> the Workspace owner named by its label."""
-    return {ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(vocab.OWNER_LABEL, "")
-            for ns in getattr(snapshot, "namespaces", None) or []}
+    return {
+        ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(vocab.OWNER_LABEL, "")
+        for ns in getattr(snapshot, "namespaces", None) or []
+    }
 
 
 def _pod_words(pod: KubeObject, owners: dict[str, str]) -> dict[str, str]:
@@ -496,10 +686,15 @@ def _pod_words(pod: KubeObject, owners: dict[str, str]) -> dict[str, str]:
     return {"pod": f"{ns}/{md.get('name', '')}", "ws": ns, "owner": owners.get(ns) or "?"}
 
 
-@check("pod-admission-failed", gettext_lazy("GPU pod refused by the kubelet"),
-       explain=gettext_lazy("The kubelet refused a GPU pod (UnexpectedAdmissionError): it asked for more than one"
-                            " shared GPU, or landed on a stale resource. The finding says which. Fix tells the "
-                            "owner on their Workspace page and deletes the pod; the owner recreates it."))
+@check(
+    "pod-admission-failed",
+    gettext_lazy("GPU pod refused by the kubelet"),
+    explain=gettext_lazy(
+        "The kubelet refused a GPU pod (UnexpectedAdmissionError): it asked for more than one"
+        " shared GPU, or landed on a stale resource. The finding says which. Fix tells the "
+        "owner on their Workspace page and deletes the pod; the owner recreates it."
+    ),
+)
 def pod_admission_failed(inputs: HealthInputs) -> Iterable[Problem]:
     """Pods the kubelet refused (UnexpectedAdmissionError), explained by their cause."""
     from brickadmin.cluster.deviceplugin import pod_gpu_requests
@@ -515,30 +710,49 @@ def pod_admission_failed(inputs: HealthInputs) -> Iterable[Problem]:
         n = inputs.ledger.node(node_name) if node_name else None
         stale = [r for r in requests if n is not None and r in n.resources and n.resources[r].stale]
         if requests.get(vocab.GPU_SHARED, 0) > 1:
-            message = _("Pod %(pod)s (Workspace %(ws)s, owner %(owner)s) asked for %(n)d %(res)s: time-slicing "
-                        "allows one per pod (failRequestsGreaterThanOne), so the kubelet refused it.") % {
-                **words, "n": requests[vocab.GPU_SHARED], "res": vocab.GPU_SHARED}
-            remedy = _("Ask the owner to request one shared GPU per pod (or an exclusive GPU for more), then "
-                       "recreate the pod.")
+            message = _(
+                "Pod %(pod)s (Workspace %(ws)s, owner %(owner)s) asked for %(n)d %(res)s: time-slicing "
+                "allows one per pod (failRequestsGreaterThanOne), so the kubelet refused it."
+            ) % {**words, "n": requests[vocab.GPU_SHARED], "res": vocab.GPU_SHARED}
+            remedy = _(
+                "Ask the owner to request one shared GPU per pod (or an exclusive GPU for more), then recreate the pod."
+            )
         elif stale:
-            message = _("Pod %(pod)s (Workspace %(ws)s, owner %(owner)s) was scheduled on %(node)s, where %(res)s "
-                        "is stale but was still allocatable; the kubelet refused it.") % {
-                **words, "node": node_name, "res": ", ".join(stale)}
-            remedy = _("Remove the stale resource from the node's status (step 5 of procedure A/B), then "
-                       "recreate the pod: it will not start by itself.")
+            message = _(
+                "Pod %(pod)s (Workspace %(ws)s, owner %(owner)s) was scheduled on %(node)s, where %(res)s "
+                "is stale but was still allocatable; the kubelet refused it."
+            ) % {**words, "node": node_name, "res": ", ".join(stale)}
+            remedy = _(
+                "Remove the stale resource from the node's status (step 5 of procedure A/B), then "
+                "recreate the pod: it will not start by itself."
+            )
         else:
             message = _("Pod %(pod)s (Workspace %(ws)s, owner %(owner)s) was refused by the kubelet: %(why)s") % {
-                **words, "why": status.get("message") or status.get("reason")}
+                **words,
+                "why": status.get("message") or status.get("reason"),
+            }
             remedy = _("Read the kubelet's message; recreate the pod once its cause is fixed.")
         md = pod.get("metadata") or {}
         facts = {"pod_namespace": md.get("namespace", ""), "pod_name": md.get("name", "")} if node_name else {}
-        yield Problem("bad", "pod-admission-failed", node_name or words["pod"], message, remedy,
-                      subject_type=NODE if node_name else RESOURCE, fix_params=facts)
+        yield Problem(
+            "bad",
+            "pod-admission-failed",
+            node_name or words["pod"],
+            message,
+            remedy,
+            subject_type=NODE if node_name else RESOURCE,
+            fix_params=facts,
+        )
 
 
-@check("pod-pending-no-resource", gettext_lazy("GPU pod waiting for a resource no node offers"),
-       explain=gettext_lazy("A pod waits for a GPU resource that no node offers any more, after a conversion. "
-                            "Convert a node back or move the Workspace to the type offered now."))
+@check(
+    "pod-pending-no-resource",
+    gettext_lazy("GPU pod waiting for a resource no node offers"),
+    explain=gettext_lazy(
+        "A pod waits for a GPU resource that no node offers any more, after a conversion. "
+        "Convert a node back or move the Workspace to the type offered now."
+    ),
+)
 def pod_pending_no_resource(inputs: HealthInputs) -> Iterable[Problem]:
     """Pods Pending for a GPU resource that no node serves any more (after a conversion)."""
     from brickadmin.cluster.deviceplugin import pod_gpu_requests
@@ -550,8 +764,18 @@ def pod_pending_no_resource(inputs: HealthInputs) -> Iterable[Problem]:
             continue
         missing = sorted(r for r in pod_gpu_requests(pod) if r not in offered)
         if missing:
-            yield Problem("warn", "pod-pending-no-resource", ", ".join(missing),
-                          _("Pod %(pod)s (Workspace %(ws)s, owner %(owner)s) is Pending: it asks for %(res)s, which "
-                            "no node offers any more.") % {**_pod_words(pod, owners), "res": ", ".join(missing)},
-                          _("Convert a node back to the mode that serves it, or ask the owner to use the GPU type "
-                            "the cluster offers now."), subject_type=RESOURCE)
+            yield Problem(
+                "warn",
+                "pod-pending-no-resource",
+                ", ".join(missing),
+                _(
+                    "Pod %(pod)s (Workspace %(ws)s, owner %(owner)s) is Pending: it asks for %(res)s, which "
+                    "no node offers any more."
+                )
+                % {**_pod_words(pod, owners), "res": ", ".join(missing)},
+                _(
+                    "Convert a node back to the mode that serves it, or ask the owner to use the GPU type "
+                    "the cluster offers now."
+                ),
+                subject_type=RESOURCE,
+            )

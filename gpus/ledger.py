@@ -12,6 +12,7 @@ Both cluster conventions are understood:
 Stale resources (the other mode's, left by kubelet) are never counted as logical;
 they are reported separately, as are cordoned nodes and missing device plugins.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,12 +34,12 @@ from brickadmin.cluster.vocabulary import (
     MIG_PREFIX,
     SHARING_LABEL,
     UNSCHEDULABLE_TAINT_KEY,
+    KubeObject,
     configmap_replicas,
     label_int,
     quantity,
 )
 from brickadmin.cluster.vocabulary import NVIDIA_PREFIX as NVIDIA
-from brickadmin.cluster.vocabulary import KubeObject
 
 if TYPE_CHECKING:
     from brickadmin.cluster.snapshot import Snapshot
@@ -58,7 +59,7 @@ def gpu_type_of(resource: str, node_shared_plain: bool = False) -> str:
     if resource == GPU_SHARED:
         return SHARED
     if resource.startswith(MIG_PREFIX):
-        return "mig-" + resource[len(MIG_PREFIX):]
+        return "mig-" + resource[len(MIG_PREFIX) :]
     if resource == GPU:
         return SHARED if node_shared_plain else EXCLUSIVE
     return ""
@@ -131,10 +132,13 @@ class PodLine:
 def pod_line(pod: KubeObject) -> PodLine:
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
-    return PodLine(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
-                   phase=(pod.get("status") or {}).get("phase") or "",
-                   gpu_requests=pod_gpu_requests(pod),
-                   component=labels.get(vocab.COMPONENT_LABEL) or labels.get("app", ""))
+    return PodLine(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        phase=(pod.get("status") or {}).get("phase") or "",
+        gpu_requests=pod_gpu_requests(pod),
+        component=labels.get(vocab.COMPONENT_LABEL) or labels.get("app", ""),
+    )
 
 
 @dataclass(slots=True)
@@ -180,9 +184,16 @@ class NodeLedger:
 
     @property
     def devices(self) -> list[Device]:
-        return [Device(uuid=d.get("uuid", ""), model=d.get("model", ""), mig=list(d.get("mig") or []),
-                       in_use=i in self.in_use, users=list(d.get("pods") or []))
-                for i, d in enumerate(self.raw_devices)]
+        return [
+            Device(
+                uuid=d.get("uuid", ""),
+                model=d.get("model", ""),
+                mig=list(d.get("mig") or []),
+                in_use=i in self.in_use,
+                users=list(d.get("pods") or []),
+            )
+            for i, d in enumerate(self.raw_devices)
+        ]
 
     @property
     def logical(self) -> int:
@@ -314,6 +325,7 @@ class Ledger:
 
 # --- per node ---------------------------------------------------------------
 
+
 def is_gpu_node(node: KubeObject) -> bool:
     labels = node["metadata"].get("labels") or {}
     if labels.get(GPU_TYPE_LABEL) or labels.get(vocab.GPU_PRESENT_LABEL) == "true":
@@ -351,8 +363,10 @@ PLUGIN_DOWN = ("missing", "pending", "crashlooping")
 def _crash_looping(pod: KubeObject) -> bool:
     """A container kubelet keeps restarting (the plugin exits at start, e.g. on a config it
     refuses): the pod's phase stays Running but no plugin serves."""
-    return any(((cs.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"
-               for cs in (pod.get("status") or {}).get("containerStatuses") or [])
+    return any(
+        ((cs.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []
+    )
 
 
 def _plugin_state(node_name: str, plugin_pods_by_node: dict[str, list[KubeObject]], convention: str) -> str:
@@ -367,9 +381,17 @@ def _plugin_state(node_name: str, plugin_pods_by_node: dict[str, list[KubeObject
     return "missing" if convention == "brick" else "unknown"
 
 
-def node_ledger(node: KubeObject, pods_requests: dict[str, int], devices: list[RawDevice] | None,
-                device_source: str, plugin_state: str, ts_replicas: int, *,
-                pods: Sequence[KubeObject] = (), plugin_pods: Sequence[KubeObject] = ()) -> NodeLedger:
+def node_ledger(
+    node: KubeObject,
+    pods_requests: dict[str, int],
+    devices: list[RawDevice] | None,
+    device_source: str,
+    plugin_state: str,
+    ts_replicas: int,
+    *,
+    pods: Sequence[KubeObject] = (),
+    plugin_pods: Sequence[KubeObject] = (),
+) -> NodeLedger:
     meta = node["metadata"]
     labels = meta.get("labels") or {}
     spec = node.get("spec") or {}
@@ -405,8 +427,13 @@ def node_ledger(node: KubeObject, pods_requests: dict[str, int], devices: list[R
             gtype = "mig-" + mig_profile
         stale = convention == "brick" and vocab.is_stale_resource(sharing, name)
         resources[name] = ResourceLine(
-            resource=name, gpu_type=gtype, capacity=quantity(capacity.get(name, 0)),
-            allocatable=quantity(allocatable.get(name, 0)), requested=pods_requests.get(name, 0), stale=stale)
+            resource=name,
+            gpu_type=gtype,
+            capacity=quantity(capacity.get(name, 0)),
+            allocatable=quantity(allocatable.get(name, 0)),
+            requested=pods_requests.get(name, 0),
+            stale=stale,
+        )
     for name, amount in pods_requests.items():  # pods holding a resource the node no longer lists
         if name not in resources:
             resources[name] = ResourceLine(name, gpu_type_of(name, shared_plain), 0, 0, amount, stale=True)
@@ -446,15 +473,33 @@ def node_ledger(node: KubeObject, pods_requests: dict[str, int], devices: list[R
         physical_used = _derived_physical_used(resources, replicas, physical)
 
     return NodeLedger(
-        name=meta["name"], model=model, convention=convention, mode=mode, sharing_label=sharing,
-        replicas=replicas, configured_replicas=configured_replicas, ready=_ready(status), cordoned=bool(spec.get("unschedulable")),
+        name=meta["name"],
+        model=model,
+        convention=convention,
+        mode=mode,
+        sharing_label=sharing,
+        replicas=replicas,
+        configured_replicas=configured_replicas,
+        ready=_ready(status),
+        cordoned=bool(spec.get("unschedulable")),
         # Taints worth showing: ones a plugin DaemonSet may not tolerate (see IGNORED_TAINTS).
-        tainted=any(t.get("effect") in ("NoSchedule", "NoExecute") and t.get("key") not in IGNORED_TAINTS
-                    for t in spec.get("taints") or []),
-        plugin_state=plugin_state, resources=resources, raw_devices=devs, in_use=in_use, physical=physical,
-        physical_used=physical_used, physical_source=source, labels=labels,
-        raw_taints=spec.get("taints") or [], raw_pods=list(pods), raw_plugin_pods=list(plugin_pods),
-        mig_profile=mig_profile, mig_error=mig_error,
+        tainted=any(
+            t.get("effect") in ("NoSchedule", "NoExecute") and t.get("key") not in IGNORED_TAINTS
+            for t in spec.get("taints") or []
+        ),
+        plugin_state=plugin_state,
+        resources=resources,
+        raw_devices=devs,
+        in_use=in_use,
+        physical=physical,
+        physical_used=physical_used,
+        physical_source=source,
+        labels=labels,
+        raw_taints=spec.get("taints") or [],
+        raw_pods=list(pods),
+        raw_plugin_pods=list(plugin_pods),
+        mig_profile=mig_profile,
+        mig_error=mig_error,
     )
 
 
@@ -476,8 +521,9 @@ def _node_model(labels: dict[str, str], devs: list[RawDevice]) -> str:
     return product or "Unknown GPU"
 
 
-def _physical_from_mig(model: str, profile: str, resources: dict[str, ResourceLine], replicas: int,
-                       labels: dict[str, str]) -> int:
+def _physical_from_mig(
+    model: str, profile: str, resources: dict[str, ResourceLine], replicas: int, labels: dict[str, str]
+) -> int:
     """Physical GPUs under MIG strategy single: the MIG devices (the node's capacity, else
     GFD's overridden gpu.count) over the most one GPU of the model holds (mig.py), at least
     one GPU per device's share of the GPU's seven (or four) compute slices."""
@@ -507,8 +553,9 @@ def _derived_physical_used(resources: dict[str, ResourceLine], replicas: int, ph
     return min(used, physical)
 
 
-def _devices_in_use(devs: list[RawDevice], resources: dict[str, ResourceLine], replicas: int,
-                    device_source: str) -> frozenset[int]:
+def _devices_in_use(
+    devs: list[RawDevice], resources: dict[str, ResourceLine], replicas: int, device_source: str
+) -> frozenset[int]:
     """Indexes of the devices in use. DCGM names the pods per device; the twin has no
     such mapping, so requests are packed onto devices in order, as the plugin allocates."""
     if not devs:
@@ -544,6 +591,7 @@ Contribution: TypeAlias = tuple[list[Served], list[tuple[RowKey, int]]]  # see _
 # compute's memo: node name -> (what the line is made of, the line, its contribution)
 MemoEntry: TypeAlias = tuple[tuple[Any, ...], NodeLedger, Contribution]
 
+
 def has_node(snapshot: Snapshot, name: str) -> bool:
     """Whether the cluster has a node of that name, GPU node or not."""
     return any(n["metadata"]["name"] == name for n in snapshot.nodes)
@@ -557,7 +605,7 @@ def allocated_by_namespace(quotas: list[KubeObject]) -> dict[str, dict[str, int]
         hard = (q.get("spec") or {}).get("hard") or (q.get("status") or {}).get("hard") or {}
         for key, value in hard.items():
             if key.startswith("requests." + NVIDIA):
-                res = key[len("requests."):]
+                res = key[len("requests.") :]
                 out[ns][res] = out[ns].get(res, 0) + quantity(value)
     return dict(out)
 
@@ -583,11 +631,16 @@ def _contribution(n: NodeLedger) -> Contribution:
         if not (r.capacity or r.allocatable or r.requested):
             continue  # e.g. "nvidia.com/gpu: 0" on a MIG node: nothing to show
         # time-sliced without a rename (GPU Operator): the resource row says where
-        shared = (n.name, n.replicas, r.allocatable) if (
-            r.gpu_type == SHARED and gpu_type_of(r.resource) != SHARED and r.allocatable) else None
-        mig_on = (n.name, n.mig_profile, r.allocatable) if (
-            n.mig_profile and r.gpu_type.startswith("mig-") and r.resource in (GPU, GPU_SHARED)
-            and r.allocatable) else None
+        shared = (
+            (n.name, n.replicas, r.allocatable)
+            if (r.gpu_type == SHARED and gpu_type_of(r.resource) != SHARED and r.allocatable)
+            else None
+        )
+        mig_on = (
+            (n.name, n.mig_profile, r.allocatable)
+            if (n.mig_profile and r.gpu_type.startswith("mig-") and r.resource in (GPU, GPU_SHARED) and r.allocatable)
+            else None
+        )
         served.append(((n.model, r.gpu_type), r.resource, r.allocatable, r.requested, n.cordoned, shared, mig_on))
     physical: dict[tuple[str, str], int] = {}
     if n.mig_error:  # the plugin refuses the node: its GPUs are of no type it offers
@@ -661,9 +714,15 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
         else:
             convention_guess = "brick" if (node["metadata"].get("labels") or {}).get(GPU_TYPE_LABEL) else "other"
             line = node_ledger(
-                node, _node_requests(pods), snapshot.devices.get(name), snapshot.device_source,
-                _plugin_state(name, plugin_pods_by_node, convention_guess), ts_replicas,
-                pods=pods, plugin_pods=plugin_pods)
+                node,
+                _node_requests(pods),
+                snapshot.devices.get(name),
+                snapshot.device_source,
+                _plugin_state(name, plugin_pods_by_node, convention_guess),
+                ts_replicas,
+                pods=pods,
+                plugin_pods=plugin_pods,
+            )
             entry = (key, line, _contribution(line))
         kept[name] = entry
     if memo is not None:
@@ -708,24 +767,46 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
     type_order = {EXCLUSIVE: 0, SHARED: 1}
     rows = sorted(by_type.values(), key=lambda r: (r.model, type_order.get(r.gpu_type, 2), r.gpu_type))
     res_rows = sorted(by_resource.values(), key=lambda r: (r.resource != GPU, r.resource != GPU_SHARED, r.resource))
-    return Ledger(nodes=nodes, by_type=rows, by_resource=res_rows,
-                  allocated_by_namespace=allocated, device_source=snapshot.device_source)
+    return Ledger(
+        nodes=nodes,
+        by_type=rows,
+        by_resource=res_rows,
+        allocated_by_namespace=allocated,
+        device_source=snapshot.device_source,
+    )
 
 
 # --- stored form (the materialised view, gpus/view_publish.py) ---------------------
 
+
 def node_to_dict(n: NodeLedger) -> dict[str, Any]:
     """A node's ledger line as JSON-ready data; ``node_from_dict`` gives it back equal."""
     return {
-        "name": n.name, "model": n.model, "convention": n.convention, "mode": n.mode,
-        "sharing_label": n.sharing_label, "replicas": n.replicas, "configured_replicas": n.configured_replicas,
-        "ready": n.ready, "cordoned": n.cordoned, "tainted": n.tainted, "plugin_state": n.plugin_state,
-        "resources": [[r.resource, r.gpu_type, r.capacity, r.allocatable, r.requested, r.stale]
-                      for r in n.resources.values()],
-        "raw_devices": n.raw_devices, "in_use": sorted(n.in_use), "physical": n.physical,
-        "physical_used": n.physical_used, "physical_source": n.physical_source, "labels": n.labels,
-        "raw_taints": n.raw_taints, "raw_pods": n.raw_pods, "raw_plugin_pods": n.raw_plugin_pods,
-        "mig_profile": n.mig_profile, "mig_error": n.mig_error,
+        "name": n.name,
+        "model": n.model,
+        "convention": n.convention,
+        "mode": n.mode,
+        "sharing_label": n.sharing_label,
+        "replicas": n.replicas,
+        "configured_replicas": n.configured_replicas,
+        "ready": n.ready,
+        "cordoned": n.cordoned,
+        "tainted": n.tainted,
+        "plugin_state": n.plugin_state,
+        "resources": [
+            [r.resource, r.gpu_type, r.capacity, r.allocatable, r.requested, r.stale] for r in n.resources.values()
+        ],
+        "raw_devices": n.raw_devices,
+        "in_use": sorted(n.in_use),
+        "physical": n.physical,
+        "physical_used": n.physical_used,
+        "physical_source": n.physical_source,
+        "labels": n.labels,
+        "raw_taints": n.raw_taints,
+        "raw_pods": n.raw_pods,
+        "raw_plugin_pods": n.raw_plugin_pods,
+        "mig_profile": n.mig_profile,
+        "mig_error": n.mig_error,
     }
 
 

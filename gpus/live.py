@@ -14,6 +14,7 @@ and a plan page does not list the same pods three times. Make a new LiveRead for
 decision (a run's pre-check step, a plan page, an approval), and do not change what it
 returns (it is shared by the checks of that decision).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -54,8 +55,9 @@ class LiveRead:
         return self._once("get_node", name)
 
     def list_pods(self, namespace=None, label_selector=None, field_selector=None):
-        return self._once("list_pods", namespace=namespace, label_selector=label_selector,
-                          field_selector=field_selector)
+        return self._once(
+            "list_pods", namespace=namespace, label_selector=label_selector, field_selector=field_selector
+        )
 
     def list_gpu_pods(self):
         return self._once("list_gpu_pods")
@@ -95,8 +97,9 @@ class LiveRead:
         """The cluster's snapshot (with Prometheus's DCGM figures when it answers), its quotas
         listed now."""
         if "snapshot" not in self._read:
-            self._read["snapshot"] = dataclasses.replace(take_snapshot(self.gateway),
-                                                         quotas=self.list_resource_quotas())
+            self._read["snapshot"] = dataclasses.replace(
+                take_snapshot(self.gateway), quotas=self.list_resource_quotas()
+            )
         return self._read["snapshot"]
 
     def ledger(self) -> ledger_mod.Ledger:
@@ -106,8 +109,10 @@ class LiveRead:
 
     def owners(self) -> dict[str, str]:
         """namespace -> the owner its label names ("" when none), for every namespace."""
-        return {ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(OWNER_LABEL, "")
-                for ns in self.list_namespaces()}
+        return {
+            ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(OWNER_LABEL, "")
+            for ns in self.list_namespaces()
+        }
 
     def pods_on(self, node: str) -> list[dict]:
         return self.list_pods(field_selector=f"spec.nodeName={node}")

@@ -4,6 +4,7 @@ Pure parts: parse, validate, set_replicas, drift (desired vs live). Effects: cur
 save_version(), apply() (server-side apply; a changed DaemonSet selector is handled by
 delete + re-create, since spec.selector is immutable).
 """
+
 from __future__ import annotations
 
 import json
@@ -18,6 +19,7 @@ from django.utils.translation import gettext as _
 
 from brickadmin.cluster import NotFound, PermanentClusterError
 from brickadmin.cluster.pluginconfig import plugin_config_errors
+from brickadmin.cluster.vocabulary import COMPONENT_LABEL as COMPONENT
 from brickadmin.cluster.vocabulary import (
     DEFAULT_DAEMONSET,
     SHARING_LABEL,
@@ -28,18 +30,45 @@ from brickadmin.cluster.vocabulary import (
     time_slicing,
     tolerates,
 )
-from brickadmin.cluster.vocabulary import COMPONENT_LABEL as COMPONENT
 from brickadmin.cluster.vocabulary import PLUGIN_CONFIG_KEY as CONFIG_KEY
 from brickadmin.cluster.vocabulary import PLUGIN_NAMESPACE as NAMESPACE
 from brickadmin.cluster.vocabulary import RESTARTED_AT_ANNOTATION as RESTARTED_AT
 
 # The plugin's names are read from here too (procedures, pages).
 __all__ = [
-    "ALLOWED_KINDS", "COMPONENT", "CONFIG_KEY", "DEFAULT_DAEMONSET", "MANIFEST_FILE", "MAX_DEPTH", "MAX_NODES",
-    "NAMESPACE", "RESTARTED_AT", "SHARING_LABEL", "TS_CONFIGMAP", "TS_DAEMONSET", "DriftItem", "ManifestError",
-    "Validation", "add_toleration", "apply", "configmap_replicas", "current", "daemonsets_tolerate", "drift",
-    "foreign_documents", "parse", "parse_plugin_config", "refused_configs", "save_version", "set_replicas",
-    "subset_diff", "time_slicing", "tolerates", "toleration_for", "ts_replicas", "validate",
+    "ALLOWED_KINDS",
+    "COMPONENT",
+    "CONFIG_KEY",
+    "DEFAULT_DAEMONSET",
+    "MANIFEST_FILE",
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "NAMESPACE",
+    "RESTARTED_AT",
+    "SHARING_LABEL",
+    "TS_CONFIGMAP",
+    "TS_DAEMONSET",
+    "DriftItem",
+    "ManifestError",
+    "Validation",
+    "add_toleration",
+    "apply",
+    "configmap_replicas",
+    "current",
+    "daemonsets_tolerate",
+    "drift",
+    "foreign_documents",
+    "parse",
+    "parse_plugin_config",
+    "refused_configs",
+    "save_version",
+    "set_replicas",
+    "subset_diff",
+    "time_slicing",
+    "tolerates",
+    "toleration_for",
+    "ts_replicas",
+    "validate",
 ]
 
 MANIFEST_FILE = Path(__file__).resolve().parent / "manifests" / "brick-nvidia-device-plugin.yaml"
@@ -93,9 +122,13 @@ def parse(content: str) -> list[dict]:
     than MAX_DOCUMENTS documents, or a document nested or expanded beyond the limits above.
     Linear in the text: documents are read one at a time and counted as they come."""
     if len(content) > MAX_CHARACTERS:
-        raise ManifestError(_("The manifest is %(size)d characters long; at most %(max)d are accepted "
-                              "(the device plugin's manifest is about 4,000).")
-                            % {"size": len(content), "max": MAX_CHARACTERS})
+        raise ManifestError(
+            _(
+                "The manifest is %(size)d characters long; at most %(max)d are accepted "
+                "(the device plugin's manifest is about 4,000)."
+            )
+            % {"size": len(content), "max": MAX_CHARACTERS}
+        )
     docs = []
     try:
         for d in yaml.safe_load_all(content):
@@ -103,8 +136,10 @@ def parse(content: str) -> list[dict]:
                 continue
             docs.append(d)
             if len(docs) > MAX_DOCUMENTS:
-                raise ManifestError(_("The manifest holds more than %(max)d documents; the device plugin's "
-                                      "manifest has four.") % {"max": MAX_DOCUMENTS})
+                raise ManifestError(
+                    _("The manifest holds more than %(max)d documents; the device plugin's manifest has four.")
+                    % {"max": MAX_DOCUMENTS}
+                )
     except yaml.YAMLError as exc:
         raise ManifestError(_("Not valid YAML: %(err)s") % {"err": exc}) from exc
     except RecursionError:
@@ -113,14 +148,22 @@ def parse(content: str) -> list[dict]:
     for i, d in enumerate(docs):
         depth, count = _measure(d, memo)
         if depth > MAX_DEPTH:
-            raise ManifestError(_("Document %(i)d is nested more than %(n)d levels deep.")
-                                % {"i": i + 1, "n": MAX_DEPTH})
+            raise ManifestError(
+                _("Document %(i)d is nested more than %(n)d levels deep.") % {"i": i + 1, "n": MAX_DEPTH}
+            )
         if count > MAX_NODES:
-            raise ManifestError(_("Document %(i)d is too large (more than %(n)d values once aliases are expanded).")
-                                % {"i": i + 1, "n": MAX_NODES})
-        if not isinstance(d, dict) or not isinstance(d.get("kind"), str) or not d["kind"] \
-                or not isinstance(d.get("metadata"), dict) or not isinstance(d["metadata"].get("name"), str) \
-                or not d["metadata"]["name"]:
+            raise ManifestError(
+                _("Document %(i)d is too large (more than %(n)d values once aliases are expanded).")
+                % {"i": i + 1, "n": MAX_NODES}
+            )
+        if (
+            not isinstance(d, dict)
+            or not isinstance(d.get("kind"), str)
+            or not d["kind"]
+            or not isinstance(d.get("metadata"), dict)
+            or not isinstance(d["metadata"].get("name"), str)
+            or not d["metadata"]["name"]
+        ):
             raise ManifestError(_("Document %(i)d has no kind or metadata.name") % {"i": i + 1})
     return docs
 
@@ -133,11 +176,20 @@ def foreign_documents(docs: list[dict]) -> list[str]:
         kind, md = d["kind"], d["metadata"]
         ns = md.get("namespace")
         if ALLOWED_KINDS.get(kind) != d.get("apiVersion") or ns != NAMESPACE:
-            out.append(_("%(kind)s %(name)s (namespace %(ns)s, apiVersion %(api)s) is not allowed: the manifest "
-                         "may hold only the device plugin's ConfigMaps (v1) and DaemonSets (apps/v1) in "
-                         "namespace %(plugin_ns)s.")
-                       % {"kind": kind, "name": md["name"], "ns": ns or _("none"),
-                          "api": d.get("apiVersion") or _("none"), "plugin_ns": NAMESPACE})
+            out.append(
+                _(
+                    "%(kind)s %(name)s (namespace %(ns)s, apiVersion %(api)s) is not allowed: the manifest "
+                    "may hold only the device plugin's ConfigMaps (v1) and DaemonSets (apps/v1) in "
+                    "namespace %(plugin_ns)s."
+                )
+                % {
+                    "kind": kind,
+                    "name": md["name"],
+                    "ns": ns or _("none"),
+                    "api": d.get("apiVersion") or _("none"),
+                    "plugin_ns": NAMESPACE,
+                }
+            )
     return out
 
 
@@ -164,8 +216,10 @@ def nested_config_errors(cm: dict) -> list[str]:
             continue  # not YAML: refused_configs says so for config.yaml; other files are not the plugin's
         memo: dict = {}
         for why in filter(None, (_too_big(p, memo) for p in parsed)):
-            out.append(_("ConfigMap %(name)s, %(key)s: %(why)s; the device plugin would parse it as it is.")
-                       % {"name": cm["metadata"]["name"], "key": key, "why": why})
+            out.append(
+                _("ConfigMap %(name)s, %(key)s: %(why)s; the device plugin would parse it as it is.")
+                % {"name": cm["metadata"]["name"], "key": key, "why": why}
+            )
             break
     return out
 
@@ -182,19 +236,26 @@ def refused_configs(docs: list[dict]) -> list[str]:
             out += nested
             continue
         if CONFIG_KEY not in data:
-            out.append(_("ConfigMap %(name)s has no %(key)s: the device plugin could not open its config file "
-                         "and would exit.") % {"name": cm["metadata"]["name"], "key": CONFIG_KEY})
+            out.append(
+                _("ConfigMap %(name)s has no %(key)s: the device plugin could not open its config file and would exit.")
+                % {"name": cm["metadata"]["name"], "key": CONFIG_KEY}
+            )
             continue
         try:
             config = parse_plugin_config(data[CONFIG_KEY])
         except (yaml.YAMLError, RecursionError) as exc:
-            out.append(_("%(name)s: config.yaml is not valid YAML: %(err)s") % {"name": cm["metadata"]["name"],
-                                                                              "err": exc})
+            out.append(
+                _("%(name)s: config.yaml is not valid YAML: %(err)s") % {"name": cm["metadata"]["name"], "err": exc}
+            )
             continue
         for reason in plugin_config_errors(config):
-            out.append(_("ConfigMap %(name)s, %(key)s: %(reason)s With it the device plugin exits at start "
-                         "and its pods crash-loop.") % {"name": cm["metadata"]["name"], "key": CONFIG_KEY,
-                                                        "reason": reason})
+            out.append(
+                _(
+                    "ConfigMap %(name)s, %(key)s: %(reason)s With it the device plugin exits at start "
+                    "and its pods crash-loop."
+                )
+                % {"name": cm["metadata"]["name"], "key": CONFIG_KEY, "reason": reason}
+            )
     return out
 
 
@@ -228,8 +289,10 @@ def validate(docs: list[dict]) -> Validation:
         v.errors += refused_configs(docs)
         _validate(docs, v)
     except (AttributeError, TypeError, KeyError, IndexError, ValueError, yaml.YAMLError, RecursionError) as exc:
-        v.errors.append(_("The documents do not have the expected structure (%(err)s).")
-                        % {"err": f"{type(exc).__name__}: {exc}"[:300]})
+        v.errors.append(
+            _("The documents do not have the expected structure (%(err)s).")
+            % {"err": f"{type(exc).__name__}: {exc}"[:300]}
+        )
     return v
 
 
@@ -237,8 +300,9 @@ def _validate(docs: list[dict], v: Validation) -> None:
     cms = {d["metadata"]["name"]: d for d in _docs_of(docs, "ConfigMap")}
     dss = {d["metadata"]["name"]: d for d in _docs_of(docs, "DaemonSet")}
     if len(cms) != 2 or len(dss) != 2:
-        v.errors.append(_("Expected two ConfigMaps and two DaemonSets, found %(c)d and %(d)d.")
-                        % {"c": len(cms), "d": len(dss)})
+        v.errors.append(
+            _("Expected two ConfigMaps and two DaemonSets, found %(c)d and %(d)d.") % {"c": len(cms), "d": len(dss)}
+        )
     wanted = {"none": DEFAULT_DAEMONSET, "timeslicing": TS_DAEMONSET}
     tolerations = {}
     for value, name in wanted.items():
@@ -249,9 +313,15 @@ def _validate(docs: list[dict], v: Validation) -> None:
         spec = (ds.get("spec") or {}).get("template", {}).get("spec") or {}
         selector = spec.get("nodeSelector") or {}
         if selector.get(SHARING_LABEL) != value:
-            v.errors.append(_("DaemonSet %(name)s must select nodes with nodeSelector %(label)s=%(value)s "
-                              "(found %(found)s).") % {"name": name, "label": SHARING_LABEL, "value": value,
-                                                       "found": selector.get(SHARING_LABEL, _("none"))})
+            v.errors.append(
+                _("DaemonSet %(name)s must select nodes with nodeSelector %(label)s=%(value)s (found %(found)s).")
+                % {
+                    "name": name,
+                    "label": SHARING_LABEL,
+                    "value": value,
+                    "found": selector.get(SHARING_LABEL, _("none")),
+                }
+            )
         tolerations[name] = spec.get("tolerations") or []
         cm_names = [vol["configMap"]["name"] for vol in spec.get("volumes") or [] if "configMap" in vol]
         if not cm_names or cm_names[0] not in cms:
@@ -259,14 +329,17 @@ def _validate(docs: list[dict], v: Validation) -> None:
         sel = ((ds.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
         tmpl_labels = ((ds["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
         if not sel or any(tmpl_labels.get(k) != val for k, val in sel.items()):
-            v.errors.append(_("DaemonSet %(name)s: spec.selector must match the pod template labels.")
-                            % {"name": name})
+            v.errors.append(_("DaemonSet %(name)s: spec.selector must match the pod template labels.") % {"name": name})
     if len(tolerations) == 2:
         a, b = tolerations.values()
         key = lambda t: sorted((k, str(x)) for k, x in t.items())  # noqa: E731
         if sorted(map(key, a)) != sorted(map(key, b)):
-            v.errors.append(_("The two DaemonSets must have identical tolerations; otherwise the plugin of one "
-                              "mode is not scheduled on tainted nodes and their GPUs disappear."))
+            v.errors.append(
+                _(
+                    "The two DaemonSets must have identical tolerations; otherwise the plugin of one "
+                    "mode is not scheduled on tainted nodes and their GPUs disappear."
+                )
+            )
     ts = cms.get(TS_CONFIGMAP)
     if ts is None:
         v.errors.append(_("ConfigMap %(name)s is missing.") % {"name": TS_CONFIGMAP})
@@ -283,8 +356,12 @@ def _validate(docs: list[dict], v: Validation) -> None:
         if "renameByDefault" in flags:
             v.errors.append(_("renameByDefault is under flags; it belongs under sharing.timeSlicing."))
         if slicing.get("renameByDefault") is not True:
-            v.errors.append(_("sharing.timeSlicing.renameByDefault must be true (shared GPUs are "
-                              "nvidia.com/gpu.shared; without it quotas cannot tell the types apart)."))
+            v.errors.append(
+                _(
+                    "sharing.timeSlicing.renameByDefault must be true (shared GPUs are "
+                    "nvidia.com/gpu.shared; without it quotas cannot tell the types apart)."
+                )
+            )
         if slicing.get("failRequestsGreaterThanOne") is not True:
             v.warnings.append(_("sharing.timeSlicing.failRequestsGreaterThanOne should be true."))
         replicas = ts_replicas(docs)
@@ -325,7 +402,8 @@ def daemonsets_tolerate(docs: list[dict], taint: dict) -> bool:
     dss = _docs_of(docs, "DaemonSet")
     return bool(dss) and all(
         tolerates([taint], (((d.get("spec") or {}).get("template") or {}).get("spec") or {}).get("tolerations"))
-        for d in dss)
+        for d in dss
+    )
 
 
 def add_toleration(content: str, taint: dict) -> str:
@@ -344,7 +422,7 @@ def add_toleration(content: str, taint: dict) -> str:
         out.append(line)
         bare = line.rstrip("\r\n")
         if bare.strip() == "tolerations:":
-            indent = bare[:len(bare) - len(bare.lstrip())]
+            indent = bare[: len(bare) - len(bare.lstrip())]
             out.extend(f"{indent}{x}\n" for x in item)
             added += 1
     new = "".join(out)
@@ -357,6 +435,7 @@ def add_toleration(content: str, taint: dict) -> str:
 
 
 # --- drift ------------------------------------------------------------------
+
 
 def subset_diff(desired, live, path="") -> list[str]:
     """Paths where ``live`` differs from ``desired`` (fields the API server adds are ignored)."""
@@ -420,6 +499,7 @@ def drift(docs: list[dict], gateway=None, *, live: dict | None = None) -> list[D
 
 # --- versions -----------------------------------------------------------------
 
+
 def current():
     """The current ManifestVersion, seeding version 1 from the file on first use."""
     from .models import ManifestVersion
@@ -428,8 +508,12 @@ def current():
     if v is None:
         try:
             with transaction.atomic():
-                v = ManifestVersion.objects.create(version=1, content=MANIFEST_FILE.read_text(),
-                                                   actor_name="system", note="brick-nvidia-device-plugin.yaml")
+                v = ManifestVersion.objects.create(
+                    version=1,
+                    content=MANIFEST_FILE.read_text(),
+                    actor_name="system",
+                    note="brick-nvidia-device-plugin.yaml",
+                )
         except IntegrityError:
             v = ManifestVersion.objects.order_by("-version").first()
     return v
@@ -449,8 +533,13 @@ def save_version(content: str, *, actor=None, actor_name="", note="", run=None):
         try:
             with transaction.atomic():
                 return ManifestVersion.objects.create(
-                    version=latest.version + 1, content=content, actor=actor,
-                    actor_name=actor_name or (actor.get_username() if actor else ""), note=note, run=run)
+                    version=latest.version + 1,
+                    content=content,
+                    actor=actor,
+                    actor_name=actor_name or (actor.get_username() if actor else ""),
+                    note=note,
+                    run=run,
+                )
         except IntegrityError:
             continue
     raise ManifestError(_("Another change to the manifest was saved at the same time; try again."))
@@ -486,6 +575,7 @@ def apply(docs: list[dict], gateway) -> list[str]:
             else:
                 raise
         group = {"DaemonSet": "daemonset.apps", "ConfigMap": "configmap", "Namespace": "namespace"}.get(
-            kind, kind.lower())
+            kind, kind.lower()
+        )
         lines.append(f"{group}/{name} serverside-applied")
     return lines

@@ -11,6 +11,7 @@ or deleted by the application (only the retention prune removes old finished run
 
 ManifestVersion: versioned content of brick-nvidia-device-plugin.yaml.
 """
+
 from __future__ import annotations
 
 import re
@@ -69,13 +70,15 @@ class RunQuerySet(models.QuerySet):
 
 class ProcedureRun(models.Model):
     procedure = models.CharField(max_length=1, choices=procedure_choices)
-    node = models.CharField(max_length=253, blank=True, default="",
-                            help_text=_("Target node; empty for cluster-wide procedures (C)."))
+    node = models.CharField(
+        max_length=253, blank=True, default="", help_text=_("Target node; empty for cluster-wide procedures (C).")
+    )
     # What the one-run-at-a-time constraint locks: the node, or "cluster:timeslicing" for C.
     lock_key = models.CharField(max_length=260)
     params = models.JSONField(default=dict, blank=True)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                              related_name="procedure_runs")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="procedure_runs"
+    )
     actor_name = models.CharField(max_length=150)
     status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.PENDING)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -96,8 +99,9 @@ class ProcedureRun(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
-            models.UniqueConstraint(fields=["lock_key"], condition=Q(status__in=["pending", "running"]),
-                                    name="one_active_run_per_lock"),
+            models.UniqueConstraint(
+                fields=["lock_key"], condition=Q(status__in=["pending", "running"]), name="one_active_run_per_lock"
+            ),
         ]
         indexes = [models.Index(fields=["node", "-created_at"]), models.Index(fields=["status", "heartbeat_at"])]
 
@@ -185,7 +189,7 @@ class StepRun(AppendOnlyModel):
 
     @property
     def numbered_title(self) -> str:
-        """"3. Drain …": the step's place in its run's plan (0 is the pre-check), unique on the run.
+        """ "3. Drain …": the step's place in its run's plan (0 is the pre-check), unique on the run.
         Run-level events have no number. Events recorded before titles lost their hand-written
         numbers (which repeated: "1. Cordon", "1. Drain") are shown without the old one."""
         if self.step_key == RUN_EVENT_KEY:
@@ -199,8 +203,9 @@ class ManifestVersion(models.Model):
     version = models.PositiveIntegerField(unique=True)
     content = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                              related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     actor_name = models.CharField(max_length=150, blank=True, default="")
     note = models.CharField(max_length=300, blank=True, default="")
     run = models.ForeignKey(ProcedureRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -236,6 +241,7 @@ class ProcedureLock(models.Model):
 # costs the API server nothing and a constant number of queries. Each row carries the
 # generation that last wrote it; ViewState says which generation is current, the time
 # it reflects and the form it was written in.
+
 
 class ViewState(models.Model):
     """The one row (pk=1) describing the current view."""

@@ -7,6 +7,7 @@ physically, placed as the node's GPU map places them: gpus/gpumap.py) and, when 
 measured them, their utilisation and memory used (None otherwise: not measured, never 0).
 The cluster view (gpus/view_publish.py) stores these lines; the Workspaces pages read them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -75,8 +76,12 @@ def _parse_time(text: str) -> datetime | None:
 
 def _in_use_slots(n: NodeLedger) -> list[tuple[str, int, str]]:
     """[(pod, GPU index, uuid)] of the slots Running pods hold on this node's GPU map."""
-    return [(slot.pod, tile.index, tile.uuid) for tile in gpumap.node_map(n).tiles for slot in tile.slots
-            if slot.pod and slot.state == "in_use"]
+    return [
+        (slot.pod, tile.index, tile.uuid)
+        for tile in gpumap.node_map(n).tiles
+        for slot in tile.slots
+        if slot.pod and slot.state == "in_use"
+    ]
 
 
 def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = None) -> dict[str, Occupancy]:
@@ -94,25 +99,41 @@ def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = No
         md = ns.get("metadata") or {}
         labels = md.get("labels") or {}
         if labels.get(vocab.WORKSPACE_LABEL) == "true":
-            out[md["name"]] = Occupancy(md["name"], owner=labels.get(vocab.OWNER_LABEL, ""), labelled=True,
-                                        created_at=md.get("creationTimestamp") or "")
+            out[md["name"]] = Occupancy(
+                md["name"],
+                owner=labels.get(vocab.OWNER_LABEL, ""),
+                labelled=True,
+                created_at=md.get("creationTimestamp") or "",
+            )
     namespaces = {(ns.get("metadata") or {}).get("name"): ns for ns in getattr(snapshot, "namespaces", None) or []}
     for q in snapshot.quotas:
         md = q.get("metadata") or {}
         name = md.get("namespace", "")
         hard = (q.get("spec") or {}).get("hard") or {}
-        gpu = {k[len("requests."):]: quantity(v) for k, v in hard.items() if k.startswith("requests." + vocab.NVIDIA_PREFIX)}
+        gpu = {
+            k[len("requests.") :]: quantity(v)
+            for k, v in hard.items()
+            if k.startswith("requests." + vocab.NVIDIA_PREFIX)
+        }
         occ = out.get(name)
         if occ is None:
             if not any(gpu.values()):
                 continue
             nmd = (namespaces.get(name) or {}).get("metadata") or {}
-            occ = out[name] = Occupancy(name, owner=(nmd.get("labels") or {}).get(vocab.OWNER_LABEL, ""),
-                                        created_at=nmd.get("creationTimestamp") or md.get("creationTimestamp") or "")
+            occ = out[name] = Occupancy(
+                name,
+                owner=(nmd.get("labels") or {}).get(vocab.OWNER_LABEL, ""),
+                created_at=nmd.get("creationTimestamp") or md.get("creationTimestamp") or "",
+            )
         for res, amount in gpu.items():
             occ.gpu_quotas[res] = occ.gpu_quotas.get(res, 0) + amount
-        occ.quotas.append({"name": md.get("name", ""), "hard": {k: str(v) for k, v in hard.items()},
-                           "used": {k: str(v) for k, v in ((q.get("status") or {}).get("used") or {}).items()}})
+        occ.quotas.append(
+            {
+                "name": md.get("name", ""),
+                "hard": {k: str(v) for k, v in hard.items()},
+                "used": {k: str(v) for k, v in ((q.get("status") or {}).get("used") or {}).items()},
+            }
+        )
     if not out:
         return out
     memo = {} if memo is None else memo
@@ -145,7 +166,7 @@ def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = No
     last_occupancy, kept = memo.get("namespaces", {}), {}  # namespace -> (what it is made of, Occupancy, pod lines)
     for name, occ in list(out.items()):
         pods = pods_of.get(name, [])
-        keys = [f'{name}/{(pod.get("metadata") or {}).get("name", "")}' for pod in pods]
+        keys = [f"{name}/{(pod.get('metadata') or {}).get('name', '')}" for pod in pods]
         where = [placed.get(key, []) for key in keys]
         readings = None if usage is None else [usage.get(key) for key in keys]
         shared = [key in sliced for key in keys]
@@ -163,7 +184,7 @@ def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = No
 
 
 def time_sliced_pods(nodes: list[NodeLedger]) -> set[str]:
-    """"ns/pod" of the pods holding a time-sliced GPU (a shared resource, or any GPU of a
+    """ "ns/pod" of the pods holding a time-sliced GPU (a shared resource, or any GPU of a
     node whose plugin advertises replicas): DCGM measures the device, and NVIDIA's
     dcgm-exporter copies the device's figures to every pod on it, so no pod's own use is
     measurable there. A MIG instance that is not time-sliced is measured on its own."""
@@ -175,13 +196,20 @@ def time_sliced_pods(nodes: list[NodeLedger]) -> set[str]:
         for pod in n.raw_pods:
             if shared.intersection(pod_gpu_requests(pod)):
                 md = pod.get("metadata") or {}
-                out.add(f'{md.get("namespace", "")}/{md.get("name", "")}')
+                out.add(f"{md.get('namespace', '')}/{md.get('name', '')}")
     return out
 
 
-def _fill(occ: Occupancy, pods: list[KubeObject], keys: list[str], where: list[Placement],
-          usage: dict[str, dict[str, list[Any]]] | None, last_lines: dict[str, Any], lines: dict[str, Any],
-          sliced: set[str] | frozenset[str] = frozenset()) -> None:
+def _fill(
+    occ: Occupancy,
+    pods: list[KubeObject],
+    keys: list[str],
+    where: list[Placement],
+    usage: dict[str, dict[str, list[Any]]] | None,
+    last_lines: dict[str, Any],
+    lines: dict[str, Any],
+    sliced: set[str] | frozenset[str] = frozenset(),
+) -> None:
     """Add the pods of ``occ``'s namespace to it: their lines, what the Running ones
     request, the distinct GPUs they hold and (when DCGM measured them) their utilisation.
     A pod on a time-sliced GPU gets no utilisation of its own (``time_sliced``; the
@@ -197,10 +225,14 @@ def _fill(occ: Occupancy, pods: list[KubeObject], keys: list[str], where: list[P
         if last is not None and last[0] is pod and last[1] == at:
             base = last[2]
         else:
-            base = {"name": md.get("name", ""), "node": spec.get("nodeName", ""), "phase": phase,
-                    "requests": pod_gpu_requests(pod),
-                    "gpus": sorted({f"{node} · GPU {i}" + (f" ({uuid})" if uuid else "") for node, i, uuid in at}),
-                    "created": md.get("creationTimestamp") or ""}
+            base = {
+                "name": md.get("name", ""),
+                "node": spec.get("nodeName", ""),
+                "phase": phase,
+                "requests": pod_gpu_requests(pod),
+                "gpus": sorted({f"{node} · GPU {i}" + (f" ({uuid})" if uuid else "") for node, i, uuid in at}),
+                "created": md.get("creationTimestamp") or "",
+            }
             wait = pod_waits.facts(pod)
             if wait is not None:
                 base["wait"] = wait
@@ -246,8 +278,11 @@ _Line = TypeVar("_Line", bound=QuotaLine)
 def idle_lines(lines: Iterable[_Line], now: datetime, hours: float) -> list[_Line]:
     """The lines whose GPU quota has been idle for at least ``hours``."""
     window = timedelta(hours=hours)
-    return [line for line in lines
-            if line.quota and (since := getattr(line, "idle_since", None)) is not None and now - since >= window]
+    return [
+        line
+        for line in lines
+        if line.quota and (since := getattr(line, "idle_since", None)) is not None and now - since >= window
+    ]
 
 
 def idle_totals(lines: Iterable[QuotaLine], now: datetime, hours: float) -> dict[str, int]:

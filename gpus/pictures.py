@@ -18,11 +18,12 @@ those templates, where they wrap; the SVGs hold only shapes and short numbers.
   replicas or MIG instances), each coloured by its state and naming its pod.
 - ``line_chart``: utilisation over time, 0–100 %, gaps left open (never drawn as 0).
 """
+
 from __future__ import annotations
 
 import unicodedata
-from html import escape as _esc
 from dataclasses import dataclass
+from html import escape as _esc
 
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
@@ -53,8 +54,7 @@ def capacity_segments(total: int, allocated: int, requested: int) -> tuple[list[
     held = max(allocated, requested)
     scale = max(total, held, 1)
     over = max(0, held - total)
-    parts = [("requested", requested), ("allocated", max(0, allocated - requested)),
-             ("free", max(0, total - held))]
+    parts = [("requested", requested), ("allocated", max(0, allocated - requested)), ("free", max(0, total - held))]
     segments, x = [], 0.0
     for kind, value in parts:
         if value:
@@ -69,10 +69,16 @@ def capacity_segments(total: int, allocated: int, requested: int) -> tuple[list[
 def capacity_summary(name: str, total: int, allocated: int, requested: int) -> str:
     """One sentence with every number of the bar (the picture's text equivalent)."""
     over = max(0, max(allocated, requested) - total)
-    text = _("%(name)s: Total %(total)s, allocated to Workspaces %(allocated)s, requested by pods "
-             "%(requested)s, free %(free)s.") % {
-        "name": name, "total": total, "allocated": allocated, "requested": requested,
-        "free": max(0, total - max(allocated, requested))}
+    text = _(
+        "%(name)s: Total %(total)s, allocated to Workspaces %(allocated)s, requested by pods "
+        "%(requested)s, free %(free)s."
+    ) % {
+        "name": name,
+        "total": total,
+        "allocated": allocated,
+        "requested": requested,
+        "free": max(0, total - max(allocated, requested)),
+    }
     if over:
         text += " " + _("%(over)s beyond the Total (overcommitted).") % {"over": over}
     return text
@@ -82,19 +88,44 @@ def capacity_bar(name: str, total: int, allocated: int, requested: int) -> SafeS
     """A stacked bar of allocated / requested / free against Total, overcommit beyond it."""
     segments, marker, over = capacity_segments(total, allocated, requested)
     label = capacity_summary(name, total, allocated, requested)
-    parts = [format_html('<svg class="pic pic-bar" role="img" aria-label="{}" width="100%" height="{}" '
-                         'preserveAspectRatio="none" data-total="{}" data-allocated="{}" data-requested="{}" '
-                         'data-over="{}"><title>{}</title>',
-                         label, BAR_HEIGHT + 8, total, allocated, requested, over, label),
-             format_html('<rect class="pic-track" x="0" y="4" width="100%" height="{}" rx="4"/>', BAR_HEIGHT)]
+    parts = [
+        format_html(
+            '<svg class="pic pic-bar" role="img" aria-label="{}" width="100%" height="{}" '
+            'preserveAspectRatio="none" data-total="{}" data-allocated="{}" data-requested="{}" '
+            'data-over="{}"><title>{}</title>',
+            label,
+            BAR_HEIGHT + 8,
+            total,
+            allocated,
+            requested,
+            over,
+            label,
+        ),
+        format_html('<rect class="pic-track" x="0" y="4" width="100%" height="{}" rx="4"/>', BAR_HEIGHT),
+    ]
     for s in segments:
-        title = {"requested": _("Requested by pods: %(n)s"), "allocated": _("Allocated, not requested: %(n)s"),
-                 "free": _("Free: %(n)s"), "over": _("Beyond the Total: %(n)s")}[s.kind] % {"n": s.value}
-        parts.append(format_html('<rect class="pic-seg pic-{}" data-kind="{}" x="{}%" y="4" width="{}%" height="{}">'
-                                 '<title>{}</title></rect>', s.kind, s.kind, s.x, s.width, BAR_HEIGHT, title))
+        title = {
+            "requested": _("Requested by pods: %(n)s"),
+            "allocated": _("Allocated, not requested: %(n)s"),
+            "free": _("Free: %(n)s"),
+            "over": _("Beyond the Total: %(n)s"),
+        }[s.kind] % {"n": s.value}
+        parts.append(
+            format_html(
+                '<rect class="pic-seg pic-{}" data-kind="{}" x="{}%" y="4" width="{}%" height="{}">'
+                "<title>{}</title></rect>",
+                s.kind,
+                s.kind,
+                s.x,
+                s.width,
+                BAR_HEIGHT,
+                title,
+            )
+        )
     if over:  # the marker of the Total, so the part beyond it reads as beyond
-        parts.append(format_html('<line class="pic-marker" x1="{}%" x2="{}%" y1="0" y2="{}"/>',
-                                 marker, marker, BAR_HEIGHT + 8))
+        parts.append(
+            format_html('<line class="pic-marker" x1="{}%" x2="{}%" y1="0" y2="{}"/>', marker, marker, BAR_HEIGHT + 8)
+        )
     parts.append(mark_safe("</svg>"))
     return mark_safe("".join(parts))
 
@@ -140,24 +171,28 @@ def gpu_tile(title: str, slots: list[dict], *, caption: str = "") -> SafeString:
     node of 128 slots is drawn per page view: format_html would be most of the cost)."""
     height = HEAD_HEIGHT + max(1, len(slots)) * SLOT_HEIGHT + 4
     described = "; ".join(
-        f'{s["label"]}: {s["state_text"]}' + (f' ({s["pod"]})' if s.get("pod") else "") for s in slots)
+        f"{s['label']}: {s['state_text']}" + (f" ({s['pod']})" if s.get("pod") else "") for s in slots
+    )
     label = _esc(f"{title}{' · ' + caption if caption else ''}: {described}")
-    out = [f'<svg class="pic pic-tile" role="img" aria-label="{label}" viewBox="0 0 {TILE_WIDTH} {height}" '
-           f'data-slots="{len(slots)}"><title>{label}</title>',
-           f'<rect class="pic-tile-frame" x="0.5" y="0.5" width="{TILE_WIDTH - 1}" height="{height - 1}" rx="6"/>',
-           f'<text class="pic-tile-head" x="8" y="16">{_esc(fit(title, TILE_WIDTH - 16, 7.2))}</text>']
+    out = [
+        f'<svg class="pic pic-tile" role="img" aria-label="{label}" viewBox="0 0 {TILE_WIDTH} {height}" '
+        f'data-slots="{len(slots)}"><title>{label}</title>',
+        f'<rect class="pic-tile-frame" x="0.5" y="0.5" width="{TILE_WIDTH - 1}" height="{height - 1}" rx="6"/>',
+        f'<text class="pic-tile-head" x="8" y="16">{_esc(fit(title, TILE_WIDTH - 16, 7.2))}</text>',
+    ]
     text_x, text_width = 12 + LABEL_WIDTH + 6, TILE_WIDTH - LABEL_WIDTH - 30
     for i, s in enumerate(slots):
         y = HEAD_HEIGHT + i * SLOT_HEIGHT
         state = s["state"] if s["state"] in SLOT_STATES else "free"
         pod = s.get("pod") or ""
-        tip = f'{s["label"]}: {s["state_text"]}' + (f" — {pod}" if pod else "")
+        tip = f"{s['label']}: {s['state_text']}" + (f" — {pod}" if pod else "")
         out.append(
             f'<g class="pic-slot pic-{state}" data-state="{state}" data-pod="{_esc(pod)}"><title>{_esc(tip)}</title>'
             f'<rect x="6" y="{y}" width="{TILE_WIDTH - 12}" height="{SLOT_HEIGHT - 4}" rx="3"/>'
             f'<text class="pic-slot-label" x="12" y="{y + 16}">{_esc(fit(s["label"], LABEL_WIDTH))}</text>'
             f'<text class="pic-slot-text" x="{text_x}" y="{y + 16}">'
-            f'{_esc(fit(pod or str(s["state_text"]), text_width))}</text></g>')
+            f"{_esc(fit(pod or str(s['state_text']), text_width))}</text></g>"
+        )
     out.append("</svg>")
     return mark_safe("".join(out))  # noqa: S308  (every piece of text above is escaped)
 
@@ -167,8 +202,9 @@ def gpu_tile(title: str, slots: list[dict], *, caption: str = "") -> SafeString:
 CHART_W, CHART_H = 600, 160
 
 
-def line_segments(points: list[tuple[float, float | None]], start: float, end: float,
-                  step: float) -> list[list[tuple[float, float]]]:
+def line_segments(
+    points: list[tuple[float, float | None]], start: float, end: float, step: float
+) -> list[list[tuple[float, float]]]:
     """Points (unix time, percent or None) in chart coordinates, split where a sample is
     missing (a gap longer than 1.5 steps, or None): a gap is left open, never drawn as 0."""
     span = max(end - start, 1e-9)
@@ -190,22 +226,37 @@ def line_segments(points: list[tuple[float, float | None]], start: float, end: f
     return runs
 
 
-def line_chart(points: list[tuple[float, float | None]], start: float, end: float, step: float,
-               label: str) -> SafeString:
+def line_chart(
+    points: list[tuple[float, float | None]], start: float, end: float, step: float, label: str
+) -> SafeString:
     """Utilisation (0–100 %) over [start, end]: a line per run of consecutive samples,
     horizontal guides at 25/50/75 %. The SVG stretches to its box (strokes keep their
     width); the axis labels are HTML around it, so they wrap in any language."""
     runs = line_segments(points, start, end, step)
-    out = [format_html('<svg class="pic pic-chart" role="img" aria-label="{}" viewBox="0 0 {} {}" '
-                       'preserveAspectRatio="none" data-points="{}"><title>{}</title>',
-                       label, CHART_W, CHART_H, sum(len(r) for r in runs), label)]
+    out = [
+        format_html(
+            '<svg class="pic pic-chart" role="img" aria-label="{}" viewBox="0 0 {} {}" '
+            'preserveAspectRatio="none" data-points="{}"><title>{}</title>',
+            label,
+            CHART_W,
+            CHART_H,
+            sum(len(r) for r in runs),
+            label,
+        )
+    ]
     for pct in (25, 50, 75):
         y = CHART_H * (1 - pct / 100)
-        out.append(format_html('<line class="pic-grid" x1="0" x2="{}" y1="{}" y2="{}" '
-                               'vector-effect="non-scaling-stroke"/>', CHART_W, y, y))
+        out.append(
+            format_html(
+                '<line class="pic-grid" x1="0" x2="{}" y1="{}" y2="{}" vector-effect="non-scaling-stroke"/>',
+                CHART_W,
+                y,
+                y,
+            )
+        )
     for run in runs:
         if len(run) == 1:  # one sample alone: a short flat stroke, so it is seen
-            (x, y), = run
+            ((x, y),) = run
             run = [(max(0.0, x - 2), y), (min(float(CHART_W), x + 2), y)]
         d = "M" + " L".join(f"{x},{y}" for x, y in run)
         area = d + f" L{run[-1][0]},{CHART_H} L{run[0][0]},{CHART_H} Z"
@@ -213,4 +264,3 @@ def line_chart(points: list[tuple[float, float | None]], start: float, end: floa
         out.append(format_html('<path class="pic-line" d="{}" vector-effect="non-scaling-stroke"/>', d))
     out.append(mark_safe("</svg>"))
     return mark_safe("".join(out))
-

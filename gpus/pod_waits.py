@@ -10,6 +10,7 @@ tainted or cordoned nodes). ``classify`` names the cause of one pod line from bo
 then refuses new pods, so those never exist to wait). The words are the pages'
 (workspaces/waits.py).
 """
+
 from __future__ import annotations
 
 import re
@@ -44,6 +45,7 @@ class Wait:
 
 # --- what the watcher keeps of a waiting pod ---------------------------------------------
 
+
 def facts(pod: dict) -> dict | None:
     """What a Pending or Failed pod line keeps of why it is so (None for other phases)."""
     status = pod.get("status") or {}
@@ -61,15 +63,22 @@ def facts(pod: dict) -> dict | None:
         for state in ("waiting", "terminated"):
             detail = (cs.get("state") or {}).get(state)
             if detail is not None and (detail.get("reason") or detail.get("message")):
-                containers.append({"name": cs.get("name", ""), "state": state, "reason": detail.get("reason", ""),
-                                   "message": detail.get("message", ""),
-                                   **({"exitCode": detail["exitCode"]} if "exitCode" in detail else {})})
+                containers.append(
+                    {
+                        "name": cs.get("name", ""),
+                        "state": state,
+                        "reason": detail.get("reason", ""),
+                        "message": detail.get("message", ""),
+                        **({"exitCode": detail["exitCode"]} if "exitCode" in detail else {}),
+                    }
+                )
     if containers:
         out["containers"] = containers
     return out
 
 
 # --- what each GPU resource offers now (stored with the view) -----------------------------
+
 
 def capacity(nodes, ignored_taints) -> dict[str, dict]:
     """resource -> {"exist", "free", "most_free", "tainted_most_free", "taints", "tainted_nodes",
@@ -81,14 +90,30 @@ def capacity(nodes, ignored_taints) -> dict[str, dict]:
     fits. The tainted and cordoned nodes' room is counted apart: room there is the cause."""
     out: dict[str, dict] = {}
     for n in nodes:
-        taints = sorted({f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}" for t in n.taints
-                         if t.effect in ("NoSchedule", "NoExecute") and t.key not in ignored_taints})
+        taints = sorted(
+            {
+                f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
+                for t in n.taints
+                if t.effect in ("NoSchedule", "NoExecute") and t.key not in ignored_taints
+            }
+        )
         for res, line in n.resources.items():
             if line.stale or line.allocatable <= 0:
                 continue
-            row = out.setdefault(res, {"exist": 0, "free": 0, "most_free": 0, "tainted_most_free": 0, "taints": [],
-                                       "tainted_nodes": [], "cordoned": 0, "cordoned_most_free": 0,
-                                       "cordoned_nodes": []})
+            row = out.setdefault(
+                res,
+                {
+                    "exist": 0,
+                    "free": 0,
+                    "most_free": 0,
+                    "tainted_most_free": 0,
+                    "taints": [],
+                    "tainted_nodes": [],
+                    "cordoned": 0,
+                    "cordoned_most_free": 0,
+                    "cordoned_nodes": [],
+                },
+            )
             room = max(0, line.allocatable - line.requested)
             row["exist"] += line.allocatable
             if n.cordoned:
@@ -133,17 +158,23 @@ def scheduler_reasons(message: str) -> dict:
     head = _FIT_HEAD.match(message or "")
     if head is None:
         return {}
-    body = message[head.end():].split(" preemption:", 1)[0].strip().rstrip(".")
+    body = message[head.end() :].split(" preemption:", 1)[0].strip().rstrip(".")
     reasons = []
     for part in body.split(", "):
         m = _REASON.fullmatch(part.strip())
         if m:
             reasons.append((int(m.group(1)), m.group(2)))
-    out = {"nodes": int(head.group(1)), "reasons": reasons, "insufficient": {}, "taint_keys": [],
-           "untolerated": 0, "unschedulable": 0}
+    out = {
+        "nodes": int(head.group(1)),
+        "reasons": reasons,
+        "insufficient": {},
+        "taint_keys": [],
+        "untolerated": 0,
+        "unschedulable": 0,
+    }
     for count, text in reasons:
         if text.startswith(INSUFFICIENT):
-            out["insufficient"][text[len(INSUFFICIENT):]] = count
+            out["insufficient"][text[len(INSUFFICIENT) :]] = count
         elif text.startswith(UNTOLERATED):
             out["untolerated"] += count
             out["taint_keys"] += _TAINT_KEY.findall(text)
@@ -153,6 +184,7 @@ def scheduler_reasons(message: str) -> dict:
 
 
 # --- the causes ----------------------------------------------------------------------------
+
 
 def _live(phase: str) -> bool:
     return phase not in ("Succeeded", "Failed")
@@ -166,12 +198,19 @@ def quota_used_up(gpu_quotas: dict[str, int], pods: list[dict]) -> list[Wait]:
     for res, hard in sorted(gpu_quotas.items()):
         if hard <= 0:
             continue
-        holders = [(p.get("name", ""), int((p.get("requests") or {}).get(res, 0))) for p in pods
-                   if _live(p.get("phase") or "") and (p.get("requests") or {}).get(res)]
+        holders = [
+            (p.get("name", ""), int((p.get("requests") or {}).get(res, 0)))
+            for p in pods
+            if _live(p.get("phase") or "") and (p.get("requests") or {}).get(res)
+        ]
         used = sum(n for _name, n in holders)
         if used >= hard:
-            out.append(Wait(QUOTA_FULL, facts={"resource": res, "hard": hard, "used": used,
-                                               "pods": [list(h) for h in sorted(holders)]}))
+            out.append(
+                Wait(
+                    QUOTA_FULL,
+                    facts={"resource": res, "hard": hard, "used": used, "pods": [list(h) for h in sorted(holders)]},
+                )
+            )
     return out
 
 
@@ -202,16 +241,24 @@ def classify(line: dict, capacity_by_resource: dict[str, dict]) -> Wait | None:
                 return Wait(SHARED_MANY, name, {**base, "refused": True})
             return Wait(ADMISSION, name, {**base, "node": line.get("node", ""), "message": why.get("message", "")})
         ended = next((c for c in why.get("containers") or [] if c.get("state") == "terminated"), {})
-        return Wait(FAILED, name, {**base, "reason": why.get("reason") or ended.get("reason", ""),
-                                   "message": why.get("message") or ended.get("message", ""),
-                                   **({"exitCode": ended["exitCode"]} if "exitCode" in ended else {})})
+        return Wait(
+            FAILED,
+            name,
+            {
+                **base,
+                "reason": why.get("reason") or ended.get("reason", ""),
+                "message": why.get("message") or ended.get("message", ""),
+                **({"exitCode": ended["exitCode"]} if "exitCode" in ended else {}),
+            },
+        )
     if res == GPU_SHARED and want > 1:
         return Wait(SHARED_MANY, name, base)
     if line.get("node"):
         waiting = next((c for c in why.get("containers") or [] if c.get("state") == "waiting"), None)
         if waiting:
-            return Wait(CONTAINER, name, {**base, "reason": waiting.get("reason", ""),
-                                          "message": waiting.get("message", "")})
+            return Wait(
+                CONTAINER, name, {**base, "reason": waiting.get("reason", ""), "message": waiting.get("message", "")}
+            )
         return Wait(STARTING, name, base)
     cap = capacity_by_resource.get(res)
     if not res:

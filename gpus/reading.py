@@ -12,6 +12,7 @@ is behind or down.
 decides a write (pre-checks, fixes, approvals) reads it through ``gpus.live.LiveRead``.
 Both raise ``brickadmin.cluster.ClusterError`` when the cluster cannot be read;
 ``brickadmin.middleware.ClusterErrorMiddleware`` turns it into the 503 page with the banner."""
+
 from __future__ import annotations
 
 import logging
@@ -25,10 +26,9 @@ from brickadmin.cluster import ClusterUnreachable
 from brickadmin.cluster.gateway import cluster_problem, get_gateway
 from brickadmin.cluster.snapshot import Snapshot, take_snapshot, without_gc_pauses
 
-from . import clusterview
+from . import clusterview, view_publish
 from . import health as health_mod
 from . import ledger as ledger_mod
-from . import view_publish
 
 log = logging.getLogger(__name__)
 
@@ -113,15 +113,20 @@ def read_cluster(gateway=None) -> clusterview.StoredView:
         return clusterview.stored_view(live=live)
     except clusterview.ViewOutdated:
         # Only the watcher writes the view of a real cluster; a page never reads it itself.
-        raise ClusterUnreachable(_(
-            "The cluster's numbers are being rebuilt for this version of brickadmin: the stored view is of an "
-            "older form. The cluster watcher publishes them again when it starts (`manage.py watch_cluster`).")) \
-            from None
+        raise ClusterUnreachable(
+            _(
+                "The cluster's numbers are being rebuilt for this version of brickadmin: the stored view is of an "
+                "older form. The cluster watcher publishes them again when it starts (`manage.py watch_cluster`)."
+            )
+        ) from None
     except clusterview.ViewUnavailable:
         # Say first whether the cluster itself answers (probed at most every 10 s).
-        raise ClusterUnreachable(cluster_problem() or "The cluster watcher has not published the cluster's numbers yet: start "
-                                 "`manage.py watch_cluster` (it lists the cluster, then keeps the view up to "
-                                 "date).") from None
+        raise ClusterUnreachable(
+            cluster_problem()
+            or "The cluster watcher has not published the cluster's numbers yet: start "
+            "`manage.py watch_cluster` (it lists the cluster, then keeps the view up to "
+            "date)."
+        ) from None
 
 
 def read_jobs(keys) -> dict[tuple[str, str], dict]:

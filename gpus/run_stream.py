@@ -10,6 +10,7 @@ Under ASGI (uvicorn workers) a stream is an async iterator: an open page holds n
 thread, and one LISTEN connection per process wakes them all. Under WSGI (``runserver``,
 the tests' live server) it falls back to a sync iterator with its own LISTEN connection.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,6 +31,7 @@ def knob(name: str, default: float) -> float:
 
 
 # --- what is sent: pure ------------------------------------------------------------
+
 
 def resume_after(last_event_id: str | None, after: str | None) -> int:
     """The sequence number a stream starts after: the browser's Last-Event-ID (a reconnect)
@@ -61,6 +63,7 @@ def retry_line(ms: int) -> str:
 
 # --- the NOTIFY, in the transaction that writes the row -----------------------------
 
+
 def notify_step_written(sender, instance, created, **kwargs):
     """post_save of a StepRun: runs inside the row's transaction, so PostgreSQL delivers the
     notification when (and only if) the row commits."""
@@ -79,10 +82,19 @@ def _conninfo() -> str:
     from psycopg.conninfo import make_conninfo
 
     s = connection.settings_dict
-    params = {"dbname": s.get("NAME"), "user": s.get("USER"), "password": s.get("PASSWORD"),
-              "host": s.get("HOST"), "port": str(s.get("PORT") or "")}
-    options = {k: v for k, v in (s.get("OPTIONS") or {}).items() if isinstance(v, (str, int)) and k not in (
-        "isolation_level", "server_side_binding", "pool", "assume_role", "prepare_threshold")}
+    params = {
+        "dbname": s.get("NAME"),
+        "user": s.get("USER"),
+        "password": s.get("PASSWORD"),
+        "host": s.get("HOST"),
+        "port": str(s.get("PORT") or ""),
+    }
+    options = {
+        k: v
+        for k, v in (s.get("OPTIONS") or {}).items()
+        if isinstance(v, (str, int))
+        and k not in ("isolation_level", "server_side_binding", "pool", "assume_role", "prepare_threshold")
+    }
     return make_conninfo(**{k: v for k, v in {**params, **options}.items() if v not in (None, "")})
 
 
@@ -91,6 +103,7 @@ def listens() -> bool:
 
 
 # --- sync (WSGI) waiting --------------------------------------------------------------
+
 
 class SyncWaker:
     """Blocks until the run may have new rows or ``timeout`` passes (a keep-alive is due):
@@ -126,6 +139,7 @@ class SyncWaker:
 
 
 # --- async (ASGI) waiting: one LISTEN per process ------------------------------------
+
 
 class Listener:
     """One LISTEN connection per event loop, waking the streams of the run a NOTIFY names.
@@ -208,6 +222,7 @@ class AsyncWaker:
 
 
 # --- the streams ------------------------------------------------------------------------
+
 
 def sync_stream(run_id: int, after: int, fetch, progress):
     """``fetch(after)`` -> (chunks, last seq sent, finished); ``progress()`` -> a value that

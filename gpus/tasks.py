@@ -2,6 +2,7 @@
 
 Nothing in gpus/procedures imports this module: runs are enqueued by task name
 (procedures/queue.py)."""
+
 from celery import shared_task
 from django.conf import settings
 from django.utils import timezone

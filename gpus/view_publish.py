@@ -8,6 +8,7 @@ generation: a row per node (rewritten only when it changed), per model × type, 
 resource and per finding, with ``SCHEMA_VERSION``, the form of what it wrote. The pages
 read it back through ``gpus.clusterview``, which serves only a generation of this form.
 """
+
 from __future__ import annotations
 
 import copy
@@ -41,9 +42,11 @@ HEARTBEAT_SECONDS = 10
 def snapshot_drift(snapshot: Snapshot, docs: list[dict] | None = None):
     """The drift of ``docs`` (by default the current managed manifest) against the
     snapshot's device-plugin objects (no API call); None when the current manifest cannot be read."""
-    live = {(kind, o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
-            for kind, objs in (("ConfigMap", snapshot.plugin_configmaps), ("DaemonSet", snapshot.plugin_daemonsets))
-            for o in objs}
+    live = {
+        (kind, o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
+        for kind, objs in (("ConfigMap", snapshot.plugin_configmaps), ("DaemonSet", snapshot.plugin_daemonsets))
+        for o in objs
+    }
     try:
         if docs is None:
             docs = copy.deepcopy(_parsed_manifest(manifest_mod.current().content))
@@ -72,8 +75,10 @@ def _digest(data) -> str:
 def _slim_node(node: dict) -> dict:
     """What the pages need of any node (GPU or not): name, labels, taints, unschedulable."""
     md, spec = node.get("metadata") or {}, node.get("spec") or {}
-    return {"metadata": {"name": md.get("name", ""), "labels": md.get("labels") or {}},
-            "spec": {k: spec[k] for k in ("unschedulable", "taints") if k in spec}}
+    return {
+        "metadata": {"name": md.get("name", ""), "labels": md.get("labels") or {}},
+        "spec": {k: spec[k] for k in ("unschedulable", "taints") if k in spec},
+    }
 
 
 class _Reuse:
@@ -119,7 +124,9 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
         led = ledger_mod.compute(snapshot, memo=_reuse.ledger)
         inputs = health_inputs(snapshot, led)
         # findings are words: one text per site language, the site's own first
-        languages = [settings.LANGUAGE_CODE] + [code for code, _name in settings.LANGUAGES if code != settings.LANGUAGE_CODE]
+        languages = [settings.LANGUAGE_CODE] + [
+            code for code, _name in settings.LANGUAGES if code != settings.LANGUAGE_CODE
+        ]
         problems = health_mod.worded(inputs, languages, reads="cluster")
         per_node: dict[str, int] = {}
         for p, _m, _r in problems[settings.LANGUAGE_CODE]:
@@ -150,24 +157,51 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
         _write_nodes(rows, gen)
         ViewTypeRow.objects.all().delete()
         ViewTypeRow.objects.bulk_create(
-            ViewTypeRow(generation=gen, position=i, model=r.model, gpu_type=r.gpu_type, resource=r.resource,
-                        logical=r.logical, requested=r.requested, physical=r.physical,
-                        cordoned_logical=r.cordoned_logical, nodes=r.nodes) for i, r in enumerate(led.by_type))
+            ViewTypeRow(
+                generation=gen,
+                position=i,
+                model=r.model,
+                gpu_type=r.gpu_type,
+                resource=r.resource,
+                logical=r.logical,
+                requested=r.requested,
+                physical=r.physical,
+                cordoned_logical=r.cordoned_logical,
+                nodes=r.nodes,
+            )
+            for i, r in enumerate(led.by_type)
+        )
         ViewResourceRow.objects.all().delete()
         ViewResourceRow.objects.bulk_create(
-            ViewResourceRow(generation=gen, position=i, resource=r.resource, logical=r.logical,
-                            allocated=r.allocated, requested=r.requested, shared_logical=r.shared_logical,
-                            shared_on=r.shared_on, mig_on=r.mig_on) for i, r in enumerate(led.by_resource))
-        problems_digest = _digest([(p.severity, p.kind, p.subject, p.subject_type, p.wizard, p.fix, p.fix_params, m, r)
-                                   for code in sorted(problems) for p, m, r in problems[code]])
+            ViewResourceRow(
+                generation=gen,
+                position=i,
+                resource=r.resource,
+                logical=r.logical,
+                allocated=r.allocated,
+                requested=r.requested,
+                shared_logical=r.shared_logical,
+                shared_on=r.shared_on,
+                mig_on=r.mig_on,
+            )
+            for i, r in enumerate(led.by_resource)
+        )
+        problems_digest = _digest(
+            [
+                (p.severity, p.kind, p.subject, p.subject_type, p.wizard, p.fix, p.fix_params, m, r)
+                for code in sorted(problems)
+                for p, m, r in problems[code]
+            ]
+        )
         if (state.extra or {}).get("problems_digest") != problems_digest:
             ViewProblem.objects.all().delete()
             ViewProblem.objects.bulk_create(_problem_rows(problems, gen))
         _reuse.workspaces = _write_workspaces(occupancy, gen, now, _reuse.workspaces)
         if (state.extra or {}).get("jobs_digest") != jobs_digest:  # Jobs change seldom: rewrite only then
             ViewJob.objects.all().delete()
-            ViewJob.objects.bulk_create(ViewJob(generation=gen, namespace=ns, name=name, status=st)
-                                        for (ns, name), st in jobs.items())
+            ViewJob.objects.bulk_create(
+                ViewJob(generation=gen, namespace=ns, name=name, status=st) for (ns, name), st in jobs.items()
+            )
         state.generation = gen
         state.schema = SCHEMA_VERSION
         state.as_of = snapshot.taken_at
@@ -178,17 +212,26 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
         state.device_note = snapshot.device_note
         if watcher:
             state.watcher, state.watcher_seen_at = watcher, now
-        state.totals = {"logical": led.logical, "requested": led.requested, "physical": led.physical,
-                        "physical_used": led.physical_used, "gpu_nodes": len(led.nodes), "nodes": len(rows),
-                        "models": sorted({n.model for n in led.nodes})}
-        state.extra = {"plugin_configmaps": snapshot.plugin_configmaps,
-                       "plugin_daemonsets": snapshot.plugin_daemonsets,
-                       "operator_configmaps": snapshot.operator_configmaps,
-                       "allocated_by_namespace": led.allocated_by_namespace, "jobs_digest": jobs_digest,
-                       "problems_digest": problems_digest,
-                       "attention": health_mod.summary_data([p for p, _m, _r in problems[settings.LANGUAGE_CODE]]),
-                       "usage_measured": snapshot.usage is not None,
-                       "gpu_capacity": gpu_capacity(led)}
+        state.totals = {
+            "logical": led.logical,
+            "requested": led.requested,
+            "physical": led.physical,
+            "physical_used": led.physical_used,
+            "gpu_nodes": len(led.nodes),
+            "nodes": len(rows),
+            "models": sorted({n.model for n in led.nodes}),
+        }
+        state.extra = {
+            "plugin_configmaps": snapshot.plugin_configmaps,
+            "plugin_daemonsets": snapshot.plugin_daemonsets,
+            "operator_configmaps": snapshot.operator_configmaps,
+            "allocated_by_namespace": led.allocated_by_namespace,
+            "jobs_digest": jobs_digest,
+            "problems_digest": problems_digest,
+            "attention": health_mod.summary_data([p for p, _m, _r in problems[settings.LANGUAGE_CODE]]),
+            "usage_measured": snapshot.usage is not None,
+            "gpu_capacity": gpu_capacity(led),
+        }
         state.save()
     return gen
 
@@ -212,10 +255,21 @@ def _write_nodes(rows: dict, gen: int) -> None:
     new = []
     for name in changed:
         n, data, digest = rows[name]
-        new.append(ViewNode(name=name, generation=gen, is_gpu=n is not None, model=n.model if n else "",
-                            mode=n.mode if n else "", convention=n.convention if n else "",
-                            cordoned=bool((data["raw"]["spec"] or {}).get("unschedulable")),
-                            problems=data["problems"], ledger=data["ledger"], raw=data["raw"], digest=digest))
+        new.append(
+            ViewNode(
+                name=name,
+                generation=gen,
+                is_gpu=n is not None,
+                model=n.model if n else "",
+                mode=n.mode if n else "",
+                convention=n.convention if n else "",
+                cordoned=bool((data["raw"]["spec"] or {}).get("unschedulable")),
+                problems=data["problems"],
+                ledger=data["ledger"],
+                raw=data["raw"],
+                digest=digest,
+            )
+        )
     ViewNode.objects.bulk_create(new, batch_size=500)
 
 
@@ -228,8 +282,10 @@ def _write_workspaces(occupancy: dict, gen: int, now, last: dict) -> dict:
     from django.conf import settings as dj_settings
 
     threshold = float(getattr(dj_settings, "BRICK_IDLE_UTILISATION_PERCENT", 5))
-    stored = {ns: (since, digest) for ns, since, digest in
-              ViewWorkspace.objects.values_list("namespace", "idle_since", "digest")}
+    stored = {
+        ns: (since, digest)
+        for ns, since, digest in ViewWorkspace.objects.values_list("namespace", "idle_since", "digest")
+    }
     gone = set(stored) - set(occupancy)
     if gone:
         ViewWorkspace.objects.filter(namespace__in=gone).delete()
@@ -241,11 +297,22 @@ def _write_workspaces(occupancy: dict, gen: int, now, last: dict) -> dict:
             fields, digest = was[2], was[3]
         else:
             fields = dict(
-                namespace=name, owner=occ.owner[:150], labelled=occ.labelled, resource=occ.resource[:253],
-                gpu_type=occ.gpu_type[:64], quota=occ.quota, gpu_quotas=occ.gpu_quotas, quotas=occ.quotas,
-                requested=occ.requested, physical=occ.physical, utilisation=occ.utilisation,
-                memory_mib=occ.memory_mib, created_at=occupancy_mod.created(occ), pods=occ.pods,
-                idle_since=idle_since)
+                namespace=name,
+                owner=occ.owner[:150],
+                labelled=occ.labelled,
+                resource=occ.resource[:253],
+                gpu_type=occ.gpu_type[:64],
+                quota=occ.quota,
+                gpu_quotas=occ.gpu_quotas,
+                quotas=occ.quotas,
+                requested=occ.requested,
+                physical=occ.physical,
+                utilisation=occ.utilisation,
+                memory_mib=occ.memory_mib,
+                created_at=occupancy_mod.created(occ),
+                pods=occ.pods,
+                idle_since=idle_since,
+            )
             digest = _digest(fields)
         kept[name] = (occ, idle_since, fields, digest)
         if name in stored and stored[name][1] == digest:
@@ -260,16 +327,22 @@ def _write_workspaces(occupancy: dict, gen: int, now, last: dict) -> dict:
 def _problem_rows(problems: dict, gen: int):
     base = problems[settings.LANGUAGE_CODE]
     for i, (p, _message, _remedy) in enumerate(base):
-        yield ViewProblem(generation=gen, position=i, severity=p.severity, kind=p.kind, subject=p.subject,
-                          subject_type=p.subject_type, wizard=p.wizard, fix=p.fix, fix_params=p.fix_params,
-                          message={code: found[i][1] for code, found in problems.items()},
-                          remedy={code: found[i][2] for code, found in problems.items()})
+        yield ViewProblem(
+            generation=gen,
+            position=i,
+            severity=p.severity,
+            kind=p.kind,
+            subject=p.subject,
+            subject_type=p.subject_type,
+            wizard=p.wizard,
+            fix=p.fix,
+            fix_params=p.fix_params,
+            message={code: found[i][1] for code, found in problems.items()},
+            remedy={code: found[i][2] for code, found in problems.items()},
+        )
 
 
 def heartbeat(watcher: str, status: dict | None = None) -> None:
     """The watcher is alive (and how it is doing), even when nothing changed."""
     ViewState.objects.get_or_create(pk=1)
-    ViewState.objects.filter(pk=1).update(watcher=watcher, watcher_seen_at=timezone.now(),
-                                          watcher_status=status or {})
-
-
+    ViewState.objects.filter(pk=1).update(watcher=watcher, watcher_seen_at=timezone.now(), watcher_status=status or {})

@@ -17,6 +17,7 @@ and serves DCGM-exporter-format metrics.
 * ``GET /metrics``: DCGM_FI_DEV_* per GPU (and per MIG instance), with pod/namespace/container
   labels for GPUs held by Running pods. ``GET /state``: what the simulator believes (JSON).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,8 +62,9 @@ class Api:
     def __init__(self, kubeconfig: str):
         cfg = yaml.safe_load(Path(kubeconfig).read_text())
         ctx_name = cfg.get("current-context")
-        ctx = next((c["context"] for c in cfg.get("contexts", []) if c["name"] == ctx_name),
-                   cfg["contexts"][0]["context"])
+        ctx = next(
+            (c["context"] for c in cfg.get("contexts", []) if c["name"] == ctx_name), cfg["contexts"][0]["context"]
+        )
         cluster = next(c["cluster"] for c in cfg["clusters"] if c["name"] == ctx["cluster"])
         user = next(u["user"] for u in cfg["users"] if u["name"] == ctx["user"])
         self.server = cluster["server"].rstrip("/")
@@ -151,14 +153,14 @@ class Simulator:
         self.refresh_hardware()
 
     # ---------------------------------------------------------------- plugin + kubelet
-    def plugin_config(self, pod: dict, daemonsets: dict[str, dict], configmaps: dict[str, dict],
-                      node: dict) -> dict:
+    def plugin_config(self, pod: dict, daemonsets: dict[str, dict], configmaps: dict[str, dict], node: dict) -> dict:
         """The config the plugin pod read when it started (remembered per pod UID)."""
         uid = pod["metadata"]["uid"]
         if uid in self.pod_configs:
             return self.pod_configs[uid]
-        owner = next((o["name"] for o in pod["metadata"].get("ownerReferences") or []
-                      if o.get("kind") == "DaemonSet"), None)
+        owner = next(
+            (o["name"] for o in pod["metadata"].get("ownerReferences") or [] if o.get("kind") == "DaemonSet"), None
+        )
         ds = daemonsets.get(owner) if owner else None
         if ds is None:
             ds = dp.daemonset_for_node(node, list(daemonsets.values()))
@@ -172,8 +174,13 @@ class Simulator:
                 # GPU Operator style: one ConfigMap of named configs, picked by a node label
                 key = (node["metadata"].get("labels") or {}).get(DEVICE_PLUGIN_CONFIG_LABEL)
                 text = data.get(key) if key else None
-        rec = {"config": text, "configMap": cm_name, "node": pod["spec"].get("nodeName"),
-               "pod": pod["metadata"]["name"], "started": time.time()}
+        rec = {
+            "config": text,
+            "configMap": cm_name,
+            "node": pod["spec"].get("nodeName"),
+            "pod": pod["metadata"]["name"],
+            "started": time.time(),
+        }
         self.pod_configs[uid] = rec
         log(f"plugin pod {pod['metadata']['name']} on {rec['node']} started with {cm_name or 'no ConfigMap'}")
         self._save()
@@ -184,8 +191,11 @@ class Simulator:
         (kubelet stops a crash-looping container at once)."""
         md = pod["metadata"]
         try:
-            self.api.request("DELETE", f"/api/v1/namespaces/{md['namespace']}/pods/{md['name']}",
-                             {"gracePeriodSeconds": 0, "preconditions": {"uid": md["uid"]}})
+            self.api.request(
+                "DELETE",
+                f"/api/v1/namespaces/{md['namespace']}/pods/{md['name']}",
+                {"gracePeriodSeconds": 0, "preconditions": {"uid": md["uid"]}},
+            )
         except urllib.error.HTTPError as e:
             if e.code not in (404, 409):
                 raise
@@ -195,19 +205,37 @@ class Simulator:
         with a back-off, the pod stays Running and is never Ready."""
         md = pod["metadata"]
         containers = [c.get("name", "") for c in pod["spec"].get("containers") or []]
-        patch = {"status": {
-            "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"},
-                           {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady"}],
-            "containerStatuses": [{
-                "name": c, "ready": False, "restartCount": 1, "image": "", "imageID": "",
-                "state": {"waiting": {"reason": "CrashLoopBackOff",
-                                      "message": f"back-off 10s restarting failed container={c} pod={md['name']}"}},
-                "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}} for c in containers]}}
+        patch = {
+            "status": {
+                "conditions": [
+                    {"type": "Ready", "status": "False", "reason": "ContainersNotReady"},
+                    {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady"},
+                ],
+                "containerStatuses": [
+                    {
+                        "name": c,
+                        "ready": False,
+                        "restartCount": 1,
+                        "image": "",
+                        "imageID": "",
+                        "state": {
+                            "waiting": {
+                                "reason": "CrashLoopBackOff",
+                                "message": f"back-off 10s restarting failed container={c} pod={md['name']}",
+                            }
+                        },
+                        "lastState": {"terminated": {"reason": "Error", "exitCode": 1}},
+                    }
+                    for c in containers
+                ],
+            }
+        }
         path = f"/api/v1/namespaces/{md['namespace']}/pods/{md['name']}"
         try:
             # KWOK leaves the status of a pod so annotated to us (lab.py --disregard-status-...)
-            self.api.request("PATCH", path, {"metadata": {"annotations": {KWOK_STATUS: "custom"}}},
-                             "application/merge-patch+json")
+            self.api.request(
+                "PATCH", path, {"metadata": {"annotations": {KWOK_STATUS: "custom"}}}, "application/merge-patch+json"
+            )
             self.api.request("PATCH", path + "/status", patch, "application/strategic-merge-patch+json")
         except urllib.error.HTTPError as e:
             if e.code not in (404, 409):
@@ -287,13 +315,13 @@ class Simulator:
             advertised_now[name] = adv
             status = node.get("status") or {}
             new = dp.kubelet_status(status, adv)
-            if (new.get("capacity") != status.get("capacity")
-                    or new.get("allocatable") != status.get("allocatable")):
-                patch = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
-                         "status": {"capacity": new["capacity"], "allocatable": new["allocatable"]}}
+            if new.get("capacity") != status.get("capacity") or new.get("allocatable") != status.get("allocatable"):
+                patch = {
+                    "metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
+                    "status": {"capacity": new["capacity"], "allocatable": new["allocatable"]},
+                }
                 try:
-                    self.api.request("PATCH", f"/api/v1/nodes/{name}/status", patch,
-                                     "application/merge-patch+json")
+                    self.api.request("PATCH", f"/api/v1/nodes/{name}/status", patch, "application/merge-patch+json")
                     log(f"node {name}: advertised {adv}")
                 except urllib.error.HTTPError as e:
                     if e.code != 409:
@@ -320,28 +348,37 @@ class Simulator:
                 continue  # acted on already (by this simulator, or before it started)
             self._label(name, {vocab.MIG_CONFIG_STATE_LABEL: "pending"})
             try:
-                cm = self.api.request("GET", f"/api/v1/namespaces/{vocab.GPU_OPERATOR_NAMESPACE}/configmaps/"
-                                             f"{vocab.MIG_PARTED_CONFIGMAP}")
-                gpus, why = migparted.layout(migparted.parse((cm.get("data") or {}).get(vocab.MIG_PARTED_CONFIG_KEY)),
-                                             config, self.hardware[name])
+                cm = self.api.request(
+                    "GET", f"/api/v1/namespaces/{vocab.GPU_OPERATOR_NAMESPACE}/configmaps/{vocab.MIG_PARTED_CONFIGMAP}"
+                )
+                gpus, why = migparted.layout(
+                    migparted.parse((cm.get("data") or {}).get(vocab.MIG_PARTED_CONFIG_KEY)),
+                    config,
+                    self.hardware[name],
+                )
             except (urllib.error.HTTPError, migparted.MigPartedError) as e:
                 gpus, why = None, str(e)
             if gpus is not None:
                 self.set_hardware({**self.hardware, name: gpus})
                 if not labels.get(GPU_NODE_LABEL):  # the operator's own plugin (brick nodes: the sync below)
                     strategy = labels.get(vocab.MIG_STRATEGY_LABEL) or "mixed"
-                    new = dp.kubelet_status(node.get("status") or {},
-                                            dp.advertised_resources(gpus, {"flags": {"migStrategy": strategy}}))
-                    self.api.request("PATCH", f"/api/v1/nodes/{name}/status",
-                                     {"status": {"capacity": new["capacity"], "allocatable": new["allocatable"]}},
-                                     "application/merge-patch+json")
+                    new = dp.kubelet_status(
+                        node.get("status") or {}, dp.advertised_resources(gpus, {"flags": {"migStrategy": strategy}})
+                    )
+                    self.api.request(
+                        "PATCH",
+                        f"/api/v1/nodes/{name}/status",
+                        {"status": {"capacity": new["capacity"], "allocatable": new["allocatable"]}},
+                        "application/merge-patch+json",
+                    )
             self._label(name, {vocab.MIG_CONFIG_STATE_LABEL: "failed" if gpus is None else "success"})
             self.mig_applied[name] = config
             log(f"mig-manager on {name}: {config} " + (f"failed: {why}" if gpus is None else "applied"))
 
     def _label(self, node: str, labels: dict) -> None:
-        self.api.request("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": labels}},
-                         "application/merge-patch+json")
+        self.api.request(
+            "PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": labels}}, "application/merge-patch+json"
+        )
 
     def list_gpu_pods(self) -> None:
         """Keep ``_gpu_pods``: the pods holding GPUs outside the plugin's namespace (for the
@@ -353,8 +390,9 @@ class Simulator:
         while True:
             started = time.monotonic()
             try:
-                self._gpu_pods = self.api.items("/api/v1/pods", keep=lambda p: (
-                    p["metadata"].get("namespace") != ns and bool(dp.pod_gpu_requests(p))))
+                self._gpu_pods = self.api.items(
+                    "/api/v1/pods", keep=lambda p: p["metadata"].get("namespace") != ns and bool(dp.pod_gpu_requests(p))
+                )
             except Exception as e:  # keep simulating through API hiccups
                 log(f"listing every pod failed: {type(e).__name__}: {e}")
             time.sleep(max(self.interval, 9 * (time.monotonic() - started)))
@@ -388,8 +426,11 @@ class Simulator:
         by_node: dict[str, list[dict]] = {}
         for p in pods:
             node = p["spec"].get("nodeName")
-            if node in hardware and (p.get("status") or {}).get("phase") == "Running" \
-                    and not p["metadata"].get("deletionTimestamp"):
+            if (
+                node in hardware
+                and (p.get("status") or {}).get("phase") == "Running"
+                and not p["metadata"].get("deletionTimestamp")
+            ):
                 by_node.setdefault(node, []).append(p)
         for node, plist in by_node.items():
             gpus = hardware[node]
@@ -403,8 +444,10 @@ class Simulator:
             plist.sort(key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
             for p in plist:
                 for c in p["spec"].get("containers") or []:
-                    req = {**((c.get("resources") or {}).get("limits") or {}),
-                           **((c.get("resources") or {}).get("requests") or {})}
+                    req = {
+                        **((c.get("resources") or {}).get("limits") or {}),
+                        **((c.get("resources") or {}).get("requests") or {}),
+                    }
                     for res, qty in req.items():
                         if not res.startswith(dp.NVIDIA_PREFIX):
                             continue
@@ -424,9 +467,11 @@ class Simulator:
                                 next_mig_slot += 1
                                 out.setdefault((node, f"mig:{i}:{n}"), []).append((p, c["name"]))
                         elif res.startswith(MIG_PREFIX):
-                            prof = res[len(MIG_PREFIX):]
+                            prof = res[len(MIG_PREFIX) :]
                             for _ in range(count):
-                                free = next(((i, n) for i, n, pr in migs if pr == prof and (i, n) not in used_mig), None)
+                                free = next(
+                                    ((i, n) for i, n, pr in migs if pr == prof and (i, n) not in used_mig), None
+                                )
                                 if free is None:
                                     break
                                 used_mig.add(free)
@@ -450,14 +495,24 @@ class Simulator:
         lines: dict[str, list[str]] = {k: [] for k in fams}
 
         def emit(base: dict, holders: list[tuple[dict, str]], mem: int, seed: str) -> None:
-            rows = [(base, None)] if not holders else [
-                ({**base, "pod": p["metadata"]["name"], "namespace": p["metadata"]["namespace"], "container": c}, p)
-                for p, c in holders]
+            rows = (
+                [(base, None)]
+                if not holders
+                else [
+                    ({**base, "pod": p["metadata"]["name"], "namespace": p["metadata"]["namespace"], "container": c}, p)
+                    for p, c in holders
+                ]
+            )
             # Each pod's workload has its own utilisation over time; a time-sliced GPU
             # shows the sum of its pods' (capped), repeated on each pod's series, as
             # dcgm-exporter reports the device's figure once per pod using it.
-            device_util = min(100, sum(dp.simulated_utilisation(
-                f'{p["metadata"]["namespace"]}/{p["metadata"]["name"]}', now) for p, _c in holders))
+            device_util = min(
+                100,
+                sum(
+                    dp.simulated_utilisation(f"{p['metadata']['namespace']}/{p['metadata']['name']}", now)
+                    for p, _c in holders
+                ),
+            )
             for labels, pod in rows:
                 busy = pod is not None
                 util = device_util if busy else 0
@@ -476,16 +531,25 @@ class Simulator:
 
         for node in sorted(hardware):
             for i, g in enumerate(hardware[node]):
-                base = {"gpu": str(i), "UUID": g.get("uuid", f"GPU-{node}-{i}"), "device": f"nvidia{i}",
-                        "modelName": g.get("model", "NVIDIA GPU"), "Hostname": node}
+                base = {
+                    "gpu": str(i),
+                    "UUID": g.get("uuid", f"GPU-{node}-{i}"),
+                    "device": f"nvidia{i}",
+                    "modelName": g.get("model", "NVIDIA GPU"),
+                    "Hostname": node,
+                }
                 mem = int(g.get("memoryMiB") or 0)
                 if g.get("mig"):
                     profiles = g["mig"]
                     slices = sum(int(str(p).split("g", 1)[0]) for p in profiles) or 1
                     for n, prof in enumerate(profiles):
                         share = int(str(prof).split("g", 1)[0])
-                        emit({**base, "GPU_I_PROFILE": prof, "GPU_I_ID": str(n)},
-                             held.get((node, f"mig:{i}:{n}"), []), mem * share // slices, f"{node}{i}{n}")
+                        emit(
+                            {**base, "GPU_I_PROFILE": prof, "GPU_I_ID": str(n)},
+                            held.get((node, f"mig:{i}:{n}"), []),
+                            mem * share // slices,
+                            f"{node}{i}{n}",
+                        )
                 else:
                     emit(base, held.get((node, f"gpu:{i}"), []), mem, f"{node}{i}")
         out = []
@@ -497,8 +561,13 @@ class Simulator:
 
     def state(self) -> dict:
         with self.lock:
-            return {"hardware": self.hardware, "advertised": self.advertised,
-                    "pluginPods": self.pod_configs, "syncs": self.syncs, "lastError": self.last_error}
+            return {
+                "hardware": self.hardware,
+                "advertised": self.advertised,
+                "pluginPods": self.pod_configs,
+                "syncs": self.syncs,
+                "lastError": self.last_error,
+            }
 
 
 def serve(sim: Simulator, listen: str) -> ThreadingHTTPServer:
@@ -524,8 +593,7 @@ def serve(sim: Simulator, listen: str) -> ThreadingHTTPServer:
                 self._send(200 if sim.syncs else 503, "ok\n" if sim.syncs else "not synced yet\n")
             elif path in ("/state", "/hardware"):
                 st = sim.state()
-                self._send(200, json.dumps(st if path == "/state" else st["hardware"], indent=1),
-                           "application/json")
+                self._send(200, json.dumps(st if path == "/state" else st["hardware"], indent=1), "application/json")
             else:
                 self._send(404, "not found\n")
 

@@ -12,6 +12,7 @@ State lives under $BRICK_LAB_DIR (default /tmp/brickadmin-lab), never in the che
 binaries under ~/.cache/brickadmin-lab/<k8s version>/bin.
 Only the standard library is used here, so any python3 can run it.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -36,11 +37,21 @@ PIDS = STATE / "pids"
 HOST = "127.0.0.1"
 # BRICK_LAB_PORT_OFFSET (with its own BRICK_LAB_DIR) runs a second lab beside the first
 _OFFSET = int(os.environ.get("BRICK_LAB_PORT_OFFSET", "0"))
-PORTS = {k: v + _OFFSET for k, v in {
-    "etcd": 12379, "etcd-peer": 12380, "apiserver": 16443, "ksm": 18080, "ksm-telemetry": 18081,
-    "prometheus": 19090, "gpusim": 19400, "kwok": 16247,
-    "controller-manager": 16257, "scheduler": 16259,
-}.items()}
+PORTS = {
+    k: v + _OFFSET
+    for k, v in {
+        "etcd": 12379,
+        "etcd-peer": 12380,
+        "apiserver": 16443,
+        "ksm": 18080,
+        "ksm-telemetry": 18081,
+        "prometheus": 19090,
+        "gpusim": 19400,
+        "kwok": 16247,
+        "controller-manager": 16257,
+        "scheduler": 16259,
+    }.items()
+}
 ADMIN_TOKEN_FILE = STATE / "admin.token"
 KUBECONFIG = STATE / "kubeconfig"
 HARDWARE = STATE / "hardware.json"
@@ -62,10 +73,17 @@ V = _load_vocabulary()
 # node labels kube-state-metrics exposes on kube_node_labels. KSM 2.15 supports exact keys
 # or a lone "*" per resource, not prefixes such as nvidia.com/*, so the keys are listed.
 NODE_LABELS_ALLOWLIST = [
-    V.GPU_TYPE_LABEL, V.SHARING_LABEL,
-    V.GPU_PRODUCT_LABEL, V.GPU_COUNT_LABEL, V.GPU_REPLICAS_LABEL,
-    V.GPU_SHARING_STRATEGY_LABEL, V.GPU_MEMORY_LABEL, V.DEVICE_PLUGIN_CONFIG_LABEL,
-    V.MIG_CONFIG_LABEL, V.MIG_STRATEGY_LABEL, V.GPU_PRESENT_LABEL,
+    V.GPU_TYPE_LABEL,
+    V.SHARING_LABEL,
+    V.GPU_PRODUCT_LABEL,
+    V.GPU_COUNT_LABEL,
+    V.GPU_REPLICAS_LABEL,
+    V.GPU_SHARING_STRATEGY_LABEL,
+    V.GPU_MEMORY_LABEL,
+    V.DEVICE_PLUGIN_CONFIG_LABEL,
+    V.MIG_CONFIG_LABEL,
+    V.MIG_STRATEGY_LABEL,
+    V.GPU_PRESENT_LABEL,
 ]
 
 
@@ -93,8 +111,16 @@ def bin_dir() -> Path:
     return cache / versions()["K8S_VERSION"] / "bin"
 
 
-BINARIES = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kube-state-metrics",
-            "helm"]  # helm: the chart tests
+BINARIES = [
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    "kwok",
+    "kube-state-metrics",
+    "helm",
+]  # helm: the chart tests
 
 
 def find_go() -> str | None:
@@ -115,11 +141,14 @@ def ensure_binaries() -> Path:
     if missing:
         go = find_go()
         if not go:
-            die("Go is not installed on this machine (no 'go' on PATH), and the lab's Kubernetes "
+            die(
+                "Go is not installed on this machine (no 'go' on PATH), and the lab's Kubernetes "
                 f"binaries are not cached in {bd} (missing: {', '.join(missing)}). The lab builds "
                 "kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, KWOK and "
                 "kube-state-metrics from source: install Go >= 1.24 (e.g. apt-get install golang-go, "
-                "or put /usr/local/go/bin on PATH) and run lab/up again.", 2)
+                "or put /usr/local/go/bin on PATH) and run lab/up again.",
+                2,
+            )
         log(f"building missing binaries ({', '.join(missing)}) with {go}; a cold build takes many minutes")
         env = dict(os.environ, PATH=f"{Path(go).parent}:{os.environ.get('PATH', '')}")
         t0 = time.time()
@@ -150,17 +179,60 @@ def make_pki() -> None:
         "[server]\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
         "extendedKeyUsage=serverAuth,clientAuth\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid,issuer\n"
         "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
-        "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n")
+        "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n"
+    )
     p = str(PKI)
     sh("openssl", "genrsa", "-out", f"{p}/ca.key", "2048")
-    sh("openssl", "req", "-x509", "-new", "-key", f"{p}/ca.key", "-subj", "/CN=brickadmin-lab-ca",
-       "-days", "3650", "-out", f"{p}/ca.crt", "-extensions", "ca", "-config", str(ext))
+    sh(
+        "openssl",
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        f"{p}/ca.key",
+        "-subj",
+        "/CN=brickadmin-lab-ca",
+        "-days",
+        "3650",
+        "-out",
+        f"{p}/ca.crt",
+        "-extensions",
+        "ca",
+        "-config",
+        str(ext),
+    )
     sh("openssl", "genrsa", "-out", f"{p}/apiserver.key", "2048")
-    sh("openssl", "req", "-new", "-key", f"{p}/apiserver.key", "-subj", "/CN=kube-apiserver",
-       "-out", f"{p}/apiserver.csr")
-    sh("openssl", "x509", "-req", "-in", f"{p}/apiserver.csr", "-CA", f"{p}/ca.crt", "-CAkey", f"{p}/ca.key",
-       "-CAcreateserial", "-days", "3650", "-out", f"{p}/apiserver.crt", "-extensions", "server",
-       "-extfile", str(ext))
+    sh(
+        "openssl",
+        "req",
+        "-new",
+        "-key",
+        f"{p}/apiserver.key",
+        "-subj",
+        "/CN=kube-apiserver",
+        "-out",
+        f"{p}/apiserver.csr",
+    )
+    sh(
+        "openssl",
+        "x509",
+        "-req",
+        "-in",
+        f"{p}/apiserver.csr",
+        "-CA",
+        f"{p}/ca.crt",
+        "-CAkey",
+        f"{p}/ca.key",
+        "-CAcreateserial",
+        "-days",
+        "3650",
+        "-out",
+        f"{p}/apiserver.crt",
+        "-extensions",
+        "server",
+        "-extfile",
+        str(ext),
+    )
     sh("openssl", "genrsa", "-out", f"{p}/sa.key", "2048")
     sh("openssl", "rsa", "-in", f"{p}/sa.key", "-pubout", "-out", f"{p}/sa.pub")
     (PKI / "done").write_text("ok\n")
@@ -226,8 +298,15 @@ def start(name: str, argv: list[str], env: dict | None = None) -> int:
     # Debian's etcd 3.4 has no watch progress requests, so the API server refuses the
     # streaming "watch list"; tell client-go based components to use plain list+watch.
     env.setdefault("KUBE_FEATURE_WatchListClient", "false")
-    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, env=env, cwd=str(STATE))
+    proc = subprocess.Popen(
+        argv,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
+        cwd=str(STATE),
+    )
     (PIDS / name).write_text(f"{proc.pid}\n")
     (PIDS / f"{name}.cmd").write_bytes(argv[0].encode())
     log(f"started {name} (pid {proc.pid})")
@@ -287,8 +366,9 @@ def wait_for(what: str, check, timeout: float, name: str | None = None) -> None:
 
 
 def api(path: str, token: str, method: str = "GET", body: dict | None = None) -> dict:
-    req = urllib.request.Request(API_URL + path, method=method,
-                                 data=json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(
+        API_URL + path, method=method, data=json.dumps(body).encode() if body is not None else None
+    )
     req.add_header("Authorization", f"Bearer {token}")
     req.add_header("Content-Type", "application/json")
     ctx = ssl.create_default_context(cafile=str(PKI / "ca.crt"))
@@ -307,50 +387,106 @@ def python_for_tools() -> str:
 def components(bd: Path, token: str) -> list[tuple[str, list[str], callable, float]]:
     p = str(PKI)
     kc = str(KUBECONFIG)
-    etcd = [str(bd / "etcd"), "--name=lab", f"--data-dir={STATE}/etcd",
-            f"--listen-client-urls=http://{HOST}:{PORTS['etcd']}",
-            f"--advertise-client-urls=http://{HOST}:{PORTS['etcd']}",
-            f"--listen-peer-urls=http://{HOST}:{PORTS['etcd-peer']}",
-            f"--initial-advertise-peer-urls=http://{HOST}:{PORTS['etcd-peer']}",
-            f"--initial-cluster=lab=http://{HOST}:{PORTS['etcd-peer']}",
-            "--unsafe-no-fsync", "--quota-backend-bytes=2147483648", "--log-level=warn"]
-    apiserver = [str(bd / "kube-apiserver"),
-                 f"--etcd-servers=http://{HOST}:{PORTS['etcd']}",
-                 f"--bind-address={HOST}", f"--advertise-address={HOST}", f"--secure-port={PORTS['apiserver']}",
-                 f"--tls-cert-file={p}/apiserver.crt", f"--tls-private-key-file={p}/apiserver.key",
-                 f"--client-ca-file={p}/ca.crt", f"--token-auth-file={p}/tokens.csv",
-                 "--authorization-mode=Node,RBAC",
-                 # admission: the defaults, which since v1.30 include ValidatingAdmissionPolicy
-                 # (GA, admissionregistration.k8s.io/v1): the chart's policies on the Workspace
-                 # label are enforced here as on a real cluster (tests/lab/test_least_privilege.py)
-                 f"--service-account-key-file={p}/sa.pub", f"--service-account-signing-key-file={p}/sa.key",
-                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                 "--service-cluster-ip-range=10.96.0.0/16", "--allow-privileged=true",
-                 "--enable-priority-and-fairness=false", "--profiling=false", "--endpoint-reconciler-type=none",
-                 "--event-ttl=10m", "--v=0"]
-    kcm = [str(bd / "kube-controller-manager"), f"--kubeconfig={kc}", "--leader-elect=false",
-           f"--bind-address={HOST}", f"--secure-port={PORTS['controller-manager']}",
-           f"--service-account-private-key-file={p}/sa.key", f"--root-ca-file={p}/ca.crt",
-           "--use-service-account-credentials=false", "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle",
-           "--concurrent-daemonset-syncs=5", "--node-monitor-grace-period=60s", "--v=0"]
-    sched = [str(bd / "kube-scheduler"), f"--kubeconfig={kc}", "--leader-elect=false",
-             f"--bind-address={HOST}", f"--secure-port={PORTS['scheduler']}", "--v=0"]
-    kwok = [str(bd / "kwok"), f"--kubeconfig={kc}", f"--config={HERE / 'kwok.yaml'}", "--manage-all-nodes=false",
-            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-            "--manage-nodes-with-label-selector=",
-            "--disregard-status-with-annotation-selector=kwok.x-k8s.io/status=custom",
-            "--disregard-status-with-label-selector=",
-            "--cidr=10.244.0.1/16", "--node-ip=10.0.0.1", "--node-lease-duration-seconds=40",
-            f"--server-address={HOST}:{PORTS['kwok']}"]
-    ksm = [str(bd / "kube-state-metrics"), f"--kubeconfig={kc}", f"--host={HOST}", f"--port={PORTS['ksm']}",
-           f"--telemetry-host={HOST}", f"--telemetry-port={PORTS['ksm-telemetry']}",
-           "--resources=nodes,pods,resourcequotas,daemonsets,namespaces,configmaps,jobs,poddisruptionbudgets",
-           f"--metric-labels-allowlist=nodes=[{','.join(NODE_LABELS_ALLOWLIST)}]"]
-    gpusim = [python_for_tools(), str(HERE / "gpusim.py"), f"--kubeconfig={kc}", f"--hardware={HARDWARE}",
-              f"--listen={HOST}:{PORTS['gpusim']}"]
-    prom = ["prometheus", f"--config.file={STATE}/prometheus.yml", f"--storage.tsdb.path={STATE}/prometheus",
-            f"--web.listen-address={HOST}:{PORTS['prometheus']}", "--web.enable-lifecycle",
-            "--storage.tsdb.retention.time=1d", "--log.level=warn"]
+    etcd = [
+        str(bd / "etcd"),
+        "--name=lab",
+        f"--data-dir={STATE}/etcd",
+        f"--listen-client-urls=http://{HOST}:{PORTS['etcd']}",
+        f"--advertise-client-urls=http://{HOST}:{PORTS['etcd']}",
+        f"--listen-peer-urls=http://{HOST}:{PORTS['etcd-peer']}",
+        f"--initial-advertise-peer-urls=http://{HOST}:{PORTS['etcd-peer']}",
+        f"--initial-cluster=lab=http://{HOST}:{PORTS['etcd-peer']}",
+        "--unsafe-no-fsync",
+        "--quota-backend-bytes=2147483648",
+        "--log-level=warn",
+    ]
+    apiserver = [
+        str(bd / "kube-apiserver"),
+        f"--etcd-servers=http://{HOST}:{PORTS['etcd']}",
+        f"--bind-address={HOST}",
+        f"--advertise-address={HOST}",
+        f"--secure-port={PORTS['apiserver']}",
+        f"--tls-cert-file={p}/apiserver.crt",
+        f"--tls-private-key-file={p}/apiserver.key",
+        f"--client-ca-file={p}/ca.crt",
+        f"--token-auth-file={p}/tokens.csv",
+        "--authorization-mode=Node,RBAC",
+        # admission: the defaults, which since v1.30 include ValidatingAdmissionPolicy
+        # (GA, admissionregistration.k8s.io/v1): the chart's policies on the Workspace
+        # label are enforced here as on a real cluster (tests/lab/test_least_privilege.py)
+        f"--service-account-key-file={p}/sa.pub",
+        f"--service-account-signing-key-file={p}/sa.key",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        "--service-cluster-ip-range=10.96.0.0/16",
+        "--allow-privileged=true",
+        "--enable-priority-and-fairness=false",
+        "--profiling=false",
+        "--endpoint-reconciler-type=none",
+        "--event-ttl=10m",
+        "--v=0",
+    ]
+    kcm = [
+        str(bd / "kube-controller-manager"),
+        f"--kubeconfig={kc}",
+        "--leader-elect=false",
+        f"--bind-address={HOST}",
+        f"--secure-port={PORTS['controller-manager']}",
+        f"--service-account-private-key-file={p}/sa.key",
+        f"--root-ca-file={p}/ca.crt",
+        "--use-service-account-credentials=false",
+        "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle",
+        "--concurrent-daemonset-syncs=5",
+        "--node-monitor-grace-period=60s",
+        "--v=0",
+    ]
+    sched = [
+        str(bd / "kube-scheduler"),
+        f"--kubeconfig={kc}",
+        "--leader-elect=false",
+        f"--bind-address={HOST}",
+        f"--secure-port={PORTS['scheduler']}",
+        "--v=0",
+    ]
+    kwok = [
+        str(bd / "kwok"),
+        f"--kubeconfig={kc}",
+        f"--config={HERE / 'kwok.yaml'}",
+        "--manage-all-nodes=false",
+        "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+        "--manage-nodes-with-label-selector=",
+        "--disregard-status-with-annotation-selector=kwok.x-k8s.io/status=custom",
+        "--disregard-status-with-label-selector=",
+        "--cidr=10.244.0.1/16",
+        "--node-ip=10.0.0.1",
+        "--node-lease-duration-seconds=40",
+        f"--server-address={HOST}:{PORTS['kwok']}",
+    ]
+    ksm = [
+        str(bd / "kube-state-metrics"),
+        f"--kubeconfig={kc}",
+        f"--host={HOST}",
+        f"--port={PORTS['ksm']}",
+        f"--telemetry-host={HOST}",
+        f"--telemetry-port={PORTS['ksm-telemetry']}",
+        "--resources=nodes,pods,resourcequotas,daemonsets,namespaces,configmaps,jobs,poddisruptionbudgets",
+        f"--metric-labels-allowlist=nodes=[{','.join(NODE_LABELS_ALLOWLIST)}]",
+    ]
+    gpusim = [
+        python_for_tools(),
+        str(HERE / "gpusim.py"),
+        f"--kubeconfig={kc}",
+        f"--hardware={HARDWARE}",
+        f"--listen={HOST}:{PORTS['gpusim']}",
+    ]
+    prom = [
+        "prometheus",
+        f"--config.file={STATE}/prometheus.yml",
+        f"--storage.tsdb.path={STATE}/prometheus",
+        f"--web.listen-address={HOST}:{PORTS['prometheus']}",
+        "--web.enable-lifecycle",
+        "--storage.tsdb.retention.time=1d",
+        "--log.level=warn",
+    ]
     return [
         ("etcd", etcd, lambda: http_ok(f"http://{HOST}:{PORTS['etcd']}/health"), 30),
         ("kube-apiserver", apiserver, lambda: http_ok(f"{API_URL}/readyz", token), 120),
@@ -386,10 +522,10 @@ rule_files:
 scrape_configs:
   - job_name: kube-state-metrics
     honor_labels: true
-    static_configs: [{{targets: ['{HOST}:{PORTS['ksm']}']}}]
+    static_configs: [{{targets: ['{HOST}:{PORTS["ksm"]}']}}]
   - job_name: dcgm-exporter
     honor_labels: true
-    static_configs: [{{targets: ['{HOST}:{PORTS['gpusim']}']}}]
+    static_configs: [{{targets: ['{HOST}:{PORTS["gpusim"]}']}}]
 """
     path = STATE / "prometheus.yml"
     if not path.exists() or path.read_text() != cfg:
@@ -406,7 +542,8 @@ def write_env() -> Path:
         f"export BRICK_LAB_GPUSIM_URL=http://{HOST}:{PORTS['gpusim']}\n"
         f"export BRICK_LAB_HARDWARE={HARDWARE}\n"
         f"export BRICK_LAB_DIR={STATE}\n"
-        f"export BRICK_LAB_KUBECTL={bin_dir() / 'kubectl'}\n")
+        f"export BRICK_LAB_KUBECTL={bin_dir() / 'kubectl'}\n"
+    )
     return env
 
 
@@ -461,6 +598,7 @@ def _has_default_sa(token: str) -> bool:
 
 def bootstrap(token: str) -> None:
     """Wait until the API server has its built-in objects (namespaces, priority classes)."""
+
     def ready() -> bool:
         try:
             api("/api/v1/namespaces/kube-system", token)
@@ -468,6 +606,7 @@ def bootstrap(token: str) -> None:
             return True
         except (urllib.error.URLError, OSError):
             return False
+
     wait_for("kube-system and built-in priority classes", ready, 60)
 
 
@@ -475,8 +614,16 @@ def down() -> int:
     if not STATE.exists():
         log("no lab state; nothing to do")
         return 0
-    for name in ["prometheus", "gpusim", "kube-state-metrics", "kwok", "kube-scheduler",
-                 "kube-controller-manager", "kube-apiserver", "etcd"]:
+    for name in [
+        "prometheus",
+        "gpusim",
+        "kube-state-metrics",
+        "kwok",
+        "kube-scheduler",
+        "kube-controller-manager",
+        "kube-apiserver",
+        "etcd",
+    ]:
         stop(name)
     shutil.rmtree(STATE, ignore_errors=True)
     log(f"lab down; removed {STATE}")
@@ -485,8 +632,16 @@ def down() -> int:
 
 def status() -> int:
     rc = 0
-    for name in ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
-                 "kube-state-metrics", "gpusim", "prometheus"]:
+    for name in [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kwok",
+        "kube-state-metrics",
+        "gpusim",
+        "prometheus",
+    ]:
         pid = pid_of(name)
         rss = ""
         if pid:
@@ -503,8 +658,16 @@ def status() -> int:
 
 def rss_mib() -> float:
     total = 0
-    for name in ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
-                 "kube-state-metrics", "gpusim", "prometheus"]:
+    for name in [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kwok",
+        "kube-state-metrics",
+        "gpusim",
+        "prometheus",
+    ]:
         pid = pid_of(name)
         if pid:
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():

@@ -9,6 +9,7 @@ Re-entrant within a process (nested lab_lock(), or hold() then lab_lock(), never
 themselves). Processes on the same machine share one lab, so parallel test runs (pytest -n,
 two engineers, the procedures' lab tests) would otherwise reset each other's scenarios.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -46,8 +47,10 @@ def acquire(timeout: float = 1800, poll: float = 0.5) -> None:
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     os.close(fd)
-                    raise LabBusy(f"the lab is still in use by another process after {timeout:.0f}s "
-                                  f"(pid {LOCK.read_text().strip() or '?'} in {LOCK})") from None
+                    raise LabBusy(
+                        f"the lab is still in use by another process after {timeout:.0f}s "
+                        f"(pid {LOCK.read_text().strip() or '?'} in {LOCK})"
+                    ) from None
                 time.sleep(poll)
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())

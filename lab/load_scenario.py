@@ -12,6 +12,7 @@
   plugin pod runs there.
 * Waits until the cluster settled: DaemonSets rolled out, pods Running, gpusim synced.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,10 +53,28 @@ GPUSIM = _gpusim_url()
 KWOK_NODE = "kwok.x-k8s.io/node"
 KWOK_STATUS = "kwok.x-k8s.io/status"
 SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
-ORDER = ["Namespace", "PriorityClass", "ServiceAccount", "ConfigMap", "LimitRange", "Node", "DaemonSet",
-         "PodDisruptionBudget", "Pod", "Job", "ResourceQuota"]
-SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink",
-                 "deletionTimestamp")
+ORDER = [
+    "Namespace",
+    "PriorityClass",
+    "ServiceAccount",
+    "ConfigMap",
+    "LimitRange",
+    "Node",
+    "DaemonSet",
+    "PodDisruptionBudget",
+    "Pod",
+    "Job",
+    "ResourceQuota",
+]
+SERVER_FIELDS = (
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "generation",
+    "managedFields",
+    "selfLink",
+    "deletionTimestamp",
+)
 
 
 def log(msg: str) -> None:
@@ -74,8 +93,9 @@ def wait(what: str, check, timeout: float = 120, interval: float = 0.5):
 
 
 def gpusim(method: str, path: str, body=None):
-    req = urllib.request.Request(GPUSIM + path, method=method,
-                                 data=json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(
+        GPUSIM + path, method=method, data=json.dumps(body).encode() if body is not None else None
+    )
     req.add_header("Content-Type", "application/json")
     with urllib.request.urlopen(req, timeout=10) as r:
         data = r.read()
@@ -93,9 +113,12 @@ def clean(obj: dict) -> dict:
 def reset(gw: KubeGateway) -> None:
     """Remove what a previous scenario (or test) left: its namespaces, nodes, priority classes."""
     # brickadmin's own namespace (the chart's release, labelled part-of=brickadmin) is not a scenario's
-    namespaces = [n["metadata"]["name"] for n in gw.list_namespaces()
-                  if n["metadata"]["name"] not in SYSTEM_NAMESPACES
-                  and (n["metadata"].get("labels") or {}).get("app.kubernetes.io/part-of") != "brickadmin"]
+    namespaces = [
+        n["metadata"]["name"]
+        for n in gw.list_namespaces()
+        if n["metadata"]["name"] not in SYSTEM_NAMESPACES
+        and (n["metadata"].get("labels") or {}).get("app.kubernetes.io/part-of") != "brickadmin"
+    ]
     for ns in namespaces:
         gw.delete("v1", "Namespace", ns)
     for pod in gw.list_pods(namespace="default"):
@@ -104,10 +127,14 @@ def reset(gw: KubeGateway) -> None:
         if not pc["metadata"]["name"].startswith("system-"):
             gw.delete("scheduling.k8s.io/v1", "PriorityClass", pc["metadata"]["name"])
     # pods of a deleted namespace need their (KWOK) node to finish terminating
-    wait("old namespaces to be gone",
-         lambda: not [n for n in gw.list_namespaces() if n["metadata"]["name"] in namespaces]
-         or [n["metadata"]["name"] for n in gw.list_namespaces() if n["metadata"]["name"] in namespaces],
-         timeout=180)
+    wait(
+        "old namespaces to be gone",
+        lambda: (
+            not [n for n in gw.list_namespaces() if n["metadata"]["name"] in namespaces]
+            or [n["metadata"]["name"] for n in gw.list_namespaces() if n["metadata"]["name"] in namespaces]
+        ),
+        timeout=180,
+    )
     for node in gw.list_nodes():
         gw.delete("v1", "Node", node["metadata"]["name"])
     wait("old nodes to be gone", lambda: not gw.list_nodes() or [n["metadata"]["name"] for n in gw.list_nodes()])
@@ -123,9 +150,12 @@ def create(gw: KubeGateway, obj: dict) -> None:
         body["status"] = status or {}
         gw._request("POST", "/api/v1/nodes", body=body)
         if status:  # the API server may drop status on create: set it through the subresource
-            gw._request("PATCH", f"/api/v1/nodes/{md['name']}/status",
-                        body={"status": {k: v for k, v in status.items() if k in ("capacity", "allocatable")}},
-                        content_type="application/merge-patch+json")
+            gw._request(
+                "PATCH",
+                f"/api/v1/nodes/{md['name']}/status",
+                body={"status": {k: v for k, v in status.items() if k in ("capacity", "allocatable")}},
+                content_type="application/merge-patch+json",
+            )
         return
     if kind == "Pod":
         phase = (status or {}).get("phase", "Running")
@@ -143,8 +173,12 @@ def create(gw: KubeGateway, obj: dict) -> None:
                     continue
                 raise
         if phase != "Running":
-            gw._request("PATCH", path + f"/{md['name']}/status", body={"status": status},
-                        content_type="application/merge-patch+json")
+            gw._request(
+                "PATCH",
+                path + f"/{md['name']}/status",
+                body={"status": status},
+                content_type="application/merge-patch+json",
+            )
         return
     try:
         gw.apply(body, field_manager="lab-scenario")
@@ -182,32 +216,45 @@ def settle(gw: KubeGateway, objects, hardware, plugin_configs, timeout: float) -
         nodes = gw.list_nodes()
         for ds in gw.list_daemonsets(namespace=dp.PLUGIN_NAMESPACE):
             tmpl = ds["spec"]["template"]["spec"]
-            want = sum(1 for n in nodes
-                       if labels_match(n["metadata"].get("labels") or {}, tmpl.get("nodeSelector"))
-                       and tolerates((n.get("spec") or {}).get("taints"), tmpl.get("tolerations")))
+            want = sum(
+                1
+                for n in nodes
+                if labels_match(n["metadata"].get("labels") or {}, tmpl.get("nodeSelector"))
+                and tolerates((n.get("spec") or {}).get("taints"), tmpl.get("tolerations"))
+            )
             st = gw.daemonset_rollout_status(ds["metadata"]["namespace"], ds["metadata"]["name"])
             if not st.done or st.desired != want:
                 pending.append(f"{ds['metadata']['name']}: want {want}; {st.message}")
         return pending or True
+
     wait("device-plugin DaemonSets to roll out", daemonsets_done, timeout)
 
-    want_running = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects
-                    if o["kind"] == "Pod" and (o.get("status") or {}).get("phase", "Running") == "Running"}
+    want_running = {
+        (o["metadata"]["namespace"], o["metadata"]["name"])
+        for o in objects
+        if o["kind"] == "Pod" and (o.get("status") or {}).get("phase", "Running") == "Running"
+    }
 
     def pods_running():
-        running = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in gw.list_pods()
-                   if (p.get("status") or {}).get("phase") == "Running"}
+        running = {
+            (p["metadata"]["namespace"], p["metadata"]["name"])
+            for p in gw.list_pods()
+            if (p.get("status") or {}).get("phase") == "Running"
+        }
         missing = sorted(f"{ns}/{n}" for ns, n in want_running - running)
         return missing or True
+
     wait("scenario pods to be Running", pods_running, timeout)
 
     if plugin_configs:
+
         def override():
             try:
                 gpusim("POST", "/pluginconfig", plugin_configs)
                 return True
             except urllib.error.HTTPError as e:
                 return f"{e.code} {e.read().decode().strip()}"
+
         wait("plugin pods to take the scenario's pluginConfig", override, timeout)
 
     def gpusim_settled():
@@ -226,6 +273,7 @@ def settle(gw: KubeGateway, objects, hardware, plugin_configs, timeout: float) -
             if want.get("allocatable") != (node.get("status") or {}).get("allocatable"):
                 not_yet.append(f"{node_name}: status not updated")
         return not_yet or True
+
     wait("gpusim to publish node resources", gpusim_settled, timeout)
     # and a few more syncs so that nothing is in flight
     s0 = gpusim("GET", "/state")["syncs"]

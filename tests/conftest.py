@@ -1,5 +1,6 @@
 """Shared fixtures. Users follow healthchecks' habit: alice and bob are users,
 charlie is another user who must never see their things; root is a cluster admin."""
+
 import os
 import socket
 
@@ -27,8 +28,7 @@ def fast_password_hashing(request, settings):
     time. Hashes of the default hashers still verify. Left as configured for the lab tests,
     whose other processes (the web process in the lab) check passwords this one stored."""
     if request.node.get_closest_marker("lab") is None:
-        settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher",
-                                     *global_settings.PASSWORD_HASHERS]
+        settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher", *global_settings.PASSWORD_HASHERS]
 
 
 @pytest.fixture
@@ -75,8 +75,15 @@ def alice_client(client, alice):
 
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="session")

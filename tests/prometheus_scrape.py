@@ -1,5 +1,6 @@
 """A real Prometheus scraping a metrics page this process serves: the one way the DCGM tests
 and benchmarks start one. The page is whatever ``body()`` returns at each scrape."""
+
 from __future__ import annotations
 
 import http.server
@@ -39,8 +40,16 @@ def start_prometheus(binary: str, tmp: Path, exporter) -> tuple[subprocess.Popen
     port = free_port()
     (tmp / "prometheus.yml").write_text(
         "global: {scrape_interval: 1s}\nscrape_configs:\n- job_name: dcgm\n  honor_labels: true\n"
-        f"  static_configs: [{{targets: ['127.0.0.1:{exporter.server_address[1]}']}}]\n")
-    proc = subprocess.Popen([binary, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        f"  static_configs: [{{targets: ['127.0.0.1:{exporter.server_address[1]}']}}]\n"
+    )
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={tmp / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return proc, f"http://127.0.0.1:{port}"

@@ -9,6 +9,7 @@ only the random suffixes of the plugin pods' names repeat from one test to the n
 A twin that holds anything already is loaded for real, as load() replaces it, and so is
 any scenario while a test has replaced something of the twin's code (a monkeypatch).
 """
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,11 @@ _recorded: dict[str, str] = {}  # scenario name -> the rows its load wrote, as J
 
 def _twin_code() -> dict[str, object]:
     """What a load runs: the twin's module, its gateway class and the device plugin's model."""
-    return {f"{space.__name__}.{name}": value
-            for space in (twin_mod, TwinGateway, deviceplugin, migparted) for name, value in vars(space).items()}
+    return {
+        f"{space.__name__}.{name}": value
+        for space in (twin_mod, TwinGateway, deviceplugin, migparted)
+        for name, value in vars(space).items()
+    }
 
 
 _AS_IMPORTED = _twin_code()
@@ -55,19 +59,25 @@ def _record(name: str) -> str:
     rows, and undo the load."""
     counter = iter(range(1, 1 << 32))
     recorded_uuid = types.SimpleNamespace(
-        uuid4=lambda: uuid.UUID(f"{next(counter):05x}000-{_UID_TAIL}"))  # pod name suffixes (hex[:5]) stay distinct
+        uuid4=lambda: uuid.UUID(f"{next(counter):05x}000-{_UID_TAIL}")
+    )  # pod name suffixes (hex[:5]) stay distinct
     saved_uuid, saved_now = twin_mod.uuid, twin_mod.now_iso
     twin_mod.uuid, twin_mod.now_iso = recorded_uuid, lambda: _RECORDED_NOW
     try:
         with transaction.atomic():
             TwinGateway().load(*scenarios.read(name))
             rows = {
-                "objects": list(TwinObject.objects.order_by("id")
-                                .values("kind", "namespace", "name", "body", "node_name", "holds_gpu")),
-                "events": list(TwinEvent.objects.order_by("id")
-                               .values("id", "kind", "namespace", "name", "type", "body")),
-                "hardware": list(TwinHardware.objects.order_by("id")
-                                 .values("node", "gpus", "plugin_pod_uid", "advertised")),
+                "objects": list(
+                    TwinObject.objects.order_by("id").values(
+                        "kind", "namespace", "name", "body", "node_name", "holds_gpu"
+                    )
+                ),
+                "events": list(
+                    TwinEvent.objects.order_by("id").values("id", "kind", "namespace", "name", "type", "body")
+                ),
+                "hardware": list(
+                    TwinHardware.objects.order_by("id").values("node", "gpus", "plugin_pod_uid", "advertised")
+                ),
                 "state": list(TwinState.objects.values("id", "version", "last_rv", "compacted_rv")),
             }
             raise _Rollback

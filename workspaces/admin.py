@@ -1,6 +1,7 @@
 """Workspaces, Jobs, decisions and settings in Django's admin: read-only (brickadmin/admin.py).
 Decisions go through the approval queue (it talks to the cluster and records a Decision);
 limits and Job approval through the Workspace settings page, which records them too."""
+
 from django.contrib import admin
 
 from brickadmin.admin import AuditAdmin

@@ -2,8 +2,8 @@ from django.apps import AppConfig
 
 
 class WorkspacesConfig(AppConfig):
-    default_auto_field = 'django.db.models.BigAutoField'
-    name = 'workspaces'
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "workspaces"
 
     def ready(self):
         # What the Workspaces add to the gpus app is registered here: gpus never imports them.
@@ -13,7 +13,9 @@ class WorkspacesConfig(AppConfig):
         from . import health, permissions, procedures
 
         registry.register(procedures.ProcedureRecreateWorkspace())
-        registry.register(procedures.ProcedureSetQuota())  # an admin's quota edit (workspaces/quota.py)  # the Fix of a missing namespace or quota
+        registry.register(
+            procedures.ProcedureSetQuota()
+        )  # an admin's quota edit (workspaces/quota.py)  # the Fix of a missing namespace or quota
         health.register()  # importing it registered the Workspace checks; this adds their inputs
         pictures.VIEWERS["workspace"] = permissions.can_see_workspace
         from brickadmin import notify

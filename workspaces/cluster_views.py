@@ -2,6 +2,7 @@
 and adoption of those the product has no record of. Thin views: the lines are the cluster
 view's (workspaces/directory.py; no Kubernetes API call, a constant number of queries per
 page); adoption reads the namespace's quotas live, since it writes a record from them."""
+
 from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect, render
@@ -37,19 +38,34 @@ def workspace_table(measured: bool) -> Table:
     return Table(
         Column("workspace", gettext_lazy("Workspace"), "namespace"),
         Column("owner", gettext_lazy("Owner"), "owner_name"),
-        Column("record", gettext_lazy("Record"), "adoptable",
-               value=lambda w: "none (adoptable)" if w.adoptable else "approved"),
+        Column(
+            "record",
+            gettext_lazy("Record"),
+            "adoptable",
+            value=lambda w: "none (adoptable)" if w.adoptable else "approved",
+        ),
         Column("resource", gettext_lazy("GPU resource and type"), value=lambda w: f"{w.resource} ({w.gpu_type})"),
         Column("allocated", gettext_lazy("Allocated to the Workspace"), "quota", numeric=True),
         Column("requested", gettext_lazy("Requested by pods"), numeric=True),
         Column("physical", gettext_lazy("In use physically"), numeric=True),
-        Column("utilisation", gettext_lazy("GPU utilisation (%)"), numeric=True,
-               value=lambda w: _measured(w.utilisation, measured, w.shared_only and not w.no_pod)),
-        Column("memory", gettext_lazy("GPU memory used (MiB)"), "memory_mib", numeric=True,
-               value=lambda w: _measured(w.memory_mib, measured, w.shared_only and not w.no_pod)),
+        Column(
+            "utilisation",
+            gettext_lazy("GPU utilisation (%)"),
+            numeric=True,
+            value=lambda w: _measured(w.utilisation, measured, w.shared_only and not w.no_pod),
+        ),
+        Column(
+            "memory",
+            gettext_lazy("GPU memory used (MiB)"),
+            "memory_mib",
+            numeric=True,
+            value=lambda w: _measured(w.memory_mib, measured, w.shared_only and not w.no_pod),
+        ),
         Column("created", gettext_lazy("Age"), "created_at"),
         Column("idle_since", gettext_lazy("Idle since")),
-        search=("namespace", "owner_name", "resource", "gpu_type"), default="workspace")
+        search=("namespace", "owner_name", "resource", "gpu_type"),
+        default="workspace",
+    )
 
 
 @require_GET
@@ -60,9 +76,17 @@ def cluster_workspaces(request):
     table = workspace_table(measured).bind(request, directory.lines())
     if table.wants_csv:
         return table.csv_response("workspaces")
-    return render(request, "workspaces/cluster_workspaces.html", {
-        "table": table, "page": table.page, "measured": measured, "snapshot": view.snapshot,
-        "idle_hours": directory.idle_window_hours()})
+    return render(
+        request,
+        "workspaces/cluster_workspaces.html",
+        {
+            "table": table,
+            "page": table.page,
+            "measured": measured,
+            "snapshot": view.snapshot,
+            "idle_hours": directory.idle_window_hours(),
+        },
+    )
 
 
 @require_GET
@@ -75,10 +99,20 @@ def cluster_workspace(request, namespace):
         raise Http404("no such Workspace")
     decisions = Decision.objects.filter(subject=namespace).order_by("-at", "-id")[:50]
     notices = OwnerNotice.objects.filter(namespace=namespace)[:20]
-    return render(request, "workspaces/cluster_workspace.html", {
-        "ns": namespace, "line": line, "record": record, "decisions": decisions, "notices": notices,
-        "measured": directory.measured(), "idle_hours": directory.idle_window_hours(),
-        "waiting": waits.causes(line, admin=True)})
+    return render(
+        request,
+        "workspaces/cluster_workspace.html",
+        {
+            "ns": namespace,
+            "line": line,
+            "record": record,
+            "decisions": decisions,
+            "notices": notices,
+            "measured": directory.measured(),
+            "idle_hours": directory.idle_window_hours(),
+            "waiting": waits.causes(line, admin=True),
+        },
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -101,11 +135,18 @@ def workspace_adopt(request, namespace):
         except ClusterError as exc:
             form.add_error(None, _("The cluster could not be read, nothing was recorded: %(why)s") % {"why": exc})
         else:
-            messages.success(request, _("Namespace %(ns)s is now a Workspace of %(owner)s.") % {
-                "ns": namespace, "owner": form.cleaned_data["owner"].get_username()})
+            messages.success(
+                request,
+                _("Namespace %(ns)s is now a Workspace of %(owner)s.")
+                % {"ns": namespace, "owner": form.cleaned_data["owner"].get_username()},
+            )
             return redirect("cluster_workspace", namespace=namespace)
-    return render(request, "workspaces/adopt.html", {"ns": namespace, "line": line, "form": form},
-                  status=400 if form.is_bound and form.errors else 200)
+    return render(
+        request,
+        "workspaces/adopt.html",
+        {"ns": namespace, "line": line, "form": form},
+        status=400 if form.is_bound and form.errors else 200,
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -115,7 +156,6 @@ def workspace_quota(request, namespace):
     live), then one confirmation that starts the audited run (workspaces/quota.py). An undo is
     the same page with the quota before a change filled in."""
     from brickadmin.cluster.gateway import get_gateway
-
     from gpus.models import ProcedureRun
 
     from . import quota as quota_mod
@@ -139,16 +179,32 @@ def workspace_quota(request, namespace):
                     raise reclaim.ReclaimError(_("No such question to the owner."))
                 asked = reclaim.reclaim(asked, actor=request.user, after=seen.after, gateway=gateway)
                 return redirect(ProcedureRun.objects.get(pk=asked.quota_run_id))
-            run = quota_mod.change_quota(namespace, seen.after, actor=request.user, reason=form.cleaned_data["reason"],
-                                         resource=seen.resource, undo_of=form.cleaned_data.get("undo_of"),
-                                         gateway=gateway)
+            run = quota_mod.change_quota(
+                namespace,
+                seen.after,
+                actor=request.user,
+                reason=form.cleaned_data["reason"],
+                resource=seen.resource,
+                undo_of=form.cleaned_data.get("undo_of"),
+                gateway=gateway,
+            )
         except (quota_mod.QuotaError, reclaim.ReclaimError) as exc:
             form.add_error(None, str(exc))
         else:
             return redirect(run)
     runs = [(r, quota_mod.undo_target(r)) for r in quota_mod.history(namespace)[:20]]
-    return render(request, "workspaces/quota.html", {
-        "ns": namespace, "form": form, "current": current, "preview": seen, "runs": runs, "ask": ask,
-        "overdue": ask is not None and ask.overdue(),
-        "reclaim_reason": _("Reclaimed after asking the owner")},
-        status=400 if request.method == "POST" else 200)
+    return render(
+        request,
+        "workspaces/quota.html",
+        {
+            "ns": namespace,
+            "form": form,
+            "current": current,
+            "preview": seen,
+            "runs": runs,
+            "ask": ask,
+            "overdue": ask is not None and ask.overdue(),
+            "reclaim_reason": _("Reclaimed after asking the owner"),
+        },
+        status=400 if request.method == "POST" else 200,
+    )

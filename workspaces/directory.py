@@ -5,6 +5,7 @@ no record of.
 The lists read the view in SQL (one query per page, whatever the number of Workspaces, no
 API call); adoption reads the namespace's quotas live, since it writes a record from them.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,13 +36,20 @@ def lines():
     """Every namespace holding a GPU quota, with its record when there is one: ``record_pk``
     (None: no record, adoptable) and ``owner_name`` (the record's requester, else the
     namespace's owner label). Sorted and searched in SQL."""
-    return (ViewWorkspace.objects.filter(quota__gt=0)
-            .annotate(record_pk=Subquery(_record().values("pk")[:1], output_field=IntegerField()),
-                      record_owner=Subquery(_record().values("requester_name")[:1], output_field=CharField()))
-            .annotate(owner_name=Coalesce(F("record_owner"), NullIf(F("owner"), Value("")), output_field=CharField()),
-                      adoptable=Case(When(record_pk__isnull=True, then=Value(True)), default=Value(False),
-                                     output_field=BooleanField()))
-            .defer("pods", "quotas"))
+    return (
+        ViewWorkspace.objects.filter(quota__gt=0)
+        .annotate(
+            record_pk=Subquery(_record().values("pk")[:1], output_field=IntegerField()),
+            record_owner=Subquery(_record().values("requester_name")[:1], output_field=CharField()),
+        )
+        .annotate(
+            owner_name=Coalesce(F("record_owner"), NullIf(F("owner"), Value("")), output_field=CharField()),
+            adoptable=Case(
+                When(record_pk__isnull=True, then=Value(True)), default=Value(False), output_field=BooleanField()
+            ),
+        )
+        .defer("pods", "quotas")
+    )
 
 
 def line(namespace: str) -> ViewWorkspace | None:
@@ -61,6 +69,7 @@ def measured() -> bool:
 
 
 # --- adoption ------------------------------------------------------------------------
+
 
 class AdoptionError(Exception):
     """Why a namespace cannot be adopted (shown to the admin beside the form)."""
@@ -83,18 +92,30 @@ def adoption_facts(namespace: str) -> dict:
     for q in get_gateway().list_resource_quotas(namespace):
         for key, value in ((q.get("spec") or {}).get("hard") or {}).items():
             hard.setdefault(key, value)
-    gpus = {k[len("requests."):]: ledger_mod.quantity(v) for k, v in hard.items()
-            if k.startswith("requests." + NVIDIA_PREFIX) and ledger_mod.quantity(v)}
+    gpus = {
+        k[len("requests.") :]: ledger_mod.quantity(v)
+        for k, v in hard.items()
+        if k.startswith("requests." + NVIDIA_PREFIX) and ledger_mod.quantity(v)
+    }
     if not gpus:
         raise AdoptionError(_("Namespace %(ns)s holds no GPU quota in the cluster now.") % {"ns": namespace})
     if len(gpus) > 1:
-        raise AdoptionError(_("Namespace %(ns)s holds quota of several GPU resources (%(r)s): a Workspace has one "
-                              "GPU type. Split it first.") % {"ns": namespace, "r": ", ".join(sorted(gpus))})
-    (resource, amount), = gpus.items()
-    return {"gpu_resource": resource, "gpu": amount, "gpu_type": ledger_mod.gpu_type_of(resource),
-            "cpu": quantity(hard.get("requests.cpu") or hard.get("cpu")),
-            "memory_gib": quantity(hard.get("requests.memory") or hard.get("memory"), 2 ** 30),
-            "storage_gib": quantity(hard.get("requests.storage"), 2 ** 30)}
+        raise AdoptionError(
+            _(
+                "Namespace %(ns)s holds quota of several GPU resources (%(r)s): a Workspace has one "
+                "GPU type. Split it first."
+            )
+            % {"ns": namespace, "r": ", ".join(sorted(gpus))}
+        )
+    ((resource, amount),) = gpus.items()
+    return {
+        "gpu_resource": resource,
+        "gpu": amount,
+        "gpu_type": ledger_mod.gpu_type_of(resource),
+        "cpu": quantity(hard.get("requests.cpu") or hard.get("cpu")),
+        "memory_gib": quantity(hard.get("requests.memory") or hard.get("memory"), 2**30),
+        "storage_gib": quantity(hard.get("requests.storage"), 2**30),
+    }
 
 
 def adopt(namespace: str, owner, actor, note: str = "") -> WorkspaceRequest:
@@ -107,19 +128,44 @@ def adopt(namespace: str, owner, actor, note: str = "") -> WorkspaceRequest:
     try:
         with transaction.atomic():
             req = WorkspaceRequest.objects.create(
-                name=namespace, requester=owner, requester_name=owner.get_username(), status=WorkspaceRequest.Status.APPROVED,
-                created_at=now, decided_at=now, decided_by=actor, decided_by_name=actor.get_username(), **facts)
+                name=namespace,
+                requester=owner,
+                requester_name=owner.get_username(),
+                status=WorkspaceRequest.Status.APPROVED,
+                created_at=now,
+                decided_at=now,
+                decided_by=actor,
+                decided_by_name=actor.get_username(),
+                **facts,
+            )
             Decision.objects.create(
-                actor=actor, actor_name=actor.get_username(), action=Decision.Action.ADOPT, workspace=req,
-                subject=namespace, gpu_resource=facts["gpu_resource"], amount=facts["gpu"],
-                detail=(_("Adopted for %(owner)s as the cluster holds it: %(r)s %(n)d, CPU %(cpu)d, memory %(mem)d GiB, "
-                          "storage %(st)d GiB.") % {"owner": owner.get_username(), "r": facts["gpu_resource"],
-                                                    "n": facts["gpu"], "cpu": facts["cpu"], "mem": facts["memory_gib"],
-                                                    "st": facts["storage_gib"]}
-                        + (" " + note if note else "")))
+                actor=actor,
+                actor_name=actor.get_username(),
+                action=Decision.Action.ADOPT,
+                workspace=req,
+                subject=namespace,
+                gpu_resource=facts["gpu_resource"],
+                amount=facts["gpu"],
+                detail=(
+                    _(
+                        "Adopted for %(owner)s as the cluster holds it: %(r)s %(n)d, CPU %(cpu)d, memory %(mem)d GiB, "
+                        "storage %(st)d GiB."
+                    )
+                    % {
+                        "owner": owner.get_username(),
+                        "r": facts["gpu_resource"],
+                        "n": facts["gpu"],
+                        "cpu": facts["cpu"],
+                        "mem": facts["memory_gib"],
+                        "st": facts["storage_gib"],
+                    }
+                    + (" " + note if note else "")
+                ),
+            )
     except IntegrityError:
-        raise AdoptionError(_("A Workspace request named %(ns)s is pending: decide it first.") % {"ns": namespace}) \
-            from None
+        raise AdoptionError(
+            _("A Workspace request named %(ns)s is pending: decide it first.") % {"ns": namespace}
+        ) from None
     return req
 
 

@@ -38,7 +38,7 @@ def is_image_reference(ref: str) -> bool:
         return False
     colon = name.rfind(":")
     if colon > name.rfind("/"):
-        name, tag = name[:colon], name[colon + 1:]
+        name, tag = name[:colon], name[colon + 1 :]
         if not IMAGE_TAG.fullmatch(tag):
             return False
     if len(name) > 255:
@@ -48,14 +48,19 @@ def is_image_reference(ref: str) -> bool:
     if len(parts) > 1 and ("." in first or ":" in first or first == "localhost" or first != first.lower()):
         parts.pop(0)
         if not IMAGE_DOMAIN.fullmatch(first) or any(
-                label.startswith("-") or label.endswith("-") for label in first.split(":")[0].split(".")):
+            label.startswith("-") or label.endswith("-") for label in first.split(":")[0].split(".")
+        ):
             return False
     return all(IMAGE_PATH_COMPONENT.fullmatch(p) for p in parts)
 
 
 class WorkspaceRequestForm(forms.Form):
-    name = forms.CharField(label=_("Name"), max_length=200, strip=True,
-                           help_text=_("Becomes the Kubernetes namespace: lowercase letters, digits and '-', at most 63."))
+    name = forms.CharField(
+        label=_("Name"),
+        max_length=200,
+        strip=True,
+        help_text=_("Becomes the Kubernetes namespace: lowercase letters, digits and '-', at most 63."),
+    )
     gpu = forms.IntegerField(label=_("GPU"), initial=0)
     cpu = forms.IntegerField(label=_("CPU"), initial=2)
     memory_gib = forms.IntegerField(label=_("Memory (GiB)"), initial=8)
@@ -81,8 +86,9 @@ class WorkspaceRequestForm(forms.Form):
         try:
             taken = services.name_taken(name)
         except ClusterError:
-            raise forms.ValidationError(_("The cluster cannot be read to check this name; try again."),
-                                        code="unavailable") from None
+            raise forms.ValidationError(
+                _("The cluster cannot be read to check this name; try again."), code="unavailable"
+            ) from None
         if taken:
             raise forms.ValidationError(taken, code="taken")
         return name
@@ -136,15 +142,18 @@ class ApproveForm(forms.Form):
             self.add_error("resource", _("Choose Exclusive, Shared or a MIG profile."))
         choice = self.choices_by_resource.get(data.get("resource") or "")
         if choice and self.request_obj.gpu > choice.available and not data.get("overcommit"):
-            self.add_error("overcommit", _(
-                "Only %(a)s available: tick overcommit to approve %(n)s anyway (it is recorded).") % {
-                "a": choice.available, "n": self.request_obj.gpu})
+            self.add_error(
+                "overcommit",
+                _("Only %(a)s available: tick overcommit to approve %(n)s anyway (it is recorded).")
+                % {"a": choice.available, "n": self.request_obj.gpu},
+            )
         return data
 
 
 class RejectForm(forms.Form):
-    reason = forms.CharField(label=_("Reason (the user sees it)"), widget=forms.Textarea(attrs={"rows": 2}),
-                             max_length=2000)
+    reason = forms.CharField(
+        label=_("Reason (the user sees it)"), widget=forms.Textarea(attrs={"rows": 2}), max_length=2000
+    )
 
     def clean_reason(self):
         reason = self.cleaned_data["reason"].strip()
@@ -154,20 +163,25 @@ class RejectForm(forms.Form):
 
 
 class JobForm(forms.Form):
-    workspace = forms.ModelChoiceField(label=_("Workspace"), queryset=WorkspaceRequest.objects.none(),
-                                       empty_label=None)
+    workspace = forms.ModelChoiceField(label=_("Workspace"), queryset=WorkspaceRequest.objects.none(), empty_label=None)
     node = forms.ChoiceField(label=_("Node"), widget=forms.RadioSelect)
-    image = forms.CharField(label=_("Image"), max_length=512,
-                            help_text=_("Container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3"))
-    command = forms.CharField(label=_("Command"), max_length=4000, required=False,
-                              widget=forms.Textarea(attrs={"rows": 2}),
-                              help_text=_("Run as the container command (split like a shell would, not run by one)."))
+    image = forms.CharField(
+        label=_("Image"), max_length=512, help_text=_("Container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3")
+    )
+    command = forms.CharField(
+        label=_("Command"),
+        max_length=4000,
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text=_("Run as the container command (split like a shell would, not run by one)."),
+    )
     gpu = forms.IntegerField(label=_("GPU count"), initial=1)
 
     def __init__(self, *args, user, node_options, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["workspace"].queryset = WorkspaceRequest.objects.filter(
-            requester=user, status=WorkspaceRequest.Status.APPROVED).order_by("name")
+            requester=user, status=WorkspaceRequest.Status.APPROVED
+        ).order_by("name")
         self.node_options = node_options
         self.fields["node"].choices = [(o.name, o.name) for o in node_options if o.selectable]
 
@@ -215,8 +229,9 @@ class KeyChoiceField(forms.ModelChoiceField):
         if value not in self.empty_values:
             text = str(value).strip()
             if not (text.isascii() and text.isdigit() and len(text) <= 18):
-                raise forms.ValidationError(self.error_messages["invalid_choice"], code="invalid_choice",
-                                      params={"value": value})
+                raise forms.ValidationError(
+                    self.error_messages["invalid_choice"], code="invalid_choice", params={"value": value}
+                )
         return super().to_python(value)
 
 
@@ -238,10 +253,17 @@ class ResourceLimitForm(forms.ModelForm):
 class AdoptForm(forms.Form):
     """Adopt a namespace that holds a GPU quota into a Workspace record: who owns it."""
 
-    owner = forms.ModelChoiceField(label=_("Owner"), queryset=get_user_model().objects.none(),
-                                   help_text=_("The user who will see it as their Workspace."))
-    note = forms.CharField(label=_("Note for the audit log (optional)"), required=False, max_length=500,
-                           widget=forms.Textarea(attrs={"rows": 2}))
+    owner = forms.ModelChoiceField(
+        label=_("Owner"),
+        queryset=get_user_model().objects.none(),
+        help_text=_("The user who will see it as their Workspace."),
+    )
+    note = forms.CharField(
+        label=_("Note for the audit log (optional)"),
+        required=False,
+        max_length=500,
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

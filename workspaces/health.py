@@ -9,14 +9,14 @@ gathered once by ``workspace_problems`` (two queries: the records and the view's
 lines), which ``register()`` hands to ``gpus.clusterview.record_problems``; the checks
 themselves are pure.
 """
+
 from __future__ import annotations
 
 import json
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime
 
 from django.conf import settings as dj_settings
 from django.db.models import TextField
@@ -79,40 +79,72 @@ def _amounts(gpu_quotas: dict) -> str:
     return ", ".join(f"{r} {n}" for r, n in sorted(gpu_quotas.items()) if n) or "0"
 
 
-@check("workspace-namespace-missing", gettext_lazy("Workspace namespace missing"), reads="records",
-       explain=gettext_lazy("An approved Workspace has no namespace in the cluster (deleted by hand). Fix "
-                            "re-creates it, with its quotas, from the approval record; its pods and data are gone."))
+@check(
+    "workspace-namespace-missing",
+    gettext_lazy("Workspace namespace missing"),
+    reads="records",
+    explain=gettext_lazy(
+        "An approved Workspace has no namespace in the cluster (deleted by hand). Fix "
+        "re-creates it, with its quotas, from the approval record; its pods and data are gone."
+    ),
+)
 def workspace_namespace_missing(inputs: HealthInputs) -> Iterable[Problem]:
     for r, line in _recorded(inputs):
         if line is None:
-            yield Problem("bad", "workspace-namespace-missing", r.name,
-                          _("Workspace %(ws)s (owner %(owner)s) is approved but its namespace is not in the cluster.")
-                          % {"ws": r.name, "owner": r.owner or "?"},
-                          _("Re-create the namespace and its quotas from the approval record (Fix); the owner "
-                            "starts their workloads again."), subject_type=WORKSPACE)
+            yield Problem(
+                "bad",
+                "workspace-namespace-missing",
+                r.name,
+                _("Workspace %(ws)s (owner %(owner)s) is approved but its namespace is not in the cluster.")
+                % {"ws": r.name, "owner": r.owner or "?"},
+                _(
+                    "Re-create the namespace and its quotas from the approval record (Fix); the owner "
+                    "starts their workloads again."
+                ),
+                subject_type=WORKSPACE,
+            )
 
 
-@check("workspace-quota-missing", gettext_lazy("Workspace quota missing"), reads="records",
-       explain=gettext_lazy("An approved Workspace's namespace exists but holds no quota (or no GPU quota where one "
-                            "was approved), so its pods are not limited. Fix re-creates the missing quotas from the "
-                            "record."))
+@check(
+    "workspace-quota-missing",
+    gettext_lazy("Workspace quota missing"),
+    reads="records",
+    explain=gettext_lazy(
+        "An approved Workspace's namespace exists but holds no quota (or no GPU quota where one "
+        "was approved), so its pods are not limited. Fix re-creates the missing quotas from the "
+        "record."
+    ),
+)
 def workspace_quota_missing(inputs: HealthInputs) -> Iterable[Problem]:
     for r, line in _recorded(inputs):
         if line is None:
             continue  # the namespace check says so
         if not line.quotas or (r.gpu and not any((line.gpu_quotas or {}).values())):
             what = _("no ResourceQuota") if not line.quotas else _("no GPU quota")
-            yield Problem("bad", "workspace-quota-missing", r.name,
-                          _("Workspace %(ws)s (owner %(owner)s) has %(what)s in the cluster; its approval record "
-                            "says %(expected)s.") % {"ws": r.name, "owner": r.owner or "?", "what": what,
-                                                     "expected": _amounts({r.resource: r.gpu})},
-                          _("Re-create the missing quotas from the approval record (Fix)."), subject_type=WORKSPACE)
+            yield Problem(
+                "bad",
+                "workspace-quota-missing",
+                r.name,
+                _(
+                    "Workspace %(ws)s (owner %(owner)s) has %(what)s in the cluster; its approval record "
+                    "says %(expected)s."
+                )
+                % {"ws": r.name, "owner": r.owner or "?", "what": what, "expected": _amounts({r.resource: r.gpu})},
+                _("Re-create the missing quotas from the approval record (Fix)."),
+                subject_type=WORKSPACE,
+            )
 
 
-@check("workspace-quota-edited", gettext_lazy("Workspace quota edited outside brickadmin"), reads="records",
-       explain=gettext_lazy("A Workspace's GPU quota in the cluster differs from what its approval record says: "
-                            "someone edited it with kubectl. Put it back as approved, or record the change with a "
-                            "new request."))
+@check(
+    "workspace-quota-edited",
+    gettext_lazy("Workspace quota edited outside brickadmin"),
+    reads="records",
+    explain=gettext_lazy(
+        "A Workspace's GPU quota in the cluster differs from what its approval record says: "
+        "someone edited it with kubectl. Put it back as approved, or record the change with a "
+        "new request."
+    ),
+)
 def workspace_quota_edited(inputs: HealthInputs) -> Iterable[Problem]:
     urls = getattr(_inputs(inputs), "detail_url", {})
     for r, line in _recorded(inputs):
@@ -121,20 +153,36 @@ def workspace_quota_edited(inputs: HealthInputs) -> Iterable[Problem]:
         expected = {r.resource: r.gpu} if r.gpu and r.resource else {}
         actual = {k: v for k, v in (line.gpu_quotas or {}).items() if v}
         if actual != expected:
-            yield Problem("warn", "workspace-quota-edited", r.name,
-                          _("Workspace %(ws)s (owner %(owner)s): the cluster's GPU quota is %(actual)s, the approval "
-                            "record says %(expected)s.") % {"ws": r.name, "owner": r.owner or "?",
-                                                            "actual": _amounts(actual), "expected": _amounts(expected)},
-                          _("Someone changed the quota outside brickadmin. Set it back as approved (kubectl -n "
-                            "%(ws)s edit resourcequota), or ask the owner for a new request.")
-                          % {"ws": r.name}, subject_type=WORKSPACE,
-                          link=urls.get(r.name, ""), link_text=_("Open Workspace %(ws)s") % {"ws": r.name})
+            yield Problem(
+                "warn",
+                "workspace-quota-edited",
+                r.name,
+                _(
+                    "Workspace %(ws)s (owner %(owner)s): the cluster's GPU quota is %(actual)s, the approval "
+                    "record says %(expected)s."
+                )
+                % {"ws": r.name, "owner": r.owner or "?", "actual": _amounts(actual), "expected": _amounts(expected)},
+                _(
+                    "Someone changed the quota outside brickadmin. Set it back as approved (kubectl -n "
+                    "%(ws)s edit resourcequota), or ask the owner for a new request."
+                )
+                % {"ws": r.name},
+                subject_type=WORKSPACE,
+                link=urls.get(r.name, ""),
+                link_text=_("Open Workspace %(ws)s") % {"ws": r.name},
+            )
 
 
-@check("workspace-unrecorded", gettext_lazy("GPU quota without a Workspace record"), reads="records",
-       explain=gettext_lazy("A namespace holds a GPU quota that brickadmin has no record of (made with kubectl, or "
-                            "before brickadmin). Adopt it: an admin names its owner, and it becomes a Workspace "
-                            "record with its decision in the audit log."))
+@check(
+    "workspace-unrecorded",
+    gettext_lazy("GPU quota without a Workspace record"),
+    reads="records",
+    explain=gettext_lazy(
+        "A namespace holds a GPU quota that brickadmin has no record of (made with kubectl, or "
+        "before brickadmin). Adopt it: an admin names its owner, and it becomes a Workspace "
+        "record with its decision in the audit log."
+    ),
+)
 def workspace_unrecorded(inputs: HealthInputs) -> Iterable[Problem]:
     ws = _inputs(inputs)
     if ws is None:
@@ -142,39 +190,68 @@ def workspace_unrecorded(inputs: HealthInputs) -> Iterable[Problem]:
     known = {r.name for r in ws.records} | ws.approving
     for line in ws.lines:
         if line.quota and line.namespace not in known:
-            yield Problem("info", "workspace-unrecorded", line.namespace,
-                          _("Namespace %(ns)s holds GPU quota %(q)s (owner label: %(owner)s) but brickadmin has no "
-                            "Workspace record of it.") % {"ns": line.namespace, "q": _amounts(line.gpu_quotas),
-                                                          "owner": line.owner or _("none")},
-                          _("Adopt it into a Workspace record with an owner, so that it is counted, named and "
-                            "audited like the others."), subject_type=WORKSPACE,
-                          link=ws.adopt_url.get(line.namespace, ""),
-                          link_text=_("Adopt %(ns)s") % {"ns": line.namespace})
+            yield Problem(
+                "info",
+                "workspace-unrecorded",
+                line.namespace,
+                _(
+                    "Namespace %(ns)s holds GPU quota %(q)s (owner label: %(owner)s) but brickadmin has no "
+                    "Workspace record of it."
+                )
+                % {"ns": line.namespace, "q": _amounts(line.gpu_quotas), "owner": line.owner or _("none")},
+                _(
+                    "Adopt it into a Workspace record with an owner, so that it is counted, named and "
+                    "audited like the others."
+                ),
+                subject_type=WORKSPACE,
+                link=ws.adopt_url.get(line.namespace, ""),
+                link_text=_("Adopt %(ns)s") % {"ns": line.namespace},
+            )
 
 
-@check("workspace-idle", gettext_lazy("Idle GPU allocation"), reads="records",
-       explain=gettext_lazy("A Workspace has held GPU quota with no Running GPU pod, or with utilisation under the "
-                            "threshold, for the whole window (BRICK_IDLE_HOURS, 24 h by default). Ask its owner "
-                            "whether it is still needed; its quota could be given to someone else."))
+@check(
+    "workspace-idle",
+    gettext_lazy("Idle GPU allocation"),
+    reads="records",
+    explain=gettext_lazy(
+        "A Workspace has held GPU quota with no Running GPU pod, or with utilisation under the "
+        "threshold, for the whole window (BRICK_IDLE_HOURS, 24 h by default). Ask its owner "
+        "whether it is still needed; its quota could be given to someone else."
+    ),
+)
 def workspace_idle(inputs: HealthInputs) -> Iterable[Problem]:
     ws = _inputs(inputs)
     if ws is None:
         return
-    now = inputs.now or datetime.now(dt_timezone.utc)
+    now = inputs.now or datetime.now(UTC)
     owners = {r.name: r.owner for r in ws.records}
     for line in idle_lines(ws.lines, now, ws.idle_hours):
-        why = _("no Running GPU pod") if not line.requested else \
-            _("utilisation %(u)s%% under %(t)s%%") % {"u": round(line.utilisation or 0), "t": f"{ws.idle_percent:g}"}
-        yield Problem("warn", "workspace-idle", line.namespace,
-                      _("Workspace %(ws)s (owner %(owner)s) holds %(q)s idle since %(since)s (%(why)s): that quota "
-                        "could be reclaimed.") % {
-                          "ws": line.namespace, "owner": owners.get(line.namespace) or line.owner or "?",
-                          "q": _amounts(line.gpu_quotas), "since": line.idle_since.strftime("%Y-%m-%d %H:%M UTC"),
-                          "why": why},
-                      _("Ask the owner whether the Workspace still needs its GPUs; lower its quota or remove it "
-                        "if not."), subject_type=WORKSPACE,
-                      link=ws.quota_url.get(line.namespace, ""),
-                      link_text=_("Lower or reclaim the quota of %(ws)s") % {"ws": line.namespace})
+        why = (
+            _("no Running GPU pod")
+            if not line.requested
+            else _("utilisation %(u)s%% under %(t)s%%")
+            % {"u": round(line.utilisation or 0), "t": f"{ws.idle_percent:g}"}
+        )
+        yield Problem(
+            "warn",
+            "workspace-idle",
+            line.namespace,
+            _(
+                "Workspace %(ws)s (owner %(owner)s) holds %(q)s idle since %(since)s (%(why)s): that quota "
+                "could be reclaimed."
+            )
+            % {
+                "ws": line.namespace,
+                "owner": owners.get(line.namespace) or line.owner or "?",
+                "q": _amounts(line.gpu_quotas),
+                "since": line.idle_since.strftime("%Y-%m-%d %H:%M UTC"),
+                "why": why,
+            },
+            _("Ask the owner whether the Workspace still needs its GPUs; lower its quota or remove it if not."),
+            subject_type=WORKSPACE,
+            link=ws.quota_url.get(line.namespace, ""),
+            link_text=_("Lower or reclaim the quota of %(ws)s") % {"ws": line.namespace},
+        )
 
 
 # The Workspace lines as the Workspace checks read them; their JSON is read as text, so that
@@ -191,18 +268,29 @@ def workspace_problems() -> list[health_mod.Problem]:
     idle settings or the minute (idleness is a duration) differ from this process's last
     call, so a Dashboard view does not rebuild hundreds of findings that did not change."""
     records = _workspace_records()
-    rows = tuple(ViewWorkspace.objects.annotate(gpu_quotas_text=Cast("gpu_quotas", TextField()),
-                                                quotas_text=Cast("quotas", TextField()))
-                 .values_list(*_LINE_SCALARS, "gpu_quotas_text", "quotas_text"))
-    key = (records, rows, translation.get_language(), int(timezone.now().timestamp() // 60),
-           getattr(dj_settings, "BRICK_IDLE_HOURS", 24), getattr(dj_settings, "BRICK_IDLE_UTILISATION_PERCENT", 5))
+    rows = tuple(
+        ViewWorkspace.objects.annotate(
+            gpu_quotas_text=Cast("gpu_quotas", TextField()), quotas_text=Cast("quotas", TextField())
+        ).values_list(*_LINE_SCALARS, "gpu_quotas_text", "quotas_text")
+    )
+    key = (
+        records,
+        rows,
+        translation.get_language(),
+        int(timezone.now().timestamp() // 60),
+        getattr(dj_settings, "BRICK_IDLE_HOURS", 24),
+        getattr(dj_settings, "BRICK_IDLE_UTILISATION_PERCENT", 5),
+    )
     with _workspace_found_lock:
         if _workspace_found.get("key") == key:
             return list(_workspace_found["found"])
-    lines = [_Line(*row[:len(_LINE_SCALARS)], gpu_quotas=json.loads(row[-2] or "{}"), quotas=json.loads(row[-1] or "[]"))
-             for row in rows]
-    found = health_mod.problems(health_mod.HealthInputs(ledger=None, workspaces=workspace_inputs(lines, records)),
-                                reads="records")
+    lines = [
+        _Line(*row[: len(_LINE_SCALARS)], gpu_quotas=json.loads(row[-2] or "{}"), quotas=json.loads(row[-1] or "[]"))
+        for row in rows
+    ]
+    found = health_mod.problems(
+        health_mod.HealthInputs(ledger=None, workspaces=workspace_inputs(lines, records)), reads="records"
+    )
     with _workspace_found_lock:
         _workspace_found.update(key=key, found=found)
     return list(found)
@@ -225,9 +313,13 @@ class _Line:
 
 def _workspace_records() -> tuple:
     """(name, owner, gpu, resource, status) of the approved and approving Workspace records (one query)."""
-    return tuple(WorkspaceRequest.objects.filter(
-        status__in=[WorkspaceRequest.Status.APPROVED, WorkspaceRequest.Status.APPROVING]).order_by("pk").values_list(
-        "name", "requester_name", "gpu", "gpu_resource", "status"))
+    return tuple(
+        WorkspaceRequest.objects.filter(
+            status__in=[WorkspaceRequest.Status.APPROVED, WorkspaceRequest.Status.APPROVING]
+        )
+        .order_by("pk")
+        .values_list("name", "requester_name", "gpu", "gpu_resource", "status")
+    )
 
 
 def workspace_inputs(lines=None, records=None):
@@ -236,7 +328,7 @@ def workspace_inputs(lines=None, records=None):
     Workspace checks (above): two queries at most, whatever the number
     of Workspaces."""
     records_read, approving = [], set()
-    for name, owner, gpu, resource, status in (_workspace_records() if records is None else records):
+    for name, owner, gpu, resource, status in _workspace_records() if records is None else records:
         if status == WorkspaceRequest.Status.APPROVING:
             approving.add(name)
         else:
@@ -245,15 +337,29 @@ def workspace_inputs(lines=None, records=None):
     adopt, detail = reverse("workspace_adopt", args=["-ns-"]), reverse("cluster_workspace", args=["-ns-"])
     quota = reverse("workspace_quota", args=["-ns-"])
     if lines is None:
-        lines = list(ViewWorkspace.objects.only("namespace", "owner", "quota", "gpu_quotas", "quotas", "requested",
-                                                "utilisation", "idle_since", "labelled"))
+        lines = list(
+            ViewWorkspace.objects.only(
+                "namespace",
+                "owner",
+                "quota",
+                "gpu_quotas",
+                "quotas",
+                "requested",
+                "utilisation",
+                "idle_since",
+                "labelled",
+            )
+        )
     return WorkspaceInputs(
-        records=records_read, lines=lines, approving=approving,
+        records=records_read,
+        lines=lines,
+        approving=approving,
         idle_hours=float(getattr(dj_settings, "BRICK_IDLE_HOURS", 24)),
         idle_percent=float(getattr(dj_settings, "BRICK_IDLE_UTILISATION_PERCENT", 5)),
         adopt_url={line.namespace: adopt.replace("-ns-", line.namespace) for line in lines if line.quota},
         detail_url={line.namespace: detail.replace("-ns-", line.namespace) for line in lines},
-        quota_url={line.namespace: quota.replace("-ns-", line.namespace) for line in lines if line.quota})
+        quota_url={line.namespace: quota.replace("-ns-", line.namespace) for line in lines if line.quota},
+    )
 
 
 def add_live_inputs(inputs: HealthInputs, lines) -> None:

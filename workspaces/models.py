@@ -3,6 +3,7 @@
 The cluster is the truth for what exists (namespaces, quotas, Jobs); these rows are
 the truth for who asked, who decided and why.
 """
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -29,10 +30,10 @@ class ResourceLimit(models.Model):
     one group. A user's own row wins; otherwise the largest of their groups'; otherwise
     settings.BRICK_DEFAULT_LIMITS."""
 
-    user = models.OneToOneField(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
-                                related_name="workspace_limit")
-    group = models.OneToOneField(Group, null=True, blank=True, on_delete=models.CASCADE,
-                                 related_name="workspace_limit")
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="workspace_limit"
+    )
+    group = models.OneToOneField(Group, null=True, blank=True, on_delete=models.CASCADE, related_name="workspace_limit")
     gpu = models.PositiveIntegerField(_("GPU"))
     cpu = models.PositiveIntegerField(_("CPU"))
     memory_gib = models.PositiveIntegerField(_("Memory (GiB)"))
@@ -43,7 +44,8 @@ class ResourceLimit(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=(Q(user__isnull=False, group__isnull=True) | Q(user__isnull=True, group__isnull=False)),
-                name="limit_for_user_xor_group"),
+                name="limit_for_user_xor_group",
+            ),
         ]
 
     def __str__(self):
@@ -65,8 +67,9 @@ class WorkspaceRequest(models.Model):
         WITHDRAWN = "withdrawn", _("Withdrawn")
 
     name = models.CharField(_("Name"), max_length=63)
-    requester = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
-                                  related_name="workspace_requests")
+    requester = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="workspace_requests"
+    )
     requester_name = models.CharField(max_length=150)
     gpu = models.PositiveIntegerField(_("GPU"))
     cpu = models.PositiveIntegerField(_("CPU"))
@@ -75,8 +78,9 @@ class WorkspaceRequest(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     created_at = models.DateTimeField(default=timezone.now)
     decided_at = models.DateTimeField(null=True, blank=True)
-    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     decided_by_name = models.CharField(max_length=150, blank=True, default="")
     # Once approved: the GPU type and its Kubernetes resource name ("" when no GPU).
     gpu_type = models.CharField(max_length=63, blank=True, default="")
@@ -89,8 +93,11 @@ class WorkspaceRequest(models.Model):
         ordering = ["created_at", "id"]
         constraints = [
             # A name is held by a pending or approved request; a rejection frees it.
-            models.UniqueConstraint(fields=["name"], condition=Q(status__in=["pending", "approving", "approved"]),
-                                    name="workspace_name_held_once"),
+            models.UniqueConstraint(
+                fields=["name"],
+                condition=Q(status__in=["pending", "approving", "approved"]),
+                name="workspace_name_held_once",
+            ),
         ]
         indexes = [models.Index(fields=["status", "created_at"]), models.Index(fields=["requester", "status"])]
 
@@ -129,8 +136,9 @@ class Decision(AppendOnlyModel):
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     actor_name = models.CharField(max_length=150)
     action = models.CharField(max_length=32, choices=Action.choices)
-    workspace = models.ForeignKey(WorkspaceRequest, null=True, blank=True, on_delete=models.SET_NULL,
-                                  related_name="decisions")
+    workspace = models.ForeignKey(
+        WorkspaceRequest, null=True, blank=True, on_delete=models.SET_NULL, related_name="decisions"
+    )
     job = models.ForeignKey("WorkspaceJob", null=True, blank=True, on_delete=models.SET_NULL, related_name="decisions")
     subject = models.CharField(max_length=253, help_text="workspace / job name as text, outliving the row")
     gpu_resource = models.CharField(max_length=253, blank=True, default="")
@@ -161,7 +169,7 @@ class JobSettings(models.Model):
         super().save(*args, **kwargs)
 
     @classmethod
-    def load(cls) -> "JobSettings":
+    def load(cls) -> JobSettings:
         obj, _created = cls.objects.get_or_create(pk=1)
         return obj
 
@@ -178,7 +186,9 @@ class WorkspaceJob(models.Model):
         CANCELLED = "cancelled", _("Cancelled")
 
     workspace = models.ForeignKey(WorkspaceRequest, on_delete=models.PROTECT, related_name="jobs")
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="workspace_jobs")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="workspace_jobs"
+    )
     owner_name = models.CharField(max_length=150)
     node = models.CharField(_("Node"), max_length=253)
     image = models.CharField(_("Image"), max_length=512)
@@ -223,8 +233,9 @@ class ReclaimAsk(models.Model):
         RELEASE = "release", _("Release")
 
     namespace = models.CharField(max_length=63, db_index=True)
-    workspace = models.ForeignKey(WorkspaceRequest, null=True, blank=True, on_delete=models.SET_NULL,
-                                  related_name="reclaim_asks")
+    workspace = models.ForeignKey(
+        WorkspaceRequest, null=True, blank=True, on_delete=models.SET_NULL, related_name="reclaim_asks"
+    )
     resource = models.CharField(max_length=253)
     quota_at_ask = models.PositiveIntegerField()
     message = models.TextField(blank=True, default="")

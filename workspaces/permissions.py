@@ -1,5 +1,6 @@
 """Who may see a Workspace: what the other apps ask (the utilisation chart of a Workspace,
 gpus/views/pictures.py), through a rule registered from ``WorkspacesConfig.ready()``."""
+
 from brickadmin.permissions import is_admin
 
 from .models import WorkspaceRequest
@@ -11,5 +12,6 @@ def can_see_workspace(user, namespace: str) -> bool:
         return True
     if not user.is_authenticated or not namespace:
         return False
-    return WorkspaceRequest.objects.filter(name=namespace, requester=user,
-                                           status=WorkspaceRequest.Status.APPROVED).exists()
+    return WorkspaceRequest.objects.filter(
+        name=namespace, requester=user, status=WorkspaceRequest.Status.APPROVED
+    ).exists()

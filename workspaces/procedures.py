@@ -2,6 +2,7 @@
 Fix of the Workspace findings (workspaces/health.py). They read the Workspace's approval
 record and send what its approval sent (workspaces/services.py); registered with the
 procedures from ``WorkspacesConfig.ready()``, so gpus never imports Workspaces."""
+
 from __future__ import annotations
 
 from django.utils.translation import gettext as _
@@ -41,8 +42,10 @@ class RecreateNamespace(Step):
 
     def kubectl(self, run):
         ns = run.params.get("workspace")
-        return f"kubectl create namespace {ns} && kubectl label namespace {ns} {vocab.WORKSPACE_LABEL}=true " \
-               f"{vocab.OWNER_LABEL}=<owner>"
+        return (
+            f"kubectl create namespace {ns} && kubectl label namespace {ns} {vocab.WORKSPACE_LABEL}=true "
+            f"{vocab.OWNER_LABEL}=<owner>"
+        )
 
     def ensure(self, ctx):
         name = ctx.params["workspace"]
@@ -51,10 +54,13 @@ class RecreateNamespace(Step):
         req = _approved_workspace(name)
         if req is None:
             raise StepFailed(_("No approved Workspace named %(ws)s.") % {"ws": name})
-        ws_services.ensure_priority_class(ctx.gateway, ws_services.USER_PRIORITY_CLASS,
-                                          ws_services.USER_PRIORITY_VALUE,
-                                          "BRICK Workspace workloads; may preempt Jobs (brick-job-priority).",
-                                          "PreemptLowerPriority")
+        ws_services.ensure_priority_class(
+            ctx.gateway,
+            ws_services.USER_PRIORITY_CLASS,
+            ws_services.USER_PRIORITY_VALUE,
+            "BRICK Workspace workloads; may preempt Jobs (brick-job-priority).",
+            "PreemptLowerPriority",
+        )
         labels = {vocab.WORKSPACE_LABEL: "true", vocab.OWNER_LABEL: ws_services.owner_label_value(req.requester_name)}
         ctx.gateway.create_namespace(name, labels)
         return Outcome({"namespace": name, "labels": labels}, f"namespace/{name} created")
@@ -99,8 +105,10 @@ class RecreateQuotas(Step):
     def verify(self, ctx):
         name = ctx.params["workspace"]
         req = _approved_workspace(name)
-        have = {q["metadata"]["name"]: (q.get("spec") or {}).get("hard") or {}
-                for q in ctx.gateway.list_resource_quotas(name)}
+        have = {
+            q["metadata"]["name"]: (q.get("spec") or {}).get("hard") or {}
+            for q in ctx.gateway.list_resource_quotas(name)
+        }
         wanted = _expected_quotas(req) if req else []
         missing = [m["metadata"]["name"] for m in wanted if m["metadata"]["name"] not in have]
         lines = [f"{q}: {', '.join(f'{k}={v}' for k, v in sorted(h.items()))}" for q, h in sorted(have.items())]
@@ -110,8 +118,10 @@ class RecreateQuotas(Step):
 class ProcedureRecreateWorkspace(_Fix):
     code = "W"
     label = gettext_lazy("Re-create a Workspace's namespace and quotas")
-    description = gettext_lazy("An approved Workspace whose namespace or quota was removed from the cluster gets them "
-                               "back as its approval record says (owner label, GPU, CPU, memory and storage quotas).")
+    description = gettext_lazy(
+        "An approved Workspace whose namespace or quota was removed from the cluster gets them "
+        "back as its approval record says (owner label, GPU, CPU, memory and storage quotas)."
+    )
     needs_node = False
     fixes = ("workspace-namespace-missing", "workspace-quota-missing")
     subject_param = "workspace"  # those findings name the Workspace as their subject
@@ -124,14 +134,18 @@ class ProcedureRecreateWorkspace(_Fix):
         return kind in self.fixes and bool(params.get("workspace"))
 
     def confirm_sentence(self, node, params):
-        return _("Re-create Workspace %(ws)s in the cluster from its approval record?") % {"ws": params.get("workspace")}
+        return _("Re-create Workspace %(ws)s in the cluster from its approval record?") % {
+            "ws": params.get("workspace")
+        }
 
     def steps(self, params):
         return [PrecheckStep(self), RecreateNamespace(), RecreateQuotas()]
 
     def precheck_kubectl(self, run):
-        return f"kubectl get namespace {run.params.get('workspace')}; " \
-               f"kubectl -n {run.params.get('workspace')} get resourcequota"
+        return (
+            f"kubectl get namespace {run.params.get('workspace')}; "
+            f"kubectl -n {run.params.get('workspace')} get resourcequota"
+        )
 
     def nothing_to_do(self, gateway, node, params):
         live = LiveRead.of(gateway)
@@ -148,20 +162,43 @@ class ProcedureRecreateWorkspace(_Fix):
         name = params["workspace"]
         req = _approved_workspace(name)
         if req is None:
-            return [Check(False, _("No approved Workspace named %(ws)s: there is no record to re-create it from.")
-                          % {"ws": name})]
-        hard = "; ".join(f'{m["metadata"]["name"]}: ' + ", ".join(f"{k}={v}" for k, v in m["spec"]["hard"].items())
-                         for m in _expected_quotas(req))
+            return [
+                Check(
+                    False,
+                    _("No approved Workspace named %(ws)s: there is no record to re-create it from.") % {"ws": name},
+                )
+            ]
+        hard = "; ".join(
+            f"{m['metadata']['name']}: " + ", ".join(f"{k}={v}" for k, v in m["spec"]["hard"].items())
+            for m in _expected_quotas(req)
+        )
         present = _namespace_present(LiveRead.of(gateway), name)
-        return [Check(True, _("Approved by %(who)s on %(when)s for %(owner)s: %(hard)s.") % {
-            "who": req.decided_by_name or "?", "when": req.decided_at.strftime("%Y-%m-%d %H:%M") if req.decided_at
-            else "?", "owner": req.requester_name, "hard": hard}),
-            Check(True, _("The namespace exists; only the missing quotas are created.") if present else
-                  _("The namespace is gone: its pods and data were deleted with it. It is created empty, with its "
-                    "quotas; the owner must start their workloads again."), level="info" if present else "warn")]
+        return [
+            Check(
+                True,
+                _("Approved by %(who)s on %(when)s for %(owner)s: %(hard)s.")
+                % {
+                    "who": req.decided_by_name or "?",
+                    "when": req.decided_at.strftime("%Y-%m-%d %H:%M") if req.decided_at else "?",
+                    "owner": req.requester_name,
+                    "hard": hard,
+                },
+            ),
+            Check(
+                True,
+                _("The namespace exists; only the missing quotas are created.")
+                if present
+                else _(
+                    "The namespace is gone: its pods and data were deleted with it. It is created empty, with its "
+                    "quotas; the owner must start their workloads again."
+                ),
+                level="info" if present else "warn",
+            ),
+        ]
 
 
 # --- Q: an admin sets a Workspace's GPU quota (a plain edit, an undo, a reclaim) ---------------
+
 
 class SetGpuQuota(Step):
     """The Workspace's GPU quota set to the run's amount: the ResourceQuota in the cluster,
@@ -172,12 +209,17 @@ class SetGpuQuota(Step):
 
     def title(self, run):
         return _("Set the %(res)s quota of Workspace %(ws)s from %(a)s to %(b)s") % {
-            "res": run.params.get("resource"), "ws": run.params.get("workspace"), "a": run.params.get("before"),
-            "b": run.params.get("gpu")}
+            "res": run.params.get("resource"),
+            "ws": run.params.get("workspace"),
+            "a": run.params.get("before"),
+            "b": run.params.get("gpu"),
+        }
 
     def kubectl(self, run):
-        return (f"kubectl -n {run.params.get('workspace')} patch resourcequota <its GPU quota> --type=merge "
-                f"-p '{{\"spec\":{{\"hard\":{{\"requests.{run.params.get('resource')}\":\"{run.params.get('gpu')}\"}}}}}}'")
+        return (
+            f"kubectl -n {run.params.get('workspace')} patch resourcequota <its GPU quota> --type=merge "
+            f'-p \'{{"spec":{{"hard":{{"requests.{run.params.get("resource")}":"{run.params.get("gpu")}"}}}}}}\''
+        )
 
     def _quota(self, ctx):
         from . import quota as quota_mod
@@ -202,12 +244,18 @@ class SetGpuQuota(Step):
             return Outcome(None, _("the quota is %(n)d already") % {"n": after})
         spec = dict(current.get("spec") or {})
         spec["hard"] = {**(spec.get("hard") or {}), "requests." + resource: str(after)}
-        manifest = {"apiVersion": "v1", "kind": "ResourceQuota",
-                    "metadata": {"name": current["metadata"]["name"], "namespace": name}, "spec": spec}
+        manifest = {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": current["metadata"]["name"], "namespace": name},
+            "spec": spec,
+        }
         ctx.gateway.apply(manifest)
         self._record(ctx, name, resource, after)
-        return Outcome({"resourcequota": current["metadata"]["name"], "hard": {"requests." + resource: str(after)}},
-                       f"resourcequota/{current['metadata']['name']} configured")
+        return Outcome(
+            {"resourcequota": current["metadata"]["name"], "hard": {"requests." + resource: str(after)}},
+            f"resourcequota/{current['metadata']['name']} configured",
+        )
 
     def _record(self, ctx, name, resource, after):
         """The approval record follows the cluster (and a decision row says who and why); the
@@ -219,26 +267,46 @@ class SetGpuQuota(Step):
         subject = f"quota:{name}"
         if OwnerNotice.objects.filter(run_id=ctx.run.pk, subject=subject).exists():
             return
-        WorkspaceRequest.objects.filter(name=name, status=WorkspaceRequest.Status.APPROVED,
-                                        gpu_resource=resource).update(gpu=after)
+        WorkspaceRequest.objects.filter(
+            name=name, status=WorkspaceRequest.Status.APPROVED, gpu_resource=resource
+        ).update(gpu=after)
         req = _approved_workspace(name)
         before = ctx.params.get("before")
-        Decision.objects.create(actor=ctx.run.actor, actor_name=ctx.run.actor_name, action=Decision.Action.QUOTA,
-                                workspace=req, subject=name, gpu_resource=resource, amount=after,
-                                detail=_("GPU quota %(a)s → %(b)s (run #%(id)d): %(why)s") % {
-                                    "a": before, "b": after, "id": ctx.run.pk, "why": ctx.params.get("reason", "")})
+        Decision.objects.create(
+            actor=ctx.run.actor,
+            actor_name=ctx.run.actor_name,
+            action=Decision.Action.QUOTA,
+            workspace=req,
+            subject=name,
+            gpu_resource=resource,
+            amount=after,
+            detail=_("GPU quota %(a)s → %(b)s (run #%(id)d): %(why)s")
+            % {"a": before, "b": after, "id": ctx.run.pk, "why": ctx.params.get("reason", "")},
+        )
         OwnerNotice.objects.create(
-            namespace=name, owner_name=req.requester_name if req else "", subject=subject, run_id=ctx.run.pk,
+            namespace=name,
+            owner_name=req.requester_name if req else "",
+            subject=subject,
+            run_id=ctx.run.pk,
             actor_name=ctx.run.actor_name,
             message=_("An admin (%(who)s) changed the %(res)s quota of your Workspace from %(a)s to %(b)s: %(why)s")
-            % {"who": ctx.run.actor_name, "res": resource, "a": before, "b": after,
-               "why": ctx.params.get("reason", "")})
+            % {
+                "who": ctx.run.actor_name,
+                "res": resource,
+                "a": before,
+                "b": after,
+                "why": ctx.params.get("reason", ""),
+            },
+        )
 
     def verify(self, ctx):
         _current, now = self._quota(ctx)
         want = int(ctx.params["gpu"])
-        return Check(now == want, _("quota %(res)s: %(n)d") % {"res": ctx.params["resource"], "n": now},
-                     _("Set it by hand: %(cmd)s") % {"cmd": self.kubectl(ctx.run)})
+        return Check(
+            now == want,
+            _("quota %(res)s: %(n)d") % {"res": ctx.params["resource"], "n": now},
+            _("Set it by hand: %(cmd)s") % {"cmd": self.kubectl(ctx.run)},
+        )
 
 
 class ProcedureSetQuota(ProcedureDef):
@@ -246,8 +314,10 @@ class ProcedureSetQuota(ProcedureDef):
 
     code = "Q"
     label = gettext_lazy("Set a Workspace's GPU quota")
-    description = gettext_lazy("An admin lowers, raises, reclaims or puts back a Workspace's GPU quota: never below "
-                               "what its pods request; the quota before is recorded, so the change can be undone.")
+    description = gettext_lazy(
+        "An admin lowers, raises, reclaims or puts back a Workspace's GPU quota: never below "
+        "what its pods request; the quota before is recorded, so the change can be undone."
+    )
     needs_node = False
     listed = False
     params = (Param("workspace", _name_field(gettext_lazy("Workspace"))),)
@@ -262,21 +332,41 @@ class ProcedureSetQuota(ProcedureDef):
         return f"kubectl -n {run.params.get('workspace')} get resourcequota,pods"
 
     def prechecks(self, gateway, node, params):
-        from . import quota as quota_mod
         from gpus.procedures.definitions import capacity_line_text
 
+        from . import quota as quota_mod
+
         try:
-            seen = quota_mod.preview(gateway, params.get("workspace", ""), int(params.get("gpu", 0)),
-                                     params.get("resource", ""))
+            seen = quota_mod.preview(
+                gateway, params.get("workspace", ""), int(params.get("gpu", 0)), params.get("resource", "")
+            )
         except quota_mod.QuotaError as exc:
             return [Check(False, str(exc))]
-        checks = [Check(True, _("Workspace %(ws)s (owner %(owner)s): %(res)s quota %(a)d → %(b)d; its pods request "
-                                "%(r)d.") % {"ws": seen.workspace, "owner": seen.owner or "?", "res": seen.resource,
-                                             "a": seen.before, "b": seen.after, "r": seen.requested},
-                        items=[f"{p.name} ({p.phase}): {p.amount}" for p in seen.pods])]
+        checks = [
+            Check(
+                True,
+                _("Workspace %(ws)s (owner %(owner)s): %(res)s quota %(a)d → %(b)d; its pods request %(r)d.")
+                % {
+                    "ws": seen.workspace,
+                    "owner": seen.owner or "?",
+                    "res": seen.resource,
+                    "a": seen.before,
+                    "b": seen.after,
+                    "r": seen.requested,
+                },
+                items=[f"{p.name} ({p.phase}): {p.amount}" for p in seen.pods],
+            )
+        ]
         if seen.problem:
             checks.append(Check(False, seen.problem))
         if seen.capacity:
-            checks.append(Check(True, _("Capacity after the change:"), level="info", capacity=seen.capacity,
-                                items=[capacity_line_text(line) for line in seen.capacity if line.changes]))
+            checks.append(
+                Check(
+                    True,
+                    _("Capacity after the change:"),
+                    level="info",
+                    capacity=seen.capacity,
+                    items=[capacity_line_text(line) for line in seen.capacity if line.changes],
+                )
+            )
         return checks

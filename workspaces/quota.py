@@ -3,6 +3,7 @@ reclaim. A preview first (the quota before and after, the pods that run and what
 request, the capacity per GPU type after), never below what the Workspace's pods request,
 then a run of "Set a Workspace's GPU quota" (workspaces/procedures.py): audited step by step
 like every run, with the quota before it recorded, so that another run can put it back."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -63,8 +64,9 @@ def quota_problem(resource: str, after: int, requested: int) -> str:
     if after < 0:
         return _("A quota cannot be negative.")
     if after < requested:
-        return _("Its pods request %(r)d %(res)s now: the quota cannot go below that. Ask the owner to stop some "
-                 "first.") % {"r": requested, "res": resource}
+        return _(
+            "Its pods request %(r)d %(res)s now: the quota cannot go below that. Ask the owner to stop some first."
+        ) % {"r": requested, "res": resource}
     return ""
 
 
@@ -74,7 +76,7 @@ def gpu_quota(quotas: list[dict], resource: str = "") -> tuple[str, str, int]:
     for q in quotas:
         hard = (q.get("spec") or {}).get("hard") or {}
         for key in sorted(hard):
-            res = key[len("requests."):]
+            res = key[len("requests.") :]
             if key.startswith("requests." + vocab.NVIDIA_PREFIX) and (not resource or res == resource):
                 return q["metadata"]["name"], res, vocab.quantity(hard[key])
     return "", "", 0
@@ -103,12 +105,29 @@ def preview(gateway, workspace: str, after: int, resource: str = "") -> QuotaPre
     lines = []
     if res:
         lines = capacity_mod.capacity_after(live.ledger(), allocated_change={res: after - before})
-    return QuotaPreview(workspace=workspace, owner=owner, resource=res, quota_name=name, before=before, after=after,
-                        pods=pods, capacity=lines)
+    return QuotaPreview(
+        workspace=workspace,
+        owner=owner,
+        resource=res,
+        quota_name=name,
+        before=before,
+        after=after,
+        pods=pods,
+        capacity=lines,
+    )
 
 
-def change_quota(workspace: str, after: int, *, actor, reason: str, resource: str = "", undo_of: int | None = None,
-                 gateway=None, dispatch=True) -> ProcedureRun:
+def change_quota(
+    workspace: str,
+    after: int,
+    *,
+    actor,
+    reason: str,
+    resource: str = "",
+    undo_of: int | None = None,
+    gateway=None,
+    dispatch=True,
+) -> ProcedureRun:
     """Start the audited run that sets the Workspace's GPU quota to ``after`` (the preview's
     checks again first: QuotaError says why not). ``undo_of``: the quota run it reverts."""
     gateway = gateway or get_gateway()
@@ -120,8 +139,13 @@ def change_quota(workspace: str, after: int, *, actor, reason: str, resource: st
         raise QuotaError(seen.problem)
     if not seen.changes:
         raise QuotaError(_("The quota is %(n)d already.") % {"n": after})
-    params = {"workspace": workspace, "resource": seen.resource, "gpu": after, "before": seen.before,
-              "reason": reason[:500]}
+    params = {
+        "workspace": workspace,
+        "resource": seen.resource,
+        "gpu": after,
+        "before": seen.before,
+        "reason": reason[:500],
+    }
     if undo_of:
         params["undo_of"] = undo_of
     try:

@@ -3,6 +3,7 @@ still needed; the owner answers in the product (keep it until a date, with a rea
 release part or all); with no answer by the deadline the admin may reclaim. Every question
 and answer is a record (ReclaimAsk, and a decision row); a release and a reclaim go through
 the one quota-change path (workspaces/quota.py), with its preview and audited run."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -24,15 +25,22 @@ class ReclaimError(Exception):
 def notify_owner(ask: ReclaimAsk, message: str) -> None:
     """Tell the owner in the product (their Workspace page). Sending it by email or webhook as
     well is the notifications' work: they read these notices."""
-    OwnerNotice.objects.create(namespace=ask.namespace, owner_name=ask.workspace.requester_name if ask.workspace
-                               else "", subject=f"reclaim-ask:{ask.pk}:{ask.answer or 'asked'}", message=message,
-                               actor_name=ask.asked_by_name)
+    OwnerNotice.objects.create(
+        namespace=ask.namespace,
+        owner_name=ask.workspace.requester_name if ask.workspace else "",
+        subject=f"reclaim-ask:{ask.pk}:{ask.answer or 'asked'}",
+        message=message,
+        actor_name=ask.asked_by_name,
+    )
 
 
 def open_ask(namespace: str) -> ReclaimAsk | None:
     """The Workspace's question still open: unanswered, or kept, and not reclaimed."""
-    return ReclaimAsk.objects.filter(namespace=namespace, quota_run_id__isnull=True).exclude(
-        answer=ReclaimAsk.Answer.RELEASE).first()
+    return (
+        ReclaimAsk.objects.filter(namespace=namespace, quota_run_id__isnull=True)
+        .exclude(answer=ReclaimAsk.Answer.RELEASE)
+        .first()
+    )
 
 
 def ask_owner(namespace: str, *, actor, days: int, message: str = "", gateway=None) -> ReclaimAsk:
@@ -48,19 +56,44 @@ def ask_owner(namespace: str, *, actor, days: int, message: str = "", gateway=No
     req = WorkspaceRequest.objects.filter(name=namespace, status=WorkspaceRequest.Status.APPROVED).first()
     with transaction.atomic():
         ask = ReclaimAsk.objects.create(
-            namespace=namespace, workspace=req, resource=seen.resource, quota_at_ask=seen.before,
-            message=message.strip()[:1000], asked_by=actor, asked_by_name=actor.get_username(),
-            deadline=timezone.now() + timedelta(days=days))
-        Decision.objects.create(actor=actor, actor_name=actor.get_username(), action=Decision.Action.RECLAIM_ASK,
-                                workspace=req, subject=namespace, gpu_resource=seen.resource, amount=seen.before,
-                                detail=_("Answer by %(when)s. %(msg)s") % {
-                                    "when": ask.deadline.strftime("%Y-%m-%d %H:%M UTC"), "msg": ask.message})
-        notify_owner(ask, _("An admin (%(who)s) asks whether Workspace %(ws)s still needs its %(n)d %(res)s: its pods "
-                            "request %(r)d of them. Answer on this page by %(when)s (keep it until a date, or release "
-                            "part or all); without an answer the quota may be reclaimed down to what the pods "
-                            "request. %(msg)s") % {
-            "who": ask.asked_by_name, "ws": namespace, "n": seen.before, "res": seen.resource, "r": seen.requested,
-            "when": ask.deadline.strftime("%Y-%m-%d %H:%M UTC"), "msg": ask.message})
+            namespace=namespace,
+            workspace=req,
+            resource=seen.resource,
+            quota_at_ask=seen.before,
+            message=message.strip()[:1000],
+            asked_by=actor,
+            asked_by_name=actor.get_username(),
+            deadline=timezone.now() + timedelta(days=days),
+        )
+        Decision.objects.create(
+            actor=actor,
+            actor_name=actor.get_username(),
+            action=Decision.Action.RECLAIM_ASK,
+            workspace=req,
+            subject=namespace,
+            gpu_resource=seen.resource,
+            amount=seen.before,
+            detail=_("Answer by %(when)s. %(msg)s")
+            % {"when": ask.deadline.strftime("%Y-%m-%d %H:%M UTC"), "msg": ask.message},
+        )
+        notify_owner(
+            ask,
+            _(
+                "An admin (%(who)s) asks whether Workspace %(ws)s still needs its %(n)d %(res)s: its pods "
+                "request %(r)d of them. Answer on this page by %(when)s (keep it until a date, or release "
+                "part or all); without an answer the quota may be reclaimed down to what the pods "
+                "request. %(msg)s"
+            )
+            % {
+                "who": ask.asked_by_name,
+                "ws": namespace,
+                "n": seen.before,
+                "res": seen.resource,
+                "r": seen.requested,
+                "when": ask.deadline.strftime("%Y-%m-%d %H:%M UTC"),
+                "msg": ask.message,
+            },
+        )
     return ask
 
 
@@ -70,10 +103,15 @@ def answer_keep(ask: ReclaimAsk, user, *, until, reason: str) -> ReclaimAsk:
         raise ReclaimError(_("Say why the Workspace still needs its GPUs."))
     if until is None or until <= timezone.now().date():
         raise ReclaimError(_("Keep it until a date after today."))
-    return _answer(ask, user, ReclaimAsk.Answer.KEEP, keep_until=until, answer_reason=reason[:1000],
-                   text=_("%(who)s keeps %(n)d %(res)s until %(until)s: %(why)s") % {
-                       "who": user.get_username(), "n": ask.quota_at_ask, "res": ask.resource, "until": until,
-                       "why": reason})
+    return _answer(
+        ask,
+        user,
+        ReclaimAsk.Answer.KEEP,
+        keep_until=until,
+        answer_reason=reason[:1000],
+        text=_("%(who)s keeps %(n)d %(res)s until %(until)s: %(why)s")
+        % {"who": user.get_username(), "n": ask.quota_at_ask, "res": ask.resource, "until": until, "why": reason},
+    )
 
 
 def answer_release(ask: ReclaimAsk, user, *, amount: int) -> ReclaimAsk:
@@ -86,27 +124,47 @@ def answer_release(ask: ReclaimAsk, user, *, amount: int) -> ReclaimAsk:
     if amount < 1 or amount > now:
         raise ReclaimError(_("Release between 1 and %(n)d.") % {"n": now})
     try:
-        run = quota_mod.change_quota(ask.namespace, now - amount, actor=user, gateway=gateway,
-                                     reason=_("Released by the owner %(who)s, asked by %(admin)s") % {
-                                         "who": user.get_username(), "admin": ask.asked_by_name})
+        run = quota_mod.change_quota(
+            ask.namespace,
+            now - amount,
+            actor=user,
+            gateway=gateway,
+            reason=_("Released by the owner %(who)s, asked by %(admin)s")
+            % {"who": user.get_username(), "admin": ask.asked_by_name},
+        )
     except quota_mod.QuotaError as exc:
         raise ReclaimError(str(exc)) from None
-    return _answer(ask, user, ReclaimAsk.Answer.RELEASE, released=amount, quota_run_id=run.pk,
-                   text=_("%(who)s releases %(n)d %(res)s (quota run #%(id)d).") % {
-                       "who": user.get_username(), "n": amount, "res": ask.resource, "id": run.pk})
+    return _answer(
+        ask,
+        user,
+        ReclaimAsk.Answer.RELEASE,
+        released=amount,
+        quota_run_id=run.pk,
+        text=_("%(who)s releases %(n)d %(res)s (quota run #%(id)d).")
+        % {"who": user.get_username(), "n": amount, "res": ask.resource, "id": run.pk},
+    )
 
 
 def _answer(ask, user, answer, *, text, **fields) -> ReclaimAsk:
     with transaction.atomic():
-        n = ReclaimAsk.objects.filter(pk=ask.pk, quota_run_id__isnull=True).exclude(
-            answer=ReclaimAsk.Answer.RELEASE).update(answer=answer, answered_at=timezone.now(),
-                                                     answered_by_name=user.get_username(), **fields)
+        n = (
+            ReclaimAsk.objects.filter(pk=ask.pk, quota_run_id__isnull=True)
+            .exclude(answer=ReclaimAsk.Answer.RELEASE)
+            .update(answer=answer, answered_at=timezone.now(), answered_by_name=user.get_username(), **fields)
+        )
         if not n:
             raise ReclaimError(_("This question is closed already."))
         ask.refresh_from_db()
-        Decision.objects.create(actor=user, actor_name=user.get_username(), action=Decision.Action.RECLAIM_ANSWER,
-                                workspace=ask.workspace, subject=ask.namespace, gpu_resource=ask.resource,
-                                amount=ask.released, detail=text)
+        Decision.objects.create(
+            actor=user,
+            actor_name=user.get_username(),
+            action=Decision.Action.RECLAIM_ANSWER,
+            workspace=ask.workspace,
+            subject=ask.namespace,
+            gpu_resource=ask.resource,
+            amount=ask.released,
+            detail=text,
+        )
         notify_owner(ask, text)
     return ask
 
@@ -120,12 +178,19 @@ def reclaim(ask: ReclaimAsk, *, actor, after: int, gateway=None) -> ReclaimAsk:
     """After the deadline without an answer (or past the date the owner kept it until): the
     quota change, through the one path, recorded on the question."""
     if not ask.overdue():
-        raise ReclaimError(_("The owner has until %(when)s to answer: reclaim after that.") % {
-            "when": (ask.keep_until or ask.deadline).strftime("%Y-%m-%d")})
+        raise ReclaimError(
+            _("The owner has until %(when)s to answer: reclaim after that.")
+            % {"when": (ask.keep_until or ask.deadline).strftime("%Y-%m-%d")}
+        )
     try:
-        run = quota_mod.change_quota(ask.namespace, after, actor=actor, gateway=gateway,
-                                     reason=_("Reclaimed: asked on %(when)s by %(who)s, no answer by the deadline") % {
-                                         "when": ask.asked_at.strftime("%Y-%m-%d"), "who": ask.asked_by_name})
+        run = quota_mod.change_quota(
+            ask.namespace,
+            after,
+            actor=actor,
+            gateway=gateway,
+            reason=_("Reclaimed: asked on %(when)s by %(who)s, no answer by the deadline")
+            % {"when": ask.asked_at.strftime("%Y-%m-%d"), "who": ask.asked_by_name},
+        )
     except quota_mod.QuotaError as exc:
         raise ReclaimError(str(exc)) from None
     ReclaimAsk.objects.filter(pk=ask.pk).update(quota_run_id=run.pk)

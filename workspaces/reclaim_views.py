@@ -1,5 +1,6 @@
 """Asking before reclaiming (workspaces/reclaim.py): the admin's question, the owner's answers.
 The reclaim itself is the quota page's preview and confirmation (cluster_views.workspace_quota)."""
+
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect
 from django.utils.translation import gettext as _
@@ -20,8 +21,9 @@ def ask_owner(request, namespace):
         messages.error(request, " ".join(str(e) for errs in form.errors.values() for e in errs))
         return redirect("workspace_quota", namespace=namespace)
     try:
-        reclaim.ask_owner(namespace, actor=request.user, days=form.cleaned_data["days"],
-                          message=form.cleaned_data["message"])
+        reclaim.ask_owner(
+            namespace, actor=request.user, days=form.cleaned_data["days"], message=form.cleaned_data["message"]
+        )
     except (reclaim.ReclaimError, reclaim.quota_mod.QuotaError) as exc:
         messages.error(request, str(exc))
     else:

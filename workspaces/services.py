@@ -18,6 +18,7 @@ What an approved Workspace is, in Kubernetes terms (all created through the gate
   Workspace pods name it and may preempt Jobs (``brick-job-priority``, negative value,
   ``preemptionPolicy: Never``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,7 +35,14 @@ from django.utils.translation import gettext as _
 from brickadmin.cluster import ClusterError, Conflict, NotFound
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.cluster.vocabulary import (
-    HOSTNAME_LABEL, JOB_ID_LABEL, MANAGED_BY, MANAGED_BY_LABEL, MIG_PREFIX, NVIDIA_PREFIX, OWNER_LABEL, PLUGIN_NAMESPACE,
+    HOSTNAME_LABEL,
+    JOB_ID_LABEL,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    MIG_PREFIX,
+    NVIDIA_PREFIX,
+    OWNER_LABEL,
+    PLUGIN_NAMESPACE,
     WORKSPACE_LABEL,
 )
 from gpus import ledger as ledger_mod
@@ -42,8 +50,18 @@ from gpus.live import LiveRead
 
 from . import notices
 from .models import (
-    COMPUTE_QUOTA, JOB_PRIORITY_CLASS, JOB_PRIORITY_VALUE, LIMIT_RANGE, STORAGE_QUOTA, USER_PRIORITY_CLASS,
-    USER_PRIORITY_VALUE, Decision, JobSettings, ResourceLimit, WorkspaceJob, WorkspaceRequest,
+    COMPUTE_QUOTA,
+    JOB_PRIORITY_CLASS,
+    JOB_PRIORITY_VALUE,
+    LIMIT_RANGE,
+    STORAGE_QUOTA,
+    USER_PRIORITY_CLASS,
+    USER_PRIORITY_VALUE,
+    Decision,
+    JobSettings,
+    ResourceLimit,
+    WorkspaceJob,
+    WorkspaceRequest,
 )
 
 log = logging.getLogger(__name__)
@@ -68,6 +86,7 @@ class WorkspaceError(Exception):
 
 # --- limits -------------------------------------------------------------------
 
+
 def limits_for(user) -> dict[str, int]:
     """The user's own limit, else the largest of their groups' (per field), else defaults."""
     own = ResourceLimit.objects.filter(user=user).first()
@@ -81,13 +100,16 @@ def limits_for(user) -> dict[str, int]:
 
 # --- names ----------------------------------------------------------------------
 
+
 def name_problem(name: str) -> str | None:
     """Why ``name`` cannot be a Workspace namespace name, or None."""
     if len(name) > 63:
         return _("At most 63 characters.")
     if not DNS1123_LABEL.match(name):
-        return _("Use lowercase letters, digits and '-', starting and ending with a letter or digit "
-                 "(a Kubernetes namespace name).")
+        return _(
+            "Use lowercase letters, digits and '-', starting and ending with a letter or digit "
+            "(a Kubernetes namespace name)."
+        )
     if name.startswith("kube-") or name in ("default", PLUGIN_NAMESPACE, "gpu-operator"):
         return _("This name is reserved for the system.")
     return None
@@ -107,13 +129,20 @@ def create_request(user, *, name, gpu, cpu, memory_gib, storage_gib) -> Workspac
     try:
         with transaction.atomic():
             return WorkspaceRequest.objects.create(
-                name=name, requester=user, requester_name=user.get_username(), gpu=gpu, cpu=cpu,
-                memory_gib=memory_gib, storage_gib=storage_gib)
+                name=name,
+                requester=user,
+                requester_name=user.get_username(),
+                gpu=gpu,
+                cpu=cpu,
+                memory_gib=memory_gib,
+                storage_gib=storage_gib,
+            )
     except IntegrityError:
         raise WorkspaceError(_("A Workspace with this name already exists or is waiting for approval.")) from None
 
 
 # --- GPU choices for the approval queue ----------------------------------------------
+
 
 @dataclass
 class GpuChoice:
@@ -132,14 +161,18 @@ class GpuChoice:
     @property
     def mig_nodes_text(self) -> str:
         """'qcs08 (MIG 1g.10gb: 14 of 20)' for the nodes whose plain resource is MIG instances."""
-        return ", ".join(_("%(node)s (MIG %(p)s: %(n)s of %(t)s)") % {"node": node, "p": p, "n": n, "t": self.total}
-                         for node, p, n in self.mig_on)
+        return ", ".join(
+            _("%(node)s (MIG %(p)s: %(n)s of %(t)s)") % {"node": node, "p": p, "n": n, "t": self.total}
+            for node, p, n in self.mig_on
+        )
 
     @property
     def shared_nodes_text(self) -> str:
         """'qcs05 (replicas 5: 5 of 6)' for the nodes whose plain resource is time-sliced."""
-        return ", ".join(_("%(node)s (replicas %(r)s: %(n)s of %(t)s)") % {"node": node, "r": r, "n": n, "t": self.total}
-                         for node, r, n in self.shared_on)
+        return ", ".join(
+            _("%(node)s (replicas %(r)s: %(n)s of %(t)s)") % {"node": node, "r": r, "n": n, "t": self.total}
+            for node, r, n in self.shared_on
+        )
 
     @property
     def available(self) -> int:
@@ -161,8 +194,11 @@ class GpuChoice:
                 return _("%(n)s shared = %(p)s physical GPU (replicas %(r)s)") % {"n": amount, "p": phys_s, "r": r}
             if self.replicas:
                 return _("%(n)s shared = %(lo)s–%(hi)s physical GPU (replicas %(rs)s by node)") % {
-                    "n": amount, "lo": f"{amount / max(self.replicas):g}", "hi": f"{amount / min(self.replicas):g}",
-                    "rs": "/".join(str(r) for r in sorted(set(self.replicas)))}
+                    "n": amount,
+                    "lo": f"{amount / max(self.replicas):g}",
+                    "hi": f"{amount / min(self.replicas):g}",
+                    "rs": "/".join(str(r) for r in sorted(set(self.replicas))),
+                }
             return _("%(n)s shared GPU (replicas unknown)") % {"n": amount}
         if self.gpu_type == ledger_mod.EXCLUSIVE:
             return _("%(n)s physical GPU, whole") % {"n": amount}
@@ -170,15 +206,23 @@ class GpuChoice:
             parts = [_("%(n)s physical GPU on nodes with whole GPUs") % {"n": amount}]
             if self.shared_on:
                 low = amount / max(r for _node, r, _n in self.shared_on)
-                parts.append(_("%(p)s physical GPU where it is time-sliced (%(nodes)s)") % {
-                    "p": f"{low:g}", "nodes": self.shared_nodes_text})
+                parts.append(
+                    _("%(p)s physical GPU where it is time-sliced (%(nodes)s)")
+                    % {"p": f"{low:g}", "nodes": self.shared_nodes_text}
+                )
             if self.mig_on:
-                parts.append(_("%(n)s MIG instance(s) where it is MIG (%(nodes)s)") % {
-                    "n": amount, "nodes": self.mig_nodes_text})
+                parts.append(
+                    _("%(n)s MIG instance(s) where it is MIG (%(nodes)s)") % {"n": amount, "nodes": self.mig_nodes_text}
+                )
             return _("%(n)s %(res)s = %(ways)s: a quota cannot tell them apart") % {
-                "n": amount, "res": self.resource, "ways": _(", or ").join(parts)}
+                "n": amount,
+                "res": self.resource,
+                "ways": _(", or ").join(parts),
+            }
         return _("%(n)s MIG instance(s) %(p)s: hardware partitions of a physical GPU") % {
-            "n": amount, "p": self.profile}
+            "n": amount,
+            "p": self.profile,
+        }
 
 
 def gpu_choices(ledger) -> list[GpuChoice]:
@@ -193,10 +237,18 @@ def gpu_choices(ledger) -> list[GpuChoice]:
             continue
         gtype = row.gpu_type  # plain nvidia.com/gpu time-sliced by the GPU Operator is not Exclusive
         shared_replicas = row.shared_replicas if row.shared_on else replicas
-        out.append(GpuChoice(row.resource, gtype, row.logical, row.allocated,
-                             shared_replicas if gtype == ledger_mod.SHARED else [],
-                             shared_on=list(row.shared_on), shared_logical=row.shared_logical,
-                             mig_on=list(row.mig_on)))
+        out.append(
+            GpuChoice(
+                row.resource,
+                gtype,
+                row.logical,
+                row.allocated,
+                shared_replicas if gtype == ledger_mod.SHARED else [],
+                shared_on=list(row.shared_on),
+                shared_logical=row.shared_logical,
+                mig_on=list(row.mig_on),
+            )
+        )
     return out
 
 
@@ -215,17 +267,31 @@ def workspace_manifests(req: WorkspaceRequest, resource: str) -> list[dict]:
     """The namespaced objects of an approved Workspace, in creation order."""
     ns = req.namespace
     return [
-        {"apiVersion": "v1", "kind": "ResourceQuota",
-         "metadata": {"name": COMPUTE_QUOTA, "namespace": ns, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
-         "spec": {"hard": quota_hard(req, resource),
-                  "scopeSelector": {"matchExpressions": [
-                      {"scopeName": "PriorityClass", "operator": "NotIn", "values": [JOB_PRIORITY_CLASS]}]}}},
-        {"apiVersion": "v1", "kind": "ResourceQuota",
-         "metadata": {"name": STORAGE_QUOTA, "namespace": ns, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
-         "spec": {"hard": {"requests.storage": f"{req.storage_gib}Gi"}}},
-        {"apiVersion": "v1", "kind": "LimitRange",
-         "metadata": {"name": LIMIT_RANGE, "namespace": ns, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
-         "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "100m", "memory": "256Mi"}}]}},
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": COMPUTE_QUOTA, "namespace": ns, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+            "spec": {
+                "hard": quota_hard(req, resource),
+                "scopeSelector": {
+                    "matchExpressions": [
+                        {"scopeName": "PriorityClass", "operator": "NotIn", "values": [JOB_PRIORITY_CLASS]}
+                    ]
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": STORAGE_QUOTA, "namespace": ns, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+            "spec": {"hard": {"requests.storage": f"{req.storage_gib}Gi"}},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "LimitRange",
+            "metadata": {"name": LIMIT_RANGE, "namespace": ns, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+            "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "100m", "memory": "256Mi"}}]},
+        },
     ]
 
 
@@ -241,8 +307,9 @@ def ensure_priority_class(gw, name: str, value: int, description: str, preemptio
 
 
 def _record(actor, action, *, workspace=None, job=None, subject="", **kw) -> Decision:
-    return Decision.objects.create(actor=actor, actor_name=actor.get_username(), action=action,
-                                   workspace=workspace, job=job, subject=subject, **kw)
+    return Decision.objects.create(
+        actor=actor, actor_name=actor.get_username(), action=action, workspace=workspace, job=job, subject=subject, **kw
+    )
 
 
 def _approval_lock() -> None:
@@ -259,9 +326,13 @@ def _approved_since(last_approval: int, resource: str, seen: set[str]) -> int:
     """The ``resource`` GPUs of the Workspaces approved after the approval ``last_approval``
     (a Decision id) whose quota the cluster read did not show (namespaces in ``seen`` did).
     Read under _approval_lock: every approval before it has committed."""
-    return sum(amount for subject, amount in Decision.objects.filter(
-        action=Decision.Action.APPROVE, pk__gt=last_approval, gpu_resource=resource).values_list("subject", "amount")
-        if subject not in seen)
+    return sum(
+        amount
+        for subject, amount in Decision.objects.filter(
+            action=Decision.Action.APPROVE, pk__gt=last_approval, gpu_resource=resource
+        ).values_list("subject", "amount")
+        if subject not in seen
+    )
 
 
 def _quota_namespaces(quotas: list[dict], resource: str) -> set[str]:
@@ -314,16 +385,21 @@ def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledg
         if choice is not None:
             available = choice.available - (_approved_since(since[0], resource, since[1]) if since else 0)
             if req.gpu > available and not overcommit:
-                raise WorkspaceError(_(
-                    "Only %(a)s %(r)s available now; approving %(n)s needs the explicit overcommit box.") % {
-                    "a": available, "r": resource, "n": req.gpu})
+                raise WorkspaceError(
+                    _("Only %(a)s %(r)s available now; approving %(n)s needs the explicit overcommit box.")
+                    % {"a": available, "r": resource, "n": req.gpu}
+                )
         overcommitted = bool(choice and req.gpu > available)
 
         created_ns = False
         try:
-            ensure_priority_class(gw, USER_PRIORITY_CLASS, USER_PRIORITY_VALUE,
-                                  "BRICK Workspace workloads; may preempt Jobs (brick-job-priority).",
-                                  "PreemptLowerPriority")
+            ensure_priority_class(
+                gw,
+                USER_PRIORITY_CLASS,
+                USER_PRIORITY_VALUE,
+                "BRICK Workspace workloads; may preempt Jobs (brick-job-priority).",
+                "PreemptLowerPriority",
+            )
             owner = owner_label_value(req.requester_name)
             gw.create_namespace(req.namespace, {WORKSPACE_LABEL: "true", OWNER_LABEL: owner})
             created_ns = True
@@ -341,27 +417,52 @@ def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledg
                     undo_error = str(undo_exc)
             msg = _("Kubernetes refused: %(e)s. Nothing was kept; the request is still pending.") % {"e": exc}
             if undo_error:
-                msg = _("Kubernetes refused: %(e)s. Removing the half-created namespace %(ns)s also failed "
-                        "(%(u)s): delete it by hand.") % {"e": exc, "ns": req.namespace, "u": undo_error}
+                msg = _(
+                    "Kubernetes refused: %(e)s. Removing the half-created namespace %(ns)s also failed "
+                    "(%(u)s): delete it by hand."
+                ) % {"e": exc, "ns": req.namespace, "u": undo_error}
             # Only while this call holds the claim; then the claim is given back.
             if WorkspaceRequest.objects.filter(pk=req.pk, status=Status.APPROVING).update(
-                    last_error=msg, status=Status.PENDING):
-                _record(actor, Decision.Action.APPROVE_FAILED, workspace=req, subject=req.name,
-                        gpu_resource=resource, amount=req.gpu, available_before=available,
-                        overcommit=overcommitted, detail=msg)
+                last_error=msg, status=Status.PENDING
+            ):
+                _record(
+                    actor,
+                    Decision.Action.APPROVE_FAILED,
+                    workspace=req,
+                    subject=req.name,
+                    gpu_resource=resource,
+                    amount=req.gpu,
+                    available_before=available,
+                    overcommit=overcommitted,
+                    detail=msg,
+                )
             failure = (msg, exc)
         else:
             now = timezone.now()
             updated = WorkspaceRequest.objects.filter(pk=req.pk, status=Status.APPROVING).update(
-                status=Status.APPROVED, decided_at=now, decided_by=actor,
-                decided_by_name=actor.get_username(), gpu_type=choice.gpu_type if choice else "",
-                gpu_resource=resource, overcommit=overcommitted, last_error="")
+                status=Status.APPROVED,
+                decided_at=now,
+                decided_by=actor,
+                decided_by_name=actor.get_username(),
+                gpu_type=choice.gpu_type if choice else "",
+                gpu_resource=resource,
+                overcommit=overcommitted,
+                last_error="",
+            )
             if updated:
-                _record(actor, Decision.Action.APPROVE, workspace=req, subject=req.name, gpu_resource=resource,
-                        amount=req.gpu, available_before=available,
-                        overcommit=overcommitted, detail=f"namespace {req.namespace}; quota " + ", ".join(
-                            f"{k}={v}" for k, v in quota_hard(req, resource).items())
-                        + f", requests.storage={req.storage_gib}Gi")
+                _record(
+                    actor,
+                    Decision.Action.APPROVE,
+                    workspace=req,
+                    subject=req.name,
+                    gpu_resource=resource,
+                    amount=req.gpu,
+                    available_before=available,
+                    overcommit=overcommitted,
+                    detail=f"namespace {req.namespace}; quota "
+                    + ", ".join(f"{k}={v}" for k, v in quota_hard(req, resource).items())
+                    + f", requests.storage={req.storage_gib}Gi",
+                )
             else:  # decided by someone else meanwhile: take back what this call created
                 try:
                     gw.delete("v1", "Namespace", req.namespace)
@@ -382,8 +483,12 @@ def reject(req_id: int, actor, reason: str) -> WorkspaceRequest:
     with transaction.atomic():
         req = WorkspaceRequest.objects.get(pk=req_id)
         updated = WorkspaceRequest.objects.filter(pk=req.pk, status=WorkspaceRequest.Status.PENDING).update(
-            status=WorkspaceRequest.Status.REJECTED, decided_at=timezone.now(), decided_by=actor,
-            decided_by_name=actor.get_username(), rejection_reason=reason)
+            status=WorkspaceRequest.Status.REJECTED,
+            decided_at=timezone.now(),
+            decided_by=actor,
+            decided_by_name=actor.get_username(),
+            rejection_reason=reason,
+        )
         if not updated:
             raise WorkspaceError(_("This request was already decided."))
         _record(actor, Decision.Action.REJECT, workspace=req, subject=req.name, amount=req.gpu, detail=reason)
@@ -397,8 +502,11 @@ def withdraw(req_id: int, user) -> WorkspaceRequest:
     with transaction.atomic():
         req = WorkspaceRequest.objects.get(pk=req_id, requester=user)
         updated = WorkspaceRequest.objects.filter(pk=req.pk, status=WorkspaceRequest.Status.PENDING).update(
-            status=WorkspaceRequest.Status.WITHDRAWN, decided_at=timezone.now(), decided_by=user,
-            decided_by_name=user.get_username())
+            status=WorkspaceRequest.Status.WITHDRAWN,
+            decided_at=timezone.now(),
+            decided_by=user,
+            decided_by_name=user.get_username(),
+        )
         if not updated:
             raise WorkspaceError(_("This request was already decided."))
         _record(user, Decision.Action.WITHDRAW, workspace=req, subject=req.name, amount=req.gpu)
@@ -407,6 +515,7 @@ def withdraw(req_id: int, user) -> WorkspaceRequest:
 
 
 # --- Jobs --------------------------------------------------------------------------
+
 
 @dataclass
 class NodeOption:
@@ -422,7 +531,7 @@ def job_node_options(ledger) -> list[NodeOption]:
     """The node list of the Job form: exclusive nodes selectable with free / allocatable;
     time-slicing and MIG nodes, and nodes that cannot take pods, disabled with a reason."""
     out = []
-    for n in (ledger.nodes if ledger else []):
+    for n in ledger.nodes if ledger else []:
         served = [r for r in n.served if r.allocatable or r.capacity]
         if n.mode == "timeslicing":
             res = next((r.resource for r in served), ledger_mod.GPU_SHARED)
@@ -458,25 +567,43 @@ def job_node_options(ledger) -> list[NodeOption]:
 
 def job_manifest(job: WorkspaceJob) -> dict:
     labels = {MANAGED_BY_LABEL: MANAGED_BY, JOB_ID_LABEL: str(job.pk), OWNER_LABEL: owner_label_value(job.owner_name)}
-    container = {"name": "main", "image": job.image,
-                 "resources": {"limits": {ledger_mod.GPU: str(job.gpu)}, "requests": {ledger_mod.GPU: str(job.gpu)}}}
+    container = {
+        "name": "main",
+        "image": job.image,
+        "resources": {"limits": {ledger_mod.GPU: str(job.gpu)}, "requests": {ledger_mod.GPU: str(job.gpu)}},
+    }
     if job.command.strip():
         container["command"] = shlex.split(job.command)
     return {
-        "apiVersion": "batch/v1", "kind": "Job",
+        "apiVersion": "batch/v1",
+        "kind": "Job",
         "metadata": {"name": job.k8s_name, "namespace": job.workspace.namespace, "labels": labels},
-        "spec": {"backoffLimit": 0, "template": {
-            "metadata": {"labels": labels},
-            "spec": {"restartPolicy": "Never", "priorityClassName": JOB_PRIORITY_CLASS,
-                     "nodeSelector": {HOSTNAME_LABEL: job.node},
-                     "tolerations": [{"key": ledger_mod.GPU, "operator": "Exists", "effect": "NoSchedule"}],
-                     "containers": [container]}}},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "priorityClassName": JOB_PRIORITY_CLASS,
+                    "nodeSelector": {HOSTNAME_LABEL: job.node},
+                    "tolerations": [{"key": ledger_mod.GPU, "operator": "Exists", "effect": "NoSchedule"}],
+                    "containers": [container],
+                },
+            },
+        },
     }
 
 
 def create_job(user, workspace: WorkspaceRequest, *, node: str, image: str, command: str, gpu: int) -> WorkspaceJob:
-    job = WorkspaceJob.objects.create(workspace=workspace, owner=user, owner_name=user.get_username(),
-                                      node=node, image=image, command=command, gpu=gpu)
+    job = WorkspaceJob.objects.create(
+        workspace=workspace,
+        owner=user,
+        owner_name=user.get_username(),
+        node=node,
+        image=image,
+        command=command,
+        gpu=gpu,
+    )
     if not JobSettings.load().approval_required:
         submit_job(job, None)
     return job
@@ -493,26 +620,47 @@ def submit_job(job: WorkspaceJob, actor) -> WorkspaceJob:
     Status = WorkspaceJob.Status
     decider = actor.get_username() if actor is not None else ""
     if not WorkspaceJob.objects.filter(pk=job.pk, status=Status.PENDING).update(
-            status=Status.SUBMITTED, last_error="", decided_by_name=decider):
+        status=Status.SUBMITTED, last_error="", decided_by_name=decider
+    ):
         raise WorkspaceError(_("This Job was already decided."))
     gw = get_gateway()
     try:
-        ensure_priority_class(gw, JOB_PRIORITY_CLASS, JOB_PRIORITY_VALUE,
-                              "BRICK Jobs: scavenging tier, preempted by Workspace pods.", "Never")
+        ensure_priority_class(
+            gw,
+            JOB_PRIORITY_CLASS,
+            JOB_PRIORITY_VALUE,
+            "BRICK Jobs: scavenging tier, preempted by Workspace pods.",
+            "Never",
+        )
         gw.create_job(job.workspace.namespace, job_manifest(job))
     except ClusterError as exc:
         back = Status.FAILED if actor is None else Status.PENDING
         WorkspaceJob.objects.filter(pk=job.pk, status=Status.SUBMITTED).update(
-            status=back, last_error=str(exc), decided_by_name="")
+            status=back, last_error=str(exc), decided_by_name=""
+        )
         job.refresh_from_db()
         if actor is not None:
-            _record(actor, Decision.Action.JOB_FAILED, job=job, subject=job.k8s_name, gpu_resource=ledger_mod.GPU,
-                    amount=job.gpu, detail=str(exc))
+            _record(
+                actor,
+                Decision.Action.JOB_FAILED,
+                job=job,
+                subject=job.k8s_name,
+                gpu_resource=ledger_mod.GPU,
+                amount=job.gpu,
+                detail=str(exc),
+            )
         raise WorkspaceError(_("Kubernetes refused the Job: %(e)s") % {"e": exc}) from exc
     job.refresh_from_db()
     if actor is not None:
-        _record(actor, Decision.Action.JOB_APPROVE, job=job, subject=job.k8s_name, gpu_resource=ledger_mod.GPU,
-                amount=job.gpu, detail=f"node {job.node}; namespace {job.workspace.namespace}")
+        _record(
+            actor,
+            Decision.Action.JOB_APPROVE,
+            job=job,
+            subject=job.k8s_name,
+            gpu_resource=ledger_mod.GPU,
+            amount=job.gpu,
+            detail=f"node {job.node}; namespace {job.workspace.namespace}",
+        )
     return job
 
 
@@ -527,11 +675,15 @@ def approve_job(job_id: int, actor, ledger=None) -> WorkspaceJob:
             raise WorkspaceError(_("The cluster cannot be read; nothing was changed.")) from exc
     option = next((o for o in job_node_options(ledger) if o.name == job.node), None)
     if option is None or not option.selectable:
-        raise WorkspaceError(_("Node %(n)s cannot take this Job now: %(why)s") % {
-            "n": job.node, "why": option.reason if option else _("node not found")})
+        raise WorkspaceError(
+            _("Node %(n)s cannot take this Job now: %(why)s")
+            % {"n": job.node, "why": option.reason if option else _("node not found")}
+        )
     if job.gpu > option.free:
-        raise WorkspaceError(_("Node %(n)s has %(f)s free GPU; the Job asks for %(g)s.") % {
-            "n": job.node, "f": option.free, "g": job.gpu})
+        raise WorkspaceError(
+            _("Node %(n)s has %(f)s free GPU; the Job asks for %(g)s.")
+            % {"n": job.node, "f": option.free, "g": job.gpu}
+        )
     job = submit_job(job, actor)  # claims the Job: a second approval stops there
     notices.job_decided(job)
     return job
@@ -544,7 +696,8 @@ def reject_job(job_id: int, actor, reason: str) -> WorkspaceJob:
     with transaction.atomic():
         job = WorkspaceJob.objects.get(pk=job_id)
         if not WorkspaceJob.objects.filter(pk=job.pk, status=WorkspaceJob.Status.PENDING).update(
-                status=WorkspaceJob.Status.REJECTED, decided_by_name=actor.get_username(), rejection_reason=reason):
+            status=WorkspaceJob.Status.REJECTED, decided_by_name=actor.get_username(), rejection_reason=reason
+        ):
             raise WorkspaceError(_("This Job was already decided."))
         _record(actor, Decision.Action.JOB_REJECT, job=job, subject=job.k8s_name, amount=job.gpu, detail=reason)
     job.refresh_from_db()
@@ -558,9 +711,9 @@ def cancel_job(job_id: int, actor) -> WorkspaceJob:
     with transaction.atomic():
         job = WorkspaceJob.objects.select_related("workspace").get(pk=job_id)
         was = job.status
-        if not WorkspaceJob.objects.filter(pk=job.pk, status__in=[WorkspaceJob.Status.PENDING,
-                                                                  WorkspaceJob.Status.SUBMITTED]).update(
-                status=WorkspaceJob.Status.CANCELLED, decided_by_name=actor.get_username()):
+        if not WorkspaceJob.objects.filter(
+            pk=job.pk, status__in=[WorkspaceJob.Status.PENDING, WorkspaceJob.Status.SUBMITTED]
+        ).update(status=WorkspaceJob.Status.CANCELLED, decided_by_name=actor.get_username()):
             raise WorkspaceError(_("This Job is not waiting or running, so there is nothing to cancel."))
         if was == WorkspaceJob.Status.SUBMITTED:
             # Inside the transaction: when the cluster refuses, the Job stays as it was.
@@ -571,8 +724,15 @@ def cancel_job(job_id: int, actor) -> WorkspaceJob:
             detail = _("deleted from the cluster (namespace %(ns)s)") % {"ns": job.workspace.namespace}
         else:
             detail = _("withdrawn before approval")
-        _record(actor, Decision.Action.JOB_CANCEL, job=job, workspace=job.workspace, subject=job.k8s_name,
-                amount=job.gpu, detail=detail)
+        _record(
+            actor,
+            Decision.Action.JOB_CANCEL,
+            job=job,
+            workspace=job.workspace,
+            subject=job.k8s_name,
+            amount=job.gpu,
+            detail=detail,
+        )
     job.refresh_from_db()
     return job
 
@@ -604,6 +764,10 @@ def set_job_approval(actor, required: bool) -> JobSettings:
         s.approval_required = required
         s.updated_by_name = actor.get_username()
         s.save()
-        _record(actor, Decision.Action.SETTING, subject="job_approval_required",
-                detail=f"job approval required = {required}")
+        _record(
+            actor,
+            Decision.Action.SETTING,
+            subject="job_approval_required",
+            detail=f"job approval required = {required}",
+        )
     return s

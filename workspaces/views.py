@@ -1,7 +1,8 @@
 """Thin views: read the form, call services, render. Users see only their own rows."""
+
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.db.models import Count
 from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
@@ -19,9 +20,22 @@ from gpus.reading import read_cluster, read_jobs
 
 from . import directory, reclaim, services, waits
 from .forms import (
-    AMOUNT_FIELDS, ApproveForm, JobForm, JobSettingsForm, RejectForm, ResourceLimitForm, WorkspaceRequestForm,
+    AMOUNT_FIELDS,
+    ApproveForm,
+    JobForm,
+    JobSettingsForm,
+    RejectForm,
+    ResourceLimitForm,
+    WorkspaceRequestForm,
 )
 from .models import Decision, JobSettings, ResourceLimit, WorkspaceJob, WorkspaceRequest
+
+
+def _key(value) -> int | None:
+    """A primary key as given in a query, or None: "²" is a digit to str.isdigit() but not to
+    int(), and thirty 9s overflow the database's integer."""
+    value = (value or "").strip()
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 18 else None
 
 
 def _ledger_or_banner(request):
@@ -44,47 +58,82 @@ AUDIT_TABLE = Table(
     Column("amount", gettext_lazy("GPU"), numeric=True),
     Column("overcommit", gettext_lazy("Overcommit")),
     Column("detail", gettext_lazy("Detail"), None, value="detail"),
-    search=("actor_name", "subject", "gpu_resource", "detail", "action"), default="-at")
+    search=("actor_name", "subject", "gpu_resource", "detail", "action"),
+    default="-at",
+)
 
 _JOB = Column("job", gettext_lazy("Job"), "pk", value=lambda j: j.k8s_name)
 _OWNER = Column("owner", gettext_lazy("Owner"), "owner_name")
-_JOB_DETAILS = (Column("workspace", gettext_lazy("Workspace"), "workspace__name"), Column("node", gettext_lazy("Node")),
-                Column("gpu", gettext_lazy("GPU"), numeric=True), Column("image", gettext_lazy("Image")))
+_JOB_DETAILS = (
+    Column("workspace", gettext_lazy("Workspace"), "workspace__name"),
+    Column("node", gettext_lazy("Node")),
+    Column("gpu", gettext_lazy("GPU"), numeric=True),
+    Column("image", gettext_lazy("Image")),
+)
 _JOB_SEARCH = ("workspace__name", "owner_name", "node", "image", "status")
-_JOB_STATE = (Column("state", gettext_lazy("State"), "status"), Column("created", gettext_lazy("Created"), "created_at"))
+_JOB_STATE = (
+    Column("state", gettext_lazy("State"), "status"),
+    Column("created", gettext_lazy("Created"), "created_at"),
+)
 USER_JOB_TABLE = Table(_JOB, *_JOB_DETAILS, *_JOB_STATE, search=_JOB_SEARCH, default="-created")
 ADMIN_JOB_TABLE = Table(_JOB, _OWNER, *_JOB_DETAILS, *_JOB_STATE, search=_JOB_SEARCH, default="-created")
 JOB_QUEUE_TABLE = Table(
-    _JOB, Column("requester", gettext_lazy("Requester"), "owner_name"), *_JOB_DETAILS,
-    Column("command", gettext_lazy("Command"), None), Column("waiting", gettext_lazy("Waiting"), "created_at"),
-    Column("decide", "", None, export=False), search=_JOB_SEARCH + ("command",), default="waiting")
+    _JOB,
+    Column("requester", gettext_lazy("Requester"), "owner_name"),
+    *_JOB_DETAILS,
+    Column("command", gettext_lazy("Command"), None),
+    Column("waiting", gettext_lazy("Waiting"), "created_at"),
+    Column("decide", "", None, export=False),
+    search=_JOB_SEARCH + ("command",),
+    default="waiting",
+)
 REQUEST_TABLE = Table(
-    Column("name", gettext_lazy("Name")), Column("requester", gettext_lazy("Requester"), "requester_name"),
-    Column("gpu", gettext_lazy("GPU"), numeric=True), Column("cpu", gettext_lazy("CPU"), numeric=True),
+    Column("name", gettext_lazy("Name")),
+    Column("requester", gettext_lazy("Requester"), "requester_name"),
+    Column("gpu", gettext_lazy("GPU"), numeric=True),
+    Column("cpu", gettext_lazy("CPU"), numeric=True),
     Column("memory", gettext_lazy("Memory (GiB)"), "memory_gib", numeric=True),
     Column("storage", gettext_lazy("Storage (GiB)"), "storage_gib", numeric=True),
     Column("waiting", gettext_lazy("Waiting"), "created_at"),
-    search=("name", "requester_name"), default="waiting")
+    search=("name", "requester_name"),
+    default="waiting",
+)
 _WS_NAME = Column("name", gettext_lazy("Name"))
 _WS_STATUS = Column("status", gettext_lazy("Status"), value=lambda w: w.get_status_display())
-_WS_ASSIGNED = (Column("type", gettext_lazy("GPU type"), "gpu_type"),
-                Column("resource", gettext_lazy("GPU resource"), "gpu_resource"),
-                Column("rejection", gettext_lazy("Why rejected"), None, value="rejection_reason"))
+_WS_ASSIGNED = (
+    Column("type", gettext_lazy("GPU type"), "gpu_type"),
+    Column("resource", gettext_lazy("GPU resource"), "gpu_resource"),
+    Column("rejection", gettext_lazy("Why rejected"), None, value="rejection_reason"),
+)
 _WS_REQUESTED = Column("requested", gettext_lazy("Requested"), "created_at")
 USER_WORKSPACE_TABLE = Table(
-    _WS_NAME, _WS_STATUS, Column("gpu", gettext_lazy("GPU"), numeric=True),
+    _WS_NAME,
+    _WS_STATUS,
+    Column("gpu", gettext_lazy("GPU"), numeric=True),
     Column("cpu", gettext_lazy("CPU"), numeric=True),
     Column("memory", gettext_lazy("Memory (GiB)"), "memory_gib", numeric=True),
-    Column("storage", gettext_lazy("Storage (GiB)"), "storage_gib", numeric=True), *_WS_ASSIGNED, _WS_REQUESTED,
-    search=("name", "status", "gpu_resource"), default="-requested")
+    Column("storage", gettext_lazy("Storage (GiB)"), "storage_gib", numeric=True),
+    *_WS_ASSIGNED,
+    _WS_REQUESTED,
+    search=("name", "status", "gpu_resource"),
+    default="-requested",
+)
 ALL_WORKSPACE_TABLE = Table(
-    _WS_NAME, Column("owner", gettext_lazy("Owner"), "requester_name"), _WS_STATUS,
-    Column("overcommit", gettext_lazy("Overcommit")), Column("gpu", gettext_lazy("GPU"), numeric=True),
-    *_WS_ASSIGNED, Column("decided_by", gettext_lazy("Decided by"), "decided_by_name"), _WS_REQUESTED,
-    search=("name", "requester_name", "status", "gpu_resource", "decided_by_name"), default="-requested")
+    _WS_NAME,
+    Column("owner", gettext_lazy("Owner"), "requester_name"),
+    _WS_STATUS,
+    Column("overcommit", gettext_lazy("Overcommit")),
+    Column("gpu", gettext_lazy("GPU"), numeric=True),
+    *_WS_ASSIGNED,
+    Column("decided_by", gettext_lazy("Decided by"), "decided_by_name"),
+    _WS_REQUESTED,
+    search=("name", "requester_name", "status", "gpu_resource", "decided_by_name"),
+    default="-requested",
+)
 
 
 # --- users: Workspaces -------------------------------------------------------------
+
 
 @require_GET
 def workspace_list(request):
@@ -100,26 +149,41 @@ def workspace_request(request):
     if request.method == "GET" and request.GET.get("again"):
         # a rejected (or withdrawn) request of one's own, asked for again: its figures to start from
         before = WorkspaceRequest.objects.filter(
-            pk=_key(request.GET["again"]) or 0, requester=request.user,
-            status__in=[WorkspaceRequest.Status.REJECTED, WorkspaceRequest.Status.WITHDRAWN]).first()
+            pk=_key(request.GET["again"]) or 0,
+            requester=request.user,
+            status__in=[WorkspaceRequest.Status.REJECTED, WorkspaceRequest.Status.WITHDRAWN],
+        ).first()
         if before is not None:
-            initial = {"name": before.name, "gpu": before.gpu, "cpu": before.cpu, "memory_gib": before.memory_gib,
-                       "storage_gib": before.storage_gib}
-    form = WorkspaceRequestForm(request.POST if request.method == "POST" else None, user=request.user,
-                                initial=initial)
+            initial = {
+                "name": before.name,
+                "gpu": before.gpu,
+                "cpu": before.cpu,
+                "memory_gib": before.memory_gib,
+                "storage_gib": before.storage_gib,
+            }
+    form = WorkspaceRequestForm(request.POST if request.method == "POST" else None, user=request.user, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
             ws = services.create_request(request.user, **form.cleaned_data)
         except services.WorkspaceError as exc:
             form.add_error("name", str(exc))
         else:
-            messages.success(request, _("Workspace %(name)s requested; an admin will assign its GPU type.") % {
-                "name": ws.name})
+            messages.success(
+                request, _("Workspace %(name)s requested; an admin will assign its GPU type.") % {"name": ws.name}
+            )
             return redirect("workspace_detail", pk=ws.pk)
     ledger, snapshot = _ledger_or_banner(request)
-    return render(request, "workspaces/request_form.html", {
-        "form": form, "ledger": ledger, "snapshot": snapshot, "amount_fields": AMOUNT_FIELDS,
-    }, status=400 if form.is_bound and form.errors else 200)
+    return render(
+        request,
+        "workspaces/request_form.html",
+        {
+            "form": form,
+            "ledger": ledger,
+            "snapshot": snapshot,
+            "amount_fields": AMOUNT_FIELDS,
+        },
+        status=400 if form.is_bound and form.errors else 200,
+    )
 
 
 @require_POST
@@ -149,15 +213,28 @@ def workspace_detail(request, pk):
         else:
             line = directory.line(ws.namespace)
     waiting = waits.causes(line, admin=False)
-    notices = OwnerNotice.objects.filter(namespace=ws.namespace)[:20] \
-        if ws.status == WorkspaceRequest.Status.APPROVED else []
+    notices = (
+        OwnerNotice.objects.filter(namespace=ws.namespace)[:20] if ws.status == WorkspaceRequest.Status.APPROVED else []
+    )
     ask = reclaim.open_ask(ws.namespace) if ws.status == WorkspaceRequest.Status.APPROVED else None
-    return render(request, "workspaces/workspace_detail.html", {
-        "ws": ws, "jobs": jobs, "line": line, "cluster_ok": cluster_ok, "notices": notices, "ask": ask,
-        "measured": directory.measured(), "waiting": waiting})
+    return render(
+        request,
+        "workspaces/workspace_detail.html",
+        {
+            "ws": ws,
+            "jobs": jobs,
+            "line": line,
+            "cluster_ok": cluster_ok,
+            "notices": notices,
+            "ask": ask,
+            "measured": directory.measured(),
+            "waiting": waiting,
+        },
+    )
 
 
 # --- users: Jobs ------------------------------------------------------------------
+
 
 def _jobs_for(user):
     """An admin sees every Job; a user only their own."""
@@ -174,10 +251,16 @@ def job_list(request):
     page = table.page
     cluster = _cluster_jobs_or_banner(request, page)
     for job in page:
-        job.cluster_state = services.job_state((cluster or {}).get((job.workspace.namespace, job.k8s_name))) \
-            if cluster is not None else None
-    return render(request, "workspaces/job_list.html", {"page": page, "table": table, "cluster_ok": cluster is not None,
-                                                        "all_users": all_users})
+        job.cluster_state = (
+            services.job_state((cluster or {}).get((job.workspace.namespace, job.k8s_name)))
+            if cluster is not None
+            else None
+        )
+    return render(
+        request,
+        "workspaces/job_list.html",
+        {"page": page, "table": table, "cluster_ok": cluster is not None, "all_users": all_users},
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -187,12 +270,15 @@ def job_create(request):
     initial = {}
     if request.GET.get("workspace", "").isdigit():
         initial["workspace"] = request.GET["workspace"]
-    form = JobForm(request.POST if request.method == "POST" else None, user=request.user, node_options=options, initial=initial)
+    form = JobForm(
+        request.POST if request.method == "POST" else None, user=request.user, node_options=options, initial=initial
+    )
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
         try:
-            job = services.create_job(request.user, d["workspace"], node=d["node"], image=d["image"],
-                                      command=d["command"], gpu=d["gpu"])
+            job = services.create_job(
+                request.user, d["workspace"], node=d["node"], image=d["image"], command=d["command"], gpu=d["gpu"]
+            )
         except services.WorkspaceError as exc:
             messages.error(request, str(exc))
             return redirect("job_list")
@@ -202,10 +288,19 @@ def job_create(request):
             messages.success(request, _("Job %(name)s was sent to the cluster.") % {"name": job.k8s_name})
         return redirect("job_list")
     has_workspace = form.fields["workspace"].queryset.exists()
-    return render(request, "workspaces/job_form.html", {
-        "form": form, "options": options, "ledger": ledger, "snapshot": snapshot, "has_workspace": has_workspace,
-        "settings_obj": JobSettings.load(),
-    }, status=400 if form.is_bound and form.errors else 200)
+    return render(
+        request,
+        "workspaces/job_form.html",
+        {
+            "form": form,
+            "options": options,
+            "ledger": ledger,
+            "snapshot": snapshot,
+            "has_workspace": has_workspace,
+            "settings_obj": JobSettings.load(),
+        },
+        status=400 if form.is_bound and form.errors else 200,
+    )
 
 
 @require_GET
@@ -225,8 +320,10 @@ def job_cancel(request, pk):
     except services.WorkspaceError as exc:
         messages.error(request, str(exc))
     except ClusterError as exc:
-        messages.error(request, _("%(name)s was not cancelled: the cluster refused (%(why)s).") % {
-            "name": job.k8s_name, "why": exc})
+        messages.error(
+            request,
+            _("%(name)s was not cancelled: the cluster refused (%(why)s).") % {"name": job.k8s_name, "why": exc},
+        )
     else:
         messages.success(request, _("Job %(name)s cancelled.") % {"name": job.k8s_name})
     return redirect("job_detail", pk=job.pk)
@@ -244,6 +341,7 @@ def _cluster_jobs_or_banner(request, jobs):
 
 # --- admins: approval queue ----------------------------------------------------------
 
+
 def _queue_context(request, forms_by_pk=None):
     ledger, snapshot = _ledger_or_banner(request)
     choices = services.gpu_choices(ledger)
@@ -253,13 +351,22 @@ def _queue_context(request, forms_by_pk=None):
     for req in page:
         # Nothing pre-selected: the admin chooses the GPU type (the form says so when none is).
         req.approve_form = forms_by_pk.get(("approve", req.pk)) or ApproveForm(
-            request_obj=req, choices=choices, prefix=f"r{req.pk}")
+            request_obj=req, choices=choices, prefix=f"r{req.pk}"
+        )
         req.reject_form = forms_by_pk.get(("reject", req.pk)) or RejectForm(prefix=f"r{req.pk}")
-        req.choice_rows = [{"c": c, "leaves": c.leaves(req.gpu), "physical": c.physical_text(req.gpu),
-                            "fits": req.gpu <= c.available} for c in choices]
-    return {"page": page, "table": table, "ledger": ledger, "snapshot": snapshot, "choices": choices,
-            "job_settings": JobSettings.load(),
-            "pending_jobs": WorkspaceJob.objects.filter(status=WorkspaceJob.Status.PENDING).count()}
+        req.choice_rows = [
+            {"c": c, "leaves": c.leaves(req.gpu), "physical": c.physical_text(req.gpu), "fits": req.gpu <= c.available}
+            for c in choices
+        ]
+    return {
+        "page": page,
+        "table": table,
+        "ledger": ledger,
+        "snapshot": snapshot,
+        "choices": choices,
+        "job_settings": JobSettings.load(),
+        "pending_jobs": WorkspaceJob.objects.filter(status=WorkspaceJob.Status.PENDING).count(),
+    }
 
 
 @require_GET
@@ -290,8 +397,12 @@ def approve_request(request, pk):
     if form.is_valid():
         try:
             # No ledger passed: the service reads availability afresh, inside its approval lock.
-            services.approve(req.pk, request.user, form.cleaned_data.get("resource") or "",
-                             overcommit=form.cleaned_data["overcommit"])
+            services.approve(
+                req.pk,
+                request.user,
+                form.cleaned_data.get("resource") or "",
+                overcommit=form.cleaned_data["overcommit"],
+            )
         except services.WorkspaceError as exc:
             messages.error(request, _("%(name)s not approved: %(why)s") % {"name": req.name, "why": exc})
         else:
@@ -322,6 +433,7 @@ def reject_request(request, pk):
 
 # --- admins: Jobs, settings, audit -----------------------------------------------------
 
+
 @require_GET
 @admin_required
 def job_queue(request):
@@ -335,8 +447,11 @@ def job_queue(request):
     for job in page:
         job.option = options.get(job.node)
         job.reject_form = RejectForm(prefix=f"j{job.pk}")
-    return render(request, "workspaces/job_queue.html", {
-        "page": page, "table": table, "job_settings": JobSettings.load(), "ledger": ledger})
+    return render(
+        request,
+        "workspaces/job_queue.html",
+        {"page": page, "table": table, "job_settings": JobSettings.load(), "ledger": ledger},
+    )
 
 
 @require_POST
@@ -373,15 +488,25 @@ def reject_job(request, pk):
 @admin_required
 def workspace_settings(request):
     s = JobSettings.load()
-    form = JobSettingsForm(request.POST if request.method == "POST" else None, initial={"approval_required": s.approval_required})
+    form = JobSettingsForm(
+        request.POST if request.method == "POST" else None, initial={"approval_required": s.approval_required}
+    )
     if request.method == "POST" and form.is_valid():
         services.set_job_approval(request.user, form.cleaned_data["approval_required"])
         messages.success(request, _("Settings saved."))
         return redirect("workspace_settings")
     limits = ResourceLimit.objects.select_related("user", "group").order_by("group__name", "user__username")
-    return render(request, "workspaces/settings.html", {
-        "form": form, "job_settings": s, "limits": limits, "limit_form": ResourceLimitForm(),
-        "defaults": settings.BRICK_DEFAULT_LIMITS})
+    return render(
+        request,
+        "workspaces/settings.html",
+        {
+            "form": form,
+            "job_settings": s,
+            "limits": limits,
+            "limit_form": ResourceLimitForm(),
+            "defaults": settings.BRICK_DEFAULT_LIMITS,
+        },
+    )
 
 
 def _chosen(field: str, value):
@@ -405,15 +530,29 @@ def limit_save(request):
     form = ResourceLimitForm(request.POST, instance=existing)
     if form.is_valid():
         limit = form.save()
-        Decision.objects.create(actor=request.user, actor_name=request.user.get_username(),
-                                action=Decision.Action.LIMIT, subject=str(limit)[:253], detail=str(limit))
+        Decision.objects.create(
+            actor=request.user,
+            actor_name=request.user.get_username(),
+            action=Decision.Action.LIMIT,
+            subject=str(limit)[:253],
+            detail=str(limit),
+        )
         messages.success(request, _("Limit saved."))
         return redirect("workspace_settings")
     s = JobSettings.load()
     limits = ResourceLimit.objects.select_related("user", "group").order_by("group__name", "user__username")
-    return render(request, "workspaces/settings.html", {
-        "form": JobSettingsForm(initial={"approval_required": s.approval_required}), "job_settings": s,
-        "limits": limits, "limit_form": form, "defaults": settings.BRICK_DEFAULT_LIMITS}, status=400)
+    return render(
+        request,
+        "workspaces/settings.html",
+        {
+            "form": JobSettingsForm(initial={"approval_required": s.approval_required}),
+            "job_settings": s,
+            "limits": limits,
+            "limit_form": form,
+            "defaults": settings.BRICK_DEFAULT_LIMITS,
+        },
+        status=400,
+    )
 
 
 @require_POST
@@ -422,8 +561,13 @@ def limit_delete(request, pk):
     limit = get_object_or_404(ResourceLimit, pk=pk)
     text = str(limit)
     limit.delete()
-    Decision.objects.create(actor=request.user, actor_name=request.user.get_username(),
-                            action=Decision.Action.LIMIT, subject=text[:253], detail="deleted: " + text)
+    Decision.objects.create(
+        actor=request.user,
+        actor_name=request.user.get_username(),
+        action=Decision.Action.LIMIT,
+        subject=text[:253],
+        detail="deleted: " + text,
+    )
     messages.success(request, _("Limit removed; the defaults or group limits apply again."))
     return redirect("workspace_settings")
 
@@ -449,6 +593,14 @@ def all_workspaces(request):
     if table.wants_csv:
         return table.csv_response("workspaces-all")
     counts = dict(WorkspaceRequest.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
-    return render(request, "workspaces/all_workspaces.html", {
-        "table": table, "page": table.page, "status": status, "counts": counts,
-        "statuses": WorkspaceRequest.Status.choices})
+    return render(
+        request,
+        "workspaces/all_workspaces.html",
+        {
+            "table": table,
+            "page": table.page,
+            "status": status,
+            "counts": counts,
+            "statuses": WorkspaceRequest.Status.choices,
+        },
+    )

@@ -23,16 +23,26 @@ def language_choices():
 
 class PreferenceForm(forms.Form):
     # A ChoiceField: only a name among zoneinfo.available_timezones() (or "") is accepted.
-    time_zone = forms.ChoiceField(label=_("Time zone"), choices=zone_choices, required=False,
-                                  help_text=_("Every time in the console is shown in this zone, with its name."))
+    time_zone = forms.ChoiceField(
+        label=_("Time zone"),
+        choices=zone_choices,
+        required=False,
+        help_text=_("Every time in the console is shown in this zone, with its name."),
+    )
     language = forms.ChoiceField(label=_("Language of notifications"), choices=language_choices, required=False)
     email_notifications = forms.BooleanField(
-        label=_("Also by email"), required=False,
-        help_text=_("Every notification is shown here in the console; this also sends it to your email address."))
+        label=_("Also by email"),
+        required=False,
+        help_text=_("Every notification is shown here in the console; this also sends it to your email address."),
+    )
     # http(s) only: the worker posts Slack-compatible JSON there (Mattermost accepts it too).
     webhook_url = forms.URLField(
-        label=_("Also to a chat webhook"), required=False, max_length=500, assume_scheme="https",
-        help_text=_("A Slack or Mattermost incoming webhook URL (https://...); leave empty for none."))
+        label=_("Also to a chat webhook"),
+        required=False,
+        max_length=500,
+        assume_scheme="https",
+        help_text=_("A Slack or Mattermost incoming webhook URL (https://...); leave empty for none."),
+    )
 
     def clean_webhook_url(self):
         url = self.cleaned_data.get("webhook_url", "")

@@ -1,4 +1,5 @@
 """Times are shown in the signed-in person's time zone (their Preference), else the server's."""
+
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.db import DatabaseError

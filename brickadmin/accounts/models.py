@@ -1,5 +1,6 @@
 """What each person chooses for themselves (the time zone times are shown in, the language
 and the channels of their notifications) and the notifications they are sent."""
+
 from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _

@@ -1,5 +1,6 @@
 """The worker's side of notifications: send one delivery (an email or a webhook post),
 retrying with backoff; after the last attempt it stays failed, for admins to see."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ def _absolute(link: str) -> str:
 def send_email(d: Delivery) -> None:
     note = d.notification
     body = note.body + (f"\n\n{_absolute(note.link)}" if note.link else "")
-    EmailMessage(subject=note.subject, body=body, to=[d.address],
-                 from_email=settings.DEFAULT_FROM_EMAIL).send(fail_silently=False)
+    EmailMessage(subject=note.subject, body=body, to=[d.address], from_email=settings.DEFAULT_FROM_EMAIL).send(
+        fail_silently=False
+    )
 
 
 def webhook_payload(d: Delivery) -> dict:
@@ -33,9 +35,12 @@ def webhook_payload(d: Delivery) -> dict:
 
 def send_webhook(d: Delivery) -> None:
     data = json.dumps(webhook_payload(d)).encode()
-    req = urllib.request.Request(d.address, data=data, method="POST",
-                                 headers={"Content-Type": "application/json", "User-Agent": "brickadmin"})
-    with urllib.request.urlopen(req, timeout=settings.BRICK_NOTIFY_TIMEOUT) as resp:  # http(s) only: the profile form checks it
+    req = urllib.request.Request(
+        d.address, data=data, method="POST", headers={"Content-Type": "application/json", "User-Agent": "brickadmin"}
+    )
+    with urllib.request.urlopen(
+        req, timeout=settings.BRICK_NOTIFY_TIMEOUT
+    ) as resp:  # http(s) only: the profile form checks it
         if resp.status >= 300:
             raise OSError(f"HTTP {resp.status}")
 
@@ -60,8 +65,9 @@ def deliver(self, delivery_id: int) -> str:
             return "failed"
         d.status = Delivery.Status.RETRYING
         d.save(update_fields=["attempts", "last_error", "status", "updated_at"])
-        raise self.retry(exc=exc, countdown=settings.BRICK_NOTIFY_RETRY_SECONDS * 2 ** self.request.retries,
-                         max_retries=retries)
+        raise self.retry(
+            exc=exc, countdown=settings.BRICK_NOTIFY_RETRY_SECONDS * 2**self.request.retries, max_retries=retries
+        ) from exc
     d.attempts += 1
     d.status, d.last_error = Delivery.Status.SENT, ""
     d.save(update_fields=["attempts", "last_error", "status", "updated_at"])

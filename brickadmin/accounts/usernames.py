@@ -12,6 +12,7 @@ No Hangul syllable looks like an ASCII character; the Hangul letters that do (th
 compatibility jamo `ㅇ`, `ㅣ`) and every other script are refused. The rule applies to local
 accounts (Django's admin, createsuperuser) and to the names single sign-on gives its users
 (a provider name outside it falls back to the subject)."""
+
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
@@ -26,8 +27,10 @@ ALLOWED_USERNAME = r"^[A-Za-z0-9.@+_\-\uac00-\ud7a3]+\Z"
 @deconstructible
 class LookAlikeSafeUsernameValidator(RegexValidator):
     regex = ALLOWED_USERNAME
-    message = _("Enter a username of ASCII letters, digits, Korean syllables and . @ + - _ only: letters of other "
-                "scripts or fullwidth forms can look like another account's name.")
+    message = _(
+        "Enter a username of ASCII letters, digits, Korean syllables and . @ + - _ only: letters of other "
+        "scripts or fullwidth forms can look like another account's name."
+    )
     code = "look_alike_username"
     flags = 0
 

@@ -1,4 +1,5 @@
 """The personal settings page."""
+
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
@@ -14,19 +15,29 @@ from .models import Preference
 def profile(request):
     """Anyone signed in chooses their own time zone and how they are notified (nobody else's)."""
     pref = Preference.objects.filter(user=request.user).first()
-    form = PreferenceForm(request.POST if request.method == "POST" else None,
-                          initial={"time_zone": pref.time_zone if pref else "",
-                                   "language": pref.language if pref else "",
-                                   "email_notifications": pref.email_notifications if pref else True,
-                                   "webhook_url": pref.webhook_url if pref else ""})
+    form = PreferenceForm(
+        request.POST if request.method == "POST" else None,
+        initial={
+            "time_zone": pref.time_zone if pref else "",
+            "language": pref.language if pref else "",
+            "email_notifications": pref.email_notifications if pref else True,
+            "webhook_url": pref.webhook_url if pref else "",
+        },
+    )
     if request.method == "POST" and form.is_valid():
-        Preference.objects.update_or_create(user=request.user, defaults={
-            k: form.cleaned_data[k] for k in ("time_zone", "language", "email_notifications", "webhook_url")})
-        messages.success(request, _("Saved: times are now shown in %(zone)s.") % {
-            "zone": form.cleaned_data["time_zone"] or _("the server's time zone")})
+        Preference.objects.update_or_create(
+            user=request.user,
+            defaults={k: form.cleaned_data[k] for k in ("time_zone", "language", "email_notifications", "webhook_url")},
+        )
+        messages.success(
+            request,
+            _("Saved: times are now shown in %(zone)s.")
+            % {"zone": form.cleaned_data["time_zone"] or _("the server's time zone")},
+        )
         return redirect("profile")
-    return render(request, "accounts/profile.html", {"form": form},
-                  status=400 if form.is_bound and form.errors else 200)
+    return render(
+        request, "accounts/profile.html", {"form": form}, status=400 if form.is_bound and form.errors else 200
+    )
 
 
 @require_http_methods(["GET", "POST"])

@@ -4,6 +4,7 @@ Everything handed out is a plain dict shaped exactly as the Kubernetes API serve
 returns it (camelCase keys, ``metadata``/``spec``/``status``), so the ledger, the
 health checks and the procedures never know where the data came from.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -83,13 +84,15 @@ class ClusterGateway(Protocol):
     # --- reads -----------------------------------------------------------
     def list_nodes(self, label_selector: str | None = None) -> list[dict]: ...
     def get_node(self, name: str) -> dict: ...  # raises NotFound
-    def list_pods(self, namespace: str | None = None, label_selector: str | None = None,
-                  field_selector: str | None = None) -> list[dict]: ...
+    def list_pods(
+        self, namespace: str | None = None, label_selector: str | None = None, field_selector: str | None = None
+    ) -> list[dict]: ...
     def list_gpu_pods(self) -> list[dict]:
         """Non-terminal pods (phase not Succeeded/Failed) whose containers request any
         ``nvidia.com/*`` resource, in every namespace: the ledger's input. The real
         gateway lists with a phase field selector and filters client-side."""
         ...
+
     def list_priority_classes(self) -> list[dict]: ...
     def list_resource_quotas(self, namespace: str | None = None) -> list[dict]: ...
     def list_daemonsets(self, namespace: str | None = None, label_selector: str | None = None) -> list[dict]: ...
@@ -108,8 +111,7 @@ class ClusterGateway(Protocol):
     # --- writes (each idempotent where Kubernetes allows) ----------------
     def cordon(self, node: str) -> None: ...
     def uncordon(self, node: str) -> None: ...
-    def drain(self, node: str, *, delete_emptydir_data: bool = True,
-              timeout_seconds: float = 60) -> DrainResult: ...
+    def drain(self, node: str, *, delete_emptydir_data: bool = True, timeout_seconds: float = 60) -> DrainResult: ...
     def label_node(self, node: str, labels: dict[str, str | None]) -> dict: ...
     def remove_node_status_resources(self, node: str, resources: list[str]) -> dict: ...
     def apply(self, manifest: dict, *, field_manager: str = "brickadmin") -> dict: ...
@@ -118,21 +120,25 @@ class ClusterGateway(Protocol):
     def daemonset_rollout_status(self, namespace: str, name: str) -> RolloutStatus: ...
     def create_namespace(self, name: str, labels: dict[str, str]) -> dict: ...
     def create_resource_quota(self, namespace: str, name: str, hard: dict[str, str]) -> dict: ...
-    def create_priority_class(self, name: str, value: int, description: str = "",
-                              preemption_policy: str = "PreemptLowerPriority") -> dict: ...
+    def create_priority_class(
+        self, name: str, value: int, description: str = "", preemption_policy: str = "PreemptLowerPriority"
+    ) -> dict: ...
     def create_job(self, namespace: str, manifest: dict) -> dict: ...
 
     # --- list-then-watch (the cluster watcher, brickadmin/cluster/watch.py) ---
     # ``kind`` is one of WATCHED_KINDS. Objects are the API server's JSON.
-    def list_with_version(self, kind: str, namespace: str | None = None, *,
-                          keep=None, worth=None) -> tuple[list[dict], str]:
+    def list_with_version(
+        self, kind: str, namespace: str | None = None, *, keep=None, worth=None
+    ) -> tuple[list[dict], str]:
         """Every object of ``kind`` (streamed or paginated) and the version the list
         reflects. ``keep(obj) -> obj | None``, when given, is applied to each item as it
         arrives (a projection; None drops the item), so a huge list is never held whole.
         ``worth`` is as for ``watch``: a streamed list skips the objects it refuses."""
         ...
-    def watch(self, kind: str, namespace: str | None = None, *, resource_version: str,
-              timeout_seconds: int = 300, worth=None) -> "WatchStream":
+
+    def watch(
+        self, kind: str, namespace: str | None = None, *, resource_version: str, timeout_seconds: int = 300, worth=None
+    ) -> WatchStream:
         """Events after ``resource_version``: an iterable of ``{"type": ADDED|MODIFIED|
         DELETED|BOOKMARK, "object": {...}}`` that ends when the server closes the stream
         (``timeoutSeconds``). Raises ``Gone`` when the version was compacted (410, or an
@@ -153,8 +159,15 @@ class ClusterGateway(Protocol):
 
 
 # The kinds the cluster watcher lists and watches, with their API version.
-WATCHED_KINDS = {"Node": "v1", "Pod": "v1", "ResourceQuota": "v1", "DaemonSet": "apps/v1", "ConfigMap": "v1",
-                 "Namespace": "v1", "Job": "batch/v1"}
+WATCHED_KINDS = {
+    "Node": "v1",
+    "Pod": "v1",
+    "ResourceQuota": "v1",
+    "DaemonSet": "apps/v1",
+    "ConfigMap": "v1",
+    "Namespace": "v1",
+    "Job": "batch/v1",
+}
 
 
 class WatchStream(Protocol):

@@ -4,12 +4,14 @@ This is the one place that *pretends* to be hardware. Both the twin (twin.py) an
 lab's GPU node simulator (lab/gpusim) call these functions, so the simulated cluster
 and the real control plane react identically.
 """
+
 from __future__ import annotations
 
 import hashlib
 import math
 from typing import Any
 
+from .pluginconfig import plugin_config_errors
 from .vocabulary import (
     COMPONENT_LABEL,
     GPU,
@@ -25,16 +27,36 @@ from .vocabulary import (
     time_slicing_replicas,
     tolerates,
 )
-from .pluginconfig import plugin_config_errors
 from .vocabulary import PLUGIN_CONFIG_KEY as CONFIG_KEY
 
 # The vocabulary is here too: the twin and lab/ read the plugin's names from this module.
 __all__ = [
-    "COMPONENT_LABEL", "CONFIG_KEY", "GPU", "GPU_SHARED", "MIG_PREFIX", "NVIDIA_PREFIX", "PLUGIN_NAMESPACE",
-    "PluginRefused", "advertised_resources", "config_map_name", "daemonset_for_node", "device_map", "gfd_labels",
-    "kubelet_status", "labels_match", "matches_selector", "parse_config", "parse_plugin_config",
-    "plugin_start_error", "pod_gpu_requests", "quantity", "sharing_strategy", "simulated_utilisation",
-    "time_slicing", "time_slicing_replicas", "tolerates",
+    "COMPONENT_LABEL",
+    "CONFIG_KEY",
+    "GPU",
+    "GPU_SHARED",
+    "MIG_PREFIX",
+    "NVIDIA_PREFIX",
+    "PLUGIN_NAMESPACE",
+    "PluginRefused",
+    "advertised_resources",
+    "config_map_name",
+    "daemonset_for_node",
+    "device_map",
+    "gfd_labels",
+    "kubelet_status",
+    "labels_match",
+    "matches_selector",
+    "parse_config",
+    "parse_plugin_config",
+    "plugin_start_error",
+    "pod_gpu_requests",
+    "quantity",
+    "sharing_strategy",
+    "simulated_utilisation",
+    "time_slicing",
+    "time_slicing_replicas",
+    "tolerates",
 ]
 
 
@@ -186,9 +208,12 @@ def gfd_labels(gpus: list[KubeObject], config: str | KubeObject | None) -> dict[
     def base(resource: str, count: int, *parts: str) -> dict[str, str]:
         r = replicas.get(resource, 0)
         product = "-".join(parts) + ("-SHARED" if r > 1 and not rename else "")
-        return {f"{resource}.product": product, f"{resource}.count": str(count),
-                f"{resource}.replicas": str(max(r, 1)),
-                f"{resource}.sharing-strategy": share if r > 1 else "none"}
+        return {
+            f"{resource}.product": product,
+            f"{resource}.count": str(count),
+            f"{resource}.replicas": str(max(r, 1)),
+            f"{resource}.sharing-strategy": share if r > 1 else "none",
+        }
 
     labels = base(GPU, len(gpus), model)
     if strategy == "none":
@@ -201,8 +226,15 @@ def gfd_labels(gpus: list[KubeObject], config: str | KubeObject | None) -> dict[
         try:
             device_map(gpus, cfg)
         except PluginRefused:
-            labels.update({f"{GPU}.product": f"{model}-MIG-INVALID", f"{GPU}.count": "0",
-                           f"{GPU}.replicas": "0", f"{GPU}.sharing-strategy": "", f"{GPU}.memory": "0"})
+            labels.update(
+                {
+                    f"{GPU}.product": f"{model}-MIG-INVALID",
+                    f"{GPU}.count": "0",
+                    f"{GPU}.replicas": "0",
+                    f"{GPU}.sharing-strategy": "",
+                    f"{GPU}.memory": "0",
+                }
+            )
             return labels
         profile = migs[0]
         labels.update(base(GPU, len(migs), model, "MIG", profile))
@@ -271,6 +303,10 @@ def simulated_utilisation(seed: str, t: float) -> int:
     amplitude = 8 + h[4] % 22
     minute = int(t // 60)
     jitter = hashlib.sha256(f"{seed}:{minute}".encode()).digest()[0] % 9 - 4
-    value = (base + amplitude * math.sin(2 * math.pi * t / period + phase)
-             + 10 * math.sin(2 * math.pi * t / 86400 + phase) + jitter)
+    value = (
+        base
+        + amplitude * math.sin(2 * math.pi * t / period + phase)
+        + 10 * math.sin(2 * math.pi * t / 86400 + phase)
+        + jitter
+    )
     return int(min(100, max(1, round(value))))

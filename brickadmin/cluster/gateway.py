@@ -2,6 +2,7 @@
 
 A module of its own, not the package's ``__init__``: the gateways it builds (kube, twin)
 import their siblings, and each of those imports runs the package first."""
+
 import threading
 import time
 
@@ -25,7 +26,8 @@ def get_gateway():
                 from .kube import KubeGateway
 
                 _kube_gateways[key] = KubeGateway(
-                    kubeconfig=settings.BRICK_KUBECONFIG or None, in_cluster=settings.BRICK_IN_CLUSTER or None)
+                    kubeconfig=settings.BRICK_KUBECONFIG or None, in_cluster=settings.BRICK_IN_CLUSTER or None
+                )
             return _kube_gateways[key]
     from .twin import TwinGateway
 

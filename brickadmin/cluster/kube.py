@@ -11,6 +11,7 @@ Failures become the errors of :mod:`brickadmin.cluster.base`: 429, 5xx, timeouts
 connection failures are transient (``TransientClusterError``/``ClusterUnreachable``);
 400, 401, 403, 404, 409, 422 are permanent (``Forbidden``, ``NotFound``, ``Conflict``, ...).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -26,19 +27,6 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from .deviceplugin import pod_gpu_requests
-from .vocabulary import (
-    EVICT,
-    MIRROR_ANNOTATION,
-    NVIDIA_PREFIX,
-    QUOTA_LIMITS_PREFIX,
-    QUOTA_REQUESTS_PREFIX,
-    RESTARTED_AT_ANNOTATION,
-    drain_decision,
-    is_terminal,
-    json_pointer_escape,
-    uses_emptydir,
-)
 from .base import (
     WATCHED_KINDS,
     ClusterError,
@@ -52,10 +40,28 @@ from .base import (
     RolloutStatus,
     TransientClusterError,
 )
+from .deviceplugin import pod_gpu_requests
+from .vocabulary import (
+    EVICT,
+    MIRROR_ANNOTATION,
+    NVIDIA_PREFIX,
+    QUOTA_LIMITS_PREFIX,
+    QUOTA_REQUESTS_PREFIX,
+    RESTARTED_AT_ANNOTATION,
+    drain_decision,
+    is_terminal,
+    json_pointer_escape,
+    uses_emptydir,
+)
 
 # MIRROR_ANNOTATION is read from here too.
 __all__ = [
-    "INITIAL_EVENTS_END", "LEASES", "MIRROR_ANNOTATION", "RESTARTED_AT", "STREAM_LIST_SECONDS", "KubeGateway",
+    "INITIAL_EVENTS_END",
+    "LEASES",
+    "MIRROR_ANNOTATION",
+    "RESTARTED_AT",
+    "STREAM_LIST_SECONDS",
+    "KubeGateway",
 ]
 
 log = logging.getLogger(__name__)
@@ -87,7 +93,7 @@ LEASES = "/apis/coordination.k8s.io/v1"
 
 def _now_rfc3339() -> str:
     # sub-second precision: two restarts within one second must still change the template
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 _escape = json_pointer_escape
@@ -101,8 +107,11 @@ def _check_quota_keys(name: str, hard: dict) -> None:
         if key.startswith((NVIDIA_PREFIX, QUOTA_LIMITS_PREFIX + NVIDIA_PREFIX)):
             raise PermanentClusterError(
                 f'ResourceQuota "{name}" is invalid: spec.hard[{key}]: extended resources are quota\'d '
-                f'only as {QUOTA_REQUESTS_PREFIX}{key.split(NVIDIA_PREFIX, 1)[0].removeprefix(QUOTA_LIMITS_PREFIX)}'
-                f'{NVIDIA_PREFIX}{key.split(NVIDIA_PREFIX, 1)[1]}', status=422, reason="Invalid")
+                f"only as {QUOTA_REQUESTS_PREFIX}{key.split(NVIDIA_PREFIX, 1)[0].removeprefix(QUOTA_LIMITS_PREFIX)}"
+                f"{NVIDIA_PREFIX}{key.split(NVIDIA_PREFIX, 1)[1]}",
+                status=422,
+                reason="Invalid",
+            )
 
 
 class KubeGateway:
@@ -110,9 +119,17 @@ class KubeGateway:
 
     name = "kube"
 
-    def __init__(self, kubeconfig: str | None = None, *, token: str | None = None,
-                 context: str | None = None, in_cluster: bool | None = None,
-                 request_timeout: float = 15, page_size: int = 250, stream_lists: bool = True):
+    def __init__(
+        self,
+        kubeconfig: str | None = None,
+        *,
+        token: str | None = None,
+        context: str | None = None,
+        in_cluster: bool | None = None,
+        request_timeout: float = 15,
+        page_size: int = 250,
+        stream_lists: bool = True,
+    ):
         cfg = k8s_client.Configuration()
         if in_cluster is None:
             in_cluster = kubeconfig is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
@@ -120,8 +137,7 @@ class KubeGateway:
             if in_cluster:
                 k8s_config.load_incluster_config(client_configuration=cfg)
             else:
-                k8s_config.load_kube_config(config_file=kubeconfig, context=context,
-                                            client_configuration=cfg)
+                k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
         except (k8s_config.ConfigException, OSError, TypeError, ValueError) as e:
             raise PermanentClusterError(f"cannot load cluster configuration: {e}") from e
         if token:
@@ -132,8 +148,7 @@ class KubeGateway:
             cfg.api_key_prefix = {}
             cfg.cert_file = cfg.key_file = None  # authenticate as the token, not a client cert
         # one quick connect retry; read/status retries are ours to decide
-        cfg.retries = urllib3.Retry(total=1, connect=1, read=0, redirect=0, status=0, other=0,
-                                    backoff_factor=0.2)
+        cfg.retries = urllib3.Retry(total=1, connect=1, read=0, redirect=0, status=0, other=0, backoff_factor=0.2)
         self.configuration = cfg
         self.api_client = k8s_client.ApiClient(cfg)
         self.request_timeout = request_timeout
@@ -146,34 +161,60 @@ class KubeGateway:
         return f"<KubeGateway {self.configuration.host}>"
 
     # ------------------------------------------------------------------ transport
-    def _request(self, method: str, path: str, *, query: dict | None = None, body=None,
-                 content_type: str = "application/json", timeout: float | None = None) -> dict:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict | None = None,
+        body=None,
+        content_type: str = "application/json",
+        timeout: float | None = None,
+    ) -> dict:
         headers = {"Accept": "application/json", "Content-Type": content_type}
         q = [(k, v) for k, v in (query or {}).items() if v is not None and v != ""]
         try:
             m, url, hdrs, b, post = self.api_client.param_serialize(
-                method=method, resource_path=path, query_params=q or None,
-                header_params=headers, body=body, auth_settings=["BearerToken"])
+                method=method,
+                resource_path=path,
+                query_params=q or None,
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
             read_timeout = timeout or self.request_timeout
             # a dead address should fail fast (the pages show a banner), a slow answer may take longer
-            resp = self.api_client.call_api(m, url, header_params=hdrs, body=b, post_params=post,
-                                            _request_timeout=(min(3.0, read_timeout), read_timeout))
+            resp = self.api_client.call_api(
+                m,
+                url,
+                header_params=hdrs,
+                body=b,
+                post_params=post,
+                _request_timeout=(min(3.0, read_timeout), read_timeout),
+            )
             data = resp.read()
             status = resp.status
         except ApiException as e:  # raised by the REST layer for some statuses
             raise self._error(e.status or 0, e.body, method, path) from e
         except urllib3.exceptions.ReadTimeoutError as e:
-            raise TransientClusterError(f"{method} {path}: timed out reading from the API server",
-                                        reason="Timeout") from e
-        except (urllib3.exceptions.MaxRetryError, urllib3.exceptions.NewConnectionError,
-                urllib3.exceptions.ProtocolError, urllib3.exceptions.ConnectTimeoutError,
-                urllib3.exceptions.SSLError, ConnectionError, OSError) as e:
+            raise TransientClusterError(
+                f"{method} {path}: timed out reading from the API server", reason="Timeout"
+            ) from e
+        except (
+            urllib3.exceptions.MaxRetryError,
+            urllib3.exceptions.NewConnectionError,
+            urllib3.exceptions.ProtocolError,
+            urllib3.exceptions.ConnectTimeoutError,
+            urllib3.exceptions.SSLError,
+            ConnectionError,
+            OSError,
+        ) as e:
             reason = getattr(e, "reason", None) or e
             if isinstance(reason, urllib3.exceptions.ReadTimeoutError):
                 raise TransientClusterError(f"{method} {path}: timed out", reason="Timeout") from e
             raise ClusterUnreachable(
-                f"the Kubernetes API server at {self.configuration.host} did not answer: {reason}",
-                reason="Unreachable") from e
+                f"the Kubernetes API server at {self.configuration.host} did not answer: {reason}", reason="Unreachable"
+            ) from e
         except urllib3.exceptions.HTTPError as e:
             raise TransientClusterError(f"{method} {path}: {e}") from e
         if not 200 <= status <= 299:
@@ -205,12 +246,12 @@ class KubeGateway:
             return ClusterUnreachable(text, status=None, reason="Unreachable")
         return PermanentClusterError(text, status=status, reason=reason or "Invalid")
 
-    def _list(self, path: str, *, label_selector: str | None = None,
-              field_selector: str | None = None) -> list[dict]:
+    def _list(self, path: str, *, label_selector: str | None = None, field_selector: str | None = None) -> list[dict]:
         return self._list_versioned(path, label_selector=label_selector, field_selector=field_selector)[0]
 
-    def _list_versioned(self, path: str, *, label_selector: str | None = None,
-                        field_selector: str | None = None, keep=None) -> tuple[list[dict], str]:
+    def _list_versioned(
+        self, path: str, *, label_selector: str | None = None, field_selector: str | None = None, keep=None
+    ) -> tuple[list[dict], str]:
         """Every item (paged through limit/continue) and the list's resourceVersion (every
         page of one list is served from the same version). ``keep`` projects each item as
         its page arrives; None drops it."""
@@ -219,9 +260,16 @@ class KubeGateway:
         restarted = False
         while True:
             try:
-                page = self._request("GET", path, query={
-                    "labelSelector": label_selector, "fieldSelector": field_selector,
-                    "limit": self.page_size, "continue": cont})
+                page = self._request(
+                    "GET",
+                    path,
+                    query={
+                        "labelSelector": label_selector,
+                        "fieldSelector": field_selector,
+                        "limit": self.page_size,
+                        "continue": cont,
+                    },
+                )
             except PermanentClusterError as e:
                 if e.status == 410 and cont and not restarted:  # continue token expired: start over once
                     items, cont, restarted = [], None, True
@@ -257,8 +305,7 @@ class KubeGateway:
                 with self._lock:
                     self._discovery[key] = (prefix, r["name"], bool(r.get("namespaced")))
                 return self._discovery[key]
-        raise NotFound(f"the API server does not serve {kind} in {api_version}", status=404,
-                       reason="NotFound")
+        raise NotFound(f"the API server does not serve {kind} in {api_version}", status=404, reason="NotFound")
 
     def _path_for(self, api_version: str, kind: str, name: str | None, namespace: str | None) -> str:
         prefix, plural, namespaced = self._resource(api_version, kind)
@@ -273,15 +320,20 @@ class KubeGateway:
     def get_node(self, name: str) -> dict:
         return self._request("GET", f"/api/v1/nodes/{quote(name, safe='')}")
 
-    def list_pods(self, namespace: str | None = None, label_selector: str | None = None,
-                  field_selector: str | None = None) -> list[dict]:
-        return self._list(self._ns_path("/api/v1", "pods", namespace),
-                          label_selector=label_selector, field_selector=field_selector)
+    def list_pods(
+        self, namespace: str | None = None, label_selector: str | None = None, field_selector: str | None = None
+    ) -> list[dict]:
+        return self._list(
+            self._ns_path("/api/v1", "pods", namespace), label_selector=label_selector, field_selector=field_selector
+        )
 
     def list_gpu_pods(self) -> list[dict]:
         """Non-terminal pods holding nvidia.com/* resources (the ledger's input)."""
-        return [p for p in self._list("/api/v1/pods", field_selector="status.phase!=Succeeded,status.phase!=Failed")
-                if pod_gpu_requests(p)]
+        return [
+            p
+            for p in self._list("/api/v1/pods", field_selector="status.phase!=Succeeded,status.phase!=Failed")
+            if pod_gpu_requests(p)
+        ]
 
     def get_pod(self, namespace: str, name: str) -> dict:
         return self._request("GET", self._ns_path("/api/v1", "pods", namespace, name))
@@ -324,8 +376,9 @@ class KubeGateway:
         prefix, plural, namespaced = self._resource(api_version, kind)
         return self._ns_path(prefix, plural, namespace if namespaced else None), api_version
 
-    def list_with_version(self, kind: str, namespace: str | None = None, *, keep=None,
-                          worth=None) -> tuple[list[dict], str]:
+    def list_with_version(
+        self, kind: str, namespace: str | None = None, *, keep=None, worth=None
+    ) -> tuple[list[dict], str]:
         """The watcher's list: streamed when the API server can (``_stream_list``), else paged."""
         path, api_version = self._kind_path(kind, namespace)
         if self.stream_lists:
@@ -350,8 +403,13 @@ class KubeGateway:
         ``k8s.io/initial-events-end`` carrying the version they reflect. One request instead
         of a page per 250 objects, and each object is its own line, so ``worth`` skips the
         objects nobody keeps without decoding them (most pods request no GPU)."""
-        query = [("watch", "1"), ("sendInitialEvents", "true"), ("resourceVersionMatch", "NotOlderThan"),
-                 ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(STREAM_LIST_SECONDS))]
+        query = [
+            ("watch", "1"),
+            ("sendInitialEvents", "true"),
+            ("resourceVersionMatch", "NotOlderThan"),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(STREAM_LIST_SECONDS)),
+        ]
         stream = self._open_watch(path, api_version, kind, query, worth, STREAM_LIST_SECONDS)
         items: dict[tuple[str, str], dict] = {}
         try:
@@ -372,33 +430,45 @@ class KubeGateway:
                     items[key] = kept
         finally:
             stream.close()
-        raise TransientClusterError(f"GET {path}: the streaming list ended before all objects were sent",
-                                    reason="StreamBroken")
+        raise TransientClusterError(
+            f"GET {path}: the streaming list ended before all objects were sent", reason="StreamBroken"
+        )
 
-    def watch(self, kind: str, namespace: str | None = None, *, resource_version: str,
-              timeout_seconds: int = 300, worth=None) -> "_KubeWatch":
+    def watch(
+        self, kind: str, namespace: str | None = None, *, resource_version: str, timeout_seconds: int = 300, worth=None
+    ) -> _KubeWatch:
         """A watch stream (``?watch=1``, bookmarks on, the server ends it after
         ``timeout_seconds``), read line by line. Opening it raises like any request
         (``Gone`` for 410); iterating raises ``Gone`` for an ERROR event with code 410.
         ``worth(line) -> bool`` (projection.worth_decoding): an event line it refuses is
         not decoded and comes through as ``SKIPPED`` with only its resourceVersion."""
         path, api_version = self._kind_path(kind, namespace)
-        query = [("watch", "1"), ("resourceVersion", resource_version), ("allowWatchBookmarks", "true"),
-                 ("timeoutSeconds", str(int(timeout_seconds)))]
+        query = [
+            ("watch", "1"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(int(timeout_seconds))),
+        ]
         return self._open_watch(path, api_version, kind, query, worth, timeout_seconds)
 
-    def _open_watch(self, path: str, api_version: str, kind: str, query: list, worth,
-                    timeout_seconds: float) -> "_KubeWatch":
+    def _open_watch(
+        self, path: str, api_version: str, kind: str, query: list, worth, timeout_seconds: float
+    ) -> _KubeWatch:
         headers = {"Accept": "application/json"}
         method = "GET"
         try:
             m, url, hdrs, b, post = self.api_client.param_serialize(
-                method=method, resource_path=path, query_params=query, header_params=headers,
-                auth_settings=["BearerToken"])
+                method=method,
+                resource_path=path,
+                query_params=query,
+                header_params=headers,
+                auth_settings=["BearerToken"],
+            )
             # the server closes the stream after timeout_seconds; a silent socket for much
             # longer than that (bookmarks come about every minute) is a dead connection
-            resp = self.api_client.call_api(m, url, header_params=hdrs, body=b, post_params=post,
-                                            _request_timeout=(3.0, timeout_seconds + 30))
+            resp = self.api_client.call_api(
+                m, url, header_params=hdrs, body=b, post_params=post, _request_timeout=(3.0, timeout_seconds + 30)
+            )
         except ApiException as e:
             raise self._error(e.status or 0, e.body, method, path) from e
         except urllib3.exceptions.HTTPError as e:
@@ -414,11 +484,13 @@ class KubeGateway:
         if isinstance(e, urllib3.exceptions.ReadTimeoutError):
             return TransientClusterError(f"{method} {path}: timed out reading from the API server", reason="Timeout")
         if isinstance(e, urllib3.exceptions.ProtocolError) and not isinstance(
-                getattr(e, "reason", None) or (e.args[1] if len(e.args) > 1 else None), ConnectionRefusedError):
+            getattr(e, "reason", None) or (e.args[1] if len(e.args) > 1 else None), ConnectionRefusedError
+        ):
             return TransientClusterError(f"{method} {path}: the stream broke: {e}", reason="StreamBroken")
         reason = getattr(e, "reason", None) or e
-        return ClusterUnreachable(f"the Kubernetes API server at {self.configuration.host} did not answer: {reason}",
-                                  reason="Unreachable")
+        return ClusterUnreachable(
+            f"the Kubernetes API server at {self.configuration.host} did not answer: {reason}", reason="Unreachable"
+        )
 
     # ------------------------------------------------------------------ leases
     def _lease_path(self, namespace: str, name: str | None = None) -> str:
@@ -464,8 +536,7 @@ class KubeGateway:
         for attempt in range(5):
             obj = self.get_node(node)
             status = obj.get("status") or {}
-            ops = [{"op": "test", "path": "/metadata/resourceVersion",
-                    "value": obj["metadata"]["resourceVersion"]}]
+            ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": obj["metadata"]["resourceVersion"]}]
             for field in ("capacity", "allocatable"):
                 for r in resources:
                     if r in (status.get(field) or {}):
@@ -483,8 +554,7 @@ class KubeGateway:
         raise TransientClusterError(f"node {node} kept changing while its status was patched")
 
     # ------------------------------------------------------------------ drain
-    def drain(self, node: str, *, delete_emptydir_data: bool = True,
-              timeout_seconds: float = 60) -> DrainResult:
+    def drain(self, node: str, *, delete_emptydir_data: bool = True, timeout_seconds: float = 60) -> DrainResult:
         """Cordon, then evict every pod on the node through the Eviction API.
 
         Like ``kubectl drain --ignore-daemonsets --force [--delete-emptydir-data]``:
@@ -517,8 +587,7 @@ class KubeGateway:
         while to_evict and time.monotonic() < deadline:
             for key in list(to_evict):
                 ns, name = key.split("/", 1)
-                body = {"apiVersion": "policy/v1", "kind": "Eviction",
-                        "metadata": {"name": name, "namespace": ns}}
+                body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": ns}}
                 try:
                     self._request("POST", self._ns_path("/api/v1", "pods", ns, name) + "/eviction", body=body)
                     result.evicted.append(key)
@@ -562,8 +631,13 @@ class KubeGateway:
         """Server-side apply (``kubectl apply --server-side --force-conflicts``)."""
         md = manifest.get("metadata") or {}
         path = self._path_for(manifest["apiVersion"], manifest["kind"], md["name"], md.get("namespace"))
-        return self._request("PATCH", path, body=manifest, content_type="application/apply-patch+yaml",
-                             query={"fieldManager": field_manager, "force": "true" if force else None})
+        return self._request(
+            "PATCH",
+            path,
+            body=manifest,
+            content_type="application/apply-patch+yaml",
+            query={"fieldManager": field_manager, "force": "true" if force else None},
+        )
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         """Delete (background propagation); deleting what is already gone is a no-op."""
@@ -575,8 +649,12 @@ class KubeGateway:
 
     def rollout_restart_daemonset(self, namespace: str, name: str) -> None:
         patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: _now_rfc3339()}}}}}
-        self._request("PATCH", self._ns_path("/apis/apps/v1", "daemonsets", namespace, name), body=patch,
-                      content_type="application/strategic-merge-patch+json")
+        self._request(
+            "PATCH",
+            self._ns_path("/apis/apps/v1", "daemonsets", namespace, name),
+            body=patch,
+            content_type="application/strategic-merge-patch+json",
+        )
 
     def daemonset_rollout_status(self, namespace: str, name: str) -> RolloutStatus:
         """The logic of ``kubectl rollout status daemonset`` (one look, no waiting)."""
@@ -586,17 +664,28 @@ class KubeGateway:
         updated = int(st.get("updatedNumberScheduled") or 0)
         available = int(st.get("numberAvailable") or 0)
         if (spec.get("updateStrategy") or {}).get("type", "RollingUpdate") != "RollingUpdate":
-            return RolloutStatus(False, "rollout status is only available for RollingUpdate strategy type",
-                                 desired, updated, available)
+            return RolloutStatus(
+                False, "rollout status is only available for RollingUpdate strategy type", desired, updated, available
+            )
         if int(md.get("generation") or 0) <= int(st.get("observedGeneration") or 0):
             if updated < desired:
-                return RolloutStatus(False, f'Waiting for daemon set "{name}" rollout to finish: '
-                                     f"{updated} out of {desired} new pods have been updated...",
-                                     desired, updated, available)
+                return RolloutStatus(
+                    False,
+                    f'Waiting for daemon set "{name}" rollout to finish: '
+                    f"{updated} out of {desired} new pods have been updated...",
+                    desired,
+                    updated,
+                    available,
+                )
             if available < desired:
-                return RolloutStatus(False, f'Waiting for daemon set "{name}" rollout to finish: '
-                                     f"{available} of {desired} updated pods are available...",
-                                     desired, updated, available)
+                return RolloutStatus(
+                    False,
+                    f'Waiting for daemon set "{name}" rollout to finish: '
+                    f"{available} of {desired} updated pods are available...",
+                    desired,
+                    updated,
+                    available,
+                )
             return RolloutStatus(True, f'daemon set "{name}" successfully rolled out', desired, updated, available)
         return RolloutStatus(False, "Waiting for daemon set spec update to be observed...", desired, updated, available)
 
@@ -606,16 +695,26 @@ class KubeGateway:
 
     def create_resource_quota(self, namespace: str, name: str, hard: dict[str, str]) -> dict:
         _check_quota_keys(name, hard)
-        body = {"apiVersion": "v1", "kind": "ResourceQuota",
-                "metadata": {"name": name, "namespace": namespace},
-                "spec": {"hard": {k: str(v) for k, v in hard.items()}}}
+        body = {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"hard": {k: str(v) for k, v in hard.items()}},
+        }
         return self._request("POST", self._ns_path("/api/v1", "resourcequotas", namespace), body=body)
 
-    def create_priority_class(self, name: str, value: int, description: str = "",
-                              preemption_policy: str = "PreemptLowerPriority") -> dict:
-        body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
-                "value": int(value), "description": description, "preemptionPolicy": preemption_policy,
-                "globalDefault": False}
+    def create_priority_class(
+        self, name: str, value: int, description: str = "", preemption_policy: str = "PreemptLowerPriority"
+    ) -> dict:
+        body = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": int(value),
+            "description": description,
+            "preemptionPolicy": preemption_policy,
+            "globalDefault": False,
+        }
         return self._request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body=body)
 
     def create_job(self, namespace: str, manifest: dict) -> dict:
@@ -631,8 +730,7 @@ class _KubeWatch:
     any thread to end it. Bookmarks come through as ``BOOKMARK`` events; runs of lines
     that ``worth`` refuses as ``SKIPPED`` events carrying only the last resourceVersion."""
 
-    def __init__(self, gateway: KubeGateway, response, method: str, path: str, api_version: str, kind: str,
-                 worth=None):
+    def __init__(self, gateway: KubeGateway, response, method: str, path: str, api_version: str, kind: str, worth=None):
         self._gw, self._resp, self._method, self._path = gateway, response, method, path
         self._api_version, self._kind = api_version, kind
         self._worth = worth
@@ -699,8 +797,9 @@ class _KubeWatch:
         try:
             ev = json.loads(line)
         except ValueError as e:
-            raise TransientClusterError(f"{self._method} {self._path}: unreadable watch event: {line[:200]!r}",
-                                        reason="StreamBroken") from e
+            raise TransientClusterError(
+                f"{self._method} {self._path}: unreadable watch event: {line[:200]!r}", reason="StreamBroken"
+            ) from e
         obj = ev.get("object") or {}
         if ev.get("type") == "ERROR":
             code = int(obj.get("code") or 0)

@@ -8,13 +8,14 @@ the Lease only when it has seen the same record unchanged for ``lease_duration``
 own clock (no trust in the other's clock), and writes are conditional on the
 resourceVersion read (a lost race is a 409 Conflict: try again later).
 """
+
 from __future__ import annotations
 
 import logging
 import random
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .base import ClusterError, Conflict, NotFound
 
@@ -22,12 +23,22 @@ log = logging.getLogger(__name__)
 
 
 def _micro_time(dt: datetime | None = None) -> str:
-    return (dt or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return (dt or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
-    def __init__(self, gateway, namespace: str, name: str, identity: str, *, lease_duration: float = 15,
-                 renew_deadline: float = 10, retry_period: float = 2, clock=time.monotonic):
+    def __init__(
+        self,
+        gateway,
+        namespace: str,
+        name: str,
+        identity: str,
+        *,
+        lease_duration: float = 15,
+        renew_deadline: float = 10,
+        retry_period: float = 2,
+        clock=time.monotonic,
+    ):
         if not renew_deadline < lease_duration:
             raise ValueError("renew_deadline must be shorter than lease_duration")
         self.gateway, self.namespace, self.name, self.identity = gateway, namespace, name, identity
@@ -42,14 +53,20 @@ class LeaderElector:
     def try_acquire_or_renew(self) -> bool:
         """One attempt (client-go's tryAcquireOrRenew). True when this identity holds the Lease."""
         now = self.clock()
-        spec_new = {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
-                    "acquireTime": _micro_time(), "renewTime": _micro_time(), "leaseTransitions": 0}
+        spec_new = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": int(self.lease_duration),
+            "acquireTime": _micro_time(),
+            "renewTime": _micro_time(),
+            "leaseTransitions": 0,
+        }
         try:
             lease = self.gateway.get_lease(self.namespace, self.name)
         except NotFound:
             try:
-                self.gateway.create_lease(self.namespace, {
-                    "metadata": {"name": self.name, "namespace": self.namespace}, "spec": spec_new})
+                self.gateway.create_lease(
+                    self.namespace, {"metadata": {"name": self.name, "namespace": self.namespace}, "spec": spec_new}
+                )
             except (Conflict, ClusterError) as exc:
                 log.info("lease %s/%s: create failed: %s", self.namespace, self.name, exc)
                 return self._lost()
@@ -70,10 +87,14 @@ class LeaderElector:
             spec_new["leaseTransitions"] = int(spec.get("leaseTransitions") or 0)
         else:
             spec_new["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
-        body = {"metadata": {k: v for k, v in lease["metadata"].items() if k in ("name", "namespace",
-                                                                                "resourceVersion", "labels",
-                                                                                "annotations")},
-                "spec": spec_new}
+        body = {
+            "metadata": {
+                k: v
+                for k, v in lease["metadata"].items()
+                if k in ("name", "namespace", "resourceVersion", "labels", "annotations")
+            },
+            "spec": spec_new,
+        }
         try:
             updated = self.gateway.update_lease(self.namespace, body)
         except ClusterError as exc:  # Conflict: someone wrote in between
@@ -107,8 +128,13 @@ class LeaderElector:
             if self.try_acquire_or_renew():
                 continue
             if self.clock() - self._last_renew >= self.renew_deadline:
-                log.warning("lease %s/%s: %s could not renew for %ss: leadership lost",
-                            self.namespace, self.name, self.identity, self.renew_deadline)
+                log.warning(
+                    "lease %s/%s: %s could not renew for %ss: leadership lost",
+                    self.namespace,
+                    self.name,
+                    self.identity,
+                    self.renew_deadline,
+                )
                 self.is_leader = False
                 lost.set()
                 return
@@ -124,9 +150,17 @@ class LeaderElector:
             if spec.get("holderIdentity") != self.identity:
                 return False
             spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=_micro_time())
-            self.gateway.update_lease(self.namespace, {"metadata": {
-                "name": self.name, "namespace": self.namespace,
-                "resourceVersion": lease["metadata"].get("resourceVersion")}, "spec": spec})
+            self.gateway.update_lease(
+                self.namespace,
+                {
+                    "metadata": {
+                        "name": self.name,
+                        "namespace": self.namespace,
+                        "resourceVersion": lease["metadata"].get("resourceVersion"),
+                    },
+                    "spec": spec,
+                },
+            )
             return True
         except ClusterError as exc:
             log.warning("lease %s/%s: release failed: %s", self.namespace, self.name, exc)

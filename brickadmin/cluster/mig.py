@@ -5,6 +5,7 @@ uses it to derive physical GPUs where only MIG devices are visible (MIG ``single
 which overrides GFD's ``nvidia.com/gpu.count``), and to refuse a MIG layout a model cannot hold
 (as mig-manager does). Pure and stdlib only: lab/ loads the cluster modules on their own.
 """
+
 from __future__ import annotations
 
 import re
@@ -12,21 +13,62 @@ import re
 # Profile -> (compute slices it takes, most instances of it one GPU holds).
 # The "+me" profiles (one media-extension instance per GPU) are left out of the
 # per-GPU maxima below only where NVIDIA lists them as 1.
-_A100_40GB = {"1g.5gb": (1, 7), "1g.5gb+me": (1, 1), "1g.10gb": (1, 4), "2g.10gb": (2, 3),
-              "3g.20gb": (3, 2), "4g.20gb": (4, 1), "7g.40gb": (7, 1)}
-_80GB = {"1g.10gb": (1, 7), "1g.10gb+me": (1, 1), "1g.20gb": (1, 4), "2g.20gb": (2, 3),
-         "3g.40gb": (3, 2), "4g.40gb": (4, 1), "7g.80gb": (7, 1)}
+_A100_40GB = {
+    "1g.5gb": (1, 7),
+    "1g.5gb+me": (1, 1),
+    "1g.10gb": (1, 4),
+    "2g.10gb": (2, 3),
+    "3g.20gb": (3, 2),
+    "4g.20gb": (4, 1),
+    "7g.40gb": (7, 1),
+}
+_80GB = {
+    "1g.10gb": (1, 7),
+    "1g.10gb+me": (1, 1),
+    "1g.20gb": (1, 4),
+    "2g.20gb": (2, 3),
+    "3g.40gb": (3, 2),
+    "4g.40gb": (4, 1),
+    "7g.80gb": (7, 1),
+}
 _A30 = {"1g.6gb": (1, 4), "1g.6gb+me": (1, 1), "2g.12gb": (2, 2), "2g.12gb+me": (2, 1), "4g.24gb": (4, 1)}
-_H100_94GB = {"1g.12gb": (1, 7), "1g.12gb+me": (1, 1), "1g.24gb": (1, 4), "2g.24gb": (2, 3),
-              "3g.47gb": (3, 2), "4g.47gb": (4, 1), "7g.94gb": (7, 1)}
-_H100_96GB = {"1g.12gb": (1, 7), "1g.12gb+me": (1, 1), "1g.24gb": (1, 4), "2g.24gb": (2, 3),
-              "3g.48gb": (3, 2), "4g.48gb": (4, 1), "7g.96gb": (7, 1)}
-_H200_141GB = {"1g.18gb": (1, 7), "1g.18gb+me": (1, 1), "1g.35gb": (1, 4), "2g.35gb": (2, 3),
-               "3g.71gb": (3, 2), "4g.71gb": (4, 1), "7g.141gb": (7, 1)}
-_B200 = {"1g.23gb": (1, 7), "1g.23gb+me": (1, 1), "1g.45gb": (1, 4), "2g.45gb": (2, 3),
-         "3g.90gb": (3, 2), "4g.90gb": (4, 1), "7g.180gb": (7, 1)}
-_RTX_PRO_6000 = {"1g.24gb": (1, 4), "1g.24gb+me": (1, 1), "2g.48gb": (2, 2), "2g.48gb+me": (2, 1),
-                 "4g.96gb": (4, 1)}
+_H100_94GB = {
+    "1g.12gb": (1, 7),
+    "1g.12gb+me": (1, 1),
+    "1g.24gb": (1, 4),
+    "2g.24gb": (2, 3),
+    "3g.47gb": (3, 2),
+    "4g.47gb": (4, 1),
+    "7g.94gb": (7, 1),
+}
+_H100_96GB = {
+    "1g.12gb": (1, 7),
+    "1g.12gb+me": (1, 1),
+    "1g.24gb": (1, 4),
+    "2g.24gb": (2, 3),
+    "3g.48gb": (3, 2),
+    "4g.48gb": (4, 1),
+    "7g.96gb": (7, 1),
+}
+_H200_141GB = {
+    "1g.18gb": (1, 7),
+    "1g.18gb+me": (1, 1),
+    "1g.35gb": (1, 4),
+    "2g.35gb": (2, 3),
+    "3g.71gb": (3, 2),
+    "4g.71gb": (4, 1),
+    "7g.141gb": (7, 1),
+}
+_B200 = {
+    "1g.23gb": (1, 7),
+    "1g.23gb+me": (1, 1),
+    "1g.45gb": (1, 4),
+    "2g.45gb": (2, 3),
+    "3g.90gb": (3, 2),
+    "4g.90gb": (4, 1),
+    "7g.180gb": (7, 1),
+}
+_RTX_PRO_6000 = {"1g.24gb": (1, 4), "1g.24gb+me": (1, 1), "2g.48gb": (2, 2), "2g.48gb+me": (2, 1), "4g.96gb": (4, 1)}
 
 # Model name (as vocabulary.gpu_model_name writes it) -> its profiles. Matched by the words
 # that tell the models apart, most specific first.

@@ -15,6 +15,7 @@ A node labelled ``nvidia.com/mig.config=<name>`` gets that layout; mig-manager r
 The geometry is mig.py's. Stdlib only (PyYAML imported by the one function that reads text):
 lab/gpusim.py loads this module too.
 """
+
 from __future__ import annotations
 
 from .mig import layout_error
@@ -59,7 +60,8 @@ def _check_entry(name: str, entry: dict) -> None:
         raise MigPartedError(f"{name}: mig-enabled must be true or false")
     mig_devices = entry.get("mig-devices") or {}
     if not isinstance(mig_devices, dict) or not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in mig_devices.values()):
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in mig_devices.values()
+    ):
         raise MigPartedError(f"{name}: mig-devices maps a profile to a count")
 
 

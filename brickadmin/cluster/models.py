@@ -3,6 +3,7 @@
 Kubernetes objects are kept whole, as the API server would return them, so the
 web server and the Celery worker (separate processes) see one cluster.
 """
+
 from django.db import models
 
 
@@ -16,9 +17,7 @@ class TwinObject(models.Model):
     holds_gpu = models.BooleanField(default=False)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["kind", "namespace", "name"], name="twin_object_unique")
-        ]
+        constraints = [models.UniqueConstraint(fields=["kind", "namespace", "name"], name="twin_object_unique")]
         indexes = [
             models.Index(fields=["kind", "node_name"]),
             models.Index(fields=["kind", "holds_gpu"]),

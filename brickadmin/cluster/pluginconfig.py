@@ -17,6 +17,7 @@ What it implies, ported here:
 The flags are judged as the BRICK DaemonSets run the plugin: ``--config-file`` only, so a
 flag the file does not set keeps the plugin's command-line default.
 """
+
 from __future__ import annotations
 
 import functools
@@ -36,7 +37,8 @@ DEVICE_DISCOVERY_STRATEGIES = ("auto", "nvml", "tegra")
 _DNS1123_SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
     "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation "
-    "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+    "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
 _LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 _ALNUM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -44,8 +46,13 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 # The plain (non-pointer-to-custom) fields of flags.go, by JSON kind.
 _FLAG_STRINGS = ("migStrategy", "mpsRoot", "nvidiaDriverRoot", "nvidiaDevRoot", "deviceDiscoveryStrategy")
 _FLAG_BOOLS = ("failOnInitError", "gdrcopyEnabled", "gdsEnabled", "mofedEnabled", "useNodeFeatureAPI")
-_PLUGIN_STRINGS = ("deviceIDStrategy", "cdiAnnotationPrefix", "nvidiaCTKPath", "containerDriverRoot",
-                   "sharedDevicesAllocationPolicy")
+_PLUGIN_STRINGS = (
+    "deviceIDStrategy",
+    "cdiAnnotationPrefix",
+    "nvidiaCTKPath",
+    "containerDriverRoot",
+    "sharedDevicesAllocationPolicy",
+)
 _GFD_STRINGS = ("outputFile", "machineTypeFile")
 _GFD_BOOLS = ("oneshot", "noTimestamp")
 
@@ -85,8 +92,9 @@ class _Refusal(Exception):
         return f"{self.where}: {said}" if self.where else said
 
 
-_NESTED_TOO_DEEPLY = _Refusal("", gettext_noop("The file is nested too deeply to be read."),
-                              "error converting YAML to JSON: nested too deeply")
+_NESTED_TOO_DEEPLY = _Refusal(
+    "", gettext_noop("The file is nested too deeply to be read."), "error converting YAML to JSON: nested too deeply"
+)
 
 
 def plugin_config_errors(config: str | dict | None) -> list[str]:
@@ -124,8 +132,14 @@ def _refusals(config) -> list[_Refusal]:
     if config is None:
         return []
     if not isinstance(config, dict):
-        return [_type_refusal("", config, "v1.Config",
-                              gettext_noop("The file must be a mapping of settings (version, flags, sharing...)."))]
+        return [
+            _type_refusal(
+                "",
+                config,
+                "v1.Config",
+                gettext_noop("The file must be a mapping of settings (version, flags, sharing...)."),
+            )
+        ]
     _check(out, _config, config)
     return out
 
@@ -138,6 +152,7 @@ def _check(out: list, fn, *args) -> None:
 
 
 # --- the JSON the plugin's decoder sees ---------------------------------------------------
+
 
 def _as_json(value, where="", memo=None):
     """A YAML value as sigs.k8s.io/yaml hands it to encoding/json: a float with no fraction
@@ -184,7 +199,7 @@ def _compact(value, limit: int = 200) -> str:
     budget = [limit]
 
     def put(text: str) -> None:
-        pieces.append(text[:budget[0]])
+        pieces.append(text[: budget[0]])
         budget[0] -= len(text)
         if budget[0] <= 0:
             raise StopIteration
@@ -255,6 +270,7 @@ def _object(where: str, value, go_type: str) -> dict:
 
 # --- config.go ------------------------------------------------------------------------------
 
+
 def _config(out: list, cfg: dict) -> None:
     flags = {}
     sharing = {}
@@ -276,6 +292,7 @@ def _config(out: list, cfg: dict) -> None:
 
 
 # --- flags.go -------------------------------------------------------------------------------
+
 
 def _flags(out: list, where: str, value, seen: dict) -> None:
     value = _object(where, value, "v1.Flags")
@@ -306,8 +323,11 @@ def _plugin_flags(out: list, where: str, value, seen: dict) -> None:
             elif isinstance(v, list) and all(isinstance(s, str) for s in v):
                 seen[field_] = v
             else:
-                raise _Refusal(at, gettext_noop("must be a strategy name or a list of them."),
-                               f"invalid deviceListStrategy: {_compact(v)}")
+                raise _Refusal(
+                    at,
+                    gettext_noop("must be a strategy name or a list of them."),
+                    f"invalid deviceListStrategy: {_compact(v)}",
+                )
 
 
 def _gfd_flags(out: list, where: str, value) -> None:
@@ -328,8 +348,11 @@ def _duration(where: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise _Refusal(where, gettext_noop("must be a duration such as 30s or 5m, or infinite."), "invalid duration")
     if isinstance(value, str) and value != "infinite" and not go_duration_is_valid(value):
-        raise _Refusal(where, gettext_noop("must be a duration such as 30s or 5m, or infinite."),
-                       f'time: invalid duration "{value}"')
+        raise _Refusal(
+            where,
+            gettext_noop("must be a duration such as 30s or 5m, or infinite."),
+            f'time: invalid duration "{value}"',
+        )
 
 
 _DURATION_UNITS = ("ns", "us", "\u00b5s", "\u03bcs", "ms", "s", "m", "h")
@@ -369,6 +392,7 @@ def go_duration_is_valid(s: str) -> bool:
 
 # --- resources.go -----------------------------------------------------------------------------
 
+
 def _resources(out: list, where: str, value) -> None:
     """config.resources (the plugin ignores it after reading, with a warning; a malformed
     entry still stops it)."""
@@ -393,7 +417,9 @@ def _resource(out: list, where: str, value) -> None:
     if "name" not in value:
         raise _Refusal(where, gettext_noop("needs a name."), "resources must have a 'name' field set")
     if value["pattern"] is not None and not isinstance(value["pattern"], str):
-        raise _type_refusal(_at(where, "pattern"), value["pattern"], "v1.ResourcePattern", gettext_noop("must be a string."))
+        raise _type_refusal(
+            _at(where, "pattern"), value["pattern"], "v1.ResourcePattern", gettext_noop("must be a string.")
+        )
     _resource_name(_at(where, "name"), value["name"])
 
 
@@ -416,8 +442,10 @@ def dns1123_subdomain_errors(value: str) -> list[str]:
     errs = []
     if len(value.encode()) > DNS1123_SUBDOMAIN_MAX_LENGTH:
         errs.append(f"must be no more than {DNS1123_SUBDOMAIN_MAX_LENGTH} characters")
-    if not all(label and set(label) <= _LABEL_CHARS and label[0] in _ALNUM and label[-1] in _ALNUM
-               for label in value.split(".")):
+    if not all(
+        label and set(label) <= _LABEL_CHARS and label[0] in _ALNUM and label[-1] in _ALNUM
+        for label in value.split(".")
+    ):
         errs.append(_DNS1123_SUBDOMAIN_MSG)
     return errs
 
@@ -428,9 +456,15 @@ def _resource_name(where: str, value) -> str:
         raise _type_refusal(where, value, "string", gettext_noop("must be a resource name (a string)."))
     error = resource_name_error(value or "")
     if error:
-        raise _Refusal(where, gettext_noop("is not a valid resource name: at most 63 characters with the nvidia.com/ "
-                                "prefix, lowercase letters, digits, '-' and '.', starting and ending with a "
-                                "letter or digit."), error)
+        raise _Refusal(
+            where,
+            gettext_noop(
+                "is not a valid resource name: at most 63 characters with the nvidia.com/ "
+                "prefix, lowercase letters, digits, '-' and '.', starting and ending with a "
+                "letter or digit."
+            ),
+            error,
+        )
     return value if value.startswith(NVIDIA_PREFIX) else NVIDIA_PREFIX + value
 
 
@@ -452,6 +486,7 @@ def pattern_matches(pattern: str, name: str) -> bool:
 
 
 # --- sharing.go, replicas.go -------------------------------------------------------------------
+
 
 def _sharing(out: list, where: str, value, seen: dict) -> None:
     value = _object(where, value, "v1.Sharing")
@@ -491,18 +526,25 @@ def _replicated_resource(out: list, where: str, value) -> None:
     if not isinstance(value, dict):
         raise _type_refusal(where, value, "map[string]json.RawMessage", gettext_noop("must be a mapping."))
     if "name" not in value:
-        raise _Refusal(where, gettext_noop("needs the name of the resource to share (e.g. nvidia.com/gpu)."),
-                       "no resource name specified")
+        raise _Refusal(
+            where,
+            gettext_noop("needs the name of the resource to share (e.g. nvidia.com/gpu)."),
+            "no resource name specified",
+        )
     _resource_name(_at(where, "name"), value["name"])
     _replicated_devices(_at(where, "devices"), value.get("devices", "all"))
     if "replicas" not in value:
-        raise _Refusal(where, gettext_noop("needs replicas (how many pods share each device)."), "no replicas specified")
+        raise _Refusal(
+            where, gettext_noop("needs replicas (how many pods share each device)."), "no replicas specified"
+        )
     replicas = value["replicas"]
     at = _at(where, "replicas")
     if replicas is not None and (isinstance(replicas, bool) or not isinstance(replicas, int)):
         raise _type_refusal(at, replicas, "int", gettext_noop("must be a whole number, at least 2."))
     if (replicas or 0) < 2:
-        raise _Refusal(at, gettext_noop("must be at least 2 (one replica is not sharing)."), "number of replicas must be >= 2")
+        raise _Refusal(
+            at, gettext_noop("must be at least 2 (one replica is not sharing)."), "number of replicas must be >= 2"
+        )
     if "rename" in value:
         _resource_name(_at(where, "rename"), value["rename"])
 
@@ -512,13 +554,19 @@ def _replicated_devices(where: str, value) -> None:
     indexes, MIG indexes (gpu:mig) and GPU or MIG UUIDs (kinds may be mixed)."""
     if value is None or isinstance(value, str):  # null reads as the string ""
         if value != "all":
-            raise _Refusal(where, gettext_noop('must be "all", a number of devices, or a list of device indexes or UUIDs.'),
-                           f"devices set as '{value or ''}' but the only valid string input is 'all'")
+            raise _Refusal(
+                where,
+                gettext_noop('must be "all", a number of devices, or a list of device indexes or UUIDs.'),
+                f"devices set as '{value or ''}' but the only valid string input is 'all'",
+            )
         return
     if isinstance(value, int) and not isinstance(value, bool):
         if value <= 0:
-            raise _Refusal(where, gettext_noop("a number of devices must be at least 1."),
-                           f"devices set as '{value}' but a count of devices must be > 0")
+            raise _Refusal(
+                where,
+                gettext_noop("a number of devices must be at least 1."),
+                f"devices set as '{value}' but a count of devices must be > 0",
+            )
         return
     if isinstance(value, list):
         for i, item in enumerate(value):
@@ -526,18 +574,25 @@ def _replicated_devices(where: str, value) -> None:
                 continue  # a uint64 index (null reads as 0)
             if isinstance(item, str) and device_ref_is_valid(item):
                 continue
-            raise _Refusal(f"{where}[{i}]", gettext_noop("is not a GPU index, a MIG index (gpu:mig), a GPU UUID "
-                                              "(GPU-<uuid>) or a MIG UUID (MIG-<uuid> or MIG-GPU-<uuid>/<gi>/<ci>)."),
-                           f"unsupported type for device in devices list: {item if isinstance(item, str) else ''}, "
-                           f"string")
+            raise _Refusal(
+                f"{where}[{i}]",
+                gettext_noop(
+                    "is not a GPU index, a MIG index (gpu:mig), a GPU UUID "
+                    "(GPU-<uuid>) or a MIG UUID (MIG-<uuid> or MIG-GPU-<uuid>/<gi>/<ci>)."
+                ),
+                f"unsupported type for device in devices list: {item if isinstance(item, str) else ''}, string",
+            )
         return
-    raise _Refusal(where, gettext_noop('must be "all", a number of devices, or a list of device indexes or UUIDs.'),
-                   f"unrecognized type for devices spec: {_compact(value)}")
+    raise _Refusal(
+        where,
+        gettext_noop('must be "all", a number of devices, or a list of device indexes or UUIDs.'),
+        f"unrecognized type for devices spec: {_compact(value)}",
+    )
 
 
 def _is_uint(s: str) -> bool:
     """strconv.ParseUint(s, 10, 0): decimal digits only, within 64 bits."""
-    return bool(s) and s.isascii() and s.isdigit() and int(s) < 2 ** 64
+    return bool(s) and s.isascii() and s.isdigit() and int(s) < 2**64
 
 
 def is_gpu_index(ref: str) -> bool:
@@ -566,8 +621,9 @@ def uuid_parses(s: str) -> bool:
         return False
     if any(b[i] != ord("-") for i in (8, 13, 18, 23)):
         return False
-    return all(chr(b[x]) in _HEX and chr(b[x + 1]) in _HEX
-               for x in (0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34))
+    return all(
+        chr(b[x]) in _HEX and chr(b[x + 1]) in _HEX for x in (0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34)
+    )
 
 
 def is_gpu_uuid(ref: str) -> bool:
@@ -590,6 +646,7 @@ def device_ref_is_valid(ref: str) -> bool:
 
 # --- imex.go ------------------------------------------------------------------------------------
 
+
 def _imex(out: list, where: str, value) -> None:
     value = _object(where, value, "v1.Imex")
     for field_, key, v in _fields(value, ("channelIDs", "required")):
@@ -606,41 +663,80 @@ def _imex(out: list, where: str, value) -> None:
                 raise _type_refusal(f"{at}[{i}]", item, "int", gettext_noop("must be a channel number."))
         ids = [item or 0 for item in v]
         if ids not in ([], [0]):
-            raise _Refusal(at, gettext_noop("must be [] or [0]."), "invalid IMEX channel IDs: invalid IMEX config: "
-                           f"channelIDs must be [] or [0]; found [{' '.join(map(str, ids))}]")
+            raise _Refusal(
+                at,
+                gettext_noop("must be [] or [0]."),
+                "invalid IMEX channel IDs: invalid IMEX config: "
+                f"channelIDs must be [] or [0]; found [{' '.join(map(str, ids))}]",
+            )
 
 
 # --- cmd/nvidia-device-plugin/main.go validateFlags ----------------------------------------------
+
 
 def _validate_flags(out: list, flags: dict, sharing: dict) -> None:
     """The settings' values, after the whole file was read (the defaults are the plugin's
     command-line defaults). The plugin stops at the first; here each is reported."""
     for strategy in flags.get("deviceListStrategy") or []:
         if strategy not in DEVICE_LIST_STRATEGIES:
-            out.append(_Refusal("flags.plugin.deviceListStrategy",
-                                gettext_noop("must be envvar, volume-mounts, cdi-annotations or cdi-cri."),
-                                f"invalid --device-list-strategy option: invalid strategy: {strategy}"))
+            out.append(
+                _Refusal(
+                    "flags.plugin.deviceListStrategy",
+                    gettext_noop("must be envvar, volume-mounts, cdi-annotations or cdi-cri."),
+                    f"invalid --device-list-strategy option: invalid strategy: {strategy}",
+                )
+            )
             break
     id_strategy = flags.get("deviceIDStrategy")
     if id_strategy is not None and id_strategy not in DEVICE_ID_STRATEGIES:
-        out.append(_Refusal("flags.plugin.deviceIDStrategy", gettext_noop("must be uuid or index."),
-                            f"invalid --device-id-strategy option: {id_strategy}"))
+        out.append(
+            _Refusal(
+                "flags.plugin.deviceIDStrategy",
+                gettext_noop("must be uuid or index."),
+                f"invalid --device-id-strategy option: {id_strategy}",
+            )
+        )
     policy = flags.get("sharedDevicesAllocationPolicy")
     if policy is not None and policy not in ALLOCATION_POLICIES:
-        out.append(_Refusal("flags.plugin.sharedDevicesAllocationPolicy", gettext_noop("must be distributed or packed."),
-                            f"invalid --shared-devices-allocation-policy option: {policy}"))
+        out.append(
+            _Refusal(
+                "flags.plugin.sharedDevicesAllocationPolicy",
+                gettext_noop("must be distributed or packed."),
+                f"invalid --shared-devices-allocation-policy option: {policy}",
+            )
+        )
     mig_strategy = flags.get("migStrategy")
     if sharing.get("mps"):  # every MPS resource has replicas >= 2, so MPS is the sharing strategy
         if mig_strategy == "mixed":
-            out.append(_Refusal("flags.migStrategy", gettext_noop("MPS cannot be used with migStrategy mixed."),
-                                "using --mig-strategy=mixed is not supported with MPS"))
+            out.append(
+                _Refusal(
+                    "flags.migStrategy",
+                    gettext_noop("MPS cannot be used with migStrategy mixed."),
+                    "using --mig-strategy=mixed is not supported with MPS",
+                )
+            )
         if not flags.get("mpsRoot"):
-            out.append(_Refusal("flags.mpsRoot", gettext_noop("MPS needs mpsRoot (where the MPS daemon's files are)."),
-                                "using MPS requires --mps-root to be specified"))
+            out.append(
+                _Refusal(
+                    "flags.mpsRoot",
+                    gettext_noop("MPS needs mpsRoot (where the MPS daemon's files are)."),
+                    "using MPS requires --mps-root to be specified",
+                )
+            )
     discovery = flags.get("deviceDiscoveryStrategy")
     if discovery is not None and discovery not in DEVICE_DISCOVERY_STRATEGIES:
-        out.append(_Refusal("flags.deviceDiscoveryStrategy", gettext_noop("must be auto, nvml or tegra."),
-                            f"invalid --device-discovery-strategy option {discovery}"))
+        out.append(
+            _Refusal(
+                "flags.deviceDiscoveryStrategy",
+                gettext_noop("must be auto, nvml or tegra."),
+                f"invalid --device-discovery-strategy option {discovery}",
+            )
+        )
     if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES:
-        out.append(_Refusal("flags.migStrategy", gettext_noop("must be none, single or mixed."),
-                            f"unknown MIG strategy: {mig_strategy}"))
+        out.append(
+            _Refusal(
+                "flags.migStrategy",
+                gettext_noop("must be none, single or mixed."),
+                f"unknown MIG strategy: {mig_strategy}",
+            )
+        )

@@ -21,6 +21,7 @@ stay Kubernetes-shaped, so the ledger cannot tell a projection from the full obj
 - DaemonSet and ConfigMap of the device plugin / the GPU Operator: whole (the manifest
   drift compares their spec and data), except ``metadata.managedFields``.
 """
+
 from __future__ import annotations
 
 from .deviceplugin import pod_gpu_requests
@@ -40,8 +41,10 @@ def _meta(obj: dict, *, labels: bool = True, owners: bool = False) -> dict:
     if labels and src.get("labels"):
         out["labels"] = dict(src["labels"])
     if owners and src.get("ownerReferences"):
-        out["ownerReferences"] = [{k: o[k] for k in ("apiVersion", "kind", "name", "uid", "controller") if k in o}
-                                  for o in src["ownerReferences"]]
+        out["ownerReferences"] = [
+            {k: o[k] for k in ("apiVersion", "kind", "name", "uid", "controller") if k in o}
+            for o in src["ownerReferences"]
+        ]
     return out
 
 
@@ -50,6 +53,7 @@ def _head(obj: dict, kind: str, api_version: str = "v1") -> dict:
 
 
 # --- which pods -------------------------------------------------------------------
+
 
 def is_gpu_pod(pod: dict) -> bool:
     """Whether a pod's containers request any nvidia.com/* resource (any phase)."""
@@ -97,6 +101,7 @@ def worth_decoding(kind: str):
 
 # --- the projections -----------------------------------------------------------------
 
+
 def node(obj: dict) -> dict:
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     out = {**_head(obj, "Node"), "metadata": _meta(obj)}
@@ -111,8 +116,9 @@ def node(obj: dict) -> dict:
         if section in status:
             st[section] = dict(status[section] or {})
     if "conditions" in status:
-        st["conditions"] = [{k: c[k] for k in ("type", "status", "reason") if k in c}
-                            for c in status.get("conditions") or []]
+        st["conditions"] = [
+            {k: c[k] for k in ("type", "status", "reason") if k in c} for c in status.get("conditions") or []
+        ]
     version = (status.get("nodeInfo") or {}).get("kubeletVersion")
     if version:
         st["nodeInfo"] = {"kubeletVersion": version}
@@ -138,7 +144,7 @@ def _container_status(cs: dict) -> dict:
     for key in ("state", "lastState"):
         state = cs.get(key) or {}
         if state:
-            (which, detail), = list(state.items())[:1]
+            ((which, detail),) = list(state.items())[:1]
             detail = detail or {}
             out[key] = {which: {k: detail[k] for k in ("reason", "message", "exitCode") if k in detail}}
     return out

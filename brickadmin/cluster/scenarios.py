@@ -16,6 +16,7 @@ Format (YAML)::
 
 Validation names the object and the field, and nothing loads when anything is wrong.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,8 +30,19 @@ BASE_DIR = Path(__file__).resolve().parents[2]
 SCENARIO_DIR = BASE_DIR / "scenarios"
 MIG_PROFILE = re.compile(r"^\d+g\.\d+gb(\+me)?$")
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-KNOWN_KINDS = {"Node", "Pod", "Namespace", "ConfigMap", "ResourceQuota", "DaemonSet",
-               "PodDisruptionBudget", "Job", "PriorityClass", "ServiceAccount", "LimitRange"}
+KNOWN_KINDS = {
+    "Node",
+    "Pod",
+    "Namespace",
+    "ConfigMap",
+    "ResourceQuota",
+    "DaemonSet",
+    "PodDisruptionBudget",
+    "Job",
+    "PriorityClass",
+    "ServiceAccount",
+    "LimitRange",
+}
 
 
 class ScenarioError(ValueError):
@@ -145,7 +157,8 @@ def _validate_object(obj, where, seen):
                 for res, value in ((c.get("resources") or {}).get(section) or {}).items():
                     if res.startswith(vocab.NVIDIA_PREFIX) and not _whole_quantity(value):
                         raise ScenarioError(
-                            f"{label}: spec.containers[{i}].resources.{section}[{res}]: {value!r} is not a whole number")
+                            f"{label}: spec.containers[{i}].resources.{section}[{res}]: {value!r} is not a whole number"
+                        )
     if kind == "ResourceQuota":
         hard = (obj.get("spec") or {}).get("hard")
         if not isinstance(hard, dict):
@@ -156,15 +169,28 @@ def _validate_object(obj, where, seen):
             except ValueError as e:
                 raise ScenarioError(f"{label}: spec.hard[{res}]: {value!r} is not a quantity: {e}") from e
             if res.startswith(vocab.NVIDIA_PREFIX) or res.startswith(vocab.QUOTA_LIMITS_PREFIX + vocab.NVIDIA_PREFIX):
-                raise ScenarioError(f"{label}: spec.hard[{res}]: extended resources are quota'd as "
-                                    f"requests.{res.split(vocab.NVIDIA_PREFIX)[0]}{vocab.NVIDIA_PREFIX}…")
+                raise ScenarioError(
+                    f"{label}: spec.hard[{res}]: extended resources are quota'd as "
+                    f"requests.{res.split(vocab.NVIDIA_PREFIX)[0]}{vocab.NVIDIA_PREFIX}…"
+                )
 
 
 # --- builders (the demo and benchmark generators use these) -----------------
 
-def node(name: str, *, model: str | None = None, sharing: str | None = None, gpu_count: int = 0,
-         labels: dict | None = None, taints: list | None = None, cpu: str = "64", memory: str = "512Gi",
-         extra_status: dict | None = None, unschedulable: bool = False) -> dict:
+
+def node(
+    name: str,
+    *,
+    model: str | None = None,
+    sharing: str | None = None,
+    gpu_count: int = 0,
+    labels: dict | None = None,
+    taints: list | None = None,
+    cpu: str = "64",
+    memory: str = "512Gi",
+    extra_status: dict | None = None,
+    unschedulable: bool = False,
+) -> dict:
     lab = {vocab.HOSTNAME_LABEL: name, vocab.OS_LABEL: "linux", vocab.NODE_ROLE_PREFIX + "worker": ""}
     if sharing is not None:
         lab.update({vocab.GPU_TYPE_LABEL: "nvidia", vocab.SHARING_LABEL: sharing})
@@ -173,9 +199,12 @@ def node(name: str, *, model: str | None = None, sharing: str | None = None, gpu
         lab[vocab.GPU_COUNT_LABEL] = str(gpu_count)
     lab.update(labels or {})
     base = {"cpu": cpu, "memory": memory, "pods": "110", "ephemeral-storage": "860321675478"}
-    status = {"capacity": dict(base), "allocatable": dict(base),
-              "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-              "nodeInfo": {"kubeletVersion": "v1.34.1", "architecture": "amd64", "operatingSystem": "linux"}}
+    status = {
+        "capacity": dict(base),
+        "allocatable": dict(base),
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+        "nodeInfo": {"kubeletVersion": "v1.34.1", "architecture": "amd64", "operatingSystem": "linux"},
+    }
     for section, values in (extra_status or {}).items():
         status[section].update(values)
     spec = {}
@@ -183,8 +212,13 @@ def node(name: str, *, model: str | None = None, sharing: str | None = None, gpu
         spec["taints"] = taints
     if unschedulable:
         spec["unschedulable"] = True
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": lab},
-            "spec": spec, "status": status}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": lab},
+        "spec": spec,
+        "status": status,
+    }
 
 
 def gpus(node_name: str, model: str, count: int, memory_mib: int, mig: list[list[str]] | None = None) -> list[dict]:
@@ -213,21 +247,47 @@ def namespace(name: str, owner: str | None = None) -> dict:
 
 def quota(ns: str, hard: dict[str, str | int]) -> dict:
     hard = {k: str(v) for k, v in hard.items()}
-    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "workspace-quota", "namespace": ns},
-            "spec": {"hard": hard}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "workspace-quota", "namespace": ns},
+        "spec": {"hard": hard},
+    }
 
 
-def gpu_pod(ns: str, name: str, node_name: str, resource: str, count: int = 1, *, labels: dict | None = None,
-            phase: str = "Running", emptydir: bool = False, image: str = "nvcr.io/nvidia/pytorch:24.05-py3") -> dict:
-    spec = {"nodeName": node_name, "restartPolicy": "Always",
-            "containers": [{"name": "main", "image": image,
-                            "resources": {"limits": {resource: str(count)}, "requests": {resource: str(count)}}}]}
+def gpu_pod(
+    ns: str,
+    name: str,
+    node_name: str,
+    resource: str,
+    count: int = 1,
+    *,
+    labels: dict | None = None,
+    phase: str = "Running",
+    emptydir: bool = False,
+    image: str = "nvcr.io/nvidia/pytorch:24.05-py3",
+) -> dict:
+    spec = {
+        "nodeName": node_name,
+        "restartPolicy": "Always",
+        "containers": [
+            {
+                "name": "main",
+                "image": image,
+                "resources": {"limits": {resource: str(count)}, "requests": {resource: str(count)}},
+            }
+        ],
+    }
     if emptydir:
         spec["volumes"] = [{"name": "scratch", "emptyDir": {}}]
         spec["containers"][0]["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"}]
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "labels": labels or {"app": name}},
-            "spec": spec, "status": {"phase": phase}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": labels or {"app": name}},
+        "spec": spec,
+        "status": {"phase": phase},
+    }
 
 
 def device_plugin_manifest(replicas: int = 2) -> list[dict]:
@@ -236,5 +296,7 @@ def device_plugin_manifest(replicas: int = 2) -> list[dict]:
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
     for d in docs:
         if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("timeslicing"):
-            d["data"][vocab.PLUGIN_CONFIG_KEY] = d["data"][vocab.PLUGIN_CONFIG_KEY].replace("replicas: 2", f"replicas: {replicas}")
+            d["data"][vocab.PLUGIN_CONFIG_KEY] = d["data"][vocab.PLUGIN_CONFIG_KEY].replace(
+                "replicas: 2", f"replicas: {replicas}"
+            )
     return [namespace(vocab.PLUGIN_NAMESPACE)] + docs

@@ -1,5 +1,6 @@
 """A cluster snapshot: the plain Kubernetes-shaped objects the ledger and the health
 checks read, plus the physical GPU facts from Prometheus (DCGM) or the twin."""
+
 from __future__ import annotations
 
 import gc
@@ -7,7 +8,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from django.conf import settings
 
@@ -32,7 +33,7 @@ class Snapshot:
     # cluster's facts; "labels": nvidia.com/gpu.count labels or derived from allocatable.
     device_source: str = "labels"
     device_note: str = ""
-    taken_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    taken_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     source: str = "twin"
     # GPU-requesting pods in phase Failed (projected), for diagnosis; the cluster watcher
     # fills it, a one-off read (take_snapshot) leaves it empty
@@ -103,7 +104,8 @@ def _read(gateway, use_prometheus: bool) -> Snapshot:
     from .. import metrics
 
     plugin_pods = gateway.list_pods(namespace=dp.PLUGIN_NAMESPACE) + [
-        p for p in gateway.list_pods(namespace=OPERATOR_NAMESPACE)
+        p
+        for p in gateway.list_pods(namespace=OPERATOR_NAMESPACE)
         if "device-plugin" in (p["metadata"].get("labels") or {}).get("app", "")
     ]
     snap = Snapshot(

@@ -12,6 +12,7 @@ It reproduces what the procedures depend on and nothing more:
   controller would give the budget at that moment (vocabulary.py);
 - a DaemonSet's spec.selector is immutable (422), as on a real API server.
 """
+
 from __future__ import annotations
 
 import copy
@@ -21,12 +22,13 @@ import re
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from django.db import transaction
 from django.db.models import F
 
 from . import deviceplugin as dp
+from . import migparted
 from .base import (
     WATCHED_KINDS,
     Conflict,
@@ -39,7 +41,6 @@ from .base import (
     TransientClusterError,
 )
 from .models import TwinEvent, TwinHardware, TwinObject, TwinState
-from . import migparted
 from .vocabulary import (
     EVICT,
     GPU_OPERATOR_NAMESPACE,
@@ -74,9 +75,17 @@ from .vocabulary import GPU_TYPE_LABEL as GPU_NODE_LABEL
 UNSCHEDULABLE_TAINT = {"key": UNSCHEDULABLE_TAINT_KEY, "effect": "NoSchedule"}
 
 API_VERSIONS = {
-    "Node": "v1", "Pod": "v1", "Namespace": "v1", "ConfigMap": "v1", "ResourceQuota": "v1",
-    "DaemonSet": "apps/v1", "PodDisruptionBudget": "policy/v1", "Job": "batch/v1",
-    "PriorityClass": "scheduling.k8s.io/v1", "ServiceAccount": "v1", "LimitRange": "v1",
+    "Node": "v1",
+    "Pod": "v1",
+    "Namespace": "v1",
+    "ConfigMap": "v1",
+    "ResourceQuota": "v1",
+    "DaemonSet": "apps/v1",
+    "PodDisruptionBudget": "policy/v1",
+    "Job": "batch/v1",
+    "PriorityClass": "scheduling.k8s.io/v1",
+    "ServiceAccount": "v1",
+    "LimitRange": "v1",
     "Lease": "coordination.k8s.io/v1",
 }
 # The event log keeps about this many events (pruned every PRUNE_EVERY writes); a watch
@@ -87,7 +96,7 @@ CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass"}
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def _field(obj: dict, path: str):
@@ -118,16 +127,23 @@ _DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 def _validate_labels(kind: str, name: str, labels: dict) -> None:
     """The API server's 422 for an invalid object name or label value (namespaces)."""
     if kind == "Namespace" and (len(name) > 63 or not _DNS1123_LABEL_RE.match(name)):
-        raise PermanentClusterError(f'Namespace "{name}" is invalid: metadata.name: Invalid value: "{name}": '
-                                    "a lowercase RFC 1123 label must consist of lower case alphanumeric "
-                                    "characters or '-'", status=422, reason="Invalid")
+        raise PermanentClusterError(
+            f'Namespace "{name}" is invalid: metadata.name: Invalid value: "{name}": '
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric "
+            "characters or '-'",
+            status=422,
+            reason="Invalid",
+        )
     for value in (labels or {}).values():
         value = str(value)
         if len(value) > 63 or not _LABEL_VALUE_RE.match(value):
             raise PermanentClusterError(
                 f'{kind} "{name}" is invalid: metadata.labels: Invalid value: "{value}": a valid label must be '
                 "an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and "
-                "end with an alphanumeric character", status=422, reason="Invalid")
+                "end with an alphanumeric character",
+                status=422,
+                reason="Invalid",
+            )
 
 
 def _template_hash(ds: dict) -> str:
@@ -185,7 +201,9 @@ class TwinGateway:
         node_name = (body.get("spec") or {}).get("nodeName", "") if kind == "Pod" else ""
         holds_gpu = kind == "Pod" and not is_terminal(body) and bool(dp.pod_gpu_requests(body))
         _, created = TwinObject.objects.update_or_create(
-            kind=kind, namespace=namespace, name=meta["name"],
+            kind=kind,
+            namespace=namespace,
+            name=meta["name"],
             defaults={"body": body, "node_name": node_name or "", "holds_gpu": holds_gpu},
         )
         self._record(rv, TwinEvent.ADDED if created else TwinEvent.MODIFIED, kind, namespace, meta["name"], body)
@@ -267,8 +285,11 @@ class TwinGateway:
         body["metadata"] = {k: v for k, v in body["metadata"].items() if k != "resourceVersion"}
         body["metadata"]["namespace"] = namespace
         if TwinObject.objects.filter(kind="Lease", namespace=namespace, name=body["metadata"]["name"]).exists():
-            raise Conflict(f'leases.coordination.k8s.io "{body["metadata"]["name"]}" already exists',
-                           status=409, reason="AlreadyExists")
+            raise Conflict(
+                f'leases.coordination.k8s.io "{body["metadata"]["name"]}" already exists',
+                status=409,
+                reason="AlreadyExists",
+            )
         return self._save(body)  # no _bump: a lease renewal is not a change of the GPU cluster
 
     @transaction.atomic
@@ -279,12 +300,17 @@ class TwinGateway:
         if row is None:
             raise NotFound(f'leases.coordination.k8s.io "{name}" not found', status=404, reason="NotFound")
         if str(body["metadata"].get("resourceVersion") or "") != str(row.body["metadata"].get("resourceVersion")):
-            raise Conflict(f'Operation cannot be fulfilled on leases.coordination.k8s.io "{name}": the object has '
-                           "been modified; please apply your changes to the latest version and try again",
-                           status=409, reason="Conflict")
+            raise Conflict(
+                f'Operation cannot be fulfilled on leases.coordination.k8s.io "{name}": the object has '
+                "been modified; please apply your changes to the latest version and try again",
+                status=409,
+                reason="Conflict",
+            )
         body.update(apiVersion="coordination.k8s.io/v1", kind="Lease")
-        body["metadata"] = {**row.body["metadata"], **{k: v for k, v in body["metadata"].items()
-                                                       if k in ("labels", "annotations")}}
+        body["metadata"] = {
+            **row.body["metadata"],
+            **{k: v for k, v in body["metadata"].items() if k in ("labels", "annotations")},
+        }
         return self._save(body)
 
     def _bump(self):
@@ -377,7 +403,7 @@ class TwinGateway:
         pdbs = self.list_pod_disruption_budgets()
         pods = [p for p in self.list_pods(field_selector=f"spec.nodeName={node}") if not is_terminal(p)]
         for pod in pods:
-            key = f'{pod["metadata"]["namespace"]}/{pod["metadata"]["name"]}'
+            key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
             if drain_decision(pod) != EVICT:
                 result.skipped.append(key)
                 continue
@@ -485,8 +511,10 @@ class TwinGateway:
         else:
             if kind == "DaemonSet" and current["spec"].get("selector") != manifest["spec"].get("selector"):
                 raise PermanentClusterError(
-                    f'DaemonSet.apps "{meta["name"]}" is invalid: spec.selector: Invalid value: '
-                    "field is immutable", status=422, reason="Invalid")
+                    f'DaemonSet.apps "{meta["name"]}" is invalid: spec.selector: Invalid value: field is immutable',
+                    status=422,
+                    reason="Invalid",
+                )
             body = copy.deepcopy(current)
             for key, value in manifest.items():
                 if key == "metadata":
@@ -501,8 +529,9 @@ class TwinGateway:
                 old_ann = current["spec"]["template"].get("metadata", {}).get("annotations") or {}
                 restarted = old_ann.get(RESTARTED_AT_ANNOTATION)
                 if restarted:
-                    body["spec"]["template"].setdefault("metadata", {}).setdefault(
-                        "annotations", {}).setdefault(RESTARTED_AT_ANNOTATION, restarted)
+                    body["spec"]["template"].setdefault("metadata", {}).setdefault("annotations", {}).setdefault(
+                        RESTARTED_AT_ANNOTATION, restarted
+                    )
                 if body["spec"] != current["spec"]:
                     body["metadata"]["generation"] = int(current["metadata"].get("generation", 1)) + 1
             if body == current:
@@ -545,16 +574,25 @@ class TwinGateway:
         updated = int(st.get("updatedNumberScheduled", 0))
         available = int(st.get("numberAvailable", 0))
         done = updated >= desired and available >= desired
-        msg = (f'daemon set "{name}" successfully rolled out' if done else
-               f'Waiting for daemon set "{name}" rollout to finish: '
-               f"{updated} out of {desired} new pods have been updated...")
+        msg = (
+            f'daemon set "{name}" successfully rolled out'
+            if done
+            else f'Waiting for daemon set "{name}" rollout to finish: '
+            f"{updated} out of {desired} new pods have been updated..."
+        )
         return RolloutStatus(done=done, message=msg, desired=desired, updated=updated, available=available)
 
     @transaction.atomic
     def create_namespace(self, name, labels):
         _validate_labels("Namespace", name, labels)
-        return self._create({"apiVersion": "v1", "kind": "Namespace",
-                             "metadata": {"name": name, "labels": dict(labels)}, "status": {"phase": "Active"}})
+        return self._create(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": name, "labels": dict(labels)},
+                "status": {"phase": "Active"},
+            }
+        )
 
     @staticmethod
     def _validate_quota(name, spec):
@@ -568,14 +606,20 @@ class TwinGateway:
             except ValueError as e:
                 raise PermanentClusterError(
                     f'ResourceQuota in version "v1" cannot be handled as a ResourceQuota: {e}',
-                    status=400, reason="BadRequest") from e
+                    status=400,
+                    reason="BadRequest",
+                ) from e
         for key in hard:
             if key.startswith(QUOTA_LIMITS_PREFIX + NVIDIA_PREFIX) or (key.startswith(NVIDIA_PREFIX)):
                 raise PermanentClusterError(
                     f'ResourceQuota "{name}" is invalid: spec.hard[{key}]: Invalid value: '
-                    "must be a standard resource for quota", status=422, reason="Invalid")
+                    "must be a standard resource for quota",
+                    status=422,
+                    reason="Invalid",
+                )
         scopes = list(spec.get("scopes") or []) + [
-            e.get("scopeName") for e in (spec.get("scopeSelector") or {}).get("matchExpressions") or []]
+            e.get("scopeName") for e in (spec.get("scopeSelector") or {}).get("matchExpressions") or []
+        ]
         pod_scoped = {"Terminating", "NotTerminating", "NotBestEffort", "PriorityClass", "CrossNamespacePodAffinity"}
         pod_resources = {"pods", "cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory"}
         for scope in scopes:
@@ -584,22 +628,38 @@ class TwinGateway:
                 if scope in pod_scoped and standard and key not in pod_resources:
                     raise PermanentClusterError(
                         f'ResourceQuota "{name}" is invalid: spec.scopeSelector: Invalid value: '
-                        "unsupported scope applied to resource", status=422, reason="Invalid")
+                        "unsupported scope applied to resource",
+                        status=422,
+                        reason="Invalid",
+                    )
 
     @transaction.atomic
     def create_resource_quota(self, namespace, name, hard):
         self._get("Namespace", namespace)
         self._validate_quota(name, {"hard": hard})
         hard = _canonical_hard(hard)
-        return self._create({"apiVersion": "v1", "kind": "ResourceQuota",
-                             "metadata": {"name": name, "namespace": namespace},
-                             "spec": {"hard": hard}, "status": {"hard": hard, "used": {k: "0" for k in hard}}})
+        return self._create(
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"hard": hard},
+                "status": {"hard": hard, "used": {k: "0" for k in hard}},
+            }
+        )
 
     @transaction.atomic
     def create_priority_class(self, name, value, description="", preemption_policy="PreemptLowerPriority"):
-        return self._create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                             "metadata": {"name": name}, "value": int(value), "description": description,
-                             "preemptionPolicy": preemption_policy})
+        return self._create(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": int(value),
+                "description": description,
+                "preemptionPolicy": preemption_policy,
+            }
+        )
 
     @transaction.atomic
     def create_job(self, namespace, manifest):
@@ -612,15 +672,25 @@ class TwinGateway:
         # The Job controller's pod, placed where the nodeSelector says (the scheduler).
         tmpl = job["spec"]["template"]
         node = (tmpl["spec"].get("nodeSelector") or {}).get(HOSTNAME_LABEL, "")
-        pod = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": f'{job["metadata"]["name"]}-{uuid.uuid4().hex[:5]}', "namespace": namespace,
-                            "labels": {**(tmpl.get("metadata", {}).get("labels") or {}),
-                                       "job-name": job["metadata"]["name"]},
-                            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
-                                                 "name": job["metadata"]["name"],
-                                                 "uid": created["metadata"]["uid"]}]},
-               "spec": {**tmpl["spec"], "nodeName": node},
-               "status": {"phase": "Running" if node else "Pending", "startTime": now_iso()}}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{job['metadata']['name']}-{uuid.uuid4().hex[:5]}",
+                "namespace": namespace,
+                "labels": {**(tmpl.get("metadata", {}).get("labels") or {}), "job-name": job["metadata"]["name"]},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": job["metadata"]["name"],
+                        "uid": created["metadata"]["uid"],
+                    }
+                ],
+            },
+            "spec": {**tmpl["spec"], "nodeName": node},
+            "status": {"phase": "Running" if node else "Pending", "startTime": now_iso()},
+        }
         self._save(pod)
         self._bump()
         return created
@@ -638,16 +708,16 @@ class TwinGateway:
         kind = body["kind"]
         ns = "" if kind in CLUSTER_SCOPED else body["metadata"].get("namespace", "default")
         if TwinObject.objects.filter(kind=kind, namespace=ns, name=body["metadata"]["name"]).exists():
-            raise Conflict(f'{kind.lower()}s "{body["metadata"]["name"]}" already exists', status=409,
-                           reason="AlreadyExists")
+            raise Conflict(
+                f'{kind.lower()}s "{body["metadata"]["name"]}" already exists', status=409, reason="AlreadyExists"
+            )
         saved = self._save(body)
         self._bump()
         return saved
 
     # --- loading (management command) ---------------------------------------
     @transaction.atomic
-    def load(self, objects: list[dict], hardware: dict[str, list[dict]],
-             plugin_configs: dict[str, str] | None = None):
+    def load(self, objects: list[dict], hardware: dict[str, list[dict]], plugin_configs: dict[str, str] | None = None):
         """Replace the whole twin with these objects and physical GPUs. ``plugin_configs``
         gives, per node, the config its running plugin read at start when that differs
         from the ConfigMap (a rollout restart that was skipped)."""
@@ -750,8 +820,12 @@ class TwinGateway:
                 current_hash = pod["metadata"]["labels"].get("controller-revision-hash")
                 # Like the DaemonSet controller: an untolerated NoSchedule taint stops new
                 # pods but leaves a running one; only NoExecute evicts it.
-                if wanted and owner == wanted["metadata"]["name"] and current_hash == _template_hash(wanted) \
-                        and tolerates([t for t in taints or [] if t.get("effect") == "NoExecute"], tolerations):
+                if (
+                    wanted
+                    and owner == wanted["metadata"]["name"]
+                    and current_hash == _template_hash(wanted)
+                    and tolerates([t for t in taints or [] if t.get("effect") == "NoExecute"], tolerations)
+                ):
                     running = pod
                 else:
                     self._delete_row("Pod", pod["metadata"]["name"], PLUGIN_NAMESPACE)
@@ -765,15 +839,25 @@ class TwinGateway:
         tmpl = copy.deepcopy(ds["spec"]["template"])
         labels = {**(tmpl["metadata"].get("labels") or {}), "controller-revision-hash": _template_hash(ds)}
         pod = {
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f'{ds["metadata"]["name"]}-{uuid.uuid4().hex[:5]}',
-                         "namespace": ds["metadata"]["namespace"], "labels": labels,
-                         "annotations": tmpl["metadata"].get("annotations") or {},
-                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "controller": True,
-                                              "name": ds["metadata"]["name"], "uid": ds["metadata"].get("uid", "")}]},
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{ds['metadata']['name']}-{uuid.uuid4().hex[:5]}",
+                "namespace": ds["metadata"]["namespace"],
+                "labels": labels,
+                "annotations": tmpl["metadata"].get("annotations") or {},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "DaemonSet",
+                        "controller": True,
+                        "name": ds["metadata"]["name"],
+                        "uid": ds["metadata"].get("uid", ""),
+                    }
+                ],
+            },
             "spec": {**tmpl["spec"], "nodeName": node_name},
-            "status": {"phase": "Running", "startTime": now_iso(),
-                       "conditions": [{"type": "Ready", "status": "True"}]},
+            "status": {"phase": "Running", "startTime": now_iso(), "conditions": [{"type": "Ready", "status": "True"}]},
         }
         return self._save(pod)
 
@@ -809,14 +893,26 @@ class TwinGateway:
         with a back-off; the pod stays Running, never Ready."""
         containers = pod["spec"].get("containers") or [{}]
         pod["status"] = {
-            **pod["status"], "phase": "Running",
+            **pod["status"],
+            "phase": "Running",
             "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
-            "containerStatuses": [{
-                "name": c.get("name", ""), "ready": False, "restartCount": 1,
-                "state": {"waiting": {"reason": "CrashLoopBackOff",
-                                      "message": f'back-off 10s restarting failed container={c.get("name", "")} '
-                                                 f'pod={pod["metadata"]["name"]}'}},
-                "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}} for c in containers]}
+            "containerStatuses": [
+                {
+                    "name": c.get("name", ""),
+                    "ready": False,
+                    "restartCount": 1,
+                    "state": {
+                        "waiting": {
+                            "reason": "CrashLoopBackOff",
+                            "message": f"back-off 10s restarting failed container={c.get('name', '')} "
+                            f"pod={pod['metadata']['name']}",
+                        }
+                    },
+                    "lastState": {"terminated": {"reason": "Error", "exitCode": 1}},
+                }
+                for c in containers
+            ],
+        }
         self._save(pod)
 
     def _plugin_pod_by_uid(self, uid):
@@ -828,15 +924,29 @@ class TwinGateway:
     def _update_ds_status(self, ds):
         name = ds["metadata"]["name"]
         ns = ds["metadata"]["namespace"]
-        pods = [p for p in self.list_pods(namespace=ns)
-                if (p["metadata"].get("ownerReferences") or [{}])[0].get("name") == name]
+        pods = [
+            p
+            for p in self.list_pods(namespace=ns)
+            if (p["metadata"].get("ownerReferences") or [{}])[0].get("name") == name
+        ]
         h = _template_hash(ds)
         updated = sum(1 for p in pods if p["metadata"]["labels"].get("controller-revision-hash") == h)
-        ready = sum(1 for p in pods if any(c.get("type") == "Ready" and c.get("status") == "True"
-                                           for c in (p.get("status") or {}).get("conditions") or []))
-        status = {"desiredNumberScheduled": len(pods), "currentNumberScheduled": len(pods),
-                  "updatedNumberScheduled": updated, "numberReady": ready, "numberAvailable": ready,
-                  "observedGeneration": ds["metadata"].get("generation", 1)}
+        ready = sum(
+            1
+            for p in pods
+            if any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (p.get("status") or {}).get("conditions") or []
+            )
+        )
+        status = {
+            "desiredNumberScheduled": len(pods),
+            "currentNumberScheduled": len(pods),
+            "updatedNumberScheduled": updated,
+            "numberReady": ready,
+            "numberAvailable": ready,
+            "observedGeneration": ds["metadata"].get("generation", 1),
+        }
         if ds.get("status") != status:
             ds["status"] = status
             self._save(ds)
@@ -878,8 +988,14 @@ class TwinWatch:
                 continue
             if last > self.rv and last > bookmarked:  # only other kinds' events since
                 self.rv = bookmarked = last
-                yield {"type": "BOOKMARK", "object": {"kind": self.kind, "apiVersion": WATCHED_KINDS[self.kind],
-                                                     "metadata": {"resourceVersion": str(last)}}}
+                yield {
+                    "type": "BOOKMARK",
+                    "object": {
+                        "kind": self.kind,
+                        "apiVersion": WATCHED_KINDS[self.kind],
+                        "metadata": {"resourceVersion": str(last)},
+                    },
+                }
             if time.monotonic() >= deadline:
                 return
             self._closed.wait(self.poll)

@@ -5,13 +5,14 @@ lab all read label/resource/annotation names and these rules from here, so they 
 drift apart. Pure: no Django, and only the standard library at import time, because
 lab/lab.py loads this file on its own (PyYAML is imported by the one function needing it).
 """
+
 from __future__ import annotations
 
 import decimal
 import math
 import re
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, NamedTuple, TypeAlias, TypeGuard, TypeVar
 
 # A Kubernetes object, or a part of one, as the API server returns it: decoded JSON.
@@ -98,7 +99,7 @@ def split_gpu_product(product: str) -> tuple[str, str, bool]:
     name = (product or "").strip()
     shared = name.upper().endswith(GPU_PRODUCT_SHARED_SUFFIX)
     if shared:
-        name = name[:-len(GPU_PRODUCT_SHARED_SUFFIX)]
+        name = name[: -len(GPU_PRODUCT_SHARED_SUFFIX)]
     model, sep, profile = name.rpartition(GPU_PRODUCT_MIG_INFIX)
     if not sep:
         return name, "", shared
@@ -152,8 +153,12 @@ _SUFFIX_LETTERS = frozenset("eEinumkKMGTP")
 _DIGITS = frozenset("0123456789")
 _INT64_MAX = (1 << 63) - 1
 _NANO = decimal.Decimal("1e-9")
-_EXACT = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN,
-                         traps=[decimal.InvalidOperation, decimal.Overflow, decimal.DivisionByZero])
+_EXACT = decimal.Context(
+    prec=decimal.MAX_PREC,
+    Emax=decimal.MAX_EMAX,
+    Emin=decimal.MIN_EMIN,
+    traps=[decimal.InvalidOperation, decimal.Overflow, decimal.DivisionByZero],
+)
 
 
 def _split_quantity(text: str) -> tuple[str, str, str, str]:
@@ -367,6 +372,7 @@ def format_quantity(value: str | int | float | decimal.Decimal, fmt: str = DECIM
 
 # --- pods ------------------------------------------------------------------------
 
+
 def is_terminal(pod: KubeObject) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
@@ -408,6 +414,7 @@ def pod_key(pod: KubeObject) -> str:
 
 # --- label selectors -------------------------------------------------------------
 
+
 def labels_match(labels: dict[str, str], match_labels: KubeObject | None) -> bool:
     """Equality-only selection (nodeSelector, matchLabels); empty selects everything."""
     return all(labels.get(k) == v for k, v in (match_labels or {}).items())
@@ -431,7 +438,8 @@ def selector_matches(labels: dict[str, str], selector: KubeObject | None) -> boo
     selects everything; callers decide what a missing (null) selector means."""
     selector = selector or {}
     return labels_match(labels, selector.get("matchLabels")) and all(
-        _expression_matches(labels, e) for e in selector.get("matchExpressions") or [])
+        _expression_matches(labels, e) for e in selector.get("matchExpressions") or []
+    )
 
 
 _SET_RE = re.compile(r"^\s*([^\s!=]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
@@ -464,8 +472,7 @@ def parse_label_selector(selector: str | None) -> KubeObject:
         m = _SET_RE.match(term)
         if m:
             values = [v.strip() for v in m.group(3).split(",")]
-            exprs.append({"key": m.group(1), "operator": "In" if m.group(2) == "in" else "NotIn",
-                          "values": values})
+            exprs.append({"key": m.group(1), "operator": "In" if m.group(2) == "in" else "NotIn", "values": values})
         elif "!=" in term:
             key, value = term.split("!=", 1)
             exprs.append({"key": key.strip(), "operator": "NotIn", "values": [value.strip()]})
@@ -495,6 +502,7 @@ def label_selector_matches(labels: dict[str, str], selector: str | None) -> bool
 
 # --- taints and tolerations ------------------------------------------------------
 
+
 def toleration_matches(taint: KubeObject, tol: KubeObject) -> bool:
     if tol.get("effect") and tol["effect"] != taint.get("effect"):
         return False
@@ -506,10 +514,17 @@ def toleration_matches(taint: KubeObject, tol: KubeObject) -> bool:
 # The DaemonSet controller adds these tolerations to every DaemonSet pod by itself, so a
 # node under one of these conditions (cordoned, not ready, unreachable, under pressure)
 # still gets its device-plugin pod.
-DAEMONSET_AUTO_TOLERATED = frozenset({
-    UNSCHEDULABLE_TAINT_KEY, "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
-    "node.kubernetes.io/disk-pressure", "node.kubernetes.io/memory-pressure", "node.kubernetes.io/pid-pressure",
-    "node.kubernetes.io/network-unavailable"})
+DAEMONSET_AUTO_TOLERATED = frozenset(
+    {
+        UNSCHEDULABLE_TAINT_KEY,
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/disk-pressure",
+        "node.kubernetes.io/memory-pressure",
+        "node.kubernetes.io/pid-pressure",
+        "node.kubernetes.io/network-unavailable",
+    }
+)
 
 
 def tolerates(taints: list[KubeObject] | None, tolerations: list[KubeObject] | None) -> bool:
@@ -532,8 +547,9 @@ def tolerates(taints: list[KubeObject] | None, tolerations: list[KubeObject] | N
 
 # The Eviction API's refusals, word for word.
 EVICTION_REFUSED = "Cannot evict pod as it would violate the pod's disruption budget."
-EVICTION_MULTIPLE_BUDGETS = ("This pod has more than one PodDisruptionBudget, which the eviction "
-                             "subresource does not support.")
+EVICTION_MULTIPLE_BUDGETS = (
+    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+)
 UNHEALTHY_POD_ALWAYS_ALLOW = "AlwaysAllow"
 UNHEALTHY_POD_IF_HEALTHY_BUDGET = "IfHealthyBudget"  # the default
 DISRUPTION_DELETION_TIMEOUT_SECONDS = 120  # an evicted pod not deleted by then counts again
@@ -542,8 +558,12 @@ DISRUPTION_ALLOWED_CONDITION = "DisruptionAllowed"
 
 _PERCENT_RE = re.compile(r"^[+-]?[0-9]+%$")  # strconv.Atoi's digits, then '%'
 # Workloads whose scale the API server serves (the scale finder's REST mapping), by group.
-_SCALE_SUBRESOURCE = {("", "ReplicationController"), ("apps", "Deployment"), ("apps", "ReplicaSet"),
-                      ("apps", "StatefulSet")}
+_SCALE_SUBRESOURCE = {
+    ("", "ReplicationController"),
+    ("apps", "Deployment"),
+    ("apps", "ReplicaSet"),
+    ("apps", "StatefulSet"),
+}
 
 
 def pdb_selects(pdb: KubeObject, pod: KubeObject) -> bool:
@@ -564,8 +584,10 @@ def pdbs_for(pod: KubeObject, pdbs: list[KubeObject]) -> list[KubeObject]:
 
 def pod_ready(pod: KubeObject) -> bool:
     """apipod.IsPodReady: the Ready condition is True (a pod without one is not ready)."""
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
 
 
 def being_deleted(obj: KubeObject) -> bool:
@@ -616,9 +638,7 @@ def _replicas(workload: KubeObject) -> int:
     return 1 if replicas is None else int(replicas)  # the API server defaults spec.replicas to 1
 
 
-def controller_scale(
-    ref: KubeObject, namespace: str, workloads: Sequence[KubeObject]
-) -> tuple[str | None, int] | None:
+def controller_scale(ref: KubeObject, namespace: str, workloads: Sequence[KubeObject]) -> tuple[str | None, int] | None:
     """The controller a pod's controller reference leads to, as (uid, spec.replicas): the
     disruption controller's finders in their order (ReplicationController; the Deployment of a
     ReplicaSet; a ReplicaSet no Deployment controls; StatefulSet; any other scale subresource).
@@ -656,8 +676,11 @@ def controller_scale(
     obj = _workload(workloads, kind, name, namespace)
     if (group, kind) in _SCALE_SUBRESOURCE:
         return (uid, _replicas(obj)) if same(obj) else None
-    if obj is not None and _api_group(obj.get("apiVersion")) == group \
-            and isinstance((obj.get("spec") or {}).get("replicas"), int):
+    if (
+        obj is not None
+        and _api_group(obj.get("apiVersion")) == group
+        and isinstance((obj.get("spec") or {}).get("replicas"), int)
+    ):
         return (uid, _replicas(obj)) if same(obj) else None
     raise ValueError(f"{kind}.{group or 'core'} does not implement the scale subresource")
 
@@ -725,19 +748,23 @@ def count_healthy(pods: list[KubeObject], disrupted: dict[str, str], now: dateti
         name = (pod.get("metadata") or {}).get("name")
         if being_deleted(pod):
             continue
-        if name in disrupted and (now - _parse_time(disrupted[name])).total_seconds() < \
-                DISRUPTION_DELETION_TIMEOUT_SECONDS:
+        if (
+            name in disrupted
+            and (now - _parse_time(disrupted[name])).total_seconds() < DISRUPTION_DELETION_TIMEOUT_SECONDS
+        ):
             continue
         if pod_ready(pod):
             healthy += 1
     return healthy
 
 
-def pdb_status(pdb: KubeObject, pods: list[KubeObject], workloads: Sequence[KubeObject] = (), now: datetime | None = None) -> KubeObject:
+def pdb_status(
+    pdb: KubeObject, pods: list[KubeObject], workloads: Sequence[KubeObject] = (), now: datetime | None = None
+) -> KubeObject:
     """The status the disruption controller writes for this budget (trySync, updatePdbStatus,
     failSafe). ``pods``: the pods of the budget's namespace (it selects among them);
     ``workloads``: the controllers their owner references lead to (see controller_scale)."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     selected = [p for p in pods if pdb_selects(pdb, p)]
     generation = (pdb.get("metadata") or {}).get("generation", 0)
     try:
@@ -745,25 +772,43 @@ def pdb_status(pdb: KubeObject, pods: list[KubeObject], workloads: Sequence[Kube
     except ValueError as e:
         # failSafe: no disruption allowed, the rest of the status left as it was
         status = dict(pdb.get("status") or {}, disruptionsAllowed=0)
-        status["conditions"] = [{"type": DISRUPTION_ALLOWED_CONDITION, "status": "False",
-                                 "reason": "SyncFailed", "message": str(e),
-                                 "observedGeneration": status.get("observedGeneration", 0)}]
+        status["conditions"] = [
+            {
+                "type": DISRUPTION_ALLOWED_CONDITION,
+                "status": "False",
+                "reason": "SyncFailed",
+                "message": str(e),
+                "observedGeneration": status.get("observedGeneration", 0),
+            }
+        ]
         return status
     disrupted = disrupted_pods(pdb, selected, now)
     healthy = count_healthy(selected, disrupted, now)
     # expectedPods must be > 0, so a budget whose pods are not seen yet stays safe
     allowed = healthy - desired if expected > 0 and healthy - desired > 0 else 0
-    status = {"currentHealthy": healthy, "desiredHealthy": desired, "expectedPods": expected,
-              "disruptionsAllowed": allowed, "observedGeneration": generation,
-              "conditions": [{"type": DISRUPTION_ALLOWED_CONDITION, "status": "True" if allowed > 0 else "False",
-                              "reason": "SufficientPods" if allowed > 0 else "InsufficientPods",
-                              "observedGeneration": generation}]}
+    status = {
+        "currentHealthy": healthy,
+        "desiredHealthy": desired,
+        "expectedPods": expected,
+        "disruptionsAllowed": allowed,
+        "observedGeneration": generation,
+        "conditions": [
+            {
+                "type": DISRUPTION_ALLOWED_CONDITION,
+                "status": "True" if allowed > 0 else "False",
+                "reason": "SufficientPods" if allowed > 0 else "InsufficientPods",
+                "observedGeneration": generation,
+            }
+        ],
+    }
     if disrupted:
         status["disruptedPods"] = disrupted
     return status
 
 
-def disruptions_allowed(pdb: KubeObject, pods: list[KubeObject], workloads: Sequence[KubeObject] = (), now: datetime | None = None) -> int:
+def disruptions_allowed(
+    pdb: KubeObject, pods: list[KubeObject], workloads: Sequence[KubeObject] = (), now: datetime | None = None
+) -> int:
     """status.disruptionsAllowed as the disruption controller computes it (see pdb_status)."""
     allowed: int = pdb_status(pdb, pods, workloads, now)["disruptionsAllowed"]
     return allowed
@@ -817,18 +862,31 @@ def eviction_refusal(pod: KubeObject, pdbs: list[KubeObject]) -> EvictionRefusal
     status = pdb.get("status") or {}
     current, desired = status.get("currentHealthy", 0), status.get("desiredHealthy", 0)
     if status.get("observedGeneration", 0) < (pdb.get("metadata") or {}).get("generation", 0):
-        return EvictionRefusal(429, "TooManyRequests", EVICTION_REFUSED,
-                               f"The disruption budget {name} is still being processed by the server.")
+        return EvictionRefusal(
+            429,
+            "TooManyRequests",
+            EVICTION_REFUSED,
+            f"The disruption budget {name} is still being processed by the server.",
+        )
     allowed = status.get("disruptionsAllowed", 0)
     if allowed < 0:
-        return EvictionRefusal(403, "Forbidden", f'poddisruptionbudget.policy "{name}" is forbidden: '
-                                                 "pdb disruptions allowed is negative")
+        return EvictionRefusal(
+            403, "Forbidden", f'poddisruptionbudget.policy "{name}" is forbidden: pdb disruptions allowed is negative'
+        )
     if len(status.get("disruptedPods") or {}) > MAX_DISRUPTED_POD_SIZE:
-        return EvictionRefusal(403, "Forbidden", f'poddisruptionbudget.policy "{name}" is forbidden: DisruptedPods '
-                                                 "map too big - too many evictions not confirmed by PDB controller")
+        return EvictionRefusal(
+            403,
+            "Forbidden",
+            f'poddisruptionbudget.policy "{name}" is forbidden: DisruptedPods '
+            "map too big - too many evictions not confirmed by PDB controller",
+        )
     if allowed == 0:
-        return EvictionRefusal(429, "TooManyRequests", EVICTION_REFUSED,
-                               f"The disruption budget {name} needs {desired} healthy pods and has {current} currently")
+        return EvictionRefusal(
+            429,
+            "TooManyRequests",
+            EVICTION_REFUSED,
+            f"The disruption budget {name} needs {desired} healthy pods and has {current} currently",
+        )
     return None
 
 
@@ -836,18 +894,27 @@ def status_after_eviction(status: KubeObject, pod_name: str, now: datetime | Non
     """checkAndDecrement's write when it lets an eviction through: one disruption fewer (the
     condition turns InsufficientPods at 0) and the pod remembered in disruptedPods, so the
     controller does not count it healthy until it sees it being deleted."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     new = dict(status, disruptionsAllowed=status.get("disruptionsAllowed", 0) - 1)
     if new["disruptionsAllowed"] == 0:
         new["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != DISRUPTION_ALLOWED_CONDITION]
-        new["conditions"].append({"type": DISRUPTION_ALLOWED_CONDITION, "status": "False",
-                                  "reason": "InsufficientPods", "observedGeneration": status.get("observedGeneration", 0)})
-    new["disruptedPods"] = {**(status.get("disruptedPods") or {}),
-                            pod_name: now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        new["conditions"].append(
+            {
+                "type": DISRUPTION_ALLOWED_CONDITION,
+                "status": "False",
+                "reason": "InsufficientPods",
+                "observedGeneration": status.get("observedGeneration", 0),
+            }
+        )
+    new["disruptedPods"] = {
+        **(status.get("disruptedPods") or {}),
+        pod_name: now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
     return new
 
 
 # --- JSON pointer ------------------------------------------------------------------
+
 
 def json_pointer_escape(token: str) -> str:
     """RFC 6901: '~' -> '~0', '/' -> '~1' (resource names in status patch paths)."""
@@ -855,6 +922,7 @@ def json_pointer_escape(token: str) -> str:
 
 
 # --- the device plugin's config -----------------------------------------------------
+
 
 def parse_plugin_config(config: str | KubeObject | None) -> KubeObject:
     """The plugin's config file (a ConfigMap's ``config.yaml``) as a dict; YAML errors raise."""

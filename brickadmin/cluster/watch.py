@@ -14,6 +14,7 @@ never a tight loop). A burst of events costs one ``on_change(snapshot)`` per deb
 window, not one per event; a lone change is handed over at once. ``status()`` says how
 far behind the projection may be.
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,7 +22,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from . import projection
 from .base import ClusterError, Gone
@@ -44,7 +45,7 @@ WATCHES: tuple[tuple[str, str | None], ...] = (
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _key(obj: dict) -> tuple[str, str]:
@@ -72,8 +73,15 @@ class _Stream:
 
 
 class ClusterWatcher:
-    def __init__(self, gateway, *, timeout_seconds: int = 300, backoff_base: float = 0.5,
-                 backoff_cap: float = 30.0, watches=WATCHES):
+    def __init__(
+        self,
+        gateway,
+        *,
+        timeout_seconds: int = 300,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 30.0,
+        watches=WATCHES,
+    ):
         self.gateway = gateway
         self.timeout_seconds = timeout_seconds
         self.backoff_base = backoff_base
@@ -81,8 +89,17 @@ class ClusterWatcher:
         self._lock = threading.RLock()
         self._streams = {w: _Stream(*w) for w in watches}
         self._dirty = threading.Event()
-        self.counters = {"lists": 0, "watches": 0, "events": 0, "bookmarks": 0, "skipped": 0, "relists": 0,
-                         "errors": 0, "changes": 0, "published": 0}
+        self.counters = {
+            "lists": 0,
+            "watches": 0,
+            "events": 0,
+            "bookmarks": 0,
+            "skipped": 0,
+            "relists": 0,
+            "errors": 0,
+            "changes": 0,
+            "published": 0,
+        }
         self.last_event_at: datetime | None = None
         self.last_error = ""
         self.last_error_at: datetime | None = None
@@ -99,8 +116,9 @@ class ClusterWatcher:
 
     def _relist(self, w) -> bool:
         kind, ns = w
-        items, rv = self.gateway.list_with_version(kind, ns, keep=projection.keeper(kind),
-                                                   worth=projection.worth_decoding(kind))
+        items, rv = self.gateway.list_with_version(
+            kind, ns, keep=projection.keeper(kind), worth=projection.worth_decoding(kind)
+        )
         store = {_key(o): o for o in items}
         with self._lock:
             s = self._streams[w]
@@ -151,8 +169,9 @@ class ClusterWatcher:
             return changed
 
     def _watch(self, w, s: _Stream, timeout: int):
-        return self.gateway.watch(w[0], w[1], resource_version=s.rv, timeout_seconds=timeout,
-                                  worth=projection.worth_decoding(w[0]))
+        return self.gateway.watch(
+            w[0], w[1], resource_version=s.rv, timeout_seconds=timeout, worth=projection.worth_decoding(w[0])
+        )
 
     def sync(self) -> bool:
         """Apply the events pending now, without waiting for more (in-process, for the
@@ -184,6 +203,7 @@ class ClusterWatcher:
         """The projection as a Snapshot (sorted, like a list). ``taken_at`` is the time the
         projection is known to reflect: now, unless a stream is down, then when it broke."""
         with self._lock:
+
             def items(kind, ns=None):
                 s = self._streams.get((kind, ns))
                 return [] if s is None else [s.items[k] for k in sorted(s.items)]
@@ -201,12 +221,19 @@ class ClusterWatcher:
                     plugin_pods.append(p)
             nodes = sorted(items("Node"), key=lambda n: n["metadata"]["name"])
             snap = Snapshot(
-                nodes=nodes, gpu_pods=gpu_pods, failed_gpu_pods=failed, quotas=items("ResourceQuota"),
-                namespaces=items("Namespace"), jobs=items("Job"),
-                plugin_pods=plugin_pods, plugin_configmaps=items("ConfigMap", PLUGIN_NAMESPACE),
+                nodes=nodes,
+                gpu_pods=gpu_pods,
+                failed_gpu_pods=failed,
+                quotas=items("ResourceQuota"),
+                namespaces=items("Namespace"),
+                jobs=items("Job"),
+                plugin_pods=plugin_pods,
+                plugin_configmaps=items("ConfigMap", PLUGIN_NAMESPACE),
                 plugin_daemonsets=items("DaemonSet", PLUGIN_NAMESPACE),
                 operator_configmaps=items("ConfigMap", OPERATOR_NAMESPACE),
-                source=self.gateway.name, taken_at=self.as_of())
+                source=self.gateway.name,
+                taken_at=self.as_of(),
+            )
         if self.gateway.name == "twin":
             snap.devices, snap.device_source = self.gateway.gpu_devices() or {}, "twin"
         else:
@@ -224,14 +251,28 @@ class ClusterWatcher:
     def status(self) -> dict:
         """Counters and freshness, for the pages' "how old / watcher behind" line."""
         with self._lock:
-            streams = {_label(w): {"resource_version": s.rv, "connected": s.connected, "objects": len(s.items),
-                                   "behind_since": s.behind_since, "current_at": s.current_at}
-                       for w, s in self._streams.items()}
-            return {**self.counters, "started_at": self.started_at, "primed_at": self.primed_at,
-                    "last_event_at": self.last_event_at, "last_error": self.last_error,
-                    "last_error_at": self.last_error_at, "last_published_at": self.last_published_at,
-                    "as_of": self.as_of(), "behind": any(s.behind_since for s in self._streams.values()),
-                    "streams": streams}
+            streams = {
+                _label(w): {
+                    "resource_version": s.rv,
+                    "connected": s.connected,
+                    "objects": len(s.items),
+                    "behind_since": s.behind_since,
+                    "current_at": s.current_at,
+                }
+                for w, s in self._streams.items()
+            }
+            return {
+                **self.counters,
+                "started_at": self.started_at,
+                "primed_at": self.primed_at,
+                "last_event_at": self.last_event_at,
+                "last_error": self.last_error,
+                "last_error_at": self.last_error_at,
+                "last_published_at": self.last_published_at,
+                "as_of": self.as_of(),
+                "behind": any(s.behind_since for s in self._streams.values()),
+                "streams": streams,
+            }
 
     def poke(self) -> None:
         """Ask for an on_change at the next debounce window (e.g. new DCGM figures)."""
@@ -334,8 +375,10 @@ class ClusterWatcher:
                 attempt += 1
         if stop.is_set():
             return
-        threads = [threading.Thread(target=self._follow, args=(w, stop), name=f"watch-{_label(w)}", daemon=True)
-                   for w in self._streams]
+        threads = [
+            threading.Thread(target=self._follow, args=(w, stop), name=f"watch-{_label(w)}", daemon=True)
+            for w in self._streams
+        ]
         for t in threads:
             t.start()
         self._dirty.set()  # publish the primed projection

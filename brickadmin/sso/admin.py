@@ -30,8 +30,11 @@ class ConsoleUserAdmin(UserAdmin):
     def user_change_password(self, request, id, form_url=""):
         user = self.get_object(request, unquote(id))
         if user is not None and ProviderIdentity.objects.filter(user=user).exists():
-            messages.error(request, _("%(user)s signs in through single sign-on: a local password cannot be set.")
-                           % {"user": user.get_username()})
+            messages.error(
+                request,
+                _("%(user)s signs in through single sign-on: a local password cannot be set.")
+                % {"user": user.get_username()},
+            )
             return redirect(reverse(f"{self.admin_site.name}:auth_user_change", args=[user.pk]))
         return super().user_change_password(request, id, form_url)
 

@@ -11,6 +11,7 @@
   Workspace maxima per group apply) and the admin role (`is_staff`, brickadmin.permissions)
   is granted when the configured admin group is among them and taken away when it is not.
 """
+
 from __future__ import annotations
 
 import logging
@@ -73,8 +74,13 @@ def groups_from(claims: dict) -> list[str]:
         return []
     names = []
     for name in value:
-        if isinstance(name, str) and name and len(name) <= GROUP_NAME_MAX and name not in names \
-                and not any(unicodedata.category(c) == "Cc" for c in name):
+        if (
+            isinstance(name, str)
+            and name
+            and len(name) <= GROUP_NAME_MAX
+            and name not in names
+            and not any(unicodedata.category(c) == "Cc" for c in name)
+        ):
             names.append(name)
     return names
 
@@ -119,8 +125,12 @@ class ProviderBackend(OIDCAuthenticationBackend):
             raise SuspiciousOperation(f"ID token unreadable: {exc}") from exc
         for refresh in (False, True):  # an unknown key id: the provider may have rotated its keys
             for key in discovery.jwks(refresh=refresh)["keys"]:
-                if key.get("kid") == header.get("kid") and key.get("kty") == "RSA" \
-                        and key.get("alg", SIGN_ALGORITHM) == SIGN_ALGORITHM and key.get("use", "sig") == "sig":
+                if (
+                    key.get("kid") == header.get("kid")
+                    and key.get("kty") == "RSA"
+                    and key.get("alg", SIGN_ALGORITHM) == SIGN_ALGORITHM
+                    and key.get("use", "sig") == "sig"
+                ):
                     try:
                         return jwt.PyJWK(key, algorithm=SIGN_ALGORITHM)
                     except jwt.PyJWKError as exc:
@@ -132,9 +142,14 @@ class ProviderBackend(OIDCAuthenticationBackend):
             if jwt.get_unverified_header(payload).get("alg") != SIGN_ALGORITHM:
                 raise SuspiciousOperation(f"ID token not signed with {SIGN_ALGORITHM}")
             claims = jwt.decode(
-                payload, key, algorithms=[SIGN_ALGORITHM], audience=self.OIDC_RP_CLIENT_ID,
-                issuer=discovery.metadata()["issuer"], leeway=settings.BRICK_OIDC_CLOCK_SKEW_SECONDS,
-                options={"require": ["iss", "sub", "aud", "exp", "iat"]})
+                payload,
+                key,
+                algorithms=[SIGN_ALGORITHM],
+                audience=self.OIDC_RP_CLIENT_ID,
+                issuer=discovery.metadata()["issuer"],
+                leeway=settings.BRICK_OIDC_CLOCK_SKEW_SECONDS,
+                options={"require": ["iss", "sub", "aud", "exp", "iat"]},
+            )
         except jwt.InvalidTokenError as exc:  # bad signature, expired, wrong issuer or audience
             raise SuspiciousOperation(f"ID token refused: {exc}") from exc
         audiences = claims["aud"] if isinstance(claims["aud"], list) else [claims["aud"]]
@@ -161,8 +176,9 @@ class ProviderBackend(OIDCAuthenticationBackend):
         return f"subject {claims.get('sub')} of {claims.get('iss')}"
 
     def filter_users_by_claims(self, claims):
-        return self.UserModel.objects.filter(provider_identity__issuer=claims["iss"],
-                                             provider_identity__subject=claims["sub"])
+        return self.UserModel.objects.filter(
+            provider_identity__issuer=claims["iss"], provider_identity__subject=claims["sub"]
+        )
 
     @transaction.atomic
     def create_user(self, claims):
@@ -180,8 +196,10 @@ class ProviderBackend(OIDCAuthenticationBackend):
     @transaction.atomic
     def update_user(self, user, claims):
         wanted = username_from(claims)
-        if wanted != user.username and not self.UserModel.objects.filter(username__iexact=wanted).exclude(
-                pk=user.pk).exists():
+        if (
+            wanted != user.username
+            and not self.UserModel.objects.filter(username__iexact=wanted).exclude(pk=user.pk).exists()
+        ):
             user.username = wanted  # renamed at the provider
         if isinstance(claims.get("email"), str):
             user.email = claims["email"][:254]
@@ -194,8 +212,7 @@ class ProviderBackend(OIDCAuthenticationBackend):
         user.groups.set([Group.objects.get_or_create(name=name)[0] for name in groups])
         ProviderIdentity.objects.filter(user=user).update(last_login_groups=groups)
         if was_admin != user.is_staff:
-            log.info("single sign-on: %s %s the admin role", user.username,
-                     "gains" if user.is_staff else "loses")
+            log.info("single sign-on: %s %s the admin role", user.username, "gains" if user.is_staff else "loses")
         return user
 
 

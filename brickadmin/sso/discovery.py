@@ -6,6 +6,7 @@ again once when a token names a key it does not hold (the provider rotated its k
 Both stay in Django's cache for BRICK_OIDC_DISCOVERY_CACHE_SECONDS; the provider's sign-in
 button reads the document again, so a provider that is down is said to be. Nothing here runs for a
 local sign-in: a provider that is down never blocks the break-glass accounts."""
+
 from __future__ import annotations
 
 import requests
@@ -48,8 +49,9 @@ def metadata(refresh: bool = False) -> dict:
         if missing:
             raise ProviderUnavailable(f"the discovery document lacks {', '.join(missing)}")
         if str(doc["issuer"]).rstrip("/") != issuer():
-            raise ProviderUnavailable(f"the discovery document names issuer {doc['issuer']!r}, "
-                                      f"not the configured {issuer()!r}")
+            raise ProviderUnavailable(
+                f"the discovery document names issuer {doc['issuer']!r}, not the configured {issuer()!r}"
+            )
         cache.set(key, doc, settings.BRICK_OIDC_DISCOVERY_CACHE_SECONDS)
     return doc
 

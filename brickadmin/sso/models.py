@@ -9,8 +9,7 @@ class ProviderIdentity(models.Model):
     as the account linked here; a local account (no row) is never taken over by a provider
     user of the same name, so the break-glass accounts stay local."""
 
-    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
-                                related_name="provider_identity")
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="provider_identity")
     issuer = models.CharField(_("Issuer"), max_length=255)
     subject = models.CharField(_("Subject (sub)"), max_length=255)
     last_login_groups = models.JSONField(_("Groups at the last sign-in"), default=list)

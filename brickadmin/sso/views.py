@@ -1,6 +1,7 @@
 """Sign-in and sign-out pages: the login page (the provider's button and the local form),
 the two legs of the provider sign-in (mozilla-django-oidc's views, endpoints from discovery),
 and the logout that also ends the provider's session (RP-initiated logout)."""
+
 from __future__ import annotations
 
 import logging
@@ -72,8 +73,9 @@ class ProviderLoginView(OIDCAuthenticationRequestView):
             discovery.metadata(refresh=True)
         except discovery.ProviderUnavailable as exc:
             log.warning("single sign-on unavailable: %s", exc)
-            messages.error(request, _("The identity provider cannot be reached. Try again later, "
-                                      "or sign in with a local account."))
+            messages.error(
+                request, _("The identity provider cannot be reached. Try again later, or sign in with a local account.")
+            )
             return redirect(settings.LOGIN_URL)
         return super().get(request)
 
@@ -123,6 +125,11 @@ def logout(request):
     auth.logout(request)
     if not end_session:
         return redirect(settings.LOGOUT_REDIRECT_URL)
-    params = urlencode({"id_token_hint": id_token, "client_id": settings.OIDC_RP_CLIENT_ID,
-                        "post_logout_redirect_uri": request.build_absolute_uri(reverse("login"))})
+    params = urlencode(
+        {
+            "id_token_hint": id_token,
+            "client_id": settings.OIDC_RP_CLIENT_ID,
+            "post_logout_redirect_uri": request.build_absolute_uri(reverse("login")),
+        }
+    )
     return redirect(f"{end_session}{'&' if '?' in end_session else '?'}{params}")

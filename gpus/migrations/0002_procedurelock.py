@@ -4,19 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('gpus', '0001_initial'),
+        ("gpus", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ProcedureLock',
+            name="ProcedureLock",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
             ],
             options={
-                'verbose_name': 'procedure lock',
+                "verbose_name": "procedure lock",
             },
         ),
     ]

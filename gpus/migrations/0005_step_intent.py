@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('gpus', '0004_materialised_view'),
+        ("gpus", "0004_materialised_view"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='steprun',
-            name='intent',
+            model_name="steprun",
+            name="intent",
             field=models.JSONField(blank=True, null=True),
         ),
     ]

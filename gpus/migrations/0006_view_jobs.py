@@ -4,23 +4,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('gpus', '0005_step_intent'),
+        ("gpus", "0005_step_intent"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ViewJob',
+            name="ViewJob",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('generation', models.PositiveBigIntegerField()),
-                ('namespace', models.CharField(max_length=63)),
-                ('name', models.CharField(max_length=253)),
-                ('status', models.JSONField(default=dict)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("generation", models.PositiveBigIntegerField()),
+                ("namespace", models.CharField(max_length=63)),
+                ("name", models.CharField(max_length=253)),
+                ("status", models.JSONField(default=dict)),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('namespace', 'name'), name='view_job_unique')],
+                "constraints": [models.UniqueConstraint(fields=("namespace", "name"), name="view_job_unique")],
             },
         ),
     ]

@@ -5,47 +5,57 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('gpus', '0006_view_jobs'),
+        ("gpus", "0006_view_jobs"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='viewproblem',
-            name='fix',
-            field=models.CharField(blank=True, default='', max_length=8),
+            model_name="viewproblem",
+            name="fix",
+            field=models.CharField(blank=True, default="", max_length=8),
         ),
         migrations.AddField(
-            model_name='viewproblem',
-            name='fix_params',
+            model_name="viewproblem",
+            name="fix_params",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name='viewresourcerow',
-            name='shared_logical',
+            model_name="viewresourcerow",
+            name="shared_logical",
             field=models.IntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='viewresourcerow',
-            name='shared_on',
+            model_name="viewresourcerow",
+            name="shared_on",
             field=models.JSONField(blank=True, default=list),
         ),
         migrations.CreateModel(
-            name='OwnerNotice',
+            name="OwnerNotice",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('namespace', models.CharField(db_index=True, max_length=63)),
-                ('owner_name', models.CharField(blank=True, default='', max_length=150)),
-                ('subject', models.CharField(max_length=300)),
-                ('message', models.TextField()),
-                ('actor_name', models.CharField(blank=True, default='', max_length=150)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='notices', to='gpus.procedurerun')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("namespace", models.CharField(db_index=True, max_length=63)),
+                ("owner_name", models.CharField(blank=True, default="", max_length=150)),
+                ("subject", models.CharField(max_length=300)),
+                ("message", models.TextField()),
+                ("actor_name", models.CharField(blank=True, default="", max_length=150)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="notices",
+                        to="gpus.procedurerun",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
-                'constraints': [models.UniqueConstraint(fields=('run', 'subject'), name='one_notice_per_run_and_subject')],
+                "ordering": ["-created_at", "-id"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("run", "subject"), name="one_notice_per_run_and_subject")
+                ],
             },
         ),
     ]

@@ -4,36 +4,35 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('gpus', '0007_fixes_notices_operator_shared'),
+        ("gpus", "0007_fixes_notices_operator_shared"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ViewWorkspace',
+            name="ViewWorkspace",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('generation', models.PositiveBigIntegerField()),
-                ('namespace', models.CharField(max_length=63, unique=True)),
-                ('owner', models.CharField(blank=True, default='', max_length=150)),
-                ('labelled', models.BooleanField(default=False)),
-                ('resource', models.CharField(blank=True, default='', max_length=253)),
-                ('gpu_type', models.CharField(blank=True, default='', max_length=64)),
-                ('quota', models.IntegerField(default=0)),
-                ('gpu_quotas', models.JSONField(blank=True, default=dict)),
-                ('quotas', models.JSONField(blank=True, default=list)),
-                ('requested', models.IntegerField(default=0)),
-                ('physical', models.IntegerField(default=0)),
-                ('utilisation', models.FloatField(blank=True, null=True)),
-                ('memory_mib', models.FloatField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(blank=True, null=True)),
-                ('pods', models.JSONField(blank=True, default=list)),
-                ('idle_since', models.DateTimeField(blank=True, null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("generation", models.PositiveBigIntegerField()),
+                ("namespace", models.CharField(max_length=63, unique=True)),
+                ("owner", models.CharField(blank=True, default="", max_length=150)),
+                ("labelled", models.BooleanField(default=False)),
+                ("resource", models.CharField(blank=True, default="", max_length=253)),
+                ("gpu_type", models.CharField(blank=True, default="", max_length=64)),
+                ("quota", models.IntegerField(default=0)),
+                ("gpu_quotas", models.JSONField(blank=True, default=dict)),
+                ("quotas", models.JSONField(blank=True, default=list)),
+                ("requested", models.IntegerField(default=0)),
+                ("physical", models.IntegerField(default=0)),
+                ("utilisation", models.FloatField(blank=True, null=True)),
+                ("memory_mib", models.FloatField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(blank=True, null=True)),
+                ("pods", models.JSONField(blank=True, default=list)),
+                ("idle_since", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'ordering': ['namespace'],
-                'indexes': [models.Index(fields=['quota', 'namespace'], name='gpus_viewwo_quota_438275_idx')],
+                "ordering": ["namespace"],
+                "indexes": [models.Index(fields=["quota", "namespace"], name="gpus_viewwo_quota_438275_idx")],
             },
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('gpus', '0008_view_workspaces'),
+        ("gpus", "0008_view_workspaces"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='viewworkspace',
-            name='digest',
-            field=models.CharField(blank=True, default='', max_length=64),
+            model_name="viewworkspace",
+            name="digest",
+            field=models.CharField(blank=True, default="", max_length=64),
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('gpus', '0009_view_workspace_digest'),
+        ("gpus", "0009_view_workspace_digest"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='viewresourcerow',
-            name='mig_on',
+            model_name="viewresourcerow",
+            name="mig_on",
             field=models.JSONField(blank=True, default=list),
         ),
     ]

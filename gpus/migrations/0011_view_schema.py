@@ -6,13 +6,13 @@ class Migration(migrations.Migration):
     than any versioned form, so they are published again before a page reads them."""
 
     dependencies = [
-        ('gpus', '0010_view_resource_mig_on'),
+        ("gpus", "0010_view_resource_mig_on"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='viewstate',
-            name='schema',
+            model_name="viewstate",
+            name="schema",
             field=models.PositiveIntegerField(default=0),
         ),
     ]

@@ -1,4 +1,5 @@
 """What a step and a procedure are. Steps own Kubernetes; the engine owns the rest."""
+
 from __future__ import annotations
 
 import os
@@ -202,7 +203,9 @@ class ProcedureDef:
         """The nodes the pick page offers (GPU nodes by default), each with why it does not apply."""
         out = []
         for n in ledger.nodes:
-            summary = f"{n.model} · {n.physical} GPU · {n.mode}" + (f" ×{n.replicas}" if n.mode == "timeslicing" else "")
+            summary = f"{n.model} · {n.physical} GPU · {n.mode}" + (
+                f" ×{n.replicas}" if n.mode == "timeslicing" else ""
+            )
             out.append(NodeChoice(n.name, self.eligibility(n), summary))
         return out
 

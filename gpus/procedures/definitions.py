@@ -1,5 +1,6 @@
 """Procedures A-D (BRICK convention): ordered steps, pre-checks, and what the pages and
 the terminal need to offer them (label, description, parameters, nodes, checklist)."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -9,10 +10,10 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
 from brickadmin import metrics
-from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster import ClusterError, migparted
-from brickadmin.cluster.gateway import get_gateway
+from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE, advertised_resources, pod_gpu_requests
+from brickadmin.cluster.gateway import get_gateway
 
 from .. import capacity as capacity_mod
 from .. import ledger as ledger_mod
@@ -36,13 +37,12 @@ from .steps import (
     PrometheusAllocatable,
     RemoveStale,
     Skipped,
-    nvidia_resources,
-    status_patch,
     Uncordon,
+    nvidia_resources,
     prometheus_check,
+    status_patch,
     whole_gpus,
 )
-
 
 
 class PrecheckStep(Step):
@@ -75,15 +75,20 @@ class PrecheckStep(Step):
             except NotFound:
                 return Outcome()
             labels = ", ".join(f"{k}={v if v is not None else '-'}" for k, v in before["labels"].items())
-            ctx.remember(NODE_BEFORE, before, _("Node before the run: %(labels)s; %(state)s") % {
-                "labels": labels, "state": _("cordoned") if before["unschedulable"] else _("schedulable")})
+            ctx.remember(
+                NODE_BEFORE,
+                before,
+                _("Node before the run: %(labels)s; %(state)s")
+                % {"labels": labels, "state": _("cordoned") if before["unschedulable"] else _("schedulable")},
+            )
         return Outcome()
 
     def verify(self, ctx):
         checks = self.proc.prechecks(LiveRead(ctx.gateway), ctx.node, ctx.params)
         # the capacity table goes into the record too: what the admin saw and acknowledged
-        detail = "\n".join(f"[{c.level}] {c.detail}" + "".join("\n  " + i for i in c.items if c.capacity)
-                           for c in checks)
+        detail = "\n".join(
+            f"[{c.level}] {c.detail}" + "".join("\n  " + i for i in c.items if c.capacity) for c in checks
+        )
         blocks = [c for c in checks if c.level == "block"]
         if blocks:
             return Check(False, detail, " ".join(c.fix or c.detail for c in blocks))
@@ -96,8 +101,15 @@ class PrecheckStep(Step):
                 # answer, ticked or not, and refuse to start without it): the table is recorded.
                 continue
             if not all(c.acknowledged(ctx.params.get(name)) for name in asked):
-                return Check(False, detail, _("This run needs an explicit acknowledgement: %(what)s Start the wizard "
-                                              "again and tick the acknowledgement.") % {"what": c.detail})
+                return Check(
+                    False,
+                    detail,
+                    _(
+                        "This run needs an explicit acknowledgement: %(what)s Start the wizard "
+                        "again and tick the acknowledgement."
+                    )
+                    % {"what": c.detail},
+                )
         return Check(True, detail)
 
 
@@ -109,8 +121,10 @@ def node_state(raw: dict, keys=RESTORED_LABELS) -> dict:
     """What a node procedure may change on a node: its GPU labels ``keys`` (None: absent) and whether it is
     cordoned."""
     labels = raw["metadata"].get("labels") or {}
-    return {"labels": {k: labels.get(k) for k in keys or RESTORED_LABELS},
-            "unschedulable": bool((raw.get("spec") or {}).get("unschedulable"))}
+    return {
+        "labels": {k: labels.get(k) for k in keys or RESTORED_LABELS},
+        "unschedulable": bool((raw.get("spec") or {}).get("unschedulable")),
+    }
 
 
 def _shared_quota(live: LiveRead, resource=GPU_SHARED) -> dict[str, int]:
@@ -129,28 +143,45 @@ def _quota_over(live: LiveRead, resource, allocated, new_total, detail, fix) -> 
 
 
 def _ws_list(quotas: dict[str, int], owners: dict[str, str]) -> list[str]:
-    return [_("%(ns)s (owner %(owner)s): %(n)d") % {"ns": ns, "owner": owners.get(ns) or "?", "n": n}
-            for ns, n in sorted(quotas.items(), key=lambda kv: -kv[1])]
+    return [
+        _("%(ns)s (owner %(owner)s): %(n)d") % {"ns": ns, "owner": owners.get(ns) or "?", "n": n}
+        for ns, n in sorted(quotas.items(), key=lambda kv: -kv[1])
+    ]
 
 
 CAPACITY_ACK = "capacity_acknowledged"
-CAPACITY_PARAM = Param(CAPACITY_ACK, lambda: forms.IntegerField(
-    required=False, min_value=0, label=gettext_lazy("I understand the GPU types listed will have less capacity than "
-                                                    "their allocated quota.")),
-    confirm="ack", cli="--acknowledge-overcommit",
-    refusal=gettext_lazy("Tick the acknowledgement that names how much allocated quota will be over the Total (if "
-                         "the number changed since the plan was shown, look at the capacity table again)."))
+CAPACITY_PARAM = Param(
+    CAPACITY_ACK,
+    lambda: forms.IntegerField(
+        required=False,
+        min_value=0,
+        label=gettext_lazy("I understand the GPU types listed will have less capacity than their allocated quota."),
+    ),
+    confirm="ack",
+    cli="--acknowledge-overcommit",
+    refusal=gettext_lazy(
+        "Tick the acknowledgement that names how much allocated quota will be over the Total (if "
+        "the number changed since the plan was shown, look at the capacity table again)."
+    ),
+)
 
 
 def capacity_line_text(line) -> str:
     """One GPU type's Total / Allocated / Available now and after, as the run records it."""
+
     def avail(n):
         shown, over = capacity_mod.shown_available(n)
         return str(shown) if not over else _("none (over-allocated by %(n)d)") % {"n": over}
 
     return _("%(res)s: Total %(t)d → %(t2)d, Allocated %(a)d → %(a2)d, Available %(v)s → %(v2)s") % {
-        "res": line.resource, "t": line.total, "t2": line.total_after, "a": line.allocated,
-        "a2": line.allocated_after, "v": avail(line.available), "v2": avail(line.available_after)}
+        "res": line.resource,
+        "t": line.total,
+        "t2": line.total_after,
+        "a": line.allocated,
+        "a2": line.allocated_after,
+        "v": avail(line.available),
+        "v2": avail(line.available_after),
+    }
 
 
 def capacity_checks(proc, gateway, node, params, checks) -> list[Check]:
@@ -170,26 +201,51 @@ def capacity_checks(proc, gateway, node, params, checks) -> list[Check]:
     if over and any(c.level == "block" for c in checks):
         return [Check(True, _("Capacity after the run (blocked above):"), level="info", items=items, capacity=lines)]
     if not over:
-        detail = _("Capacity after the run: every GPU type keeps at least its allocated quota.") if change else \
-            _("Capacity after the run: the Totals change only once the node advertises its GPUs.")
+        detail = (
+            _("Capacity after the run: every GPU type keeps at least its allocated quota.")
+            if change
+            else _("Capacity after the run: the Totals change only once the node advertises its GPUs.")
+        )
         return [Check(True, detail, level="info", items=items, capacity=lines)]
     by = sum(line.over_after for line in over)
     names = ", ".join(f"{line.resource} ({line.over_after})" for line in over)
-    return [Check(True, _("This run leaves %(types)s with less capacity than its allocated quota: users will see none "
-                          "available and pods within their quota may stay Pending. Lower the Workspace quotas first, "
-                          "or acknowledge it.") % {"types": names},
-                  level="ack", items=items, capacity=lines, ack=CAPACITY_ACK, ack_count=by,
-                  ack_label=ngettext("I understand %(n)d GPU of allocated quota will be over the Total.",
-                                     "I understand %(n)d GPUs of allocated quota will be over the Total.", by)
-                  % {"n": by})]
+    return [
+        Check(
+            True,
+            _(
+                "This run leaves %(types)s with less capacity than its allocated quota: users will see none "
+                "available and pods within their quota may stay Pending. Lower the Workspace quotas first, "
+                "or acknowledge it."
+            )
+            % {"types": names},
+            level="ack",
+            items=items,
+            capacity=lines,
+            ack=CAPACITY_ACK,
+            ack_count=by,
+            ack_label=ngettext(
+                "I understand %(n)d GPU of allocated quota will be over the Total.",
+                "I understand %(n)d GPUs of allocated quota will be over the Total.",
+                by,
+            )
+            % {"n": by},
+        )
+    ]
 
 
 EVICTIONS_ACK = "evictions_acknowledged"
-EVICTIONS_PARAM = Param(EVICTIONS_ACK, lambda: forms.IntegerField(
-    required=False, min_value=0, label=gettext_lazy("I understand the GPU pods listed will be evicted.")),
-    confirm="ack", cli="--acknowledge-evictions",
-    refusal=gettext_lazy("Tick the acknowledgement that names how many GPU pods will be evicted (if the number "
-                         "changed since the plan was shown, look at the list again)."))
+EVICTIONS_PARAM = Param(
+    EVICTIONS_ACK,
+    lambda: forms.IntegerField(
+        required=False, min_value=0, label=gettext_lazy("I understand the GPU pods listed will be evicted.")
+    ),
+    confirm="ack",
+    cli="--acknowledge-evictions",
+    refusal=gettext_lazy(
+        "Tick the acknowledgement that names how many GPU pods will be evicted (if the number "
+        "changed since the plan was shown, look at the list again)."
+    ),
+)
 
 
 class _Conversion(ProcedureDef):
@@ -205,8 +261,18 @@ class _Conversion(ProcedureDef):
 
     def steps(self, params):
         v = self.target
-        return [PrecheckStep(self), Cordon(), Drain(), Label(v), PluginPodRunning(v), AllocatableIs(v),
-                RemoveStale(v), NoStale(v), Uncordon(), PrometheusAllocatable(v)]
+        return [
+            PrecheckStep(self),
+            Cordon(),
+            Drain(),
+            Label(v),
+            PluginPodRunning(v),
+            AllocatableIs(v),
+            RemoveStale(v),
+            NoStale(v),
+            Uncordon(),
+            PrometheusAllocatable(v),
+        ]
 
     def precheck_kubectl(self, run):
         return f"kubectl get node {run.node} -L {SHARING_LABEL}"
@@ -228,16 +294,28 @@ class _Conversion(ProcedureDef):
         live = LiveRead.of(gateway)
         n = live.ledger().node(node)
         if n is None:
-            return [Check(False, _("%(node)s is not a GPU node.") % {"node": node},
-                          _("Use procedure D to add a GPU node."))]
+            return [
+                Check(False, _("%(node)s is not a GPU node.") % {"node": node}, _("Use procedure D to add a GPU node."))
+            ]
         reason = self.eligibility(n)
         if reason:
             return [Check(False, reason)]
-        checks = [Check(True, _("%(node)s: %(mode)s, %(p)d physical GPU(s), sharing label %(label)s") % {
-            "node": node, "mode": n.mode, "p": n.physical, "label": n.sharing_label or "-"})]
+        checks = [
+            Check(
+                True,
+                _("%(node)s: %(mode)s, %(p)d physical GPU(s), sharing label %(label)s")
+                % {"node": node, "mode": n.mode, "p": n.physical, "label": n.sharing_label or "-"},
+            )
+        ]
         if n.mode == "unlabelled":
-            checks.append(Check(True, _("The sharing label value %(v)s is not recognised; this run sets it to "
-                                        "%(t)s.") % {"v": n.sharing_label, "t": self.target}, level="warn"))
+            checks.append(
+                Check(
+                    True,
+                    _("The sharing label value %(v)s is not recognised; this run sets it to %(t)s.")
+                    % {"v": n.sharing_label, "t": self.target},
+                    level="warn",
+                )
+            )
         blocker = self._untolerated_taints(live, node)
         if blocker:
             checks.append(blocker)
@@ -248,33 +326,66 @@ class _Conversion(ProcedureDef):
         """Every pod the drain will evict (the drain's own rule, read live), with its
         Workspace, owner and GPU request; GPU pods need an acknowledgement naming their count."""
         namespaces = {ns["metadata"]["name"]: ns["metadata"].get("labels") or {} for ns in live.list_namespaces()}
-        pods = [p for p in live.pods_on(node)
-                if not vocab.is_terminal(p) and vocab.drain_decision(p) == vocab.EVICT]
+        pods = [p for p in live.pods_on(node) if not vocab.is_terminal(p) and vocab.drain_decision(p) == vocab.EVICT]
         rows = []
         for p in pods:
             ns = p["metadata"].get("namespace", "")
             labels = namespaces.get(ns, {})
             gpus = pod_gpu_requests(p)
-            rows.append((not gpus, vocab.pod_key(p), _("%(pod)s · Workspace %(ws)s · owner %(owner)s · GPU %(gpu)s") % {
-                "pod": vocab.pod_key(p),
-                "ws": ns if labels.get(vocab.WORKSPACE_LABEL) == "true" else _("none (namespace %(ns)s)") % {"ns": ns},
-                "owner": labels.get(vocab.OWNER_LABEL) or "-",
-                "gpu": ", ".join(f"{r} {n}" for r, n in sorted(gpus.items())) or _("none")}))
+            rows.append(
+                (
+                    not gpus,
+                    vocab.pod_key(p),
+                    _("%(pod)s · Workspace %(ws)s · owner %(owner)s · GPU %(gpu)s")
+                    % {
+                        "pod": vocab.pod_key(p),
+                        "ws": ns
+                        if labels.get(vocab.WORKSPACE_LABEL) == "true"
+                        else _("none (namespace %(ns)s)") % {"ns": ns},
+                        "owner": labels.get(vocab.OWNER_LABEL) or "-",
+                        "gpu": ", ".join(f"{r} {n}" for r, n in sorted(gpus.items())) or _("none"),
+                    },
+                )
+            )
         rows.sort()
         items = [text for _gpu_last, _key, text in rows]
         gpu_pods = sum(1 for no_gpu, _k, _t in rows if not no_gpu)
         if gpu_pods:
-            return [Check(True, ngettext("%(n)d GPU pod on %(node)s will be evicted (%(all)d pod(s) in all):",
-                                         "%(n)d GPU pods on %(node)s will be evicted (%(all)d pod(s) in all):",
-                                         gpu_pods) % {"n": gpu_pods, "node": node, "all": len(rows)},
-                          level="ack", items=items, ack=EVICTIONS_ACK, ack_count=gpu_pods,
-                          ack_label=ngettext("I understand %(n)d GPU pod will be evicted.",
-                                             "I understand %(n)d GPU pods will be evicted.", gpu_pods) % {"n": gpu_pods})]
+            return [
+                Check(
+                    True,
+                    ngettext(
+                        "%(n)d GPU pod on %(node)s will be evicted (%(all)d pod(s) in all):",
+                        "%(n)d GPU pods on %(node)s will be evicted (%(all)d pod(s) in all):",
+                        gpu_pods,
+                    )
+                    % {"n": gpu_pods, "node": node, "all": len(rows)},
+                    level="ack",
+                    items=items,
+                    ack=EVICTIONS_ACK,
+                    ack_count=gpu_pods,
+                    ack_label=ngettext(
+                        "I understand %(n)d GPU pod will be evicted.",
+                        "I understand %(n)d GPU pods will be evicted.",
+                        gpu_pods,
+                    )
+                    % {"n": gpu_pods},
+                )
+            ]
         if rows:
-            return [Check(True, _("%(n)d pod(s) without a GPU on %(node)s will be evicted:") % {"n": len(rows), "node": node},
-                          level="warn", items=items)]
-        return [Check(True, _("No pod to evict on %(node)s (DaemonSet and mirror pods stay).") % {"node": node},
-                      level="info")]
+            return [
+                Check(
+                    True,
+                    _("%(n)d pod(s) without a GPU on %(node)s will be evicted:") % {"n": len(rows), "node": node},
+                    level="warn",
+                    items=items,
+                )
+            ]
+        return [
+            Check(
+                True, _("No pod to evict on %(node)s (DaemonSet and mirror pods stay).") % {"node": node}, level="info"
+            )
+        ]
 
     def _untolerated_taints(self, live, node):
         """The target mode's DaemonSet must tolerate the node's taints, or its plugin pod
@@ -287,24 +398,39 @@ class _Conversion(ProcedureDef):
         try:
             ds = live.get_daemonset(PLUGIN_NAMESPACE, name)
         except NotFound:
-            return Check(False, _("DaemonSet %(ns)s/%(name)s does not exist.") % {"ns": PLUGIN_NAMESPACE, "name": name},
-                         _("Apply the managed device-plugin manifest first (Manifest page)."))
+            return Check(
+                False,
+                _("DaemonSet %(ns)s/%(name)s does not exist.") % {"ns": PLUGIN_NAMESPACE, "name": name},
+                _("Apply the managed device-plugin manifest first (Manifest page)."),
+            )
         taints = (live.get_node(node).get("spec") or {}).get("taints") or []
         tolerations = ds["spec"]["template"]["spec"].get("tolerations")
         missing = [t for t in taints if not dp.tolerates([t], tolerations)]
         if not missing:
             return None
-        names = ", ".join(f'{t.get("key")}{"=" + t["value"] if t.get("value") else ""}:{t.get("effect")}'
-                          for t in missing)
-        return Check(False, _("DaemonSet %(name)s does not tolerate the taint(s) %(taints)s of %(node)s: its plugin "
-                              "pod would never start there.") % {"name": name, "taints": names, "node": node},
-                     _("Add the toleration to both DaemonSets (they must stay identical) in the managed manifest, "
-                       "apply it, then start again."), level="block")
+        names = ", ".join(
+            f"{t.get('key')}{'=' + t['value'] if t.get('value') else ''}:{t.get('effect')}" for t in missing
+        )
+        return Check(
+            False,
+            _(
+                "DaemonSet %(name)s does not tolerate the taint(s) %(taints)s of %(node)s: its plugin "
+                "pod would never start there."
+            )
+            % {"name": name, "taints": names, "node": node},
+            _(
+                "Add the toleration to both DaemonSets (they must stay identical) in the managed manifest, "
+                "apply it, then start again."
+            ),
+            level="block",
+        )
 
     def eligibility(self, n):
         if n.convention != "brick":
-            return _("Not a BRICK-convention node (GPU Operator or unlabelled): the wizards follow the BRICK labels. "
-                     "Use procedure D to add it.")
+            return _(
+                "Not a BRICK-convention node (GPU Operator or unlabelled): the wizards follow the BRICK labels. "
+                "Use procedure D to add it."
+            )
         if n.mode == "timeslicing" and self.target == "timeslicing":
             return _("Already time-slicing.")
         if n.mode in ("exclusive", "mig") and self.target == "none":
@@ -315,9 +441,11 @@ class _Conversion(ProcedureDef):
 class ProcedureA(_Conversion):
     code = "A"
     label = gettext_lazy("A. Exclusive → Time-slicing")
-    description = gettext_lazy("Cordon and drain a node, switch its sharing label to timeslicing, verify the "
-                               "time-slicing plugin and physical × replicas, remove the stale nvidia.com/gpu, "
-                               "uncordon, check Prometheus.")
+    description = gettext_lazy(
+        "Cordon and drain a node, switch its sharing label to timeslicing, verify the "
+        "time-slicing plugin and physical × replicas, remove the stale nvidia.com/gpu, "
+        "uncordon, check Prometheus."
+    )
     action_label = gettext_lazy("Convert to time-slicing (A)")
     target = "timeslicing"
 
@@ -328,20 +456,33 @@ class ProcedureA(_Conversion):
 class ProcedureB(_Conversion):
     code = "B"
     label = gettext_lazy("B. Time-slicing → Exclusive")
-    description = gettext_lazy("The same skeleton back to exclusive, after a pre-check that the shared quota still "
-                               "fits without the node.")
+    description = gettext_lazy(
+        "The same skeleton back to exclusive, after a pre-check that the shared quota still fits without the node."
+    )
     action_label = gettext_lazy("Convert to exclusive (B)")
     target = "none"
-    params = (EVICTIONS_PARAM, CAPACITY_PARAM, Param("acknowledged", lambda: forms.BooleanField(
-        required=False, label=gettext_lazy("I have agreed with the affected Workspace owners; their shared GPU pods "
-                                           "will stay Pending.")),
-        confirm="ack", refusal=gettext_lazy("Tick the acknowledgement to go on."), cli="--acknowledge"),)
+    params = (
+        EVICTIONS_PARAM,
+        CAPACITY_PARAM,
+        Param(
+            "acknowledged",
+            lambda: forms.BooleanField(
+                required=False,
+                label=gettext_lazy(
+                    "I have agreed with the affected Workspace owners; their shared GPU pods will stay Pending."
+                ),
+            ),
+            confirm="ack",
+            refusal=gettext_lazy("Tick the acknowledgement to go on."),
+            cli="--acknowledge",
+        ),
+    )
 
     def offered_on(self, n):
         return n.convention == "brick" and n.mode in ("timeslicing", "unlabelled")
 
     def precheck_kubectl(self, run):
-        return ("PromQL: " + metrics.SHARED_TOTAL_EXCEPT.format(node=run.node) + "  >=  " + metrics.SHARED_ALLOCATED)
+        return "PromQL: " + metrics.SHARED_TOTAL_EXCEPT.format(node=run.node) + "  >=  " + metrics.SHARED_ALLOCATED
 
     def conversion_checks(self, gateway, node, params):
         live = LiveRead.of(gateway)
@@ -354,38 +495,64 @@ class ProcedureB(_Conversion):
         source = "Prometheus"
         if total_except is None or allocated is None:
             source = _("the cluster (Prometheus unavailable: %(why)s)") % {
-                "why": metrics.last_error() or _("not configured")}
-            total_except = sum(r.allocatable for x in led.nodes if x.name != node for r in x.served
-                               if r.resource == GPU_SHARED)
+                "why": metrics.last_error() or _("not configured")
+            }
+            total_except = sum(
+                r.allocatable for x in led.nodes if x.name != node for r in x.served if r.resource == GPU_SHARED
+            )
             allocated = led.resource(GPU_SHARED).allocated
         total_except, allocated = int(total_except), int(allocated)
         owners = live.owners()
         quotas = _shared_quota(live)
-        numbers = _("Shared total left after removing %(node)s: %(t)d; shared quota allocated: %(a)d (from %(src)s).") \
-            % {"node": node, "t": total_except, "a": allocated, "src": source}
+        numbers = _(
+            "Shared total left after removing %(node)s: %(t)d; shared quota allocated: %(a)d (from %(src)s)."
+        ) % {"node": node, "t": total_except, "a": allocated, "src": source}
         if total_except < allocated:
             items = _ws_list({k: v for k, v in quotas.items() if v}, owners)
-            checks.append(Check(False, numbers, _("Lower the shared GPU quotas by %(d)d in total before converting "
-                                                  "%(node)s. Workspaces holding shared quota: %(ws)s.")
-                                % {"d": allocated - total_except, "node": node, "ws": "; ".join(items)},
-                                level="block", items=items))
+            checks.append(
+                Check(
+                    False,
+                    numbers,
+                    _(
+                        "Lower the shared GPU quotas by %(d)d in total before converting "
+                        "%(node)s. Workspaces holding shared quota: %(ws)s."
+                    )
+                    % {"d": allocated - total_except, "node": node, "ws": "; ".join(items)},
+                    level="block",
+                    items=items,
+                )
+            )
             return checks
         checks.append(Check(True, numbers))
         others = [x for x in led.nodes if x.name != node and x.mode == "timeslicing"]
         if not others:
-            shared_pods = [p for p in live.list_gpu_pods()
-                           if (p.get("spec") or {}).get("nodeName") == node
-                           and GPU_SHARED in str((p.get("spec") or {}).get("containers"))]
+            shared_pods = [
+                p
+                for p in live.list_gpu_pods()
+                if (p.get("spec") or {}).get("nodeName") == node
+                and GPU_SHARED in str((p.get("spec") or {}).get("containers"))
+            ]
             namespaces = sorted({p["metadata"]["namespace"] for p in shared_pods} | set(quotas))
             items = [_("%(ns)s (owner %(owner)s)") % {"ns": ns, "owner": owners.get(ns) or "?"} for ns in namespaces]
-            checks.append(Check(True, _("%(node)s is the only time-slicing node: its shared GPU pods will have "
-                                        "nowhere to go and stay Pending. Affected Workspaces: %(ws)s. Agree with "
-                                        "their owners first.") % {"node": node, "ws": ", ".join(items) or _("none")},
-                                level="ack", items=items, ack="acknowledged"))
+            checks.append(
+                Check(
+                    True,
+                    _(
+                        "%(node)s is the only time-slicing node: its shared GPU pods will have "
+                        "nowhere to go and stay Pending. Affected Workspaces: %(ws)s. Agree with "
+                        "their owners first."
+                    )
+                    % {"node": node, "ws": ", ".join(items) or _("none")},
+                    level="ack",
+                    items=items,
+                    ack="acknowledged",
+                )
+            )
         return checks
 
 
 # --- C -------------------------------------------------------------------------
+
 
 class EditManifest(Step):
     key = "manifest-edit"
@@ -394,8 +561,9 @@ class EditManifest(Step):
         return _("Set replicas: %(r)s in the managed manifest") % {"r": run.params.get("replicas")}
 
     def kubectl(self, run):
-        return _("edit brick-nvidia-device-plugin.yaml: sharing.timeSlicing.resources[nvidia.com/gpu].replicas: %(r)s") \
-            % {"r": run.params.get("replicas")}
+        return _(
+            "edit brick-nvidia-device-plugin.yaml: sharing.timeSlicing.resources[nvidia.com/gpu].replicas: %(r)s"
+        ) % {"r": run.params.get("replicas")}
 
     def ensure(self, ctx):
         want = int(ctx.params["replicas"])
@@ -403,21 +571,30 @@ class EditManifest(Step):
         have = manifest_mod.ts_replicas(manifest_mod.parse(cur.content))
         if have == want:
             return Outcome(None, _("manifest v%(v)d already has replicas %(r)d") % {"v": cur.version, "r": want})
-        new = manifest_mod.save_version(manifest_mod.set_replicas(cur.content, want), actor=ctx.run.actor,
-                                        actor_name=ctx.run.actor_name, run=ctx.run,
-                                        note=f"procedure C run #{ctx.run.pk}: replicas {have} -> {want}")
-        return Outcome({"manifestVersion": new.version, "replicas": want},
-                       _("manifest v%(a)d -> v%(b)d: replicas %(x)s -> %(y)d") % {
-                           "a": cur.version, "b": new.version, "x": have, "y": want})
+        new = manifest_mod.save_version(
+            manifest_mod.set_replicas(cur.content, want),
+            actor=ctx.run.actor,
+            actor_name=ctx.run.actor_name,
+            run=ctx.run,
+            note=f"procedure C run #{ctx.run.pk}: replicas {have} -> {want}",
+        )
+        return Outcome(
+            {"manifestVersion": new.version, "replicas": want},
+            _("manifest v%(a)d -> v%(b)d: replicas %(x)s -> %(y)d")
+            % {"a": cur.version, "b": new.version, "x": have, "y": want},
+        )
 
     def verify(self, ctx):
         cur = manifest_mod.current()
         docs = manifest_mod.parse(cur.content)
         result = manifest_mod.validate(docs)
         ok = result.ok and manifest_mod.ts_replicas(docs) == int(ctx.params["replicas"])
-        return Check(ok, _("manifest v%(v)d: %(state)s") % {"v": cur.version,
-                                                           "state": "valid" if result.ok else "; ".join(result.errors)},
-                     _("Fix the managed manifest (Manifest page), then resume."))
+        return Check(
+            ok,
+            _("manifest v%(v)d: %(state)s")
+            % {"v": cur.version, "state": "valid" if result.ok else "; ".join(result.errors)},
+            _("Fix the managed manifest (Manifest page), then resume."),
+        )
 
 
 class ApplyManifest(Step):
@@ -438,15 +615,20 @@ class ApplyManifest(Step):
             return Outcome(None, _("live objects already match manifest v%(v)d") % {"v": cur.version})
         lines = manifest_mod.apply(docs, ctx.gateway)
         type(cur).objects.filter(pk=cur.pk).update(applied_at=timezone.now())
-        return Outcome({"manifestVersion": cur.version,
-                        "objects": [f'{d["kind"]}/{d["metadata"]["name"]}' for d in docs]}, "\n".join(lines))
+        return Outcome(
+            {"manifestVersion": cur.version, "objects": [f"{d['kind']}/{d['metadata']['name']}" for d in docs]},
+            "\n".join(lines),
+        )
 
     def verify(self, ctx):
         docs = manifest_mod.parse(manifest_mod.current().content)
         items = manifest_mod.drift(docs, ctx.gateway)
         bad = [f"{d.kind}/{d.name}: {d.state} {', '.join(d.paths)}" for d in items if d.state != "in-sync"]
-        return Check(not bad, "\n".join(f"{d.kind}/{d.name}: {d.state}" for d in items),
-                     _("Live objects differ from the manifest: %(x)s") % {"x": "; ".join(bad)})
+        return Check(
+            not bad,
+            "\n".join(f"{d.kind}/{d.name}: {d.state}" for d in items),
+            _("Live objects differ from the manifest: %(x)s") % {"x": "; ".join(bad)},
+        )
 
 
 class RolloutRestart(Step):
@@ -461,7 +643,7 @@ class RolloutRestart(Step):
     def ensure(self, ctx):
         applied = ctx.finished_at("apply")
         ds = ctx.gateway.get_daemonset(PLUGIN_NAMESPACE, manifest_mod.TS_DAEMONSET)
-        ann = ((ds["spec"]["template"].get("metadata") or {}).get("annotations") or {})
+        ann = (ds["spec"]["template"].get("metadata") or {}).get("annotations") or {}
         restarted = ann.get(manifest_mod.RESTARTED_AT, "")
         if ctx.sent_before(self.key):
             return Outcome(None, _("already restarted by this run (restartedAt %(t)s)") % {"t": restarted[:20]})
@@ -470,8 +652,10 @@ class RolloutRestart(Step):
         if applied and restarted[:19] > applied.strftime("%Y-%m-%dT%H:%M:%S"):
             return Outcome(None, _("already restarted at %(t)s, after the apply") % {"t": restarted[:20]})
         ctx.gateway.rollout_restart_daemonset(PLUGIN_NAMESPACE, manifest_mod.TS_DAEMONSET)
-        return Outcome({"spec": {"template": {"metadata": {"annotations": {manifest_mod.RESTARTED_AT: "<now>"}}}}},
-                       f"daemonset.apps/{manifest_mod.TS_DAEMONSET} restarted")
+        return Outcome(
+            {"spec": {"template": {"metadata": {"annotations": {manifest_mod.RESTARTED_AT: "<now>"}}}}},
+            f"daemonset.apps/{manifest_mod.TS_DAEMONSET} restarted",
+        )
 
 
 class RolloutStatus(Step):
@@ -486,8 +670,12 @@ class RolloutStatus(Step):
 
     def verify(self, ctx):
         st = ctx.gateway.daemonset_rollout_status(PLUGIN_NAMESPACE, manifest_mod.TS_DAEMONSET)
-        return Check(st.done, st.message, _("The rollout did not finish: check the plugin pods in %(ns)s "
-                                            "(Pending means a missing toleration).") % {"ns": PLUGIN_NAMESPACE})
+        return Check(
+            st.done,
+            st.message,
+            _("The rollout did not finish: check the plugin pods in %(ns)s (Pending means a missing toleration).")
+            % {"ns": PLUGIN_NAMESPACE},
+        )
 
 
 def _ts_nodes(ctx):
@@ -512,14 +700,21 @@ class EveryTSNode(Step):
         lines, bad = [], []
         for name in _ts_nodes(ctx):
             physical, _src = whole_gpus(ctx, name)
-            got = vocab.quantity(((ctx.gateway.get_node(name).get("status") or {}).get("allocatable") or {})
-                                 .get(GPU_SHARED, "0"))
+            got = vocab.quantity(
+                ((ctx.gateway.get_node(name).get("status") or {}).get("allocatable") or {}).get(GPU_SHARED, "0")
+            )
             lines.append(f"{name}: {GPU_SHARED} {got} (expected {physical} × {want} = {physical * want})")
             if got != physical * want:
                 bad.append(name)
-        return Check(not bad, "\n".join(lines) or _("no time-slicing node"),
-                     _("Not reflected on %(nodes)s: the plugin there did not restart (rollout restart skipped?) "
-                       "or its pod is not Running.") % {"nodes": ", ".join(bad)})
+        return Check(
+            not bad,
+            "\n".join(lines) or _("no time-slicing node"),
+            _(
+                "Not reflected on %(nodes)s: the plugin there did not restart (rollout restart skipped?) "
+                "or its pod is not Running."
+            )
+            % {"nodes": ", ".join(bad)},
+        )
 
 
 class PrometheusEveryTSNode(Step):
@@ -539,33 +734,52 @@ class PrometheusEveryTSNode(Step):
             physical, _src = whole_gpus(ctx, name)
             checks.append((name, prometheus_check(ctx, name, GPU_SHARED, physical * want)))
         bad = [n for n, c in checks if not c.ok]
-        return Check(not bad, "\n".join(f"{n}: {c.detail}" for n, c in checks),
-                     " ".join(c.fix for _n, c in checks if not c.ok))
+        return Check(
+            not bad, "\n".join(f"{n}: {c.detail}" for n, c in checks), " ".join(c.fix for _n, c in checks if not c.ok)
+        )
 
 
 class ProcedureC(ProcedureDef):
     code = "C"
     label = gettext_lazy("C. Change time-slicing replicas")
-    description = gettext_lazy("Change replicas in the managed manifest, apply, rollout restart, verify every "
-                               "time-slicing node.")
+    description = gettext_lazy(
+        "Change replicas in the managed manifest, apply, rollout restart, verify every time-slicing node."
+    )
     action_label = gettext_lazy("Change replicas (C)")
     needs_node = False
     cluster_wide = True  # every time-slicing node changes
     fixes = ("replicas-not-reflected",)
-    params = (Param("replicas", lambda: forms.IntegerField(
-        min_value=2, max_value=64, label=gettext_lazy("New replicas"),
-        error_messages={"required": gettext_lazy("Give the new number of replicas (at least 2).")})), CAPACITY_PARAM)
+    params = (
+        Param(
+            "replicas",
+            lambda: forms.IntegerField(
+                min_value=2,
+                max_value=64,
+                label=gettext_lazy("New replicas"),
+                error_messages={"required": gettext_lazy("Give the new number of replicas (at least 2).")},
+            ),
+        ),
+        CAPACITY_PARAM,
+    )
 
     def offered_on(self, n):
         return n.convention == "brick" and n.mode == "timeslicing"
 
     def pick_facts(self, ledger, snapshot):
-        return [(_("Current replicas in the time-slicing ConfigMap"),
-                 ledger_mod.brick_replicas(snapshot.plugin_configmaps))]
+        return [
+            (_("Current replicas in the time-slicing ConfigMap"), ledger_mod.brick_replicas(snapshot.plugin_configmaps))
+        ]
 
     def steps(self, params):
-        return [PrecheckStep(self), EditManifest(), ApplyManifest(), RolloutRestart(), RolloutStatus(),
-                EveryTSNode(), PrometheusEveryTSNode()]
+        return [
+            PrecheckStep(self),
+            EditManifest(),
+            ApplyManifest(),
+            RolloutRestart(),
+            RolloutStatus(),
+            EveryTSNode(),
+            PrometheusEveryTSNode(),
+        ]
 
     def precheck_kubectl(self, run):
         return "PromQL: " + metrics.SHARED_ALLOCATED
@@ -585,20 +799,50 @@ class ProcedureC(ProcedureDef):
         new_total = sum(whole.values()) * want
         allocated = led.resource(GPU_SHARED).allocated
         total_now = led.resource(GPU_SHARED).logical
-        checks = [Check(True, _("Replicas %(a)d → %(b)d on %(n)d time-slicing node(s): shared total %(t)d → %(u)d; "
-                                "shared quota allocated %(q)d.") % {"a": have, "b": want, "n": len(ts),
-                                                                     "t": total_now, "u": new_total, "q": allocated})]
+        checks = [
+            Check(
+                True,
+                _(
+                    "Replicas %(a)d → %(b)d on %(n)d time-slicing node(s): shared total %(t)d → %(u)d; "
+                    "shared quota allocated %(q)d."
+                )
+                % {"a": have, "b": want, "n": len(ts), "t": total_now, "u": new_total, "q": allocated},
+            )
+        ]
         if want == have:
-            checks.append(Check(True, _("The manifest already says %(r)d: the run re-applies and restarts the "
-                                        "plugin so every node reflects it.") % {"r": want}, level="info"))
+            checks.append(
+                Check(
+                    True,
+                    _(
+                        "The manifest already says %(r)d: the run re-applies and restarts the "
+                        "plugin so every node reflects it."
+                    )
+                    % {"r": want},
+                    level="info",
+                )
+            )
         if want > have:
-            checks.append(Check(True, _("Increasing replicas makes the shared Total jump to %(u)d at once while "
-                                        "quotas stay the same, so Available looks larger (+%(d)d). Check that this "
-                                        "is intended.") % {"u": new_total, "d": new_total - total_now}, level="warn"))
-        over = _quota_over(live, GPU_SHARED, allocated, new_total,
-                           _("Allocated shared quota %(q)d would not fit under the new Total %(u)d.")
-                           % {"q": allocated, "u": new_total},
-                           _("Lower shared quotas by %(d)d in total first. Workspaces: %(ws)s."))
+            checks.append(
+                Check(
+                    True,
+                    _(
+                        "Increasing replicas makes the shared Total jump to %(u)d at once while "
+                        "quotas stay the same, so Available looks larger (+%(d)d). Check that this "
+                        "is intended."
+                    )
+                    % {"u": new_total, "d": new_total - total_now},
+                    level="warn",
+                )
+            )
+        over = _quota_over(
+            live,
+            GPU_SHARED,
+            allocated,
+            new_total,
+            _("Allocated shared quota %(q)d would not fit under the new Total %(u)d.")
+            % {"q": allocated, "u": new_total},
+            _("Lower shared quotas by %(d)d in total first. Workspaces: %(ws)s."),
+        )
         if want < have and over:
             checks.append(over)
         return checks + capacity_checks(self, gateway, node, params, checks)
@@ -612,23 +856,40 @@ class ProcedureC(ProcedureDef):
 
 # --- D -------------------------------------------------------------------------
 
+
 class ProcedureD(ProcedureDef):
     code = "D"
     label = gettext_lazy("D. Add a GPU node")
-    description = gettext_lazy("Confirm the node build checklist, label gpu.type and gpu.sharing together, verify "
-                               "the plugin and resources.")
-    checklist = gettext_lazy("Checklist: the NVIDIA driver (.run) and nvidia-container-runtime (rpm) are installed "
-                             "on %(node)s per the node build guide.")
+    description = gettext_lazy(
+        "Confirm the node build checklist, label gpu.type and gpu.sharing together, verify the plugin and resources."
+    )
+    checklist = gettext_lazy(
+        "Checklist: the NVIDIA driver (.run) and nvidia-container-runtime (rpm) are installed "
+        "on %(node)s per the node build guide."
+    )
     params = (
-        Param("sharing", lambda: forms.ChoiceField(
-            label=gettext_lazy("Sharing mode"), initial="none",
-            choices=[("none", gettext_lazy("Exclusive (none)")), ("timeslicing", gettext_lazy("Time-slicing"))],
-            error_messages={"required": gettext_lazy("Choose the sharing mode.")})),
-        Param("checklist_confirmed", lambda: forms.BooleanField(
-            required=False, label=gettext_lazy("Checklist: the NVIDIA driver (.run) and nvidia-container-runtime "
-                                               "(rpm) are installed on this node per the node build guide.")),
-            confirm="always", cli="--confirm-checklist",
-            refusal=gettext_lazy("Confirm the checklist: the driver and container runtime must be installed first.")),
+        Param(
+            "sharing",
+            lambda: forms.ChoiceField(
+                label=gettext_lazy("Sharing mode"),
+                initial="none",
+                choices=[("none", gettext_lazy("Exclusive (none)")), ("timeslicing", gettext_lazy("Time-slicing"))],
+                error_messages={"required": gettext_lazy("Choose the sharing mode.")},
+            ),
+        ),
+        Param(
+            "checklist_confirmed",
+            lambda: forms.BooleanField(
+                required=False,
+                label=gettext_lazy(
+                    "Checklist: the NVIDIA driver (.run) and nvidia-container-runtime "
+                    "(rpm) are installed on this node per the node build guide."
+                ),
+            ),
+            confirm="always",
+            cli="--confirm-checklist",
+            refusal=gettext_lazy("Confirm the checklist: the driver and container runtime must be installed first."),
+        ),
         CAPACITY_PARAM,
     )
 
@@ -643,9 +904,14 @@ class ProcedureD(ProcedureDef):
 
     def steps(self, params):
         v = params.get("sharing", "none")
-        return [PrecheckStep(self), Checklist(), LabelBoth(v), PluginPodRunning(v), AllocatableIs(v),
-                Skipped("status-patch", _("Status patch"), _("A new node has no stale resource: no status patch "
-                                                                "needed."))]
+        return [
+            PrecheckStep(self),
+            Checklist(),
+            LabelBoth(v),
+            PluginPodRunning(v),
+            AllocatableIs(v),
+            Skipped("status-patch", _("Status patch"), _("A new node has no stale resource: no status patch needed.")),
+        ]
 
     def precheck_kubectl(self, run):
         return f"kubectl get node {run.node} --show-labels"
@@ -662,8 +928,13 @@ class ProcedureD(ProcedureDef):
         reason = self.eligibility_raw(raw)
         if reason:
             return [Check(False, reason)]
-        checks = [Check(True, _("%(node)s has no GPU labels yet; it will get %(t)s=nvidia and %(s)s=%(v)s.")
-                        % {"node": node, "t": TYPE_LABEL, "s": SHARING_LABEL, "v": params["sharing"]})]
+        checks = [
+            Check(
+                True,
+                _("%(node)s has no GPU labels yet; it will get %(t)s=nvidia and %(s)s=%(v)s.")
+                % {"node": node, "t": TYPE_LABEL, "s": SHARING_LABEL, "v": params["sharing"]},
+            )
+        ]
         return checks + capacity_checks(self, gateway, node, params, checks)
 
     def capacity_change(self, gateway, ledger, snapshot, node, params):
@@ -685,6 +956,7 @@ class ProcedureD(ProcedureDef):
 # nvidia.com/mig.config; mig-manager (a GPU Operator DaemonSet on the nodes labelled
 # nvidia.com/gpu.deploy.mig-manager=true) repartitions the GPUs, restarts the device plugin and
 # reports nvidia.com/mig.config.state: pending, then success or failed.
+
 
 def mig_manager_runs(labels: dict) -> bool:
     return (labels or {}).get(vocab.MIG_MANAGER_DEPLOY_LABEL) == "true"
@@ -728,8 +1000,11 @@ def mig_advertised(gpus: list[dict], labels: dict) -> dict[str, int]:
 def advertised_now(raw: dict) -> dict[str, int]:
     """The node's nvidia.com/* allocatable above 0 (kubelet keeps a resource no longer served at 0)."""
     alloc = (raw.get("status") or {}).get("allocatable") or {}
-    return {r: vocab.quantity(v) for r, v in sorted(alloc.items())
-            if r.startswith(vocab.NVIDIA_PREFIX) and vocab.quantity(v) > 0}
+    return {
+        r: vocab.quantity(v)
+        for r, v in sorted(alloc.items())
+        if r.startswith(vocab.NVIDIA_PREFIX) and vocab.quantity(v) > 0
+    }
 
 
 def layout_summary(gpus: list[dict]) -> str:
@@ -740,10 +1015,14 @@ def layout_summary(gpus: list[dict]) -> str:
         groups[key] = groups.get(key, 0) + 1
     parts = []
     for key, count in groups.items():
-        what = ", ".join(f"{n} × {vocab.MIG_PREFIX}{p}" for p, n in key) if key else \
-            _("%(res)s (MIG off)") % {"res": vocab.GPU}
-        parts.append(ngettext("%(what)s on %(n)d GPU", "%(what)s on each of %(n)d GPUs", count)
-                     % {"what": what, "n": count})
+        what = (
+            ", ".join(f"{n} × {vocab.MIG_PREFIX}{p}" for p, n in key)
+            if key
+            else _("%(res)s (MIG off)") % {"res": vocab.GPU}
+        )
+        parts.append(
+            ngettext("%(what)s on %(n)d GPU", "%(what)s on each of %(n)d GPUs", count) % {"what": what, "n": count}
+        )
     return "; ".join(parts)
 
 
@@ -762,17 +1041,23 @@ class SetMigConfig(Step):
 
     def title(self, run):
         return _("Label %(node)s %(label)s=%(value)s (mig-manager repartitions its GPUs)") % {
-            "node": run.node, "label": vocab.MIG_CONFIG_LABEL, "value": self.config}
+            "node": run.node,
+            "label": vocab.MIG_CONFIG_LABEL,
+            "value": self.config,
+        }
 
     def kubectl(self, run):
-        return (f"kubectl label node {run.node} {vocab.MIG_CONFIG_LABEL}={self.config} "
-                f"{vocab.MIG_CONFIG_STATE_LABEL}- --overwrite")
+        return (
+            f"kubectl label node {run.node} {vocab.MIG_CONFIG_LABEL}={self.config} "
+            f"{vocab.MIG_CONFIG_STATE_LABEL}- --overwrite"
+        )
 
     def ensure(self, ctx):
         labels = ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}
         if labels.get(vocab.MIG_CONFIG_LABEL) == self.config:
-            return Outcome(None, _("label already %(label)s=%(value)s") % {"label": vocab.MIG_CONFIG_LABEL,
-                                                                           "value": self.config})
+            return Outcome(
+                None, _("label already %(label)s=%(value)s") % {"label": vocab.MIG_CONFIG_LABEL, "value": self.config}
+            )
         # The state mig-manager reported for the previous layout goes in the same patch, so it
         # is never taken for this layout's.
         change = {vocab.MIG_CONFIG_LABEL: self.config, vocab.MIG_CONFIG_STATE_LABEL: None}
@@ -781,8 +1066,11 @@ class SetMigConfig(Step):
 
     def verify(self, ctx):
         value = (ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}).get(vocab.MIG_CONFIG_LABEL)
-        return Check(value == self.config, f"{vocab.MIG_CONFIG_LABEL}={value}",
-                     _("Set the label exactly: %(cmd)s") % {"cmd": self.kubectl(ctx)})
+        return Check(
+            value == self.config,
+            f"{vocab.MIG_CONFIG_LABEL}={value}",
+            _("Set the label exactly: %(cmd)s") % {"cmd": self.kubectl(ctx)},
+        )
 
 
 def _previous_layout(run) -> str:
@@ -810,28 +1098,49 @@ class MigConfigApplied(Step):
     def _back(self, ctx):
         if not self.offer_back:
             return ""
-        return _("To go back to the previous layout (%(label)s=%(prev)s), use Restore the node on this run's "
-                 "page.") % {"label": vocab.MIG_CONFIG_LABEL, "prev": _previous_layout(ctx.run)}
+        return _("To go back to the previous layout (%(label)s=%(prev)s), use Restore the node on this run's page.") % {
+            "label": vocab.MIG_CONFIG_LABEL,
+            "prev": _previous_layout(ctx.run),
+        }
 
     def verify(self, ctx):
         labels = ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}
         state = labels.get(vocab.MIG_CONFIG_STATE_LABEL)
-        reported = f"{vocab.MIG_CONFIG_LABEL}={labels.get(vocab.MIG_CONFIG_LABEL)} " \
-                   f"{vocab.MIG_CONFIG_STATE_LABEL}={state or '-'}"
+        reported = (
+            f"{vocab.MIG_CONFIG_LABEL}={labels.get(vocab.MIG_CONFIG_LABEL)} "
+            f"{vocab.MIG_CONFIG_STATE_LABEL}={state or '-'}"
+        )
         if state == "success" and labels.get(vocab.MIG_CONFIG_LABEL) == self.config:
             return Check(True, reported)
         if state == "failed":
             configs, unreadable = mig_configs(ctx.gateway)
             why = unreadable or migparted.layout(configs, self.config, node_gpus(ctx.gateway, ctx.node))[1]
-            said = _("mig-manager reported %(reported)s: it did not apply %(config)s on %(node)s (%(why)s). The "
-                     "GPUs keep their previous layout.") % {
-                "reported": reported, "config": self.config, "node": ctx.node,
-                "why": why or _("read the nvidia-mig-manager pod's log on the node")}
+            said = _(
+                "mig-manager reported %(reported)s: it did not apply %(config)s on %(node)s (%(why)s). The "
+                "GPUs keep their previous layout."
+            ) % {
+                "reported": reported,
+                "config": self.config,
+                "node": ctx.node,
+                "why": why or _("read the nvidia-mig-manager pod's log on the node"),
+            }
             raise StepFailed(reported, " ".join(x for x in (said, self._back(ctx)) if x))
-        return Check(False, reported, " ".join(x for x in (
-            _("mig-manager did not report success in time (it reported %(reported)s): "
-              "read the nvidia-mig-manager pod's log on %(node)s, then resume the run.") % {"reported": reported, "node": ctx.node},
-            self._back(ctx)) if x))
+        return Check(
+            False,
+            reported,
+            " ".join(
+                x
+                for x in (
+                    _(
+                        "mig-manager did not report success in time (it reported %(reported)s): "
+                        "read the nvidia-mig-manager pod's log on %(node)s, then resume the run."
+                    )
+                    % {"reported": reported, "node": ctx.node},
+                    self._back(ctx),
+                )
+                if x
+            ),
+        )
 
 
 class MigResourcesAdvertised(Step):
@@ -855,30 +1164,52 @@ class MigResourcesAdvertised(Step):
             return Check(False, unreadable or why, unreadable or why)
         want, got = mig_advertised(after, raw["metadata"].get("labels") or {}), advertised_now(raw)
         detail = _("advertised: %(got)s; expected for %(config)s: %(want)s") % {
-            "got": _resources_text(got), "config": self.config, "want": _resources_text(want)}
-        return Check(got == want, detail, _("%(node)s does not advertise the new layout yet: the device plugin "
-                                            "restarts after mig-manager's change. Check its pod on the node, then "
-                                            "resume.") % {"node": ctx.node})
+            "got": _resources_text(got),
+            "config": self.config,
+            "want": _resources_text(want),
+        }
+        return Check(
+            got == want,
+            detail,
+            _(
+                "%(node)s does not advertise the new layout yet: the device plugin "
+                "restarts after mig-manager's change. Check its pod on the node, then "
+                "resume."
+            )
+            % {"node": ctx.node},
+        )
 
 
 class ProcedureMigLayout(ProcedureDef):
     code = "M"
     label = gettext_lazy("M. Change a node's MIG layout")
-    description = gettext_lazy("Cordon and drain a node where the GPU Operator's mig-manager runs, set "
-                               "nvidia.com/mig.config to one of its layouts, wait for mig-manager to report success, "
-                               "verify the MIG devices the node advertises, uncordon.")
+    description = gettext_lazy(
+        "Cordon and drain a node where the GPU Operator's mig-manager runs, set "
+        "nvidia.com/mig.config to one of its layouts, wait for mig-manager to report success, "
+        "verify the MIG devices the node advertises, uncordon."
+    )
     action_label = gettext_lazy("Change the MIG layout (M)")
     restorable = True
     restored_labels = (vocab.MIG_CONFIG_LABEL,)
-    params = (Param(MIG_CONFIG_PARAM, lambda: forms.ChoiceField(
-        label=gettext_lazy("MIG layout (mig-manager config)"), choices=_config_choices,
-        error_messages={"required": gettext_lazy("Choose a MIG layout.")})), EVICTIONS_PARAM, CAPACITY_PARAM)
+    params = (
+        Param(
+            MIG_CONFIG_PARAM,
+            lambda: forms.ChoiceField(
+                label=gettext_lazy("MIG layout (mig-manager config)"),
+                choices=_config_choices,
+                error_messages={"required": gettext_lazy("Choose a MIG layout.")},
+            ),
+        ),
+        EVICTIONS_PARAM,
+        CAPACITY_PARAM,
+    )
     _blast_radius = _Conversion._blast_radius  # the pods the drain evicts, as A and B name them
 
     def eligibility(self, n):
         if not mig_manager_runs(n.labels):
-            return _("mig-manager does not run on this node (the GPU Operator labels the nodes it runs on "
-                     "%(label)s=true).") % {"label": vocab.MIG_MANAGER_DEPLOY_LABEL}
+            return _(
+                "mig-manager does not run on this node (the GPU Operator labels the nodes it runs on %(label)s=true)."
+            ) % {"label": vocab.MIG_MANAGER_DEPLOY_LABEL}
         return ""
 
     def offered_on(self, n):
@@ -891,12 +1222,21 @@ class ProcedureMigLayout(ProcedureDef):
 
     def steps(self, params):
         config = params.get(MIG_CONFIG_PARAM) or ""
-        return [PrecheckStep(self), Cordon(), Drain(), SetMigConfig(config), MigConfigApplied(config),
-                MigResourcesAdvertised(config), Uncordon()]
+        return [
+            PrecheckStep(self),
+            Cordon(),
+            Drain(),
+            SetMigConfig(config),
+            MigConfigApplied(config),
+            MigResourcesAdvertised(config),
+            Uncordon(),
+        ]
 
     def precheck_kubectl(self, run):
-        return (f"kubectl get node {run.node} -L {vocab.MIG_CONFIG_LABEL},{vocab.MIG_CONFIG_STATE_LABEL}; "
-                f"kubectl -n {vocab.GPU_OPERATOR_NAMESPACE} get configmap {vocab.MIG_PARTED_CONFIGMAP} -o yaml")
+        return (
+            f"kubectl get node {run.node} -L {vocab.MIG_CONFIG_LABEL},{vocab.MIG_CONFIG_STATE_LABEL}; "
+            f"kubectl -n {vocab.GPU_OPERATOR_NAMESPACE} get configmap {vocab.MIG_PARTED_CONFIGMAP} -o yaml"
+        )
 
     def prechecks(self, gateway, node, params):
         live = LiveRead.of(gateway)
@@ -914,26 +1254,49 @@ class ProcedureMigLayout(ProcedureDef):
         after, why = migparted.layout(configs, config, node_gpus(live, node, n))
         if after is None:
             refused = _("mig-manager would refuse %(config)s on %(node)s: %(why)s") % {
-                "config": config, "node": node, "why": why}
+                "config": config,
+                "node": node,
+                "why": why,
+            }
             return [Check(False, refused, refused + " " + _("Choose a layout its GPUs can hold."))]
         now = {r.resource: r.allocatable for r in n.served}
         want = mig_advertised(after, n.labels)
-        checks = [Check(True, _("%(node)s: %(label)s=%(now)s (%(state)s) → %(config)s. It advertises %(before)s; "
-                                "after: %(after)s.") % {
-            "node": node, "label": vocab.MIG_CONFIG_LABEL, "now": n.labels.get(vocab.MIG_CONFIG_LABEL) or "-",
-            "state": n.labels.get(vocab.MIG_CONFIG_STATE_LABEL) or "-", "config": config,
-            "before": _resources_text({r: v for r, v in now.items() if v}), "after": _resources_text(want)})]
+        checks = [
+            Check(
+                True,
+                _("%(node)s: %(label)s=%(now)s (%(state)s) → %(config)s. It advertises %(before)s; after: %(after)s.")
+                % {
+                    "node": node,
+                    "label": vocab.MIG_CONFIG_LABEL,
+                    "now": n.labels.get(vocab.MIG_CONFIG_LABEL) or "-",
+                    "state": n.labels.get(vocab.MIG_CONFIG_STATE_LABEL) or "-",
+                    "config": config,
+                    "before": _resources_text({r: v for r, v in now.items() if v}),
+                    "after": _resources_text(want),
+                },
+            )
+        ]
         if n.labels.get(vocab.MIG_CONFIG_LABEL) == config:
-            checks.append(Check(True, _("The node is labelled %(config)s already: mig-manager is not asked again.")
-                                % {"config": config}, level="info"))
+            checks.append(
+                Check(
+                    True,
+                    _("The node is labelled %(config)s already: mig-manager is not asked again.") % {"config": config},
+                    level="info",
+                )
+            )
         for resource in sorted(set(now) | set(want)):
             row = led.resource(resource)
             new_total = row.logical - now.get(resource, 0) + want.get(resource, 0)
-            over = _quota_over(live, resource, row.allocated, new_total,
-                               _("Allocated %(res)s quota %(q)d would not fit under its new Total %(u)d.")
-                               % {"res": resource, "q": row.allocated, "u": new_total},
-                               _("Lower the %(res)s quotas by %%(d)d in total first, or choose another layout. "
-                                 "Workspaces: %%(ws)s.") % {"res": resource})
+            over = _quota_over(
+                live,
+                resource,
+                row.allocated,
+                new_total,
+                _("Allocated %(res)s quota %(q)d would not fit under its new Total %(u)d.")
+                % {"res": resource, "q": row.allocated, "u": new_total},
+                _("Lower the %(res)s quotas by %%(d)d in total first, or choose another layout. Workspaces: %%(ws)s.")
+                % {"res": resource},
+            )
             if over:
                 checks.append(over)
         checks.extend(self._blast_radius(live, node))
@@ -949,8 +1312,11 @@ class ProcedureMigLayout(ProcedureDef):
             return None
         now = {r.resource: r.allocatable for r in n.served}
         want = mig_advertised(after, n.labels)
-        return {res: want.get(res, 0) - now.get(res, 0) for res in set(now) | set(want)
-                if want.get(res, 0) != now.get(res, 0)}
+        return {
+            res: want.get(res, 0) - now.get(res, 0)
+            for res in set(now) | set(want)
+            if want.get(res, 0) != now.get(res, 0)
+        }
 
 
 def _config_choices(node: str = ""):
@@ -977,6 +1343,7 @@ def _config_choices(node: str = ""):
 
 # --- R: restore a node after a run that stopped ------------------------------------
 
+
 class RestoreLabels(Step):
     key = "restore-labels"
 
@@ -988,7 +1355,10 @@ class RestoreLabels(Step):
 
     def title(self, run):
         return _("Put back the labels of %(node)s as they were before run #%(id)s: %(labels)s") % {
-            "node": run.node, "id": run.params.get("restore_of"), "labels": self._text() or _("none recorded")}
+            "node": run.node,
+            "id": run.params.get("restore_of"),
+            "labels": self._text() or _("none recorded"),
+        }
 
     def kubectl(self, run):
         args = " ".join(f"{k}={v}" if v is not None else f"{k}-" for k, v in self.labels.items())
@@ -1007,8 +1377,11 @@ class RestoreLabels(Step):
 
     def verify(self, ctx):
         left = self._differs(ctx)
-        return Check(not left, self._text() or _("no label to put back"),
-                     _("Set the labels by hand: %(cmd)s") % {"cmd": self.kubectl(ctx)})
+        return Check(
+            not left,
+            self._text() or _("no label to put back"),
+            _("Set the labels by hand: %(cmd)s") % {"cmd": self.kubectl(ctx)},
+        )
 
 
 class RestoreMigConfig(RestoreLabels):
@@ -1037,16 +1410,22 @@ class ProcedureRestore(ProcedureDef):
 
     code = "R"
     label = gettext_lazy("R. Restore a node")
-    description = gettext_lazy("Put a node's GPU labels back as they were before a run that stopped, and "
-                               "uncordon it. Offered on the page of a failed, cancelled or interrupted run.")
+    description = gettext_lazy(
+        "Put a node's GPU labels back as they were before a run that stopped, and "
+        "uncordon it. Offered on the page of a failed, cancelled or interrupted run."
+    )
     listed = False
     restores = True
     fixes = ("run-left-cordoned",)  # the Fix of that finding: its params are completed by service.fix_params
-    params = (Param("restore_of", lambda: forms.IntegerField(min_value=1, required=False, label=gettext_lazy("Run to undo"))),)
+    params = (
+        Param("restore_of", lambda: forms.IntegerField(min_value=1, required=False, label=gettext_lazy("Run to undo"))),
+    )
 
     def confirm_sentence(self, node, params):
-        return _("Restore %(node)s? A new run puts its GPU labels back as they were before run #%(id)s and uncordons "
-                 "it, so pods can be scheduled there again.") % {"node": node, "id": params.get("restore_of")}
+        return _(
+            "Restore %(node)s? A new run puts its GPU labels back as they were before run #%(id)s and uncordons "
+            "it, so pods can be scheduled there again."
+        ) % {"node": node, "id": params.get("restore_of")}
 
     def nothing_to_do(self, gateway, node, params):
         labels = params.get("labels") or {}
@@ -1054,20 +1433,26 @@ class ProcedureRestore(ProcedureDef):
         relabelled = any(now["labels"].get(k) != v for k, v in labels.items())
         if relabelled or (params.get("uncordon") and now["unschedulable"]):
             return ""
-        return _("%(node)s is not left cordoned or relabelled by run #%(id)s (or a later run changed it): nothing to "
-                 "restore.") % {"node": node, "id": params.get("restore_of")}
+        return _(
+            "%(node)s is not left cordoned or relabelled by run #%(id)s (or a later run changed it): nothing to "
+            "restore."
+        ) % {"node": node, "id": params.get("restore_of")}
 
     def steps(self, params):
         labels = params.get("labels") or {}
         steps = [PrecheckStep(self), RestoreLabels(labels)]
         if labels.get(vocab.MIG_CONFIG_LABEL):  # mig-manager repartitions the GPUs back before pods come
-            steps = [PrecheckStep(self), RestoreMigConfig(labels),
-                     MigConfigApplied(labels[vocab.MIG_CONFIG_LABEL], offer_back=False)]
+            steps = [
+                PrecheckStep(self),
+                RestoreMigConfig(labels),
+                MigConfigApplied(labels[vocab.MIG_CONFIG_LABEL], offer_back=False),
+            ]
         if params.get("uncordon", True):
             steps.append(RestoreUncordon())
         else:
-            steps.append(Skipped("uncordon", _("Uncordon"), _("The node was cordoned before the run: it stays "
-                                                                 "cordoned.")))
+            steps.append(
+                Skipped("uncordon", _("Uncordon"), _("The node was cordoned before the run: it stays cordoned."))
+            )
         return steps
 
     def node_choices(self, ledger, snapshot):
@@ -1080,8 +1465,13 @@ class ProcedureRestore(ProcedureDef):
         from brickadmin.cluster import NotFound
 
         if not params.get("restore_of"):
-            return [Check(False, _("A restore is started from the page of the run it undoes."),
-                          _("Open the failed, cancelled or interrupted run and use Restore the node there."))]
+            return [
+                Check(
+                    False,
+                    _("A restore is started from the page of the run it undoes."),
+                    _("Open the failed, cancelled or interrupted run and use Restore the node there."),
+                )
+            ]
         live = LiveRead.of(gateway)
         try:
             raw = live.get_node(node)
@@ -1092,12 +1482,25 @@ class ProcedureRestore(ProcedureDef):
         if "labels" in params:  # the parameters are complete (from the run's page or a Fix)
             reason = self.nothing_to_do(live, node, params)
             if reason:
-                return [Check(True, _("Nothing to do now: %(why)s A run would end without changing anything.")
-                              % {"why": reason}, level="info")]
-        return [Check(True, _("%(node)s now: %(labels)s; %(state)s. Run #%(id)s left it so.") % {
-            "node": node, "labels": labels, "state": _("cordoned") if now["unschedulable"] else _("schedulable"),
-            "id": params["restore_of"]})]
-
+                return [
+                    Check(
+                        True,
+                        _("Nothing to do now: %(why)s A run would end without changing anything.") % {"why": reason},
+                        level="info",
+                    )
+                ]
+        return [
+            Check(
+                True,
+                _("%(node)s now: %(labels)s; %(state)s. Run #%(id)s left it so.")
+                % {
+                    "node": node,
+                    "labels": labels,
+                    "state": _("cordoned") if now["unschedulable"] else _("schedulable"),
+                    "id": params["restore_of"],
+                },
+            )
+        ]
 
 
 # --- Fixes: one audited click from a health finding ----------------------------------
@@ -1105,6 +1508,7 @@ class ProcedureRestore(ProcedureDef):
 # fixes (``fixes``): the Health page offers "Fix" on such a finding, with the finding's
 # facts as parameters. Each says, read live when its run starts, when the finding has gone
 # (``nothing_to_do``): the run then ends as "nothing to do" without a write.
+
 
 def _k8s_name(value: str) -> None:
     """A Kubernetes object name (DNS-1123 subdomain): lowercase letters, digits, '-' and '.',
@@ -1122,8 +1526,9 @@ class _Fix(ProcedureDef):
     listed = False
 
     def confirm_sentence(self, node: str, params: dict) -> str:
-        return _("Run “%(fix)s” on %(target)s? It changes the cluster as planned above and is recorded under your "
-                 "name.") % {"fix": self.label, "target": node or _("the cluster")}
+        return _(
+            "Run “%(fix)s” on %(target)s? It changes the cluster as planned above and is recorded under your name."
+        ) % {"fix": self.label, "target": node or _("the cluster")}
 
     def prechecks(self, gateway, node, params):
         """``nothing_to_do`` and ``fix_prechecks`` read one LiveRead: the cluster they decide on."""
@@ -1135,8 +1540,13 @@ class _Fix(ProcedureDef):
         except NotFound as exc:
             return [Check(False, str(exc), _("The object is gone: reload the Health page."))]
         if reason:
-            return [Check(True, _("Nothing to do now: %(why)s A run would end without changing anything.")
-                          % {"why": reason}, level="info")]
+            return [
+                Check(
+                    True,
+                    _("Nothing to do now: %(why)s A run would end without changing anything.") % {"why": reason},
+                    level="info",
+                )
+            ]
         return self.fix_prechecks(live, node, params)
 
     def fix_prechecks(self, gateway, node, params):
@@ -1155,17 +1565,27 @@ class RemoveStaleResource(RemoveStale):
 
     def title(self, run):
         return _("Remove the stale %(res)s from the status of %(node)s (JSON patch)") % {
-            "res": self.resource, "node": run.node}
+            "res": self.resource,
+            "node": run.node,
+        }
 
 
 class ProcedureRemoveStale(_Fix):
     code = "S"
     label = gettext_lazy("Remove a stale resource from node status")
-    description = gettext_lazy("The previous mode's GPU resource left in a node's capacity and allocatable is removed "
-                               "with a JSON patch on the status subresource (step 5 of A/B).")
+    description = gettext_lazy(
+        "The previous mode's GPU resource left in a node's capacity and allocatable is removed "
+        "with a JSON patch on the status subresource (step 5 of A/B)."
+    )
     fixes = ("stale-allocatable", "stale-capacity")
-    params = (Param("stale_resource", lambda: forms.ChoiceField(
-        label=gettext_lazy("Stale resource"), choices=[(vocab.GPU, vocab.GPU), (GPU_SHARED, GPU_SHARED)])),)
+    params = (
+        Param(
+            "stale_resource",
+            lambda: forms.ChoiceField(
+                label=gettext_lazy("Stale resource"), choices=[(vocab.GPU, vocab.GPU), (GPU_SHARED, GPU_SHARED)]
+            ),
+        ),
+    )
 
     def steps(self, params):
         return [PrecheckStep(self), RemoveStaleResource(params.get("stale_resource") or vocab.GPU)]
@@ -1179,7 +1599,11 @@ class ProcedureRemoveStale(_Fix):
         sharing = (raw["metadata"].get("labels") or {}).get(SHARING_LABEL, "")
         if not vocab.is_stale_resource(sharing, res):
             return _("%(res)s is the resource %(node)s serves now (%(label)s=%(v)s), not a stale one.") % {
-                "res": res, "node": node, "label": SHARING_LABEL, "v": sharing or "-"}
+                "res": res,
+                "node": node,
+                "label": SHARING_LABEL,
+                "v": sharing or "-",
+            }
         if not status_patch(raw.get("status") or {}, res):
             return _("%(res)s is no longer in the status of %(node)s.") % {"res": res, "node": node}
         return ""
@@ -1188,9 +1612,16 @@ class ProcedureRemoveStale(_Fix):
         raw = LiveRead.of(gateway).get_node(node)
         res = params["stale_resource"]
         cap, alloc = nvidia_resources(raw).get(res, ("-", "-"))
-        return [Check(True, _("%(node)s: %(res)s is stale (capacity %(c)s, allocatable %(a)s); the patch removes it "
-                              "from capacity and allocatable. Never delete the kubelet checkpoint file instead.")
-                      % {"node": node, "res": res, "c": cap, "a": alloc})]
+        return [
+            Check(
+                True,
+                _(
+                    "%(node)s: %(res)s is stale (capacity %(c)s, allocatable %(a)s); the patch removes it "
+                    "from capacity and allocatable. Never delete the kubelet checkpoint file instead."
+                )
+                % {"node": node, "res": res, "c": cap, "a": alloc},
+            )
+        ]
 
 
 class RestartPlugin(RolloutRestart):
@@ -1208,16 +1639,23 @@ class EveryTSNodeConfigured(EveryTSNode):
 
 def _not_reflected(live: LiveRead) -> list[str]:
     """Time-slicing nodes whose running plugin advertises other replicas than configured."""
-    return [f"{n.name} ({n.replicas} ≠ {n.configured_replicas})" for n in live.ledger().nodes
-            if n.convention == "brick" and n.mode == "timeslicing" and n.plugin_state == "running"
-            and n.replicas != n.configured_replicas]
+    return [
+        f"{n.name} ({n.replicas} ≠ {n.configured_replicas})"
+        for n in live.ledger().nodes
+        if n.convention == "brick"
+        and n.mode == "timeslicing"
+        and n.plugin_state == "running"
+        and n.replicas != n.configured_replicas
+    ]
 
 
 class ProcedureRestartPlugin(_Fix):
     code = "P"
     label = gettext_lazy("Restart the time-slicing plugin")
-    description = gettext_lazy("Rollout restart of the time-slicing device plugin, so every time-slicing node "
-                               "advertises the replicas its ConfigMap says (the restart procedure C would do).")
+    description = gettext_lazy(
+        "Rollout restart of the time-slicing device plugin, so every time-slicing node "
+        "advertises the replicas its ConfigMap says (the restart procedure C would do)."
+    )
     needs_node = False
     cluster_wide = True  # every time-slicing node's plugin restarts
     fixes = ("replicas-not-reflected",)
@@ -1226,20 +1664,30 @@ class ProcedureRestartPlugin(_Fix):
         return [PrecheckStep(self), RestartPlugin(), RolloutStatus(), EveryTSNodeConfigured()]
 
     def precheck_kubectl(self, run):
-        return f"kubectl get node -l {SHARING_LABEL}=timeslicing -o custom-columns=NAME:.metadata.name," \
-               "SHARED:.status.allocatable.nvidia\\.com/gpu\\.shared"
+        return (
+            f"kubectl get node -l {SHARING_LABEL}=timeslicing -o custom-columns=NAME:.metadata.name,"
+            "SHARED:.status.allocatable.nvidia\\.com/gpu\\.shared"
+        )
 
     def nothing_to_do(self, gateway, node, params):
         live = LiveRead.of(gateway)
         if _not_reflected(live):
             return ""
         return _("Every time-slicing node already advertises the configured replicas (%(r)d).") % {
-            "r": ledger_mod.brick_replicas(live.list_configmaps(namespace=PLUGIN_NAMESPACE))}
+            "r": ledger_mod.brick_replicas(live.list_configmaps(namespace=PLUGIN_NAMESPACE))
+        }
 
     def fix_prechecks(self, gateway, node, params):
-        return [Check(True, _("Not reflected on: %(nodes)s. The restart reloads the config on every time-slicing "
-                              "node; their shared GPU pods keep running.")
-                      % {"nodes": ", ".join(_not_reflected(LiveRead.of(gateway)))})]
+        return [
+            Check(
+                True,
+                _(
+                    "Not reflected on: %(nodes)s. The restart reloads the config on every time-slicing "
+                    "node; their shared GPU pods keep running."
+                )
+                % {"nodes": ", ".join(_not_reflected(LiveRead.of(gateway)))},
+            )
+        ]
 
 
 class TellOwner(Step):
@@ -1249,7 +1697,9 @@ class TellOwner(Step):
 
     def title(self, run):
         return _("Tell the owner of Workspace %(ns)s what happened to pod %(pod)s") % {
-            "ns": run.params.get("pod_namespace"), "pod": run.params.get("pod_name")}
+            "ns": run.params.get("pod_namespace"),
+            "pod": run.params.get("pod_name"),
+        }
 
     def kubectl(self, run):
         return _("(in brickadmin) a notice on the Workspace page of %(ns)s") % {"ns": run.params.get("pod_namespace")}
@@ -1265,18 +1715,26 @@ class TellOwner(Step):
         status = (pods[0].get("status") or {}) if pods else {}
         owner = LiveRead(ctx.gateway).owners().get(ns, "")
         why = status.get("message") or status.get("reason") or _("it failed")
-        message = _("Pod %(pod)s failed on node %(node)s and was not started: %(why)s An admin (%(who)s) deleted it "
-                    "so it no longer holds your Workspace's resources. Recreate it once you have read why it "
-                    "failed.") % {"pod": subject, "node": ctx.node, "why": why, "who": ctx.run.actor_name}
-        OwnerNotice.objects.create(namespace=ns, owner_name=owner, subject=subject, message=message, run_id=ctx.run.pk,
-                                   actor_name=ctx.run.actor_name)
+        message = _(
+            "Pod %(pod)s failed on node %(node)s and was not started: %(why)s An admin (%(who)s) deleted it "
+            "so it no longer holds your Workspace's resources. Recreate it once you have read why it "
+            "failed."
+        ) % {"pod": subject, "node": ctx.node, "why": why, "who": ctx.run.actor_name}
+        OwnerNotice.objects.create(
+            namespace=ns,
+            owner_name=owner,
+            subject=subject,
+            message=message,
+            run_id=ctx.run.pk,
+            actor_name=ctx.run.actor_name,
+        )
         notices.tell_owner(ns, owner, subject, message, ctx.run.actor_name)
         return Outcome(None, _("notice recorded for %(owner)s on Workspace %(ns)s") % {"owner": owner or "?", "ns": ns})
 
     def verify(self, ctx):
         from ..models import OwnerNotice
 
-        subject = f'{ctx.params["pod_namespace"]}/{ctx.params["pod_name"]}'
+        subject = f"{ctx.params['pod_namespace']}/{ctx.params['pod_name']}"
         ok = OwnerNotice.objects.filter(run_id=ctx.run.pk, subject=subject).exists()
         return Check(ok, _("the owner's Workspace page shows the notice") if ok else _("no notice recorded"))
 
@@ -1285,44 +1743,58 @@ class DeletePod(Step):
     key = "delete-pod"
 
     def title(self, run):
-        return _("Delete the failed pod %(ns)s/%(pod)s") % {"ns": run.params.get("pod_namespace"),
-                                                              "pod": run.params.get("pod_name")}
+        return _("Delete the failed pod %(ns)s/%(pod)s") % {
+            "ns": run.params.get("pod_namespace"),
+            "pod": run.params.get("pod_name"),
+        }
 
     def kubectl(self, run):
         return f"kubectl -n {run.params.get('pod_namespace')} delete pod {run.params.get('pod_name')}"
 
     def _pods(self, ctx):
-        return ctx.gateway.list_pods(namespace=ctx.params["pod_namespace"],
-                                     field_selector=f'metadata.name={ctx.params["pod_name"]}')
+        return ctx.gateway.list_pods(
+            namespace=ctx.params["pod_namespace"], field_selector=f"metadata.name={ctx.params['pod_name']}"
+        )
 
     def ensure(self, ctx):
         if not self._pods(ctx):
             return Outcome(None, _("pod already gone"))
         ctx.gateway.delete("v1", "Pod", ctx.params["pod_name"], ctx.params["pod_namespace"])
-        return Outcome({"delete": f'pod/{ctx.params["pod_namespace"]}/{ctx.params["pod_name"]}'},
-                       f'pod "{ctx.params["pod_name"]}" deleted')
+        return Outcome(
+            {"delete": f"pod/{ctx.params['pod_namespace']}/{ctx.params['pod_name']}"},
+            f'pod "{ctx.params["pod_name"]}" deleted',
+        )
 
     def verify(self, ctx):
         left = self._pods(ctx)
-        return Check(not left, _("pod gone") if not left else _("pod still there"),
-                     _("Delete it by hand: %(cmd)s") % {"cmd": self.kubectl(ctx)})
+        return Check(
+            not left,
+            _("pod gone") if not left else _("pod still there"),
+            _("Delete it by hand: %(cmd)s") % {"cmd": self.kubectl(ctx)},
+        )
 
 
 class ProcedureDeleteFailedPod(_Fix):
     code = "F"
     label = gettext_lazy("Delete a failed pod after telling its owner")
-    description = gettext_lazy("A GPU pod the kubelet refused stays Failed until deleted. The owner is told on their "
-                               "Workspace page what happened, then the pod is deleted.")
+    description = gettext_lazy(
+        "A GPU pod the kubelet refused stays Failed until deleted. The owner is told on their "
+        "Workspace page what happened, then the pod is deleted."
+    )
     fixes = ("pod-admission-failed",)
-    params = (Param("pod_namespace", _name_field(gettext_lazy("the pod's namespace"))),
-              Param("pod_name", _name_field(gettext_lazy("the pod's name"))))
+    params = (
+        Param("pod_namespace", _name_field(gettext_lazy("the pod's namespace"))),
+        Param("pod_name", _name_field(gettext_lazy("the pod's name"))),
+    )
 
     def fixes_finding(self, kind, params):
         return kind in self.fixes and bool(params.get("pod_name"))
 
     def confirm_sentence(self, node, params):
-        return _("Delete pod %(ns)s/%(pod)s? Its owner is told on their Workspace page first; a deleted pod cannot be "
-                 "brought back, only recreated.") % {"ns": params.get("pod_namespace"), "pod": params.get("pod_name")}
+        return _(
+            "Delete pod %(ns)s/%(pod)s? Its owner is told on their Workspace page first; a deleted pod cannot be "
+            "brought back, only recreated."
+        ) % {"ns": params.get("pod_namespace"), "pod": params.get("pod_name")}
 
     def steps(self, params):
         return [PrecheckStep(self), TellOwner(), DeletePod()]
@@ -1335,12 +1807,14 @@ class ProcedureDeleteFailedPod(_Fix):
 
     def nothing_to_do(self, gateway, node, params):
         pod = self._pod(gateway, params)
-        key = f'{params.get("pod_namespace")}/{params.get("pod_name")}'
+        key = f"{params.get('pod_namespace')}/{params.get('pod_name')}"
         if pod is None:
             return _("Pod %(pod)s is gone.") % {"pod": key}
         if (pod.get("status") or {}).get("phase") != "Failed":
             return _("Pod %(pod)s is no longer Failed (%(phase)s).") % {
-                "pod": key, "phase": (pod.get("status") or {}).get("phase") or "?"}
+                "pod": key,
+                "phase": (pod.get("status") or {}).get("phase") or "?",
+            }
         return ""
 
     def fix_prechecks(self, gateway, node, params):
@@ -1351,15 +1825,39 @@ class ProcedureDeleteFailedPod(_Fix):
         workspaces = live.list_namespaces(label_selector=f"{vocab.WORKSPACE_LABEL}=true")
         if ns not in {n["metadata"]["name"] for n in workspaces}:
             # The chart lets the console delete pods in Workspace namespaces only.
-            return [Check(False, _("Pod %(pod)s is in namespace %(ns)s, which is not a Workspace: the console deletes "
-                                   "failed pods only in Workspace namespaces.") % {"pod": vocab.pod_key(pod), "ns": ns},
-                          _("Delete it by hand: %(cmd)s") % {"cmd": f"kubectl -n {ns} delete pod {params['pod_name']}"})]
+            return [
+                Check(
+                    False,
+                    _(
+                        "Pod %(pod)s is in namespace %(ns)s, which is not a Workspace: the console deletes "
+                        "failed pods only in Workspace namespaces."
+                    )
+                    % {"pod": vocab.pod_key(pod), "ns": ns},
+                    _("Delete it by hand: %(cmd)s") % {"cmd": f"kubectl -n {ns} delete pod {params['pod_name']}"},
+                )
+            ]
         owner = live.owners().get(ns, "")
-        return [Check(True, _("Pod %(pod)s failed on %(node)s: %(reason)s %(message)s") % {
-            "pod": vocab.pod_key(pod), "node": node, "reason": status.get("reason") or "", "message":
-            status.get("message") or ""}),
-            Check(True, _("Its owner %(owner)s will see a notice on Workspace %(ns)s saying what happened; the pod "
-                          "must then be recreated by them.") % {"owner": owner or "?", "ns": ns}, level="warn")]
+        return [
+            Check(
+                True,
+                _("Pod %(pod)s failed on %(node)s: %(reason)s %(message)s")
+                % {
+                    "pod": vocab.pod_key(pod),
+                    "node": node,
+                    "reason": status.get("reason") or "",
+                    "message": status.get("message") or "",
+                },
+            ),
+            Check(
+                True,
+                _(
+                    "Its owner %(owner)s will see a notice on Workspace %(ns)s saying what happened; the pod "
+                    "must then be recreated by them."
+                )
+                % {"owner": owner or "?", "ns": ns},
+                level="warn",
+            ),
+        ]
 
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -1369,36 +1867,50 @@ class AddToleration(Step):
     key = "manifest-toleration"
 
     def _taint(self, params):
-        return {"key": params.get("taint_key", ""), "value": params.get("taint_value") or "",
-                "effect": params.get("taint_effect", "")}
+        return {
+            "key": params.get("taint_key", ""),
+            "value": params.get("taint_value") or "",
+            "effect": params.get("taint_effect", ""),
+        }
 
     def title(self, run):
         return _("Add a toleration of %(taint)s to both DaemonSets in the managed manifest (a new version)") % {
-            "taint": _taint_text(self._taint(run.params))}
+            "taint": _taint_text(self._taint(run.params))
+        }
 
     def kubectl(self, run):
         tol = manifest_mod.toleration_for(self._taint(run.params))
         return _("edit brick-nvidia-device-plugin.yaml: spec.template.spec.tolerations of both DaemonSets += %(t)s") % {
-            "t": tol}
+            "t": tol
+        }
 
     def ensure(self, ctx):
         taint = self._taint(ctx.params)
         cur = manifest_mod.current()
         new_content = manifest_mod.add_toleration(cur.content, taint)
         if new_content == cur.content:
-            return Outcome(None, _("manifest v%(v)d already tolerates %(t)s") % {"v": cur.version,
-                                                                                "t": _taint_text(taint)})
-        new = manifest_mod.save_version(new_content, actor=ctx.run.actor, actor_name=ctx.run.actor_name, run=ctx.run,
-                                        note=f"fix run #{ctx.run.pk}: tolerate {_taint_text(taint)}")
-        return Outcome({"manifestVersion": new.version, "toleration": manifest_mod.toleration_for(taint)},
-                       _("manifest v%(a)d -> v%(b)d") % {"a": cur.version, "b": new.version})
+            return Outcome(
+                None, _("manifest v%(v)d already tolerates %(t)s") % {"v": cur.version, "t": _taint_text(taint)}
+            )
+        new = manifest_mod.save_version(
+            new_content,
+            actor=ctx.run.actor,
+            actor_name=ctx.run.actor_name,
+            run=ctx.run,
+            note=f"fix run #{ctx.run.pk}: tolerate {_taint_text(taint)}",
+        )
+        return Outcome(
+            {"manifestVersion": new.version, "toleration": manifest_mod.toleration_for(taint)},
+            _("manifest v%(a)d -> v%(b)d") % {"a": cur.version, "b": new.version},
+        )
 
     def verify(self, ctx):
         cur = manifest_mod.current()
         docs = manifest_mod.parse(cur.content)
         ok = manifest_mod.validate(docs).ok and manifest_mod.daemonsets_tolerate(docs, self._taint(ctx.params))
-        return Check(ok, _("manifest v%(v)d") % {"v": cur.version}, _("Fix the managed manifest (Manifest page), then "
-                                                                      "resume."))
+        return Check(
+            ok, _("manifest v%(v)d") % {"v": cur.version}, _("Fix the managed manifest (Manifest page), then resume.")
+        )
 
 
 class ApplyTheManifest(ApplyManifest):
@@ -1418,43 +1930,62 @@ class AnyPluginPodRunning(Step):
 
     def verify(self, ctx):
         pods = ctx.gateway.list_pods(namespace=PLUGIN_NAMESPACE, field_selector=f"spec.nodeName={ctx.node}")
-        lines = [f'{p["metadata"]["name"]} {(p.get("status") or {}).get("phase", "?")}' for p in pods]
+        lines = [f"{p['metadata']['name']} {(p.get('status') or {}).get('phase', '?')}" for p in pods]
         ok = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
-        return Check(ok, "\n".join(lines) or _("No resources found"),
-                     _("No Running plugin pod on %(node)s yet: another taint may be untolerated, or the sharing label "
-                       "selects no DaemonSet. Read the Health page, then resume.") % {"node": ctx.node})
+        return Check(
+            ok,
+            "\n".join(lines) or _("No resources found"),
+            _(
+                "No Running plugin pod on %(node)s yet: another taint may be untolerated, or the sharing label "
+                "selects no DaemonSet. Read the Health page, then resume."
+            )
+            % {"node": ctx.node},
+        )
 
 
 def _taint_text(taint: dict) -> str:
-    value = f'={taint["value"]}' if taint.get("value") else ""
-    return f'{taint.get("key", "")}{value}:{taint.get("effect", "")}'
+    value = f"={taint['value']}" if taint.get("value") else ""
+    return f"{taint.get('key', '')}{value}:{taint.get('effect', '')}"
 
 
 class ProcedureAddToleration(_Fix):
     code = "T"
     label = gettext_lazy("Add a missing toleration to the device plugin")
-    description = gettext_lazy("A tainted GPU node gets no device-plugin pod when the DaemonSets do not tolerate its "
-                               "taint. The toleration is added to both DaemonSets as a new version of the managed "
-                               "manifest, which is then applied.")
+    description = gettext_lazy(
+        "A tainted GPU node gets no device-plugin pod when the DaemonSets do not tolerate its "
+        "taint. The toleration is added to both DaemonSets as a new version of the managed "
+        "manifest, which is then applied."
+    )
     cluster_wide = True  # the manifest and both DaemonSets change
     fixes = ("plugin-missing",)
-    params = (Param("taint_key", lambda: forms.CharField(max_length=317, label=gettext_lazy("Taint key"))),
-              Param("taint_value", lambda: forms.CharField(max_length=63, required=False,
-                                                           label=gettext_lazy("Taint value"))),
-              Param("taint_effect", lambda: forms.ChoiceField(choices=[(e, e) for e in TAINT_EFFECTS],
-                                                              label=gettext_lazy("Taint effect"))),
-              Param("drift_acknowledged", lambda: forms.BooleanField(
-                  required=False, label=gettext_lazy("I understand the apply also brings the live objects listed "
-                                                     "back to the managed manifest.")),
-                  confirm="ack", refusal=gettext_lazy("Tick the acknowledgement: the apply also changes the live "
-                                                      "objects listed."), cli="--acknowledge-drift"))
+    params = (
+        Param("taint_key", lambda: forms.CharField(max_length=317, label=gettext_lazy("Taint key"))),
+        Param("taint_value", lambda: forms.CharField(max_length=63, required=False, label=gettext_lazy("Taint value"))),
+        Param(
+            "taint_effect",
+            lambda: forms.ChoiceField(choices=[(e, e) for e in TAINT_EFFECTS], label=gettext_lazy("Taint effect")),
+        ),
+        Param(
+            "drift_acknowledged",
+            lambda: forms.BooleanField(
+                required=False,
+                label=gettext_lazy(
+                    "I understand the apply also brings the live objects listed back to the managed manifest."
+                ),
+            ),
+            confirm="ack",
+            refusal=gettext_lazy("Tick the acknowledgement: the apply also changes the live objects listed."),
+            cli="--acknowledge-drift",
+        ),
+    )
 
     def fixes_finding(self, kind, params):
         return kind in self.fixes and bool(params.get("taint_key"))
 
     def confirm_sentence(self, node, params):
         return _("Save a new manifest version whose two DaemonSets tolerate %(t)s, and apply it to the cluster?") % {
-            "t": _taint_text(self._taint(params))}
+            "t": _taint_text(self._taint(params))
+        }
 
     def steps(self, params):
         return [PrecheckStep(self), AddToleration(), ApplyTheManifest(), AnyPluginPodRunning()]
@@ -1463,8 +1994,11 @@ class ProcedureAddToleration(_Fix):
         return f"kubectl get node {run.node} -o jsonpath='{{.spec.taints}}'"
 
     def _taint(self, params):
-        return {"key": params.get("taint_key", ""), "value": params.get("taint_value") or "",
-                "effect": params.get("taint_effect", "")}
+        return {
+            "key": params.get("taint_key", ""),
+            "value": params.get("taint_value") or "",
+            "effect": params.get("taint_effect", ""),
+        }
 
     def nothing_to_do(self, gateway, node, params):
         from brickadmin.cluster import NotFound
@@ -1472,8 +2006,12 @@ class ProcedureAddToleration(_Fix):
         live = LiveRead.of(gateway)
         taint = self._taint(params)
         taints = (live.get_node(node).get("spec") or {}).get("taints") or []
-        if not any(t.get("key") == taint["key"] and t.get("effect") == taint["effect"]
-                   and (t.get("value") or "") == taint["value"] for t in taints):
+        if not any(
+            t.get("key") == taint["key"]
+            and t.get("effect") == taint["effect"]
+            and (t.get("value") or "") == taint["value"]
+            for t in taints
+        ):
             return _("%(node)s no longer has the taint %(t)s.") % {"node": node, "t": _taint_text(taint)}
         for name in (manifest_mod.DEFAULT_DAEMONSET, manifest_mod.TS_DAEMONSET):
             try:
@@ -1486,28 +2024,46 @@ class ProcedureAddToleration(_Fix):
 
     def fix_prechecks(self, gateway, node, params):
         cur = manifest_mod.current()
-        checks = [Check(True, _("Manifest v%(v)d gets the toleration %(tol)s in both DaemonSets (a new version), then "
-                                "is applied; the plugin pod can then start on %(node)s and every node with that "
-                                "taint.") % {"v": cur.version, "tol": manifest_mod.toleration_for(self._taint(params)),
-                                             "node": node})]
+        checks = [
+            Check(
+                True,
+                _(
+                    "Manifest v%(v)d gets the toleration %(tol)s in both DaemonSets (a new version), then "
+                    "is applied; the plugin pod can then start on %(node)s and every node with that "
+                    "taint."
+                )
+                % {"v": cur.version, "tol": manifest_mod.toleration_for(self._taint(params)), "node": node},
+            )
+        ]
         try:
-            drifted = [f"{d.kind}/{d.name}: {d.state}" for d in manifest_mod.drift(manifest_mod.parse(cur.content),
-                                                                                   LiveRead.of(gateway))
-                       if d.state != "in-sync"]
+            drifted = [
+                f"{d.kind}/{d.name}: {d.state}"
+                for d in manifest_mod.drift(manifest_mod.parse(cur.content), LiveRead.of(gateway))
+                if d.state != "in-sync"
+            ]
         except manifest_mod.ManifestError as exc:
             return [Check(False, str(exc), _("Fix the managed manifest first (Manifest page)."))]
         if drifted:  # e.g. replicas edited by hand: the apply would undo it, so the admin says so first
-            checks.append(Check(True, _("The apply also brings these live objects back to manifest v%(v)d (they "
-                                        "differ from it now):") % {"v": cur.version}, level="ack", items=drifted,
-                                ack="drift_acknowledged"))
+            checks.append(
+                Check(
+                    True,
+                    _("The apply also brings these live objects back to manifest v%(v)d (they differ from it now):")
+                    % {"v": cur.version},
+                    level="ack",
+                    items=drifted,
+                    ack="drift_acknowledged",
+                )
+            )
         return checks
 
 
 class ProcedureUncordon(_Fix):
     code = "U"
     label = gettext_lazy("Uncordon a node")
-    description = gettext_lazy("A cordoned node takes no new pods. Uncordoning it lets the scheduler place pods on "
-                               "its GPUs again; pods already there are not touched.")
+    description = gettext_lazy(
+        "A cordoned node takes no new pods. Uncordoning it lets the scheduler place pods on "
+        "its GPUs again; pods already there are not touched."
+    )
     fixes = ("cordoned",)
 
     def confirm_sentence(self, node, params):
@@ -1527,10 +2083,29 @@ class ProcedureUncordon(_Fix):
     def fix_prechecks(self, gateway, node, params):
         n = LiveRead.of(gateway).ledger().node(node)
         held = n.logical if n is not None else 0
-        return [Check(True, _("%(node)s is cordoned: %(n)d logical GPU(s) take no new pods. Uncordon it only when no "
-                              "maintenance is under way on it.") % {"node": node, "n": held}, level="warn")]
+        return [
+            Check(
+                True,
+                _(
+                    "%(node)s is cordoned: %(n)d logical GPU(s) take no new pods. Uncordon it only when no "
+                    "maintenance is under way on it."
+                )
+                % {"node": node, "n": held},
+                level="warn",
+            )
+        ]
 
 
-BUILT_IN = (ProcedureA(), ProcedureB(), ProcedureC(), ProcedureD(), ProcedureMigLayout(), ProcedureRestore(),
-            ProcedureRemoveStale(), ProcedureRestartPlugin(), ProcedureDeleteFailedPod(), ProcedureAddToleration(),
-            ProcedureUncordon())  # registry.py lists them by code; Workspace repairs: workspaces/procedures.py
+BUILT_IN = (
+    ProcedureA(),
+    ProcedureB(),
+    ProcedureC(),
+    ProcedureD(),
+    ProcedureMigLayout(),
+    ProcedureRestore(),
+    ProcedureRemoveStale(),
+    ProcedureRestartPlugin(),
+    ProcedureDeleteFailedPod(),
+    ProcedureAddToleration(),
+    ProcedureUncordon(),
+)  # registry.py lists them by code; Workspace repairs: workspaces/procedures.py

@@ -13,6 +13,7 @@
 Events are written through recording.py (a StepRecorder per step attempt); nothing here
 enqueues (queue.py) and nothing here imports the Celery tasks (tasks.py imports this).
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,23 +30,47 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from brickadmin.cluster import ClusterError, TransientClusterError
-from brickadmin.cluster.gateway import get_gateway
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
+from brickadmin.cluster.gateway import get_gateway
 
 from ..live import LiveRead
 from ..models import ProcedureRun, RunStatus, StepRun, StepState
 from . import notices
 from .base import Check, NothingToDo, StepFailed, knob
-from .registry import get as get_procedure
 from .reaper import reap_stale, requeue_orphans, take_over
 from .recording import (
-    RUN_EVENT, LostClaim, PlanTarget, StepRecorder, WriteAheadGateway, completed_steps, plan, record, record_plan)
+    RUN_EVENT,
+    LostClaim,
+    PlanTarget,
+    StepRecorder,
+    WriteAheadGateway,
+    completed_steps,
+    plan,
+    record,
+    record_plan,
+)
+from .registry import get as get_procedure
 
 # Callers plan, record and reap through the engine too; those live in recording.py and reaper.py.
 __all__ = [
-    "FINISH_TITLES", "RUN_EVENT", "Cancelled", "Context", "Heartbeat", "LostClaim", "PlanTarget", "StepRecorder",
-    "WriteAheadGateway", "claim", "completed_steps", "execute", "plan", "reap_stale", "record", "record_plan",
-    "requeue_orphans", "take_over",
+    "FINISH_TITLES",
+    "RUN_EVENT",
+    "Cancelled",
+    "Context",
+    "Heartbeat",
+    "LostClaim",
+    "PlanTarget",
+    "StepRecorder",
+    "WriteAheadGateway",
+    "claim",
+    "completed_steps",
+    "execute",
+    "plan",
+    "reap_stale",
+    "record",
+    "record_plan",
+    "requeue_orphans",
+    "take_over",
 ]
 
 log = logging.getLogger(__name__)
@@ -59,6 +84,7 @@ class Cancelled(Exception):
 
 # --- heartbeat ------------------------------------------------------------------
 
+
 class Heartbeat(threading.Thread):
     def __init__(self, run_id, token, interval):
         super().__init__(daemon=True, name=f"heartbeat-{run_id}")
@@ -69,8 +95,9 @@ class Heartbeat(threading.Thread):
         try:
             while not self.stop.wait(self.interval):
                 try:
-                    ProcedureRun.objects.filter(pk=self.run_id, claim_token=self.token,
-                                                status=RunStatus.RUNNING).update(heartbeat_at=timezone.now())
+                    ProcedureRun.objects.filter(
+                        pk=self.run_id, claim_token=self.token, status=RunStatus.RUNNING
+                    ).update(heartbeat_at=timezone.now())
                 except Exception:  # a busy database must not kill the heartbeat
                     log.exception("heartbeat failed for run %s", self.run_id)
         finally:
@@ -78,6 +105,7 @@ class Heartbeat(threading.Thread):
 
 
 # --- the context steps see ------------------------------------------------------
+
 
 class Context:
     def __init__(self, run: ProcedureRun, gateway, token: str):
@@ -108,13 +136,21 @@ class Context:
         return ledger_mod.brick_replicas(self.gateway.list_configmaps(namespace=PLUGIN_NAMESPACE))
 
     def finished_at(self, step_key):
-        return (StepRun.objects.filter(run_id=self.run.pk, step_key=step_key, state=StepState.SUCCEEDED)
-                .order_by("-seq").values_list("finished_at", flat=True).first())
+        return (
+            StepRun.objects.filter(run_id=self.run.pk, step_key=step_key, state=StepState.SUCCEEDED)
+            .order_by("-seq")
+            .values_list("finished_at", flat=True)
+            .first()
+        )
 
     def checklist_confirmed_by(self) -> str:
         """Who confirmed the manual checklist on the run page or terminal, if anyone."""
-        sent = (StepRun.objects.filter(run_id=self.run.pk, step_key=RUN_EVENT, sent__checklist_confirmed=True)
-                .order_by("-seq").values_list("sent", flat=True).first())
+        sent = (
+            StepRun.objects.filter(run_id=self.run.pk, step_key=RUN_EVENT, sent__checklist_confirmed=True)
+            .order_by("-seq")
+            .values_list("sent", flat=True)
+            .first()
+        )
         return (sent or {}).get("by", "")
 
     def sent_before(self, step_key) -> bool:
@@ -124,8 +160,9 @@ class Context:
     def remember(self, key: str, value, title: str):
         """Record a fact of this run for later (a run event whose ``sent`` is {key: value});
         the latest one is what ``recording.remembered`` reads."""
-        record(self.run.pk, step_key=RUN_EVENT, title=title, state=StepState.SUCCEEDED, token=self.token,
-               sent={key: value})
+        record(
+            self.run.pk, step_key=RUN_EVENT, title=title, state=StepState.SUCCEEDED, token=self.token, sent={key: value}
+        )
 
     def cancel_requested(self) -> bool:
         return ProcedureRun.objects.filter(pk=self.run.pk, cancel_requested=True).exists()
@@ -150,15 +187,17 @@ def claim(run_id: int) -> str | None:
     token = str(uuid.uuid4())
     now = timezone.now()
     pending = ProcedureRun.objects.filter(pk=run_id, status=RunStatus.PENDING)
-    n = pending.update(status=RunStatus.RUNNING, claim_token=token, started_at=now, heartbeat_at=now,
-                       worker=_worker_name())
+    n = pending.update(
+        status=RunStatus.RUNNING, claim_token=token, started_at=now, heartbeat_at=now, worker=_worker_name()
+    )
     if not n:
         # A redelivered message for a run whose worker died: take it over now rather than
         # wait for the reaper (a live worker's run has a fresh heartbeat and is left alone).
         stale = now - timezone.timedelta(seconds=knob("BRICK_RUN_HEARTBEAT_STALE_SECONDS", 10))
         if take_over(run_id, stale):
-            n = pending.update(status=RunStatus.RUNNING, claim_token=token, started_at=now, heartbeat_at=now,
-                               worker=_worker_name())
+            n = pending.update(
+                status=RunStatus.RUNNING, claim_token=token, started_at=now, heartbeat_at=now, worker=_worker_name()
+            )
     return token if n else None
 
 
@@ -187,17 +226,28 @@ def _claim_and_execute(run_id, gateway):
             beat.join(timeout=5)
 
 
-FINISH_TITLES = {RunStatus.SUCCEEDED: gettext_noop("Run succeeded"), RunStatus.FAILED: gettext_noop("Run failed"),
-                 RunStatus.CANCELLED: gettext_noop("Run cancelled")}
+FINISH_TITLES = {
+    RunStatus.SUCCEEDED: gettext_noop("Run succeeded"),
+    RunStatus.FAILED: gettext_noop("Run failed"),
+    RunStatus.CANCELLED: gettext_noop("Run cancelled"),
+}
 
 
 def _finish(run, token, status, message, title=""):
     """The run's final status, with its own event (so pages polling "after seq N" see it)."""
     state = {RunStatus.SUCCEEDED: StepState.SUCCEEDED, RunStatus.FAILED: StepState.FAILED}.get(
-        status, StepState.CANCELLED)
-    record(run.pk, step_key=RUN_EVENT, title=title or _(FINISH_TITLES[status]), state=state, token=token,
-           output=message if status == RunStatus.SUCCEEDED else "", error="" if status == RunStatus.SUCCEEDED else message,
-           run_update={"status": status, "finished_at": timezone.now(), "message": message})
+        status, StepState.CANCELLED
+    )
+    record(
+        run.pk,
+        step_key=RUN_EVENT,
+        title=title or _(FINISH_TITLES[status]),
+        state=state,
+        token=token,
+        output=message if status == RunStatus.SUCCEEDED else "",
+        error="" if status == RunStatus.SUCCEEDED else message,
+        run_update={"status": status, "finished_at": timezone.now(), "message": message},
+    )
     notices.run_ended(run.pk)
     return status
 
@@ -206,9 +256,14 @@ def _execute(run, token, gateway) -> str:
     proc = get_procedure(run.procedure)
     ctx = Context(run, gateway, token)
     done = completed_steps(run.pk)
-    record(run.pk, step_key=RUN_EVENT, title=_("Claimed by worker %(w)s") % {"w": _worker_name()},
-           state=StepState.RUNNING, token=token,
-           output=_("resuming: %(n)d step(s) already done") % {"n": len(done)} if done else "")
+    record(
+        run.pk,
+        step_key=RUN_EVENT,
+        title=_("Claimed by worker %(w)s") % {"w": _worker_name()},
+        state=StepState.RUNNING,
+        token=token,
+        output=_("resuming: %(n)d step(s) already done") % {"n": len(done)} if done else "",
+    )
     steps = proc.steps(run.params or {})
     for index, step in enumerate(steps):
         if step.key in done:
@@ -218,7 +273,8 @@ def _execute(run, token, gateway) -> str:
             return _cancel(run, token, index, step, title, kubectl)
         if step.skip_reason:
             StepRecorder(run.pk, step.key, index, title, token=token, started_at=timezone.now()).skipped(
-                str(step.skip_reason))
+                str(step.skip_reason)
+            )
             continue
         try:
             ok, message = _run_step(ctx, index, step, title, kubectl)
@@ -227,7 +283,7 @@ def _execute(run, token, gateway) -> str:
                 return _finish(run, token, RunStatus.CANCELLED, _cancel_message(run, title, during=True))
             return _cancel(run, token, index, step, title, kubectl)
         except NothingToDo as exc:
-            return _nothing_to_do(ctx, token, steps[index + 1:], index + 1, exc.reason)
+            return _nothing_to_do(ctx, token, steps[index + 1 :], index + 1, exc.reason)
         if not ok:
             return _finish(run, token, RunStatus.FAILED, message)
     summary = _("All %(n)d steps done.") % {"n": len(steps)}
@@ -238,31 +294,44 @@ def _nothing_to_do(ctx, token, rest, first_index, reason):
     """A fix whose finding has gone: the steps left are skipped, nothing is sent, and the
     run ends as "nothing to do" (succeeded: the cluster is as the fix would leave it)."""
     for offset, step in enumerate(rest):
-        StepRecorder(ctx.run.pk, step.key, first_index + offset, step.title(ctx), kubectl=step.kubectl(ctx), token=token,
-                     started_at=timezone.now()).skipped(_("Nothing to do: nothing was sent for this step."))
-    return _finish(ctx.run, token, RunStatus.SUCCEEDED, _("Nothing to do: %(why)s") % {"why": reason},
-                   title=_("Nothing to do"))
+        StepRecorder(
+            ctx.run.pk,
+            step.key,
+            first_index + offset,
+            step.title(ctx),
+            kubectl=step.kubectl(ctx),
+            token=token,
+            started_at=timezone.now(),
+        ).skipped(_("Nothing to do: nothing was sent for this step."))
+    return _finish(
+        ctx.run, token, RunStatus.SUCCEEDED, _("Nothing to do: %(why)s") % {"why": reason}, title=_("Nothing to do")
+    )
 
 
 def _cancel(run, token, index, step, title, kubectl):
     now = timezone.now()
     StepRecorder(run.pk, step.key, index, title, kubectl=kubectl, token=token, started_at=now).cancelled(
-        _("Cancelled before this step; nothing was sent for it."), finished_at=now)
+        _("Cancelled before this step; nothing was sent for it."), finished_at=now
+    )
     return _finish(run, token, RunStatus.CANCELLED, _cancel_message(run, title))
 
 
 def left_cordoned(run_id) -> bool:
     """Whether the run asked the API server to cordon its node and not to uncordon it after
     (its write-ahead records): only then may a stopped run have left the node cordoned."""
-    calls = StepRun.objects.filter(run_id=run_id, intent__request__call__in=("cordon", "uncordon"),
-                                   intent__state__in=("intended", "sent")).order_by("seq")
+    calls = StepRun.objects.filter(
+        run_id=run_id, intent__request__call__in=("cordon", "uncordon"), intent__state__in=("intended", "sent")
+    ).order_by("seq")
     last = [(e.intent or {}).get("request", {}).get("call") for e in calls]
     return bool(last) and last[-1] == "cordon"
 
 
 def _cancel_message(run, title, during=False):
-    where = _("Node %(node)s may be left cordoned: uncordon it or resume the run.") % {"node": run.node} \
-        if run.node and left_cordoned(run.pk) else ""
+    where = (
+        _("Node %(node)s may be left cordoned: uncordon it or resume the run.") % {"node": run.node}
+        if run.node and left_cordoned(run.pk)
+        else ""
+    )
     if during:
         message = _("Cancelled during step %(title)s. %(where)s") % {"title": title, "where": where}
     else:
@@ -278,8 +347,16 @@ def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple
     attempt = 0
     while True:
         attempt += 1
-        rec = StepRecorder(ctx.run.pk, step.key, index, title, kubectl=kubectl, token=ctx.token, attempt=attempt,
-                           started_at=timezone.now())
+        rec = StepRecorder(
+            ctx.run.pk,
+            step.key,
+            index,
+            title,
+            kubectl=kubectl,
+            token=ctx.token,
+            attempt=attempt,
+            started_at=timezone.now(),
+        )
         rec.running()
         ctx.gateway = WriteAheadGateway(ctx.cluster, rec)  # every write of this attempt is recorded first
         outcome = None
@@ -300,34 +377,64 @@ def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple
         except TransientClusterError as exc:
             if attempt < max_attempts:
                 delay = backoff * (2 ** (attempt - 1))
-                rec.failed(_("Transient API error (%(err)s); retrying in %(d).1fs (attempt %(a)d of %(m)d).")
-                           % {"err": exc, "d": delay, "a": attempt, "m": max_attempts})
+                rec.failed(
+                    _("Transient API error (%(err)s); retrying in %(d).1fs (attempt %(a)d of %(m)d).")
+                    % {"err": exc, "d": delay, "a": attempt, "m": max_attempts}
+                )
                 ctx.sleep(delay)
                 continue
-            return _fail(rec, Check(False, str(exc), _("The API server kept failing (%(err)s) after %(m)d attempts. "
-                                                       "Check the cluster is reachable, then resume.")
-                                    % {"err": exc, "m": max_attempts}))
+            return _fail(
+                rec,
+                Check(
+                    False,
+                    str(exc),
+                    _(
+                        "The API server kept failing (%(err)s) after %(m)d attempts. "
+                        "Check the cluster is reachable, then resume."
+                    )
+                    % {"err": exc, "m": max_attempts},
+                ),
+            )
         except StepFailed as exc:
             return _fail(rec, Check(False, exc.detail, exc.fix))
         except NothingToDo as exc:  # the finding a fix was started for has gone: record why, send nothing
             rec.succeeded(output=_("Nothing to do: %(why)s") % {"why": exc.reason})
             raise
         except ClusterError as exc:
-            return _fail(rec, Check(False, str(exc), _("The API server refused the request (%(err)s). This will not "
-                                                       "succeed by retrying: fix the cause, then resume.")
-                                    % {"err": exc}))
+            return _fail(
+                rec,
+                Check(
+                    False,
+                    str(exc),
+                    _(
+                        "The API server refused the request (%(err)s). This will not "
+                        "succeed by retrying: fix the cause, then resume."
+                    )
+                    % {"err": exc},
+                ),
+            )
         except Cancelled:
             # The cancel arrived while this step waited (pause, polling or backoff).
-            rec.cancelled(_("Cancelled while this step was waiting; its change was sent but not verified.")
-                          if outcome and outcome.changed else _("Cancelled while this step was waiting."),
-                          sent=outcome.sent if outcome else None)
+            rec.cancelled(
+                _("Cancelled while this step was waiting; its change was sent but not verified.")
+                if outcome and outcome.changed
+                else _("Cancelled while this step was waiting."),
+                sent=outcome.sent if outcome else None,
+            )
             raise Cancelled(recorded=True) from None
         except LostClaim:
             raise
         except Exception as exc:  # a bug or an unexpected answer: record it rather than vanish
             log.exception("step %s of run %s crashed", step.key, ctx.run.pk)
-            return _fail(rec, Check(False, repr(exc), _("Unexpected error in this step (%(err)s). Check the worker "
-                                                        "log, then resume.") % {"err": repr(exc)[:300]}))
+            return _fail(
+                rec,
+                Check(
+                    False,
+                    repr(exc),
+                    _("Unexpected error in this step (%(err)s). Check the worker log, then resume.")
+                    % {"err": repr(exc)[:300]},
+                ),
+            )
         if not check.ok:
             return _fail(rec, check, sent=outcome.sent, output=outcome.output)
         rec.succeeded(sent=outcome.sent, output="\n".join(x for x in (outcome.output, check.detail) if x))

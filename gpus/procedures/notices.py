@@ -1,5 +1,6 @@
 """What runs tell people (brickadmin/notify.py carries it): a run's end to the admin who
 started it; a fix's notice to the Workspace's owner. Never raises into the run."""
+
 from __future__ import annotations
 
 import logging
@@ -21,19 +22,28 @@ def run_ended(run_id: int) -> None:
         return
 
     def words():
-        facts = {"id": run.pk, "proc": run.get_procedure_display(), "node": run.node or "-",
-                 "status": run.get_status_display()}
-        return (_("Run #%(id)d %(status)s: %(proc)s on %(node)s") % facts,
-                _("Run #%(id)d (%(proc)s, node %(node)s) ended: %(status)s. %(message)s") % {
-                    **facts, "message": run.message})
+        facts = {
+            "id": run.pk,
+            "proc": run.get_procedure_display(),
+            "node": run.node or "-",
+            "status": run.get_status_display(),
+        }
+        return (
+            _("Run #%(id)d %(status)s: %(proc)s on %(node)s") % facts,
+            _("Run #%(id)d (%(proc)s, node %(node)s) ended: %(status)s. %(message)s")
+            % {**facts, "message": run.message},
+        )
 
     notify.notify(run.actor, "run-ended", words, run.get_absolute_url())
 
 
 def tell_owner(namespace: str, owner_name: str, subject: str, message: str, actor_name: str) -> None:
     """The Workspace's owner learns what an admin's fix did (the notice on their page, too)."""
+
     def words():
-        return (_("An admin acted on %(subject)s") % {"subject": subject},
-                _("%(message)s (by %(admin)s)") % {"message": message, "admin": actor_name or "-"})
+        return (
+            _("An admin acted on %(subject)s") % {"subject": subject},
+            _("%(message)s (by %(admin)s)") % {"message": message, "admin": actor_name or "-"},
+        )
 
     notify.notify_owner(namespace, "fix-done", words, owner_name=owner_name)

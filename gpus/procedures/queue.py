@@ -1,5 +1,6 @@
 """Handing a run to the worker: the Celery task is named, not imported (the tasks module
 imports the engine; nothing here does)."""
+
 from __future__ import annotations
 
 import logging
@@ -26,10 +27,13 @@ def enqueue(run_id: int):
         current_app.signature(EXECUTE_RUN, args=(run_id,)).delay()
     except Exception as exc:  # kombu/redis raise many types
         log.exception("could not enqueue run %s", run_id)
-        message = _("Could not reach the task queue (%(err)s). Nothing was changed on the cluster; resume the run "
-                    "once the queue and a worker are up.") % {"err": exc}
+        message = _(
+            "Could not reach the task queue (%(err)s). Nothing was changed on the cluster; resume the run "
+            "once the queue and a worker are up."
+        ) % {"err": exc}
         with transaction.atomic():
             if ProcedureRun.objects.filter(pk=run_id, status=RunStatus.PENDING).update(
-                    status=RunStatus.FAILED, finished_at=timezone.now(), message=message):
+                status=RunStatus.FAILED, finished_at=timezone.now(), message=message
+            ):
                 record(run_id, step_key=RUN_EVENT, title=_("Not queued"), state=StepState.FAILED, error=message)
                 transaction.on_commit(lambda: notices.run_ended(run_id))

@@ -2,6 +2,7 @@
 automatically (a few times, then left interrupted for a person); pending runs no worker
 claimed are enqueued again. A redelivered task does the same for its run when it finds it
 running with a stale heartbeat (engine.claim)."""
+
 from __future__ import annotations
 
 from django.db import transaction
@@ -22,8 +23,13 @@ def reap_stale(stale_seconds: float | None = None) -> list[int]:
     marked interrupted for a person to look at. Returns the runs taken over or interrupted."""
     stale_seconds = stale_seconds if stale_seconds is not None else knob("BRICK_RUN_HEARTBEAT_STALE_SECONDS", 10)
     cutoff = timezone.now() - timezone.timedelta(seconds=stale_seconds)
-    reaped = [pk for pk in ProcedureRun.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=cutoff)
-              .values_list("pk", flat=True) if take_over(pk, cutoff)]
+    reaped = [
+        pk
+        for pk in ProcedureRun.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=cutoff).values_list(
+            "pk", flat=True
+        )
+        if take_over(pk, cutoff)
+    ]
     requeue_orphans(stale_seconds)
     return reaped
 
@@ -42,27 +48,48 @@ def take_over(run_id: int, cutoff) -> bool:
         resumes = StepRun.objects.filter(run_id=run.pk, step_key=RUN_EVENT, sent__auto_resume=True).count()
         automatic = resumes < limit
         if automatic:
-            message = _("The worker %(w)s stopped sending heartbeats (last at %(t)s); the run was resumed "
-                        "automatically from the step it was in (steps are idempotent).") % {
-                "w": run.worker or "?", "t": last_beat}
+            message = _(
+                "The worker %(w)s stopped sending heartbeats (last at %(t)s); the run was resumed "
+                "automatically from the step it was in (steps are idempotent)."
+            ) % {"w": run.worker or "?", "t": last_beat}
             n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, heartbeat_at__lt=cutoff).update(
-                status=RunStatus.PENDING, claim_token="", message="", heartbeat_at=timezone.now(),
-                resumed_count=F("resumed_count") + 1)
+                status=RunStatus.PENDING,
+                claim_token="",
+                message="",
+                heartbeat_at=timezone.now(),
+                resumed_count=F("resumed_count") + 1,
+            )
         else:
-            message = _("Interrupted: the worker %(w)s stopped sending heartbeats (last at %(t)s), and the run was "
-                        "already resumed automatically %(n)d times. Resume the run to continue from the step it "
-                        "was in; steps are idempotent.") % {"w": run.worker or "?", "t": last_beat, "n": resumes}
+            message = _(
+                "Interrupted: the worker %(w)s stopped sending heartbeats (last at %(t)s), and the run was "
+                "already resumed automatically %(n)d times. Resume the run to continue from the step it "
+                "was in; steps are idempotent."
+            ) % {"w": run.worker or "?", "t": last_beat, "n": resumes}
             n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, heartbeat_at__lt=cutoff).update(
-                status=RunStatus.INTERRUPTED, finished_at=timezone.now(), message=message, claim_token="")
+                status=RunStatus.INTERRUPTED, finished_at=timezone.now(), message=message, claim_token=""
+            )
         if not n:
             return False
         in_step = StepRun.objects.filter(run_id=run.pk).exclude(step_key=RUN_EVENT).order_by("-seq").first()
         if in_step and in_step.state == StepState.RUNNING:
-            StepRecorder(run.pk, in_step.step_key, in_step.step_index, in_step.title, kubectl=in_step.kubectl,
-                         attempt=in_step.attempt, started_at=in_step.started_at).failed(message)
+            StepRecorder(
+                run.pk,
+                in_step.step_key,
+                in_step.step_index,
+                in_step.title,
+                kubectl=in_step.kubectl,
+                attempt=in_step.attempt,
+                started_at=in_step.started_at,
+            ).failed(message)
         if automatic:
-            record(run.pk, step_key=RUN_EVENT, title=_("Resumed automatically"), state=StepState.PENDING,
-                   output=message, sent={"auto_resume": True, "worker": run.worker})
+            record(
+                run.pk,
+                step_key=RUN_EVENT,
+                title=_("Resumed automatically"),
+                state=StepState.PENDING,
+                output=message,
+                sent={"auto_resume": True, "worker": run.worker},
+            )
             transaction.on_commit(lambda: enqueue(run.pk))
         else:
             record(run.pk, step_key=RUN_EVENT, title=_("Run interrupted"), state=StepState.FAILED, error=message)
@@ -76,8 +103,9 @@ def requeue_orphans(stale_seconds: float) -> list[int]:
     one claim succeeds."""
     now = timezone.now()
     cutoff = now - timezone.timedelta(seconds=stale_seconds)
-    stale = Q(status=RunStatus.PENDING, created_at__lt=cutoff) & (Q(heartbeat_at__isnull=True) |
-                                                                  Q(heartbeat_at__lt=cutoff))
+    stale = Q(status=RunStatus.PENDING, created_at__lt=cutoff) & (
+        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=cutoff)
+    )
     out = []
     for pk in ProcedureRun.objects.filter(stale).values_list("pk", flat=True):
         if ProcedureRun.objects.filter(stale, pk=pk).update(heartbeat_at=now):

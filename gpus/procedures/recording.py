@@ -7,6 +7,7 @@
 - record_plan(): at creation, the run-created event and one pending row per planned step.
 - completed_steps(): what a resume skips.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,12 @@ RUN_EVENT = RUN_EVENT_KEY  # "_run": step_key of run-level events (created, resu
 
 def remembered(run: ProcedureRun, key: str):
     """The latest fact a run recorded with ``Context.remember`` (None: never recorded)."""
-    sent = (StepRun.objects.filter(run_id=run.pk, step_key=RUN_EVENT, sent__has_key=key)
-            .order_by("-seq").values_list("sent", flat=True).first())
+    sent = (
+        StepRun.objects.filter(run_id=run.pk, step_key=RUN_EVENT, sent__has_key=key)
+        .order_by("-seq")
+        .values_list("sent", flat=True)
+        .first()
+    )
     return (sent or {}).get(key)
 
 
@@ -51,9 +56,24 @@ def plan(code: str, node: str, params: dict):
     return [(s, s.title(target), s.kubectl(target)) for s in get_procedure(code).steps(params)]
 
 
-def record(run_id: int, *, step_key: str, step_index: int = 0, title: str = "", state: str,
-           attempt: int = 0, started_at=None, finished_at=None, kubectl: str = "", sent=None, intent=None,
-           output: str = "", error: str = "", token: str | None = None, run_update: dict | None = None) -> StepRun:
+def record(
+    run_id: int,
+    *,
+    step_key: str,
+    step_index: int = 0,
+    title: str = "",
+    state: str,
+    attempt: int = 0,
+    started_at=None,
+    finished_at=None,
+    kubectl: str = "",
+    sent=None,
+    intent=None,
+    output: str = "",
+    error: str = "",
+    token: str | None = None,
+    run_update: dict | None = None,
+) -> StepRun:
     """Append one event, with the run's next seq, in its own transaction. With ``token``,
     only while the run is still claimed by us (else LostClaim)."""
     now = timezone.now()
@@ -70,24 +90,56 @@ def record(run_id: int, *, step_key: str, step_index: int = 0, title: str = "", 
             raise LostClaim(run_id)
         seq = ProcedureRun.objects.filter(pk=run_id).values_list("last_seq", flat=True).get()
         return StepRun.objects.create(
-            run_id=run_id, seq=seq, step_key=step_key, step_index=step_index, title=str(title)[:300], state=state,
-            attempt=attempt, started_at=started_at, finished_at=finished_at, kubectl=kubectl, sent=sent,
-            intent=intent, output=output, error=error)
+            run_id=run_id,
+            seq=seq,
+            step_key=step_key,
+            step_index=step_index,
+            title=str(title)[:300],
+            state=state,
+            attempt=attempt,
+            started_at=started_at,
+            finished_at=finished_at,
+            kubectl=kubectl,
+            sent=sent,
+            intent=intent,
+            output=output,
+            error=error,
+        )
 
 
 class StepRecorder:
     """The events of one attempt of one step. Terminal events are finished now unless
     told otherwise; a skip takes no time (finished when started)."""
 
-    def __init__(self, run_id: int, step_key: str, index: int, title: str, *, kubectl: str = "",
-                 token: str | None = None, attempt: int = 0, started_at=None):
+    def __init__(
+        self,
+        run_id: int,
+        step_key: str,
+        index: int,
+        title: str,
+        *,
+        kubectl: str = "",
+        token: str | None = None,
+        attempt: int = 0,
+        started_at=None,
+    ):
         self.run_id, self.step_key, self.index, self.title = run_id, step_key, index, title
         self.kubectl, self.token, self.attempt, self.started_at = kubectl, token, attempt, started_at
 
     def _record(self, state, finished_at=None, **what) -> StepRun:
-        return record(self.run_id, step_key=self.step_key, step_index=self.index, title=self.title, state=state,
-                      attempt=self.attempt, started_at=self.started_at, finished_at=finished_at,
-                      kubectl=self.kubectl, token=self.token, **what)
+        return record(
+            self.run_id,
+            step_key=self.step_key,
+            step_index=self.index,
+            title=self.title,
+            state=state,
+            attempt=self.attempt,
+            started_at=self.started_at,
+            finished_at=finished_at,
+            kubectl=self.kubectl,
+            token=self.token,
+            **what,
+        )
 
     def running(self) -> StepRun:
         return self._record(StepState.RUNNING)
@@ -107,8 +159,11 @@ class StepRecorder:
     def request(self, request: dict, state: str, error: str = "") -> StepRun:
         """Write ahead: a request about to go to the API server ("intended"), or what came of
         it ("sent", "failed"). The step stays running."""
-        what = {"intended": _("about to send: %(call)s"), "sent": _("sent: %(call)s"),
-                "failed": _("not accepted: %(call)s")}[state] % {"call": describe(request)}
+        what = {
+            "intended": _("about to send: %(call)s"),
+            "sent": _("sent: %(call)s"),
+            "failed": _("not accepted: %(call)s"),
+        }[state] % {"call": describe(request)}
         return self._record(StepState.RUNNING, intent={"request": request, "state": state}, output=what, error=error)
 
 
@@ -123,9 +178,22 @@ class WriteAheadGateway:
     """The gateway a step sees: reads pass through; every write is recorded (intended)
     before it is sent and again once it returned (sent) or raised (failed)."""
 
-    WRITES = frozenset({"cordon", "uncordon", "label_node", "remove_node_status_resources", "drain", "apply",
-                        "delete", "rollout_restart_daemonset", "create_namespace", "create_resource_quota",
-                        "create_priority_class", "create_job"})
+    WRITES = frozenset(
+        {
+            "cordon",
+            "uncordon",
+            "label_node",
+            "remove_node_status_resources",
+            "drain",
+            "apply",
+            "delete",
+            "rollout_restart_daemonset",
+            "create_namespace",
+            "create_resource_quota",
+            "create_priority_class",
+            "create_job",
+        }
+    )
 
     def __init__(self, gateway, recorder: StepRecorder):
         self._gateway = gateway
@@ -158,8 +226,13 @@ def record_plan(run: ProcedureRun):
 
 
 def _record_plan(run):
-    record(run.pk, step_key=RUN_EVENT, title=_("Run created by %(who)s") % {"who": run.actor_name},
-           state=StepState.PENDING, output=_("parameters: %(p)s") % {"p": run.params})
+    record(
+        run.pk,
+        step_key=RUN_EVENT,
+        title=_("Run created by %(who)s") % {"who": run.actor_name},
+        state=StepState.PENDING,
+        output=_("parameters: %(p)s") % {"p": run.params},
+    )
     for i, (step, title, kubectl) in enumerate(plan(run.procedure, run.node, run.params)):
         record(run.pk, step_key=step.key, step_index=i, title=title, state=StepState.PENDING, kubectl=kubectl)
 

@@ -4,6 +4,7 @@ A plain dict, filled when the apps are ready: ``GpusConfig.ready()`` registers t
 ones of ``definitions.py``, ``WorkspacesConfig.ready()`` the Workspace repair; ``register()``
 also adds a test's throw-away procedure (in that process only). It imports no definition,
 so the models can ask it for their choices without importing the procedures."""
+
 from __future__ import annotations
 
 from .base import ProcedureDef, StepFailed
@@ -56,4 +57,3 @@ def choices() -> list[tuple[str, str]]:
     """(code, label) for model and form choices; evaluated when asked, so a procedure
     registered later (a test's throw-away one) is a choice too."""
     return [(p.code, p.label) for p in all_procedures()]
-

@@ -1,4 +1,5 @@
 """Starting, resuming and cancelling runs: what the wizard views and the terminal share."""
+
 from __future__ import annotations
 
 import functools
@@ -14,18 +15,22 @@ from ..live import LiveRead
 from ..models import ACTIVE_STATUSES, RESUMABLE_STATUSES, ProcedureLock, ProcedureRun, RunStatus, StepRun, StepState
 from .base import CLUSTER_LOCK
 from .definitions import NODE_BEFORE, node_state
-from .registry import all_procedures, find, repair_codes
-from .registry import get as get_procedure
 from .queue import enqueue
 from .recording import RUN_EVENT, record, record_plan, remembered
+from .registry import all_procedures, find, repair_codes
+from .registry import get as get_procedure
 
 
-def refusal_message(exc: "RunRefused"):
+def refusal_message(exc: RunRefused):
     """What the page says when a run is refused: why, and a link to the run in the way."""
     if exc.active is None:
         return exc.message
-    return format_html('{} <a href="{}">{}</a>', exc.message, exc.active.get_absolute_url(),
-                       _("Open run #%(id)d") % {"id": exc.active.pk})
+    return format_html(
+        '{} <a href="{}">{}</a>',
+        exc.message,
+        exc.active.get_absolute_url(),
+        _("Open run #%(id)d") % {"id": exc.active.pk},
+    )
 
 
 class RunRefused(Exception):
@@ -62,8 +67,9 @@ def _conflicting(code: str, lock_key: str) -> ProcedureRun | None:
 
 
 @in_record_language
-def start_run(code: str, node: str, params: dict, *, actor=None, actor_name: str = "", source: str = "web",
-              dispatch=True) -> ProcedureRun:
+def start_run(
+    code: str, node: str, params: dict, *, actor=None, actor_name: str = "", source: str = "web", dispatch=True
+) -> ProcedureRun:
     """Create the run row and its planned steps, then enqueue the task after commit.
     Raises RunRefused when another run holds the node (or the cluster for C)."""
     proc = get_procedure(code)
@@ -75,17 +81,28 @@ def start_run(code: str, node: str, params: dict, *, actor=None, actor_name: str
             ProcedureLock.acquire()  # the check and the insert are one step (C against node runs)
             other = _conflicting(code, lock_key)
             if other is not None:
-                raise RunRefused(_("Run #%(id)d (%(p)s on %(t)s) is in progress; wait for it to finish.")
-                                 % {"id": other.pk, "p": other.procedure, "t": other.target}, other)
-            run = ProcedureRun.objects.create(procedure=code, node=node, lock_key=lock_key, params=params,
-                                              actor=actor, actor_name=name or "?", source=source)
+                raise RunRefused(
+                    _("Run #%(id)d (%(p)s on %(t)s) is in progress; wait for it to finish.")
+                    % {"id": other.pk, "p": other.procedure, "t": other.target},
+                    other,
+                )
+            run = ProcedureRun.objects.create(
+                procedure=code,
+                node=node,
+                lock_key=lock_key,
+                params=params,
+                actor=actor,
+                actor_name=name or "?",
+                source=source,
+            )
             record_plan(run)
             if dispatch:
                 transaction.on_commit(lambda: enqueue(run.pk))
     except IntegrityError:
         other = active_run_for(lock_key)
-        raise RunRefused(_("Another run is already in progress on %(t)s.")
-                         % {"t": node or _("the time-slicing nodes")}, other) from None
+        raise RunRefused(
+            _("Another run is already in progress on %(t)s.") % {"t": node or _("the time-slicing nodes")}, other
+        ) from None
     return run
 
 
@@ -101,29 +118,36 @@ def _resume(run: ProcedureRun, *, actor=None, actor_name: str = "", dispatch=Tru
     in the same transaction and only once every check has passed."""
     name = actor_name or (actor.get_username() if actor else "?")
     if run.status not in RESUMABLE_STATUSES:
-        raise RunRefused(_("Only a failed, interrupted or cancelled run can be resumed (this one is %(s)s).")
-                         % {"s": run.get_status_display()})
+        raise RunRefused(
+            _("Only a failed, interrupted or cancelled run can be resumed (this one is %(s)s).")
+            % {"s": run.get_status_display()}
+        )
     try:
         with transaction.atomic():
             ProcedureLock.acquire()  # the check and the update are one step (C against node runs)
             other = _conflicting(run.procedure, run.lock_key)
             if other is not None and other.pk != run.pk:
-                raise RunRefused(_("Run #%(id)d is in progress on %(t)s.") % {"id": other.pk, "t": other.target},
-                                 other)
+                raise RunRefused(_("Run #%(id)d is in progress on %(t)s.") % {"id": other.pk, "t": other.target}, other)
             n = ProcedureRun.objects.filter(pk=run.pk, status__in=RESUMABLE_STATUSES).update(
-                status=RunStatus.PENDING, cancel_requested=False, finished_at=None, claim_token="", message="",
-                resumed_count=F("resumed_count") + 1, heartbeat_at=timezone.now())
+                status=RunStatus.PENDING,
+                cancel_requested=False,
+                finished_at=None,
+                claim_token="",
+                message="",
+                resumed_count=F("resumed_count") + 1,
+                heartbeat_at=timezone.now(),
+            )
             if not n:
                 raise RunRefused(_("The run changed meanwhile; reload the page."))
             if before is not None:
                 before(run)
-            record(run.pk, step_key=RUN_EVENT, title=_("Resumed by %(who)s") % {"who": name},
-                   state=StepState.PENDING)
+            record(run.pk, step_key=RUN_EVENT, title=_("Resumed by %(who)s") % {"who": name}, state=StepState.PENDING)
             if dispatch:
                 transaction.on_commit(lambda: enqueue(run.pk))
     except IntegrityError:
-        raise RunRefused(_("Another run is already in progress on %(t)s.") % {"t": run.target},
-                         active_run_for(run.lock_key)) from None
+        raise RunRefused(
+            _("Another run is already in progress on %(t)s.") % {"t": run.target}, active_run_for(run.lock_key)
+        ) from None
     run.refresh_from_db()
     return run
 
@@ -134,14 +158,22 @@ def cancel_run(run: ProcedureRun, *, actor=None, actor_name: str = "") -> Proced
     name = actor_name or (actor.get_username() if actor else "?")
     with transaction.atomic():
         n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.PENDING).update(
-            status=RunStatus.CANCELLED, cancel_requested=True, finished_at=timezone.now(),
-            message=_("Cancelled by %(who)s before it started.") % {"who": name})
+            status=RunStatus.CANCELLED,
+            cancel_requested=True,
+            finished_at=timezone.now(),
+            message=_("Cancelled by %(who)s before it started.") % {"who": name},
+        )
         if not n:  # only the request that sets the flag records it: ten clicks, one row
-            n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING,
-                                            cancel_requested=False).update(cancel_requested=True)
+            n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, cancel_requested=False).update(
+                cancel_requested=True
+            )
         if n:
-            record(run.pk, step_key=RUN_EVENT, title=_("Cancel requested by %(who)s") % {"who": name},
-                   state=StepState.CANCELLED)
+            record(
+                run.pk,
+                step_key=RUN_EVENT,
+                title=_("Cancel requested by %(who)s") % {"who": name},
+                state=StepState.CANCELLED,
+            )
     run.refresh_from_db()
     return run
 
@@ -155,15 +187,20 @@ def confirm_checklist(run: ProcedureRun, *, actor=None, actor_name: str = "", di
         raise RunRefused(_("Only a stopped procedure D run waits for the checklist."))
 
     def record_confirmation(run):
-        record(run.pk, step_key=RUN_EVENT, title=_("Checklist confirmed by %(who)s") % {"who": name},
-               state=StepState.SUCCEEDED, sent={"checklist_confirmed": True, "by": name},
-               output=_("The NVIDIA driver and nvidia-container-runtime are installed on %(node)s.")
-               % {"node": run.node})
+        record(
+            run.pk,
+            step_key=RUN_EVENT,
+            title=_("Checklist confirmed by %(who)s") % {"who": name},
+            state=StepState.SUCCEEDED,
+            sent={"checklist_confirmed": True, "by": name},
+            output=_("The NVIDIA driver and nvidia-container-runtime are installed on %(node)s.") % {"node": run.node},
+        )
 
     return _resume(run, actor=actor, actor_name=actor_name, dispatch=dispatch, before=record_confirmation)
 
 
 # --- Restore the node ---------------------------------------------------------------
+
 
 def restorer():
     """The procedure that restores a node (None if none is registered)."""
@@ -178,16 +215,25 @@ def restore_params(run: ProcedureRun, gateway=None, *, seen: dict | None = None)
     The node is read live through ``gateway`` (a gateway or a LiveRead: a run decides on it),
     or taken from ``seen`` (the node as the cluster view shows it: the run's page, which only offers)."""
     proc = find(run.procedure)
-    if proc is None or not proc.restorable or restorer() is None or not run.node \
-            or run.status not in RESUMABLE_STATUSES:
+    if (
+        proc is None
+        or not proc.restorable
+        or restorer() is None
+        or not run.node
+        or run.status not in RESUMABLE_STATUSES
+    ):
         return None
-    later = ProcedureRun.objects.filter(lock_key=run.lock_key, pk__gt=run.pk).exclude(params__restore_of=run.pk) \
+    later = (
+        ProcedureRun.objects.filter(lock_key=run.lock_key, pk__gt=run.pk)
+        .exclude(params__restore_of=run.pk)
         .exclude(procedure__in=repair_codes())
+    )
     if later.exists():
         return None
     before = remembered(run, NODE_BEFORE)
-    now = node_state(seen if seen is not None else LiveRead.of(gateway).get_node(run.node),
-                     tuple((before or {}).get("labels") or ()))
+    now = node_state(
+        seen if seen is not None else LiveRead.of(gateway).get_node(run.node), tuple((before or {}).get("labels") or ())
+    )
     if before is None:  # stopped before it recorded the node: only undo its own cordon
         labels = {}
         cordoned_by_run = StepRun.objects.filter(run_id=run.pk, intent__request__call="cordon").exists()
@@ -213,12 +259,19 @@ def fix_params(proc, node: str, params: dict, gateway) -> dict:
 
 
 @in_record_language
-def start_restore(run: ProcedureRun, gateway, *, actor=None, actor_name: str = "", source: str = "web",
-                  dispatch=True) -> ProcedureRun:
+def start_restore(
+    run: ProcedureRun, gateway, *, actor=None, actor_name: str = "", source: str = "web", dispatch=True
+) -> ProcedureRun:
     """Start "Restore the node" for a stopped run (RunRefused when it is not offered)."""
     params = restore_params(run, gateway)
     if params is None:
-        raise RunRefused(_("Nothing to restore: run #%(id)d's node is not left cordoned or relabelled by it, or a "
-                           "later run changed the node.") % {"id": run.pk})
-    return start_run(restorer().code, run.node, params, actor=actor, actor_name=actor_name, source=source,
-                     dispatch=dispatch)
+        raise RunRefused(
+            _(
+                "Nothing to restore: run #%(id)d's node is not left cordoned or relabelled by it, or a "
+                "later run changed the node."
+            )
+            % {"id": run.pk}
+        )
+    return start_run(
+        restorer().code, run.node, params, actor=actor, actor_name=actor_name, source=source, dispatch=dispatch
+    )

@@ -1,5 +1,6 @@
 """Steps shared by procedures A-D (docs/operator-guide.md#procedures). Each: title + kubectl equivalent,
 an idempotent ``ensure`` (reads first, sends only what is missing) and a ``verify``."""
+
 from __future__ import annotations
 
 import json
@@ -31,11 +32,42 @@ from .base import Check, Outcome, Step, StepFailed
 
 # The vocabulary the procedures use is read from here too (definitions.py).
 __all__ = [
-    "COMPONENT_LABEL", "EVICT", "GPU", "GPU_SHARED", "MIG_PREFIX", "MIRROR", "MODE", "NVIDIA_PREFIX",
-    "PLUGIN_NAMESPACE", "SHARING_LABEL", "TYPE_LABEL", "AllocatableIs", "Checklist", "Cordon", "Drain", "Label",
-    "LabelBoth", "NoStale", "PluginPodRunning", "PrometheusAllocatable", "RemoveStale", "Skipped", "Uncordon",
-    "configured_replicas", "drain_decision", "esc", "fmt_resources", "is_terminal", "json_pointer_escape",
-    "ksm_resource", "nvidia_resources", "pdbs_for", "prometheus_check", "quantity", "status_patch", "whole_gpus",
+    "COMPONENT_LABEL",
+    "EVICT",
+    "GPU",
+    "GPU_SHARED",
+    "MIG_PREFIX",
+    "MIRROR",
+    "MODE",
+    "NVIDIA_PREFIX",
+    "PLUGIN_NAMESPACE",
+    "SHARING_LABEL",
+    "TYPE_LABEL",
+    "AllocatableIs",
+    "Checklist",
+    "Cordon",
+    "Drain",
+    "Label",
+    "LabelBoth",
+    "NoStale",
+    "PluginPodRunning",
+    "PrometheusAllocatable",
+    "RemoveStale",
+    "Skipped",
+    "Uncordon",
+    "configured_replicas",
+    "drain_decision",
+    "esc",
+    "fmt_resources",
+    "is_terminal",
+    "json_pointer_escape",
+    "ksm_resource",
+    "nvidia_resources",
+    "pdbs_for",
+    "prometheus_check",
+    "quantity",
+    "status_patch",
+    "whole_gpus",
 ]
 
 MODE = {  # sharing label value -> (plugin component, served resource, stale resource)
@@ -48,8 +80,11 @@ esc = json_pointer_escape
 
 
 def status_patch(node_status: dict, resource: str) -> list[dict]:
-    return [{"op": "remove", "path": f"/status/{section}/{esc(resource)}"}
-            for section in ("capacity", "allocatable") if resource in (node_status.get(section) or {})]
+    return [
+        {"op": "remove", "path": f"/status/{section}/{esc(resource)}"}
+        for section in ("capacity", "allocatable")
+        if resource in (node_status.get(section) or {})
+    ]
 
 
 def whole_gpus(ctx, node: str) -> tuple[int, str]:
@@ -69,8 +104,9 @@ def configured_replicas(gateway) -> int:
 def nvidia_resources(node: dict) -> dict[str, tuple[str, str]]:
     st = node.get("status") or {}
     cap, alloc = st.get("capacity") or {}, st.get("allocatable") or {}
-    return {r: (cap.get(r, "-"), alloc.get(r, "-")) for r in sorted(set(cap) | set(alloc))
-            if r.startswith(NVIDIA_PREFIX)}
+    return {
+        r: (cap.get(r, "-"), alloc.get(r, "-")) for r in sorted(set(cap) | set(alloc)) if r.startswith(NVIDIA_PREFIX)
+    }
 
 
 def fmt_resources(node: dict) -> str:
@@ -79,6 +115,7 @@ def fmt_resources(node: dict) -> str:
 
 
 # --- node steps -----------------------------------------------------------------
+
 
 class Cordon(Step):
     key = "cordon"
@@ -98,14 +135,16 @@ class Cordon(Step):
 
     def verify(self, ctx):
         ok = bool((ctx.gateway.get_node(ctx.node).get("spec") or {}).get("unschedulable"))
-        return Check(ok, _("spec.unschedulable is true") if ok else _("node is still schedulable"),
-                     _("Cordon the node: kubectl cordon %(node)s") % {"node": ctx.node})
+        return Check(
+            ok,
+            _("spec.unschedulable is true") if ok else _("node is still schedulable"),
+            _("Cordon the node: kubectl cordon %(node)s") % {"node": ctx.node},
+        )
 
 
 def _evictable(pod: dict) -> bool:
     """A pod the drain still has to move: a finished pod is as good as gone."""
     return not is_terminal(pod) and drain_decision(pod) == EVICT
-
 
 
 class Drain(Step):
@@ -140,21 +179,26 @@ class Drain(Step):
         pdbs = ctx.gateway.list_pod_disruption_budgets()
         items, blockers = [], []
         for p in left:
-            key = f'{p["metadata"]["namespace"]}/{p["metadata"]["name"]}'
+            key = f"{p['metadata']['namespace']}/{p['metadata']['name']}"
             names = [b["metadata"]["name"] for b in pdbs_for(p, pdbs)]
             if names:
                 blockers.append(key)
-                items.append(_("%(pod)s is protected by PodDisruptionBudget %(pdb)s")
-                             % {"pod": key, "pdb": ", ".join(names)})
+                items.append(
+                    _("%(pod)s is protected by PodDisruptionBudget %(pdb)s") % {"pod": key, "pdb": ", ".join(names)}
+                )
             else:
                 items.append(_("%(pod)s is still on the node") % {"pod": key})
         if blockers:
-            fix = _("The drain is blocked by PodDisruptionBudgets: %(items)s. Move or scale the workload so the "
-                    "budget allows an eviction (or relax the budget with its owner), then resume this run. "
-                    "The node stays cordoned meanwhile.") % {"items": "; ".join(items)}
+            fix = _(
+                "The drain is blocked by PodDisruptionBudgets: %(items)s. Move or scale the workload so the "
+                "budget allows an eviction (or relax the budget with its owner), then resume this run. "
+                "The node stays cordoned meanwhile."
+            ) % {"items": "; ".join(items)}
         else:
-            fix = _("Pods are still on the node: %(items)s. Wait for them to terminate or delete them, "
-                    "then resume this run.") % {"items": "; ".join(items)}
+            fix = _(
+                "Pods are still on the node: %(items)s. Wait for them to terminate or delete them, "
+                "then resume this run."
+            ) % {"items": "; ".join(items)}
         return Check(False, "\n".join(items), fix, items=items)
 
 
@@ -165,8 +209,7 @@ class Label(Step):
         self.value = value
 
     def title(self, run):
-        return _("Label %(node)s %(label)s=%(value)s") % {"node": run.node, "label": SHARING_LABEL,
-                                                              "value": self.value}
+        return _("Label %(node)s %(label)s=%(value)s") % {"node": run.node, "label": SHARING_LABEL, "value": self.value}
 
     def kubectl(self, run):
         return f"kubectl label node {run.node} {SHARING_LABEL}={self.value} --overwrite"
@@ -180,8 +223,11 @@ class Label(Step):
 
     def verify(self, ctx):
         value = (ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}).get(SHARING_LABEL)
-        return Check(value == self.value, f"{SHARING_LABEL}={value}",
-                     _("Set the label exactly: %(cmd)s") % {"cmd": self.kubectl(ctx)})
+        return Check(
+            value == self.value,
+            f"{SHARING_LABEL}={value}",
+            _("Set the label exactly: %(cmd)s") % {"cmd": self.kubectl(ctx)},
+        )
 
 
 class LabelBoth(Label):
@@ -189,7 +235,11 @@ class LabelBoth(Label):
 
     def title(self, run):
         return _("Label %(node)s %(type)s=nvidia and %(label)s=%(value)s together") % {
-            "node": run.node, "type": TYPE_LABEL, "label": SHARING_LABEL, "value": self.value}
+            "node": run.node,
+            "type": TYPE_LABEL,
+            "label": SHARING_LABEL,
+            "value": self.value,
+        }
 
     def kubectl(self, run):
         return f"kubectl label node {run.node} {TYPE_LABEL}=nvidia {SHARING_LABEL}={self.value}"
@@ -205,8 +255,11 @@ class LabelBoth(Label):
     def verify(self, ctx):
         labels = ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}
         ok = labels.get(TYPE_LABEL) == "nvidia" and labels.get(SHARING_LABEL) == self.value
-        return Check(ok, f"{TYPE_LABEL}={labels.get(TYPE_LABEL)} {SHARING_LABEL}={labels.get(SHARING_LABEL)}",
-                     _("Set both labels in one command: %(cmd)s") % {"cmd": self.kubectl(ctx)})
+        return Check(
+            ok,
+            f"{TYPE_LABEL}={labels.get(TYPE_LABEL)} {SHARING_LABEL}={labels.get(SHARING_LABEL)}",
+            _("Set both labels in one command: %(cmd)s") % {"cmd": self.kubectl(ctx)},
+        )
 
 
 class PluginPodRunning(Step):
@@ -222,28 +275,38 @@ class PluginPodRunning(Step):
 
     def title(self, run):
         return _("Verify the %(component)s device-plugin pod is Running on %(node)s") % {
-            "component": self.component, "node": run.node}
+            "component": self.component,
+            "node": run.node,
+        }
 
     def kubectl(self, run):
-        return (f"kubectl -n {PLUGIN_NAMESPACE} get pod -o wide -l {COMPONENT_LABEL}={self.component} "
-                f"--field-selector spec.nodeName={run.node}")
+        return (
+            f"kubectl -n {PLUGIN_NAMESPACE} get pod -o wide -l {COMPONENT_LABEL}={self.component} "
+            f"--field-selector spec.nodeName={run.node}"
+        )
 
     def verify(self, ctx):
-        pods = ctx.gateway.list_pods(namespace=PLUGIN_NAMESPACE, label_selector=f"{COMPONENT_LABEL}={self.component}",
-                                     field_selector=f"spec.nodeName={ctx.node}")
-        lines = [f'{p["metadata"]["name"]} {(p.get("status") or {}).get("phase", "?")}' for p in pods]
+        pods = ctx.gateway.list_pods(
+            namespace=PLUGIN_NAMESPACE,
+            label_selector=f"{COMPONENT_LABEL}={self.component}",
+            field_selector=f"spec.nodeName={ctx.node}",
+        )
+        lines = [f"{p['metadata']['name']} {(p.get('status') or {}).get('phase', '?')}" for p in pods]
         ok = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
         if ok:
             return Check(True, "\n".join(lines))
         if pods:
-            fix = _("The %(component)s plugin pod on %(node)s is not Running. If it is Pending, the DaemonSet "
-                    "lacks a toleration for the node's taints: keep both DaemonSets' tolerations identical in the "
-                    "managed manifest and apply it, then resume.") % {"component": self.component, "node": ctx.node}
+            fix = _(
+                "The %(component)s plugin pod on %(node)s is not Running. If it is Pending, the DaemonSet "
+                "lacks a toleration for the node's taints: keep both DaemonSets' tolerations identical in the "
+                "managed manifest and apply it, then resume."
+            ) % {"component": self.component, "node": ctx.node}
         else:
-            fix = _("No %(component)s plugin pod on %(node)s. Check the label is exactly %(label)s=%(value)s and "
-                    "that the DaemonSet tolerates the node's taints (both DaemonSets need identical tolerations); "
-                    "fix the managed manifest, apply it, then resume.") % {
-                "component": self.component, "node": ctx.node, "label": SHARING_LABEL, "value": self.value}
+            fix = _(
+                "No %(component)s plugin pod on %(node)s. Check the label is exactly %(label)s=%(value)s and "
+                "that the DaemonSet tolerates the node's taints (both DaemonSets need identical tolerations); "
+                "fix the managed manifest, apply it, then resume."
+            ) % {"component": self.component, "node": ctx.node, "label": SHARING_LABEL, "value": self.value}
         return Check(False, "\n".join(lines) or _("No resources found"), fix)
 
 
@@ -274,16 +337,33 @@ class AllocatableIs(Step):
         node = ctx.gateway.get_node(ctx.node)
         physical, replicas, source = self.expected(ctx)
         got = quantity(((node.get("status") or {}).get("allocatable") or {}).get(self.resource, "0"))
-        detail = fmt_resources(node) + "\n" + _("expected %(res)s = %(p)d physical (%(src)s) × %(r)d = %(e)d") % {
-            "res": self.resource, "p": physical, "src": source, "r": replicas, "e": physical * replicas}
+        detail = (
+            fmt_resources(node)
+            + "\n"
+            + _("expected %(res)s = %(p)d physical (%(src)s) × %(r)d = %(e)d")
+            % {"res": self.resource, "p": physical, "src": source, "r": replicas, "e": physical * replicas}
+        )
         if physical <= 0:
-            return Check(False, detail, _("No physical GPU is known on %(node)s. Check the driver and the container "
-                                          "runtime are installed and the DCGM exporter runs there.") % {"node": ctx.node})
+            return Check(
+                False,
+                detail,
+                _(
+                    "No physical GPU is known on %(node)s. Check the driver and the container "
+                    "runtime are installed and the DCGM exporter runs there."
+                )
+                % {"node": ctx.node},
+            )
         ok = got == physical * replicas
-        return Check(ok, detail, _("allocatable %(res)s is %(got)d, not %(e)d. The plugin reads its config only at "
-                                   "start: if replicas were changed without a rollout restart, restart the plugin "
-                                   "(procedure C); otherwise check the plugin pod's log.")
-                     % {"res": self.resource, "got": got, "e": physical * replicas})
+        return Check(
+            ok,
+            detail,
+            _(
+                "allocatable %(res)s is %(got)d, not %(e)d. The plugin reads its config only at "
+                "start: if replicas were changed without a rollout restart, restart the plugin "
+                "(procedure C); otherwise check the plugin pod's log."
+            )
+            % {"res": self.resource, "got": got, "e": physical * replicas},
+        )
 
 
 class RemoveStale(Step):
@@ -300,8 +380,9 @@ class RemoveStale(Step):
         return _("Remove the stale %(res)s from node status (JSON patch)") % {"res": self.resource}
 
     def kubectl(self, run):
-        ops = json.dumps(status_patch({"capacity": {self.resource: 1}, "allocatable": {self.resource: 1}},
-                                      self.resource))
+        ops = json.dumps(
+            status_patch({"capacity": {self.resource: 1}, "allocatable": {self.resource: 1}}, self.resource)
+        )
         return f"kubectl patch node {run.node} --subresource=status --type=json -p='{ops}'"
 
     def ensure(self, ctx):
@@ -315,9 +396,15 @@ class RemoveStale(Step):
     def verify(self, ctx):
         node = ctx.gateway.get_node(ctx.node)
         left = bool(status_patch(node.get("status") or {}, self.resource))
-        return Check(not left, fmt_resources(node),
-                     _("%(res)s is still in the node status. Patch it again (never delete the kubelet checkpoint "
-                       "file: that brings the stale capacity back as allocatable).") % {"res": self.resource})
+        return Check(
+            not left,
+            fmt_resources(node),
+            _(
+                "%(res)s is still in the node status. Patch it again (never delete the kubelet checkpoint "
+                "file: that brings the stale capacity back as allocatable)."
+            )
+            % {"res": self.resource},
+        )
 
 
 class NoStale(Step):
@@ -336,9 +423,12 @@ class NoStale(Step):
         node = ctx.gateway.get_node(ctx.node)
         served = MODE[self.value][1]
         stale = [r for r in nvidia_resources(node) if r != served and not r.startswith(MIG_PREFIX)]
-        return Check(not stale, fmt_resources(node),
-                     _("Stale resources left: %(res)s. Remove them with the status patch of step 5.")
-                     % {"res": ", ".join(stale)})
+        return Check(
+            not stale,
+            fmt_resources(node),
+            _("Stale resources left: %(res)s. Remove them with the status patch of step 5.")
+            % {"res": ", ".join(stale)},
+        )
 
 
 class Uncordon(Step):
@@ -358,8 +448,11 @@ class Uncordon(Step):
 
     def verify(self, ctx):
         ok = not (ctx.gateway.get_node(ctx.node).get("spec") or {}).get("unschedulable")
-        return Check(ok, _("schedulable") if ok else _("still cordoned"),
-                     _("Uncordon the node: kubectl uncordon %(node)s") % {"node": ctx.node})
+        return Check(
+            ok,
+            _("schedulable") if ok else _("still cordoned"),
+            _("Uncordon the node: kubectl uncordon %(node)s") % {"node": ctx.node},
+        )
 
 
 def prometheus_check(ctx, node: str, resource: str, expected: int) -> Check:
@@ -369,17 +462,30 @@ def prometheus_check(ctx, node: str, resource: str, expected: int) -> Check:
         why = metrics.last_error() or _("Prometheus is not configured")
         raw = ctx.gateway.get_node(node)
         got = quantity(((raw.get("status") or {}).get("allocatable") or {}).get(resource, "0"))
-        detail = _("%(why)s: fell back to the cluster's allocatable (kubelet status), not Prometheus. "
-                   "%(res)s = %(got)d (expected %(e)d)") % {"why": why, "res": resource, "got": got, "e": expected}
-        return Check(got == expected, detail, _("Allocatable on %(node)s is %(got)d, expected %(e)d.")
-                     % {"node": node, "got": got, "e": expected}, level="ok" if got == expected else "block")
+        detail = _(
+            "%(why)s: fell back to the cluster's allocatable (kubelet status), not Prometheus. "
+            "%(res)s = %(got)d (expected %(e)d)"
+        ) % {"why": why, "res": resource, "got": got, "e": expected}
+        return Check(
+            got == expected,
+            detail,
+            _("Allocatable on %(node)s is %(got)d, expected %(e)d.") % {"node": node, "got": got, "e": expected},
+            level="ok" if got == expected else "block",
+        )
     got = values.get(metric)
-    detail = "\n".join(f'kube_node_status_allocatable{{node="{node}",resource="{k}"}} {v:g}'
-                       for k, v in sorted(values.items())) or _("no series")
+    detail = "\n".join(
+        f'kube_node_status_allocatable{{node="{node}",resource="{k}"}} {v:g}' for k, v in sorted(values.items())
+    ) or _("no series")
     ok = got is not None and int(got) == expected
-    return Check(ok, detail, _("Prometheus shows %(metric)s = %(got)s on %(node)s, expected %(e)d. kube-state-metrics "
-                               "may not have been scraped yet; check its scrape target, then resume.")
-                 % {"metric": metric, "got": got, "node": node, "e": expected})
+    return Check(
+        ok,
+        detail,
+        _(
+            "Prometheus shows %(metric)s = %(got)s on %(node)s, expected %(e)d. kube-state-metrics "
+            "may not have been scraped yet; check its scrape target, then resume."
+        )
+        % {"metric": metric, "got": got, "node": node, "e": expected},
+    )
 
 
 class PrometheusAllocatable(Step):
@@ -419,16 +525,25 @@ class Checklist(Step):
         return _("Checklist: NVIDIA driver and nvidia-container-runtime installed on %(node)s") % {"node": run.node}
 
     def kubectl(self, run):
-        return _("(outside the cluster) install the NVIDIA driver (.run) and nvidia-container-runtime (rpm) "
-                 "per the node build guide")
+        return _(
+            "(outside the cluster) install the NVIDIA driver (.run) and nvidia-container-runtime (rpm) "
+            "per the node build guide"
+        )
 
     def verify(self, ctx):
         who = ctx.params.get("checklist_confirmed_by") or ctx.run.actor_name
         if not ctx.params.get("checklist_confirmed"):
             who = ctx.checklist_confirmed_by()  # confirmed on the run page after a first stop here
         if who:
-            return Check(True, _("Confirmed by %(who)s: driver and container runtime are installed on %(node)s.")
-                         % {"who": who, "node": ctx.node})
-        raise StepFailed(_("The checklist was not confirmed."),
-                         _("Install the NVIDIA driver and nvidia-container-runtime on the node, then confirm the "
-                           "checklist on this run's page (or: manage.py procedure resume RUN --confirm-checklist)."))
+            return Check(
+                True,
+                _("Confirmed by %(who)s: driver and container runtime are installed on %(node)s.")
+                % {"who": who, "node": ctx.node},
+            )
+        raise StepFailed(
+            _("The checklist was not confirmed."),
+            _(
+                "Install the NVIDIA driver and nvidia-container-runtime on the node, then confirm the "
+                "checklist on this run's page (or: manage.py procedure resume RUN --confirm-checklist)."
+            ),
+        )

@@ -1,4 +1,5 @@
 """Template helpers: glossary help texts on every number, GPU type names, pagination."""
+
 from django import template
 from django.utils.html import format_html
 from django.utils.translation import gettext
@@ -11,22 +12,53 @@ register = template.Library()
 # The glossary of docs/operator-guide.md (#physical-and-logical-counts, #procedures).
 # Keys are used by {% term %}.
 GLOSSARY = {
-    "physical": (_("Physical"), _("GPU devices installed (DCGM: distinct GPU UUIDs). Fixed, whatever the sharing mode.")),
-    "physical_used": (_("In use physically"), _("Physical GPU devices a Running pod holds (DCGM names the pods per "
-                                               "device; otherwise placed as the device plugin allocates). Counted in "
-                                               "devices, whatever the sharing mode.")),
-    "logical": (_("Logical"), _("Schedulable units: kubelet allocatable. One physical GPU at time-slicing replicas R is R logical GPUs.")),
-    "allocated": (_("Allocated to Workspaces"), _("Workspace quota ceilings: sum of ResourceQuota requests.<resource>, "
-                                                  "in the units of that resource. A promise, not a use.")),
-    "requested": (_("Requested by pods"), _("What pods hold now: GPU requests of scheduled, non-terminal pods, in "
-                                            "the units of their resource (a time-sliced GPU counts once per "
-                                            "replica).")),
-    "idle": (_("Idle"), _("Quota allocated to Workspaces that had no Running GPU pod, or utilisation under the "
-                          "threshold, for the whole idle window (24 h by default): it could be reclaimed.")),
+    "physical": (
+        _("Physical"),
+        _("GPU devices installed (DCGM: distinct GPU UUIDs). Fixed, whatever the sharing mode."),
+    ),
+    "physical_used": (
+        _("In use physically"),
+        _(
+            "Physical GPU devices a Running pod holds (DCGM names the pods per "
+            "device; otherwise placed as the device plugin allocates). Counted in "
+            "devices, whatever the sharing mode."
+        ),
+    ),
+    "logical": (
+        _("Logical"),
+        _("Schedulable units: kubelet allocatable. One physical GPU at time-slicing replicas R is R logical GPUs."),
+    ),
+    "allocated": (
+        _("Allocated to Workspaces"),
+        _(
+            "Workspace quota ceilings: sum of ResourceQuota requests.<resource>, "
+            "in the units of that resource. A promise, not a use."
+        ),
+    ),
+    "requested": (
+        _("Requested by pods"),
+        _(
+            "What pods hold now: GPU requests of scheduled, non-terminal pods, in "
+            "the units of their resource (a time-sliced GPU counts once per "
+            "replica)."
+        ),
+    ),
+    "idle": (
+        _("Idle"),
+        _(
+            "Quota allocated to Workspaces that had no Running GPU pod, or utilisation under the "
+            "threshold, for the whole idle window (24 h by default): it could be reclaimed."
+        ),
+    ),
     "available": (_("Available"), _("Logical total minus allocated quota. 0 means approval may be delayed.")),
     "replicas": (_("Replicas"), _("How many logical GPUs one physical GPU becomes under time-slicing.")),
-    "stale": (_("Stale resource"), _("A previous mode's resource kubelet left on the node. Capacity only: "
-                                     "harmless, clean up. Also allocatable: mis-scheduling risk, clean up now.")),
+    "stale": (
+        _("Stale resource"),
+        _(
+            "A previous mode's resource kubelet left on the node. Capacity only: "
+            "harmless, clean up. Also allocatable: mis-scheduling risk, clean up now."
+        ),
+    ),
     "capacity": (_("Capacity"), _("What kubelet reports the node has, including resources no longer served.")),
 }
 
@@ -35,8 +67,13 @@ GLOSSARY = {
 def term(key, text=None):
     """A glossary-linked label: <abbr title="help">Label</abbr>."""
     name, help_text = GLOSSARY[key]
-    return format_html('<abbr class="term" title="{}: {}" data-term="{}">{}</abbr>',
-                       name, help_text, key, text if text is not None else name)
+    return format_html(
+        '<abbr class="term" title="{}: {}" data-term="{}">{}</abbr>',
+        name,
+        help_text,
+        key,
+        text if text is not None else name,
+    )
 
 
 @register.filter

@@ -9,6 +9,7 @@
 Each renders a template under templates/components/pictures/, which sets the words in
 HTML (where they wrap in any language) and puts a table with the same numbers beside the
 picture (a <details>, for screen readers and for anyone who would rather read)."""
+
 from django import template
 from django.urls import reverse
 from django.utils.http import urlencode
@@ -22,9 +23,17 @@ register = template.Library()
 def _bar(name, total, allocated, requested, subtitle=""):
     total, allocated, requested = int(total or 0), int(allocated or 0), int(requested or 0)
     held = max(allocated, requested)
-    return {"name": name, "subtitle": subtitle, "total": total, "allocated": allocated, "requested": requested,
-            "allocated_only": max(0, allocated - requested), "free": max(0, total - held), "over": max(0, held - total),
-            "svg": pictures.capacity_bar(name, total, allocated, requested)}
+    return {
+        "name": name,
+        "subtitle": subtitle,
+        "total": total,
+        "allocated": allocated,
+        "requested": requested,
+        "allocated_only": max(0, allocated - requested),
+        "free": max(0, total - held),
+        "over": max(0, held - total),
+        "svg": pictures.capacity_bar(name, total, allocated, requested),
+    }
 
 
 @register.inclusion_tag("components/pictures/capacity.html")
@@ -36,16 +45,17 @@ def capacity_picture(name, total, allocated, requested, subtitle=""):
 @register.inclusion_tag("components/pictures/capacity.html")
 def capacity_pictures(rows):
     """A bar per resource row (``gpus.ledger.ResourceRow``: resource, logical, allocated, requested)."""
-    return {"bars": [_bar(r.resource, r.logical, r.allocated, r.requested, GpuType.label_of(r.gpu_type))
-                     for r in rows]}
+    return {"bars": [_bar(r.resource, r.logical, r.allocated, r.requested, GpuType.label_of(r.gpu_type)) for r in rows]}
 
 
 @register.inclusion_tag("components/pictures/gpu_map.html")
 def gpu_map(node):
     """The node's GPU map: one tile per physical GPU, one row per slot."""
     m = gpumap.node_map(node)
-    tiles = [{"tile": t, "svg": pictures.gpu_tile(t.title, [s.as_dict() for s in t.slots], caption=t.caption)}
-             for t in m.tiles]
+    tiles = [
+        {"tile": t, "svg": pictures.gpu_tile(t.title, [s.as_dict() for s in t.slots], caption=t.caption)}
+        for t in m.tiles
+    ]
     counts = [(state, gpumap.STATE_TEXT[state], m.count(state)) for state in pictures.SLOT_STATES]
     return {"map": m, "tiles": tiles, "counts": counts, "node": node}
 

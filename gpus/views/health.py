@@ -1,4 +1,5 @@
 """The Health page: every detected problem with its remedy."""
+
 from __future__ import annotations
 
 from django.shortcuts import render
@@ -19,8 +20,10 @@ FINDING_TABLE = Table(
     Column("where", _("Where"), "p.subject"),
     Column("problem", _("Problem"), "p.title", value="p.message"),
     Column("remedy", _("What to do"), None, value="p.remedy"),
-    search=("p.subject", "p.title", "p.message", "p.kind"), default="severity",
-    per_page=1000)  # one page: the Dashboard links to each kind's first row (#kind)
+    search=("p.subject", "p.title", "p.message", "p.kind"),
+    default="severity",
+    per_page=1000,
+)  # one page: the Dashboard links to each kind's first row (#kind)
 
 
 @require_GET

@@ -1,4 +1,5 @@
 """The inventory pages: Dashboard, per-model detail, Availability, Nodes, node detail, help, evidence."""
+
 from django.conf import settings
 from django.http import Http404
 from django.shortcuts import render
@@ -8,10 +9,10 @@ from django.views.decorators.http import require_GET
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
 
-from .. import health as health_mod
-from ..choices import GpuMode
 from .. import clusterview
+from .. import health as health_mod
 from .. import ledger as ledger_mod
+from ..choices import GpuMode
 from ..reading import live_view, read_attention, read_cluster
 
 
@@ -19,10 +20,23 @@ from ..reading import live_view, read_attention, read_cluster
 def dashboard(request):
     view = read_cluster()
     idle = clusterview.idle_by_resource()
-    headline = [{"resource": r.resource, "gpu_type": r.gpu_type, "logical": r.logical, "requested": r.requested,
-                 "allocated": r.allocated, "idle": idle.get(r.resource, 0)} for r in view.ledger.by_resource]
-    ctx = {"ledger": view.ledger, "snapshot": view.snapshot, "headline": headline,
-           "idle_hours": settings.BRICK_IDLE_HOURS}
+    headline = [
+        {
+            "resource": r.resource,
+            "gpu_type": r.gpu_type,
+            "logical": r.logical,
+            "requested": r.requested,
+            "allocated": r.allocated,
+            "idle": idle.get(r.resource, 0),
+        }
+        for r in view.ledger.by_resource
+    ]
+    ctx = {
+        "ledger": view.ledger,
+        "snapshot": view.snapshot,
+        "headline": headline,
+        "idle_hours": settings.BRICK_IDLE_HOURS,
+    }
     if request.user.is_staff:  # the "Needs attention" card: the Health page's problems, grouped
         ctx["attention"] = read_attention(view)
     return render(request, "gpus/dashboard.html", ctx)
@@ -60,7 +74,9 @@ NODE_TABLE = Table(
     Column("logical", _("Logical"), None, value=_node_total("logical"), numeric=True, term="logical"),
     Column("requested", _("Requested"), None, value=_node_total("requested"), numeric=True, term="requested"),
     Column("findings", _("State"), "problems", numeric=True),
-    search=("name", "model", "mode"), default="name")
+    search=("name", "model", "mode"),
+    default="name",
+)
 
 
 @require_GET
@@ -73,9 +89,17 @@ def node_list(request):
     if table.wants_csv:
         return table.csv_response("nodes")
     page = table.page
-    ctx = {"ledger": view.ledger, "snapshot": view.snapshot, "page": page, "table": table,
-           "rows": clusterview.node_lines(view, page), "models": view.ledger.models, "modes": GpuMode.choices,
-           "mode": mode, "model": model}
+    ctx = {
+        "ledger": view.ledger,
+        "snapshot": view.snapshot,
+        "page": page,
+        "table": table,
+        "rows": clusterview.node_lines(view, page),
+        "models": view.ledger.models,
+        "modes": GpuMode.choices,
+        "mode": mode,
+        "model": model,
+    }
     template = "gpus/node_list.html"
     if request.htmx:
         template += "#node-table"
@@ -89,9 +113,17 @@ def node_detail(request, name):
     node = view.ledger.node(name)
     if node is None and not view.snapshot.has_node(name):
         raise Http404(f"No node named {name}")
-    return render(request, "gpus/node_detail.html", {
-        "ledger": view.ledger, "snapshot": view.snapshot, "node": node, "name": name,
-        "problems": view.problems_of([name]).get(name, [])})
+    return render(
+        request,
+        "gpus/node_detail.html",
+        {
+            "ledger": view.ledger,
+            "snapshot": view.snapshot,
+            "node": node,
+            "name": name,
+            "problems": view.problems_of([name]).get(name, []),
+        },
+    )
 
 
 @require_GET

@@ -1,4 +1,5 @@
 """The managed device-plugin manifest: versions, validation, drift, save and apply."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -27,7 +28,10 @@ VERSION_TABLE = Table(
     Column("note", gettext_lazy("Note")),
     Column("run", gettext_lazy("Run"), "run_id", numeric=True),
     Column("applied", gettext_lazy("Applied"), "applied_at"),
-    search=("note", "actor_name"), default="-version", per_page=10)
+    search=("note", "actor_name"),
+    default="-version",
+    per_page=10,
+)
 
 
 @require_GET
@@ -43,8 +47,11 @@ def manifest_view(request):
     versions = VERSION_TABLE.bind(request, ManifestVersion.objects.all())
     if versions.wants_csv:
         return versions.csv_response("manifest-versions")
-    return render(request, "gpus/wizards/manifest.html",
-                  _manifest_context(request, version, cur, ManifestForm(initial={"content": cur.content}), versions))
+    return render(
+        request,
+        "gpus/wizards/manifest.html",
+        _manifest_context(request, version, cur, ManifestForm(initial={"content": cur.content}), versions),
+    )
 
 
 def _manifest_context(request, version, cur, form, versions=None):
@@ -60,9 +67,17 @@ def _manifest_context(request, version, cur, form, versions=None):
         except ClusterError as exc:
             show_cluster_error(request, exc)
     versions = versions or VERSION_TABLE.bind(request, ManifestVersion.objects.all())
-    return {"version": version, "current": cur, "table": versions, "page": versions.page,
-            "validation": validation, "error": error, "drift": drift, "form": form,
-            "in_sync": drift and all(d.state == "in-sync" for d in drift)}
+    return {
+        "version": version,
+        "current": cur,
+        "table": versions,
+        "page": versions.page,
+        "validation": validation,
+        "error": error,
+        "drift": drift,
+        "form": form,
+        "in_sync": drift and all(d.state == "in-sync" for d in drift),
+    }
 
 
 @require_POST
@@ -73,8 +88,9 @@ def manifest_save(request):
     form = ManifestForm(request.POST)
     if form.is_valid():
         try:
-            v = manifest_mod.save_version(form.cleaned_data["content"].replace("\r\n", "\n"), actor=request.user,
-                                          note=form.cleaned_data["note"])
+            v = manifest_mod.save_version(
+                form.cleaned_data["content"].replace("\r\n", "\n"), actor=request.user, note=form.cleaned_data["note"]
+            )
             messages.success(request, _("Saved as version %(v)d. Apply it to change the cluster.") % {"v": v.version})
             return redirect("manifest")
         except manifest_mod.ManifestError as exc:
@@ -97,7 +113,9 @@ def manifest_apply(request):
         messages.error(request, _("Version %(v)d is not valid: %(e)s") % {"v": cur.version, "e": exc})
         return redirect("manifest")
     if not result.ok:
-        messages.error(request, _("Version %(v)d is not valid: %(e)s") % {"v": cur.version, "e": "; ".join(result.errors)})
+        messages.error(
+            request, _("Version %(v)d is not valid: %(e)s") % {"v": cur.version, "e": "; ".join(result.errors)}
+        )
         return redirect("manifest")
     try:
         lines = manifest_mod.apply(docs, get_gateway())
@@ -108,8 +126,12 @@ def manifest_apply(request):
         messages.error(request, _("Apply failed: %(err)s") % {"err": exc})
         return redirect("manifest")
     ManifestVersion.objects.filter(pk=cur.pk).update(applied_at=timezone.now())
-    messages.success(request, _("Applied version %(v)d: %(lines)s. A ConfigMap change takes effect only after a "
-                                "rollout restart (procedure C does both).") % {"v": cur.version, "lines": "; ".join(lines)})
+    messages.success(
+        request,
+        _(
+            "Applied version %(v)d: %(lines)s. A ConfigMap change takes effect only after a "
+            "rollout restart (procedure C does both)."
+        )
+        % {"v": cur.version, "lines": "; ".join(lines)},
+    )
     return redirect("manifest")
-
-

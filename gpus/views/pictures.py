@@ -6,8 +6,9 @@ Workspace permission check; one Prometheus range query (cached for a step).
 Who may see what: the cluster and a GPU type, everyone (like the Dashboard and
 Availability); a node, admins (like the node pages); a Workspace, its owner and admins
 (anyone else gets 404, as for a Workspace that does not exist)."""
+
 import hashlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
@@ -35,8 +36,11 @@ VIEWERS: dict = {}  # {scope: (user, subject) -> bool}
 
 
 def _ranges():
-    return {"hour": (_("Last hour"), _("the last hour")), "day": (_("Last day"), _("the last day")),
-            "week": (_("Last week"), _("the last week"))}
+    return {
+        "hour": (_("Last hour"), _("the last hour")),
+        "day": (_("Last day"), _("the last day")),
+        "week": (_("Last week"), _("the last week")),
+    }
 
 
 def _title(scope: str, subject: str) -> str:
@@ -59,8 +63,13 @@ def summary(points, period: str, step: float) -> str:
     else:
         every = _("one every %(n)s h") % {"n": f"{step / 3600:g}"}
     return _("Mean %(mean)s%%, lowest %(low)s%%, highest %(high)s%% over %(period)s (%(count)s points, %(every)s).") % {
-        "mean": round(sum(values) / len(values)), "low": round(min(values)), "high": round(max(values)),
-        "period": period, "count": len(values), "every": every}
+        "mean": round(sum(values) / len(values)),
+        "low": round(min(values)),
+        "high": round(max(values)),
+        "period": period,
+        "count": len(values),
+        "every": every,
+    }
 
 
 @require_GET
@@ -89,14 +98,23 @@ def utilisation(request, scope):
         query = {"range": key, **({"of": subject} if subject else {})}
         links.append((key, label, base + "?" + urlencode(query)))
     period = ranges[range_key][1]
-    ctx = {"scope": scope, "subject": subject, "title": title, "series": series, "range_key": range_key,
-           "range_label": period, "ranges": links,
-           "dom_id": f"util-{scope}-{hashlib.sha1(subject.encode()).hexdigest()[:10]}"}
+    ctx = {
+        "scope": scope,
+        "subject": subject,
+        "title": title,
+        "series": series,
+        "range_key": range_key,
+        "range_label": period,
+        "ranges": links,
+        "dom_id": f"util-{scope}-{hashlib.sha1(subject.encode()).hexdigest()[:10]}",
+    }
     if series.measured and series.points:
         label = f"{title}: {summary(series.points, period, series.step)}"
-        ctx.update(svg=pictures.line_chart(series.points, series.start, series.end, series.step, label),
-                   summary=summary(series.points, period, series.step),
-                   start=datetime.fromtimestamp(series.start, tz=timezone.utc),
-                   end=datetime.fromtimestamp(series.end, tz=timezone.utc),
-                   rows=[(datetime.fromtimestamp(t, tz=timezone.utc), v) for t, v in series.points])
+        ctx.update(
+            svg=pictures.line_chart(series.points, series.start, series.end, series.step, label),
+            summary=summary(series.points, period, series.step),
+            start=datetime.fromtimestamp(series.start, tz=UTC),
+            end=datetime.fromtimestamp(series.end, tz=UTC),
+            rows=[(datetime.fromtimestamp(t, tz=UTC), v) for t, v in series.points],
+        )
     return render(request, "components/pictures/utilisation.html", ctx)

@@ -1,4 +1,5 @@
 """Run pages: live progress, cancel, resume, the checklist confirmation, history and audit downloads."""
+
 from __future__ import annotations
 
 import csv
@@ -38,7 +39,9 @@ RUN_TABLE = Table(
     Column("created", gettext_lazy("Created"), "created_at"),
     Column("finished", gettext_lazy("Finished"), "finished_at"),
     Column("took", gettext_lazy("Took"), numeric=True, value=lambda r: r.duration and r.duration.total_seconds()),
-    search=("node", "actor_name", "message", "status"), default="-id")
+    search=("node", "actor_name", "message", "status"),
+    default="-id",
+)
 
 
 def with_duration(runs):
@@ -58,8 +61,17 @@ def step_rows(run, events):
     for key, e in latest.items():
         start = next((x.started_at for x in reversed(events) if x.step_key == key and x.started_at), None)
         took = e.finished_at - start if start and e.finished_at else None
-        rows.append({"key": key, "event": e, "title": e.numbered_title, "kubectl": first[key].kubectl or e.kubectl,
-                     "index": e.step_index, "started_at": start, "took": took})
+        rows.append(
+            {
+                "key": key,
+                "event": e,
+                "title": e.numbered_title,
+                "kubectl": first[key].kubectl or e.kubectl,
+                "index": e.step_index,
+                "started_at": start,
+                "took": took,
+            }
+        )
     rows.sort(key=lambda r: r["index"])
     return rows
 
@@ -75,8 +87,14 @@ def run_position(rows, status: str) -> dict:
     current = next((r for r in rows if r["event"].state == "running"), None)
     if current is None and status not in ("pending", "succeeded"):
         current = next((r for r in rows if r["event"].state not in FINISHED_STEP_STATES), None)
-    return {"total": total, "numbered": max(total - 1, 0), "done": done, "current": current,
-            "index": current["index"] if current else None, "title": current["event"].title if current else ""}
+    return {
+        "total": total,
+        "numbered": max(total - 1, 0),
+        "done": done,
+        "current": current,
+        "index": current["index"] if current else None,
+        "title": current["event"].title if current else "",
+    }
 
 
 def announcement(event, numbered: int, run) -> str:
@@ -87,9 +105,12 @@ def announcement(event, numbered: int, run) -> str:
         return ""
     if event.step_key == engine.RUN_EVENT:
         if not run.is_active and event.seq == run.last_seq:
-            said = {"succeeded": _("Run succeeded. %(message)s"), "failed": _("Run failed. %(message)s"),
-                    "cancelled": _("Run cancelled. %(message)s"),
-                    "interrupted": _("Run interrupted. %(message)s")}.get(run.status, "%(message)s")
+            said = {
+                "succeeded": _("Run succeeded. %(message)s"),
+                "failed": _("Run failed. %(message)s"),
+                "cancelled": _("Run cancelled. %(message)s"),
+                "interrupted": _("Run interrupted. %(message)s"),
+            }.get(run.status, "%(message)s")
             return (said % {"message": run.message}).strip()
         if event.state == "cancelled" or (event.sent or {}).get("checklist_confirmed"):
             return event.title  # "Cancel requested by …", "Checklist confirmed by …"
@@ -100,8 +121,9 @@ def announcement(event, numbered: int, run) -> str:
         where = _("Step %(n)d of %(total)d") % {"n": event.step_index, "total": numbered}
     title = models_title(event)
     said = {
-        "running": _("%(where)s started: %(title)s.") if event.attempt <= 1 else
-        _("%(where)s started again (attempt %(attempt)d): %(title)s."),
+        "running": _("%(where)s started: %(title)s.")
+        if event.attempt <= 1
+        else _("%(where)s started again (attempt %(attempt)d): %(title)s."),
         "succeeded": _("%(where)s done: %(title)s."),
         "skipped": _("%(where)s skipped: %(title)s."),
         "failed": _("%(where)s failed: %(title)s. What to fix: %(error)s"),
@@ -133,6 +155,7 @@ def _undo_offer(run, proc):
 def params_text(params: dict) -> str:
     """A run's parameters as people read them ("uncordon: no · labels: a=b, c=d"), not as a
     Python dict."""
+
     def value(v):
         if isinstance(v, bool):
             return _("yes") if v else _("no")
@@ -141,6 +164,7 @@ def params_text(params: dict) -> str:
         if isinstance(v, (list, tuple)):
             return ", ".join(value(x) for x in v) or "-"
         return "-" if v is None or v == "" else str(v)
+
     return " · ".join(f"{k}: {value(v)}" for k, v in (params or {}).items())
 
 
@@ -161,13 +185,21 @@ def _progress_context(run, *, offers=True, events=None):
     if run.is_resumable:  # a stopped run someone restored is not resumed any more: Restore undid it
         restored_by = ProcedureRun.objects.filter(params__restore_of=run.pk).order_by("-pk").first()
     position = run_position(rows, run.status)
-    return {"run": run, "events": events, "rows": rows, "waits_checklist": bool(checklist), "checklist": checklist,
-            "position": position, "params_text": params_text(run.params),
-            "shown_seq": events[-1].seq if events else 0,  # the page's stream starts after what it shows
-            "restored_by": restored_by, "resumable": run.is_resumable and restored_by is None,
-            "restore": _restore_offer(run) if offers and restored_by is None else None,
-            "undo": _undo_offer(run, proc) if proc is not None else None,
-            "cordoned": offers and bool(run.node) and run.is_active and engine.left_cordoned(run.pk)}
+    return {
+        "run": run,
+        "events": events,
+        "rows": rows,
+        "waits_checklist": bool(checklist),
+        "checklist": checklist,
+        "position": position,
+        "params_text": params_text(run.params),
+        "shown_seq": events[-1].seq if events else 0,  # the page's stream starts after what it shows
+        "restored_by": restored_by,
+        "resumable": run.is_resumable and restored_by is None,
+        "restore": _restore_offer(run) if offers and restored_by is None else None,
+        "undo": _undo_offer(run, proc) if proc is not None else None,
+        "cordoned": offers and bool(run.node) and run.is_active and engine.left_cordoned(run.pk),
+    }
 
 
 def _shown_state(run, context) -> tuple:
@@ -254,9 +286,17 @@ def _stream_readers(request, run_id, page_state):
         touched = {e.step_key for e in new}
         numbered = context["position"]["numbered"]
         said = [{"seq": e.seq, "text": text} for e in new if (text := announcement(e, numbered, run))]
-        html = render_to_string("gpus/runs/stream.html", {
-            **context, "new": new, "said": said, "changed": changed,
-            "changed_rows": [r for r in context["rows"] if r["key"] in touched]}, request)
+        html = render_to_string(
+            "gpus/runs/stream.html",
+            {
+                **context,
+                "new": new,
+                "said": said,
+                "changed": changed,
+                "changed_rows": [r for r in context["rows"] if r["key"] in touched],
+            },
+            request,
+        )
         chunks = [stream.sse_message(html, event="step", id=new[-1].seq)]
         return chunks, new[-1].seq, not run.is_active and new[-1].seq >= run.last_seq
 
@@ -284,8 +324,9 @@ def run_resume(request, pk):
     run = get_object_or_404(ProcedureRun, pk=pk)
     restored_by = ProcedureRun.objects.filter(params__restore_of=run.pk).order_by("-pk").first()
     if restored_by is not None:  # Restore undid what the run did: resuming would do it again unasked
-        messages.error(request, _("Run #%(id)d restored the node: this run is not resumed any more.")
-                       % {"id": restored_by.pk})
+        messages.error(
+            request, _("Run #%(id)d restored the node: this run is not resumed any more.") % {"id": restored_by.pk}
+        )
         return redirect(run)
     try:
         service.resume_run(run, actor=request.user)
@@ -348,25 +389,50 @@ def run_list(request):
     template = "gpus/runs/list.html"
     if request.htmx and not request.htmx.boosted:
         template += "#run-table"
-    return render(request, template, {"page": table.page, "table": table, "form": form,
-                                      "node": request.GET.get("node", "")})
+    return render(
+        request, template, {"page": table.page, "table": table, "form": form, "node": request.GET.get("node", "")}
+    )
 
 
-AUDIT_FIELDS = ["seq", "recorded_at", "step_key", "title", "state", "attempt", "started_at", "finished_at",
-                "kubectl", "sent", "intent", "output", "error"]
+AUDIT_FIELDS = [
+    "seq",
+    "recorded_at",
+    "step_key",
+    "title",
+    "state",
+    "attempt",
+    "started_at",
+    "finished_at",
+    "kubectl",
+    "sent",
+    "intent",
+    "output",
+    "error",
+]
 
 
 def _run_meta(run):
-    return {"id": run.pk, "procedure": run.procedure, "procedure_name": run.get_procedure_display(),
-            "node": run.node, "params": run.params, "actor": run.actor_name, "status": run.status,
-            "created_at": run.created_at.isoformat(), "started_at": run.started_at and run.started_at.isoformat(),
-            "finished_at": run.finished_at and run.finished_at.isoformat(), "message": run.message,
-            "source": run.source, "resumed": run.resumed_count}
+    return {
+        "id": run.pk,
+        "procedure": run.procedure,
+        "procedure_name": run.get_procedure_display(),
+        "node": run.node,
+        "params": run.params,
+        "actor": run.actor_name,
+        "status": run.status,
+        "created_at": run.created_at.isoformat(),
+        "started_at": run.started_at and run.started_at.isoformat(),
+        "finished_at": run.finished_at and run.finished_at.isoformat(),
+        "message": run.message,
+        "source": run.source,
+        "resumed": run.resumed_count,
+    }
 
 
 def _event_dict(e: StepRun):
-    return {f: (getattr(e, f).isoformat() if hasattr(getattr(e, f), "isoformat") else getattr(e, f))
-            for f in AUDIT_FIELDS}
+    return {
+        f: (getattr(e, f).isoformat() if hasattr(getattr(e, f), "isoformat") else getattr(e, f)) for f in AUDIT_FIELDS
+    }
 
 
 @require_GET
@@ -398,8 +464,9 @@ def run_audit_csv(request, pk):
     writer = csv.writer(response)
     meta = _run_meta(run)
     writer.writerow(["run", "procedure", "node", "actor", "status", "created_at", "message"])
-    writer.writerow([csv_safe(meta[f]) for f in ("id", "procedure", "node", "actor", "status", "created_at",
-                                                  "message")])
+    writer.writerow(
+        [csv_safe(meta[f]) for f in ("id", "procedure", "node", "actor", "status", "created_at", "message")]
+    )
     writer.writerow([])
     writer.writerow(AUDIT_FIELDS)
     for e in run.steps.order_by("seq"):
@@ -408,5 +475,3 @@ def run_audit_csv(request, pk):
         d["intent"] = "" if d["intent"] is None else json.dumps(d["intent"])
         writer.writerow([csv_safe(d[f]) for f in AUDIT_FIELDS])
     return response
-
-

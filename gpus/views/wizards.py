@@ -1,5 +1,6 @@
 """Conversion wizards: the procedure index, the pick page, the plan page and the start.
 Everything about a procedure comes from its definition (gpus/procedures/registry.py)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -50,17 +51,26 @@ def node_options(proc, view) -> list[NodeOption]:
         return []
     active = {r.lock_key: r for r in ProcedureRun.objects.active()}
     cluster_run = active.get(CLUSTER_LOCK)
-    out = [NodeOption(c.name, c.reason, active.get(c.name) or cluster_run, c.summary)
-           for c in proc.node_choices(view.ledger, view.snapshot)]
+    out = [
+        NodeOption(c.name, c.reason, active.get(c.name) or cluster_run, c.summary)
+        for c in proc.node_choices(view.ledger, view.snapshot)
+    ]
     out.sort(key=lambda o: (o.disabled, o.name))
     return out
 
 
 def _pick_context(request, proc, form):
     view = read_cluster()  # raises ClusterError: the middleware shows why
-    return {"proc": proc, "code": proc.code, "proc_label": proc.label, "description": proc.description,
-            "options": node_options(proc, view), "form": form, "selected": request.GET.get("node", ""),
-            "facts": proc.pick_facts(view.ledger, view.snapshot)}
+    return {
+        "proc": proc,
+        "code": proc.code,
+        "proc_label": proc.label,
+        "description": proc.description,
+        "options": node_options(proc, view),
+        "form": form,
+        "selected": request.GET.get("node", ""),
+        "facts": proc.pick_facts(view.ledger, view.snapshot),
+    }
 
 
 @require_GET
@@ -68,8 +78,7 @@ def _pick_context(request, proc, form):
 def procedure_index(request):
     procs = [(p.code, p.label, p.description) for p in registry.all_procedures() if p.listed]
     recent = ProcedureRun.objects.all()[:10]
-    return render(request, "gpus/wizards/index.html", {"procs": procs, "recent": recent,
-                                                         "table": RUN_TABLE.unsorted()})
+    return render(request, "gpus/wizards/index.html", {"procs": procs, "recent": recent, "table": RUN_TABLE.unsorted()})
 
 
 @require_GET
@@ -94,10 +103,24 @@ def _plan_context(proc, form):
     confirms = form.confirmations(checks)
     hidden = [(p.name, params[p.name]) for p in proc.pick_params]
     capacity = next((c.capacity for c in checks if c.capacity), [])
-    return {"capacity": capacity, "proc": proc, "code": proc.code, "proc_label": proc.label, "node": node, "params": params, "form": form,
-            "checks": checks, "steps": steps, "blocked": blocked, "needs_ack": needs_ack, "active": active,
-            "confirms": confirms, "hidden_params": hidden, "fix": not proc.listed,
-            "confirm_sentence": proc.confirm_sentence(node, params) if not proc.listed else ""}
+    return {
+        "capacity": capacity,
+        "proc": proc,
+        "code": proc.code,
+        "proc_label": proc.label,
+        "node": node,
+        "params": params,
+        "form": form,
+        "checks": checks,
+        "steps": steps,
+        "blocked": blocked,
+        "needs_ack": needs_ack,
+        "active": active,
+        "confirms": confirms,
+        "hidden_params": hidden,
+        "fix": not proc.listed,
+        "confirm_sentence": proc.confirm_sentence(node, params) if not proc.listed else "",
+    }
 
 
 def _eligible(proc):
@@ -130,8 +153,14 @@ def wizard_start(request, code):
             return render(request, "gpus/wizards/pick.html", pick, status=400)
         ctx = _plan_context(proc, form)
     except ClusterError as exc:
-        messages.error(request, _("Not started: the cluster cannot be reached (%(err)s). Nothing was sent to it; "
-                                  "start again when it answers.") % {"err": exc})
+        messages.error(
+            request,
+            _(
+                "Not started: the cluster cannot be reached (%(err)s). Nothing was sent to it; "
+                "start again when it answers."
+            )
+            % {"err": exc},
+        )
         show_cluster_error(request, exc)
         return render(request, "cluster_unavailable.html", {"retry_can_help": exc.transient}, status=503)
     errors = []
@@ -153,9 +182,8 @@ def wizard_start(request, code):
     return redirect(run)
 
 
-
-
 # --- Fix: the plan and the run of a procedure a health finding offers ------------------
+
 
 def _fix_or_404(code):
     proc = _proc_or_404(code)
@@ -172,8 +200,11 @@ def fix_plan(request, code):
     proc = _fix_or_404(code)
     form = WizardForm(proc, request.GET)
     if not form.is_valid():
-        messages.error(request, _("This fix was given facts it cannot use: %(errors)s Open it again from the Health "
-                                  "page.") % {"errors": " ".join(str(e) for errs in form.errors.values() for e in errs)})
+        messages.error(
+            request,
+            _("This fix was given facts it cannot use: %(errors)s Open it again from the Health page.")
+            % {"errors": " ".join(str(e) for errs in form.errors.values() for e in errs)},
+        )
         return redirect("health")
     return render(request, "gpus/wizards/plan.html", _plan_context(proc, form))
 
@@ -185,14 +216,21 @@ def fix_start(request, code):
     proc = _fix_or_404(code)
     form = WizardForm(proc, request.POST)
     if not form.is_valid():
-        messages.error(request, _("Not started: this fix was given facts it cannot use. Open it again from the "
-                                  "Health page."))
+        messages.error(
+            request, _("Not started: this fix was given facts it cannot use. Open it again from the Health page.")
+        )
         return redirect("health")
     try:
         ctx = _plan_context(proc, form)
     except ClusterError as exc:
-        messages.error(request, _("Not started: the cluster cannot be reached (%(err)s). Nothing was sent to it; "
-                                  "start again when it answers.") % {"err": exc})
+        messages.error(
+            request,
+            _(
+                "Not started: the cluster cannot be reached (%(err)s). Nothing was sent to it; "
+                "start again when it answers."
+            )
+            % {"err": exc},
+        )
         show_cluster_error(request, exc)
         return render(request, "cluster_unavailable.html", {"retry_can_help": exc.transient}, status=503)
     errors = []

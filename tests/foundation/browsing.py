@@ -1,5 +1,6 @@
 """Helpers of the page-by-page browser tests: a browser context in a chosen language and
 signed in through the real login form."""
+
 from pathlib import Path
 
 AXE = Path(__file__).resolve().parents[1] / "vendor" / "axe.min.js"  # axe-core, MPL-2.0: tests/vendor/README.md

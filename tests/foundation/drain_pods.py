@@ -4,6 +4,7 @@ stand-in API server) and the lab all drain these and must answer alike.
 Every pod carries a ``parity-role`` label, so answers compare by role even where a
 controller names the pod (the DaemonSet's own pod in the lab).
 """
+
 from __future__ import annotations
 
 NS = "drain-parity"
@@ -29,28 +30,55 @@ KUBE_COMPLETED, TWIN_COMPLETED = "evicted", "untouched"
 
 
 def node(labels: dict | None = None) -> dict:
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": NODE, "labels": {"kubernetes.io/hostname": NODE, "parity": "yes", **(labels or {})}},
-            "spec": {},
-            "status": {"capacity": {"cpu": "8", "pods": "110"}, "allocatable": {"cpu": "8", "pods": "110"},
-                       "conditions": [{"type": "Ready", "status": "True"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": NODE, "labels": {"kubernetes.io/hostname": NODE, "parity": "yes", **(labels or {})}},
+        "spec": {},
+        "status": {
+            "capacity": {"cpu": "8", "pods": "110"},
+            "allocatable": {"cpu": "8", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
 
 
 def daemonset(uid: str = "ds-uid") -> dict:
-    return {"apiVersion": "apps/v1", "kind": "DaemonSet",
-            "metadata": {"name": DS, "namespace": NS, "uid": uid},
-            "spec": {"selector": {"matchLabels": {"app": DS}},
-                     "template": {"metadata": {"labels": {"app": DS, ROLE: "daemonset-controller"}},
-                                  "spec": {"nodeSelector": {"parity": "yes"},
-                                           "terminationGracePeriodSeconds": 1,
-                                           "containers": [{"name": "main", "image": "busybox"}]}}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": DS, "namespace": NS, "uid": uid},
+        "spec": {
+            "selector": {"matchLabels": {"app": DS}},
+            "template": {
+                "metadata": {"labels": {"app": DS, ROLE: "daemonset-controller"}},
+                "spec": {
+                    "nodeSelector": {"parity": "yes"},
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{"name": "main", "image": "busybox"}],
+                },
+            },
+        },
+    }
 
 
-def _pod(name: str, role: str, *, labels: dict | None = None, annotations: dict | None = None,
-         owners: list | None = None, emptydir: bool = False, phase: str = "Running") -> dict:
-    spec = {"nodeName": NODE, "terminationGracePeriodSeconds": 1, "automountServiceAccountToken": False,
-            "restartPolicy": "Never" if phase in ("Succeeded", "Failed") else "Always",
-            "containers": [{"name": "main", "image": "busybox"}]}
+def _pod(
+    name: str,
+    role: str,
+    *,
+    labels: dict | None = None,
+    annotations: dict | None = None,
+    owners: list | None = None,
+    emptydir: bool = False,
+    phase: str = "Running",
+) -> dict:
+    spec = {
+        "nodeName": NODE,
+        "terminationGracePeriodSeconds": 1,
+        "automountServiceAccountToken": False,
+        "restartPolicy": "Never" if phase in ("Succeeded", "Failed") else "Always",
+        "containers": [{"name": "main", "image": "busybox"}],
+    }
     if emptydir:
         spec["volumes"] = [{"name": "scratch", "emptyDir": {}}]
     md = {"name": name, "namespace": NS, "labels": {ROLE: role, **(labels or {})}}
@@ -58,8 +86,13 @@ def _pod(name: str, role: str, *, labels: dict | None = None, annotations: dict 
         md["annotations"] = annotations
     if owners:
         md["ownerReferences"] = owners
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec,
-            "status": {"phase": phase, "conditions": [{"type": "Ready", "status": str(phase == "Running")}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": md,
+        "spec": spec,
+        "status": {"phase": phase, "conditions": [{"type": "Ready", "status": str(phase == "Running")}]},
+    }
 
 
 def ds_owner(uid: str, controller: bool) -> dict:
@@ -70,14 +103,18 @@ def pods(ds_uid: str = "ds-uid", node_uid: str = "node-uid") -> dict[str, dict]:
     """role -> pod. The DaemonSet-controlled pod is what the DaemonSet controller would have made;
     owners carry the owners' real uids on a real cluster (the garbage collector checks them)."""
     return {
-        "mirror": _pod("static-web-parity-node", "mirror",
-                       annotations={"kubernetes.io/config.mirror": "3f2a"},
-                       owners=[{"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": node_uid,
-                                "controller": True}]),
-        "daemonset-controller": _pod(f"{DS}-x7k2p", "daemonset-controller", labels={"app": DS},
-                                     owners=[ds_owner(ds_uid, True)]),
-        "daemonset-owned-not-controller": _pod("ds-sidecar", "daemonset-owned-not-controller",
-                                               owners=[ds_owner(ds_uid, False)]),
+        "mirror": _pod(
+            "static-web-parity-node",
+            "mirror",
+            annotations={"kubernetes.io/config.mirror": "3f2a"},
+            owners=[{"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": node_uid, "controller": True}],
+        ),
+        "daemonset-controller": _pod(
+            f"{DS}-x7k2p", "daemonset-controller", labels={"app": DS}, owners=[ds_owner(ds_uid, True)]
+        ),
+        "daemonset-owned-not-controller": _pod(
+            "ds-sidecar", "daemonset-owned-not-controller", owners=[ds_owner(ds_uid, False)]
+        ),
         "plain": _pod("plain", "plain"),
         "pdb-match-labels": _pod("guarded-labels", "pdb-match-labels", labels={"app": "guarded"}),
         "pdb-match-expressions": _pod("guarded-expr", "pdb-match-expressions", labels={"tier": "db"}),
@@ -90,16 +127,24 @@ def pods(ds_uid: str = "ds-uid", node_uid: str = "node-uid") -> dict[str, dict]:
 def pdbs() -> list[dict]:
     """The budgets, with the status the disruption controller gives them for the pods above
     (one healthy pod each)."""
+
     def pdb(name, selector, spec, allowed):
-        return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                "metadata": {"name": name, "namespace": NS},
-                "spec": {**spec, "selector": selector},
-                "status": {"disruptionsAllowed": allowed, "currentHealthy": 1, "observedGeneration": 1}}
+        return {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {**spec, "selector": selector},
+            "status": {"disruptionsAllowed": allowed, "currentHealthy": 1, "observedGeneration": 1},
+        }
 
     return [
         pdb("by-labels", {"matchLabels": {"app": "guarded"}}, {"minAvailable": 1}, 0),
-        pdb("by-expressions", {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["db", "cache"]}]},
-            {"minAvailable": 1}, 0),
+        pdb(
+            "by-expressions",
+            {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["db", "cache"]}]},
+            {"minAvailable": 1},
+            0,
+        ),
         pdb("relaxed", {"matchLabels": {"app": "relaxed"}}, {"minAvailable": 0}, 1),
     ]
 

@@ -1,5 +1,6 @@
 """Not part of the suite (its name is not test_*.py): test_bin_test.py runs it through bin/test.
 It leaves a process running in a session of its own, as a careless test or fixture would."""
+
 import os
 import subprocess
 

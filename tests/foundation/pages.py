@@ -1,6 +1,7 @@
 """Every page of the console, for the page-by-page tests (accessibility, layout): a world
 with something on each list, made through the services as a person would make it, and the
 URLs each role may open (each with the status it answers)."""
+
 from dataclasses import dataclass
 
 from gpus.procedures import service
@@ -23,25 +24,53 @@ def build_world(load_scenario, admin, alice, bob) -> dict:
     rejected request, a Job waiting and one approved, a finished run and a pending one.
     Returns the ids."""
     load_scenario("seed-example")
-    ws = services.approve(services.create_request(alice, name="team-alpha", gpu=1, cpu=2, memory_gib=8,
-                                                  storage_gib=20).pk, admin, "nvidia.com/gpu.shared", overcommit=True)
-    services.approve(services.create_request(bob, name="team-bravo-with-a-rather-long-name", gpu=1, cpu=4,
-                                             memory_gib=16, storage_gib=50).pk, admin, "nvidia.com/gpu",
-                     overcommit=True)
+    ws = services.approve(
+        services.create_request(alice, name="team-alpha", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+        admin,
+        "nvidia.com/gpu.shared",
+        overcommit=True,
+    )
+    services.approve(
+        services.create_request(
+            bob, name="team-bravo-with-a-rather-long-name", gpu=1, cpu=4, memory_gib=16, storage_gib=50
+        ).pk,
+        admin,
+        "nvidia.com/gpu",
+        overcommit=True,
+    )
     services.create_request(alice, name="team-charlie", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
-    services.reject(services.create_request(bob, name="team-delta", gpu=1, cpu=2, memory_gib=8,
-                                            storage_gib=20).pk, admin, "No budget this quarter")
-    job = services.create_job(alice, ws, node=EXCLUSIVE_NODE, image="nvcr.io/nvidia/pytorch:24.05-py3",
-                              command="python train.py --epochs 10", gpu=1)
+    services.reject(
+        services.create_request(bob, name="team-delta", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+        admin,
+        "No budget this quarter",
+    )
+    job = services.create_job(
+        alice,
+        ws,
+        node=EXCLUSIVE_NODE,
+        image="nvcr.io/nvidia/pytorch:24.05-py3",
+        command="python train.py --epochs 10",
+        gpu=1,
+    )
     services.approve_job(job.pk, admin)
     waiting = services.create_job(alice, ws, node=EXCLUSIVE_NODE, image="busybox", command="sleep 60", gpu=1)
     done = service.start_run("C", "", {"replicas": 2}, actor_name=admin.get_username(), dispatch=False)
     execute_run(done.pk)
     pending = service.start_run("B", SHARED_NODE, {}, actor_name=admin.get_username(), dispatch=False)
-    own = services.approve(services.create_request(admin, name="ops-tools", gpu=1, cpu=1, memory_gib=4,
-                                                   storage_gib=10).pk, admin, "nvidia.com/gpu.shared", overcommit=True)
-    return {"workspace": ws.pk, "job": job.pk, "waiting_job": waiting.pk, "run": done.pk, "pending_run": pending.pk,
-            "admin_workspace": own.pk}
+    own = services.approve(
+        services.create_request(admin, name="ops-tools", gpu=1, cpu=1, memory_gib=4, storage_gib=10).pk,
+        admin,
+        "nvidia.com/gpu.shared",
+        overcommit=True,
+    )
+    return {
+        "workspace": ws.pk,
+        "job": job.pk,
+        "waiting_job": waiting.pk,
+        "run": done.pk,
+        "pending_run": pending.pk,
+        "admin_workspace": own.pk,
+    }
 
 
 def user_pages(ids, workspace="workspace") -> list[Page]:

@@ -3,6 +3,7 @@ and a user, in English and Korean, on a desktop (1366 px) and a phone (390 px: w
 there must be reachable from the keyboard), with something on every list: no serious or
 critical violation, and every form control has a label (axe's naming rules, whatever their
 impact)."""
+
 import pytest
 
 from .browsing import AXE, VIEWPORTS, context, open_page, signed_in
@@ -11,8 +12,16 @@ from .pages import ANONYMOUS_PAGES, admin_pages, build_world, user_pages
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 # axe's rules that a form control (or a button) has an accessible name.
-NAMING_RULES = {"label", "label-title-only", "select-name", "button-name", "input-button-name",
-                "aria-input-field-name", "aria-toggle-field-name", "form-field-multiple-labels"}
+NAMING_RULES = {
+    "label",
+    "label-title-only",
+    "select-name",
+    "button-name",
+    "input-button-name",
+    "aria-input-field-name",
+    "aria-toggle-field-name",
+    "form-field-multiple-labels",
+}
 
 
 def violations(page) -> list[str]:

@@ -1,6 +1,7 @@
 """A Content-Security-Policy on every response that allows no inline script,
 inline style or eval, and templates that need none (the browser proof, with htmx swapping under
 the policy, is test_csp_browser.py)."""
+
 import re
 from pathlib import Path
 
@@ -29,15 +30,19 @@ def policy_directives(header: str) -> dict:
 
 def test_the_templates_need_no_inline_script_style_or_eval():
     assert TEMPLATES, "no templates found"
-    found = [f"{p.relative_to(ROOT)}: {what}" for p in TEMPLATES for what, rx in REFUSED.items()
-             if rx.search(p.read_text())]
+    found = [
+        f"{p.relative_to(ROOT)}: {what}" for p in TEMPLATES for what, rx in REFUSED.items() if rx.search(p.read_text())
+    ]
     assert found == []
 
 
 @pytest.mark.django_db
 def test_every_page_sends_a_policy_without_inline_or_eval(client, alice_client, twin):
-    for c, url in ((client, reverse("login")), (alice_client, reverse("dashboard")),
-                   (alice_client, reverse("dashboard_models"))):
+    for c, url in (
+        (client, reverse("login")),
+        (alice_client, reverse("dashboard")),
+        (alice_client, reverse("dashboard_models")),
+    ):
         header = c.get(url)["Content-Security-Policy"]
         d = policy_directives(header)
         assert d["script-src"] == ["'self'"] and d["style-src"] == ["'self'"], header

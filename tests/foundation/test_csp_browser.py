@@ -1,6 +1,7 @@
 """Under the Content-Security-Policy the htmx setup keeps working
 (the Dashboard's magnifier swaps the per-model table in, a list's search narrows the table in
 place, the language menu submits itself) and the browser reports no violation of the policy."""
+
 import pytest
 
 from tests.conftest import browser_login
@@ -30,10 +31,12 @@ def violations(page, console):
 
 
 def test_htmx_swaps_work_under_the_policy_with_no_violation(browser, live_server, admin_user, twin):
-    Decision.objects.create(actor_name="root", action=Decision.Action.APPROVE, subject="team-alpha",
-                            gpu_resource="nvidia.com/gpu", amount=1)
-    Decision.objects.create(actor_name="root", action=Decision.Action.APPROVE, subject="lab-gamma",
-                            gpu_resource="nvidia.com/gpu", amount=1)
+    Decision.objects.create(
+        actor_name="root", action=Decision.Action.APPROVE, subject="team-alpha", gpu_resource="nvidia.com/gpu", amount=1
+    )
+    Decision.objects.create(
+        actor_name="root", action=Decision.Action.APPROVE, subject="lab-gamma", gpu_resource="nvidia.com/gpu", amount=1
+    )
     page = browser_login(browser, live_server, "root", "pw-root-123")
     console = watched(page)
 

@@ -2,17 +2,17 @@
 be written and that nothing was saved, instead of a plain 500; pages that only read keep
 working. The read-only condition is real: SQLite's ``PRAGMA query_only`` or PostgreSQL's
 ``SET TRANSACTION READ ONLY`` on the test's own connection (bin/test runs PostgreSQL)."""
+
 from __future__ import annotations
 
 import contextlib
 
 import pytest
-
-from tests.conftest import require_service
 from django.db import OperationalError, connection, transaction
 from django.test import RequestFactory
 from django.urls import reverse
 
+from tests.conftest import require_service
 from workspaces.models import WorkspaceRequest
 
 pytestmark = pytest.mark.django_db

@@ -1,9 +1,10 @@
 """PodDisruptionBudget arithmetic and the Eviction API's decision (vocabulary.py), case by case
 from Kubernetes' own tests, then the twin's evictions over the same objects."""
+
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -13,7 +14,7 @@ from brickadmin.cluster.twin import TwinGateway
 
 NS = "default"
 FOO_BAR = {"foo": "bar"}
-NOW = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 _uids = itertools.count(1)
 
 
@@ -27,9 +28,13 @@ def new_pod(name, labels=None, ready=True, owner=None, phase="Running", deleting
         md["ownerReferences"] = [owner]
     if deleting:
         md["deletionTimestamp"] = stamp(NOW)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": md,
-            "spec": {"nodeName": "n1", "containers": [{"name": "main", "image": "busybox"}]},
-            "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True"}] if ready else []}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": md,
+        "spec": {"nodeName": "n1", "containers": [{"name": "main", "image": "busybox"}]},
+        "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True"}] if ready else []},
+    }
 
 
 def workload(kind, replicas, name="foobar", api_version="apps/v1", labels=None, owner=None):
@@ -40,8 +45,13 @@ def workload(kind, replicas, name="foobar", api_version="apps/v1", labels=None, 
 
 
 def owner_ref(obj, api_version=None, kind=None, controller=True):
-    return {"apiVersion": api_version or obj["apiVersion"], "kind": kind or obj["kind"],
-            "name": obj["metadata"]["name"], "uid": obj["metadata"]["uid"], "controller": controller}
+    return {
+        "apiVersion": api_version or obj["apiVersion"],
+        "kind": kind or obj["kind"],
+        "name": obj["metadata"]["name"],
+        "uid": obj["metadata"]["uid"],
+        "controller": controller,
+    }
 
 
 def min_available(value, selector=None):
@@ -53,9 +63,12 @@ def max_unavailable(value, selector=None):
 
 
 def budget(spec, selector=None):
-    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-            "metadata": {"name": "foobar", "namespace": NS, "generation": 1},
-            "spec": {**spec, "selector": {"matchLabels": FOO_BAR} if selector is None else selector}}
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "foobar", "namespace": NS, "generation": 1},
+        "spec": {**spec, "selector": {"matchLabels": FOO_BAR} if selector is None else selector},
+    }
 
 
 def numbers(pdb, pods, workloads=(), now=NOW):
@@ -67,20 +80,24 @@ def numbers(pdb, pods, workloads=(), now=NOW):
 # --- intstr.GetScaledValueFromIntOrPercent ---------------------------------------------
 # staging/src/k8s.io/apimachinery/pkg/util/intstr/intstr_test.go (TestGetIntFromIntOrPercent)
 
-@pytest.mark.parametrize("value,total,round_up,expected", [
-    (123, 100, True, 123),
-    ("90%", 100, True, 90),
-    ("90%", 95, True, 86),
-    ("90%", 95, False, 85),
-    ("%", 100, None, ValueError),
-    ("90#", 100, None, ValueError),
-    ("#%", 100, None, ValueError),
-    ("90", 100, None, ValueError),
-    ("34%", 3, True, 2),  # disruption_test.go: "34% should round up to 2"
-    ("28%", 11, True, 4),
-    ("30%", 7, True, 3),
-    ("0%", 5, True, 0),
-])
+
+@pytest.mark.parametrize(
+    "value,total,round_up,expected",
+    [
+        (123, 100, True, 123),
+        ("90%", 100, True, 90),
+        ("90%", 95, True, 86),
+        ("90%", 95, False, 85),
+        ("%", 100, None, ValueError),
+        ("90#", 100, None, ValueError),
+        ("#%", 100, None, ValueError),
+        ("90", 100, None, ValueError),
+        ("34%", 3, True, 2),  # disruption_test.go: "34% should round up to 2"
+        ("28%", 11, True, 4),
+        ("30%", 7, True, 3),
+        ("0%", 5, True, 0),
+    ],
+)
 def test_scaled_value(value, total, round_up, expected):
     if expected is ValueError:
         with pytest.raises(ValueError):
@@ -93,6 +110,7 @@ def test_scaled_value(value, total, round_up, expected):
 
 # --- the disruption controller --------------------------------------------------------
 # pkg/controller/disruption/disruption_test.go (Kubernetes v1.34), one test per upstream test.
+
 
 def test_no_selector():  # TestNoSelector: an empty selector takes every pod of the namespace
     pdb = min_available(3, selector={})
@@ -141,8 +159,16 @@ def test_naked_pod_under_a_percentage():  # TestNakedPod, TestStatusForUnmanaged
 
 
 def test_unsupported_controller_pod():  # TestUnsupportedControllerPod: the controller's fail-safe
-    pod = new_pod("naked", owner={"apiVersion": "apps.test.io/v1", "kind": "TestWorkload", "name": "fake-controller",
-                                  "uid": "b7329742-8daa-493a-8881-6ca07139172b", "controller": True})
+    pod = new_pod(
+        "naked",
+        owner={
+            "apiVersion": "apps.test.io/v1",
+            "kind": "TestWorkload",
+            "name": "fake-controller",
+            "uid": "b7329742-8daa-493a-8881-6ca07139172b",
+            "controller": True,
+        },
+    )
     pdb = min_available("28%")
     pdb["status"] = {"disruptionsAllowed": 3, "currentHealthy": 5}
     status = v.pdb_status(pdb, [pod], [], NOW)
@@ -173,7 +199,9 @@ def test_multiple_controllers():  # TestMultipleControllers
 
 
 @pytest.mark.parametrize("kind,api_version", [("ReplicationController", "v1"), ("StatefulSet", "apps/v1")])
-def test_controller_with_more_labels_than_the_budget(kind, api_version):  # TestReplicationController, TestStatefulSetController
+def test_controller_with_more_labels_than_the_budget(
+    kind, api_version
+):  # TestReplicationController, TestStatefulSetController
     labels = {"foo": "bar", "baz": "quux"}
     ctrl = workload(kind, 3, api_version=api_version, labels=labels)
     pdb = min_available("34%")  # 34% of 3 rounds up to 2
@@ -223,8 +251,12 @@ def test_two_controllers():  # TestTwoControllers
         elif i - unavailable <= minimum_two - (minimum_one + 1):
             assert got == (0, minimum_one + 1 + i - unavailable, minimum_two, 2 * collection)
         else:
-            assert got == (i - unavailable - (minimum_two - (minimum_one + 1)),
-                           minimum_one + 1 + i - unavailable, minimum_two, 2 * collection)
+            assert got == (
+                i - unavailable - (minimum_two - (minimum_one + 1)),
+                minimum_one + 1 + i - unavailable,
+                minimum_two,
+                2 * collection,
+            )
 
     # one pod down still allows a disruption, two do not; one back allows it again
     assert numbers(pdb, pods, workloads) == (2, 2 + minimum_two, minimum_two, 2 * collection)
@@ -238,16 +270,22 @@ def test_two_controllers():  # TestTwoControllers
 
 def test_update_disrupted_pods():  # TestUpdateDisruptedPods
     pdb = min_available(1)
-    pdb["status"] = {"disruptedPods": {
-        "p1": stamp(NOW),  # removed: its deletion started
-        "p2": stamp(NOW - timedelta(minutes=3)),  # removed: expired
-        "p3": stamp(NOW - timedelta(minutes=1)),  # kept: pod untouched
-        "notthere": stamp(NOW),  # removed: pod gone
-    }}
+    pdb["status"] = {
+        "disruptedPods": {
+            "p1": stamp(NOW),  # removed: its deletion started
+            "p2": stamp(NOW - timedelta(minutes=3)),  # removed: expired
+            "p3": stamp(NOW - timedelta(minutes=1)),  # kept: pod untouched
+            "notthere": stamp(NOW),  # removed: pod gone
+        }
+    }
     pods = [new_pod("p1", deleting=True), new_pod("p2"), new_pod("p3")]
     status = v.pdb_status(pdb, pods, [], NOW)
-    assert (status["disruptionsAllowed"], status["currentHealthy"], status["desiredHealthy"],
-            status["expectedPods"]) == (0, 1, 1, 3)
+    assert (
+        status["disruptionsAllowed"],
+        status["currentHealthy"],
+        status["desiredHealthy"],
+        status["expectedPods"],
+    ) == (0, 1, 1, 3)
     assert status["disruptedPods"] == {"p3": stamp(NOW - timedelta(minutes=1))}
 
 
@@ -259,23 +297,42 @@ def test_a_terminating_pod_is_not_healthy():  # countHealthyPods: DeletionTimest
 # --- the finders (controller_scale runs them in the controller's order, scale last) ------
 # TestBasicFinderFunctions, TestDeploymentFinderFunction
 
+
 def _basic():
-    return workload("ReplicaSet", 10), workload("ReplicationController", 12, api_version="v1"), \
-        workload("StatefulSet", 14)
+    return (
+        workload("ReplicaSet", 10),
+        workload("ReplicationController", 12, api_version="v1"),
+        workload("StatefulSet", 14),
+    )
 
 
-@pytest.mark.parametrize("name,ref,expected", [
-    ("replicaset controller with apps group", lambda rs, rc, ss: owner_ref(rs), lambda rs, rc, ss: (rs, 10)),
-    ("replicaset controller with invalid group", lambda rs, rc, ss: owner_ref(rs, api_version="invalid/v1"),
-     lambda *_: ValueError),  # no finder, and no REST mapping for the scale
-    ("replicationcontroller with empty group", lambda rs, rc, ss: owner_ref(rc, api_version="/v1"),
-     lambda rs, rc, ss: (rc, 12)),
-    ("replicationcontroller with invalid group", lambda rs, rc, ss: owner_ref(rc, api_version="apps/v1"),
-     lambda *_: ValueError),
-    ("statefulset controller with apps group", lambda rs, rc, ss: owner_ref(ss), lambda rs, rc, ss: (ss, 14)),
-    ("statefulset controller with invalid kind", lambda rs, rc, ss: owner_ref(ss, kind="ReplicaSet"),
-     lambda *_: None),  # a ReplicaSet of that name exists with another uid
-])
+@pytest.mark.parametrize(
+    "name,ref,expected",
+    [
+        ("replicaset controller with apps group", lambda rs, rc, ss: owner_ref(rs), lambda rs, rc, ss: (rs, 10)),
+        (
+            "replicaset controller with invalid group",
+            lambda rs, rc, ss: owner_ref(rs, api_version="invalid/v1"),
+            lambda *_: ValueError,
+        ),  # no finder, and no REST mapping for the scale
+        (
+            "replicationcontroller with empty group",
+            lambda rs, rc, ss: owner_ref(rc, api_version="/v1"),
+            lambda rs, rc, ss: (rc, 12),
+        ),
+        (
+            "replicationcontroller with invalid group",
+            lambda rs, rc, ss: owner_ref(rc, api_version="apps/v1"),
+            lambda *_: ValueError,
+        ),
+        ("statefulset controller with apps group", lambda rs, rc, ss: owner_ref(ss), lambda rs, rc, ss: (ss, 14)),
+        (
+            "statefulset controller with invalid kind",
+            lambda rs, rc, ss: owner_ref(ss, kind="ReplicaSet"),
+            lambda *_: None,
+        ),  # a ReplicaSet of that name exists with another uid
+    ],
+)
 def test_basic_finders(name, ref, expected):
     rs, rc, ss = _basic()
     want = expected(rs, rc, ss)
@@ -287,19 +344,31 @@ def test_basic_finders(name, ref, expected):
     assert got == (None if want is None else (want[0]["metadata"]["uid"], want[1]))
 
 
-@pytest.mark.parametrize("rs_api,rs_kind,dep_api,dep_kind,expected", [
-    ("apps/v1", "ReplicaSet", "extensions/v1", "Deployment", "deployment"),  # happy path
-    ("invalid/v1", "ReplicaSet", "apps/v1", "Deployment", ValueError),
-    ("apps/v1", "InvalidKind", "apps/v1", "Deployment", ValueError),
-    # the Deployment finder finds nothing; the scale finder then reads the ReplicaSet's scale
-    ("extensions/v1", "ReplicaSet", "deployment/v1", "Deployment", ValueError),  # extensions is not served
-    ("apps/v1", "ReplicaSet", "deployment/v1", "Deployment", "replicaset"),
-    ("apps/v1", "ReplicaSet", "extensions/v1", "InvalidKind", "replicaset"),
-])
+@pytest.mark.parametrize(
+    "rs_api,rs_kind,dep_api,dep_kind,expected",
+    [
+        ("apps/v1", "ReplicaSet", "extensions/v1", "Deployment", "deployment"),  # happy path
+        ("invalid/v1", "ReplicaSet", "apps/v1", "Deployment", ValueError),
+        ("apps/v1", "InvalidKind", "apps/v1", "Deployment", ValueError),
+        # the Deployment finder finds nothing; the scale finder then reads the ReplicaSet's scale
+        ("extensions/v1", "ReplicaSet", "deployment/v1", "Deployment", ValueError),  # extensions is not served
+        ("apps/v1", "ReplicaSet", "deployment/v1", "Deployment", "replicaset"),
+        ("apps/v1", "ReplicaSet", "extensions/v1", "InvalidKind", "replicaset"),
+    ],
+)
 def test_deployment_finder(rs_api, rs_kind, dep_api, dep_kind, expected):
     dep = workload("Deployment", 10)
-    rs = workload("ReplicaSet", 5, owner={"apiVersion": dep_api, "kind": dep_kind, "name": dep["metadata"]["name"],
-                                          "uid": dep["metadata"]["uid"], "controller": True})
+    rs = workload(
+        "ReplicaSet",
+        5,
+        owner={
+            "apiVersion": dep_api,
+            "kind": dep_kind,
+            "name": dep["metadata"]["name"],
+            "uid": dep["metadata"]["uid"],
+            "controller": True,
+        },
+    )
     ref = {"apiVersion": rs_api, "kind": rs_kind, "name": rs["metadata"]["name"], "uid": rs["metadata"]["uid"]}
     if expected is ValueError:
         with pytest.raises(ValueError):
@@ -312,8 +381,12 @@ def test_deployment_finder(rs_api, rs_kind, dep_api, dep_kind, expected):
 def test_owners_without_a_scale_allow_nothing_under_max_unavailable():
     """A Job's or a DaemonSet's pods: their owner has no scale subresource, the controller's
     sync fails and its fail-safe allows no disruption (for maxUnavailable and percentages)."""
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS, "uid": "job-1"},
-           "spec": {"parallelism": 2}}
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": NS, "uid": "job-1"},
+        "spec": {"parallelism": 2},
+    }
     pods = [new_pod(f"train-{i}", owner=owner_ref(job)) for i in range(2)]
     assert v.disruptions_allowed(max_unavailable(1), pods, [job], NOW) == 0
     assert v.disruptions_allowed(min_available("50%"), pods, [job], NOW) == 0
@@ -339,9 +412,11 @@ NEEDS_0 = "The disruption budget foo needs 0 healthy pods and has 0 currently"
 
 
 def eviction_budget(status, selector=None, policy=None):
-    pdb = {"metadata": {"name": "foo", "namespace": NS},
-           "spec": {"selector": {"matchLabels": {"a": "true"}} if selector is None else selector},
-           "status": status}
+    pdb = {
+        "metadata": {"name": "foo", "namespace": NS},
+        "spec": {"selector": {"matchLabels": {"a": "true"}} if selector is None else selector},
+        "status": status,
+    }
     if policy:
         pdb["spec"]["unhealthyPodEvictionPolicy"] = policy
     return pdb
@@ -353,48 +428,124 @@ def eviction_pod(phase="Running", ready=None, deleting=False):
     return pod
 
 
-@pytest.mark.parametrize("name,status,selector,pod,policies,refused", [
-    # TestEviction (the pods there have no Ready condition)
-    ("no disruptions allowed, pod running", {"disruptionsAllowed": 0}, None, dict(phase="Running"),
-     (None, "IfHealthyBudget"), NEEDS_0),
-    ("no disruptions allowed, pod running, AlwaysAllow", {"disruptionsAllowed": 0}, None, dict(phase="Running"),
-     ("AlwaysAllow",), None),
-    ("no disruptions allowed, pod pending", {"disruptionsAllowed": 0}, None, dict(phase="Pending"), POLICIES, None),
-    ("no disruptions allowed, pod succeeded", {"disruptionsAllowed": 0}, None, dict(phase="Succeeded"), POLICIES,
-     None),
-    ("no disruptions allowed, pod failed", {"disruptionsAllowed": 0}, None, dict(phase="Failed"), POLICIES, None),
-    ("disruptions allowed", {"disruptionsAllowed": 1}, None, dict(phase="Running"), POLICIES, None),
-    ("non-matching pdbs", {"disruptionsAllowed": 0}, {"matchLabels": {"b": "true"}}, dict(phase="Running"),
-     POLICIES, None),
-    ("no disruptions allowed, pod running, empty selector", {"disruptionsAllowed": 0}, {}, dict(phase="Running"),
-     (None, "IfHealthyBudget"), NEEDS_0),
-    # TestEvictionIgnorePDB (the decision; the store's conflicts are the API server's own)
-    ("no disruptions allowed, pod terminating", {"disruptionsAllowed": 0}, None,
-     dict(phase="Running", deleting=True), POLICIES, None),
-    ("no disruptions allowed, pod healthy, unhealthy pod not ours",
-     {"disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2}, None, dict(ready=True), POLICIES,
-     "The disruption budget foo needs 2 healthy pods and has 2 currently"),
-    ("disruptions allowed, pod healthy, deletes pod by honoring the PDB",
-     {"disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 3}, None, dict(ready=True), POLICIES, None),
-    ("no disruptions allowed, pod unhealthy, unhealthy pod ours",
-     {"disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2}, None, dict(ready=False), POLICIES, None),
-    ("no disruptions allowed, pod unhealthy, skips the PDB check and deletes", {"disruptionsAllowed": 0}, None,
-     dict(ready=False), ("AlwaysAllow",), None),
-    ("no disruptions allowed, pod unhealthy, IfHealthyBudget with no desired healthy", {"disruptionsAllowed": 0},
-     None, dict(ready=False), (None, "IfHealthyBudget"), NEEDS_0),
-    ("no disruptions allowed, pod healthy, empty selector",
-     {"disruptionsAllowed": 0, "currentHealthy": 3, "desiredHealthy": 3}, {}, dict(ready=True), POLICIES,
-     "The disruption budget foo needs 3 healthy pods and has 3 currently"),
-])
+@pytest.mark.parametrize(
+    "name,status,selector,pod,policies,refused",
+    [
+        # TestEviction (the pods there have no Ready condition)
+        (
+            "no disruptions allowed, pod running",
+            {"disruptionsAllowed": 0},
+            None,
+            dict(phase="Running"),
+            (None, "IfHealthyBudget"),
+            NEEDS_0,
+        ),
+        (
+            "no disruptions allowed, pod running, AlwaysAllow",
+            {"disruptionsAllowed": 0},
+            None,
+            dict(phase="Running"),
+            ("AlwaysAllow",),
+            None,
+        ),
+        ("no disruptions allowed, pod pending", {"disruptionsAllowed": 0}, None, dict(phase="Pending"), POLICIES, None),
+        (
+            "no disruptions allowed, pod succeeded",
+            {"disruptionsAllowed": 0},
+            None,
+            dict(phase="Succeeded"),
+            POLICIES,
+            None,
+        ),
+        ("no disruptions allowed, pod failed", {"disruptionsAllowed": 0}, None, dict(phase="Failed"), POLICIES, None),
+        ("disruptions allowed", {"disruptionsAllowed": 1}, None, dict(phase="Running"), POLICIES, None),
+        (
+            "non-matching pdbs",
+            {"disruptionsAllowed": 0},
+            {"matchLabels": {"b": "true"}},
+            dict(phase="Running"),
+            POLICIES,
+            None,
+        ),
+        (
+            "no disruptions allowed, pod running, empty selector",
+            {"disruptionsAllowed": 0},
+            {},
+            dict(phase="Running"),
+            (None, "IfHealthyBudget"),
+            NEEDS_0,
+        ),
+        # TestEvictionIgnorePDB (the decision; the store's conflicts are the API server's own)
+        (
+            "no disruptions allowed, pod terminating",
+            {"disruptionsAllowed": 0},
+            None,
+            dict(phase="Running", deleting=True),
+            POLICIES,
+            None,
+        ),
+        (
+            "no disruptions allowed, pod healthy, unhealthy pod not ours",
+            {"disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2},
+            None,
+            dict(ready=True),
+            POLICIES,
+            "The disruption budget foo needs 2 healthy pods and has 2 currently",
+        ),
+        (
+            "disruptions allowed, pod healthy, deletes pod by honoring the PDB",
+            {"disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 3},
+            None,
+            dict(ready=True),
+            POLICIES,
+            None,
+        ),
+        (
+            "no disruptions allowed, pod unhealthy, unhealthy pod ours",
+            {"disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2},
+            None,
+            dict(ready=False),
+            POLICIES,
+            None,
+        ),
+        (
+            "no disruptions allowed, pod unhealthy, skips the PDB check and deletes",
+            {"disruptionsAllowed": 0},
+            None,
+            dict(ready=False),
+            ("AlwaysAllow",),
+            None,
+        ),
+        (
+            "no disruptions allowed, pod unhealthy, IfHealthyBudget with no desired healthy",
+            {"disruptionsAllowed": 0},
+            None,
+            dict(ready=False),
+            (None, "IfHealthyBudget"),
+            NEEDS_0,
+        ),
+        (
+            "no disruptions allowed, pod healthy, empty selector",
+            {"disruptionsAllowed": 0, "currentHealthy": 3, "desiredHealthy": 3},
+            {},
+            dict(ready=True),
+            POLICIES,
+            "The disruption budget foo needs 3 healthy pods and has 3 currently",
+        ),
+    ],
+)
 def test_eviction_decision(name, status, selector, pod, policies, refused):
     for policy in policies:
         got = v.eviction_refusal(eviction_pod(**pod), [eviction_budget(status, selector, policy)])
         if refused is None:
             assert got is None, (name, policy)
         else:
-            assert (got.status, got.reason, got.message, got.cause) == \
-                (429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
-                 refused), (name, policy)
+            assert (got.status, got.reason, got.message, got.cause) == (
+                429,
+                "TooManyRequests",
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+                refused,
+            ), (name, policy)
 
 
 def test_eviction_waits_for_the_controller_to_see_a_new_generation():
@@ -407,20 +558,29 @@ def test_eviction_waits_for_the_controller_to_see_a_new_generation():
 def test_eviction_refuses_a_negative_budget_and_two_budgets():
     got = v.eviction_refusal(eviction_pod(ready=True), [eviction_budget({"disruptionsAllowed": -1})])
     assert got.status == 403 and "pdb disruptions allowed is negative" in got.message
-    two = [eviction_budget({"disruptionsAllowed": 1}), dict(eviction_budget({"disruptionsAllowed": 1}),
-                                                            metadata={"name": "bar", "namespace": NS})]
+    two = [
+        eviction_budget({"disruptionsAllowed": 1}),
+        dict(eviction_budget({"disruptionsAllowed": 1}), metadata={"name": "bar", "namespace": NS}),
+    ]
     got = v.eviction_refusal(eviction_pod(ready=True), two)
-    assert (got.status, got.message) == (500, "This pod has more than one PodDisruptionBudget, which the eviction "
-                                              "subresource does not support.")
+    assert (got.status, got.message) == (
+        500,
+        "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+    )
 
 
-@pytest.mark.parametrize("allowed,expected_allowed,expected_reason", [
-    (1, 0, "InsufficientPods"),  # TestEvictionPDBStatus: status is updated after eviction
-    (3, 2, "SufficientPods"),  # the reason only changes when it reaches 0
-])
+@pytest.mark.parametrize(
+    "allowed,expected_allowed,expected_reason",
+    [
+        (1, 0, "InsufficientPods"),  # TestEvictionPDBStatus: status is updated after eviction
+        (3, 2, "SufficientPods"),  # the reason only changes when it reaches 0
+    ],
+)
 def test_status_after_eviction(allowed, expected_allowed, expected_reason):
-    status = {"disruptionsAllowed": allowed, "conditions": [
-        {"type": "DisruptionAllowed", "status": "True", "reason": "SufficientPods"}]}
+    status = {
+        "disruptionsAllowed": allowed,
+        "conditions": [{"type": "DisruptionAllowed", "status": "True", "reason": "SufficientPods"}],
+    }
     after = v.status_after_eviction(status, "foo-1", NOW)
     assert after["disruptionsAllowed"] == expected_allowed
     assert after["conditions"][0]["reason"] == expected_reason
@@ -433,6 +593,7 @@ def test_status_after_eviction(allowed, expected_allowed, expected_reason):
 
 
 # --- the twin evicts as the API server does -------------------------------------------
+
 
 def _twin(*objects):
     gw = TwinGateway()
@@ -453,8 +614,9 @@ def _evict(gw, name):
 def test_twin_refuses_a_ready_pod_and_lets_the_unready_one_go_under_min_available():
     gw = _twin(min_available(2), new_pod("r1"), new_pod("r2"), new_pod("u", ready=False))
     assert gw.pdb_status(min_available(2))["disruptionsAllowed"] == 0
-    assert _evict(gw, "r1") == (f"{v.EVICTION_REFUSED} The disruption budget foobar needs 2 healthy pods "
-                                "and has 2 currently")
+    assert _evict(gw, "r1") == (
+        f"{v.EVICTION_REFUSED} The disruption budget foobar needs 2 healthy pods and has 2 currently"
+    )
     assert _evict(gw, "u") == "evicted"  # unready, and the budget is met without it
     assert sorted(p["metadata"]["name"] for p in gw.list_pods(NS)) == ["r1", "r2"]
 
@@ -491,9 +653,16 @@ def test_twin_does_not_count_a_terminating_pod():
 
 @pytest.mark.django_db
 def test_twin_drain_reports_the_api_servers_refusal():
-    gw = _twin({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, "spec": {}, "status": {}},
-               min_available(2), new_pod("r1"), new_pod("r2"), new_pod("u", ready=False))
+    gw = _twin(
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, "spec": {}, "status": {}},
+        min_available(2),
+        new_pod("r1"),
+        new_pod("r2"),
+        new_pod("u", ready=False),
+    )
     result = gw.drain("n1")
     assert result.evicted == [f"{NS}/u"]
-    assert result.blocked == {f"{NS}/{n}": f"{v.EVICTION_REFUSED} The disruption budget foobar needs 2 healthy "
-                                           "pods and has 2 currently" for n in ("r1", "r2")}
+    assert result.blocked == {
+        f"{NS}/{n}": f"{v.EVICTION_REFUSED} The disruption budget foobar needs 2 healthy pods and has 2 currently"
+        for n in ("r1", "r2")
+    }

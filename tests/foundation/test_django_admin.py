@@ -2,13 +2,13 @@
 users without model permissions): the audit records are listed, searchable and filterable,
 and nothing can be added, changed or deleted there. (Users and groups stay Django's own:
 only superusers manage accounts.)"""
+
 import pytest
 from django.contrib import admin
 from django.test import Client
 from django.urls import reverse
 
 from brickadmin.admin import AuditAdmin
-
 from gpus.models import ProcedureRun, StepRun
 from gpus.procedures import service
 from gpus.tasks import execute_run
@@ -20,11 +20,17 @@ NOTHING = "permission to view or edit anything"
 
 @pytest.fixture
 def records(twin, admin_user, alice):
-    ws = services.approve(services.create_request(alice, name="team-alpha", gpu=1, cpu=2, memory_gib=8,
-                                                  storage_gib=20).pk, admin_user, "nvidia.com/gpu.shared",
-                          overcommit=True)
-    services.reject(services.create_request(alice, name="team-beta", gpu=1, cpu=2, memory_gib=8,
-                                            storage_gib=20).pk, admin_user, "No budget")
+    ws = services.approve(
+        services.create_request(alice, name="team-alpha", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+        admin_user,
+        "nvidia.com/gpu.shared",
+        overcommit=True,
+    )
+    services.reject(
+        services.create_request(alice, name="team-beta", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+        admin_user,
+        "No budget",
+    )
     run = service.start_run("C", "", {"replicas": 2}, actor_name="root", dispatch=False)
     execute_run(run.pk)
     Client().post("/login/", {"username": "mallory", "password": "wrong-password"})  # one failed sign-in
@@ -41,8 +47,14 @@ def test_console_admin_sees_the_audit_records(records, admin_client, admin_user)
 
 def test_every_record_lists_and_searches(records, admin_client):
     audited = [m for m, a in admin.site._registry.items() if isinstance(a, AuditAdmin)]
-    assert {m._meta.model_name for m in audited} >= {"decision", "procedurerun", "steprun", "accessattempt",
-                                                     "accessfailurelog", "accesslog"}
+    assert {m._meta.model_name for m in audited} >= {
+        "decision",
+        "procedurerun",
+        "steprun",
+        "accessattempt",
+        "accessfailurelog",
+        "accesslog",
+    }
     for model in audited:
         url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
         for query in ("", "?q=team-alpha", "?q=1"):
@@ -72,9 +84,13 @@ def test_no_row_can_be_added_changed_or_deleted(records, admin_client, admin_use
     admin_user.save()
     decision = Decision.objects.filter(subject="team-alpha").first()
     run = records["run"]
-    for app, model, pk in (("workspaces", "decision", decision.pk), ("gpus", "procedurerun", run.pk),
-                           ("workspaces", "workspacerequest", records["workspace"].pk),
-                           ("workspaces", "jobsettings", None), ("axes", "accessattempt", None)):
+    for app, model, pk in (
+        ("workspaces", "decision", decision.pk),
+        ("gpus", "procedurerun", run.pk),
+        ("workspaces", "workspacerequest", records["workspace"].pk),
+        ("workspaces", "jobsettings", None),
+        ("axes", "accessattempt", None),
+    ):
         base = f"/django-admin/{app}/{model}/"
         assert admin_client.get(base + "add/").status_code == 403, model
         if pk is None:

@@ -2,6 +2,7 @@
 Chromium, English and Korean: with the cluster unreachable the banner's technical detail is
 folded away until asked for; these pages pass axe-core like every other page and do not
 scroll sideways at 390 px."""
+
 import pytest
 
 from .browsing import context, signed_in

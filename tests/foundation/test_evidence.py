@@ -1,4 +1,5 @@
 """gpu_sharing conformance evidence, from the cluster, for either convention."""
+
 from django.urls import reverse
 
 
@@ -7,7 +8,7 @@ def test_qks_evidence_matches_the_seed(admin_client, load_scenario):
     html = admin_client.get(reverse("evidence")).content.decode()
     assert "time-slicing, MIG" in html
     assert "kubectl get node qcs07 -o jsonpath=&quot;{.status.allocatable}&quot;" in html
-    assert '&quot;nvidia.com/mig-1g.24gb&quot;:&quot;4&quot;' in html
+    assert "&quot;nvidia.com/mig-1g.24gb&quot;:&quot;4&quot;" in html
     assert "kubectl get cm device-plugin-configs -n gpu-operator" in html
     assert "5 logical GPUs advertised on 1 physical" in html
     assert "1g.24gb ×3, 4g.96gb ×1 held by running pods" in html
@@ -19,7 +20,7 @@ def test_brick_evidence_and_markdown_download(admin_client, twin):
     text = resp.content.decode()
     assert "- At least one GPU sharing strategy: yes (time-slicing)" in text
     assert "- Hardware partitions exposed as schedulable resources: no" in text
-    assert "kubectl get node dev-a1-ws02 -o jsonpath=\"{.status.allocatable.nvidia\\.com/gpu\\.shared}\"\n2" in text
+    assert 'kubectl get node dev-a1-ws02 -o jsonpath="{.status.allocatable.nvidia\\.com/gpu\\.shared}"\n2' in text
 
 
 def test_users_cannot_see_evidence(alice_client, twin):

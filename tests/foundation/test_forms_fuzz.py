@@ -9,14 +9,15 @@ exports. A URL added to those files without being listed here (or as GET-only) f
 test, so a new form cannot be left out. bin/test runs it on PostgreSQL, which refuses a NUL in
 text where SQLite stores it.
 """
+
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
 from django.test import Client
-from django.utils import timezone
 from django.urls import get_resolver, reverse
+from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -32,14 +33,34 @@ values = st.one_of(
     st.text(max_size=40),
     st.one_of(  # digits to str.isdigit() but not to int(), and mixed with ASCII digits
         st.text(alphabet=UNICODE_DIGITS, min_size=1, max_size=4),
-        st.text(alphabet=UNICODE_DIGITS + "0123456789-+. ", min_size=1, max_size=40)),
+        st.text(alphabet=UNICODE_DIGITS + "0123456789-+. ", min_size=1, max_size=40),
+    ),
     st.one_of(  # beyond any integer column
-        st.integers(min_value=-10**40, max_value=10**40).map(str),
-        st.integers(min_value=10**18, max_value=10**40).map(str)),
-    st.sampled_from(["[" * 1000, "[" * 1500, "{a: " * 1000, "- " * 500 + "x", "[" * 60 + "]" * 60,
-                     "a:\n" + "  b: [\n" * 400]),  # nested deeper than the parser's stack
-    st.sampled_from(["", " ", "0", "-1", "1", "2", "on", "true", "\x00", "None", "nvidia.com/gpu", "dev-a1-ws04",
-                     "busybox", "a" + "_" * 44 + "!", "9" * 30]),
+        st.integers(min_value=-(10**40), max_value=10**40).map(str),
+        st.integers(min_value=10**18, max_value=10**40).map(str),
+    ),
+    st.sampled_from(
+        ["[" * 1000, "[" * 1500, "{a: " * 1000, "- " * 500 + "x", "[" * 60 + "]" * 60, "a:\n" + "  b: [\n" * 400]
+    ),  # nested deeper than the parser's stack
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "0",
+            "-1",
+            "1",
+            "2",
+            "on",
+            "true",
+            "\x00",
+            "None",
+            "nvidia.com/gpu",
+            "dev-a1-ws04",
+            "busybox",
+            "a" + "_" * 44 + "!",
+            "9" * 30,
+        ]
+    ),
     st.sampled_from([301, 2001, 4001, 20_000]).map(lambda n: "x" * n),  # longer than the fields allow
     st.text(alphabet="\x00\x01\x07\x08\x0b\x0c\x1b\x1f\x7f\t\n\r a1-", min_size=1, max_size=12),  # control characters
     st.sampled_from(["csv", "a\x00", "\x00csv", "-name", "name"]),  # exports and sorts
@@ -48,9 +69,9 @@ values = st.one_of(
 
 def fields(*names):
     """Every field with a generated value, some of them left out."""
-    return st.tuples(st.fixed_dictionaries({n: values for n in names}), st.sets(st.sampled_from(names or ("",)),
-                                                                               max_size=2)).map(
-        lambda t: {k: v for k, v in t[0].items() if k not in t[1]})
+    return st.tuples(
+        st.fixed_dictionaries({n: values for n in names}), st.sets(st.sampled_from(names or ("",)), max_size=2)
+    ).map(lambda t: {k: v for k, v in t[0].items() if k not in t[1]})
 
 
 # url name -> (the user it is for, how to build its URL and fields from the fixture's objects)
@@ -58,45 +79,66 @@ FORMS = {
     "login": ("anonymous", lambda o: (reverse("login"), fields("username", "password", "next"))),
     "logout": ("alice", lambda o: (reverse("logout"), fields("next"))),
     "set_language": ("alice", lambda o: (reverse("set_language"), fields("language", "next"))),
-    "workspace_request": ("alice", lambda o: (reverse("workspace_request"),
-                                              fields("name", "gpu", "cpu", "memory_gib", "storage_gib"))),
+    "workspace_request": (
+        "alice",
+        lambda o: (reverse("workspace_request"), fields("name", "gpu", "cpu", "memory_gib", "storage_gib")),
+    ),
     "job_create": ("alice", lambda o: (reverse("job_create"), fields("workspace", "node", "image", "command", "gpu"))),
-    "approve_request": ("admin", lambda o: (reverse("approve_request", args=[o["pending"].pk]),
-                                            fields(f"r{o['pending'].pk}-resource", f"r{o['pending'].pk}-overcommit",
-                                                   "page"))),
-    "reject_request": ("admin", lambda o: (reverse("reject_request", args=[o["pending"].pk]),
-                                           fields(f"r{o['pending'].pk}-reason", "page"))),
+    "approve_request": (
+        "admin",
+        lambda o: (
+            reverse("approve_request", args=[o["pending"].pk]),
+            fields(f"r{o['pending'].pk}-resource", f"r{o['pending'].pk}-overcommit", "page"),
+        ),
+    ),
+    "reject_request": (
+        "admin",
+        lambda o: (reverse("reject_request", args=[o["pending"].pk]), fields(f"r{o['pending'].pk}-reason", "page")),
+    ),
     "approve_job": ("admin", lambda o: (reverse("approve_job", args=[o["job"].pk]), fields("page"))),
-    "reject_job": ("admin", lambda o: (reverse("reject_job", args=[o["job"].pk]),
-                                       fields(f"j{o['job'].pk}-reason", "page"))),
+    "reject_job": (
+        "admin",
+        lambda o: (reverse("reject_job", args=[o["job"].pk]), fields(f"j{o['job'].pk}-reason", "page")),
+    ),
     "workspace_settings": ("admin", lambda o: (reverse("workspace_settings"), fields("approval_required"))),
-    "limit_save": ("admin", lambda o: (reverse("limit_save"),
-                                       fields("user", "group", "gpu", "cpu", "memory_gib", "storage_gib"))),
+    "limit_save": (
+        "admin",
+        lambda o: (reverse("limit_save"), fields("user", "group", "gpu", "cpu", "memory_gib", "storage_gib")),
+    ),
     "limit_delete": ("admin", lambda o: (reverse("limit_delete", args=[o["limit"].pk]), fields("next"))),
-    "wizard_start": ("admin", lambda o: (reverse("wizard_start", args=[o["code"]]),
-                                         fields("node", *o["params"]))),
+    "wizard_start": ("admin", lambda o: (reverse("wizard_start", args=[o["code"]]), fields("node", *o["params"]))),
     "fix_start": ("admin", lambda o: (reverse("fix_start", args=[o["code"]]), fields("node", *o["params"]))),
     "run_cancel": ("admin", lambda o: (reverse("run_cancel", args=[o["run"].pk]), fields("next"))),
     "run_resume": ("admin", lambda o: (reverse("run_resume", args=[o["run"].pk]), fields("next"))),
-    "run_confirm_checklist": ("admin", lambda o: (reverse("run_confirm_checklist", args=[o["run"].pk]),
-                                                  fields("checklist_confirmed"))),
+    "run_confirm_checklist": (
+        "admin",
+        lambda o: (reverse("run_confirm_checklist", args=[o["run"].pk]), fields("checklist_confirmed")),
+    ),
     "run_restore": ("admin", lambda o: (reverse("run_restore", args=[o["run"].pk]), fields("next"))),
     "job_cancel": ("alice", lambda o: (reverse("job_cancel", args=[o["job"].pk]), fields("next"))),
     "manifest_save": ("admin", lambda o: (reverse("manifest_save"), fields("content", "note"))),
     "manifest_apply": ("admin", lambda o: (reverse("manifest_apply"), fields("next"))),
-    "profile": ("alice", lambda o: (reverse("profile"), fields("time_zone", "language", "email_notifications",
-                                                              "webhook_url"))),
+    "profile": (
+        "alice",
+        lambda o: (reverse("profile"), fields("time_zone", "language", "email_notifications", "webhook_url")),
+    ),
     "notifications": ("alice", lambda o: (reverse("notifications"), fields("page"))),
     "lockout_unlock": ("admin", lambda o: (reverse("lockout_unlock"), fields("username", "address"))),
     "workspace_adopt": ("admin", lambda o: (reverse("workspace_adopt", args=["team-a"]), fields("owner", "note"))),
     "workspace_withdraw": ("alice", lambda o: (reverse("workspace_withdraw", args=[o["pending"].pk]), fields("next"))),
-    "workspace_quota": ("admin", lambda o: (reverse("workspace_quota", args=["team-a"]),
-                                            fields("gpu", "reason", "undo_of", "reclaim_of"))),
+    "workspace_quota": (
+        "admin",
+        lambda o: (reverse("workspace_quota", args=["team-a"]), fields("gpu", "reason", "undo_of", "reclaim_of")),
+    ),
     "reclaim_ask": ("admin", lambda o: (reverse("reclaim_ask", args=["team-a"]), fields("days", "message"))),
-    "reclaim_keep": ("alice", lambda o: (reverse("reclaim_keep", args=[o["ws"].pk, o["ask"].pk]),
-                                         fields("until", "reason"))),
-    "reclaim_release": ("alice", lambda o: (reverse("reclaim_release", args=[o["ws"].pk, o["ask"].pk]),
-                                            fields("amount"))),
+    "reclaim_keep": (
+        "alice",
+        lambda o: (reverse("reclaim_keep", args=[o["ws"].pk, o["ask"].pk]), fields("until", "reason")),
+    ),
+    "reclaim_release": (
+        "alice",
+        lambda o: (reverse("reclaim_release", args=[o["ws"].pk, o["ask"].pk]), fields("amount")),
+    ),
 }
 # Pages that only read (GET); their query strings are fuzzed too.
 GET_FORMS = {
@@ -114,18 +156,42 @@ GET_FORMS = {
     "utilisation_chart": lambda o: (reverse("utilisation_chart", args=["workspace"]), fields("of", "range")),
     "notification_deliveries": lambda o: (reverse("notification_deliveries"), fields("page")),
 }
-GET_ONLY = {"dashboard", "dashboard_models", "node_list", "node_detail", "availability", "help", "evidence",
-            "procedure_index", "run_detail", "run_progress", "run_stream", "run_audit_json", "run_audit_csv", "health",
-            "workspace_list", "workspace_detail", "job_list", "job_detail", "job_queue", "lockouts",
-            "oidc_authentication_init", "oidc_authentication_callback"}  # single sign-on: GET only (tests/sso)
+GET_ONLY = {
+    "dashboard",
+    "dashboard_models",
+    "node_list",
+    "node_detail",
+    "availability",
+    "help",
+    "evidence",
+    "procedure_index",
+    "run_detail",
+    "run_progress",
+    "run_stream",
+    "run_audit_json",
+    "run_audit_csv",
+    "health",
+    "workspace_list",
+    "workspace_detail",
+    "job_list",
+    "job_detail",
+    "job_queue",
+    "lockouts",
+    "oidc_authentication_init",
+    "oidc_authentication_callback",
+}  # single sign-on: GET only (tests/sso)
 
 
 # The URL arguments of the read-only pages that take some (from the fixture's objects); a page
 # added with arguments fails test_every_read_only_page_gets_generated_queries until listed here.
 GET_ONLY_ARGS = {
-    "node_detail": lambda o: ["dev-a1-ws04"], "run_detail": lambda o: [o["run"].pk],
-    "run_progress": lambda o: [o["run"].pk], "run_stream": lambda o: [o["run"].pk], "run_audit_json": lambda o: [o["run"].pk],
-    "run_audit_csv": lambda o: [o["run"].pk], "workspace_detail": lambda o: [o["pending"].pk],
+    "node_detail": lambda o: ["dev-a1-ws04"],
+    "run_detail": lambda o: [o["run"].pk],
+    "run_progress": lambda o: [o["run"].pk],
+    "run_stream": lambda o: [o["run"].pk],
+    "run_audit_json": lambda o: [o["run"].pk],
+    "run_audit_csv": lambda o: [o["run"].pk],
+    "workspace_detail": lambda o: [o["pending"].pk],
     "job_detail": lambda o: [o["job"].pk],
 }
 PAGE_QUERY = ("q", "sort", "page", "format", "status", "node")  # what lists and pages read
@@ -159,15 +225,30 @@ def objects(twin, admin_user, alice, django_user_model):
     job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="true", gpu=1)
     limit = ResourceLimit.objects.create(user=alice, gpu=1, cpu=1, memory_gib=1, storage_gib=1)
     run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
-    ask = ReclaimAsk.objects.create(namespace="team-a", workspace=ws, resource="nvidia.com/gpu.shared", quota_at_ask=1,
-                                    asked_by_name="root", deadline=timezone.now() + timedelta(days=7))
+    ask = ReclaimAsk.objects.create(
+        namespace="team-a",
+        workspace=ws,
+        resource="nvidia.com/gpu.shared",
+        quota_at_ask=1,
+        asked_by_name="root",
+        deadline=timezone.now() + timedelta(days=7),
+    )
     assert ProcedureRun.objects.filter(pk=run.pk).exists()
     clients = {"anonymous": Client()}
     for who, user in (("admin", admin_user), ("alice", alice)):
         clients[who] = Client()
         clients[who].force_login(user)
-    return {"pending": pending, "ws": ws, "ask": ask, "job": job, "limit": limit, "run": run, "clients": clients,
-            "code": "A", "params": []}
+    return {
+        "pending": pending,
+        "ws": ws,
+        "ask": ask,
+        "job": job,
+        "limit": limit,
+        "run": run,
+        "clients": clients,
+        "code": "A",
+        "params": [],
+    }
 
 
 def _fixes():
@@ -179,9 +260,13 @@ def _check(resp, url, data):
     assert resp.status_code < 500, f"{resp.status_code} for {url} with {data!r}"
 
 
-FUZZ = settings(max_examples=50, deadline=None, database=None, derandomize=True,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                       HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=50,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 # 50 generated posts for each of the forms (and 25 queries for each page below): bin/test runs

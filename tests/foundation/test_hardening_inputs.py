@@ -1,5 +1,6 @@
 """Posted values and queries that crashed a view (500) or were dropped without a word,
 and a managed manifest that applied any document it held."""
+
 from __future__ import annotations
 
 import copy
@@ -25,6 +26,7 @@ def page_text(resp) -> str:
 
 # --- the limits form (limit_save) -----------------------------------------------------
 
+
 @pytest.mark.parametrize("field", ["user", "group"])
 @pytest.mark.parametrize("value", ["²", "9" * 30, "٣", "1" * 19])
 def test_limit_with_unicode_digits_or_huge_numbers_is_a_form_error(twin, admin_client, field, value):
@@ -40,12 +42,16 @@ def test_limit_with_unicode_digits_or_huge_numbers_is_a_form_error(twin, admin_c
 
 # --- the managed manifest: deeply nested YAML, and a note over 300 characters ---------
 
-@pytest.mark.parametrize("content,reason", [
-    ("[" * 1000, "nested more than"),
-    ("{a: " * 1000, "nested more than"),
-    ("- " * 200 + "x", "nested more than"),
-    ("kind: X\nmetadata: abc\n", "has no kind or metadata.name"),
-])
+
+@pytest.mark.parametrize(
+    "content,reason",
+    [
+        ("[" * 1000, "nested more than"),
+        ("{a: " * 1000, "nested more than"),
+        ("- " * 200 + "x", "nested more than"),
+        ("kind: X\nmetadata: abc\n", "has no kind or metadata.name"),
+    ],
+)
 def test_manifest_save_of_hostile_yaml_is_a_form_error_keeping_the_text(twin, admin_client, content, reason):
     r = admin_client.post(reverse("manifest_save"), {"content": content, "note": "my note"})
     assert r.status_code == 400
@@ -78,13 +84,23 @@ def test_manifest_note_over_300_characters_says_why_and_keeps_the_text(twin, adm
 
 # --- the managed manifest holds only the device plugin's objects -----------------------
 
-NODE_DOC = {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": NODE, "labels": {"brick.cloud/gpu.sharing": "timeslicing"}}}
-QUOTA_DOC = {"apiVersion": "v1", "kind": "ResourceQuota",
-             "metadata": {"name": "workspace-quota", "namespace": "ws-exclusive"},
-             "spec": {"hard": {"requests.nvidia.com/gpu": "64"}}}
-FOREIGN_CM = {"apiVersion": "v1", "kind": "ConfigMap",
-              "metadata": {"name": "coredns", "namespace": "kube-system"}, "data": {"Corefile": "."}}
+NODE_DOC = {
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {"name": NODE, "labels": {"brick.cloud/gpu.sharing": "timeslicing"}},
+}
+QUOTA_DOC = {
+    "apiVersion": "v1",
+    "kind": "ResourceQuota",
+    "metadata": {"name": "workspace-quota", "namespace": "ws-exclusive"},
+    "spec": {"hard": {"requests.nvidia.com/gpu": "64"}},
+}
+FOREIGN_CM = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {"name": "coredns", "namespace": "kube-system"},
+    "data": {"Corefile": "."},
+}
 
 
 def _with(extra):
@@ -97,8 +113,10 @@ def _cluster_state(twin):
     return copy.deepcopy(node["metadata"]["labels"]), copy.deepcopy(quota["spec"])
 
 
-@pytest.mark.parametrize("extra,kind,name", [(NODE_DOC, "Node", NODE), (QUOTA_DOC, "ResourceQuota", "workspace-quota"),
-                                             (FOREIGN_CM, "ConfigMap", "coredns")])
+@pytest.mark.parametrize(
+    "extra,kind,name",
+    [(NODE_DOC, "Node", NODE), (QUOTA_DOC, "ResourceQuota", "workspace-quota"), (FOREIGN_CM, "ConfigMap", "coredns")],
+)
 def test_saving_a_foreign_document_is_refused_by_kind_and_name(twin, admin_client, extra, kind, name):
     before = _cluster_state(twin)
     r = admin_client.post(reverse("manifest_save"), {"content": _with(extra), "note": "sneaky"})
@@ -141,6 +159,7 @@ def test_a_plugin_document_in_another_namespace_or_api_is_refused():
 
 # --- starting a procedure ---------------------------------------------------------------
 
+
 def test_start_with_an_invalid_form_says_why_on_the_pick_page(twin, admin_client):
     r = admin_client.post(reverse("wizard_start", args=["A"]), {"node": "no-such-node"})
     assert r.status_code == 400
@@ -158,6 +177,7 @@ def test_start_while_the_cluster_is_unreachable_says_so(twin, admin_client, unre
 
 
 # --- control characters and overlong queries: one 400 page for every page ----------------
+
 
 def _world(load_scenario, admin_user, alice, bob):
     from .pages import admin_pages, build_world, user_pages
@@ -195,8 +215,10 @@ def test_the_jobs_search_with_a_nul_says_which_parameter(alice_client):
 
 def test_a_nul_in_the_address_or_a_form_field_is_refused_and_nothing_is_saved(twin, alice_client):
     assert alice_client.get("/nodes/dev-a1-ws04%00/").status_code == 400
-    r = alice_client.post(reverse("workspace_request"), {"name": "team\x00x", "gpu": "1", "cpu": "1",
-                                                         "memory_gib": "1", "storage_gib": "1"})
+    r = alice_client.post(
+        reverse("workspace_request"),
+        {"name": "team\x00x", "gpu": "1", "cpu": "1", "memory_gib": "1", "storage_gib": "1"},
+    )
     assert r.status_code == 400  # posted: the form says so beside the field, what was typed kept
     assert 'id="err-name"' in page_text(r) and "Null characters are not allowed." in page_text(r)
     from workspaces.models import WorkspaceRequest
@@ -215,19 +237,27 @@ def test_an_overlong_query_parameter_is_a_400_not_a_dead_database(admin_client):
 
 # --- the manifest: bounded and linear -------------------------------------------------------
 
+
 def test_a_manifest_of_forty_thousand_documents_is_refused_by_its_size(twin, admin_client):
     content = "a: 1\n---\n" * 40_000 + "a: 1"  # 360,004 characters: the 1.5 MB post's shape
     r = admin_client.post(reverse("manifest_save"), {"content": content, "note": ""})
     assert r.status_code == 400
-    assert f"The manifest is {len(content)} characters long; at most {manifest.MAX_CHARACTERS} are accepted" \
+    assert (
+        f"The manifest is {len(content)} characters long; at most {manifest.MAX_CHARACTERS} are accepted"
         in page_text(r)
+    )
     assert manifest.current().version == 1
 
 
 def test_a_manifest_of_more_documents_than_the_bound_says_the_bound(twin, admin_client):
-    content = manifest.current().content.rstrip("\n") + "\n---\n" + "---\n".join(
-        yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c{i}", "namespace": "x"}})
-        for i in range(manifest.MAX_DOCUMENTS))
+    content = (
+        manifest.current().content.rstrip("\n")
+        + "\n---\n"
+        + "---\n".join(
+            yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c{i}", "namespace": "x"}})
+            for i in range(manifest.MAX_DOCUMENTS)
+        )
+    )
     r = admin_client.post(reverse("manifest_save"), {"content": content, "note": ""})
     assert r.status_code == 400
     assert f"The manifest holds more than {manifest.MAX_DOCUMENTS} documents" in page_text(r)
@@ -243,8 +273,11 @@ def test_validation_names_each_repeated_document_once_however_many_there_are():
 
 # --- the device plugin's own config.yaml: the same limits ----------------------------------
 
-BILLION_LAUGHS = "version: v1\n" + "l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
-    f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 9))
+BILLION_LAUGHS = (
+    "version: v1\n"
+    + "l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+    + "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 9))
+)
 
 
 def _with_config(key: str, text: str) -> str:
@@ -255,18 +288,22 @@ def _with_config(key: str, text: str) -> str:
     return yaml.safe_dump_all(docs)
 
 
-@pytest.mark.parametrize("key,text,why", [
-    ("config.yaml", BILLION_LAUGHS, "too large (more than 100000 values once aliases are expanded)"),
-    ("config.yaml", "version: v1\nflags: " + "{a: " * 60 + "1" + "}" * 60, "nested more than 40 levels deep"),
-    ("other.yaml", BILLION_LAUGHS, "too large (more than 100000 values once aliases are expanded)"),
-])
+@pytest.mark.parametrize(
+    "key,text,why",
+    [
+        ("config.yaml", BILLION_LAUGHS, "too large (more than 100000 values once aliases are expanded)"),
+        ("config.yaml", "version: v1\nflags: " + "{a: " * 60 + "1" + "}" * 60, "nested more than 40 levels deep"),
+        ("other.yaml", BILLION_LAUGHS, "too large (more than 100000 values once aliases are expanded)"),
+    ],
+)
 def test_a_billion_laughs_config_inside_the_configmap_is_refused(twin, admin_client, key, text, why):
     before = copy.deepcopy(twin.get_configmap(manifest.NAMESPACE, manifest.TS_CONFIGMAP)["data"])
     content = _with_config(key, text)
     r = admin_client.post(reverse("manifest_save"), {"content": content, "note": ""})
     assert r.status_code == 400
-    assert f"ConfigMap {manifest.TS_CONFIGMAP}, {key}: {why}; the device plugin would parse it as it is." \
-        in page_text(r)
+    assert f"ConfigMap {manifest.TS_CONFIGMAP}, {key}: {why}; the device plugin would parse it as it is." in page_text(
+        r
+    )
     assert manifest.current().version == 1
     # a version stored before the rule is refused at apply: the plugin never receives it
     ManifestVersion.objects.create(version=2, content=content, actor_name="old")
@@ -275,6 +312,7 @@ def test_a_billion_laughs_config_inside_the_configmap_is_refused(twin, admin_cli
 
 
 # --- smaller ones ---------------------------------------------------------------------------
+
 
 def test_signed_in_pages_and_exports_are_never_stored(twin, admin_client):
     for path in ("/", "/workspaces/jobs/", "/workspaces/jobs/?format=csv", "/lockouts/?format=csv", "/nodes/"):
@@ -343,12 +381,14 @@ def test_a_limit_for_a_user_named_in_other_digits_is_refused_not_given_to_anothe
     arabic = str(bob.pk).translate(str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩"))
     fullwidth = str(bob.pk).translate(str.maketrans("0123456789", "０１２３４５６７８９"))
     for value in (arabic, fullwidth):
-        r = admin_client.post(reverse("limit_save"), {"user": value, "gpu": "3", "cpu": "5", "memory_gib": "7",
-                                                      "storage_gib": "11"})
+        r = admin_client.post(
+            reverse("limit_save"), {"user": value, "gpu": "3", "cpu": "5", "memory_gib": "7", "storage_gib": "11"}
+        )
         assert r.status_code == 400 and 'class="errorlist' in page_text(r)
     assert not ResourceLimit.objects.exists()
-    r = admin_client.post(reverse("limit_save"), {"user": str(bob.pk), "gpu": "3", "cpu": "5", "memory_gib": "7",
-                                                  "storage_gib": "11"})
+    r = admin_client.post(
+        reverse("limit_save"), {"user": str(bob.pk), "gpu": "3", "cpu": "5", "memory_gib": "7", "storage_gib": "11"}
+    )
     assert r.status_code == 302 and ResourceLimit.objects.get().user == bob
 
 
@@ -364,10 +404,17 @@ def _csv(client, path, **query):
 def test_workspaces_and_all_workspaces_export_csv_like_the_other_lists(twin, admin_user, alice, bob):
     from workspaces import services
 
-    services.approve(services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8,
-                                             storage_gib=20).pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
-    services.reject(services.create_request(bob, name="team-b", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
-                    admin_user, "=no budget")
+    services.approve(
+        services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+        admin_user,
+        "nvidia.com/gpu.shared",
+        overcommit=True,
+    )
+    services.reject(
+        services.create_request(bob, name="team-b", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+        admin_user,
+        "=no budget",
+    )
     mine = Client()
     mine.force_login(alice)
     rows = _csv(mine, "/workspaces/")
@@ -375,8 +422,10 @@ def test_workspaces_and_all_workspaces_export_csv_like_the_other_lists(twin, adm
     admin = Client()
     admin.force_login(admin_user)
     rows = _csv(admin, "/workspaces/all/", sort="name")
-    assert [(r["name"], r["owner"], r["decided_by"]) for r in rows] == [("team-a", "alice", "root"),
-                                                                        ("team-b", "bob", "root")]
+    assert [(r["name"], r["owner"], r["decided_by"]) for r in rows] == [
+        ("team-a", "alice", "root"),
+        ("team-b", "bob", "root"),
+    ]
     assert rows[1]["rejection"] == "'=no budget"  # never a formula
     assert [r["name"] for r in _csv(admin, "/workspaces/all/", status="rejected")] == ["team-b"]
     assert [r["name"] for r in _csv(admin, "/workspaces/all/", q="team-a")] == ["team-a"]

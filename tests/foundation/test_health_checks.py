@@ -1,7 +1,9 @@
 """Each health check on plain in-memory snapshots (no database, no twin), and the one list
 the Dashboard card, the Health page and the Nodes State column share."""
+
 import re
 from collections import Counter
+from datetime import UTC
 
 import pytest
 from django.urls import reverse
@@ -43,18 +45,27 @@ def test_plugin_missing():
 
 
 def daemonset(name, sharing, tolerations=()):
-    return {"metadata": {"namespace": "brick-nvidia", "name": name},
-            "spec": {"template": {"spec": {"nodeSelector": {"brick.cloud/gpu.sharing": sharing},
-                                           "tolerations": list(tolerations)}}}}
+    return {
+        "metadata": {"namespace": "brick-nvidia", "name": name},
+        "spec": {
+            "template": {
+                "spec": {"nodeSelector": {"brick.cloud/gpu.sharing": sharing}, "tolerations": list(tolerations)}
+            }
+        },
+    }
 
 
-PLUGIN_DAEMONSETS = [daemonset("nvidia-device-plugin-default", "none"),
-                     daemonset("nvidia-device-plugin-timeslicing", "timeslicing")]
+PLUGIN_DAEMONSETS = [
+    daemonset("nvidia-device-plugin-default", "none"),
+    daemonset("nvidia-device-plugin-timeslicing", "timeslicing"),
+]
 
 
 def test_plugin_missing_names_the_taint_the_daemonset_does_not_tolerate():
-    snap = snapshot([node("ex-1", taints=[{"key": "brick.cloud/dedicated", "value": "llm", "effect": "NoSchedule"}])],
-                    plugin_pods=[])
+    snap = snapshot(
+        [node("ex-1", taints=[{"key": "brick.cloud/dedicated", "value": "llm", "effect": "NoSchedule"}])],
+        plugin_pods=[],
+    )
     snap.plugin_daemonsets = PLUGIN_DAEMONSETS
     (problem,) = found(snap)
     assert (problem.kind, problem.subject) == ("plugin-missing", "ex-1")
@@ -70,11 +81,18 @@ def test_plugin_missing_says_when_no_daemonset_selects_the_node():
 
 
 def test_a_gpu_operator_cluster_is_said_once_not_reported_as_missing_objects():
-    operator_node = {"metadata": {"name": "op-1", "labels": {"nvidia.com/gpu.present": "true",
-                                                              "nvidia.com/gpu.product": "NVIDIA-A30"}},
-                     "spec": {}, "status": {"capacity": {GPU: "1"}, "allocatable": {GPU: "1"}}}
-    drift = [DriftItem("DaemonSet", "nvidia-device-plugin-default", "missing"),
-             DriftItem("ConfigMap", "nvidia-device-plugin-config-timeslicing", "missing")]
+    operator_node = {
+        "metadata": {
+            "name": "op-1",
+            "labels": {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-A30"},
+        },
+        "spec": {},
+        "status": {"capacity": {GPU: "1"}, "allocatable": {GPU: "1"}},
+    }
+    drift = [
+        DriftItem("DaemonSet", "nvidia-device-plugin-default", "missing"),
+        DriftItem("ConfigMap", "nvidia-device-plugin-config-timeslicing", "missing"),
+    ]
     problems = found(snapshot([operator_node], plugin_pods=[]), drift)
     assert triples(problems) == [("cluster", "convention", "info")]
     assert "GPU Operator" in problems[0].message
@@ -152,12 +170,16 @@ def test_quota_over_total_names_the_owners():
 
 
 def test_manifest_drift_from_the_gathered_drift_items():
-    drift = [DriftItem("DaemonSet", "nvidia-device-plugin-default", "drifted", ["spec.template.spec.tolerations"]),
-             DriftItem("ConfigMap", "nvidia-device-plugin-config-timeslicing", "missing"),
-             DriftItem("ConfigMap", "nvidia-device-plugin-config-default", "in-sync")]
+    drift = [
+        DriftItem("DaemonSet", "nvidia-device-plugin-default", "drifted", ["spec.template.spec.tolerations"]),
+        DriftItem("ConfigMap", "nvidia-device-plugin-config-timeslicing", "missing"),
+        DriftItem("ConfigMap", "nvidia-device-plugin-config-default", "in-sync"),
+    ]
     problems = found(snapshot([node("ex-1")]), drift)
-    assert triples(problems) == [("ConfigMap/nvidia-device-plugin-config-timeslicing", "manifest-drift", "warn"),
-                                 ("DaemonSet/nvidia-device-plugin-default", "manifest-drift", "warn")]
+    assert triples(problems) == [
+        ("ConfigMap/nvidia-device-plugin-config-timeslicing", "manifest-drift", "warn"),
+        ("DaemonSet/nvidia-device-plugin-default", "manifest-drift", "warn"),
+    ]
     assert all(p.node == "" and p.subject_url == reverse("manifest") for p in problems)
     assert found(snapshot([node("ex-1")]), None) == []  # drift not read: nothing claimed
 
@@ -167,13 +189,30 @@ def test_a_healthy_cluster_has_no_problem():
 
 
 def test_every_registered_check_is_tested_here():
-    tested = {"stale-allocatable", "stale-capacity", "label-typo", "plugin-missing", "replicas-not-reflected",
-              "cordoned", "quota-over-total", "manifest-drift", "convention", "run-left-cordoned",
-              "checklist-waiting", "pod-admission-failed", "pod-pending-no-resource"}
+    tested = {
+        "stale-allocatable",
+        "stale-capacity",
+        "label-typo",
+        "plugin-missing",
+        "replicas-not-reflected",
+        "cordoned",
+        "quota-over-total",
+        "manifest-drift",
+        "convention",
+        "run-left-cordoned",
+        "checklist-waiting",
+        "pod-admission-failed",
+        "pod-pending-no-resource",
+    }
     tested |= {"mig-single-not-uniform"}  # tests/foundation/test_nvidia_layouts.py
     # the Workspace checks: tests/foundation/test_health_workspaces.py
-    tested |= {"workspace-namespace-missing", "workspace-quota-missing", "workspace-quota-edited",
-               "workspace-unrecorded", "workspace-idle"}
+    tested |= {
+        "workspace-namespace-missing",
+        "workspace-quota-missing",
+        "workspace-quota-edited",
+        "workspace-unrecorded",
+        "workspace-idle",
+    }
     assert set(health.REGISTRY) == tested
 
 
@@ -192,15 +231,29 @@ def test_a_stopped_run_that_left_its_node_cordoned_links_to_the_run():
 
 
 def test_a_checklist_waiting_for_more_than_a_day():
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from gpus.models import ProcedureRun
 
-    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
-    old = ProcedureRun(pk=9, procedure="D", node="new-1", status="failed", current_step="checklist",
-                       params={"sharing": "none"}, finished_at=now - timedelta(days=2))
-    fresh = ProcedureRun(pk=10, procedure="D", node="new-2", status="failed", current_step="checklist",
-                         params={"sharing": "none"}, finished_at=now - timedelta(hours=2))
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    old = ProcedureRun(
+        pk=9,
+        procedure="D",
+        node="new-1",
+        status="failed",
+        current_step="checklist",
+        params={"sharing": "none"},
+        finished_at=now - timedelta(days=2),
+    )
+    fresh = ProcedureRun(
+        pk=10,
+        procedure="D",
+        node="new-2",
+        status="failed",
+        current_step="checklist",
+        params={"sharing": "none"},
+        finished_at=now - timedelta(hours=2),
+    )
     assert triples(record_found([(old, False), (fresh, False)], now)) == [("new-1", "checklist-waiting", "info")]
 
 
@@ -209,14 +262,18 @@ def test_a_run_stopped_after_cordoning_shows_on_health_and_the_nodes_list(admin_
     from gpus.procedures import engine, service
 
     demo = load_scenario("demo")
-    run = service.start_run("B", "gpu-a30-03", {"evictions_acknowledged": 2}, actor_name="root",
-                            dispatch=False)  # a PDB blocks its drain
+    run = service.start_run(
+        "B", "gpu-a30-03", {"evictions_acknowledged": 2}, actor_name="root", dispatch=False
+    )  # a PDB blocks its drain
     engine.execute(run.pk, demo)
     run.refresh_from_db()
     assert run.status == "failed" and demo.get_node("gpu-a30-03")["spec"].get("unschedulable")
-    assert ("gpu-a30-03", "run-left-cordoned") in page_kinds_by_node(admin_client.get(reverse("health")).content.decode())
     assert ("gpu-a30-03", "run-left-cordoned") in page_kinds_by_node(
-        admin_client.get(reverse("node_list"), {"model": "NVIDIA A30"}).content.decode())
+        admin_client.get(reverse("health")).content.decode()
+    )
+    assert ("gpu-a30-03", "run-left-cordoned") in page_kinds_by_node(
+        admin_client.get(reverse("node_list"), {"model": "NVIDIA A30"}).content.decode()
+    )
     service.resume_run(run, actor_name="root", dispatch=False)
     demo.delete("policy/v1", "PodDisruptionBudget", "tokenizer-svc-pdb", "ws-nlp-lab")
     engine.execute(run.pk, demo)
@@ -225,8 +282,14 @@ def test_a_run_stopped_after_cordoning_shows_on_health_and_the_nodes_list(admin_
 
 def mixed_snapshot():
     """A replicas mismatch and a cordoned node, beside a healthy node."""
-    return snapshot([node("ts-1", sharing="timeslicing", physical=4, resources={SHARED: (8, 8)}),
-                     node("ex-1", unschedulable=True), node("ex-2")], replicas=4)
+    return snapshot(
+        [
+            node("ts-1", sharing="timeslicing", physical=4, resources={SHARED: (8, 8)}),
+            node("ex-1", unschedulable=True),
+            node("ex-2"),
+        ],
+        replicas=4,
+    )
 
 
 def test_card_nodes_and_health_read_the_same_list():
@@ -234,15 +297,30 @@ def test_card_nodes_and_health_read_the_same_list():
     assert triples(problems) == [("ts-1", "replicas-not-reflected", "warn"), ("ex-1", "cordoned", "info")]
     per_node = health.by_node(problems)
     assert {n: [p.kind for p in ps] for n, ps in per_node.items()} == {
-        "ts-1": ["replicas-not-reflected"], "ex-1": ["cordoned"]}
+        "ts-1": ["replicas-not-reflected"],
+        "ex-1": ["cordoned"],
+    }
     card = health.summary(problems)
-    assert [(g.kind, g.severity, g.count) for g in card] == [("replicas-not-reflected", "warn", 1),
-                                                              ("cordoned", "info", 1)]
+    assert [(g.kind, g.severity, g.count) for g in card] == [
+        ("replicas-not-reflected", "warn", 1),
+        ("cordoned", "info", 1),
+    ]
 
 
 def test_a_check_added_once_appears_everywhere(monkeypatch):
-    monkeypatch.setitem(health.REGISTRY, "too-hot", health.HealthCheck("too-hot", "Too hot", lambda inputs: [
-        health.Problem("warn", "too-hot", n.name, "hot", "cool it") for n in inputs.ledger.nodes if n.name == "ex-2"]))
+    monkeypatch.setitem(
+        health.REGISTRY,
+        "too-hot",
+        health.HealthCheck(
+            "too-hot",
+            "Too hot",
+            lambda inputs: [
+                health.Problem("warn", "too-hot", n.name, "hot", "cool it")
+                for n in inputs.ledger.nodes
+                if n.name == "ex-2"
+            ],
+        ),
+    )
     problems = found(mixed_snapshot())
     assert ("ex-2", "too-hot", "warn") in triples(problems)
     assert [p.kind for p in health.by_node(problems)["ex-2"]] == ["too-hot"]
@@ -251,6 +329,7 @@ def test_a_check_added_once_appears_everywhere(monkeypatch):
 
 
 # --- the same agreement through the pages, on the twin --------------------------------
+
 
 def page_kinds_by_node(html):
     """{(node, kind)} from the rows of a page: a row's node link and its data-kind marks."""

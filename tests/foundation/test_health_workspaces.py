@@ -1,6 +1,7 @@
 """The Workspace checks (workspaces/health.py) and the Workspace lines they read
 (gpus/occupancy.py) on plain in-memory snapshots: no database, no twin."""
-from datetime import datetime, timedelta, timezone
+
+from datetime import UTC, datetime, timedelta
 
 from django.urls import reverse
 
@@ -10,7 +11,7 @@ from workspaces.health import Record, WorkspaceInputs
 
 from .inmemory import GPU, SHARED, gpu_pod, node, quota, snapshot
 
-NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
 def namespace(name, owner="", workspace=True):
@@ -28,9 +29,17 @@ def lines_of(snap, idle_since=None):
 
 
 def found(records, lines, approving=(), idle_hours=24):
-    inputs = health.HealthInputs(ledger=None, now=NOW, workspaces=WorkspaceInputs(
-        records=records, lines=lines, approving=set(approving), idle_hours=idle_hours,
-        adopt_url={line.namespace: f"/adopt/{line.namespace}/" for line in lines}))
+    inputs = health.HealthInputs(
+        ledger=None,
+        now=NOW,
+        workspaces=WorkspaceInputs(
+            records=records,
+            lines=lines,
+            approving=set(approving),
+            idle_hours=idle_hours,
+            adopt_url={line.namespace: f"/adopt/{line.namespace}/" for line in lines},
+        ),
+    )
     return [p for p in health.problems(inputs, reads="records") if p.kind.startswith("workspace-")]
 
 
@@ -77,7 +86,8 @@ def test_a_quota_moved_to_another_resource_is_an_edit():
     snap = snapshot([node("ex-1")], quotas=[quota("team-a", {SHARED: 1})])
     snap.namespaces = [namespace("team-a", "alice")]
     assert kinds(found([Record("team-a", "alice", 1, GPU)], lines_of(snap))) == [
-        ("team-a", "workspace-quota-edited", "warn")]
+        ("team-a", "workspace-quota-edited", "warn")
+    ]
 
 
 def test_a_quota_as_approved_is_in_step():
@@ -107,28 +117,37 @@ def test_an_allocation_idle_for_the_window_names_owner_and_reclaimable_quota():
 
 
 def test_idle_means_no_running_pod_or_measured_utilisation_under_the_threshold():
-    snap = snapshot([node("ex-1", physical=2)], quotas=[quota("team-a", {GPU: 1})],
-                    gpu_pods=[gpu_pod("team-a", "train", "ex-1")])
+    snap = snapshot(
+        [node("ex-1", physical=2)], quotas=[quota("team-a", {GPU: 1})], gpu_pods=[gpu_pod("team-a", "train", "ex-1")]
+    )
     snap.namespaces = [namespace("team-a", "alice")]
     (line,) = lines_of(snap)
     assert not line.idle(5)  # a Running pod, utilisation not measured: not called idle
     snap.usage = {"team-a/train": {"GPU-0": [2.0, 1024.0]}}
     (line,) = lines_of(snap)
     assert line.idle(5) and not line.idle(1)
-    pending = snapshot([node("ex-1")], quotas=[quota("team-a", {GPU: 1})],
-                       gpu_pods=[gpu_pod("team-a", "train", "ex-1", phase="Pending")])
+    pending = snapshot(
+        [node("ex-1")],
+        quotas=[quota("team-a", {GPU: 1})],
+        gpu_pods=[gpu_pod("team-a", "train", "ex-1", phase="Pending")],
+    )
     pending.namespaces = [namespace("team-a", "alice")]
     assert lines_of(pending)[0].idle(5)  # a pod that does not run holds no GPU
 
 
 def test_a_workspace_line_counts_running_requests_and_distinct_physical_gpus():
     # two shared pods on one physical GPU (replicas 2), one exclusive pod, one pending pod
-    snap = snapshot([node("ts-1", sharing="timeslicing", physical=1, resources={SHARED: (2, 2)}),
-                     node("ex-1", physical=2)],
-                    quotas=[quota("team-a", {SHARED: 2}), quota("team-b", {GPU: 2})], replicas=2,
-                    gpu_pods=[gpu_pod("team-a", "nb-1", "ts-1", SHARED), gpu_pod("team-a", "nb-2", "ts-1", SHARED),
-                              gpu_pod("team-b", "train", "ex-1"),
-                              gpu_pod("team-b", "wait", "ex-1", phase="Pending")])
+    snap = snapshot(
+        [node("ts-1", sharing="timeslicing", physical=1, resources={SHARED: (2, 2)}), node("ex-1", physical=2)],
+        quotas=[quota("team-a", {SHARED: 2}), quota("team-b", {GPU: 2})],
+        replicas=2,
+        gpu_pods=[
+            gpu_pod("team-a", "nb-1", "ts-1", SHARED),
+            gpu_pod("team-a", "nb-2", "ts-1", SHARED),
+            gpu_pod("team-b", "train", "ex-1"),
+            gpu_pod("team-b", "wait", "ex-1", phase="Pending"),
+        ],
+    )
     snap.namespaces = [namespace("team-a", "alice"), namespace("team-b", "bob")]
     lines = {line.namespace: line for line in lines_of(snap)}
     a, b = lines["team-a"], lines["team-b"]
@@ -140,9 +159,12 @@ def test_a_workspace_line_counts_running_requests_and_distinct_physical_gpus():
 
 
 def test_utilisation_counts_each_device_once_per_workspace():
-    snap = snapshot([node("ts-1", sharing="timeslicing", physical=1, resources={SHARED: (2, 2)})],
-                    quotas=[quota("team-a", {SHARED: 2})], replicas=2,
-                    gpu_pods=[gpu_pod("team-a", "nb-1", "ts-1", SHARED), gpu_pod("team-a", "nb-2", "ts-1", SHARED)])
+    snap = snapshot(
+        [node("ts-1", sharing="timeslicing", physical=1, resources={SHARED: (2, 2)})],
+        quotas=[quota("team-a", {SHARED: 2})],
+        replicas=2,
+        gpu_pods=[gpu_pod("team-a", "nb-1", "ts-1", SHARED), gpu_pod("team-a", "nb-2", "ts-1", SHARED)],
+    )
     snap.namespaces = [namespace("team-a", "alice")]
     # dcgm-exporter repeats a time-sliced GPU's figures for each pod using it
     snap.usage = {"team-a/nb-1": {"GPU-ts": [60.0, 4096.0]}, "team-a/nb-2": {"GPU-ts": [60.0, 4096.0]}}

@@ -5,6 +5,7 @@ migrations, so an import inside a function counts as much as one at the top. Imp
 ``a.b.c`` runs ``a`` and ``a.b`` first, so it counts as importing those packages too. What
 an app adds to another (the Workspaces' checks, procedures, chart rule) is registered from
 its ``AppConfig.ready()``, never by an import back."""
+
 import ast
 import functools
 from pathlib import Path
@@ -32,7 +33,7 @@ def _targets(node: ast.AST, module: str, is_package: bool) -> set[str]:
     elif isinstance(node, ast.ImportFrom):
         if node.level:
             package = module.split(".") if is_package else module.split(".")[:-1]
-            base = package[:len(package) - (node.level - 1)]
+            base = package[: len(package) - (node.level - 1)]
             base = ".".join(base + ([node.module] if node.module else []))
         else:
             base = node.module
@@ -107,8 +108,9 @@ def _app(module: str) -> str:
 
 
 def _between(edges, source: str, target: str) -> list[str]:
-    return sorted(f"{m} -> {t}" for m, targets in edges.items() for t in targets
-                  if _app(m) == source and _app(t) == target)
+    return sorted(
+        f"{m} -> {t}" for m, targets in edges.items() for t in targets if _app(m) == source and _app(t) == target
+    )
 
 
 def test_the_graph_is_read_with_the_imports_inside_functions():

@@ -1,5 +1,6 @@
 """The language menu names each language in its own
 language, whatever the page's language is."""
+
 import re
 
 import pytest

@@ -6,6 +6,7 @@ badge, button or menu entry breaks inside a word (Korean one syllable per line).
 screenshots are saved for looking: under $BRICK_SCREENSHOTS when set, else pytest's tmp dir
 (the path is printed). At 1366 px even a `.table-scroll` may not need to scroll: on a
 desktop every table is seen whole."""
+
 import os
 import re
 import subprocess
@@ -85,8 +86,9 @@ def shots_dir(tmp_path) -> Path:
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
-def test_no_page_scrolls_sideways_and_no_table_is_cut(browser, live_server, load_scenario, admin_user, alice, bob,
-                                                       lang, tmp_path):
+def test_no_page_scrolls_sideways_and_no_table_is_cut(
+    browser, live_server, load_scenario, admin_user, alice, bob, lang, tmp_path
+):
     if lang == "ko":  # without one, Korean is drawn as boxes of another width
         require_service(korean_font(), "a Korean font (Debian package fonts-nanum)")
     ids = build_world(load_scenario, admin_user, alice, bob)
@@ -100,7 +102,10 @@ def test_no_page_scrolls_sideways_and_no_table_is_cut(browser, live_server, load
                 open_page(page, live_server, p)
                 slug = re.sub(r"[^a-z0-9]+", "-", p.name.lower()).strip("-")
                 page.screenshot(path=str(shots / f"{w}-{lang}-{role}-{slug}.png"), full_page=True)
-                found += [f"[{w}px {lang} {role}] {p.name} {p.path}: {problem}" for problem in page.evaluate(OVERFLOW, w >= 1366)]
+                found += [
+                    f"[{w}px {lang} {role}] {p.name} {p.path}: {problem}"
+                    for problem in page.evaluate(OVERFLOW, w >= 1366)
+                ]
                 seen += 1
             ctx.close()
     print(f"screenshots: {shots}")
@@ -109,8 +114,9 @@ def test_no_page_scrolls_sideways_and_no_table_is_cut(browser, live_server, load
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
-def test_node_detail_with_a_stale_resource_is_whole_at_1366(browser, live_server, load_scenario, admin_user, lang,
-                                                            tmp_path):
+def test_node_detail_with_a_stale_resource_is_whole_at_1366(
+    browser, live_server, load_scenario, admin_user, lang, tmp_path
+):
     """The widest GPU table: a node relabelled without the status patch keeps its old
     resource in capacity, and the row says so in a badge."""
     if lang == "ko":

@@ -1,4 +1,5 @@
 """The ledger on plain in-memory snapshots: no database, no twin."""
+
 from gpus import ledger
 from gpus.choices import GpuMode, GpuType
 from gpus.reading import ledger_of
@@ -7,17 +8,23 @@ from .inmemory import GPU, SHARED, gpu_pod, node, plugin_pod, quota, snapshot
 
 
 def test_exclusive_and_timeslicing_nodes_count_logical_requested_and_allocated():
-    snap = snapshot([node("ex-1", physical=2), node("ts-1", sharing="timeslicing", physical=2,
-                                                     resources={SHARED: (8, 8)})],
-                    gpu_pods=[gpu_pod("ws-a", "train", "ex-1"), gpu_pod("ws-b", "nb", "ts-1", SHARED, 1),
-                              gpu_pod("ws-b", "done", "ts-1", SHARED, 1, phase="Succeeded")],
-                    quotas=[quota("ws-a", {GPU: 1}), quota("ws-b", {SHARED: 3})])
+    snap = snapshot(
+        [node("ex-1", physical=2), node("ts-1", sharing="timeslicing", physical=2, resources={SHARED: (8, 8)})],
+        gpu_pods=[
+            gpu_pod("ws-a", "train", "ex-1"),
+            gpu_pod("ws-b", "nb", "ts-1", SHARED, 1),
+            gpu_pod("ws-b", "done", "ts-1", SHARED, 1, phase="Succeeded"),
+        ],
+        quotas=[quota("ws-a", {GPU: 1}), quota("ws-b", {SHARED: 3})],
+    )
     led = ledger.compute(snap)
     ex, ts = led.node("ex-1"), led.node("ts-1")
     assert (ex.mode, ex.logical, ex.requested, ex.physical) == ("exclusive", 2, 1, 2)
     assert (ts.mode, ts.logical, ts.requested, ts.replicas, ts.configured_replicas) == ("timeslicing", 8, 1, 4, 4)
     assert [(r.resource, r.logical, r.allocated, r.available) for r in led.by_resource] == [
-        (GPU, 2, 1, 1), (SHARED, 8, 3, 5)]
+        (GPU, 2, 1, 1),
+        (SHARED, 8, 3, 5),
+    ]
     assert (led.logical, led.requested) == (10, 2)
 
 
@@ -29,30 +36,40 @@ def test_stale_resources_are_reported_not_counted():
 
 
 def test_node_carries_its_taints_and_pods_with_their_phase():
-    taints = [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"},
-              {"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
-    snap = snapshot([node("ex-1", taints=taints)],
-                    gpu_pods=[gpu_pod("ws-a", "train", "ex-1", amount=2),
-                              gpu_pod("ws-a", "old", "ex-1", phase="Failed"),
-                              gpu_pod("ws-a", "elsewhere", "other-node")],
-                    plugin_pods=[plugin_pod("ex-1", phase="Pending")])
+    taints = [
+        {"key": "dedicated", "value": "ml", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
+    ]
+    snap = snapshot(
+        [node("ex-1", taints=taints)],
+        gpu_pods=[
+            gpu_pod("ws-a", "train", "ex-1", amount=2),
+            gpu_pod("ws-a", "old", "ex-1", phase="Failed"),
+            gpu_pod("ws-a", "elsewhere", "other-node"),
+        ],
+        plugin_pods=[plugin_pod("ex-1", phase="Pending")],
+    )
     n = ledger.compute(snap).node("ex-1")
-    assert [(t.key, t.value, t.effect) for t in n.taints] == [("dedicated", "ml", "NoSchedule"),
-                                                              ("nvidia.com/gpu", "", "NoSchedule")]
+    assert [(t.key, t.value, t.effect) for t in n.taints] == [
+        ("dedicated", "ml", "NoSchedule"),
+        ("nvidia.com/gpu", "", "NoSchedule"),
+    ]
     assert [str(t) for t in n.taints] == ["dedicated=ml:NoSchedule", "nvidia.com/gpu:NoSchedule"]
     assert n.tainted  # "dedicated" is one a plugin DaemonSet may not tolerate
     assert [(p.namespace, p.name, p.phase, p.gpu_requests) for p in n.pods] == [
-        ("ws-a", "train", "Running", {GPU: 2}), ("ws-a", "old", "Failed", {GPU: 1})]
+        ("ws-a", "train", "Running", {GPU: 2}),
+        ("ws-a", "old", "Failed", {GPU: 1}),
+    ]
     assert n.pods[0].requests_text == "nvidia.com/gpu: 2"
     assert [(p.name, p.phase, p.running, p.component) for p in n.plugin_pods] == [
-        ("nvidia-device-plugin-default-ex-1", "Pending", False, "device-plugin-default")]
+        ("nvidia-device-plugin-default-ex-1", "Pending", False, "device-plugin-default")
+    ]
     assert n.plugin_state == "pending"
     assert n.requested == 2  # the Failed pod holds nothing
 
 
 def test_cordoned_unlabelled_and_non_gpu_nodes():
-    snap = snapshot([node("ex-1", unschedulable=True), node("typo-1", sharing="timesliced"),
-                     node("cpu-1", gpu=False)])
+    snap = snapshot([node("ex-1", unschedulable=True), node("typo-1", sharing="timesliced"), node("cpu-1", gpu=False)])
     led = ledger.compute(snap)
     assert [n.name for n in led.nodes] == ["ex-1", "typo-1"]
     assert led.node("ex-1").cordoned and led.cordoned_nodes == [led.node("ex-1")]
@@ -88,8 +105,12 @@ def test_one_gpu_model_is_one_dashboard_row_whichever_source_named_it():
     """DCGM's modelName and GFD's gpu.product label name the same A100."""
     from brickadmin.cluster.vocabulary import gpu_model_name
 
-    assert gpu_model_name("NVIDIA A100-SXM4-40GB") == gpu_model_name("NVIDIA-A100-SXM4-40GB") \
-        == gpu_model_name("NVIDIA-A100-SXM4-40GB-SHARED") == "NVIDIA A100 SXM4 40GB"
+    assert (
+        gpu_model_name("NVIDIA A100-SXM4-40GB")
+        == gpu_model_name("NVIDIA-A100-SXM4-40GB")
+        == gpu_model_name("NVIDIA-A100-SXM4-40GB-SHARED")
+        == "NVIDIA A100 SXM4 40GB"
+    )
     assert gpu_model_name("NVIDIA A30") == "NVIDIA A30"
     labelled = node("by-label", physical=2)
     labelled["metadata"]["labels"]["nvidia.com/gpu.product"] = "NVIDIA-A100-SXM4-40GB"
@@ -106,8 +127,11 @@ def test_one_gpu_model_is_one_dashboard_row_whichever_source_named_it():
 def test_a_kept_memo_recomputes_only_what_changed_and_equals_a_fresh_ledger():
     """The watcher's publish keeps a memo between generations: a node whose pods changed
     gets a new line, the others keep theirs, and the ledger is the one computed afresh."""
-    nodes = [node("ex-1", physical=2), node("ex-2", physical=2),
-             node("ts-1", sharing="timeslicing", physical=2, resources={SHARED: (8, 8)})]
+    nodes = [
+        node("ex-1", physical=2),
+        node("ex-2", physical=2),
+        node("ts-1", sharing="timeslicing", physical=2, resources={SHARED: (8, 8)}),
+    ]
     pods = [gpu_pod("ws-a", "train", "ex-1"), gpu_pod("ws-b", "nb", "ts-1", SHARED, 1)]
     memo = {}
     first = ledger.compute(snapshot(nodes, gpu_pods=pods), memo=memo)
@@ -133,14 +157,25 @@ def test_occupancy_with_a_kept_memo_equals_a_fresh_one_after_changes():
 
     from gpus import occupancy
 
-    nodes = [node("ex-1", physical=2), node("ex-2", physical=2),
-             node("ts-1", sharing="timeslicing", physical=2, resources={SHARED: (8, 8)})]
+    nodes = [
+        node("ex-1", physical=2),
+        node("ex-2", physical=2),
+        node("ts-1", sharing="timeslicing", physical=2, resources={SHARED: (8, 8)}),
+    ]
     quotas = [quota("ws-a", {GPU: 3}), quota("ws-b", {SHARED: 4})]
-    first_pods = [gpu_pod("ws-a", "train", "ex-1"), gpu_pod("ws-a", "wait", "ex-2", phase="Pending"),
-                  gpu_pod("ws-b", "nb", "ts-1", SHARED, 1), gpu_pod("ws-b", "nb2", "ts-1", SHARED, 1)]
-    later_pods = [first_pods[0], gpu_pod("ws-a", "wait", "ex-2"),  # started
-                  first_pods[2], gpu_pod("ws-b", "nb2", "ts-1", SHARED, 1, phase="Succeeded"),  # finished
-                  gpu_pod("ws-b", "nb3", "ts-1", SHARED, 1)]  # new
+    first_pods = [
+        gpu_pod("ws-a", "train", "ex-1"),
+        gpu_pod("ws-a", "wait", "ex-2", phase="Pending"),
+        gpu_pod("ws-b", "nb", "ts-1", SHARED, 1),
+        gpu_pod("ws-b", "nb2", "ts-1", SHARED, 1),
+    ]
+    later_pods = [
+        first_pods[0],
+        gpu_pod("ws-a", "wait", "ex-2"),  # started
+        first_pods[2],
+        gpu_pod("ws-b", "nb2", "ts-1", SHARED, 1, phase="Succeeded"),  # finished
+        gpu_pod("ws-b", "nb3", "ts-1", SHARED, 1),
+    ]  # new
     lmemo, omemo = {}, {}
 
     def run(pods, memo):
@@ -150,8 +185,9 @@ def test_occupancy_with_a_kept_memo_equals_a_fresh_one_after_changes():
     run(first_pods, True)
     kept_line = omemo["namespaces"]["ws-a"][2]["ws-a/train"][2]
     with_memo, fresh = run(later_pods, True), run(later_pods, False)
-    assert {k: dataclasses.asdict(v) for k, v in with_memo.items()} == {k: dataclasses.asdict(v)
-                                                                     for k, v in fresh.items()}
+    assert {k: dataclasses.asdict(v) for k, v in with_memo.items()} == {
+        k: dataclasses.asdict(v) for k, v in fresh.items()
+    }
     assert with_memo["ws-a"].requested == 2 and [p["name"] for p in with_memo["ws-b"].pods] == ["nb", "nb3"]
     assert omemo["namespaces"]["ws-a"][2]["ws-a/train"][2] is kept_line
 
@@ -190,9 +226,11 @@ def test_quantities_in_canonical_form_count_in_full():
     # The API server writes 1000 back as "1k": capacity, pod requests and quotas alike.
     typed = node("ex-1", physical=2)
     typed["metadata"]["labels"]["nvidia.com/gpu.count"] = "two"
-    snap = snapshot([node("ts-1", sharing="timeslicing", physical=250, resources={SHARED: ("1k", "1k")}), typed],
-                    gpu_pods=[gpu_pod("ws-b", "big", "ts-1", SHARED, "1500m"), gpu_pod("ws-b", "more", "ts-1", SHARED, "0.5k")],
-                    quotas=[quota("ws-b", {SHARED: "1k"}), quota("ws-a", {GPU: "2000m"})])
+    snap = snapshot(
+        [node("ts-1", sharing="timeslicing", physical=250, resources={SHARED: ("1k", "1k")}), typed],
+        gpu_pods=[gpu_pod("ws-b", "big", "ts-1", SHARED, "1500m"), gpu_pod("ws-b", "more", "ts-1", SHARED, "0.5k")],
+        quotas=[quota("ws-b", {SHARED: "1k"}), quota("ws-a", {GPU: "2000m"})],
+    )
     led = ledger.compute(snap)
     ts = led.node("ts-1")
     assert (ts.logical, ts.requested, ts.physical, ts.replicas) == (1000, 502, 250, 4)

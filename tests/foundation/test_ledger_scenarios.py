@@ -1,4 +1,5 @@
 """The ledger on the shipped scenarios: the numbers each scenario was built to show, exactly."""
+
 import pytest
 
 from brickadmin.cluster.snapshot import take_snapshot
@@ -35,8 +36,7 @@ def test_qks_counts_operator_time_slicing_as_shared(load_scenario):
     assert (qcs05.logical, qcs05.physical) == (5, 1)
     assert qcs06.mode == "exclusive" and qcs06.resources["nvidia.com/gpu"].gpu_type == "exclusive"
     assert qcs07.mode == "mig"
-    assert {r.gpu_type: r.allocatable for r in qcs07.served if r.allocatable} == {
-        "mig-1g.24gb": 4, "mig-4g.96gb": 1}
+    assert {r.gpu_type: r.allocatable for r in qcs07.served if r.allocatable} == {"mig-1g.24gb": 4, "mig-4g.96gb": 1}
     assert {r.gpu_type: r.requested for r in qcs07.served if r.requested} == {"mig-1g.24gb": 3, "mig-4g.96gb": 1}
     assert (qcs07.physical, qcs07.physical_used) == (2, 2)
     labels = rows(led)
@@ -79,11 +79,16 @@ def test_demo_reports_cordoned_stale_and_missing_plugins_honestly(load_scenario)
 
 def test_requested_follows_pods_and_ignores_terminal_ones(load_scenario):
     gw = load_scenario("seed-example")
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "nb", "namespace": "ws-shared"},
-           "spec": {"nodeName": "dev-a1-ws02", "containers": [
-               {"name": "c", "resources": {"limits": {"nvidia.com/gpu.shared": "1"}}}]},
-           "status": {"phase": "Running"}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "nb", "namespace": "ws-shared"},
+        "spec": {
+            "nodeName": "dev-a1-ws02",
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu.shared": "1"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
     gw._save(pod)
     gw._bump()
     led = compute(gw)
@@ -99,13 +104,26 @@ def test_requested_follows_pods_and_ignores_terminal_ones(load_scenario):
 def test_stale_severity_from_a_plain_snapshot(allocatable, severity):
     from brickadmin.cluster.snapshot import Snapshot
 
-    node = {"metadata": {"name": "n1", "labels": {"brick.cloud/gpu.type": "nvidia",
-                                                  "brick.cloud/gpu.sharing": "timeslicing"}},
-            "spec": {}, "status": {"capacity": {"nvidia.com/gpu": "1", "nvidia.com/gpu.shared": "2"},
-                                   "allocatable": {"nvidia.com/gpu": allocatable, "nvidia.com/gpu.shared": "2"}}}
-    config = {"metadata": {"name": "nvidia-device-plugin-config-timeslicing"}, "data": {"config.yaml": (
-        "sharing:\n  timeSlicing:\n    renameByDefault: true\n"
-        "    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n")}}
+    node = {
+        "metadata": {
+            "name": "n1",
+            "labels": {"brick.cloud/gpu.type": "nvidia", "brick.cloud/gpu.sharing": "timeslicing"},
+        },
+        "spec": {},
+        "status": {
+            "capacity": {"nvidia.com/gpu": "1", "nvidia.com/gpu.shared": "2"},
+            "allocatable": {"nvidia.com/gpu": allocatable, "nvidia.com/gpu.shared": "2"},
+        },
+    }
+    config = {
+        "metadata": {"name": "nvidia-device-plugin-config-timeslicing"},
+        "data": {
+            "config.yaml": (
+                "sharing:\n  timeSlicing:\n    renameByDefault: true\n"
+                "    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n"
+            )
+        },
+    }
     led = ledger.compute(Snapshot(nodes=[node], gpu_pods=[], quotas=[], plugin_configmaps=[config]))
     n = led.node("n1")
     assert n.resources["nvidia.com/gpu"].stale_severity == severity
@@ -142,7 +160,8 @@ def test_the_dashboard_shows_one_row_per_model_whichever_source_named_it(db, ali
     model = "NVIDIA A100-SXM4-40GB"
     objects = s.device_plugin_manifest(replicas=2) + [
         s.node("gpu-1", model=model, sharing="none", gpu_count=2),
-        s.node("gpu-2", model=model, sharing="none", gpu_count=2)]
+        s.node("gpu-2", model=model, sharing="none", gpu_count=2),
+    ]
     assert objects[-1]["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB"
     unnamed = [dict(g, model="") for g in s.gpus("gpu-2", model, 2, 40960)]
     TwinGateway().load(objects, {"gpu-1": s.gpus("gpu-1", model, 2, 40960), "gpu-2": unnamed})
@@ -165,9 +184,13 @@ def test_layouts_counts_every_layout_nvidia_documents(load_scenario):
     }
     a100, h100, a30 = "NVIDIA A100 80GB PCIe", "NVIDIA H100 80GB HBM3", "NVIDIA A30"
     assert {r.label: (r.logical, r.requested, r.physical) for r in led.by_type} == {
-        a100: (1, 0, 1), f"{a100} MIG 1g.10gb": (28, 2, 4), f"{a100} MIG 3g.40gb": (2, 1, 1),
+        a100: (1, 0, 1),
+        f"{a100} MIG 1g.10gb": (28, 2, 4),
+        f"{a100} MIG 3g.40gb": (2, 1, 1),
         f"{a30} (Shared)": (24, 0, 6),
-        h100: (8, 0, 8), f"{h100} MIG 3g.40gb": (8, 0, 2)}
+        h100: (8, 0, 8),
+        f"{h100} MIG 3g.40gb": (8, 0, 2),
+    }
     gpu = led.resource("nvidia.com/gpu")
     assert (gpu.logical, gpu.allocated, gpu.gpu_type) == (61, 6, "mixed")  # 28 + 8 MIG, 1 + 8 whole, 16 shared
     assert sorted(gpu.mig_on) == [["gpu-single-01", "1g.10gb", 28], ["gpu-single-02", "3g.40gb", 8]]

@@ -2,6 +2,7 @@
 own filters in the links, so a view can be shared: Nodes, runs, Jobs (a user's and an admin's),
 the two approval queues, Health findings and manifest versions. Through the test client, in a
 world with something on each list (tests/foundation/pages.py)."""
+
 import csv
 import io
 import re
@@ -53,7 +54,7 @@ def test_nodes_sort_in_sql_search_export_and_keep_the_filters(world, admin_user)
     page = html(admin, "/nodes/", sort="-physical")
     names = re.findall(r'<td><a href="/nodes/([^/]+)/">', page)
     rows = exported(admin, "/nodes/", sort="-physical")
-    assert [r["name"] for r in rows][:len(names)] == names  # the page is the first rows of the export
+    assert [r["name"] for r in rows][: len(names)] == names  # the page is the first rows of the export
     physical = [int(r["physical"]) for r in rows]
     assert physical == sorted(physical, reverse=True) and len(rows) > 1
     assert set(rows[0]) == {"name", "model", "mode", "physical", "in_use", "logical", "requested", "findings"}
@@ -80,7 +81,7 @@ def test_runs_sort_by_duration_search_and_export(world, admin_user):
     assert by_took[0]["id"] == str(world["run"]) and by_took[-1]["took"] == ""  # not started: last
 
     page = html(admin, "/runs/", q=SHARED_NODE, status="pending")
-    assert f'>#{world["pending_run"]}<' in page and f'>#{world["run"]}<' not in page
+    assert f">#{world['pending_run']}<" in page and f">#{world['run']}<" not in page
     link = sort_link(page, "took")
     assert "status=pending" in link and f"q={SHARED_NODE}" in link
     assert [r["id"] for r in exported(admin, "/runs/", q=SHARED_NODE)] == [str(world["pending_run"])]
@@ -143,8 +144,9 @@ def test_manifest_versions_sort_search_and_export(twin, admin_user):
     manifest_mod.save_version(base.content + "\n# two\n", actor=admin_user, note="=cmd|' /C calc'!A0")
     admin = client_of(admin_user)
     rows = exported(admin, "/manifest/")
-    assert [int(r["version"]) for r in rows] == sorted(ManifestVersion.objects.values_list("version", flat=True),
-                                                       reverse=True)
+    assert [int(r["version"]) for r in rows] == sorted(
+        ManifestVersion.objects.values_list("version", flat=True), reverse=True
+    )
     assert rows[0]["note"] == "'=cmd|' /C calc'!A0"  # never a formula
     page = html(admin, "/manifest/", q="replicas")
     assert "raise the replicas" in page and "calc" not in page
@@ -154,5 +156,12 @@ def test_manifest_versions_sort_search_and_export(twin, admin_user):
 
 def test_csv_exports_are_for_who_may_see_the_list(world, alice):
     user = client_of(alice)
-    for path in ("/nodes/", "/runs/", "/health/", "/manifest/", "/workspaces/approvals/", "/workspaces/approvals/jobs/"):
+    for path in (
+        "/nodes/",
+        "/runs/",
+        "/health/",
+        "/manifest/",
+        "/workspaces/approvals/",
+        "/workspaces/approvals/jobs/",
+    ):
         assert user.get(path, {"format": "csv"}).status_code == 403, path

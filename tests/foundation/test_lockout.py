@@ -2,6 +2,7 @@
 they came from, for a cool-off that further failures do not extend; the same username signs
 in from elsewhere, so no one can lock the admin out of the console. The lockout is said
 plainly, recorded, shown to admins and undone from the command line."""
+
 from __future__ import annotations
 
 import os
@@ -146,19 +147,28 @@ def test_failures_are_recorded_and_admins_see_the_lockouts(alice, admin_user):
 def test_the_address_behind_trusted_proxies(settings):
     from brickadmin.lockout import client_ip
 
-    request = RequestFactory().post("/login/", REMOTE_ADDR="10.1.0.1",
-                                    HTTP_X_FORWARDED_FOR="1.2.3.4, 203.0.113.7")
+    request = RequestFactory().post("/login/", REMOTE_ADDR="10.1.0.1", HTTP_X_FORWARDED_FOR="1.2.3.4, 203.0.113.7")
     assert client_ip(request) == "10.1.0.1"  # no proxy trusted: the header is ignored
     settings.BRICK_TRUSTED_PROXY_COUNT = 1
     assert client_ip(request) == "203.0.113.7"  # what the one proxy saw, not what the client claims
 
 
 def test_check_deploy_still_passes():
-    env = dict(os.environ, DJANGO_DEBUG="0", DJANGO_ALLOWED_HOSTS="brick.example.org",
-               DJANGO_SECRET_KEY="check-deploy-only-not-a-real-key-0123456789abcdefghijklmnop")
+    env = dict(
+        os.environ,
+        DJANGO_DEBUG="0",
+        DJANGO_ALLOWED_HOSTS="brick.example.org",
+        DJANGO_SECRET_KEY="check-deploy-only-not-a-real-key-0123456789abcdefghijklmnop",
+    )
     env.pop("DJANGO_SETTINGS_MODULE", None)
-    out = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 

@@ -1,5 +1,6 @@
 """brickadmin.metrics against a real Prometheus (Debian's) scraping a DCGM-format
 exporter: the exporter is the only stand-in, since there are no GPUs here."""
+
 import shutil
 import time
 

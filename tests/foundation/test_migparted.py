@@ -1,4 +1,5 @@
 """The mig-parted config mig-manager reads, and the layout each named config gives a node's GPUs."""
+
 import pytest
 
 from brickadmin.cluster import migparted
@@ -50,25 +51,38 @@ mig-configs:
 
 
 def gpus(model=A100_80, n=4, mig=None):
-    return [{"uuid": f"GPU-{i}", "model": model, "memoryMiB": 81920, **({"mig": list(mig)} if mig else {})}
-            for i in range(n)]
+    return [
+        {"uuid": f"GPU-{i}", "model": model, "memoryMiB": 81920, **({"mig": list(mig)} if mig else {})}
+        for i in range(n)
+    ]
 
 
 def test_configs_by_name():
-    assert list(migparted.parse(CONFIG)) == ["all-disabled", "all-1g.10gb", "all-balanced", "first-two-3g",
-                                             "too-many", "filtered"]
+    assert list(migparted.parse(CONFIG)) == [
+        "all-disabled",
+        "all-1g.10gb",
+        "all-balanced",
+        "first-two-3g",
+        "too-many",
+        "filtered",
+    ]
 
 
-@pytest.mark.parametrize("text, why", [
-    ("version: v2\nmig-configs: {}\n", "unknown version"),
-    ("version: v1\n", "no mig-configs"),
-    ("version: v1\nmig-configs:\n  x: {devices: all}\n", "list of device entries"),
-    ("version: v1\nmig-configs:\n  x: [{devices: some, mig-enabled: true}]\n", "devices must be"),
-    ("version: v1\nmig-configs:\n  x: [{devices: all, mig-enabled: yes please}]\n", "mig-enabled"),
-    ("version: v1\nmig-configs:\n  x: [{devices: all, mig-enabled: true, mig-devices: {1g.10gb: -1}}]\n",
-     "maps a profile"),
-    ("[unclosed", "not YAML"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("version: v2\nmig-configs: {}\n", "unknown version"),
+        ("version: v1\n", "no mig-configs"),
+        ("version: v1\nmig-configs:\n  x: {devices: all}\n", "list of device entries"),
+        ("version: v1\nmig-configs:\n  x: [{devices: some, mig-enabled: true}]\n", "devices must be"),
+        ("version: v1\nmig-configs:\n  x: [{devices: all, mig-enabled: yes please}]\n", "mig-enabled"),
+        (
+            "version: v1\nmig-configs:\n  x: [{devices: all, mig-enabled: true, mig-devices: {1g.10gb: -1}}]\n",
+            "maps a profile",
+        ),
+        ("[unclosed", "not YAML"),
+    ],
+)
 def test_what_mig_parted_would_not_read_is_refused(text, why):
     with pytest.raises(migparted.MigPartedError, match=why):
         migparted.parse(text)
@@ -92,8 +106,10 @@ def test_all_disabled_leaves_whole_gpus():
 
 
 def test_mig_mode_on_without_instances():
-    configs = migparted.parse("version: v1\nmig-configs:\n  all-enabled:\n    - devices: all\n"
-                              "      mig-enabled: true\n      mig-devices: {}\n")
+    configs = migparted.parse(
+        "version: v1\nmig-configs:\n  all-enabled:\n    - devices: all\n"
+        "      mig-enabled: true\n      mig-devices: {}\n"
+    )
     after, why = migparted.layout(configs, "all-enabled", gpus(n=1))
     assert why == "" and after[0]["migEnabled"] is True and after[0]["mig"] == []
 

@@ -1,6 +1,7 @@
 """Every GPU layout NVIDIA documents, counted: MIG strategy none / single / mixed, time-slicing
 renamed or not (the "-SHARED" product suffix), on GPU Operator nodes written as GPU feature
 discovery labels them. Pure: in-memory snapshots, no database."""
+
 import pytest
 
 from brickadmin.cluster import deviceplugin as dp
@@ -29,15 +30,26 @@ def gpus(n=2, mig=None, model=A100):
 
 def operator_node(name, hardware, cfg):
     """A GPU Operator node as GFD labels it and the device plugin fills its status."""
-    labels = {"kubernetes.io/hostname": name, vocab.GPU_PRESENT_LABEL: "true",
-              vocab.DEVICE_PLUGIN_CONFIG_LABEL: "custom", **dp.gfd_labels(hardware, cfg)}
+    labels = {
+        "kubernetes.io/hostname": name,
+        vocab.GPU_PRESENT_LABEL: "true",
+        vocab.DEVICE_PLUGIN_CONFIG_LABEL: "custom",
+        **dp.gfd_labels(hardware, cfg),
+    }
     adv = {k: str(v) for k, v in dp.advertised_resources(hardware, cfg).items()}
-    return {"metadata": {"name": name, "labels": labels}, "spec": {},
-            "status": {"capacity": dict(adv), "allocatable": dict(adv),
-                       "conditions": [{"type": "Ready", "status": "True"}]}}
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {},
+        "status": {
+            "capacity": dict(adv),
+            "allocatable": dict(adv),
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
 
 
 # --- what the simulated plugin and GFD produce, from NVIDIA's sources -------------------
+
 
 def test_gfd_single_strategy_overrides_count_and_product_as_its_readme_shows():
     # docs/gpu-feature-discovery/README.md, "MIG 'single' strategy": 8 GPUs x 7 x 1g.5gb
@@ -49,13 +61,18 @@ def test_gfd_single_strategy_overrides_count_and_product_as_its_readme_shows():
     assert dp.advertised_resources(hw, SINGLE_CFG) == {GPU: 56}
 
 
-@pytest.mark.parametrize("hw, reason", [
-    # internal/rm/device_map.go: the plugin's refusals under mig-strategy=single
-    (gpus(1, ["1g.5gb", "3g.20gb"]), "more than one MIG device type present on node"),
-    ([*gpus(1, ["1g.5gb"] * 7), {"uuid": "GPU-9", "model": A100, "mig": []}],
-     "all devices on the node must be configured with the same migEnabled value"),
-    ([{"uuid": "GPU-0", "model": A100, "mig": [], "migEnabled": True}], "device 0 has no MIG devices configured"),
-])
+@pytest.mark.parametrize(
+    "hw, reason",
+    [
+        # internal/rm/device_map.go: the plugin's refusals under mig-strategy=single
+        (gpus(1, ["1g.5gb", "3g.20gb"]), "more than one MIG device type present on node"),
+        (
+            [*gpus(1, ["1g.5gb"] * 7), {"uuid": "GPU-9", "model": A100, "mig": []}],
+            "all devices on the node must be configured with the same migEnabled value",
+        ),
+        ([{"uuid": "GPU-0", "model": A100, "mig": [], "migEnabled": True}], "device 0 has no MIG devices configured"),
+    ],
+)
 def test_single_strategy_refuses_a_node_not_partitioned_alike_and_registers_nothing(hw, reason):
     assert reason in dp.plugin_start_error(hw, SINGLE_CFG)
     assert dp.advertised_resources(hw, SINGLE_CFG) == {}
@@ -63,21 +80,34 @@ def test_single_strategy_refuses_a_node_not_partitioned_alike_and_registers_noth
     assert dp.gfd_labels(hw, SINGLE_CFG)[vocab.GPU_COUNT_LABEL] == "0"
 
 
-@pytest.mark.parametrize("strategy, sharing, hw, advertised, product", [
-    # strategy x rename x hardware -> what the plugin registers and GFD's product label
-    ("none", "", gpus(2), {GPU: 2}, "NVIDIA-A100-SXM4-40GB"),
-    ("none", "plain", gpus(2), {GPU: 8}, "NVIDIA-A100-SXM4-40GB-SHARED"),
-    ("none", "renamed", gpus(2), {SHARED: 8}, "NVIDIA-A100-SXM4-40GB"),
-    ("mixed", "", gpus(2, ["1g.5gb"] * 7), {"nvidia.com/mig-1g.5gb": 14}, "NVIDIA-A100-SXM4-40GB"),
-    ("mixed", "", [*gpus(1, ["3g.20gb"] * 2), *gpus(1)], {"nvidia.com/mig-3g.20gb": 2, GPU: 1},
-     "NVIDIA-A100-SXM4-40GB"),
-    ("mixed", "plain", [*gpus(1, ["3g.20gb"] * 2), *gpus(1)], {"nvidia.com/mig-3g.20gb": 2, GPU: 4},
-     "NVIDIA-A100-SXM4-40GB-SHARED"),
-    ("single", "", gpus(2, ["1g.5gb"] * 7), {GPU: 14}, "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"),
-    ("single", "plain", gpus(2, ["1g.5gb"] * 7), {GPU: 56}, "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb-SHARED"),
-    ("single", "renamed", gpus(2, ["1g.5gb"] * 7), {SHARED: 56}, "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"),
-    ("single", "", gpus(2), {GPU: 2}, "NVIDIA-A100-SXM4-40GB"),  # single on GPUs without MIG: whole GPUs
-])
+@pytest.mark.parametrize(
+    "strategy, sharing, hw, advertised, product",
+    [
+        # strategy x rename x hardware -> what the plugin registers and GFD's product label
+        ("none", "", gpus(2), {GPU: 2}, "NVIDIA-A100-SXM4-40GB"),
+        ("none", "plain", gpus(2), {GPU: 8}, "NVIDIA-A100-SXM4-40GB-SHARED"),
+        ("none", "renamed", gpus(2), {SHARED: 8}, "NVIDIA-A100-SXM4-40GB"),
+        ("mixed", "", gpus(2, ["1g.5gb"] * 7), {"nvidia.com/mig-1g.5gb": 14}, "NVIDIA-A100-SXM4-40GB"),
+        (
+            "mixed",
+            "",
+            [*gpus(1, ["3g.20gb"] * 2), *gpus(1)],
+            {"nvidia.com/mig-3g.20gb": 2, GPU: 1},
+            "NVIDIA-A100-SXM4-40GB",
+        ),
+        (
+            "mixed",
+            "plain",
+            [*gpus(1, ["3g.20gb"] * 2), *gpus(1)],
+            {"nvidia.com/mig-3g.20gb": 2, GPU: 4},
+            "NVIDIA-A100-SXM4-40GB-SHARED",
+        ),
+        ("single", "", gpus(2, ["1g.5gb"] * 7), {GPU: 14}, "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"),
+        ("single", "plain", gpus(2, ["1g.5gb"] * 7), {GPU: 56}, "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb-SHARED"),
+        ("single", "renamed", gpus(2, ["1g.5gb"] * 7), {SHARED: 56}, "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"),
+        ("single", "", gpus(2), {GPU: 2}, "NVIDIA-A100-SXM4-40GB"),  # single on GPUs without MIG: whole GPUs
+    ],
+)
 def test_plugin_and_gfd_for_every_strategy_and_rename(strategy, sharing, hw, advertised, product):
     cfg = config(strategy, sharing)
     assert dp.advertised_resources(hw, cfg) == advertised
@@ -86,7 +116,10 @@ def test_plugin_and_gfd_for_every_strategy_and_rename(strategy, sharing, hw, adv
 
 def test_gpu_product_taken_apart_with_both_suffixes():
     assert vocab.split_gpu_product("NVIDIA-A100-SXM4-40GB-MIG-1g.5gb-SHARED") == (
-        "NVIDIA-A100-SXM4-40GB", "1g.5gb", True)
+        "NVIDIA-A100-SXM4-40GB",
+        "1g.5gb",
+        True,
+    )
     assert vocab.split_gpu_product("NVIDIA-A30-SHARED") == ("NVIDIA-A30", "", True)
     assert vocab.gpu_model_name("NVIDIA-A100-SXM4-40GB-MIG-1g.5gb-SHARED") == "NVIDIA A100 SXM4 40GB"
     assert vocab.gpu_model_name("A100-SXM4-40GB-MIG-1g.5gb") == "A100 SXM4 40GB"
@@ -94,43 +127,66 @@ def test_gpu_product_taken_apart_with_both_suffixes():
 
 # --- the counts the pages show ------------------------------------------------------------
 
-@pytest.mark.parametrize("strategy, sharing, hw, mode, logical, physical, row_type", [
-    ("none", "", gpus(2), "exclusive", 2, 2, "exclusive"),
-    ("none", "plain", gpus(2), "timeslicing", 8, 2, "shared"),
-    ("none", "renamed", gpus(2), "timeslicing", 8, 2, "shared"),
-    ("mixed", "", gpus(2, ["1g.5gb"] * 7), "mig", 14, 2, "mig-1g.5gb"),
-    ("single", "", gpus(2, ["1g.5gb"] * 7), "mig-single", 14, 2, "mig-1g.5gb"),
-    ("single", "", gpus(3, ["3g.20gb"] * 2), "mig-single", 6, 3, "mig-3g.20gb"),
-    ("single", "plain", gpus(2, ["1g.5gb"] * 7), "mig-single", 56, 2, "mig-1g.5gb"),
-    ("single", "renamed", gpus(2, ["1g.5gb"] * 7), "mig-single", 56, 2, "mig-1g.5gb"),
-])
+
+@pytest.mark.parametrize(
+    "strategy, sharing, hw, mode, logical, physical, row_type",
+    [
+        ("none", "", gpus(2), "exclusive", 2, 2, "exclusive"),
+        ("none", "plain", gpus(2), "timeslicing", 8, 2, "shared"),
+        ("none", "renamed", gpus(2), "timeslicing", 8, 2, "shared"),
+        ("mixed", "", gpus(2, ["1g.5gb"] * 7), "mig", 14, 2, "mig-1g.5gb"),
+        ("single", "", gpus(2, ["1g.5gb"] * 7), "mig-single", 14, 2, "mig-1g.5gb"),
+        ("single", "", gpus(3, ["3g.20gb"] * 2), "mig-single", 6, 3, "mig-3g.20gb"),
+        ("single", "plain", gpus(2, ["1g.5gb"] * 7), "mig-single", 56, 2, "mig-1g.5gb"),
+        ("single", "renamed", gpus(2, ["1g.5gb"] * 7), "mig-single", 56, 2, "mig-1g.5gb"),
+    ],
+)
 def test_node_mode_logical_and_physical_for_every_layout(strategy, sharing, hw, mode, logical, physical, row_type):
     led = ledger.compute(snapshot([operator_node("n1", hw, config(strategy, sharing))]))
     n = led.node("n1")
     assert (n.mode, n.logical, n.physical) == (mode, logical, physical)
     assert [(r.model, r.gpu_type, r.logical, r.physical) for r in led.by_type] == [
-        ("NVIDIA A100 SXM4 40GB", row_type, logical, physical)]
+        ("NVIDIA A100 SXM4 40GB", row_type, logical, physical)
+    ]
 
 
 def test_gfd_readme_example_node_under_single_is_eight_gpus_of_56_mig_devices():
-    labels = {"nvidia.com/gpu.present": "true", "nvidia.com/mig.strategy": "single",
-              "nvidia.com/gpu.product": "A100-SXM4-40GB-MIG-1g.5gb", "nvidia.com/gpu.count": "56",
-              "nvidia.com/gpu.memory": "5120", "nvidia.com/gpu.slices.gi": "1", "nvidia.com/gpu.slices.ci": "1"}
-    node = {"metadata": {"name": "dgx-1", "labels": labels}, "spec": {},
-            "status": {"capacity": {GPU: "56"}, "allocatable": {GPU: "56"}}}
+    labels = {
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/mig.strategy": "single",
+        "nvidia.com/gpu.product": "A100-SXM4-40GB-MIG-1g.5gb",
+        "nvidia.com/gpu.count": "56",
+        "nvidia.com/gpu.memory": "5120",
+        "nvidia.com/gpu.slices.gi": "1",
+        "nvidia.com/gpu.slices.ci": "1",
+    }
+    node = {
+        "metadata": {"name": "dgx-1", "labels": labels},
+        "spec": {},
+        "status": {"capacity": {GPU: "56"}, "allocatable": {GPU: "56"}},
+    }
     n = ledger.compute(snapshot([node])).node("dgx-1")
     assert (n.mode, n.model, n.physical, n.physical_source, n.logical) == (
-        "mig-single", "A100 SXM4 40GB", 8, "derived", 56)
+        "mig-single",
+        "A100 SXM4 40GB",
+        8,
+        "derived",
+        56,
+    )
     assert n.served[0].gpu_type == "mig-1g.5gb"
 
 
 def test_one_model_row_per_physical_model_with_mig_single_beside_whole_gpus():
-    led = ledger.compute(snapshot(
-        [operator_node("whole", gpus(4), config()),
-         operator_node("sliced", gpus(2, ["1g.5gb"] * 7), SINGLE_CFG)],
-        quotas=[quota("ws-a", {GPU: 3})]))
+    led = ledger.compute(
+        snapshot(
+            [operator_node("whole", gpus(4), config()), operator_node("sliced", gpus(2, ["1g.5gb"] * 7), SINGLE_CFG)],
+            quotas=[quota("ws-a", {GPU: 3})],
+        )
+    )
     assert [(r.label, r.logical, r.physical) for r in led.by_type] == [
-        ("NVIDIA A100 SXM4 40GB", 4, 4), ("NVIDIA A100 SXM4 40GB MIG 1g.5gb", 14, 2)]
+        ("NVIDIA A100 SXM4 40GB", 4, 4),
+        ("NVIDIA A100 SXM4 40GB MIG 1g.5gb", 14, 2),
+    ]
     assert led.physical == 6
     gpu_row = led.resource(GPU)
     assert (gpu_row.logical, gpu_row.gpu_type, gpu_row.mig_on) == (18, ledger.MIXED, [["sliced", "1g.5gb", 14]])
@@ -140,8 +196,11 @@ def test_one_model_row_per_physical_model_with_mig_single_beside_whole_gpus():
 
 
 def test_jobs_are_refused_on_mig_single_nodes_with_the_seed_reason():
-    led = ledger.compute(snapshot([operator_node("whole", gpus(2), config()),
-                                   operator_node("sliced", gpus(2, ["1g.5gb"] * 7), SINGLE_CFG)]))
+    led = ledger.compute(
+        snapshot(
+            [operator_node("whole", gpus(2), config()), operator_node("sliced", gpus(2, ["1g.5gb"] * 7), SINGLE_CFG)]
+        )
+    )
     options = {o.name: o for o in services.job_node_options(led)}
     assert options["whole"].selectable
     assert not options["sliced"].selectable and str(options["sliced"].reason) == "MIG nodes do not support Jobs"
@@ -152,8 +211,11 @@ def test_a_node_not_partitioned_alike_under_single_is_a_finding_not_whole_gpus()
     led = ledger.compute(snapshot([operator_node("bad", hw, SINGLE_CFG)]))
     n = led.node("bad")
     assert (n.mode, n.logical, n.mig_error) == ("mig-single", 0, "not-uniform")
-    found = [(p.subject, p.kind, p.severity) for p in health.problems(health.HealthInputs(ledger=led))
-             if p.kind == "mig-single-not-uniform"]
+    found = [
+        (p.subject, p.kind, p.severity)
+        for p in health.problems(health.HealthInputs(ledger=led))
+        if p.kind == "mig-single-not-uniform"
+    ]
     assert found == [("bad", "mig-single-not-uniform", "bad")]
 
 

@@ -1,5 +1,6 @@
 """The kubelet's probes: answered over plain HTTP to the pod's IP, whatever the host
 and https settings, without a login; readiness says what is not there."""
+
 import pytest
 from django.test import Client
 

@@ -1,8 +1,9 @@
 """What the cluster watcher keeps (brickadmin/cluster/projection.py): the slim projection
 gives the same ledger, health findings and evidence as the full objects."""
+
 import dataclasses
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -15,7 +16,7 @@ from gpus import health
 from gpus import ledger as L
 
 SCENARIOS = ["seed-example", "qks", "demo", "waiting"]
-AT = datetime(2026, 12, 1, tzinfo=timezone.utc)
+AT = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def _key(o):
@@ -41,7 +42,10 @@ def snapshot_of(objects, hardware, project=False):
         plugin_configmaps=[c for c in by_kind.get("ConfigMap", []) if ns(c) == PLUGIN_NAMESPACE],
         operator_configmaps=[c for c in by_kind.get("ConfigMap", []) if ns(c) == OPERATOR_NAMESPACE],
         plugin_daemonsets=[d for d in by_kind.get("DaemonSet", []) if ns(d) == PLUGIN_NAMESPACE],
-        devices=hardware, device_source="twin", taken_at=AT)
+        devices=hardware,
+        device_source="twin",
+        taken_at=AT,
+    )
 
 
 def ledger_facts(led):
@@ -49,9 +53,12 @@ def ledger_facts(led):
     nodes = []
     for n in led.nodes:
         d = {f.name: getattr(n, f.name) for f in dataclasses.fields(n) if not f.name.startswith("raw_")}
-        d.update(pods=sorted(n.pods, key=lambda p: (p.namespace, p.name)),
-                 plugin_pods=sorted(n.plugin_pods, key=lambda p: (p.namespace, p.name)),
-                 taints=n.taints, devices=n.devices)
+        d.update(
+            pods=sorted(n.pods, key=lambda p: (p.namespace, p.name)),
+            plugin_pods=sorted(n.plugin_pods, key=lambda p: (p.namespace, p.name)),
+            taints=n.taints,
+            devices=n.devices,
+        )
         nodes.append(d)
     return nodes, led.by_type, led.by_resource, led.allocated_by_namespace, led.device_source
 
@@ -87,34 +94,68 @@ def test_watcher_snapshot_of_the_twin_equals_a_full_read(load_scenario, name):
 
 
 def test_node_projection_drops_what_nothing_reads():
-    node = {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": "n1", "labels": {"a": "b"}, "annotations": {"big": "x" * 1000},
-                         "managedFields": [{"manager": "kubelet"}], "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"unschedulable": True, "taints": [{"key": "k", "effect": "NoSchedule"}], "podCIDR": "10.0.0.0/24"},
-            "status": {"capacity": {"cpu": "4", "nvidia.com/gpu": "2"}, "allocatable": {"nvidia.com/gpu": "2"},
-                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "m",
-                                       "lastHeartbeatTime": "t"}],
-                       "images": [{"names": ["x"] * 50}], "nodeInfo": {"kubeletVersion": "v1.34", "osImage": "x"}}}
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": "n1",
+            "labels": {"a": "b"},
+            "annotations": {"big": "x" * 1000},
+            "managedFields": [{"manager": "kubelet"}],
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {"unschedulable": True, "taints": [{"key": "k", "effect": "NoSchedule"}], "podCIDR": "10.0.0.0/24"},
+        "status": {
+            "capacity": {"cpu": "4", "nvidia.com/gpu": "2"},
+            "allocatable": {"nvidia.com/gpu": "2"},
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "m", "lastHeartbeatTime": "t"}
+            ],
+            "images": [{"names": ["x"] * 50}],
+            "nodeInfo": {"kubeletVersion": "v1.34", "osImage": "x"},
+        },
+    }
     slim = projection.node(node)
-    assert slim == {"apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": "n1", "labels": {"a": "b"}, "creationTimestamp": "2026-01-01T00:00:00Z"},
-                    "spec": {"unschedulable": True, "taints": [{"key": "k", "effect": "NoSchedule"}]},
-                    "status": {"capacity": {"cpu": "4", "nvidia.com/gpu": "2"},
-                               "allocatable": {"nvidia.com/gpu": "2"},
-                               "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-                               "nodeInfo": {"kubeletVersion": "v1.34"}}}
+    assert slim == {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n1", "labels": {"a": "b"}, "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"unschedulable": True, "taints": [{"key": "k", "effect": "NoSchedule"}]},
+        "status": {
+            "capacity": {"cpu": "4", "nvidia.com/gpu": "2"},
+            "allocatable": {"nvidia.com/gpu": "2"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "nodeInfo": {"kubeletVersion": "v1.34"},
+        },
+    }
 
 
 def pod(ns, name, *, gpu=None, labels=None, phase="Running"):
-    c = {"name": "main", "image": "x", "env": [{"name": "A", "value": "1"}],
-         "resources": {"requests": {"cpu": "1", **(gpu or {})}, "limits": {**(gpu or {})}}}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "labels": labels or {}},
-            "spec": {"nodeName": "n1", "containers": [c], "volumes": [{"name": "v", "emptyDir": {}}]},
-            "status": {"phase": phase, "reason": "OutOfnvidia.com/gpu" if phase == "Failed" else None,
-                       "containerStatuses": [{"name": "main", "ready": False, "restartCount": 3, "image": "x",
-                                              "state": {"terminated": {"reason": "Error", "exitCode": 1,
-                                                                       "startedAt": "t"}}}]}}
+    c = {
+        "name": "main",
+        "image": "x",
+        "env": [{"name": "A", "value": "1"}],
+        "resources": {"requests": {"cpu": "1", **(gpu or {})}, "limits": {**(gpu or {})}},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": labels or {}},
+        "spec": {"nodeName": "n1", "containers": [c], "volumes": [{"name": "v", "emptyDir": {}}]},
+        "status": {
+            "phase": phase,
+            "reason": "OutOfnvidia.com/gpu" if phase == "Failed" else None,
+            "containerStatuses": [
+                {
+                    "name": "main",
+                    "ready": False,
+                    "restartCount": 3,
+                    "image": "x",
+                    "state": {"terminated": {"reason": "Error", "exitCode": 1, "startedAt": "t"}},
+                }
+            ],
+        },
+    }
 
 
 def test_which_pods_are_kept():
@@ -131,10 +172,19 @@ def watch_line(type_, obj, rv="4711"):
     """A watch event as the API server writes it: compact JSON, metadata first and in it
     resourceVersion before labels."""
     meta = obj["metadata"]
-    ordered = {"name": meta["name"], "namespace": meta.get("namespace", ""), "uid": "u-1", "resourceVersion": rv,
-               **{k: v for k, v in meta.items() if k not in ("name", "namespace")}}
-    body = {"kind": obj["kind"], "apiVersion": obj["apiVersion"], "metadata": ordered,
-            **{k: v for k, v in obj.items() if k not in ("kind", "apiVersion", "metadata")}}
+    ordered = {
+        "name": meta["name"],
+        "namespace": meta.get("namespace", ""),
+        "uid": "u-1",
+        "resourceVersion": rv,
+        **{k: v for k, v in meta.items() if k not in ("name", "namespace")},
+    }
+    body = {
+        "kind": obj["kind"],
+        "apiVersion": obj["apiVersion"],
+        "metadata": ordered,
+        **{k: v for k, v in obj.items() if k not in ("kind", "apiVersion", "metadata")},
+    }
     return json.dumps({"type": type_, "object": body}, separators=(",", ":")).encode()
 
 
@@ -177,34 +227,55 @@ def test_a_bookmark_or_an_error_among_skipped_pods_is_never_lost():
 
     stream = _KubeWatch(KubeGateway, None, "GET", "/api/v1/pods", "v1", "Pod", projection.worth_decoding("Pod"))
     cpu = pod("ws", "cpu-only")
-    end = (b'{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"12",'
-           b'"annotations":{"k8s.io/initial-events-end":"true"}},"spec":{"containers":null},"status":{}}}')
-    lines = [watch_line("ADDED", cpu, rv="10"), watch_line("ADDED", cpu, rv="11"), end,
-             watch_line("MODIFIED", cpu, rv="13")]
+    end = (
+        b'{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"12",'
+        b'"annotations":{"k8s.io/initial-events-end":"true"}},"spec":{"containers":null},"status":{}}}'
+    )
+    lines = [
+        watch_line("ADDED", cpu, rv="10"),
+        watch_line("ADDED", cpu, rv="11"),
+        end,
+        watch_line("MODIFIED", cpu, rv="13"),
+    ]
     events = list(stream._events(lines))
     assert [(e["type"], e.get("skipped"), e["object"]["metadata"]["resourceVersion"]) for e in events] == [
-        ("SKIPPED", 2, "11"), ("BOOKMARK", None, "12"), ("SKIPPED", 1, "13")]
+        ("SKIPPED", 2, "11"),
+        ("BOOKMARK", None, "12"),
+        ("SKIPPED", 1, "13"),
+    ]
     assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
-    gone = (b'{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1",'
-            b'"status":"Failure","reason":"Expired","code":410}}')
+    gone = (
+        b'{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1",'
+        b'"status":"Failure","reason":"Expired","code":410}}'
+    )
     with pytest.raises(Gone):
         list(stream._events([watch_line("ADDED", cpu, rv="14"), gone, watch_line("ADDED", cpu, rv="15")]))
 
 
 def test_pod_projection_keeps_gpu_requests_and_the_failure_summary():
     slim = projection.pod(pod("ws", "a", gpu={"nvidia.com/gpu": "2"}, phase="Failed"))
-    assert slim["spec"] == {"nodeName": "n1", "containers": [
-        {"name": "main", "resources": {"requests": {"nvidia.com/gpu": "2"}, "limits": {"nvidia.com/gpu": "2"}}}]}
+    assert slim["spec"] == {
+        "nodeName": "n1",
+        "containers": [
+            {"name": "main", "resources": {"requests": {"nvidia.com/gpu": "2"}, "limits": {"nvidia.com/gpu": "2"}}}
+        ],
+    }
     assert slim["status"]["phase"] == "Failed" and slim["status"]["reason"] == "OutOfnvidia.com/gpu"
     assert slim["status"]["containerStatuses"] == [
-        {"name": "main", "ready": False, "restartCount": 3,
-         "state": {"terminated": {"reason": "Error", "exitCode": 1}}}]
+        {"name": "main", "ready": False, "restartCount": 3, "state": {"terminated": {"reason": "Error", "exitCode": 1}}}
+    ]
     assert L.pod_line(slim) == L.pod_line(pod("ws", "a", gpu={"nvidia.com/gpu": "2"}, phase="Failed"))
 
 
 def test_daemonsets_and_configmaps_are_kept_whole_but_managed_fields():
-    ds = {"kind": "DaemonSet", "metadata": {"name": "d", "namespace": PLUGIN_NAMESPACE, "managedFields": [{}],
-                                            "labels": {"x": "y"}}, "spec": {"template": {"spec": {}}}}
+    ds = {
+        "kind": "DaemonSet",
+        "metadata": {"name": "d", "namespace": PLUGIN_NAMESPACE, "managedFields": [{}], "labels": {"x": "y"}},
+        "spec": {"template": {"spec": {}}},
+    }
     slim = projection.project("DaemonSet", ds)
-    assert slim == {"kind": "DaemonSet", "metadata": {"name": "d", "namespace": PLUGIN_NAMESPACE,
-                                                      "labels": {"x": "y"}}, "spec": {"template": {"spec": {}}}}
+    assert slim == {
+        "kind": "DaemonSet",
+        "metadata": {"name": "d", "namespace": PLUGIN_NAMESPACE, "labels": {"x": "y"}},
+        "spec": {"template": {"spec": {}}},
+    }

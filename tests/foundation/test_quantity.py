@@ -1,5 +1,6 @@
 """Resource quantities read exactly as Kubernetes reads them: apimachinery's own test
 tables, case by case, then the counts the product takes from them."""
+
 from __future__ import annotations
 
 from decimal import Decimal
@@ -36,13 +37,13 @@ PARSED = [
     # Binary suffixes
     ("1Ki", dec(1024, 0), BINARY_SI),
     ("8Ki", dec(8 * 1024, 0), BINARY_SI),
-    ("7Mi", dec(7 * 1024 ** 2, 0), BINARY_SI),
-    ("6Gi", dec(6 * 1024 ** 3, 0), BINARY_SI),
-    ("5Ti", dec(5 * 1024 ** 4, 0), BINARY_SI),
-    ("4Pi", dec(4 * 1024 ** 5, 0), BINARY_SI),
-    ("3Ei", dec(3 * 1024 ** 6, 0), BINARY_SI),
-    ("10Ti", dec(10 * 1024 ** 4, 0), BINARY_SI),
-    ("100Ti", dec(100 * 1024 ** 4, 0), BINARY_SI),
+    ("7Mi", dec(7 * 1024**2, 0), BINARY_SI),
+    ("6Gi", dec(6 * 1024**3, 0), BINARY_SI),
+    ("5Ti", dec(5 * 1024**4, 0), BINARY_SI),
+    ("4Pi", dec(4 * 1024**5, 0), BINARY_SI),
+    ("3Ei", dec(3 * 1024**6, 0), BINARY_SI),
+    ("10Ti", dec(10 * 1024**4, 0), BINARY_SI),
+    ("100Ti", dec(100 * 1024**4, 0), BINARY_SI),
     # Decimal suffixes
     ("5n", dec(5, -9), DECIMAL_SI),
     ("4u", dec(4, -6), DECIMAL_SI),
@@ -115,7 +116,7 @@ PARSED = [
     ("12E", dec(12, 18), DECIMAL_SI),
     # We'll accept fractional binary stuff, too.
     ("100.035Ki", dec(10243584, -2), BINARY_SI),
-    ("0.5Mi", dec(int(.5 * 1024 * 1024), 0), BINARY_SI),
+    ("0.5Mi", dec(int(0.5 * 1024 * 1024), 0), BINARY_SI),
     ("0.05Gi", dec(536870912, -1), BINARY_SI),
     ("0.025Ti", dec(274877906944, -1), BINARY_SI),
     # Things written by trolls
@@ -189,14 +190,17 @@ def test_a_number_without_digits_reads_as_zero_as_in_parse_quantity_string(text,
 
 
 # quantity_test.go TestParseQuantityString: (input, positive, value, num, denom, suffix)
-@pytest.mark.parametrize(("text", "positive", "value", "num", "denom", "suffix"), [
-    ("0.025Ti", True, "0.025", "0", "025", "Ti"),
-    ("1.025Ti", True, "1.025", "1", "025", "Ti"),
-    ("-1.025Ti", False, "-1.025", "1", "025", "Ti"),
-    (".", True, ".", "0", "", ""),
-    ("-.", False, "-.", "0", "", ""),
-    ("1E-3", True, "1", "1", "", "E-3"),
-])
+@pytest.mark.parametrize(
+    ("text", "positive", "value", "num", "denom", "suffix"),
+    [
+        ("0.025Ti", True, "0.025", "0", "025", "Ti"),
+        ("1.025Ti", True, "1.025", "1", "025", "Ti"),
+        ("-1.025Ti", False, "-1.025", "1", "025", "Ti"),
+        (".", True, ".", "0", "", ""),
+        ("-.", False, "-.", "0", "", ""),
+        ("1E-3", True, "1", "1", "", "E-3"),
+    ],
+)
 def test_the_scanner_splits_sign_number_and_suffix(text, positive, value, num, denom, suffix):
     assert (not text.startswith("-"), *v._split_quantity(text)) == (positive, value, num, denom, suffix)
 
@@ -209,11 +213,11 @@ def test_zero_prints_as_zero():
 # --- String(): the canonical form the API server writes back ---------------------------
 # quantity_test.go TestQuantityString: (amount, format, canonical, an alternate spelling)
 STRINGS = [
-    (dec(1024 ** 3, 0), BINARY_SI, "1Gi", "1024Mi"),
-    (dec(300 * 1024 ** 2, 0), BINARY_SI, "300Mi", "307200Ki"),
+    (dec(1024**3, 0), BINARY_SI, "1Gi", "1024Mi"),
+    (dec(300 * 1024**2, 0), BINARY_SI, "300Mi", "307200Ki"),
     (dec(6 * 1024, 0), BINARY_SI, "6Ki", ""),
-    (dec(1001 * 1024 ** 3, 0), BINARY_SI, "1001Gi", "1025024Mi"),
-    (dec(1024 ** 4, 0), BINARY_SI, "1Ti", "1024Gi"),
+    (dec(1001 * 1024**3, 0), BINARY_SI, "1001Gi", "1025024Mi"),
+    (dec(1024**4, 0), BINARY_SI, "1Ti", "1024Gi"),
     (dec(5, 0), BINARY_SI, "5", "5000m"),
     (dec(500, -3), BINARY_SI, "500m", "0.5"),
     (dec(1, 9), DECIMAL_SI, "1G", "1000M"),
@@ -265,17 +269,20 @@ def test_an_amount_prints_in_canonical_form(amount, fmt, canonical, alternate):
 
 
 # quantity_test.go TestQuantityParseEmit
-@pytest.mark.parametrize(("text", "canonical"), [
-    ("1Ki", "1Ki"),
-    ("1Mi", "1Mi"),
-    ("1Gi", "1Gi"),
-    ("1024Mi", "1Gi"),
-    ("1000M", "1G"),
-    (".001Ki", "1024m"),
-    (".000001Ki", "1024u"),
-    (".000000001Ki", "1024n"),
-    (".000000000001Ki", "2n"),
-])
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("1Ki", "1Ki"),
+        ("1Mi", "1Mi"),
+        ("1Gi", "1Gi"),
+        ("1024Mi", "1Gi"),
+        ("1000M", "1G"),
+        (".001Ki", "1024m"),
+        (".000001Ki", "1024u"),
+        (".000000001Ki", "1024n"),
+        (".000000000001Ki", "2n"),
+    ],
+)
 def test_a_parsed_quantity_prints_back_canonical(text, canonical):
     assert v.format_quantity(text) == canonical
     assert v.format_quantity("-" + text) == "-" + canonical
@@ -367,17 +374,37 @@ def test_long_quantities_keep_every_digit(text, amount, canonical):
 
 # --- the counts the product takes: Quantity.Value() --------------------------------------
 
-@pytest.mark.parametrize(("value", "count"), [
-    # what the API server writes for whole numbers, canonical or not
-    ("1k", 1000), ("2k", 2000), ("1Ki", 1024), ("1e3", 1000), ("5000m", 5), ("1000", 1000), ("4", 4), ("0", 0),
-    (4, 4), (0, 0), (2.0, 2),
-    # Value() rounds up, away from zero: quantity_test.go TestQuantityRoundUp at scale 0
-    ("1500m", 2), ("9.01", 10), ("-9.01", -10), ("1.5Ki", 1536),
-    # TestScaledValue: NewScaledQuantity(1, Nano|Micro|Milli|0).ScaledValue(0) is 1
-    ("1n", 1), ("1u", 1), ("1m", 1), ("1", 1),
-    # at int64's bound, and a binary amount capped there
-    ("9223372036854775807", MAX_ALLOWED), ("9Ei", MAX_ALLOWED),
-])
+
+@pytest.mark.parametrize(
+    ("value", "count"),
+    [
+        # what the API server writes for whole numbers, canonical or not
+        ("1k", 1000),
+        ("2k", 2000),
+        ("1Ki", 1024),
+        ("1e3", 1000),
+        ("5000m", 5),
+        ("1000", 1000),
+        ("4", 4),
+        ("0", 0),
+        (4, 4),
+        (0, 0),
+        (2.0, 2),
+        # Value() rounds up, away from zero: quantity_test.go TestQuantityRoundUp at scale 0
+        ("1500m", 2),
+        ("9.01", 10),
+        ("-9.01", -10),
+        ("1.5Ki", 1536),
+        # TestScaledValue: NewScaledQuantity(1, Nano|Micro|Milli|0).ScaledValue(0) is 1
+        ("1n", 1),
+        ("1u", 1),
+        ("1m", 1),
+        ("1", 1),
+        # at int64's bound, and a binary amount capped there
+        ("9223372036854775807", MAX_ALLOWED),
+        ("9Ei", MAX_ALLOWED),
+    ],
+)
 def test_a_count_is_the_value_kubernetes_gives(value, count):
     assert v.quantity(value) == count
 
@@ -389,12 +416,26 @@ def test_a_count_that_is_no_quantity_is_an_error_not_zero(junk):
         v.quantity(junk)
 
 
-@pytest.mark.parametrize(("value", "number"), [
-    ("4", 4), (4, 4), ("0", 0), ("-1", -1), ("+2", 2),
-    # free text is no quantity: these are not numbers, and read as the default
-    ("1k", None), ("four", None), ("", None), (None, None), ("4.0", None), (" 4", None), ("4_0", None), ("٤", None),
-    (True, None),
-])
+@pytest.mark.parametrize(
+    ("value", "number"),
+    [
+        ("4", 4),
+        (4, 4),
+        ("0", 0),
+        ("-1", -1),
+        ("+2", 2),
+        # free text is no quantity: these are not numbers, and read as the default
+        ("1k", None),
+        ("four", None),
+        ("", None),
+        (None, None),
+        ("4.0", None),
+        (" 4", None),
+        ("4_0", None),
+        ("٤", None),
+        (True, None),
+    ],
+)
 def test_a_label_number_is_plain_decimal_digits_or_the_default(value, number):
     assert v.label_int(value, None) == number
 

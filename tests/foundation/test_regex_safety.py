@@ -9,6 +9,7 @@ fullmatch, and search where the product searches) on 10,000-character adversaria
 each call under 50 ms. The checks run in a child process so that a catastrophic pattern
 fails the test after a few seconds instead of stalling it for minutes.
 """
+
 from __future__ import annotations
 
 import ast
@@ -56,8 +57,12 @@ def _attr_patterns(obj, seen, out, where, depth=0):
             out.setdefault(value, f"{where}.{name}")
         elif isinstance(value, RegexValidator):
             out.setdefault(value.regex, f"{where}.{name}")
-        elif inspect.isclass(value) and value not in seen and depth < 3 and \
-                (getattr(value, "__module__", "") or "").split(".")[0] in PACKAGES:
+        elif (
+            inspect.isclass(value)
+            and value not in seen
+            and depth < 3
+            and (getattr(value, "__module__", "") or "").split(".")[0] in PACKAGES
+        ):
             seen.add(value)
             _attr_patterns(value, seen, out, f"{where}.{name}", depth + 1)
             if issubclass(value, forms.BaseForm):
@@ -100,14 +105,22 @@ def collect():
             if not isinstance(node, ast.Call):
                 continue
             fn = node.func
-            is_re_call = (isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name)
-                          and fn.value.id == "re" and fn.attr in RE_FUNCS)
-            is_validator = (isinstance(fn, ast.Name) and fn.id in ("RegexValidator", "RegexField")) or \
-                (isinstance(fn, ast.Attribute) and fn.attr in ("RegexValidator", "RegexField"))
+            is_re_call = (
+                isinstance(fn, ast.Attribute)
+                and isinstance(fn.value, ast.Name)
+                and fn.value.id == "re"
+                and fn.attr in RE_FUNCS
+            )
+            is_validator = (isinstance(fn, ast.Name) and fn.id in ("RegexValidator", "RegexField")) or (
+                isinstance(fn, ast.Attribute) and fn.attr in ("RegexValidator", "RegexField")
+            )
             where = f"{path.relative_to(ROOT)}:{node.lineno}"
             if is_re_call or is_validator:
-                arg = node.args[0] if node.args else next(
-                    (k.value for k in node.keywords if k.arg in ("pattern", "regex")), None)
+                arg = (
+                    node.args[0]
+                    if node.args
+                    else next((k.value for k in node.keywords if k.arg in ("pattern", "regex")), None)
+                )
                 text = _resolve(arg, mod)
                 if text is None and is_re_call and fn.attr == "compile":
                     # re.compile(f"...") assigned to a name: the compiled attribute holds it
@@ -128,8 +141,11 @@ def collect():
             # PATTERN.search(...) on a compiled pattern attribute
             elif isinstance(fn, ast.Attribute) and fn.attr in SEARCHING:
                 target = fn.value
-                attr = target.id if isinstance(target, ast.Name) else (
-                    target.attr if isinstance(target, ast.Attribute) else None)
+                attr = (
+                    target.id
+                    if isinstance(target, ast.Name)
+                    else (target.attr if isinstance(target, ast.Attribute) else None)
+                )
                 value = getattr(mod, attr, None) if attr else None
                 if isinstance(value, re.Pattern):
                     searched.add(value.pattern)
@@ -143,8 +159,7 @@ def _resolve(arg, mod):
     name = arg.id if isinstance(arg, ast.Name) else arg.attr if isinstance(arg, ast.Attribute) else None
     if name is None:
         return None
-    candidates = [getattr(mod, name, None)] + [getattr(c, name, None) for c in vars(mod).values()
-                                                if inspect.isclass(c)]
+    candidates = [getattr(mod, name, None)] + [getattr(c, name, None) for c in vars(mod).values() if inspect.isclass(c)]
     for value in candidates:
         if isinstance(value, re.Pattern):
             return value.pattern
@@ -162,12 +177,12 @@ def adversarial_inputs(pattern: str) -> dict[str, str]:
     specials = "_-./:@ \t,=!()+"
     chars = set(specials) | {c for c in pattern if c.isprintable() and not c.isalnum()} | set("a0Ag")
     for c in sorted(chars):
-        out[f"a + {c!r}*n + '!'"] = ("a" + c * N)[:N - 1] + "!"
-        out[f"(a{c!r})*n + '!'"] = (("a" + c) * N)[:N - 1] + "!"
+        out[f"a + {c!r}*n + '!'"] = ("a" + c * N)[: N - 1] + "!"
+        out[f"(a{c!r})*n + '!'"] = (("a" + c) * N)[: N - 1] + "!"
         out[f"{c!r}*n"] = c * N
-        out[f"(aa{c!r})*n + '\\x00'"] = (("aa" + c) * N)[:N - 1] + "\x00"
+        out[f"(aa{c!r})*n + '\\x00'"] = (("aa" + c) * N)[: N - 1] + "\x00"
     for word in ("nvidia.com/gpu", "spec.nodeName=", "replicas: ", "x in (", "mig-1g.5gb", "ab", "a_b-c.d"):
-        out[f"{word!r} repeated"] = (word * N)[:N - 1] + "!"
+        out[f"{word!r} repeated"] = (word * N)[: N - 1] + "!"
     out["word chars then '!'"] = "a" * (N - 1) + "!"
     out["digits then 'x'"] = "9" * (N - 1) + "x"
     out["spaces then 'x'"] = " " * (N - 1) + "x"
@@ -246,8 +261,15 @@ def test_every_pattern_in_the_source_is_found():
     from workspaces import forms as ws_forms
     from workspaces import services
 
-    for p in (services.GPU_RESOURCE_RE, services.DNS1123_LABEL, services.LABEL_VALUE_BAD,
-              vocabulary._SET_RE, twin._LABEL_VALUE_RE, ws_forms.IMAGE_PATH_COMPONENT, ws_forms.IMAGE_DOMAIN):
+    for p in (
+        services.GPU_RESOURCE_RE,
+        services.DNS1123_LABEL,
+        services.LABEL_VALUE_BAD,
+        vocabulary._SET_RE,
+        twin._LABEL_VALUE_RE,
+        ws_forms.IMAGE_PATH_COMPONENT,
+        ws_forms.IMAGE_DOMAIN,
+    ):
         assert p.pattern in found
 
 
@@ -266,15 +288,18 @@ def test_pattern_is_fast_on_adversarial_input(index):
     assert not slow, f"{patterns[pattern]} /{pattern.pattern}/ is slow:\n" + "\n".join(slow[:10])
 
 
-@pytest.mark.parametrize("text", [
-    "a" + "_" * 44 + "!",  # short, and already slow for a backtracking expression
-    ("a" + "_" * N)[:N - 1] + "!",
-    ("a._-" * N)[:N - 1] + "!",
-    "a" * (N - 1) + "!",
-    "a/" * (N // 2),
-    ("nvcr.io/" + "a" * N)[:N - 1] + ":",
-    ("a" + "-" * N)[:N - 1] + "!",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a" + "_" * 44 + "!",  # short, and already slow for a backtracking expression
+        ("a" + "_" * N)[: N - 1] + "!",
+        ("a._-" * N)[: N - 1] + "!",
+        "a" * (N - 1) + "!",
+        "a/" * (N // 2),
+        ("nvcr.io/" + "a" * N)[: N - 1] + ":",
+        ("a" + "-" * N)[: N - 1] + "!",
+    ],
+)
 def test_image_reference_check_is_fast(text):
     from workspaces.forms import JobForm, is_image_reference
 
@@ -284,21 +309,47 @@ def test_image_reference_check_is_fast(text):
     assert "IMAGE_RE" not in vars(JobForm)  # the backtracking expression is gone
 
 
-@pytest.mark.parametrize("image", [
-    "busybox", "busybox:1.36", "nvcr.io/nvidia/pytorch:24.05-py3", "registry.example/alice-secret-image",
-    "localhost:5000/team/tool:v2", "ghcr.io/org/my_image__x:v1.2-rc", "[::1]:5000/x",
-    "busybox@sha256:" + "a" * 64, "busybox:1.36@sha256:" + "0" * 64, "quay.io/a-b--c/d.e_f",
-])
+@pytest.mark.parametrize(
+    "image",
+    [
+        "busybox",
+        "busybox:1.36",
+        "nvcr.io/nvidia/pytorch:24.05-py3",
+        "registry.example/alice-secret-image",
+        "localhost:5000/team/tool:v2",
+        "ghcr.io/org/my_image__x:v1.2-rc",
+        "[::1]:5000/x",
+        "busybox@sha256:" + "a" * 64,
+        "busybox:1.36@sha256:" + "0" * 64,
+        "quay.io/a-b--c/d.e_f",
+    ],
+)
 def test_image_references_accepted(image):
     from workspaces.forms import is_image_reference
 
     assert is_image_reference(image)
 
 
-@pytest.mark.parametrize("image", [
-    "", "Busy Box", "busybox; rm -rf /", '<script>alert("x")</script>', "a:b:c", "a//b", "/a", "a/",
-    "a___b", "-x.io/a", "x.io-/a", "busybox@sha256:abc", "busybox:" + "t" * 129, "ünïcode", "a" + "_" * 44 + "!",
-])
+@pytest.mark.parametrize(
+    "image",
+    [
+        "",
+        "Busy Box",
+        "busybox; rm -rf /",
+        '<script>alert("x")</script>',
+        "a:b:c",
+        "a//b",
+        "/a",
+        "a/",
+        "a___b",
+        "-x.io/a",
+        "x.io-/a",
+        "busybox@sha256:abc",
+        "busybox:" + "t" * 129,
+        "ünïcode",
+        "a" + "_" * 44 + "!",
+    ],
+)
 def test_image_references_refused(image):
     from workspaces.forms import is_image_reference
 

@@ -2,6 +2,7 @@
 leaves: the same objects, events, hardware and version counters; only what a load draws at
 random (uids, the plugin pods' name suffixes, the twin version, and the order of the
 controllers' writes, which follows those names) and the time differ."""
+
 import json
 import re
 
@@ -28,9 +29,9 @@ def twin_rows() -> dict:
         md = body["metadata"]
         name = md["name"]
         if body["kind"] == "Pod" and md.get("ownerReferences"):  # a DaemonSet's pod: name-<random>
-            name = f'{md["ownerReferences"][0]["name"]}@{body["spec"].get("nodeName", "")}'
+            name = f"{md['ownerReferences'][0]['name']}@{body['spec'].get('nodeName', '')}"
             names[md["name"]] = name
-        names[md["uid"]] = f'{body["kind"]}/{md.get("namespace", "")}/{name}'
+        names[md["uid"]] = f"{body['kind']}/{md.get('namespace', '')}/{name}"
 
     def named(value) -> str:
         text = json.dumps(value, sort_keys=True)
@@ -41,8 +42,9 @@ def twin_rows() -> dict:
     return {
         "objects": sorted(named(o) for o in objects),
         "events": sorted(named(e) for e in events),
-        "hardware": sorted(named(h) for h in TwinHardware.objects.values("node", "gpus", "plugin_pod_uid",
-                                                                         "advertised")),
+        "hardware": sorted(
+            named(h) for h in TwinHardware.objects.values("node", "gpus", "plugin_pod_uid", "advertised")
+        ),
         "state": list(TwinState.objects.values("id", "last_rv", "compacted_rv")),
     }
 

@@ -1,4 +1,5 @@
 """Scenario files: malformed input names the object and the field, and loads nothing."""
+
 import pytest
 from django.core.management import CommandError, call_command
 
@@ -13,26 +14,47 @@ GOOD_NODE = """
 """
 
 
-@pytest.mark.parametrize("body,message", [
-    ("objects:" + GOOD_NODE + """
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        (
+            "objects:"
+            + GOOD_NODE
+            + """
   - apiVersion: v1
     kind: Pod
     metadata: {name: p1, namespace: default}
     spec: {nodeName: n1, containers: [{name: c, resources: {limits: {nvidia.com/gpu: two}}}]}
-""", "objects[1] (Pod p1): spec.containers[0].resources.limits[nvidia.com/gpu]: 'two' is not a whole number"),
-    ("objects:" + GOOD_NODE + "hardware:\n  n1:\n  - {model: NVIDIA A30}\n",
-     "hardware[n1][0].uuid: required text field is missing"),
-    ("objects:" + GOOD_NODE + "hardware:\n  n1:\n  - {uuid: GPU-1, model: X, mig: [big]}\n",
-     "hardware[n1][0].mig[0]: 'big' is not a MIG profile"),
-    ("objects:" + GOOD_NODE + "hardware:\n  n9:\n  - {uuid: GPU-1, model: X}\n",
-     "hardware[n9]: no Node named 'n9'"),
-    ("objects:\n  - {apiVersion: v1, kind: Node, metadata: {name: Bad_Name}}\n",
-     "objects[0] (Node Bad_Name): metadata.name: 'Bad_Name' is not a valid Kubernetes name"),
-    ("objects:\n  - {apiVersion: v1, kind: Gadget, metadata: {name: g}}\n", "objects[0].kind: 'Gadget' is not one of"),
-    ("objects:\n  - {apiVersion: v1, kind: Node, metadata: {name: n1, labels: {a: 1}}}\n",
-     "objects[0] (Node n1): metadata.labels[a]: 1 must be a string"),
-    ("objects: [\n", "not valid YAML"),
-])
+""",
+            "objects[1] (Pod p1): spec.containers[0].resources.limits[nvidia.com/gpu]: 'two' is not a whole number",
+        ),
+        (
+            "objects:" + GOOD_NODE + "hardware:\n  n1:\n  - {model: NVIDIA A30}\n",
+            "hardware[n1][0].uuid: required text field is missing",
+        ),
+        (
+            "objects:" + GOOD_NODE + "hardware:\n  n1:\n  - {uuid: GPU-1, model: X, mig: [big]}\n",
+            "hardware[n1][0].mig[0]: 'big' is not a MIG profile",
+        ),
+        (
+            "objects:" + GOOD_NODE + "hardware:\n  n9:\n  - {uuid: GPU-1, model: X}\n",
+            "hardware[n9]: no Node named 'n9'",
+        ),
+        (
+            "objects:\n  - {apiVersion: v1, kind: Node, metadata: {name: Bad_Name}}\n",
+            "objects[0] (Node Bad_Name): metadata.name: 'Bad_Name' is not a valid Kubernetes name",
+        ),
+        (
+            "objects:\n  - {apiVersion: v1, kind: Gadget, metadata: {name: g}}\n",
+            "objects[0].kind: 'Gadget' is not one of",
+        ),
+        (
+            "objects:\n  - {apiVersion: v1, kind: Node, metadata: {name: n1, labels: {a: 1}}}\n",
+            "objects[0] (Node n1): metadata.labels[a]: 1 must be a string",
+        ),
+        ("objects: [\n", "not valid YAML"),
+    ],
+)
 def test_malformed_scenario_names_object_and_field_and_loads_nothing(twin, tmp_path, body, message):
     before = TwinObject.objects.count()
     path = tmp_path / "bad.yaml"

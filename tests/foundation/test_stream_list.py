@@ -3,6 +3,7 @@
 the stream before the initial-events-end bookmark (it closes a watch whose reader falls
 behind during heavy churn). The lab's v1.34 API server streams (tests/lab/test_watch.py);
 these two servers cannot be had here, so a small HTTP server answers as they would."""
+
 from __future__ import annotations
 
 import json
@@ -40,17 +41,25 @@ class OldServer(BaseHTTPRequestHandler):
             return self._json(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
         if q.get("watch") == "1":
             if self.mode == "refuse":
-                return self._json(422, {"kind": "Status", "status": "Failure", "reason": "Invalid", "code": 422,
-                                        "message": "resourceVersionMatch: Forbidden: resourceVersionMatch is "
-                                                   "forbidden for watch"})
+                return self._json(
+                    422,
+                    {
+                        "kind": "Status",
+                        "status": "Failure",
+                        "reason": "Invalid",
+                        "code": 422,
+                        "message": "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch",
+                    },
+                )
             # "cut": two objects of three, then the connection closes without the bookmark
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Connection", "close")
             self.end_headers()
             for n in NODES[:2]:
-                self.wfile.write(json.dumps({"type": "ADDED", "object": {"kind": "Node", "apiVersion": "v1", **n}})
-                                 .encode() + b"\n")
+                self.wfile.write(
+                    json.dumps({"type": "ADDED", "object": {"kind": "Node", "apiVersion": "v1", **n}}).encode() + b"\n"
+                )
             self.close_connection = True
             return None
         # the paged list: one object per page
@@ -58,8 +67,9 @@ class OldServer(BaseHTTPRequestHandler):
         meta = {"resourceVersion": "42"}
         if start + 1 < len(NODES):
             meta["continue"] = str(start + 1)
-        return self._json(200, {"kind": "NodeList", "apiVersion": "v1", "metadata": meta,
-                                "items": NODES[start:start + 1]})
+        return self._json(
+            200, {"kind": "NodeList", "apiVersion": "v1", "metadata": meta, "items": NODES[start : start + 1]}
+        )
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """Lists sort, search, paginate and export the same way (brickadmin/tables.py), from the URL
 alone, on a QuerySet (in SQL) and on a list of rows; the audit log is the first list on it."""
+
 import csv
 import io
 
@@ -12,8 +13,13 @@ from workspaces.models import Decision
 pytestmark = pytest.mark.django_db
 
 ROWS = [{"name": "node-b", "gpus": 8}, {"name": "Node-a", "gpus": None}, {"name": "node-c", "gpus": 2}]
-TABLE = Table(Column("name", "Name"), Column("gpus", "GPUs", numeric=True), Column("note", "Note", None),
-              search=("name",), default="name")
+TABLE = Table(
+    Column("name", "Name"),
+    Column("gpus", "GPUs", numeric=True),
+    Column("note", "Note", None),
+    search=("name",),
+    default="name",
+)
 
 
 def bound(query, rows=ROWS, table=TABLE):
@@ -51,10 +57,16 @@ def test_search_without_case_and_cut_to_a_hundred_characters():
 
 def test_queryset_rows_are_searched_and_sorted_in_sql(admin_user):
     for subject, amount in (("team-b", 4), ("team-a", 1), ("other", 2)):
-        Decision.objects.create(actor_name="root", action=Decision.Action.APPROVE, subject=subject,
-                                gpu_resource="nvidia.com/gpu", amount=amount)
-    table = Table(Column("subject", "Subject"), Column("amount", "GPU", numeric=True), search=("subject",),
-                  default="-amount")
+        Decision.objects.create(
+            actor_name="root",
+            action=Decision.Action.APPROVE,
+            subject=subject,
+            gpu_resource="nvidia.com/gpu",
+            amount=amount,
+        )
+    table = Table(
+        Column("subject", "Subject"), Column("amount", "GPU", numeric=True), search=("subject",), default="-amount"
+    )
     t = bound({"q": "team"}, Decision.objects.all(), table)
     assert "ORDER BY" in str(t.rows.query) and names(t) == ["team-b", "team-a"]
     assert names(bound({"sort": "subject"}, Decision.objects.all(), table)) == ["other", "team-a", "team-b"]
@@ -62,7 +74,7 @@ def test_queryset_rows_are_searched_and_sorted_in_sql(admin_user):
 
 def test_csv_has_every_matching_row_not_only_the_page_and_never_a_formula(settings):
     settings.PAGE_SIZE = 1
-    rows = [{"name": "=HYPERLINK(\"http://x\")", "gpus": -3}] + ROWS
+    rows = [{"name": '=HYPERLINK("http://x")', "gpus": -3}] + ROWS
     t = bound({"format": "csv"}, rows)
     assert t.wants_csv and len(t.page.object_list) == 1
     response = t.csv_response("nodes")
@@ -70,14 +82,15 @@ def test_csv_has_every_matching_row_not_only_the_page_and_never_a_formula(settin
     assert 'filename="nodes-' in response["Content-Disposition"]
     body = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert body[0] == ["name", "gpus", "note"] and len(body) == 1 + len(rows)
-    assert ["'=HYPERLINK(\"http://x\")", "-3", ""] in body
+    assert ['\'=HYPERLINK("http://x")', "-3", ""] in body
     assert csv_cell("@SUM(A1)") == "'@SUM(A1)" and csv_cell("-1.5") == "-1.5"
 
 
 def test_the_audit_log_sorts_searches_and_exports(admin_client):
     for subject in ("team-a", "team-b"):
-        Decision.objects.create(actor_name="root", action=Decision.Action.APPROVE, subject=subject,
-                                gpu_resource="nvidia.com/gpu", amount=2)
+        Decision.objects.create(
+            actor_name="root", action=Decision.Action.APPROVE, subject=subject, gpu_resource="nvidia.com/gpu", amount=2
+        )
     page = admin_client.get("/workspaces/audit/", {"q": "team-b"}).content.decode()
     assert "team-b" in page and "team-a" not in page
     assert 'aria-sort="descending"' in page  # newest first, and the header says so
@@ -88,7 +101,9 @@ def test_the_audit_log_sorts_searches_and_exports(admin_client):
     exported = admin_client.get("/workspaces/audit/", {"format": "csv", "sort": "subject"})
     lines = b"".join(exported.streaming_content).decode().splitlines()
     assert lines[0].startswith("at,actor,action,subject") and [ln.split(",")[3] for ln in lines[1:]] == [
-        "team-a", "team-b"]
+        "team-a",
+        "team-b",
+    ]
 
 
 def test_the_csv_export_is_for_admins_only(alice_client):

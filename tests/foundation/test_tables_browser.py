@@ -1,5 +1,6 @@
 """In Chromium: typing in a list's search box narrows the table in place and puts the search
 in the address bar (a view can be shared), and a header click sorts, keeping the search."""
+
 import pytest
 
 from tests.conftest import browser_login
@@ -10,8 +11,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def test_search_narrows_in_place_and_the_address_keeps_it(browser, live_server, admin_user):
     for subject in ("team-alpha", "team-beta", "lab-gamma"):
-        Decision.objects.create(actor_name="root", action=Decision.Action.APPROVE, subject=subject,
-                                gpu_resource="nvidia.com/gpu", amount=1)
+        Decision.objects.create(
+            actor_name="root", action=Decision.Action.APPROVE, subject=subject, gpu_resource="nvidia.com/gpu", amount=1
+        )
     page = browser_login(browser, live_server, "root", "pw-root-123")
     page.goto(f"{live_server.url}/workspaces/audit/")
     rows = page.locator("[data-testid=audit-table] tbody tr")

@@ -1,6 +1,7 @@
 """With the cluster unreachable, the banner says one short human sentence
 (the technical detail behind a disclosure), and no page claims the cluster is empty: where a
 list needs the cluster, it says its numbers could not be read."""
+
 import re
 
 import pytest
@@ -30,8 +31,10 @@ def banner(html: str) -> tuple[str, str]:
 def test_the_banner_is_a_sentence_and_the_detail_is_disclosed(admin_client, unreachable):
     html = admin_client.get("/help/").content.decode()
     said, detail = banner(html)
-    assert said == ("The cluster cannot be reached. Numbers on this page are unavailable until it answers; "
-                    "nothing has been changed.")
+    assert said == (
+        "The cluster cannot be reached. Numbers on this page are unavailable until it answers; "
+        "nothing has been changed."
+    )
     assert "<summary>Technical detail</summary>" in detail and f"127.0.0.1:{unreachable}" in detail
 
 
@@ -43,9 +46,12 @@ def test_the_banner_speaks_korean(admin_client, unreachable):
 
 def test_no_list_says_the_cluster_is_empty_when_it_could_not_be_read(request, load_scenario, admin_user, alice):
     load_scenario("seed-example")
-    ws = services.approve(services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8,
-                                                  storage_gib=20).pk, admin_user, "nvidia.com/gpu.shared",
-                          overcommit=True)
+    ws = services.approve(
+        services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+        admin_user,
+        "nvidia.com/gpu.shared",
+        overcommit=True,
+    )
     services.create_request(alice, name="team-b", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
     services.create_job(alice, ws, node=EXCLUSIVE_NODE, image="busybox", command="sleep 60", gpu=1)
     ViewState.objects.all().delete()  # the watcher never published: nothing to show but the truth
@@ -54,10 +60,18 @@ def test_no_list_says_the_cluster_is_empty_when_it_could_not_be_read(request, lo
     admin.force_login(admin_user)
     user.force_login(alice)
     said = {}
-    for client, path in [(admin, "/"), (admin, "/nodes/"), (admin, f"/nodes/{EXCLUSIVE_NODE}/"), (admin, "/health/"),
-                         (user, "/availability/"), (user, "/dashboard/models/"), (user, "/workspaces/new/"),
-                         (user, "/workspaces/jobs/new/"), (admin, "/workspaces/approvals/"),
-                         (admin, "/workspaces/approvals/jobs/")]:
+    for client, path in [
+        (admin, "/"),
+        (admin, "/nodes/"),
+        (admin, f"/nodes/{EXCLUSIVE_NODE}/"),
+        (admin, "/health/"),
+        (user, "/availability/"),
+        (user, "/dashboard/models/"),
+        (user, "/workspaces/new/"),
+        (user, "/workspaces/jobs/new/"),
+        (admin, "/workspaces/approvals/"),
+        (admin, "/workspaces/approvals/jobs/"),
+    ]:
         resp = client.get(path)
         html = resp.content.decode()
         page = text(html)
@@ -73,11 +87,16 @@ def test_no_list_says_the_cluster_is_empty_when_it_could_not_be_read(request, lo
     assert "unknown: the cluster could not be read" in said["/workspaces/approvals/jobs/"]
 
 
-@pytest.mark.parametrize("path,shown", [("/workspaces/jobs/new/", EXCLUSIVE_NODE),
-                                        ("/workspaces/approvals/", "nvidia.com/gpu.shared")])
+@pytest.mark.parametrize(
+    "path,shown", [("/workspaces/jobs/new/", EXCLUSIVE_NODE), ("/workspaces/approvals/", "nvidia.com/gpu.shared")]
+)
 def test_with_the_cluster_read_the_lists_are_as_before(admin_client, twin, admin_user, path, shown):
-    services.approve(services.create_request(admin_user, name="ops", gpu=1, cpu=1, memory_gib=4,
-                                             storage_gib=10).pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
+    services.approve(
+        services.create_request(admin_user, name="ops", gpu=1, cpu=1, memory_gib=4, storage_gib=10).pk,
+        admin_user,
+        "nvidia.com/gpu.shared",
+        overcommit=True,
+    )
     services.create_request(admin_user, name="ops-2", gpu=1, cpu=1, memory_gib=4, storage_gib=10)
     page = text(admin_client.get(path).content.decode())
     assert "could not be read" not in page and shown in page

@@ -1,4 +1,5 @@
 """The twin reacts as a cluster does: what the procedures rely on."""
+
 import copy
 
 import pytest
@@ -16,8 +17,11 @@ def nvidia(gw, node):
 
 
 def plugin_pods(gw, node, component):
-    return gw.list_pods(namespace=PLUGIN_NS, label_selector=f"app.kubernetes.io/component={component}",
-                        field_selector=f"spec.nodeName={node}")
+    return gw.list_pods(
+        namespace=PLUGIN_NS,
+        label_selector=f"app.kubernetes.io/component={component}",
+        field_selector=f"spec.nodeName={node}",
+    )
 
 
 def test_relabel_moves_the_plugin_and_leaves_the_old_resource_stale(twin):
@@ -28,7 +32,9 @@ def test_relabel_moves_the_plugin_and_leaves_the_old_resource_stale(twin):
     assert [p["status"]["phase"] for p in plugin_pods(twin, "dev-a1-ws04", "timeslicing")] == ["Running"]
     # kubelet keeps the vanished resource in capacity; allocatable drops to 0
     assert nvidia(twin, "dev-a1-ws04") == (
-        {"nvidia.com/gpu": "1", "nvidia.com/gpu.shared": "2"}, {"nvidia.com/gpu": "0", "nvidia.com/gpu.shared": "2"})
+        {"nvidia.com/gpu": "1", "nvidia.com/gpu.shared": "2"},
+        {"nvidia.com/gpu": "0", "nvidia.com/gpu.shared": "2"},
+    )
     # the status patch removes it; removing it again is a no-op
     twin.remove_node_status_resources("dev-a1-ws04", ["nvidia.com/gpu"])
     twin.remove_node_status_resources("dev-a1-ws04", ["nvidia.com/gpu"])
@@ -43,8 +49,14 @@ def test_removing_a_served_resource_comes_back_like_kubelet_would(twin):
 def test_configmap_edit_needs_a_rollout_restart(twin):
     cm = copy.deepcopy(twin.get_configmap(PLUGIN_NS, "nvidia-device-plugin-config-timeslicing"))
     cm["data"]["config.yaml"] = cm["data"]["config.yaml"].replace("replicas: 2", "replicas: 4")
-    twin.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
-        "name": cm["metadata"]["name"], "namespace": PLUGIN_NS}, "data": cm["data"]})
+    twin.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": cm["metadata"]["name"], "namespace": PLUGIN_NS},
+            "data": cm["data"],
+        }
+    )
     assert nvidia(twin, "dev-a1-ws02")[1] == {"nvidia.com/gpu.shared": "2"}  # unchanged
     twin.rollout_restart_daemonset(PLUGIN_NS, "nvidia-device-plugin-timeslicing")
     assert nvidia(twin, "dev-a1-ws02")[1] == {"nvidia.com/gpu.shared": "4"}
@@ -76,9 +88,10 @@ def test_drain_honours_pdbs_and_skips_daemonset_pods(load_scenario):
     gw = load_scenario("demo")
     result = gw.drain("gpu-a30-03")
     # the API server's 429 and its cause (the scenario's pod reports no Ready condition: not healthy)
-    assert result.blocked == {"ws-nlp-lab/tokenizer-svc":
-                              "Cannot evict pod as it would violate the pod's disruption budget. "
-                              "The disruption budget tokenizer-svc-pdb needs 1 healthy pods and has 0 currently"}
+    assert result.blocked == {
+        "ws-nlp-lab/tokenizer-svc": "Cannot evict pod as it would violate the pod's disruption budget. "
+        "The disruption budget tokenizer-svc-pdb needs 1 healthy pods and has 0 currently"
+    }
     assert result.evicted == ["ws-nlp-lab/bert-notebook"]
     assert any(s.startswith("brick-nvidia/") for s in result.skipped)
     assert not result.done
@@ -113,9 +126,9 @@ def test_quota_keys_the_api_server_would_not_enforce_are_refused(twin):
 
 def test_label_selectors(twin):
     assert [n["metadata"]["name"] for n in twin.list_nodes("brick.cloud/gpu.sharing in (timeslicing)")] == [
-        "dev-a1-ws02"]
-    assert [n["metadata"]["name"] for n in twin.list_nodes("brick.cloud/gpu.sharing!=timeslicing")] == [
-        "dev-a1-ws04"]
+        "dev-a1-ws02"
+    ]
+    assert [n["metadata"]["name"] for n in twin.list_nodes("brick.cloud/gpu.sharing!=timeslicing")] == ["dev-a1-ws04"]
     assert twin.list_nodes("!brick.cloud/gpu.type") == []
 
 

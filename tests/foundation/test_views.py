@@ -1,4 +1,5 @@
 """What the pages show, and who may see them."""
+
 import re
 
 import pytest
@@ -10,7 +11,9 @@ def cells(html, testid):
     table = re.search(rf'data-testid="{testid}".*?</table>', html, re.S).group(0)
     out = []
     for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S):
-        texts = [re.sub(r"<[^>]+>", "", c).split("\n")[0].strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+        texts = [
+            re.sub(r"<[^>]+>", "", c).split("\n")[0].strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+        ]
         if texts:
             out.append(texts)
     return out
@@ -84,8 +87,17 @@ def test_users_get_no_nodes(alice_client, twin, name, args):
     assert alice_client.get(reverse(name, args=args)).status_code == 403
 
 
-@pytest.mark.parametrize("name,args", [("dashboard", []), ("dashboard_models", []), ("availability", []),
-                                       ("node_list", []), ("node_detail", ["dev-a1-ws04"]), ("help", [])])
+@pytest.mark.parametrize(
+    "name,args",
+    [
+        ("dashboard", []),
+        ("dashboard_models", []),
+        ("availability", []),
+        ("node_list", []),
+        ("node_detail", ["dev-a1-ws04"]),
+        ("help", []),
+    ],
+)
 def test_anonymous_visitors_go_to_login(client, twin, name, args):
     url = reverse(name, args=args)
     resp = client.get(url)

@@ -1,5 +1,6 @@
 """The shared Kubernetes vocabulary: each rule on plain dicts, then the drain parity of the
 twin and the real gateway over the same pods (tests/foundation/drain_pods.py)."""
+
 from __future__ import annotations
 
 import copy
@@ -23,6 +24,7 @@ def pod(labels=None, annotations=None, owners=None, phase="Running", volumes=Non
 
 
 # --- names ------------------------------------------------------------------------------
+
 
 def test_names_are_the_kubernetes_spellings():
     assert v.GPU == "nvidia.com/gpu" and v.GPU_SHARED == "nvidia.com/gpu.shared"
@@ -62,17 +64,20 @@ DS_CONTROLLER = {"kind": "DaemonSet", "name": "ds", "controller": True}
 DS_NOT_CONTROLLER = {"kind": "DaemonSet", "name": "ds"}
 
 
-@pytest.mark.parametrize("p, decision", [
-    (pod(), v.EVICT),
-    (pod(annotations={v.MIRROR_ANNOTATION: "x"}), v.SKIP_MIRROR),
-    (pod(owners=[DS_CONTROLLER]), v.SKIP_DAEMONSET),
-    (pod(owners=[DS_NOT_CONTROLLER]), v.EVICT),
-    (pod(owners=[{**DS_CONTROLLER, "controller": False}]), v.EVICT),
-    (pod(owners=[{"kind": "ReplicaSet", "controller": True}, DS_NOT_CONTROLLER]), v.EVICT),
-    (pod(owners=[{"kind": "Job", "controller": False}, DS_CONTROLLER]), v.SKIP_DAEMONSET),
-    (pod(annotations={v.MIRROR_ANNOTATION: ""}, owners=[DS_CONTROLLER]), v.SKIP_MIRROR),
-    (pod(phase="Succeeded"), v.EVICT),  # terminal pods are the caller's business
-])
+@pytest.mark.parametrize(
+    "p, decision",
+    [
+        (pod(), v.EVICT),
+        (pod(annotations={v.MIRROR_ANNOTATION: "x"}), v.SKIP_MIRROR),
+        (pod(owners=[DS_CONTROLLER]), v.SKIP_DAEMONSET),
+        (pod(owners=[DS_NOT_CONTROLLER]), v.EVICT),
+        (pod(owners=[{**DS_CONTROLLER, "controller": False}]), v.EVICT),
+        (pod(owners=[{"kind": "ReplicaSet", "controller": True}, DS_NOT_CONTROLLER]), v.EVICT),
+        (pod(owners=[{"kind": "Job", "controller": False}, DS_CONTROLLER]), v.SKIP_DAEMONSET),
+        (pod(annotations={v.MIRROR_ANNOTATION: ""}, owners=[DS_CONTROLLER]), v.SKIP_MIRROR),
+        (pod(phase="Succeeded"), v.EVICT),  # terminal pods are the caller's business
+    ],
+)
 def test_drain_decision(p, decision):
     assert v.drain_decision(p) == decision
 
@@ -97,6 +102,7 @@ def test_the_steps_count_what_the_drain_still_has_to_move():
 
 # --- selectors --------------------------------------------------------------------------
 
+
 def test_labels_match_is_equality_only():
     assert v.labels_match({"a": "1", "b": "2"}, {"a": "1"})
     assert not v.labels_match({"a": "1"}, {"a": "2"}) and not v.labels_match({}, {"a": ""})
@@ -104,19 +110,22 @@ def test_labels_match_is_equality_only():
     assert v.labels_match({"a": ""}, {"a": ""})
 
 
-@pytest.mark.parametrize("expr, labels, ok", [
-    ({"key": "t", "operator": "In", "values": ["a", "b"]}, {"t": "b"}, True),
-    ({"key": "t", "operator": "In", "values": ["a", "b"]}, {"t": "c"}, False),
-    ({"key": "t", "operator": "In", "values": ["a"]}, {}, False),
-    ({"key": "t", "operator": "NotIn", "values": ["a"]}, {"t": "b"}, True),
-    ({"key": "t", "operator": "NotIn", "values": ["a"]}, {}, True),
-    ({"key": "t", "operator": "NotIn", "values": ["a"]}, {"t": "a"}, False),
-    ({"key": "t", "operator": "Exists"}, {"t": ""}, True),
-    ({"key": "t", "operator": "Exists"}, {}, False),
-    ({"key": "t", "operator": "DoesNotExist"}, {}, True),
-    ({"key": "t", "operator": "DoesNotExist"}, {"t": "x"}, False),
-    ({"key": "t", "operator": "Gt", "values": ["1"]}, {"t": "2"}, False),
-])
+@pytest.mark.parametrize(
+    "expr, labels, ok",
+    [
+        ({"key": "t", "operator": "In", "values": ["a", "b"]}, {"t": "b"}, True),
+        ({"key": "t", "operator": "In", "values": ["a", "b"]}, {"t": "c"}, False),
+        ({"key": "t", "operator": "In", "values": ["a"]}, {}, False),
+        ({"key": "t", "operator": "NotIn", "values": ["a"]}, {"t": "b"}, True),
+        ({"key": "t", "operator": "NotIn", "values": ["a"]}, {}, True),
+        ({"key": "t", "operator": "NotIn", "values": ["a"]}, {"t": "a"}, False),
+        ({"key": "t", "operator": "Exists"}, {"t": ""}, True),
+        ({"key": "t", "operator": "Exists"}, {}, False),
+        ({"key": "t", "operator": "DoesNotExist"}, {}, True),
+        ({"key": "t", "operator": "DoesNotExist"}, {"t": "x"}, False),
+        ({"key": "t", "operator": "Gt", "values": ["1"]}, {"t": "2"}, False),
+    ],
+)
 def test_match_expressions(expr, labels, ok):
     assert v.selector_matches(labels, {"matchExpressions": [expr]}) is ok
 
@@ -128,29 +137,42 @@ def test_selector_ands_labels_and_expressions():
     assert v.selector_matches({"anything": "1"}, {})
 
 
-@pytest.mark.parametrize("text, parsed", [
-    ("a=b", {"matchLabels": {"a": "b"}}),
-    ("a==b, c", {"matchLabels": {"a": "b"}, "matchExpressions": [{"key": "c", "operator": "Exists"}]}),
-    ("a!=b", {"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["b"]}]}),
-    ("a in (x, y),!z", {"matchExpressions": [{"key": "a", "operator": "In", "values": ["x", "y"]},
-                                            {"key": "z", "operator": "DoesNotExist"}]}),
-    ("a notin (x)", {"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["x"]}]}),
-    ("", {}),
-])
+@pytest.mark.parametrize(
+    "text, parsed",
+    [
+        ("a=b", {"matchLabels": {"a": "b"}}),
+        ("a==b, c", {"matchLabels": {"a": "b"}, "matchExpressions": [{"key": "c", "operator": "Exists"}]}),
+        ("a!=b", {"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["b"]}]}),
+        (
+            "a in (x, y),!z",
+            {
+                "matchExpressions": [
+                    {"key": "a", "operator": "In", "values": ["x", "y"]},
+                    {"key": "z", "operator": "DoesNotExist"},
+                ]
+            },
+        ),
+        ("a notin (x)", {"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["x"]}]}),
+        ("", {}),
+    ],
+)
 def test_parse_label_selector(text, parsed):
     assert v.parse_label_selector(text) == parsed
 
 
-@pytest.mark.parametrize("selector, labels, ok", [
-    (None, {}, True),
-    ("brick.cloud/gpu.sharing in (timeslicing)", {"brick.cloud/gpu.sharing": "timeslicing"}, True),
-    ("brick.cloud/gpu.sharing!=timeslicing", {}, True),
-    ("brick.cloud/gpu.sharing!=timeslicing", {"brick.cloud/gpu.sharing": "timeslicing"}, False),
-    ("a=1,a=2", {"a": "1"}, False),
-    ("a=1,b", {"a": "1"}, False),
-    ("!b", {"a": "1"}, True),
-    ("a notin (1,2)", {"a": "3"}, True),
-])
+@pytest.mark.parametrize(
+    "selector, labels, ok",
+    [
+        (None, {}, True),
+        ("brick.cloud/gpu.sharing in (timeslicing)", {"brick.cloud/gpu.sharing": "timeslicing"}, True),
+        ("brick.cloud/gpu.sharing!=timeslicing", {}, True),
+        ("brick.cloud/gpu.sharing!=timeslicing", {"brick.cloud/gpu.sharing": "timeslicing"}, False),
+        ("a=1,a=2", {"a": "1"}, False),
+        ("a=1,b", {"a": "1"}, False),
+        ("!b", {"a": "1"}, True),
+        ("a notin (1,2)", {"a": "3"}, True),
+    ],
+)
 def test_label_selector_strings(selector, labels, ok):
     assert v.label_selector_matches(labels, selector) is ok
 
@@ -172,6 +194,7 @@ def test_tolerations():
 
 
 # --- PodDisruptionBudgets ---------------------------------------------------------------
+
 
 def pdb(selector, ns="ns", **spec):
     return {"metadata": {"name": "b", "namespace": ns}, "spec": {**spec, "selector": selector}}
@@ -198,9 +221,15 @@ def test_disruptions_allowed_counts_ready_selected_pods():
     """Healthy is Ready (not merely Running), selected, in the budget's namespace; the full
     controller arithmetic is in test_disruption.py."""
     sel = {"matchLabels": {"app": "x"}}
-    running = [ready(pod(labels={"app": "x"})), ready(pod(labels={"app": "x"})), ready(pod(labels={"app": "y"})),
-               pod(labels={"app": "x"}, phase="Pending"), ready(pod(labels={"app": "x"}, ns="other")),
-               ready(pod(labels={"app": "x"}), "False"), pod(labels={"app": "x"})]
+    running = [
+        ready(pod(labels={"app": "x"})),
+        ready(pod(labels={"app": "x"})),
+        ready(pod(labels={"app": "y"})),
+        pod(labels={"app": "x"}, phase="Pending"),
+        ready(pod(labels={"app": "x"}, ns="other")),
+        ready(pod(labels={"app": "x"}), "False"),
+        pod(labels={"app": "x"}),
+    ]
     assert v.disruptions_allowed(pdb(sel, minAvailable=1), running) == 1
     assert v.disruptions_allowed(pdb(sel, minAvailable=2), running) == 0
     # maxUnavailable counts from the pods' controllers' scale: pods without one allow nothing
@@ -209,6 +238,7 @@ def test_disruptions_allowed_counts_ready_selected_pods():
 
 
 # --- JSON pointer ---------------------------------------------------------------------
+
 
 def test_json_pointer_escape():
     assert v.json_pointer_escape("nvidia.com/gpu") == "nvidia.com~1gpu"
@@ -258,12 +288,15 @@ def test_configmap_replicas_and_its_callers():
     assert manifest.ts_replicas([cm()]) == 4 and manifest.ts_replicas([]) is None
     gpus = [{"uuid": "a"}, {"uuid": "b", "mig": ["1g.10gb"]}]
     assert dp.advertised_resources(gpus, TS_CONFIG) == {v.GPU_SHARED: 4, "nvidia.com/mig-1g.10gb": 1}
-    assert dp.advertised_resources(gpus, TS_CONFIG.replace("renameByDefault: true", "renameByDefault: false")) \
-        == {v.GPU: 4, "nvidia.com/mig-1g.10gb": 1}
+    assert dp.advertised_resources(gpus, TS_CONFIG.replace("renameByDefault: true", "renameByDefault: false")) == {
+        v.GPU: 4,
+        "nvidia.com/mig-1g.10gb": 1,
+    }
     assert dp.advertised_resources(gpus, "version: v1\n") == {v.GPU: 2}
 
 
 # --- drain parity: the twin and the real gateway over the same pods --------------------------
+
 
 class StandInApi(KubeGateway):
     """KubeGateway with its HTTP replaced by a tiny API server over the fixtures: the drain
@@ -291,7 +324,7 @@ class StandInApi(KubeGateway):
 
     def _request(self, method, path, *, body=None, **kw):
         assert method == "POST" and path.endswith("/eviction"), path
-        key = f'{body["metadata"]["namespace"]}/{body["metadata"]["name"]}'
+        key = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
         target = self.pods[key]
         refusal = v.eviction_refusal(target, self.budgets)
         if refusal:
@@ -306,8 +339,13 @@ class StandInApi(KubeGateway):
 def _twin_drain(ds_uid="ds-uid"):
     pods = fx.pods(ds_uid)
     gw = TwinGateway()
-    objects = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": fx.NS}}, fx.node(),
-               fx.daemonset(ds_uid), *pods.values(), *fx.pdbs()]
+    objects = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": fx.NS}},
+        fx.node(),
+        fx.daemonset(ds_uid),
+        *pods.values(),
+        *fx.pdbs(),
+    ]
     gw.load(objects, {})
     result = gw.drain(fx.NODE, delete_emptydir_data=False, timeout_seconds=5)
     return result, {v.pod_key(p): p for p in pods.values()}, gw
@@ -332,7 +370,8 @@ def test_twin_drain_gives_the_real_gateways_answers():
     assert not result.done
     assert result.blocked[f"{fx.NS}/guarded-expr"] == (
         "Cannot evict pod as it would violate the pod's disruption budget. "
-        "The disruption budget by-expressions needs 1 healthy pods and has 1 currently")
+        "The disruption budget by-expressions needs 1 healthy pods and has 1 currently"
+    )
     left = {p["metadata"]["labels"][fx.ROLE] for p in gw.list_pods(field_selector=f"spec.nodeName={fx.NODE}")}
     assert left == {role for role, a in got.items() if a != "evicted"}
 
@@ -340,8 +379,9 @@ def test_twin_drain_gives_the_real_gateways_answers():
 @pytest.mark.django_db
 def test_twin_and_kube_agree_pod_by_pod():
     twin_result, by_key, _ = _twin_drain()
-    kube_result = StandInApi(fx.pods().values(), fx.pdbs()).drain(fx.NODE, delete_emptydir_data=False,
-                                                                  timeout_seconds=2)
+    kube_result = StandInApi(fx.pods().values(), fx.pdbs()).drain(
+        fx.NODE, delete_emptydir_data=False, timeout_seconds=2
+    )
     twin, kube = fx.answers(twin_result, by_key), fx.answers(kube_result, by_key)
     # the one deliberate difference: a finished pod (deleted by the real drain, left by the twin)
     assert twin.pop(fx.COMPLETED) == fx.TWIN_COMPLETED and kube.pop(fx.COMPLETED) == fx.KUBE_COMPLETED

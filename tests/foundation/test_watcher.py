@@ -1,5 +1,6 @@
 """The cluster watcher (brickadmin/cluster/watch.py) against the twin (real database):
 list then watch, 410 Gone relists, backoff, debounce; the twin's event log; the Lease."""
+
 import threading
 import time
 
@@ -28,10 +29,22 @@ def fresh(gw):
 
 
 def gpu_pod(name, ns="ws-a", node="", phase="Running", gpus=1):
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
-            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x", "resources": {
-                "requests": {"nvidia.com/gpu": str(gpus)}, "limits": {"nvidia.com/gpu": str(gpus)}}}]},
-            "status": {"phase": phase}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "x",
+                    "resources": {"requests": {"nvidia.com/gpu": str(gpus)}, "limits": {"nvidia.com/gpu": str(gpus)}},
+                }
+            ],
+        },
+        "status": {"phase": phase},
+    }
 
 
 def wait_until(check, timeout=30.0, what="condition"):
@@ -77,8 +90,15 @@ def test_sync_follows_writes_and_ends_equal_to_a_fresh_list(demo):
     gw.delete("v1", "Namespace", ns)
     with transaction.atomic():
         gw._save(gpu_pod("failed-one", ns="ws-x", node=nodes[2], phase="Failed"))
-        gw._save({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cpu", "namespace": "ws-x"},
-                  "spec": {"containers": [{"name": "c"}]}, "status": {"phase": "Running"}})
+        gw._save(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "cpu", "namespace": "ws-x"},
+                "spec": {"containers": [{"name": "c"}]},
+                "status": {"phase": "Running"},
+            }
+        )
     assert w.sync() is True
     assert stores(w) == fresh(gw)
     assert w.counters["relists"] == 0 and w.counters["events"] > 0
@@ -145,8 +165,10 @@ def test_a_burst_of_1000_events_costs_a_handful_of_publications(transactional_db
         with transaction.atomic():
             for i in range(1000):
                 gw._save(gpu_pod(f"burst-{i}", ns="ws-burst", node=node))
-        wait_until(lambda: calls and sum(p["metadata"]["namespace"] == "ws-burst" for p in calls[-1].gpu_pods)
-                   == 1000, what="the burst in a publication")
+        wait_until(
+            lambda: calls and sum(p["metadata"]["namespace"] == "ws-burst" for p in calls[-1].gpu_pods) == 1000,
+            what="the burst in a publication",
+        )
         time.sleep(1.0)
     finally:
         stop.set()
@@ -214,7 +236,7 @@ def test_backoff_grows_to_its_cap_with_jitter():
     w = ClusterWatcher(BrokenGateway(), backoff_base=0.5, backoff_cap=30)
     for attempt in range(40):
         d = w.backoff(attempt)
-        ideal = min(30, 0.5 * 2 ** attempt)
+        ideal = min(30, 0.5 * 2**attempt)
         assert ideal * 0.5 <= d <= ideal
     assert len({round(w.backoff(10), 6) for _ in range(20)}) > 1  # jitter
 
@@ -309,8 +331,11 @@ def test_a_lone_change_is_published_without_waiting_for_the_debounce_window(tran
         node = gw.list_nodes()[0]["metadata"]["name"]
         t0 = time.monotonic()
         gw.label_node(node, {"brick.test/lone": "1"})
-        wait_until(lambda: any(n["metadata"]["labels"].get("brick.test/lone") == "1"
-                               for n in calls[-1].nodes), timeout=4.0, what="the change, before the 5 s window")
+        wait_until(
+            lambda: any(n["metadata"]["labels"].get("brick.test/lone") == "1" for n in calls[-1].nodes),
+            timeout=4.0,
+            what="the change, before the 5 s window",
+        )
         assert at[-1] - t0 < 4.0
     finally:
         stop.set()

@@ -3,6 +3,7 @@
 The worker and browser tests share the database with other processes (a Celery worker,
 the live server's threads), so with SQLite the test database is a file, not memory.
 """
+
 import os
 import shutil
 import signal
@@ -13,11 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from tests.conftest import require_service
 from django.conf import settings
 
 from tests import scenario_copies
+from tests.conftest import require_service
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -80,8 +80,11 @@ def redis_url(tmp_path_factory):
     _require(bool(binary), "redis-server")
     port = free_port()
     d = tmp_path_factory.mktemp("redis")
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(d)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(d)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"redis://127.0.0.1:{port}/0"
     for _ in range(100):
         if _redis_ping(url):
@@ -138,14 +141,40 @@ class Worker:
 
         if connection.vendor == "sqlite" and "memory" in str(connection.settings_dict["NAME"]):
             _require(False, "a file-based test database for the worker")
-        env = {**os.environ, "REDIS_URL": self.broker_url, "DATABASE_URL": database_url(),
-               "CELERY_TASK_ALWAYS_EAGER": "0", "PYTHONUNBUFFERED": "1", **self.env_extra}
+        env = {
+            **os.environ,
+            "REDIS_URL": self.broker_url,
+            "DATABASE_URL": database_url(),
+            "CELERY_TASK_ALWAYS_EAGER": "0",
+            "PYTHONUNBUFFERED": "1",
+            **self.env_extra,
+        }
         env.pop("DJANGO_SETTINGS_MODULE", None)
         self.log = open(Path(settings.VAR_DIR) / f"test-worker-{os.getpid()}.log", "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "brickadmin", "worker", "--pool=solo", "--concurrency=1",
-             "--without-heartbeat", "--without-gossip", "--without-mingle", "-l", "INFO", "-n", f"test{free_port()}@%h"],
-            cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "brickadmin",
+                "worker",
+                "--pool=solo",
+                "--concurrency=1",
+                "--without-heartbeat",
+                "--without-gossip",
+                "--without-mingle",
+                "-l",
+                "INFO",
+                "-n",
+                f"test{free_port()}@%h",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         return self
 
     def kill(self, sig=signal.SIGKILL):

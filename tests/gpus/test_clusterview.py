@@ -1,6 +1,7 @@
 """The materialised view: what the watcher publishes is what the pages show, a page view
 reads it with a constant number of queries and no API call, and the pages say when the
 numbers may be out of date."""
+
 import io
 import re
 from datetime import timedelta
@@ -27,8 +28,12 @@ def test_stored_view_equals_the_live_ledger(load_scenario, name):
     assert [ledger.node_to_dict(n) for n in stored.ledger.nodes] == [ledger.node_to_dict(n) for n in live.ledger.nodes]
     assert stored.ledger.by_type == live.ledger.by_type
     assert stored.ledger.by_resource == live.ledger.by_resource
-    assert (stored.ledger.logical, stored.ledger.requested, stored.ledger.physical, stored.ledger.physical_used) == \
-        (live.ledger.logical, live.ledger.requested, live.ledger.physical, live.ledger.physical_used)
+    assert (stored.ledger.logical, stored.ledger.requested, stored.ledger.physical, stored.ledger.physical_used) == (
+        live.ledger.logical,
+        live.ledger.requested,
+        live.ledger.physical,
+        live.ledger.physical_used,
+    )
     with translation.override("en"):
         expected = [(p.severity, p.kind, p.subject, p.message) for p in health.problems(health_inputs(live))]
         assert [(p.severity, p.kind, p.subject, p.message) for p in stored.problems()] == expected
@@ -80,17 +85,29 @@ def _publish_scenario(name, watcher="watcher-1", seen=None):
     ViewState.objects.filter(pk=1).update(watcher_seen_at=seen or timezone.now())
 
 
-PAGES = [("dashboard", []), ("dashboard_models", []), ("availability", []), ("node_list", []),
-         ("node_detail", ["gpu-a30-01"]), ("health", []), ("workspace_request", []), ("approval_queue", []),
-         ("job_list", []), ("job_queue", []), ("job_create", []), ("cluster_workspaces", [])]
+PAGES = [
+    ("dashboard", []),
+    ("dashboard_models", []),
+    ("availability", []),
+    ("node_list", []),
+    ("node_detail", ["gpu-a30-01"]),
+    ("health", []),
+    ("workspace_request", []),
+    ("approval_queue", []),
+    ("job_list", []),
+    ("job_queue", []),
+    ("job_create", []),
+    ("cluster_workspaces", []),
+]
 
 
 PAGES += [("manifest", [])]  # its drift is the view's device-plugin objects against the version shown
 
 
 @pytest.mark.parametrize("name,args", PAGES)
-def test_pages_read_the_view_without_calling_the_api_server(db, admin_client, real_cluster_that_does_not_answer,
-                                                            name, args):
+def test_pages_read_the_view_without_calling_the_api_server(
+    db, admin_client, real_cluster_that_does_not_answer, name, args
+):
     _publish_scenario("demo")
     resp = admin_client.get(reverse(name, args=args))
     assert resp.status_code == 200, resp.content.decode()[:500]
@@ -127,8 +144,9 @@ def _queries(client, name, args=()):
 
 
 @pytest.mark.parametrize("name,args", PAGES)
-def test_a_page_costs_the_same_queries_whatever_the_cluster_size(db, admin_client, real_cluster_that_does_not_answer,
-                                                                 name, args, settings):
+def test_a_page_costs_the_same_queries_whatever_the_cluster_size(
+    db, admin_client, real_cluster_that_does_not_answer, name, args, settings
+):
     settings.PAGE_SIZE = 5
     _publish_scenario("seed-example")
     args = ["dev-a1-ws02"] if name == "node_detail" else args
@@ -180,8 +198,9 @@ def test_a_publication_rewrites_only_the_workspace_rows_that_changed(load_scenar
     assert ViewWorkspace.objects.get(namespace="ws-new").quota == 3
 
 
-def test_the_dashboard_card_reads_the_stored_summary_not_every_finding(db, admin_client,
-                                                                       real_cluster_that_does_not_answer):
+def test_the_dashboard_card_reads_the_stored_summary_not_every_finding(
+    db, admin_client, real_cluster_that_does_not_answer
+):
     """The card shows each kind's count and first subjects from the summary stored with the
     view; the page does not load the stored findings (the Health page does)."""
     _publish_scenario("demo")
@@ -215,9 +234,17 @@ def test_workspace_findings_follow_the_records_and_the_lines_within_one_generati
 
     assert kinds() == [("workspace-unrecorded", "ws-kubectl")]
     assert kinds() == [("workspace-unrecorded", "ws-kubectl")], "the same again"
-    WorkspaceRequest.objects.create(name="ws-kubectl", requester=alice, requester_name="alice", gpu=1, cpu=1,
-                                    memory_gib=1, storage_gib=1, gpu_resource="nvidia.com/gpu",
-                                    status=WorkspaceRequest.Status.APPROVED)
+    WorkspaceRequest.objects.create(
+        name="ws-kubectl",
+        requester=alice,
+        requester_name="alice",
+        gpu=1,
+        cpu=1,
+        memory_gib=1,
+        storage_gib=1,
+        gpu_resource="nvidia.com/gpu",
+        status=WorkspaceRequest.Status.APPROVED,
+    )
     assert kinds() == [("workspace-quota-edited", "ws-kubectl")], "recorded now, with 1 GPU against the quota's 2"
     ViewWorkspace.objects.filter(namespace="ws-kubectl").update(gpu_quotas={"nvidia.com/gpu": 1})
     assert kinds() == []
@@ -225,14 +252,16 @@ def test_workspace_findings_follow_the_records_and_the_lines_within_one_generati
 
 # --- a view stored by an older version of the product --------------------------------------
 
+
 def _stored_by_an_older_version(logical=999):
     """The stored generation as an older version of the product left it: an older schema
     version and numbers of that older form (which this code must not show)."""
     from gpus.models import ViewResourceRow, ViewTypeRow
 
     state = ViewState.objects.get(pk=1)
-    ViewState.objects.filter(pk=1).update(schema=view_publish.SCHEMA_VERSION - 1,
-                                          totals={**state.totals, "logical": logical})
+    ViewState.objects.filter(pk=1).update(
+        schema=view_publish.SCHEMA_VERSION - 1, totals={**state.totals, "logical": logical}
+    )
     ViewTypeRow.objects.update(logical=logical)
     ViewResourceRow.objects.update(logical=logical)
 
@@ -258,8 +287,9 @@ def test_the_twin_pages_show_the_view_published_again_after_an_upgrade(load_scen
     assert stored.ledger.by_resource == live.ledger.by_resource and stored.ledger.by_type == live.ledger.by_type
 
 
-def test_a_real_cluster_s_pages_wait_for_the_watcher_to_publish_an_upgraded_view(db, alice_client, settings,
-                                                                                  real_cluster_that_does_not_answer):
+def test_a_real_cluster_s_pages_wait_for_the_watcher_to_publish_an_upgraded_view(
+    db, alice_client, settings, real_cluster_that_does_not_answer
+):
     from django.core.management import call_command
 
     _publish_scenario("seed-example")

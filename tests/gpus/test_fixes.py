@@ -2,6 +2,7 @@
 through the procedure engine), on the twin, with outcome assertions: what the cluster ends
 up with and what the pages show. A finding disappears by itself once the cluster no longer
 shows it, and a fix run whose finding has gone ends as "nothing to do" without a write."""
+
 import re
 from html import unescape
 from urllib.parse import parse_qsl, urlsplit
@@ -83,8 +84,9 @@ def test_remove_a_stale_resource_in_one_audited_click(demo, admin_client, admin_
 def test_a_fix_whose_finding_has_gone_ends_as_nothing_to_do_without_a_write(demo, admin_client):
     url = fix_link(health(admin_client), "stale-capacity", STALE_NODE)
     query = dict(parse_qsl(urlsplit(url).query))
-    run = service.start_run("S", STALE_NODE, {"stale_resource": query["stale_resource"]}, actor_name="root",
-                            dispatch=False)
+    run = service.start_run(
+        "S", STALE_NODE, {"stale_resource": query["stale_resource"]}, actor_name="root", dispatch=False
+    )
     demo.remove_node_status_resources(STALE_NODE, ["nvidia.com/gpu"])  # someone cleaned it up by hand meanwhile
     assert "stale-capacity" not in kinds(health(admin_client))
     writes_before = TwinEvent.objects.count()
@@ -142,8 +144,12 @@ def test_add_a_missing_toleration_as_a_new_manifest_version_then_apply_it(demo, 
     assert manifest_mod.validate(manifest_mod.parse(latest.content)).ok
     for name in ("nvidia-device-plugin-default", "nvidia-device-plugin-timeslicing"):
         tolerations = demo.get_daemonset("brick-nvidia", name)["spec"]["template"]["spec"]["tolerations"]
-        assert {"key": "brick.cloud/dedicated", "operator": "Equal", "value": "llm", "effect": "NoSchedule"} \
-            in tolerations
+        assert {
+            "key": "brick.cloud/dedicated",
+            "operator": "Equal",
+            "value": "llm",
+            "effect": "NoSchedule",
+        } in tolerations
     pods = demo.list_pods(namespace="brick-nvidia", field_selector=f"spec.nodeName={TAINTED_NODE}")
     assert [p["status"]["phase"] for p in pods] == ["Running"]
     assert demo.get_node(TAINTED_NODE)["status"]["allocatable"]["nvidia.com/gpu"] == "8"
@@ -155,7 +161,7 @@ def test_add_a_missing_toleration_as_a_new_manifest_version_then_apply_it(demo, 
 def test_the_toleration_fix_asks_before_its_apply_undoes_live_changes(demo, admin_client):
     url = fix_link(health(admin_client), "plugin-missing", TAINTED_NODE)  # manifest v1 says replicas 2, live 4
     plan = admin_client.get(url).content.decode()
-    assert "data-testid=\"confirm-drift_acknowledged\"" in plan
+    assert 'data-testid="confirm-drift_acknowledged"' in plan
     assert "ConfigMap/nvidia-device-plugin-config-timeslicing: drifted" in plan
     path, query = urlsplit(url).path, dict(parse_qsl(urlsplit(url).query))
     resp = admin_client.post(path + "start/", query)
@@ -167,8 +173,9 @@ def test_delete_a_failed_pod_after_telling_its_owner(demo, admin_client, alice):
     from workspaces.models import WorkspaceRequest
 
     pod = gpu_pod("ws-vision", "detector-retry", "gpu-a100-01", "nvidia.com/gpu", 1, phase="Failed")
-    pod["status"].update(reason="UnexpectedAdmissionError",
-                         message="Allocate failed due to requested number of devices unavailable")
+    pod["status"].update(
+        reason="UnexpectedAdmissionError", message="Allocate failed due to requested number of devices unavailable"
+    )
     demo._create(pod)
     html = health(admin_client)
     url = fix_link(html, "pod-admission-failed", "gpu-a100-01")
@@ -181,14 +188,27 @@ def test_delete_a_failed_pod_after_telling_its_owner(demo, admin_client, alice):
     assert demo.list_pods(namespace="ws-vision", field_selector="metadata.name=detector-retry") == []
     notice = OwnerNotice.objects.get()
     assert (notice.namespace, notice.owner_name, notice.subject, notice.run_id) == (
-        "ws-vision", "alice", "ws-vision/detector-retry", run.pk)
+        "ws-vision",
+        "alice",
+        "ws-vision/detector-retry",
+        run.pk,
+    )
     assert "Allocate failed due to requested number of devices unavailable" in notice.message
     assert "pod-admission-failed" not in kinds(health(admin_client))
 
     # The owner sees it on their Workspace page.
-    ws = WorkspaceRequest.objects.create(name="ws-vision", requester=alice, requester_name="alice", gpu=8, cpu=64,
-                                         memory_gib=256, storage_gib=1024, status="approved",
-                                         gpu_resource="nvidia.com/gpu", gpu_type="exclusive")
+    ws = WorkspaceRequest.objects.create(
+        name="ws-vision",
+        requester=alice,
+        requester_name="alice",
+        gpu=8,
+        cpu=64,
+        memory_gib=256,
+        storage_gib=1024,
+        status="approved",
+        gpu_resource="nvidia.com/gpu",
+        gpu_type="exclusive",
+    )
     admin_client.force_login(alice)
     page = admin_client.get(reverse("workspace_detail", args=[ws.pk])).content.decode()
     assert 'data-testid="owner-notices"' in page and "ws-vision/detector-retry" in page
@@ -212,8 +232,9 @@ def test_a_failed_pod_outside_a_workspace_is_not_deleted_by_the_console(demo, ad
 
 
 def test_uncordon_a_node_a_stopped_run_left_cordoned_through_restore(demo, admin_client):
-    run = service.start_run("B", "gpu-a30-03", {"evictions_acknowledged": 2}, actor_name="root",
-                            dispatch=False)  # a PDB blocks its drain: the run stops with the node cordoned
+    run = service.start_run(
+        "B", "gpu-a30-03", {"evictions_acknowledged": 2}, actor_name="root", dispatch=False
+    )  # a PDB blocks its drain: the run stops with the node cordoned
     engine.execute(run.pk, demo)
     run.refresh_from_db()
     assert run.status == "failed" and demo.get_node("gpu-a30-03")["spec"].get("unschedulable")
@@ -231,7 +252,7 @@ def test_a_label_typo_offers_the_wizard_of_the_mode_it_meant_with_the_node_chose
     html = health(admin_client)
     row = re.search(r'<tr class="problem-label-typo".*?</tr>', html, re.S).group(0)
     assert f'href="{reverse("wizard_pick", args=["A"])}?node={TYPO_NODE}"' in row  # "time-slicing" meant A
-    assert "data-testid=\"fix-label-typo" not in row  # never a bare relabel
+    assert 'data-testid="fix-label-typo' not in row  # never a bare relabel
     demo.label_node(TYPO_NODE, {"brick.cloud/gpu.sharing": "non"})
     row = re.search(r'<tr class="problem-label-typo".*?</tr>', health(admin_client), re.S).group(0)
     assert f'href="{reverse("wizard_pick", args=["B"])}?node={TYPO_NODE}"' in row
@@ -244,8 +265,9 @@ def test_fix_pages_are_for_admins(demo, alice_client):
 
 
 def test_fix_plan_with_bad_facts_goes_back_to_health(demo, admin_client):
-    resp = admin_client.get(reverse("fix_plan", args=["F"]) + "?node=gpu-a100-01&pod_namespace=ws-vision"
-                            "&pod_name=Bad_Name")
+    resp = admin_client.get(
+        reverse("fix_plan", args=["F"]) + "?node=gpu-a100-01&pod_namespace=ws-vision&pod_name=Bad_Name"
+    )
     assert resp.status_code == 302 and resp["Location"] == reverse("health")
     assert admin_client.get(reverse("fix_plan", args=["A"])).status_code == 404  # a wizard is not a Fix
     assert ProcedureRun.objects.count() == 0
@@ -254,8 +276,18 @@ def test_fix_plan_with_bad_facts_goes_back_to_health(demo, admin_client):
 def test_a_fix_from_the_terminal_writes_the_same_record(demo, capsys):
     from django.core.management import call_command
 
-    call_command("procedure", "run", "S", "--node", STALE_NODE, "--stale-resource", "nvidia.com/gpu", "--inline",
-                 "--actor", "ops")
+    call_command(
+        "procedure",
+        "run",
+        "S",
+        "--node",
+        STALE_NODE,
+        "--stale-resource",
+        "nvidia.com/gpu",
+        "--inline",
+        "--actor",
+        "ops",
+    )
     run = ProcedureRun.objects.get()
     assert (run.procedure, run.status, run.actor_name, run.source) == ("S", "succeeded", "ops", "terminal")
     assert "nvidia.com/gpu" not in demo.get_node(STALE_NODE)["status"]["capacity"]
@@ -282,8 +314,10 @@ def test_recreate_a_missing_workspace_namespace_and_quota_from_its_approval(twin
     # Only the compute quota gone: only it is created; then there is nothing to do.
     twin.delete("v1", "ResourceQuota", "workspace-compute", "team-a")
     run = run_fix(admin_client, twin, url)
-    assert run.status == "succeeded" and "workspace-compute" in run.steps.get(
-        step_key="recreate-quotas", state="succeeded").output
+    assert (
+        run.status == "succeeded"
+        and "workspace-compute" in run.steps.get(step_key="recreate-quotas", state="succeeded").output
+    )
     assert {q["metadata"]["name"]: q["spec"] for q in twin.list_resource_quotas("team-a")} == before
     writes_before = TwinEvent.objects.count()
     again = service.start_run("W", "", {"workspace": "team-a"}, actor_name="root", dispatch=False)
@@ -342,10 +376,12 @@ def test_a_workspace_finding_points_to_its_recreate_fix_by_its_subject():
     the fix's parameter, without the check naming a procedure."""
     from gpus import health
 
-    problem = health.Problem("bad", "workspace-namespace-missing", "team-a", "gone", "re-create it",
-                             subject_type="workspace").resolve_fixes()
+    problem = health.Problem(
+        "bad", "workspace-namespace-missing", "team-a", "gone", "re-create it", subject_type="workspace"
+    ).resolve_fixes()
     assert problem.fix == "W" and problem.fix_params == {"workspace": "team-a"}
     assert problem.fix_plan_url == reverse("fix_plan", args=["W"]) + "?workspace=team-a"
-    other = health.Problem("warn", "quota-over-total", "nvidia.com/gpu", "over", "lower quotas",
-                           subject_type="resource").resolve_fixes()
+    other = health.Problem(
+        "warn", "quota-over-total", "nvidia.com/gpu", "over", "lower quotas", subject_type="resource"
+    ).resolve_fixes()
     assert (other.fix, other.fix_params) == ("", {})

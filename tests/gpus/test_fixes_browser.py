@@ -1,5 +1,6 @@
 """In Debian's Chromium: Health → Fix → the plan → Confirm and run, asked once
 in one sentence → the run page, which shows it Succeeded once the worker ran it."""
+
 import pytest
 
 from gpus.models import ProcedureRun

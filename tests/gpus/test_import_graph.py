@@ -3,6 +3,7 @@
 Read from the source (ast), so an import hidden inside a function counts too: the engine
 records, the queue enqueues by task name, the reaper has its own module, and nothing under
 gpus/procedures/ imports gpus.tasks."""
+
 import ast
 from pathlib import Path
 
@@ -28,7 +29,7 @@ def _targets(node: ast.AST, module: str, is_package: bool):
     elif isinstance(node, ast.ImportFrom):
         if node.level:
             package = module.split(".") if is_package else module.split(".")[:-1]
-            base = package[:len(package) - (node.level - 1)]
+            base = package[: len(package) - (node.level - 1)]
             base = ".".join(base + ([node.module] if node.module else []))
         else:
             base = node.module
@@ -65,7 +66,7 @@ def find_cycle(edges):
         stack.append(m)
         for n in sorted(edges.get(m, ())):
             if state.get(n) == "open":
-                return stack[stack.index(n):] + [n]
+                return stack[stack.index(n) :] + [n]
             if n not in state:
                 cycle = visit(n)
                 if cycle:

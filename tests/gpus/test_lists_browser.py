@@ -1,6 +1,7 @@
 """In Chromium: the Nodes list's search and filters narrow the table in place (htmx) and keep
 every choice in the address, so the view can be shared: opening that address again shows the
 same rows, and the CSV link follows what is shown."""
+
 import pytest
 
 from tests.conftest import browser_login
@@ -20,8 +21,9 @@ def test_the_nodes_search_and_filter_stay_in_the_address(browser, live_server, l
     assert len(everything) > 3
     page.fill("input[name=q]", "a30")
     page.wait_for_url("**/nodes/?*q=a30*")
-    page.wait_for_function("[...document.querySelectorAll('#node-table tbody td:first-child a')]"
-                           ".every(a => a.textContent.includes('a30'))")
+    page.wait_for_function(
+        "[...document.querySelectorAll('#node-table tbody td:first-child a')].every(a => a.textContent.includes('a30'))"
+    )
     narrowed = node_names(page)
     assert narrowed and len(narrowed) < len(everything)
     mode = page.locator("select[name=mode] option").nth(1).get_attribute("value")

@@ -1,5 +1,6 @@
 """The live read for decisions (gpus/live.py): what a pre-check, an approval or a fix
 reads of the cluster is the cluster now, each object read once per decision."""
+
 import dataclasses
 
 import pytest
@@ -78,10 +79,16 @@ def test_without_prometheus_a_measured_figure_is_none(load_scenario, settings):
     assert LiveRead(load_scenario("seed-example")).measured("sum(up)") is None
 
 
-@pytest.mark.parametrize("code,node,params", [("A", "dev-a1-ws04", {}), ("B", "dev-a1-ws02", {}),
-                                               ("C", "", {"replicas": 2}), ("D", "dev-a1-ws04", {"sharing": "none"})])
-def test_a_pre_check_reads_the_same_through_one_live_read_as_through_the_gateway(load_scenario, code, node,
-                                                                                 params):
+@pytest.mark.parametrize(
+    "code,node,params",
+    [
+        ("A", "dev-a1-ws04", {}),
+        ("B", "dev-a1-ws02", {}),
+        ("C", "", {"replicas": 2}),
+        ("D", "dev-a1-ws04", {"sharing": "none"}),
+    ],
+)
+def test_a_pre_check_reads_the_same_through_one_live_read_as_through_the_gateway(load_scenario, code, node, params):
     gw = load_scenario("seed-example")
     through_gateway = [(c.level, c.detail, c.items) for c in get(code).prechecks(gw, node, params)]
     through_live_read = [(c.level, c.detail, c.items) for c in get(code).prechecks(LiveRead(gw), node, params)]

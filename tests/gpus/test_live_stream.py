@@ -1,4 +1,5 @@
 """The run page's stream, its pure parts: where a stream starts and how an event is written."""
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,6 +19,8 @@ def test_any_header_or_query_gives_a_starting_sequence_number(last_event_id, aft
 
 
 def test_an_event_puts_every_line_of_its_data_on_a_data_line():
-    assert sse_message("<p>a</p>\n<p>b</p>", event="step", id=5) == \
-        "event: step\nid: 5\ndata: <p>a</p>\ndata: <p>b</p>\n\n"
+    assert (
+        sse_message("<p>a</p>\n<p>b</p>", event="step", id=5)
+        == "event: step\nid: 5\ndata: <p>a</p>\ndata: <p>b</p>\n\n"
+    )
     assert sse_message("", event="done") == "event: done\ndata: \n\n"

@@ -1,4 +1,5 @@
 """The pictures and the dark theme in a real browser (Playwright driving Debian's Chromium)."""
+
 import re
 
 import pytest
@@ -25,6 +26,7 @@ def luminance(c) -> float:
     def lin(v):
         v /= 255
         return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
     r, g, b = c[:3]
     return 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b)
 
@@ -36,14 +38,17 @@ def contrast(a, b) -> float:
 
 def colours(page, selector):
     """(text colour, the background behind it: the first opaque one up the tree)."""
-    return page.evaluate("""(sel) => {
+    return page.evaluate(
+        """(sel) => {
         const el = document.querySelector(sel);
         let bg = null, n = el;
         while (n) { const c = getComputedStyle(n).backgroundColor;
                     if (c && !c.startsWith('rgba(0, 0, 0, 0)') && c !== 'transparent') { bg = c; break; }
                     n = n.parentElement; }
         return [getComputedStyle(el).color, bg || 'rgb(255, 255, 255)'];
-    }""", selector)
+    }""",
+        selector,
+    )
 
 
 @pytest.fixture
@@ -53,6 +58,7 @@ def pages(browser, live_server, load_scenario, admin_user, settings):
 
     def open_as(**context):
         return login(browser, live_server, "root", "pw-root-123", **context)
+
     return open_as
 
 
@@ -90,8 +96,20 @@ TEXTS = """() => [...document.querySelectorAll('body *')]
 def test_every_text_of_the_dark_theme_is_readable(pages, live_server):
     page = pages(color_scheme="dark")
     low = []
-    for path in ("/", "/availability/", "/nodes/", "/nodes/gpu-a100-04/", "/health/", "/help/", "/procedures/",
-                 "/runs/", "/workspaces/", "/workspaces/new/", "/workspaces/approvals/", "/workspaces/jobs/"):
+    for path in (
+        "/",
+        "/availability/",
+        "/nodes/",
+        "/nodes/gpu-a100-04/",
+        "/health/",
+        "/help/",
+        "/procedures/",
+        "/runs/",
+        "/workspaces/",
+        "/workspaces/new/",
+        "/workspaces/approvals/",
+        "/workspaces/jobs/",
+    ):
         page.goto(live_server.url + path)
         page.wait_for_load_state("networkidle")  # the charts htmx brings in
         for where, fg, bg, text in page.evaluate(TEXTS):

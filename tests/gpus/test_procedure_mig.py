@@ -1,5 +1,6 @@
 """Procedure M on the simulated cluster, whose mig-manager repartitions the GPUs: a layout
 applied, one the GPUs cannot hold (mig-manager's failed), one it never finishes, Restore."""
+
 import pytest
 
 from brickadmin.cluster import vocabulary as vocab
@@ -96,8 +97,11 @@ def test_a_layout_the_gpus_cannot_hold_is_blocked_by_the_plan(mig):
 def test_mig_managers_failure_stops_the_run_and_restore_goes_back(mig, monkeypatch):
     # The ConfigMap changes between the plan and mig-manager's turn: mig-manager reports failed.
     real = get("M").prechecks
-    monkeypatch.setattr(type(get("M")), "prechecks", lambda self, gw, node, params: real(
-        gw, node, {**params, "mig_config": "all-3g.40gb"}))
+    monkeypatch.setattr(
+        type(get("M")),
+        "prechecks",
+        lambda self, gw, node, params: real(gw, node, {**params, "mig_config": "all-3g.40gb"}),
+    )
     run = run_now("M", NODE, {"mig_config": "all-1g.5gb"})
     assert run.status == "failed"
     assert "mig-manager reported nvidia.com/mig.config=all-1g.5gb nvidia.com/mig.config.state=failed" in run.message
@@ -168,6 +172,9 @@ def test_the_wizard_lists_the_layouts_with_what_the_node_would_advertise(mig, ad
     assert f'value="{NODE}"' in page and 'value="dev-a1-ws04" disabled' in page
     node_page = admin_client.get(reverse("node_detail", args=[NODE])).content.decode()
     assert "Change the MIG layout (M)" in node_page
-    assert "Change the MIG layout (M)" not in admin_client.get(reverse("node_detail", args=["dev-a1-ws04"])).content.decode()
+    assert (
+        "Change the MIG layout (M)"
+        not in admin_client.get(reverse("node_detail", args=["dev-a1-ws04"])).content.decode()
+    )
     plan = admin_client.get(reverse("wizard_plan", args=["M"]), {"node": NODE, "mig_config": "all-1g.10gb"})
     assert plan.status_code == 200 and "mig-manager" in plan.content.decode()

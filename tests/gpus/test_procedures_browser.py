@@ -1,5 +1,6 @@
 """Procedure A clicked through in Debian's Chromium: plan, confirm, and the run page
 updating step by step (htmx polling of rows) without a reload, run by a real worker."""
+
 import pytest
 
 from gpus.models import ProcedureRun
@@ -26,8 +27,9 @@ OBSERVER = """
 
 @pytest.mark.browser
 @pytest.mark.worker
-def test_procedure_a_from_plan_to_end_live(browser, live_server, transactional_db, load_scenario, admin_user,
-                                           worker_factory):
+def test_procedure_a_from_plan_to_end_live(
+    browser, live_server, transactional_db, load_scenario, admin_user, worker_factory
+):
     twin = load_scenario("seed-example")
     worker_factory(BRICK_PROCEDURE_STEP_PAUSE=0.8)
     page = browser_login(browser, live_server, "root", "pw-root-123")
@@ -46,8 +48,17 @@ def test_procedure_a_from_plan_to_end_live(browser, live_server, transactional_d
     assert page.url == f"{live_server.url}/runs/{run.pk}/"
     assert page.evaluate("sessionStorage.runLoads") == "1"  # no reload: htmx swapped the rows in
     history = page.evaluate("window.__history")
-    keys = ["cordon", "drain", "label", "plugin-pod", "allocatable", "remove-stale", "no-stale", "uncordon",
-            "prometheus"]
+    keys = [
+        "cordon",
+        "drain",
+        "label",
+        "plugin-pod",
+        "allocatable",
+        "remove-stale",
+        "no-stale",
+        "uncordon",
+        "prometheus",
+    ]
     for key in keys:
         states = history.get(f"step-{key}", [])
         assert states[-1] == "succeeded", (key, states)

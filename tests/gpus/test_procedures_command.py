@@ -1,4 +1,5 @@
 """The terminal runs the same procedures and writes the same records."""
+
 import pytest
 from django.core.management import call_command
 
@@ -16,8 +17,9 @@ def test_plan_prints_steps_and_changes_nothing(twin, capsys):
 
 def test_run_inline_writes_the_record(twin, capsys):
     # the only exclusive node: its allocated exclusive quota (1) is then over the Total, acknowledged
-    call_command("procedure", "run", "A", "--node", "dev-a1-ws04", "--acknowledge-overcommit", "1", "--inline",
-                 "--actor", "ops")
+    call_command(
+        "procedure", "run", "A", "--node", "dev-a1-ws04", "--acknowledge-overcommit", "1", "--inline", "--actor", "ops"
+    )
     out = capsys.readouterr().out
     run = ProcedureRun.objects.get()
     assert run.status == "succeeded" and run.actor_name == "ops" and run.source == "terminal" and run.actor is None

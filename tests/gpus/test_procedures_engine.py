@@ -1,5 +1,6 @@
 """Procedures A-D on the simulated cluster: happy paths, pre-check refusals, PDB-blocked
 drain, cancel, resume, transient retries, append-only record, one run per node."""
+
 import pytest
 
 from brickadmin.cluster import TransientClusterError
@@ -45,8 +46,10 @@ def test_a_happy_path_converts_exclusive_node(twin):
     prom = run.steps.filter(step_key="prometheus", state="succeeded").get()
     assert "fell back to the cluster's allocatable" in prom.output
     patch = run.steps.filter(step_key="remove-stale", state="succeeded").get()
-    assert patch.sent == [{"op": "remove", "path": "/status/capacity/nvidia.com~1gpu"},
-                          {"op": "remove", "path": "/status/allocatable/nvidia.com~1gpu"}]
+    assert patch.sent == [
+        {"op": "remove", "path": "/status/capacity/nvidia.com~1gpu"},
+        {"op": "remove", "path": "/status/allocatable/nvidia.com~1gpu"},
+    ]
 
 
 def test_b_happy_path_after_a(twin):
@@ -69,8 +72,14 @@ def test_b_precheck_blocks_and_names_workspaces(twin):
 
 def test_b_only_ts_node_requires_acknowledgement(load_scenario):
     gw = load_scenario("seed-example")
-    gw.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "workspace-quota",
-              "namespace": "ws-shared"}, "spec": {"hard": {"requests.nvidia.com/gpu.shared": "0"}}})
+    gw.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "workspace-quota", "namespace": "ws-shared"},
+            "spec": {"hard": {"requests.nvidia.com/gpu.shared": "0"}},
+        }
+    )
     checks = service_prechecks("B", "dev-a1-ws02")
     ack = [c for c in checks if c.level == "ack"]
     assert ack and "ws-shared (owner bob)" in ack[0].detail
@@ -101,8 +110,14 @@ def test_c_decrease_blocked_when_quota_would_not_fit(demo):
     # demo: shared quota 28 allocated; 14 whole GPUs on time-slicing nodes -> replicas 2 gives 28, 1 is invalid
     run = run_now("C", params={"replicas": 2})
     assert run.status == "succeeded", run.message  # 28 fits under 28
-    demo.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "workspace-quota",
-                "namespace": "ws-notebooks"}, "spec": {"hard": {"requests.nvidia.com/gpu.shared": "40"}}})
+    demo.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "workspace-quota", "namespace": "ws-notebooks"},
+            "spec": {"hard": {"requests.nvidia.com/gpu.shared": "40"}},
+        }
+    )
     blocked = run_now("C", params={"replicas": 2})
     assert blocked.status == "succeeded"  # same value: not a decrease
     run = run_now("C", params={"replicas": 4})
@@ -132,8 +147,9 @@ def test_d_adds_node_with_both_labels(twin, sharing, resource, amount):
     assert labels["brick.cloud/gpu.type"] == "nvidia" and labels["brick.cloud/gpu.sharing"] == sharing
     assert alloc[resource] == amount
     label_step = run.steps.get(step_key="label", state="succeeded")
-    assert label_step.sent == {"metadata": {"labels": {"brick.cloud/gpu.type": "nvidia",
-                                                       "brick.cloud/gpu.sharing": sharing}}}
+    assert label_step.sent == {
+        "metadata": {"labels": {"brick.cloud/gpu.type": "nvidia", "brick.cloud/gpu.sharing": sharing}}
+    }
     assert run.steps.filter(step_key="status-patch", state="skipped").exists()
 
 
@@ -222,15 +238,23 @@ def test_transient_errors_are_retried_and_each_attempt_recorded(twin, monkeypatc
     monkeypatch.setattr(TwinGateway, "label_node", flaky)
     run = run_now("A", "dev-a1-ws04")
     assert run.status == "succeeded", run.message
-    attempts = list(run.steps.filter(step_key="label", intent__isnull=True).exclude(state="pending")
-                    .values_list("attempt", "state"))
-    assert attempts == [(1, "running"), (1, "failed"), (2, "running"), (2, "failed"), (3, "running"),
-                        (3, "succeeded")]
+    attempts = list(
+        run.steps.filter(step_key="label", intent__isnull=True).exclude(state="pending").values_list("attempt", "state")
+    )
+    assert attempts == [(1, "running"), (1, "failed"), (2, "running"), (2, "failed"), (3, "running"), (3, "succeeded")]
     # Written ahead: each attempt recorded the request before sending it, then what came of it.
-    requests = [(e.attempt, e.intent["state"], e.intent["request"]["call"])
-                for e in run.steps.filter(step_key="label", intent__isnull=False).order_by("seq")]
-    assert requests == [(1, "intended", "label_node"), (1, "failed", "label_node"), (2, "intended", "label_node"),
-                        (2, "failed", "label_node"), (3, "intended", "label_node"), (3, "sent", "label_node")]
+    requests = [
+        (e.attempt, e.intent["state"], e.intent["request"]["call"])
+        for e in run.steps.filter(step_key="label", intent__isnull=False).order_by("seq")
+    ]
+    assert requests == [
+        (1, "intended", "label_node"),
+        (1, "failed", "label_node"),
+        (2, "intended", "label_node"),
+        (2, "failed", "label_node"),
+        (3, "intended", "label_node"),
+        (3, "sent", "label_node"),
+    ]
 
 
 def test_permanent_error_stops_without_retry(twin, monkeypatch):
@@ -380,9 +404,11 @@ def test_a_write_is_recorded_before_it_is_sent(twin, monkeypatch):
         engine.execute(run.pk, twin)
     intent = run.steps.filter(step_key="label", intent__isnull=False).get()
     assert intent.intent["state"] == "intended"
-    assert intent.intent["request"] == {"call": "label_node",
-                                        "args": ["dev-a1-ws04", {"brick.cloud/gpu.sharing": "timeslicing"}],
-                                        "kwargs": {}}
+    assert intent.intent["request"] == {
+        "call": "label_node",
+        "args": ["dev-a1-ws04", {"brick.cloud/gpu.sharing": "timeslicing"}],
+        "kwargs": {},
+    }
     monkeypatch.setattr(TwinGateway, "label_node", original)
     _stale(run)
     assert engine.reap_stale(60) == [run.pk]
@@ -401,7 +427,8 @@ def test_missing_toleration_fails_with_fix_then_resume_after_manifest_fix(demo):
     content = manifest.set_replicas(manifest.current().content, 4).replace(  # demo runs replicas 4
         "      tolerations:\n",
         "      tolerations:\n      - key: brick.cloud/dedicated\n"
-        "        operator: Exists\n        effect: NoSchedule\n")
+        "        operator: Exists\n        effect: NoSchedule\n",
+    )
     assert content.count("brick.cloud/dedicated") == 2  # both DaemonSets, identical tolerations
     manifest.apply(manifest.parse(manifest.save_version(content, actor_name="root").content), demo)
     service.resume_run(run, actor_name="root", dispatch=False)

@@ -1,6 +1,7 @@
 """Procedures A, B, C and D end to end on the lab: a real API server (KubeGateway), KWOK
 nodes, gpusim playing device plugin + kubelet, kube-state-metrics and Prometheus (the
 step-7 check reads Prometheus, not the fallback)."""
+
 import os
 
 import pytest
@@ -91,8 +92,12 @@ def test_d_adds_a_node_on_the_lab(on_lab):
     import json
     import urllib.request
 
-    req = urllib.request.Request(lab.gpusim_url + "/hardware", data=json.dumps(hardware).encode(), method="PUT",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        lab.gpusim_url + "/hardware",
+        data=json.dumps(hardware).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
     urllib.request.urlopen(req, timeout=10).read()
     try:
         d = run(lab, "D", "gpu-new-01", {"sharing": "timeslicing", "checklist_confirmed": True})
@@ -129,6 +134,7 @@ def test_a_fix_removes_a_stale_resource_then_finds_nothing_to_do_on_the_lab(on_l
 # health registry); the fix runs through the engine against the real API server; the finding is
 # then gone, and where a second run would find nothing left, it ends as "nothing to do".
 
+
 def findings(lab, kind, subject=""):
     from gpus import health, reading
 
@@ -157,10 +163,15 @@ def test_a_fix_restarts_the_plugin_when_replicas_are_not_reflected_on_the_lab(on
 
     lab, node = on_lab, "dev-a1-ws02"
     cm = lab.admin.get_configmap("brick-nvidia", "nvidia-device-plugin-config-timeslicing")
-    lab.admin.apply({"apiVersion": "v1", "kind": "ConfigMap",
-                     "metadata": {"name": cm["metadata"]["name"], "namespace": "brick-nvidia"},
-                     "data": {"config.yaml": re.sub(r"replicas: \d+", "replicas: 4", cm["data"]["config.yaml"])}},
-                    field_manager="lab-tests")
+    lab.admin.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": cm["metadata"]["name"], "namespace": "brick-nvidia"},
+            "data": {"config.yaml": re.sub(r"replicas: \d+", "replicas: 4", cm["data"]["config.yaml"])},
+        },
+        field_manager="lab-tests",
+    )
     lab.gpusim_syncs(3)
     assert lab.nvidia(node) == {SHARED: "2"}  # the plugin read its config when it started
     (problem,) = findings(lab, "replicas-not-reflected", node)
@@ -182,23 +193,40 @@ def test_a_fix_deletes_a_failed_pod_after_telling_its_owner_on_the_lab(on_lab):
 
     lab, node, ns, name = on_lab, "dev-a1-ws02", "ws-fixlab", "trainer-retry"
     make_namespace(lab, ns)
-    lab.admin.apply({"apiVersion": "v1", "kind": "Namespace",
-                     "metadata": {"name": ns, "labels": {"brick.cloud/workspace": "true", "brick.cloud/owner": "carol"}}},
-                    field_manager="lab-tests")
+    lab.admin.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {"brick.cloud/workspace": "true", "brick.cloud/owner": "carol"}},
+        },
+        field_manager="lab-tests",
+    )
     try:
         gpu = {SHARED: "2"}
-        lab.admin._request("POST", f"/api/v1/namespaces/{ns}/pods", body={
-            "apiVersion": "v1", "kind": "Pod",
-            # KWOK leaves this pod's status alone: it stays as the kubelet's refusal leaves it
-            "metadata": {"name": name, "namespace": ns, "annotations": {"kwok.x-k8s.io/status": "custom"}},
-            "spec": {"nodeName": node, "restartPolicy": "Never", "automountServiceAccountToken": False,
-                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                     "containers": [{"name": "main", "image": "busybox",
-                                     "resources": {"limits": gpu, "requests": gpu}}]}})
+        lab.admin._request(
+            "POST",
+            f"/api/v1/namespaces/{ns}/pods",
+            body={
+                "apiVersion": "v1",
+                "kind": "Pod",
+                # KWOK leaves this pod's status alone: it stays as the kubelet's refusal leaves it
+                "metadata": {"name": name, "namespace": ns, "annotations": {"kwok.x-k8s.io/status": "custom"}},
+                "spec": {
+                    "nodeName": node,
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                    "containers": [{"name": "main", "image": "busybox", "resources": {"limits": gpu, "requests": gpu}}],
+                },
+            },
+        )
         why = "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu.shared"
-        lab.admin._request("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
-                           body={"status": {"phase": "Failed", "reason": "UnexpectedAdmissionError", "message": why}},
-                           content_type="application/merge-patch+json")
+        lab.admin._request(
+            "PATCH",
+            f"/api/v1/namespaces/{ns}/pods/{name}/status",
+            body={"status": {"phase": "Failed", "reason": "UnexpectedAdmissionError", "message": why}},
+            content_type="application/merge-patch+json",
+        )
         (problem,) = findings(lab, "pod-admission-failed", node)
         assert "carol" in problem.message and "failRequestsGreaterThanOne" in problem.message
         code, params = fix_of(problem)
@@ -228,28 +256,45 @@ def test_a_fix_adds_the_missing_toleration_then_applies_the_manifest_on_the_lab(
 
     lab, node = on_lab, "gpu-taint-01"
     taint = {"key": "brick.cloud/dedicated", "value": "llm", "effect": "NoSchedule"}
-    make_node(lab, node, {"brick.cloud/gpu.type": "nvidia", "brick.cloud/gpu.sharing": "none",
-                          "nvidia.com/gpu.product": "NVIDIA-A30"}, taints=[taint])
+    make_node(
+        lab,
+        node,
+        {"brick.cloud/gpu.type": "nvidia", "brick.cloud/gpu.sharing": "none", "nvidia.com/gpu.product": "NVIDIA-A30"},
+        taints=[taint],
+    )
     hardware = lab.gpusim("/hardware")
     hardware[node] = s.gpus(node, "NVIDIA A30", 1, 24576)
-    urllib.request.urlopen(urllib.request.Request(
-        lab.gpusim_url + "/hardware", data=json.dumps(hardware).encode(), method="PUT",
-        headers={"Content-Type": "application/json"}), timeout=10).read()
+    urllib.request.urlopen(
+        urllib.request.Request(
+            lab.gpusim_url + "/hardware",
+            data=json.dumps(hardware).encode(),
+            method="PUT",
+            headers={"Content-Type": "application/json"},
+        ),
+        timeout=10,
+    ).read()
     try:
         lab.gpusim_syncs(3)
         (problem,) = findings(lab, "plugin-missing", node)
         assert "brick.cloud/dedicated=llm:NoSchedule" in problem.message
         code, params = fix_of(problem)
-        assert code == "T" and params == {"taint_key": "brick.cloud/dedicated", "taint_value": "llm",
-                                          "taint_effect": "NoSchedule"}
+        assert code == "T" and params == {
+            "taint_key": "brick.cloud/dedicated",
+            "taint_value": "llm",
+            "taint_effect": "NoSchedule",
+        }
         before = manifest_mod.current().version
         fix = run(lab, code, node, {**params, "drift_acknowledged": True})
         assert fix.status == "succeeded", fix.message
         assert manifest_mod.current().version == before + 1 and manifest_mod.current().run_id == fix.pk
         for name in ("nvidia-device-plugin-default", "nvidia-device-plugin-timeslicing"):
             tolerations = lab.admin.get_daemonset("brick-nvidia", name)["spec"]["template"]["spec"]["tolerations"]
-            assert {"key": "brick.cloud/dedicated", "operator": "Equal", "value": "llm",
-                    "effect": "NoSchedule"} in tolerations
+            assert {
+                "key": "brick.cloud/dedicated",
+                "operator": "Equal",
+                "value": "llm",
+                "effect": "NoSchedule",
+            } in tolerations
         wait_until(lambda: lab.nvidia(node) == {GPU: "1"}, 60, "the plugin's nvidia.com/gpu on the tainted node")
         assert findings(lab, "plugin-missing", node) == []
         nothing_left(lab, code, node, params)
@@ -324,8 +369,11 @@ def test_a_fix_recreates_a_missing_workspace_namespace_and_quotas_on_the_lab(on_
         before = quotas()
         assert before
         lab.admin.delete("v1", "Namespace", name)  # by hand: its quotas go with it
-        wait_until(lambda: all(n["metadata"]["name"] != name for n in lab.admin.list_namespaces()), 120,
-                   f"namespace {name} gone")
+        wait_until(
+            lambda: all(n["metadata"]["name"] != name for n in lab.admin.list_namespaces()),
+            120,
+            f"namespace {name} gone",
+        )
         fix = run(lab, "W", "", {"workspace": name})
         assert fix.status == "succeeded", fix.message
         ns = next(n for n in lab.admin.list_namespaces() if n["metadata"]["name"] == name)

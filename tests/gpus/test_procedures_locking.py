@@ -1,17 +1,17 @@
 """Procedure C against node conversions (A/B/D): the conflict check and the insert are one
 step under one lock, so they never run side by side; and a refused checklist confirmation
 leaves no trace."""
+
 import threading
 
 import pytest
-
-from tests.conftest import require_service
 from django.db import connection
 from django.urls import reverse
 
 from gpus.models import ProcedureRun, StepRun
 from gpus.procedures import engine, service
 from gpus.tasks import execute_run
+from tests.conftest import require_service
 
 pytestmark = pytest.mark.usefixtures("fast_engine")
 
@@ -41,8 +41,9 @@ def test_c_pending_refuses_node_wizard_with_link_to_c(twin, admin_client):
 
 
 @pytest.mark.parametrize("first,second", [(("C", ""), ("B", "dev-a1-ws02")), (("B", "dev-a1-ws02"), ("C", ""))])
-def test_c_and_node_run_started_at_the_same_time_make_one_active_run(transactional_db, load_scenario, monkeypatch,
-                                                                     first, second):
+def test_c_and_node_run_started_at_the_same_time_make_one_active_run(
+    transactional_db, load_scenario, monkeypatch, first, second
+):
     """Both starts pass their conflict check before either inserts (the race the lock closes)."""
     if connection.vendor == "sqlite" and "memory" in str(connection.settings_dict["NAME"]):
         require_service(False, "a file database shared by threads")  # never in-memory in CI (PostgreSQL)

@@ -1,13 +1,14 @@
 """The managed device-plugin manifest: validation rules, replicas edit, drift, apply with
 a DaemonSet selector change (delete + re-create), versions."""
+
 import copy
 
 import pytest
 import yaml
 
+from brickadmin.cluster.snapshot import take_snapshot
 from gpus import health, manifest
 from gpus import ledger as ledger_mod
-from brickadmin.cluster.snapshot import take_snapshot
 
 FILE = manifest.MANIFEST_FILE.read_text()
 
@@ -49,6 +50,7 @@ def test_rename_by_default_under_flags_is_refused():
     def move(c):
         c["sharing"]["timeSlicing"].pop("renameByDefault")
         c["flags"]["renameByDefault"] = True
+
     errors = manifest.validate(set_ts_config(docs(), move)).errors
     assert any("under flags" in e for e in errors) and any("must be true" in e for e in errors)
 
@@ -111,18 +113,27 @@ def test_health_finds_each_troubleshooting_case(demo):
     assert ("label-typo", "gpu-h100-05") in found
     assert ("plugin-missing", "gpu-a100-02") in found  # tainted, no toleration
     assert ("replicas-not-reflected", "gpu-a30-04") in found
-    demo.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "workspace-quota",
-                "namespace": "ws-notebooks"}, "spec": {"hard": {"requests.nvidia.com/gpu.shared": "500"}}})
+    demo.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "workspace-quota", "namespace": "ws-notebooks"},
+            "spec": {"hard": {"requests.nvidia.com/gpu.shared": "500"}},
+        }
+    )
     led = ledger_mod.compute(take_snapshot(demo))
     assert ("quota-over-total", "nvidia.com/gpu.shared") in {
-        (p.kind, p.subject) for p in health.problems(health.HealthInputs(led))}
+        (p.kind, p.subject) for p in health.problems(health.HealthInputs(led))
+    }
 
 
 # --- configs NVIDIA's device plugin refuses at start -------------------------------------
 
+
 def ts_resource(**fields):
     def mutate(c):
         c["sharing"]["timeSlicing"]["resources"][0].update(fields)
+
     return mutate
 
 
@@ -131,8 +142,10 @@ REFUSED = [
     (ts_resource(devices=-2), "devices set as '-2' but a count of devices must be > 0"),
     (ts_resource(devices=[-1]), "unsupported type for device in devices list: , string"),
     (ts_resource(devices=["GPU-UUID"]), "unsupported type for device in devices list: GPU-UUID, string"),
-    (ts_resource(devices=["MIG-GPU-4cf8db2d-06c0-7d70-1a51-e59b25b2c16c"]),
-     "unsupported type for device in devices list: MIG-GPU-4cf8db2d-06c0-7d70-1a51-e59b25b2c16c, string"),
+    (
+        ts_resource(devices=["MIG-GPU-4cf8db2d-06c0-7d70-1a51-e59b25b2c16c"]),
+        "unsupported type for device in devices list: MIG-GPU-4cf8db2d-06c0-7d70-1a51-e59b25b2c16c, string",
+    ),
     (ts_resource(rename="GPU Shared"), "incorrect format for resource name 'nvidia.com/GPU Shared'"),
     (lambda c: c["flags"].update(migStrategy="bogus"), "unknown MIG strategy: bogus"),
     (lambda c: c.update(version="v2"), "unknown version: v2"),
@@ -151,7 +164,8 @@ def test_the_default_configmap_is_checked_too():
     ds(d, "nvidia-device-plugin-config-default")["data"]["config.yaml"] = "version: v1\nflags:\n  migStrategy: all\n"
     errors = manifest.validate(d).errors
     assert next(e for e in errors if "unknown MIG strategy: all" in e).startswith(
-        "ConfigMap nvidia-device-plugin-config-default, config.yaml: flags.migStrategy: ")
+        "ConfigMap nvidia-device-plugin-config-default, config.yaml: flags.migStrategy: "
+    )
     del ds(d, "nvidia-device-plugin-config-default")["data"]["config.yaml"]
     assert any("nvidia-device-plugin-config-default has no config.yaml" in e for e in manifest.validate(d).errors)
 
@@ -184,7 +198,8 @@ def test_a_refused_config_restarted_into_leaves_time_slicing_nodes_advertising_n
 
     status = twin.get_node(node)["status"]
     assert {k: v for k, v in status["allocatable"].items() if k.startswith("nvidia.com/")} == {
-        k: "0" for k in status["capacity"] if k.startswith("nvidia.com/")}
+        k: "0" for k in status["capacity"] if k.startswith("nvidia.com/")
+    }
     [pod] = twin.list_pods(namespace="brick-nvidia", field_selector=f"spec.nodeName={node}")
     assert pod["status"]["phase"] == "Running"
     assert pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "CrashLoopBackOff"
@@ -195,8 +210,11 @@ def test_a_refused_config_restarted_into_leaves_time_slicing_nodes_advertising_n
     snapshot = take_snapshot(twin)
     led = ledger_mod.compute(snapshot)
     assert led.node(node).plugin_state == "crashlooping" and led.node(node) in led.plugin_down_nodes
-    problems = [p for p in health.problems(health.HealthInputs(led, snapshot=snapshot))
-                if p.kind == "plugin-missing" and p.subject == node]
+    problems = [
+        p
+        for p in health.problems(health.HealthInputs(led, snapshot=snapshot))
+        if p.kind == "plugin-missing" and p.subject == node
+    ]
     assert problems and "CrashLoopBackOff" in problems[0].message
     assert "unsupported type for device in devices list: GPU-UUID, string" in problems[0].message
 
@@ -212,7 +230,8 @@ def test_the_manifest_page_refuses_a_config_the_plugin_refuses_and_says_why(twin
     from django.utils.html import escape
 
     content = manifest.current().content.replace(
-        "          replicas: 2\n", '          replicas: 2\n          devices: ["GPU-UUID"]\n')
+        "          replicas: 2\n", '          replicas: 2\n          devices: ["GPU-UUID"]\n'
+    )
     assert content != manifest.current().content
     r = admin_client.post(reverse("manifest_save"), {"content": content, "note": ""})
     assert r.status_code == 400

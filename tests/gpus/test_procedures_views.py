@@ -1,4 +1,5 @@
 """Wizard pages, run pages, history, audit downloads, manifest and health pages."""
+
 import csv
 import io
 import json
@@ -17,9 +18,15 @@ pytestmark = pytest.mark.usefixtures("fast_engine")
 
 def test_pages_are_for_admins_only(twin, alice_client):
     run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
-    for url in (reverse("procedure_index"), reverse("wizard_pick", args=["A"]), reverse("run_list"),
-                reverse("run_detail", args=[run.pk]), reverse("run_audit_json", args=[run.pk]),
-                reverse("manifest"), reverse("health")):
+    for url in (
+        reverse("procedure_index"),
+        reverse("wizard_pick", args=["A"]),
+        reverse("run_list"),
+        reverse("run_detail", args=[run.pk]),
+        reverse("run_audit_json", args=[run.pk]),
+        reverse("manifest"),
+        reverse("health"),
+    ):
         assert alice_client.get(url).status_code == 403, url
     assert alice_client.post(reverse("run_cancel", args=[run.pk])).status_code == 403
     assert alice_client.post(reverse("wizard_start", args=["A"]), {"node": "dev-a1-ws04"}).status_code == 403
@@ -127,7 +134,8 @@ def test_run_stream_sends_each_row_after_the_last_seen_and_announces_steps(twin,
     said = announced(steps)
     assert "Pre-check started: Pre-check." in said or any(s.startswith("Pre-check started") for s in said)
     assert "Step 2 of 9 started: Drain dev-a1-ws04." in said or any(
-        s.startswith("Step 2 of 9 started: Drain") for s in said)
+        s.startswith("Step 2 of 9 started: Drain") for s in said
+    )
     assert any(s.startswith("Step 9 of 9 done") for s in said)
     assert said[-1].startswith("Run succeeded.")
     last = steps[-1]["data"]
@@ -169,14 +177,19 @@ def test_success_says_what_next_and_a_restored_run_offers_no_resume(twin, admin_
     execute_run(a.pk)
     page = admin_client.get(reverse("run_detail", args=[a.pk])).content.decode()
     assert "What next" in page and f'href="{reverse("node_detail", args=["dev-a1-ws04"])}"' in page
-    assert f'{reverse("wizard_pick", args=["B"])}?node=dev-a1-ws04' in page  # undo: convert it back
+    assert f"{reverse('wizard_pick', args=['B'])}?node=dev-a1-ws04" in page  # undo: convert it back
     assert "All steps done." in page and 'value="10"' in page
-    assert 'about to send: cordon(&quot;dev-a1-ws04&quot;)' in page  # each write-ahead event says what it sent
+    assert "about to send: cordon(&quot;dev-a1-ws04&quot;)" in page  # each write-ahead event says what it sent
 
     stopped = service.start_run("B", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
     service.cancel_run(stopped, actor_name="root")
-    restore = service.start_run("R", "dev-a1-ws04", {"restore_of": stopped.pk, "labels": {}, "uncordon": False},
-                                actor_name="root", dispatch=False)
+    restore = service.start_run(
+        "R",
+        "dev-a1-ws04",
+        {"restore_of": stopped.pk, "labels": {}, "uncordon": False},
+        actor_name="root",
+        dispatch=False,
+    )
     page = admin_client.get(reverse("run_detail", args=[stopped.pk])).content.decode()
     assert reverse("run_resume", args=[stopped.pk]) not in page
     assert f"Restored by run #{restore.pk}" in page
@@ -185,8 +198,8 @@ def test_success_says_what_next_and_a_restored_run_offers_no_resume(twin, admin_
     assert stopped.status == "cancelled"
     restore_page = admin_client.get(reverse("run_detail", args=[restore.pk])).content.decode()
     # its parameters as people read them, not a Python dict
-    header = restore_page[restore_page.index("parameters: <code>"):]
-    header = header[:header.index("</code>")]
+    header = restore_page[restore_page.index("parameters: <code>") :]
+    header = header[: header.index("</code>")]
     assert f"restore_of: {stopped.pk}" in header and "labels: -" in header and "uncordon: no" in header
     assert "{" not in header and "False" not in header
 
@@ -212,9 +225,9 @@ def test_history_filters_and_node_link(twin, admin_client):
     a = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
     execute_run(a.pk)
     page = admin_client.get(reverse("run_list"), {"node": "dev-a1-ws04"}).content.decode()
-    assert f'>#{a.pk}<' in page and f'>#{b.pk}<' not in page
+    assert f">#{a.pk}<" in page and f">#{b.pk}<" not in page
     page = admin_client.get(reverse("run_list"), {"status": "failed"}).content.decode()
-    assert f'>#{b.pk}<' in page and f'>#{a.pk}<' not in page
+    assert f">#{b.pk}<" in page and f">#{a.pk}<" not in page
     partial = admin_client.get(reverse("run_list"), {"procedure": "A"}, HTTP_HX_REQUEST="true").content.decode()
     assert partial.strip().startswith('<div id="run-table">') and "<html" not in partial
     node_page = admin_client.get(reverse("node_detail", args=["dev-a1-ws02"])).content.decode()
@@ -321,14 +334,21 @@ def test_audit_csv_cells_cannot_start_a_formula(twin, admin_client):
     service.cancel_run(run, actor_name="@SUM(1)")
     service.resume_run(run, actor_name="+1", dispatch=False)
     service.cancel_run(run, actor_name="-2")
-    engine.record(run.pk, step_key=engine.RUN_EVENT, title="\tx", state="failed", output="=HYPERLINK(\"x\")",
-                  error="\r=1", kubectl="@x")
+    engine.record(
+        run.pk,
+        step_key=engine.RUN_EVENT,
+        title="\tx",
+        state="failed",
+        output='=HYPERLINK("x")',
+        error="\r=1",
+        kubectl="@x",
+    )
     rows = list(csv.reader(io.StringIO(admin_client.get(reverse("run_audit_csv", args=[run.pk])).content.decode())))
     cells = [c for row in rows for c in row]
     assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")]
     assert rows[1][3] == "'=cmd()"
     assert "'Cancelled by @SUM(1) before it started." not in cells  # only a leading character is escaped
-    for escaped in ("'\tx", "'=HYPERLINK(\"x\")", "'\r=1", "'@x"):
+    for escaped in ("'\tx", '\'=HYPERLINK("x")', "'\r=1", "'@x"):
         assert escaped in cells, escaped
 
 

@@ -1,14 +1,14 @@
 """The engine with a real Celery worker (Redis broker, file database shared with the test),
 killed with SIGKILL in the middle of a step; and ten simultaneous starts on one node."""
+
 import threading
 
 import pytest
-
-from tests.conftest import require_service
 from django.db import connection
 
 from gpus.models import ProcedureRun, StepRun
 from gpus.procedures import engine, service
+from tests.conftest import require_service
 
 from .conftest import wait_for
 
@@ -19,7 +19,8 @@ def node_label(gw, node):
 
 @pytest.mark.worker
 def test_worker_killed_mid_step_is_taken_over_automatically_and_nothing_applied_twice(
-        transactional_db, load_scenario, worker_factory, settings):
+    transactional_db, load_scenario, worker_factory, settings
+):
     twin = load_scenario("seed-example")
     first = worker_factory(BRICK_PROCEDURE_STEP_PAUSE=1.0, BRICK_RUN_HEARTBEAT_STALE_SECONDS=2)
     run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root")  # enqueued on commit
@@ -40,8 +41,11 @@ def test_worker_killed_mid_step_is_taken_over_automatically_and_nothing_applied_
     # No person resumes it: the reaper takes it over and the new worker continues.
     wait_for(lambda: reap_stale_runs() == [run.pk], timeout=30, interval=0.5, what="the reaper")
     assert run.steps.filter(step_key=engine.RUN_EVENT, title="Resumed automatically").count() == 1
-    wait_for(lambda: ProcedureRun.objects.get(pk=run.pk).status in ("succeeded", "failed"), timeout=60,
-             what="the resumed run to finish")
+    wait_for(
+        lambda: ProcedureRun.objects.get(pk=run.pk).status in ("succeeded", "failed"),
+        timeout=60,
+        what="the resumed run to finish",
+    )
     run.refresh_from_db()
     assert run.status == "succeeded", run.message
 
@@ -55,8 +59,9 @@ def test_worker_killed_mid_step_is_taken_over_automatically_and_nothing_applied_
     # and the label step, interrupted after sending, found its work done on resume.
     for key in {s.step_key for s in run.steps.all()} - {engine.RUN_EVENT}:
         assert run.steps.filter(step_key=key, sent__isnull=False).count() <= 1, key
-    label_events = list(run.steps.filter(step_key="label", intent__isnull=True).order_by("seq")
-                        .values_list("state", "attempt"))
+    label_events = list(
+        run.steps.filter(step_key="label", intent__isnull=True).order_by("seq").values_list("state", "attempt")
+    )
     assert label_events == [("pending", 0), ("running", 1), ("failed", 1), ("running", 1), ("succeeded", 1)]
     final = run.steps.filter(step_key="label", state="succeeded").get()
     assert final.sent is None and "already" in final.output

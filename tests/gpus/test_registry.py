@@ -1,6 +1,7 @@
 """A procedure is data end to end: one registered in this test process only is offered on
 the pick page, planned on the plan page, run by the engine and listed by the terminal,
 without any other file knowing about it."""
+
 import re
 from pathlib import Path
 
@@ -44,8 +45,7 @@ class ProcedureZ(ProcedureDef):
     label = "Z. Paint a node"
     description = "A throw-away procedure that labels a node."
     action_label = "Paint (Z)"
-    params = (Param("colour", lambda: forms.ChoiceField(choices=[("blue", "blue"), ("red", "red")],
-                                                        label="Colour")),)
+    params = (Param("colour", lambda: forms.ChoiceField(choices=[("blue", "blue"), ("red", "red")], label="Colour")),)
 
     def steps(self, params):
         return [PaintLabel(params.get("colour", "blue"))]
@@ -109,17 +109,27 @@ def test_node_page_offers_what_each_procedure_says(twin, procedure_z, admin_clie
 
 
 REPO = Path(__file__).resolve().parents[2]
-LETTER_CHECK = re.compile(r"""(==|!=)\s*["'][A-Z]["']|["'][A-Z]["']\s*(==|!=)|\bin\s*\(\s*["'][A-Z]["']\s*,"""
-                          r"""|url\s+["']wizard_pick["']\s+["'][A-Z]["']""")
+LETTER_CHECK = re.compile(
+    r"""(==|!=)\s*["'][A-Z]["']|["'][A-Z]["']\s*(==|!=)|\bin\s*\(\s*["'][A-Z]["']\s*,"""
+    r"""|url\s+["']wizard_pick["']\s+["'][A-Z]["']"""
+)
 
 
 def test_no_module_outside_the_procedures_compares_a_procedure_letter():
     """The benchmarks too: they name the procedures they run (a loop over codes is not a
     check), and ask the definitions what a run ends with."""
-    places = [p for d in ("brickadmin", "gpus", "workspaces", "templates", "bench") for p in (REPO / d).rglob("*")
-              if p.suffix in (".py", ".html") and "procedures" not in p.relative_to(REPO).parts[:2]
-              and "migrations" not in p.parts]
-    found = [f"{p.relative_to(REPO)}:{i}: {line.strip()}" for p in places
-             for i, line in enumerate(p.read_text().splitlines(), 1)
-             if LETTER_CHECK.search(line) and not line.lstrip().startswith("for ")]
+    places = [
+        p
+        for d in ("brickadmin", "gpus", "workspaces", "templates", "bench")
+        for p in (REPO / d).rglob("*")
+        if p.suffix in (".py", ".html")
+        and "procedures" not in p.relative_to(REPO).parts[:2]
+        and "migrations" not in p.parts
+    ]
+    found = [
+        f"{p.relative_to(REPO)}:{i}: {line.strip()}"
+        for p in places
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if LETTER_CHECK.search(line) and not line.lstrip().startswith("for ")
+    ]
     assert not found, "\n".join(found)

@@ -2,6 +2,7 @@
 worker: what the run page's live region announces (across reconnections of its stream), that
 the focus stays where the admin put it while the page streams, and that "what next" is reached
 with the keyboard."""
+
 import re
 
 import pytest
@@ -36,9 +37,9 @@ def tab_to(page, selector, *, backwards=False, limit=80):
 
 @pytest.mark.browser
 @pytest.mark.worker
-def test_a_whole_run_with_the_keyboard_only_is_announced_step_by_step(browser, live_server, transactional_db,
-                                                                        load_scenario, admin_user, worker_factory,
-                                                                        settings):
+def test_a_whole_run_with_the_keyboard_only_is_announced_step_by_step(
+    browser, live_server, transactional_db, load_scenario, admin_user, worker_factory, settings
+):
     # Each stream ends after 2 s: the browser reconnects several times during the run, and
     # resumes after the last event it saw (Last-Event-ID), so nothing is said twice or missed.
     settings.BRICK_RUN_STREAM_SECONDS = 2
@@ -70,8 +71,11 @@ def test_a_whole_run_with_the_keyboard_only_is_announced_step_by_step(browser, l
 
     said = page.locator("#run-announcements p").all_inner_texts()
     print("\nannounced:\n  " + "\n  ".join(said))
-    titles = {2: "Drain dev-a1-ws04", 3: "Label dev-a1-ws04 brick.cloud/gpu.sharing=timeslicing",
-              8: "Uncordon dev-a1-ws04"}
+    titles = {
+        2: "Drain dev-a1-ws04",
+        3: "Label dev-a1-ws04 brick.cloud/gpu.sharing=timeslicing",
+        8: "Uncordon dev-a1-ws04",
+    }
     for n in range(2, 10):  # from the drain on, every step's start then its end, in order
         started = next(i for i, s in enumerate(said) if s.startswith(f"Step {n} of 9 started: "))
         done = next(i for i, s in enumerate(said) if s.startswith(f"Step {n} of 9 done: "))

@@ -1,6 +1,7 @@
 """Time on the run page: every step has one number, its place in the plan;
 the run and each step say how long they took; times are shown in the zone the person chose
 on their settings page (else the server's) and name it."""
+
 import re
 import zoneinfo
 

@@ -1,6 +1,7 @@
 """On the gpus side: the plan lists every pod the drain will evict and
 GPU evictions need an acknowledgement naming their count; Cancel and Apply ask once;
 "Restore the node" undoes what a stopped run left, as an audited run of its own."""
+
 import re
 
 import pytest
@@ -23,19 +24,29 @@ def pod(name, namespace, node=NODE, gpu=0, owner_kind=""):
     resources = {"limits": {"nvidia.com/gpu": str(gpu)}, "requests": {"nvidia.com/gpu": str(gpu)}} if gpu else {}
     meta = {"name": name, "namespace": namespace}
     if owner_kind:
-        meta["ownerReferences"] = [{"kind": owner_kind, "name": "x", "controller": True, "apiVersion": "apps/v1",
-                                    "uid": "u"}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "busybox", "resources": resources}]},
-            "status": {"phase": "Running"}}
+        meta["ownerReferences"] = [
+            {"kind": owner_kind, "name": "x", "controller": True, "apiVersion": "apps/v1", "uid": "u"}
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"nodeName": node, "containers": [{"name": "main", "image": "busybox", "resources": resources}]},
+        "status": {"phase": "Running"},
+    }
 
 
 @pytest.fixture
 def busy(twin):
     """Dev-a1-ws04 with two GPU pods of alice's and bob's Workspaces, a CPU pod and a DaemonSet pod."""
     for ns, owner in (("ws-alice", "alice"), ("ws-bob", "bob")):
-        twin.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {
-            "name": ns, "labels": {"brick.cloud/workspace": "true", "brick.cloud/owner": owner}}})
+        twin.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": ns, "labels": {"brick.cloud/workspace": "true", "brick.cloud/owner": owner}},
+            }
+        )
     twin.apply(pod("train-0", "ws-alice", gpu=1))
     twin.apply(pod("notebook", "ws-bob", gpu=1))
     twin.apply(pod("cpu-only", "ws-bob"))
@@ -81,8 +92,10 @@ def test_run_cannot_start_without_the_acknowledgement_naming_the_count(busy, adm
     execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == "succeeded", run.message
-    left = {p["metadata"]["namespace"] + "/" + p["metadata"]["name"]
-            for p in busy.list_pods(field_selector=f"spec.nodeName={NODE}")}
+    left = {
+        p["metadata"]["namespace"] + "/" + p["metadata"]["name"]
+        for p in busy.list_pods(field_selector=f"spec.nodeName={NODE}")
+    }
     assert not left & {"ws-alice/train-0", "ws-bob/notebook", "ws-bob/cpu-only"}  # evicted, as listed
     assert "kube-system/agent" in left
 
@@ -103,8 +116,18 @@ def test_terminal_plan_lists_the_pods_and_the_flag_acknowledges_the_count(busy, 
     out = capsys.readouterr().out
     assert "- ws-alice/train-0 · Workspace ws-alice · owner alice · GPU nvidia.com/gpu 1" in out
     assert "I understand 2 GPU pods will be evicted. (--acknowledge-evictions 2)" in out
-    call_command("procedure", "run", "A", "--node", NODE, "--acknowledge-evictions", "2", "--acknowledge-overcommit",
-                 "1", "--inline")
+    call_command(
+        "procedure",
+        "run",
+        "A",
+        "--node",
+        NODE,
+        "--acknowledge-evictions",
+        "2",
+        "--acknowledge-overcommit",
+        "1",
+        "--inline",
+    )
     assert ProcedureRun.objects.get().status == "succeeded"
 
 
@@ -118,6 +141,7 @@ def test_cancel_and_apply_ask_once_naming_the_object(twin, admin_client):
 
 
 # --- Restore the node ---------------------------------------------------------------
+
 
 @pytest.fixture
 def stopped_after_label(twin, monkeypatch):
@@ -139,8 +163,10 @@ def test_restore_puts_labels_back_and_uncordons_as_an_audited_run(stopped_after_
     run = stopped_after_label
     page = client.get(reverse("run_detail", args=[run.pk])).content.decode()
     assert "Restore the node" in page and reverse("run_resume", args=[run.pk]) in page
-    assert f"data-confirm=\"Restore {NODE}? A new run puts its GPU labels back as they were before run #{run.pk} " \
-           "and uncordons it" in page
+    assert (
+        f'data-confirm="Restore {NODE}? A new run puts its GPU labels back as they were before run #{run.pk} '
+        "and uncordons it" in page
+    )
     token = client.cookies["csrftoken"].value
     assert client.post(reverse("run_restore", args=[run.pk])).status_code == 403  # CSRF kept
     r = client.post(reverse("run_restore", args=[run.pk]), {"csrfmiddlewaretoken": token})
@@ -166,8 +192,9 @@ def test_restore_puts_labels_back_and_uncordons_as_an_audited_run(stopped_after_
     assert "Nothing to restore" in r.content.decode() and ProcedureRun.objects.count() == 2
 
 
-def test_the_run_page_offers_restore_from_the_view_without_an_api_call(stopped_after_label, twin, admin_client,
-                                                                       request):
+def test_the_run_page_offers_restore_from_the_view_without_an_api_call(
+    stopped_after_label, twin, admin_client, request
+):
     """The run's page only offers: it reads the node from the cluster view, so the offer is
     there on a real cluster whose API server does not answer (starting the restore reads live)."""
     from django.utils import timezone
@@ -189,8 +216,9 @@ def test_restore_keeps_a_node_cordoned_that_was_cordoned_before(twin, monkeypatc
     run = service.start_run("A", NODE, {}, actor_name="root", dispatch=False)
     execute_run(run.pk)
     monkeypatch.undo()
-    restore = service.start_restore(ProcedureRun.objects.get(pk=run.pk), TwinGateway(), actor_name="root",
-                                    dispatch=False)
+    restore = service.start_restore(
+        ProcedureRun.objects.get(pk=run.pk), TwinGateway(), actor_name="root", dispatch=False
+    )
     assert restore.params["uncordon"] is False
     execute_run(restore.pk)
     node = twin.get_node(NODE)

@@ -1,5 +1,6 @@
 """In Debian's Chromium: the blast radius on the plan page and its
 acknowledgement, Cancel asking once, and "Restore the node" after a stopped run."""
+
 import pytest
 
 from gpus.models import ProcedureRun
@@ -21,11 +22,15 @@ def answer(page, accept: bool, seen: list):
     page.once("dialog", handle)
 
 
-def test_plan_lists_pods_and_the_run_needs_the_counted_acknowledgement(browser, live_server, load_scenario,
-                                                                       admin_user):
+def test_plan_lists_pods_and_the_run_needs_the_counted_acknowledgement(browser, live_server, load_scenario, admin_user):
     twin = load_scenario("seed-example")
-    twin.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {
-        "name": "ws-alice", "labels": {"brick.cloud/workspace": "true", "brick.cloud/owner": "alice"}}})
+    twin.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "ws-alice", "labels": {"brick.cloud/workspace": "true", "brick.cloud/owner": "alice"}},
+        }
+    )
     for name in ("train-0", "train-1", "train-2"):
         twin.apply(pod(name, "ws-alice", gpu=1))
     page = browser_login(browser, live_server, "root", "pw-root-123")
@@ -86,8 +91,10 @@ def test_restore_the_node_beside_resume(browser, live_server, load_scenario, adm
     actions.locator("[data-testid=restore-node]").click()
     page.wait_for_timeout(300)
     assert ProcedureRun.objects.count() == 1
-    assert seen == [f"Restore {NODE}? A new run puts its GPU labels back as they were before run #{run.pk} and "
-                    "uncordons it, so pods can be scheduled there again."]
+    assert seen == [
+        f"Restore {NODE}? A new run puts its GPU labels back as they were before run #{run.pk} and "
+        "uncordons it, so pods can be scheduled there again."
+    ]
     answer(page, True, seen)
     actions.locator("[data-testid=restore-node]").click()
     page.wait_for_url(lambda url: url != f"{live_server.url}/runs/{run.pk}/")

@@ -1,12 +1,20 @@
 """Run and step states carry their badge colour; the old map's colours are unchanged."""
+
 import pytest
 
 from brickadmin.choices import TaggedChoices
 from gpus.models import ProcedureRun, RunStatus, StepRun, StepState
 
 # The colours the templates showed before the states carried them.
-EXPECTED = {"pending": "", "running": "warn", "succeeded": "ok", "failed": "bad", "cancelled": "warn",
-            "interrupted": "bad", "skipped": ""}
+EXPECTED = {
+    "pending": "",
+    "running": "warn",
+    "succeeded": "ok",
+    "failed": "bad",
+    "cancelled": "warn",
+    "interrupted": "bad",
+    "skipped": "",
+}
 
 
 @pytest.mark.parametrize("choices", [RunStatus, StepState])
@@ -29,6 +37,7 @@ def test_models_read_the_tag_from_the_choice():
 
 def test_an_unknown_colour_is_refused():
     with pytest.raises(ValueError):
+
         class Bad(TaggedChoices):
             X = "x", "purple", "X"
 
@@ -42,9 +51,14 @@ def test_the_run_list_marks_rows_by_the_states_colour():
 
     from gpus.views.runs import RUN_TABLE
 
-    runs = [ProcedureRun(pk=i, procedure="C", node="", status=s, actor_name="root")
-            for i, s in enumerate(RunStatus.values, 1)]
-    html = render_to_string("gpus/runs/_rows.html", {"runs": runs, "table": RUN_TABLE.unsorted()},
-                            request=RequestFactory().get("/procedures/"))
+    runs = [
+        ProcedureRun(pk=i, procedure="C", node="", status=s, actor_name="root")
+        for i, s in enumerate(RunStatus.values, 1)
+    ]
+    html = render_to_string(
+        "gpus/runs/_rows.html",
+        {"runs": runs, "table": RUN_TABLE.unsorted()},
+        request=RequestFactory().get("/procedures/"),
+    )
     warned = re.findall(r'<tr class="row-warn">\s*<td[^>]*><a href="[^"]*">#(\d+)</a>', html)
     assert [RunStatus.values[int(n) - 1] for n in warned] == ["failed", "interrupted"]

@@ -4,6 +4,7 @@ gpus/pictures.py, through the lazily loaded chart fragment.
 Against a real Prometheus (Debian's): two hours of the lab's simulated DCGM exporter
 (lab/gpusim.py, whose utilisation moves per pod over time) are backfilled with promtool,
 as they would have been scraped, so an hour's range query has a full hour of points."""
+
 import importlib.util
 import shutil
 import socket
@@ -36,9 +37,11 @@ def load_gpusim():
 
 
 def _pod(ns, name, node, resource, created):
-    return {"metadata": {"name": name, "namespace": ns, "uid": name, "creationTimestamp": created},
-            "spec": {"nodeName": node, "containers": [{"name": "main", "resources": {"limits": {resource: "1"}}}]},
-            "status": {"phase": "Running"}}
+    return {
+        "metadata": {"name": name, "namespace": ns, "uid": name, "creationTimestamp": created},
+        "spec": {"nodeName": node, "containers": [{"name": "main", "resources": {"limits": {resource: "1"}}}]},
+        "status": {"phase": "Running"},
+    }
 
 
 def simulator():
@@ -47,14 +50,18 @@ def simulator():
     gpusim = load_gpusim()
     sim = gpusim.Simulator(api=None, hardware_path=Path("/nonexistent"), state_path=None, interval=1)
     sim.hardware = {
-        "node-ex": [{"uuid": "GPU-ex-0", "model": "NVIDIA A100", "memoryMiB": 40960},
-                    {"uuid": "GPU-ex-1", "model": "NVIDIA A100", "memoryMiB": 40960}],
+        "node-ex": [
+            {"uuid": "GPU-ex-0", "model": "NVIDIA A100", "memoryMiB": 40960},
+            {"uuid": "GPU-ex-1", "model": "NVIDIA A100", "memoryMiB": 40960},
+        ],
         "node-ts": [{"uuid": "GPU-ts-0", "model": "NVIDIA A30", "memoryMiB": 24576}],
     }
     sim.advertised = {"node-ex": {"nvidia.com/gpu": 2}, "node-ts": {"nvidia.com/gpu.shared": 2}}
-    sim.pods = [_pod("ws-train", "trainer", "node-ex", "nvidia.com/gpu", "2026-01-01T00:00:00Z"),
-                _pod("ws-nb", "nb-1", "node-ts", "nvidia.com/gpu.shared", "2026-01-01T00:00:01Z"),
-                _pod("ws-nb", "nb-2", "node-ts", "nvidia.com/gpu.shared", "2026-01-01T00:00:02Z")]
+    sim.pods = [
+        _pod("ws-train", "trainer", "node-ex", "nvidia.com/gpu", "2026-01-01T00:00:00Z"),
+        _pod("ws-nb", "nb-1", "node-ts", "nvidia.com/gpu.shared", "2026-01-01T00:00:01Z"),
+        _pod("ws-nb", "nb-2", "node-ts", "nvidia.com/gpu.shared", "2026-01-01T00:00:02Z"),
+    ]
     return sim
 
 
@@ -72,8 +79,16 @@ def openmetrics(sim, start, end, step):
     def by_series(lines):  # OpenMetrics wants each series' samples together, in time order
         return sorted(lines, key=lambda s: (s.rsplit(" ", 2)[0], int(s.rsplit(" ", 1)[1])))
 
-    return "\n".join(["# TYPE DCGM_FI_DEV_GPU_UTIL gauge", *by_series(util),
-                      "# TYPE kube_node_labels gauge", *by_series(labels), "# EOF", ""])
+    return "\n".join(
+        [
+            "# TYPE DCGM_FI_DEV_GPU_UTIL gauge",
+            *by_series(util),
+            "# TYPE kube_node_labels gauge",
+            *by_series(labels),
+            "# EOF",
+            "",
+        ]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -84,13 +99,24 @@ def prometheus(tmp_path_factory):
     # up to now, not only to NOW (import time): the chart page asks for the hour before the
     # request, which in a long run comes many minutes after this module was collected
     (tmp / "data.om").write_text(openmetrics(simulator(), NOW - 2 * 3600, max(NOW, time.time()), 30))
-    subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(tmp / "data.om"), str(tmp / "data")],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(tmp / "data.om"), str(tmp / "data")],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     port = free_port()
     (tmp / "prometheus.yml").write_text("global: {scrape_interval: 15s}\nscrape_configs: []\n")
-    proc = subprocess.Popen([binary, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={tmp / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     from prometheus_api_client import PrometheusConnect
 
@@ -123,8 +149,9 @@ def test_the_simulated_exporter_moves_per_pod_over_time():
     sim = simulator()
 
     def util(t, pod):
-        line = next(x for x in sim.metrics(now=t).splitlines()
-                    if x.startswith("DCGM_FI_DEV_GPU_UTIL{") and f'pod="{pod}"' in x)
+        line = next(
+            x for x in sim.metrics(now=t).splitlines() if x.startswith("DCGM_FI_DEV_GPU_UTIL{") and f'pod="{pod}"' in x
+        )
         return float(line.rsplit(" ", 1)[1])
 
     trainer = [util(NOW - k * 600, "trainer") for k in range(12)]
@@ -132,7 +159,9 @@ def test_the_simulated_exporter_moves_per_pod_over_time():
     assert util(NOW, "trainer") == util(NOW, "trainer")  # deterministic
     # one time-sliced GPU: both pods' series carry the device's figure
     assert util(NOW, "nb-1") == util(NOW, "nb-2")
-    idle = [x for x in sim.metrics(now=NOW).splitlines() if 'UUID="GPU-ex-1"' in x and x.startswith("DCGM_FI_DEV_GPU_UTIL")]
+    idle = [
+        x for x in sim.metrics(now=NOW).splitlines() if 'UUID="GPU-ex-1"' in x and x.startswith("DCGM_FI_DEV_GPU_UTIL")
+    ]
     assert idle and idle[0].endswith(" 0")
 
 
@@ -181,8 +210,16 @@ def test_the_chart_draws_the_points_prometheus_returned(measured, admin_client, 
 
 
 def test_a_workspace_chart_is_for_its_owner_and_admins(measured, client, alice, charlie, admin_user, twin):
-    WorkspaceRequest.objects.create(name="ws-nb", requester=alice, requester_name="alice", gpu=1, cpu=1,
-                                    memory_gib=1, storage_gib=1, status=WorkspaceRequest.Status.APPROVED)
+    WorkspaceRequest.objects.create(
+        name="ws-nb",
+        requester=alice,
+        requester_name="alice",
+        gpu=1,
+        cpu=1,
+        memory_gib=1,
+        storage_gib=1,
+        status=WorkspaceRequest.Status.APPROVED,
+    )
     url = reverse("utilisation_chart", args=["workspace"])
     client.force_login(alice)
     html = client.get(url, {"of": "ws-nb", "range": "hour"}).content.decode()
@@ -238,8 +275,11 @@ def test_the_recorded_series_is_read_first_and_the_dcgm_series_otherwise(setting
 
 def test_the_recording_rules_match_the_queries():
     rules = (REPO / "deploy" / "chart" / "files" / "brickadmin-rules.yaml").read_text()
-    for record in ("brick:gpu_utilisation:avg", "brick:gpu_utilisation:avg_by_type",
-                   "brick:gpu_utilisation:avg_by_mig_profile"):
+    for record in (
+        "brick:gpu_utilisation:avg",
+        "brick:gpu_utilisation:avg_by_type",
+        "brick:gpu_utilisation:avg_by_mig_profile",
+    ):
         assert f"record: {record}\n" in rules
     assert "avg(max by (UUID, GPU_I_ID) (DCGM_FI_DEV_GPU_UTIL))" in rules
     assert metrics.utilisation_query("cluster") == "avg(max by (UUID, GPU_I_ID) (DCGM_FI_DEV_GPU_UTIL))"

@@ -6,6 +6,7 @@ container runtime daemon here, so the smoke test runs the image's unpacked root 
 
 The build is cached (~/.cache/brickadmin-image: the base and buildah's layers), so a run after a
 code change rebuilds only the application's layers."""
+
 import json
 import os
 import shutil
@@ -37,10 +38,14 @@ def image_root():
     assert build.returncode == 0, build.stderr[-3000:]
     tag = build.stdout.strip().splitlines()[-1]
     env = dict(os.environ, CONTAINERS_STORAGE_CONF=str(cache_dir() / "storage.conf"))
-    config = json.loads(subprocess.run(["buildah", "inspect", "--type", "image", tag], env=env,
-                                       capture_output=True, text=True, check=True).stdout)["OCIv1"]["config"]
-    root = subprocess.run([str(ROOT / "bin/image"), "mount"], cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    config = json.loads(
+        subprocess.run(
+            ["buildah", "inspect", "--type", "image", tag], env=env, capture_output=True, text=True, check=True
+        ).stdout
+    )["OCIv1"]["config"]
+    root = subprocess.run(
+        [str(ROOT / "bin/image"), "mount"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
     yield Path(root), config, build.stderr
     subprocess.run([str(ROOT / "bin/image"), "unmount"], cwd=ROOT, check=False)
 
@@ -71,7 +76,7 @@ mount --bind "{root}" "$ro" && mount -o remount,bind,ro "$ro"
 mount -t proc proc "$ro/proc"
 mount --rbind /dev "$ro/dev" && mount -t tmpfs -o mode=1777 tmpfs "$ro/dev/shm"
 mount -t tmpfs -o uid={UID},gid={UID},mode=0750 tmpfs "$ro/{var_dir}"
-cd "$ro" && exec chroot --userspec={user} "$ro" env -i {' '.join(f"{k}='{v}'" for k, v in env.items())} \
+cd "$ro" && exec chroot --userspec={user} "$ro" env -i {" ".join(f"{k}='{v}'" for k, v in env.items())} \
   sh -c 'cd {config.get("WorkingDir", "/")} && exec "$@"' sh "$@"
 """
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *command]
@@ -88,8 +93,12 @@ def get(url, host="brickadmin.example.internal"):
 
 def test_the_image_has_no_compiler_no_test_tools_and_the_static_files(image_root):
     root, config, _ = image_root
-    compilers = [p for d in ("usr/bin", "usr/local/bin") for p in (root / d).glob("*")
-                 if p.name in ("cc", "gcc", "c++", "g++", "clang", "make") or p.name.startswith(("gcc-", "x86_64-linux-gnu-gcc"))]
+    compilers = [
+        p
+        for d in ("usr/bin", "usr/local/bin")
+        for p in (root / d).glob("*")
+        if p.name in ("cc", "gcc", "c++", "g++", "clang", "make") or p.name.startswith(("gcc-", "x86_64-linux-gnu-gcc"))
+    ]
     assert compilers == []
     site = next((root / "opt/venv/lib").glob("python3.11/site-packages"))
     for absent in ("pytest", "playwright", "hypothesis", "pip"):
@@ -104,11 +113,13 @@ def test_the_image_has_no_compiler_no_test_tools_and_the_static_files(image_root
 def test_the_image_serves_healthz_and_the_login_page_read_only_as_its_user(image_root):
     root, config, build_log = image_root
     port = free_port()
-    env = {"DJANGO_SECRET_KEY": "smoke-test-only-" + "k" * 40,
-           "DJANGO_ALLOWED_HOSTS": "brickadmin.example.internal"}
-    migrate = subprocess.run(as_in_a_pod(root, config, ["sh", "-c",
-                             "python manage.py migrate --noinput -v0 && touch /app/probe"], env),
-                             capture_output=True, text=True, timeout=300)
+    env = {"DJANGO_SECRET_KEY": "smoke-test-only-" + "k" * 40, "DJANGO_ALLOWED_HOSTS": "brickadmin.example.internal"}
+    migrate = subprocess.run(
+        as_in_a_pod(root, config, ["sh", "-c", "python manage.py migrate --noinput -v0 && touch /app/probe"], env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     # migrate wrote the SQLite database in the emptyDir; the root refused the write
     assert "Read-only file system" in migrate.stderr, migrate.stderr[-2000:]
 
@@ -116,9 +127,14 @@ def test_the_image_serves_healthz_and_the_login_page_read_only_as_its_user(image
     command = [a if a != "0.0.0.0:8000" else f"127.0.0.1:{port}" for a in config["Cmd"]]
     assert command != config["Cmd"], "the image's command binds 0.0.0.0:8000"
     # a fresh namespace: the SQLite file of the migrate above is gone, so migrate again first
-    server = subprocess.Popen(as_in_a_pod(root, config, ["sh", "-c",
-                              'python manage.py migrate --noinput -v0 && exec "$@"', "sh", *command], env),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = subprocess.Popen(
+        as_in_a_pod(
+            root, config, ["sh", "-c", 'python manage.py migrate --noinput -v0 && exec "$@"', "sh", *command], env
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -140,8 +156,12 @@ def test_the_image_serves_healthz_and_the_login_page_read_only_as_its_user(image
         status, headers, _ = get(f"http://127.0.0.1:{port}/static/css/{css}")
         assert status == 200 and headers["Content-Type"].startswith("text/css")
 
-        uids = {line.split()[1] for pid in child_pids(server.pid) | {server.pid}
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("Uid:")}
+        uids = {
+            line.split()[1]
+            for pid in child_pids(server.pid) | {server.pid}
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+            if line.startswith("Uid:")
+        }
         assert uids == {str(UID)}, uids
     finally:
         server.terminate()

@@ -4,6 +4,7 @@ The lab is found through BRICK_LAB_KUBECONFIG (lab/up's env file exports it) or 
 default state dir. With CI set, a missing lab is started with lab/up, and if that fails
 the tests FAIL; locally they skip (set BRICK_LAB_AUTOSTART=1 to start the lab instead).
 """
+
 from __future__ import annotations
 
 import base64
@@ -28,7 +29,6 @@ IN_CI = bool(os.environ.get("CI"))
 sys.path.insert(0, str(REPO / "lab"))
 
 
-
 def hold_lab(timeout: float | None = None) -> None:
     """Take the lab for this process until it exits (re-entrant, lab/lablock.py). The lab is
     one cluster per machine: pytest -n workers, other suites and other engineers' runs take
@@ -51,12 +51,14 @@ class Lab:
         if env_file.exists():
             for line in env_file.read_text().splitlines():
                 if line.startswith("export ") and "=" in line:
-                    k, v = line[len("export "):].split("=", 1)
+                    k, v = line[len("export ") :].split("=", 1)
                     env[k] = v
-        self.prometheus_url = os.environ.get("BRICK_LAB_PROMETHEUS_URL", env.get("BRICK_LAB_PROMETHEUS_URL",
-                                                                                 "http://127.0.0.1:19090"))
-        self.gpusim_url = os.environ.get("BRICK_LAB_GPUSIM_URL", env.get("BRICK_LAB_GPUSIM_URL",
-                                                                         "http://127.0.0.1:19400"))
+        self.prometheus_url = os.environ.get(
+            "BRICK_LAB_PROMETHEUS_URL", env.get("BRICK_LAB_PROMETHEUS_URL", "http://127.0.0.1:19090")
+        )
+        self.gpusim_url = os.environ.get(
+            "BRICK_LAB_GPUSIM_URL", env.get("BRICK_LAB_GPUSIM_URL", "http://127.0.0.1:19400")
+        )
         self.kubectl = env.get("BRICK_LAB_KUBECTL", "kubectl")
         self.admin = KubeGateway(kubeconfig)
         self.loaded: str | None = None
@@ -90,8 +92,11 @@ class Lab:
         return {k: v for k, v in (st.get(section) or {}).items() if k.startswith("nvidia.com/")}
 
     def sa_token(self, namespace: str, name: str, seconds: int = 3600) -> str:
-        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                "spec": {"expirationSeconds": seconds}}
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": seconds},
+        }
         out = self.admin._request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", body=body)
         return out["status"]["token"]
 
@@ -143,8 +148,15 @@ def lab():
 
 CHART = REPO / "deploy" / "chart"
 RELEASE = NAMESPACE = "brickadmin"  # the lab's release: helm install brickadmin deploy/chart -n brickadmin
-RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-              "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+RBAC_KINDS = {
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+}
 
 
 def helm() -> str:
@@ -154,8 +166,9 @@ def helm() -> str:
 
     path = Path(os.environ.get("BRICK_LAB_HELM") or lab_cli.bin_dir() / "helm")
     if not os.access(path, os.X_OK) and (IN_CI or os.environ.get("BRICK_LAB_AUTOSTART")):
-        r = subprocess.run(["bash", str(REPO / "lab" / "build.sh"), "helm"], capture_output=True, text=True,
-                           timeout=3600)
+        r = subprocess.run(
+            ["bash", str(REPO / "lab" / "build.sh"), "helm"], capture_output=True, text=True, timeout=3600
+        )
         if r.returncode != 0:
             pytest.fail(f"lab/build.sh helm failed (exit {r.returncode}):\n{r.stderr[-4000:]}")
     if not os.access(path, os.X_OK):
@@ -179,9 +192,14 @@ def render_chart(*values: str, release: str = RELEASE, namespace: str = NAMESPAC
 
 def ensure_release_namespace(lab: Lab, name: str = NAMESPACE) -> None:
     """The release namespace, labelled part-of=brickadmin so a scenario load keeps it."""
-    lab.admin.apply({"apiVersion": "v1", "kind": "Namespace",
-                     "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "brickadmin"}}},
-                    field_manager="lab-tests")
+    lab.admin.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "brickadmin"}},
+        },
+        field_manager="lab-tests",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -195,12 +213,20 @@ def chart_rbac(lab):
     for d in wanted:
         if d["kind"] not in ("Role", "RoleBinding"):  # those: the rbac fixture, every time
             lab.admin.apply(d, field_manager="lab-tests")
-    wait_until(lambda: _exists(lab, f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{sa['metadata']['name']}"), 30,
-               "the ServiceAccount")
+    wait_until(
+        lambda: _exists(lab, f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{sa['metadata']['name']}"),
+        30,
+        "the ServiceAccount",
+    )
     token = lab.sa_token(NAMESPACE, sa["metadata"]["name"], seconds=4 * 3600)
     _wait_for_policies(lab, token)
-    return {"token": token, "docs": docs, "namespace": NAMESPACE,
-            "name": sa["metadata"]["name"], "namespaced": [d for d in wanted if d["kind"] in ("Role", "RoleBinding")]}
+    return {
+        "token": token,
+        "docs": docs,
+        "namespace": NAMESPACE,
+        "name": sa["metadata"]["name"],
+        "namespaced": [d for d in wanted if d["kind"] in ("Role", "RoleBinding")],
+    }
 
 
 def _wait_for_policies(lab: Lab, token: str) -> None:
@@ -221,19 +247,36 @@ def _wait_for_policies(lab: Lab, token: str) -> None:
     def ns(name, labels):
         return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
-    wait_until(lambda: dry_create("/api/v1/namespaces", ns("lab-policy-probe", {V.WORKSPACE_LABEL: "true"})), 30,
-               "the ClusterRole to be in force")
-    wait_until(lambda: not dry_create("/api/v1/namespaces", ns("lab-policy-probe", {})), 30,
-               "the namespace policy to be in force")
-    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "lab-policy-probe"},
-             "spec": {"hard": {"pods": "1"}}}
-    wait_until(lambda: not dry_create("/api/v1/namespaces/kube-system/resourcequotas", quota), 30,
-               "the quota policy to be in force")
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "lab-policy-probe"},
-           "spec": {"template": {"spec": {"restartPolicy": "Never",
-                                          "containers": [{"name": "c", "image": "busybox"}]}}}}
-    wait_until(lambda: not dry_create("/apis/batch/v1/namespaces/kube-system/jobs", job), 30,
-               "the Job policy to be in force")
+    wait_until(
+        lambda: dry_create("/api/v1/namespaces", ns("lab-policy-probe", {V.WORKSPACE_LABEL: "true"})),
+        30,
+        "the ClusterRole to be in force",
+    )
+    wait_until(
+        lambda: not dry_create("/api/v1/namespaces", ns("lab-policy-probe", {})),
+        30,
+        "the namespace policy to be in force",
+    )
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "lab-policy-probe"},
+        "spec": {"hard": {"pods": "1"}},
+    }
+    wait_until(
+        lambda: not dry_create("/api/v1/namespaces/kube-system/resourcequotas", quota),
+        30,
+        "the quota policy to be in force",
+    )
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "lab-policy-probe"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}},
+    }
+    wait_until(
+        lambda: not dry_create("/apis/batch/v1/namespaces/kube-system/jobs", job), 30, "the Job policy to be in force"
+    )
 
 
 @pytest.fixture
@@ -252,13 +295,19 @@ def apply_roles(lab: Lab, chart_rbac: dict) -> dict:
     for d in present:
         if d["kind"] == "Role":
             rule, ns = d["rules"][0], d["metadata"]["namespace"]
-            wait_until(lambda rule=rule, ns=ns: can(lab, chart_rbac["token"], rule["verbs"][0], rule["resources"][0], ns,
-                                   rule["apiGroups"][0]), 30, f"the Role {d['metadata']['name']} to be in force")
+            wait_until(
+                lambda rule=rule, ns=ns: can(
+                    lab, chart_rbac["token"], rule["verbs"][0], rule["resources"][0], ns, rule["apiGroups"][0]
+                ),
+                30,
+                f"the Role {d['metadata']['name']} to be in force",
+            )
     return chart_rbac
 
 
-def can(lab: Lab, token: str, verb: str, resource: str, namespace: str | None = None, group: str = "",
-        subresource: str = "") -> bool:
+def can(
+    lab: Lab, token: str, verb: str, resource: str, namespace: str | None = None, group: str = "", subresource: str = ""
+) -> bool:
     """What the API server's authorizer says for this token (a SelfSubjectAccessReview)."""
     gw = KubeGateway(lab.kubeconfig, token=token)
     attrs = {"verb": verb, "resource": resource, "group": group}
@@ -266,9 +315,15 @@ def can(lab: Lab, token: str, verb: str, resource: str, namespace: str | None = 
         attrs["namespace"] = namespace
     if subresource:
         attrs["subresource"] = subresource
-    out = gw._request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-                      body={"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-                            "spec": {"resourceAttributes": attrs}})
+    out = gw._request(
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        body={
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attrs},
+        },
+    )
     return bool(out["status"].get("allowed"))
 
 
@@ -285,21 +340,33 @@ def token_subject(token: str) -> dict:
     return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
 
 
-
 def make_node(lab: Lab, name: str, labels: dict | None = None, taints: list | None = None) -> dict:
     """A fresh KWOK node (deleted first if a previous run left it)."""
     lab.admin.delete("v1", "Node", name)
     wait_until(lambda: not _exists(lab, f"/api/v1/nodes/{name}"), 30, f"old node {name} to go")
-    body = {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                         "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", **(labels or {})}},
-            "spec": {"taints": taints} if taints else {},
-            "status": {"capacity": {"cpu": "32", "memory": "128Gi", "pods": "110"},
-                       "allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110"}}}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", **(labels or {})},
+        },
+        "spec": {"taints": taints} if taints else {},
+        "status": {
+            "capacity": {"cpu": "32", "memory": "128Gi", "pods": "110"},
+            "allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110"},
+        },
+    }
     lab.admin._request("POST", "/api/v1/nodes", body=body)
-    wait_until(lambda: any(c["type"] == "Ready" and c["status"] == "True"
-                           for c in (lab.admin.get_node(name).get("status") or {}).get("conditions") or []),
-               30, f"node {name} Ready")
+    wait_until(
+        lambda: any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in (lab.admin.get_node(name).get("status") or {}).get("conditions") or []
+        ),
+        30,
+        f"node {name} Ready",
+    )
     return lab.admin.get_node(name)
 
 
@@ -307,27 +374,52 @@ def make_namespace(lab: Lab, name: str, labels: dict | None = None) -> None:
     if _exists(lab, f"/api/v1/namespaces/{name}"):
         lab.admin.delete("v1", "Namespace", name)
         wait_until(lambda: not _exists(lab, f"/api/v1/namespaces/{name}"), 120, f"old namespace {name} to go")
-    lab.admin._request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
-                                                           "metadata": {"name": name, "labels": labels or {}}})
-    wait_until(lambda: _exists(lab, f"/api/v1/namespaces/{name}/serviceaccounts/default"), 30,
-               f"default ServiceAccount in {name}")
+    lab.admin._request(
+        "POST",
+        "/api/v1/namespaces",
+        body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}},
+    )
+    wait_until(
+        lambda: _exists(lab, f"/api/v1/namespaces/{name}/serviceaccounts/default"),
+        30,
+        f"default ServiceAccount in {name}",
+    )
 
 
-def make_pod(lab: Lab, ns: str, name: str, node: str | None, *, labels: dict | None = None,
-             emptydir: bool = False, gpu: dict | None = None, wait_running: bool = True) -> dict:
-    spec = {"containers": [{"name": "main", "image": "busybox"}], "automountServiceAccountToken": False,
-            "terminationGracePeriodSeconds": 1,
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+def make_pod(
+    lab: Lab,
+    ns: str,
+    name: str,
+    node: str | None,
+    *,
+    labels: dict | None = None,
+    emptydir: bool = False,
+    gpu: dict | None = None,
+    wait_running: bool = True,
+) -> dict:
+    spec = {
+        "containers": [{"name": "main", "image": "busybox"}],
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": 1,
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    }
     if node:
         spec["nodeName"] = node
     if emptydir:
         spec["volumes"] = [{"name": "scratch", "emptyDir": {}}]
     if gpu:
         spec["containers"][0]["resources"] = {"limits": dict(gpu), "requests": dict(gpu)}
-    body = {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "labels": labels or {"app": name}}, "spec": spec}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": labels or {"app": name}},
+        "spec": spec,
+    }
     lab.admin._request("POST", f"/api/v1/namespaces/{ns}/pods", body=body)
     if wait_running:
-        wait_until(lambda: (lab.admin.get_pod(ns, name).get("status") or {}).get("phase") == "Running", 30,
-                   f"pod {ns}/{name} Running")
+        wait_until(
+            lambda: (lab.admin.get_pod(ns, name).get("status") or {}).get("phase") == "Running",
+            30,
+            f"pod {ns}/{name} Running",
+        )
     return lab.admin.get_pod(ns, name)

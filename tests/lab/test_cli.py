@@ -1,4 +1,5 @@
 """lab/up itself: idempotent reuse of a running lab, and a plain refusal without Go."""
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,12 @@ def test_lab_up_reuses_the_running_lab(lab):
 
 def test_lab_up_without_go_says_so_plainly(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("GO",)}
-    env.update(PATH="/usr/bin:/bin", GO=str(tmp_path / "no-go-here"),
-               BRICK_LAB_CACHE=str(tmp_path / "cache"), BRICK_LAB_DIR=str(tmp_path / "state"))
+    env.update(
+        PATH="/usr/bin:/bin",
+        GO=str(tmp_path / "no-go-here"),
+        BRICK_LAB_CACHE=str(tmp_path / "cache"),
+        BRICK_LAB_DIR=str(tmp_path / "state"),
+    )
     r = subprocess.run([str(REPO / "lab" / "up")], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode != 0
     assert "Go is not installed" in r.stderr

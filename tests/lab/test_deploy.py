@@ -4,6 +4,7 @@ are accepted by the lab's API server (server-side dry run), the least-privilege 
 and the Prometheus recording rules loaded into the lab's Prometheus and queried.
 
 The render tests need only helm (lab/build.sh builds and caches it), not a running lab."""
+
 from __future__ import annotations
 
 import shutil
@@ -72,10 +73,25 @@ def env_of(container):
 
 # --- what the chart renders ------------------------------------------------------------------
 
+
 def test_helm_lint_passes_with_the_default_and_the_optional_values():
-    for extra in ([], ["--set", "prometheus.rule.enabled=true", "--set", "oidc.issuer=https://login.example.internal",
-                       "--set", "oidc.adminGroup=platform-admins", "--set", "redis.enabled=false",
-                       "--set", "devicePlugin.createNamespace=true", "--set", "oidc.caBundleConfigMap=corp-ca"]):
+    for extra in (
+        [],
+        [
+            "--set",
+            "prometheus.rule.enabled=true",
+            "--set",
+            "oidc.issuer=https://login.example.internal",
+            "--set",
+            "oidc.adminGroup=platform-admins",
+            "--set",
+            "redis.enabled=false",
+            "--set",
+            "devicePlugin.createNamespace=true",
+            "--set",
+            "oidc.caBundleConfigMap=corp-ca",
+        ],
+    ):
         r = subprocess.run([helm(), "lint", "--strict", str(CHART), *extra], capture_output=True, text=True)
         assert r.returncode == 0, r.stdout + r.stderr
         assert "1 chart(s) linted, 0 chart(s) failed" in r.stdout
@@ -89,8 +105,9 @@ def test_the_chart_renders_web_worker_beat_watcher_redis_with_the_service_accoun
     assert deployments["brickadmin-watcher"]["spec"]["replicas"] == 2
     assert deployments["brickadmin-beat"]["spec"]["replicas"] == 1
     assert deployments["brickadmin-beat"]["spec"]["strategy"] == {"type": "Recreate"}
-    assert deployments["brickadmin-watcher"]["spec"]["template"]["spec"]["containers"][0]["command"][-1] \
-        == "watch_cluster"
+    assert (
+        deployments["brickadmin-watcher"]["spec"]["template"]["spec"]["containers"][0]["command"][-1] == "watch_cluster"
+    )
     for name in ("brickadmin-web", "brickadmin-worker", "brickadmin-watcher"):
         spec = deployments[name]["spec"]["template"]["spec"]
         assert spec["serviceAccountName"] == "brickadmin" and "automountServiceAccountToken" not in spec
@@ -130,8 +147,9 @@ def test_every_container_has_a_read_only_root_a_pinned_image_probes_and_resource
 
 
 def test_latest_is_refused_and_a_digest_pins_the_image():
-    r = subprocess.run([helm(), "template", "brickadmin", str(CHART), "--set", "image.tag=latest"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [helm(), "template", "brickadmin", str(CHART), "--set", "image.tag=latest"], capture_output=True, text=True
+    )
     assert r.returncode != 0 and "latest" in r.stderr
     digest = "sha256:" + "ab" * 32
     web = by_kind(render_chart(f"image.digest={digest}"), "Deployment")["brickadmin-web"]
@@ -141,12 +159,16 @@ def test_latest_is_refused_and_a_digest_pins_the_image():
 def test_redis_has_a_password_from_the_secret_a_security_context_and_its_own_probe(docs):
     redis = by_kind(docs, "Deployment")["brickadmin-redis"]["spec"]["template"]["spec"]
     (c,) = redis["containers"]
-    assert env_of(c)["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "brickadmin-secrets",
-                                                                       "key": "REDIS_PASSWORD"}
+    assert env_of(c)["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+        "name": "brickadmin-secrets",
+        "key": "REDIS_PASSWORD",
+    }
     assert c["command"][:3] == ["redis-server", "--requirepass", "$(REDIS_PASSWORD)"]
     assert redis["securityContext"]["runAsNonRoot"] is True and c["securityContext"]["readOnlyRootFilesystem"] is True
     for probe in ("readinessProbe", "livenessProbe"):
-        assert "redis-cli ping" in c[probe]["exec"]["command"][-1] and "REDIS_PASSWORD" in c[probe]["exec"]["command"][-1]
+        assert (
+            "redis-cli ping" in c[probe]["exec"]["command"][-1] and "REDIS_PASSWORD" in c[probe]["exec"]["command"][-1]
+        )
     # the product's broker URL carries the same password (kubelet expands $(REDIS_PASSWORD))
     worker = by_kind(docs, "Deployment")["brickadmin-worker"]["spec"]["template"]["spec"]["containers"][0]
     env = list(env_of(worker))
@@ -159,7 +181,10 @@ def test_an_external_redis_url_comes_from_the_secret():
     assert "brickadmin-redis" not in by_kind(docs, "Deployment") and "brickadmin-redis" not in by_kind(docs, "Service")
     assert "brickadmin-redis" not in by_kind(docs, "NetworkPolicy")
     worker = by_kind(docs, "Deployment")["brickadmin-worker"]["spec"]["template"]["spec"]["containers"][0]
-    assert env_of(worker)["REDIS_URL"]["valueFrom"]["secretKeyRef"] == {"name": "brickadmin-secrets", "key": "REDIS_URL"}
+    assert env_of(worker)["REDIS_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": "brickadmin-secrets",
+        "key": "REDIS_URL",
+    }
     assert "REDIS_PASSWORD" not in env_of(worker)
 
 
@@ -167,8 +192,10 @@ def test_network_policies_expose_only_the_web_port_and_redis_to_the_product(docs
     pols = by_kind(docs, "NetworkPolicy")
     deny = pols["brickadmin-deny-ingress"]["spec"]
     assert deny["policyTypes"] == ["Ingress"] and "ingress" not in deny  # every pod of the release: no ingress
-    assert deny["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "brickadmin",
-                                                  "app.kubernetes.io/instance": "brickadmin"}
+    assert deny["podSelector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "brickadmin",
+        "app.kubernetes.io/instance": "brickadmin",
+    }
     web = pols["brickadmin-web"]["spec"]
     assert web["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "web"
     assert web["ingress"] == [{"ports": [{"port": "http", "protocol": "TCP"}]}]
@@ -176,16 +203,22 @@ def test_network_policies_expose_only_the_web_port_and_redis_to_the_product(docs
     assert redis["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "redis"
     ((rule,),) = [r["from"] for r in redis["ingress"]]
     exprs = {e["key"]: e["values"] for e in rule["podSelector"]["matchExpressions"]}
-    assert exprs == {"app.kubernetes.io/name": ["brickadmin"], "app.kubernetes.io/instance": ["brickadmin"],
-                     "app.kubernetes.io/component": ["web", "worker", "beat", "watcher"]}
+    assert exprs == {
+        "app.kubernetes.io/name": ["brickadmin"],
+        "app.kubernetes.io/instance": ["brickadmin"],
+        "app.kubernetes.io/component": ["web", "worker", "beat", "watcher"],
+    }
     assert "namespaceSelector" not in rule  # the release's own namespace only
     # the pods carry the labels the policies select
     for name, d in by_kind(docs, "Deployment").items():
         labels = d["spec"]["template"]["metadata"]["labels"]
-        assert labels["app.kubernetes.io/instance"] == "brickadmin" and name.endswith(labels["app.kubernetes.io/component"])
+        assert labels["app.kubernetes.io/instance"] == "brickadmin" and name.endswith(
+            labels["app.kubernetes.io/component"]
+        )
     only_ingress = render_chart("networkPolicy.webFrom[0].namespaceSelector.matchLabels.team=ingress")
     assert by_kind(only_ingress, "NetworkPolicy")["brickadmin-web"]["spec"]["ingress"][0]["from"] == [
-        {"namespaceSelector": {"matchLabels": {"team": "ingress"}}}]
+        {"namespaceSelector": {"matchLabels": {"team": "ingress"}}}
+    ]
 
 
 def test_migrations_run_once_in_a_pre_install_and_pre_upgrade_hook_job(docs):
@@ -202,9 +235,16 @@ def test_migrations_run_once_in_a_pre_install_and_pre_upgrade_hook_job(docs):
 
 
 def test_values_for_prometheus_oidc_replicas_and_the_database_secret():
-    docs = render_chart("prometheus.url=http://prom.monitoring:9090", "oidc.issuer=https://login.example.internal/r",
-                        "oidc.adminGroup=platform-admins", "oidc.caBundleConfigMap=corp-ca", "web.replicas=3",
-                        "worker.replicas=2", "secret.name=my-secrets", "secret.keys.databaseUrl=PG_URL")
+    docs = render_chart(
+        "prometheus.url=http://prom.monitoring:9090",
+        "oidc.issuer=https://login.example.internal/r",
+        "oidc.adminGroup=platform-admins",
+        "oidc.caBundleConfigMap=corp-ca",
+        "web.replicas=3",
+        "worker.replicas=2",
+        "secret.name=my-secrets",
+        "secret.keys.databaseUrl=PG_URL",
+    )
     deployments = by_kind(docs, "Deployment")
     assert deployments["brickadmin-web"]["spec"]["replicas"] == 3
     assert deployments["brickadmin-worker"]["spec"]["replicas"] == 2
@@ -213,22 +253,30 @@ def test_values_for_prometheus_oidc_replicas_and_the_database_secret():
     assert env["PROMETHEUS_URL"]["value"] == "http://prom.monitoring:9090"
     assert env["BRICK_OIDC_ISSUER"]["value"] == "https://login.example.internal/r"
     assert env["BRICK_OIDC_ADMIN_GROUP"]["value"] == "platform-admins"
-    assert env["BRICK_OIDC_CLIENT_SECRET"]["valueFrom"]["secretKeyRef"] == {"name": "my-secrets",
-                                                                            "key": "BRICK_OIDC_CLIENT_SECRET"}
+    assert env["BRICK_OIDC_CLIENT_SECRET"]["valueFrom"]["secretKeyRef"] == {
+        "name": "my-secrets",
+        "key": "BRICK_OIDC_CLIENT_SECRET",
+    }
     assert env["DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "my-secrets", "key": "PG_URL"}
     assert env["BRICK_OIDC_CA_BUNDLE"]["value"] == "/etc/brickadmin/oidc/ca.crt"
     assert {"name": "oidc-ca", "configMap": {"name": "corp-ca"}} in web["volumes"]
     # without an issuer, no OIDC settings at all (local accounts only)
-    assert not [k for k in env_of(by_kind(render_chart(), "Deployment")["brickadmin-web"]["spec"]["template"]["spec"]
-                                  ["containers"][0]) if k.startswith("BRICK_OIDC")]
+    assert not [
+        k
+        for k in env_of(
+            by_kind(render_chart(), "Deployment")["brickadmin-web"]["spec"]["template"]["spec"]["containers"][0]
+        )
+        if k.startswith("BRICK_OIDC")
+    ]
 
 
 def test_recording_rules_are_a_config_map_and_an_optional_prometheus_rule(docs):
     cm = by_kind(docs, "ConfigMap")["brickadmin-prometheus-rules"]
     assert cm["data"]["brickadmin-rules.yaml"] == RULES.read_text()
     assert "PrometheusRule" not in {d["kind"] for d in docs}
-    (rule,) = by_kind(render_chart("prometheus.rule.enabled=true", "prometheus.rule.labels.release=kps"),
-                      "PrometheusRule").values()
+    (rule,) = by_kind(
+        render_chart("prometheus.rule.enabled=true", "prometheus.rule.labels.release=kps"), "PrometheusRule"
+    ).values()
     assert rule["apiVersion"] == "monitoring.coreos.com/v1" and rule["metadata"]["labels"]["release"] == "kps"
     assert rule["spec"] == yaml.safe_load(RULES.read_text())
 
@@ -255,20 +303,29 @@ def test_plugin_writes_and_the_lease_are_roles_in_their_own_namespaces(docs):
 def test_admission_policies_name_the_workspace_label_and_the_service_account(docs):
     policies = by_kind(docs, "ValidatingAdmissionPolicy")
     bindings = by_kind(docs, "ValidatingAdmissionPolicyBinding")
-    assert set(policies) == set(bindings) == {"brickadmin-workspace-namespaces", "brickadmin-workspace-quotas",
-                                                   "brickadmin-workspace-workloads"}
+    assert (
+        set(policies)
+        == set(bindings)
+        == {"brickadmin-workspace-namespaces", "brickadmin-workspace-quotas", "brickadmin-workspace-workloads"}
+    )
     for name, p in policies.items():
         assert bindings[name]["spec"] == {"policyName": name, "validationActions": ["Deny"]}
         assert p["spec"]["failurePolicy"] == "Fail"
         assert p["spec"]["matchConditions"] == [
-            {"name": "the-product", "expression": 'request.userInfo.username == "system:serviceaccount:brickadmin:brickadmin"'}]
+            {
+                "name": "the-product",
+                "expression": 'request.userInfo.username == "system:serviceaccount:brickadmin:brickadmin"',
+            }
+        ]
         for v in p["spec"]["validations"]:
             assert f"'{vocab.WORKSPACE_LABEL}'" in v["expression"] and v["reason"] == "Forbidden"
     quota_rules = policies["brickadmin-workspace-quotas"]["spec"]["matchConstraints"]["resourceRules"]
     assert quota_rules[0]["resources"] == ["resourcequotas", "limitranges"]
     workload_rules = policies["brickadmin-workspace-workloads"]["spec"]["matchConstraints"]["resourceRules"]
-    assert [(r["resources"], r["operations"]) for r in workload_rules] == [(["jobs"], ["CREATE", "DELETE"]),
-                                                                          (["pods"], ["DELETE"])]
+    assert [(r["resources"], r["operations"]) for r in workload_rules] == [
+        (["jobs"], ["CREATE", "DELETE"]),
+        (["pods"], ["DELETE"]),
+    ]
 
 
 def test_recording_rules_pass_promtool():
@@ -282,15 +339,21 @@ def test_the_alerts_fire_as_the_operator_guide_says():
     """promtool's unit test: quotas over capacity for 15 minutes, a GPU node serving no GPU."""
     promtool = shutil.which("promtool")
     assert promtool, "promtool (Debian package prometheus) is required"
-    r = subprocess.run([promtool, "test", "rules", str(REPO / "tests" / "lab" / "brickadmin-alerts.promtest.yaml")],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [promtool, "test", "rules", str(REPO / "tests" / "lab" / "brickadmin-alerts.promtest.yaml")],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
     guide = (REPO / "docs" / "operator-guide.md").read_text()
-    alerts = [rule["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for rule in g["rules"] if "alert" in rule]
+    alerts = [
+        rule["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for rule in g["rules"] if "alert" in rule
+    ]
     assert alerts and all(f"alert `{a}`" in guide for a in alerts)
 
 
 # --- on the lab's API server ---------------------------------------------------------------
+
 
 def test_the_lab_serves_validating_admission_policies(lab):
     groups = lab.admin._request("GET", "/apis/admissionregistration.k8s.io/v1")
@@ -304,20 +367,48 @@ def test_helm_template_is_accepted_by_the_lab_api_server_with_a_server_side_dry_
     does not have: it is rendered off (and checked above)."""
     lab.load("seed-example")  # the device plugin's namespace, where the chart's Role goes
     ensure_release_namespace(lab)
-    rendered = subprocess.run([helm(), "template", "brickadmin", str(CHART), "--namespace", NAMESPACE,
-                               "--set", "oidc.issuer=https://login.example.internal"],
-                              capture_output=True, text=True, check=True).stdout
+    rendered = subprocess.run(
+        [
+            helm(),
+            "template",
+            "brickadmin",
+            str(CHART),
+            "--namespace",
+            NAMESPACE,
+            "--set",
+            "oidc.issuer=https://login.example.internal",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     # --force-conflicts: the least-privilege tests may already hold these cluster-wide objects
     # (their admission policies) under their own field manager; a dry run persists nothing anyway
-    r = subprocess.run([lab.kubectl, "--kubeconfig", lab.kubeconfig, "apply", "--server-side", "--dry-run=server",
-                        "--force-conflicts", "--field-manager=helm-dry-run", "-f", "-"],
-                       input=rendered, capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            lab.kubectl,
+            "--kubeconfig",
+            lab.kubeconfig,
+            "apply",
+            "--server-side",
+            "--dry-run=server",
+            "--force-conflicts",
+            "--field-manager=helm-dry-run",
+            "-f",
+            "-",
+        ],
+        input=rendered,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     applied = [line for line in r.stdout.splitlines() if line.strip()]
     want = [d for d in yaml.safe_load_all(rendered) if d]
     assert len(applied) == len(want) and all(line.endswith("(server dry run)") for line in applied), r.stdout
     # nothing was persisted
-    assert "brickadmin-web" not in {d["metadata"]["name"] for d in lab.admin._list(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments")}
+    assert "brickadmin-web" not in {
+        d["metadata"]["name"] for d in lab.admin._list(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments")
+    }
 
 
 def test_recording_rules_load_into_the_lab_prometheus_and_answer(lab):
@@ -335,18 +426,34 @@ def test_recording_rules_load_into_the_lab_prometheus_and_answer(lab):
 
     # GPU type per node from the node labels (kube_node_labels via the KSM allowlist)
     want_types = {("dev-a1-ws04", "exclusive", "brick"): 1.0, ("dev-a1-ws02", "shared", "brick"): 1.0}
-    wait_until(lambda: by("brick:node_gpu_type", "node", "gpu_type", "convention") == want_types, 60,
-               "brick:node_gpu_type")
+    wait_until(
+        lambda: by("brick:node_gpu_type", "node", "gpu_type", "convention") == want_types, 60, "brick:node_gpu_type"
+    )
     assert {r["metric"]["gpu_model"] for r in lab.prom("brick:node_gpu_type")} == {"NVIDIA-A30"}
     # the seed-example scenario's Total / Used / Available: nvidia.com/gpu 1 1 0, nvidia.com/gpu.shared 2 1 1
     want_logical = {("exclusive", "nvidia_com_gpu"): 1.0, ("shared", "nvidia_com_gpu_shared"): 2.0}
     wait_until(lambda: by("brick:gpu_logical:sum_by_type", "gpu_type", "resource") == want_logical, 60, "logical")
-    wait_until(lambda: by("brick:gpu_allocated:sum_by_type", "gpu_type", "resource") == {
-        ("exclusive", "nvidia_com_gpu"): 1.0, ("shared", "nvidia_com_gpu_shared"): 1.0}, 30, "allocated")
-    wait_until(lambda: by("brick:gpu_available:by_type", "gpu_type", "resource") == {
-        ("exclusive", "nvidia_com_gpu"): 0.0, ("shared", "nvidia_com_gpu_shared"): 1.0}, 30, "available")
-    wait_until(lambda: by("brick:node_gpu_physical", "node") == {("dev-a1-ws04",): 1.0, ("dev-a1-ws02",): 1.0},
-               30, "physical GPUs per node")
+    wait_until(
+        lambda: (
+            by("brick:gpu_allocated:sum_by_type", "gpu_type", "resource")
+            == {("exclusive", "nvidia_com_gpu"): 1.0, ("shared", "nvidia_com_gpu_shared"): 1.0}
+        ),
+        30,
+        "allocated",
+    )
+    wait_until(
+        lambda: (
+            by("brick:gpu_available:by_type", "gpu_type", "resource")
+            == {("exclusive", "nvidia_com_gpu"): 0.0, ("shared", "nvidia_com_gpu_shared"): 1.0}
+        ),
+        30,
+        "available",
+    )
+    wait_until(
+        lambda: by("brick:node_gpu_physical", "node") == {("dev-a1-ws04",): 1.0, ("dev-a1-ws02",): 1.0},
+        30,
+        "physical GPUs per node",
+    )
 
 
 def test_nothing_reads_the_old_kustomize_base():

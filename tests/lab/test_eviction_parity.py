@@ -6,6 +6,7 @@ evicted, or refused with the same status code, message and cause).
 The twin is loaded with the objects read back from the lab (pods, budgets, workloads), so both
 decide over the very same cluster state.
 """
+
 from __future__ import annotations
 
 import copy
@@ -26,12 +27,20 @@ NODE = "eviction-parity-node"
 KWOK_STATUS = {"kwok.x-k8s.io/status": "custom"}  # KWOK leaves such a pod's status (and deletion) alone
 HOLD = "brick.cloud/eviction-parity"  # a finalizer that keeps a deleted pod terminating
 STATUS_NUMBERS = ("currentHealthy", "desiredHealthy", "expectedPods", "disruptionsAllowed")
-WORKLOADS = {"Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
-             "ReplicaSet": "/apis/apps/v1/namespaces/{ns}/replicasets",
-             "StatefulSet": "/apis/apps/v1/namespaces/{ns}/statefulsets",
-             "ReplicationController": "/api/v1/namespaces/{ns}/replicationcontrollers"}
-API_VERSIONS = {"Deployment": "apps/v1", "ReplicaSet": "apps/v1", "StatefulSet": "apps/v1",
-                "ReplicationController": "v1", "Pod": "v1", "PodDisruptionBudget": "policy/v1"}
+WORKLOADS = {
+    "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
+    "ReplicaSet": "/apis/apps/v1/namespaces/{ns}/replicasets",
+    "StatefulSet": "/apis/apps/v1/namespaces/{ns}/statefulsets",
+    "ReplicationController": "/api/v1/namespaces/{ns}/replicationcontrollers",
+}
+API_VERSIONS = {
+    "Deployment": "apps/v1",
+    "ReplicaSet": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "ReplicationController": "v1",
+    "Pod": "v1",
+    "PodDisruptionBudget": "policy/v1",
+}
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +60,9 @@ def ns(lab, node, request):
         path = f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}"
         try:
             if pod["metadata"].get("finalizers"):
-                lab.admin._request("PATCH", path, body={"metadata": {"finalizers": None}},
-                                   content_type="application/merge-patch+json")
+                lab.admin._request(
+                    "PATCH", path, body={"metadata": {"finalizers": None}}, content_type="application/merge-patch+json"
+                )
             lab.admin._request("DELETE", path, body={"gracePeriodSeconds": 0})
         except NotFound:
             pass
@@ -61,9 +71,14 @@ def ns(lab, node, request):
 
 # --- making the cluster state ------------------------------------------------------------
 
+
 def _spec():
-    return {"nodeName": NODE, "terminationGracePeriodSeconds": 1, "automountServiceAccountToken": False,
-            "containers": [{"name": "main", "image": "busybox"}]}
+    return {
+        "nodeName": NODE,
+        "terminationGracePeriodSeconds": 1,
+        "automountServiceAccountToken": False,
+        "containers": [{"name": "main", "image": "busybox"}],
+    }
 
 
 def make_pod(lab, ns, name, labels, *, kwok=True, hold=False):
@@ -73,42 +88,66 @@ def make_pod(lab, ns, name, labels, *, kwok=True, hold=False):
         md["annotations"] = dict(KWOK_STATUS)
     if hold:
         md["finalizers"] = [HOLD]
-    lab.admin._request("POST", f"/api/v1/namespaces/{ns}/pods",
-                       body={"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": _spec()})
+    lab.admin._request(
+        "POST",
+        f"/api/v1/namespaces/{ns}/pods",
+        body={"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": _spec()},
+    )
     if not kwok:
-        lab.admin._request("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
-                           content_type="application/merge-patch+json",
-                           body={"status": {"phase": "Running",
-                                            "conditions": [{"type": "Ready", "status": "True"}]}})
+        lab.admin._request(
+            "PATCH",
+            f"/api/v1/namespaces/{ns}/pods/{name}/status",
+            content_type="application/merge-patch+json",
+            body={"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
+        )
     wait_until(lambda: v.pod_ready(lab.admin.get_pod(ns, name)), 30, f"{name} Running and Ready")
 
 
 def make_workload(lab, kind, ns, name, replicas, labels):
     path = WORKLOADS[kind].format(ns=ns)
-    body = {"apiVersion": API_VERSIONS[kind], "kind": kind, "metadata": {"name": name, "namespace": ns},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels}, "spec": _spec()}}}
+    body = {
+        "apiVersion": API_VERSIONS[kind],
+        "kind": kind,
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": _spec()},
+        },
+    }
     if kind == "StatefulSet":
         body["spec"]["serviceName"] = name
     lab.admin._request("POST", path, body=body)
-    wait_until(lambda: len([p for p in lab.admin.list_pods(ns) if v.pod_ready(p)]) >= replicas, 60,
-               f"{replicas} pods of {kind} {name} Ready")
+    wait_until(
+        lambda: len([p for p in lab.admin.list_pods(ns) if v.pod_ready(p)]) >= replicas,
+        60,
+        f"{replicas} pods of {kind} {name} Ready",
+    )
     return sorted(p["metadata"]["name"] for p in lab.admin.list_pods(ns))
 
 
 def set_ready(lab, ns, name, ready: bool):
     """What the kubelet writes when a readiness probe fails (or passes again)."""
-    lab.admin._request("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
-                       content_type="application/strategic-merge-patch+json",
-                       body={"status": {"conditions": [{"type": "Ready", "status": str(ready)}]}})
+    lab.admin._request(
+        "PATCH",
+        f"/api/v1/namespaces/{ns}/pods/{name}/status",
+        content_type="application/strategic-merge-patch+json",
+        body={"status": {"conditions": [{"type": "Ready", "status": str(ready)}]}},
+    )
     wait_until(lambda: v.pod_ready(lab.admin.get_pod(ns, name)) == ready, 10, f"{name} Ready={ready}")
 
 
 def make_budget(lab, ns, name, spec, labels):
-    lab.admin._request("POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
-                       body={"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                             "metadata": {"name": name, "namespace": ns},
-                             "spec": {**spec, "selector": {"matchLabels": labels}}})
+    lab.admin._request(
+        "POST",
+        f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
+        body={
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {**spec, "selector": {"matchLabels": labels}},
+        },
+    )
 
 
 def start_terminating(lab, ns, name):
@@ -118,14 +157,18 @@ def start_terminating(lab, ns, name):
 
 # --- reading it back, and the two deciders ---------------------------------------------------
 
+
 def cluster_state(lab, ns) -> list[dict]:
     objects = []
     for kind, path in WORKLOADS.items():
-        objects += [dict(o, kind=kind, apiVersion=API_VERSIONS[kind])
-                    for o in lab.admin._request("GET", path.format(ns=ns)).get("items") or []]
+        objects += [
+            dict(o, kind=kind, apiVersion=API_VERSIONS[kind])
+            for o in lab.admin._request("GET", path.format(ns=ns)).get("items") or []
+        ]
     objects += [dict(p, kind="Pod", apiVersion="v1") for p in lab.admin.list_pods(ns)]
-    objects += [dict(b, kind="PodDisruptionBudget", apiVersion="policy/v1")
-                for b in lab.admin.list_pod_disruption_budgets(ns)]
+    objects += [
+        dict(b, kind="PodDisruptionBudget", apiVersion="policy/v1") for b in lab.admin.list_pod_disruption_budgets(ns)
+    ]
     return objects
 
 
@@ -157,10 +200,12 @@ def lab_evict(lab, ns, name) -> tuple[int, str, str]:
     """POST the Eviction to the real API server: (HTTP status, message, the first cause's message)."""
     client = lab.admin.api_client
     m, url, hdrs, b, post = client.param_serialize(
-        method="POST", resource_path=f"/api/v1/namespaces/{ns}/pods/{name}/eviction",
+        method="POST",
+        resource_path=f"/api/v1/namespaces/{ns}/pods/{name}/eviction",
         header_params={"Accept": "application/json", "Content-Type": "application/json"},
         body={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": ns}},
-        auth_settings=["BearerToken"])
+        auth_settings=["BearerToken"],
+    )
     try:
         resp = client.call_api(m, url, header_params=hdrs, body=b, post_params=post, _request_timeout=(3, 30))
         status, data = resp.status, resp.read()
@@ -181,8 +226,10 @@ def twin_evict(objects, ns, name) -> tuple[int, str, str]:
     try:
         gw.evict_pod(ns, name)
     except ClusterError as e:
-        refusal = v.eviction_refusal(next(p for p in gw.list_pods(ns) if p["metadata"]["name"] == name),
-                                     [dict(b, status=gw.pdb_status(b)) for b in gw.list_pod_disruption_budgets(ns)])
+        refusal = v.eviction_refusal(
+            next(p for p in gw.list_pods(ns) if p["metadata"]["name"] == name),
+            [dict(b, status=gw.pdb_status(b)) for b in gw.list_pod_disruption_budgets(ns)],
+        )
         assert e.message == f"{refusal.message} {refusal.cause}".strip()
         return e.status, refusal.message, refusal.cause
     assert before - {p["metadata"]["name"] for p in gw.list_pods(ns)} == {name}
@@ -202,6 +249,7 @@ REFUSED = v.EVICTION_REFUSED
 
 # --- the cases --------------------------------------------------------------------------------
 
+
 def test_unready_running_pod_under_min_available(lab, ns):
     """minAvailable 2 over three Running pods, one of them not Ready: the budget is met by the
     two Ready ones, so no Ready pod may go, but the unready one may (IfHealthyBudget)."""
@@ -211,7 +259,10 @@ def test_unready_running_pod_under_min_available(lab, ns):
     make_budget(lab, ns, "web", {"minAvailable": 2}, app)
     set_ready(lab, ns, "web-c", False)
     assert same_outcome(lab, ns, "web", "web-a") == (
-        429, REFUSED, "The disruption budget web needs 2 healthy pods and has 2 currently")
+        429,
+        REFUSED,
+        "The disruption budget web needs 2 healthy pods and has 2 currently",
+    )
     assert same_outcome(lab, ns, "web", "web-c")[1] == "evicted"
     wait_until(lambda: "web-c" not in {p["metadata"]["name"] for p in lab.admin.list_pods(ns)}, 30, "web-c gone")
     assert same_outcome(lab, ns, "web", "web-b")[0] == 429
@@ -226,10 +277,16 @@ def test_unready_pod_when_the_budget_is_not_met(lab, ns):
     make_budget(lab, ns, "db", {"minAvailable": 3}, app)
     set_ready(lab, ns, "db-c", False)
     assert same_outcome(lab, ns, "db", "db-c") == (
-        429, REFUSED, "The disruption budget db needs 3 healthy pods and has 2 currently")
-    lab.admin._request("PATCH", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/db",
-                       content_type="application/merge-patch+json",
-                       body={"spec": {"unhealthyPodEvictionPolicy": "AlwaysAllow"}})
+        429,
+        REFUSED,
+        "The disruption budget db needs 3 healthy pods and has 2 currently",
+    )
+    lab.admin._request(
+        "PATCH",
+        f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/db",
+        content_type="application/merge-patch+json",
+        body={"spec": {"unhealthyPodEvictionPolicy": "AlwaysAllow"}},
+    )
     assert same_outcome(lab, ns, "db", "db-c")[1] == "evicted"
     assert same_outcome(lab, ns, "db", "db-a")[0] == 429
 
@@ -242,7 +299,10 @@ def test_max_unavailable_against_a_deployment_with_an_unready_pod(lab, ns):
     make_budget(lab, ns, "api", {"maxUnavailable": 1}, app)
     set_ready(lab, ns, pods[0], False)
     assert same_outcome(lab, ns, "api", pods[1]) == (
-        429, REFUSED, "The disruption budget api needs 3 healthy pods and has 3 currently")
+        429,
+        REFUSED,
+        "The disruption budget api needs 3 healthy pods and has 3 currently",
+    )
     assert same_outcome(lab, ns, "api", pods[0])[1] == "evicted"
 
 
@@ -267,7 +327,10 @@ def test_percentage_budgets(lab, ns):
         make_pod(lab, ns, name, loose)
     make_budget(lab, ns, "loose", {"minAvailable": "50%"}, loose)
     assert same_outcome(lab, ns, "loose", "loose-a") == (
-        429, REFUSED, "The disruption budget loose needs 0 healthy pods and has 2 currently")
+        429,
+        REFUSED,
+        "The disruption budget loose needs 0 healthy pods and has 2 currently",
+    )
 
 
 def test_terminating_pod(lab, ns):
@@ -280,5 +343,8 @@ def test_terminating_pod(lab, ns):
     make_budget(lab, ns, "q", {"minAvailable": 2}, app)
     start_terminating(lab, ns, "q-going")
     assert same_outcome(lab, ns, "q", "q-a") == (
-        429, REFUSED, "The disruption budget q needs 2 healthy pods and has 2 currently")
+        429,
+        REFUSED,
+        "The disruption budget q needs 2 healthy pods and has 2 currently",
+    )
     assert same_outcome(lab, ns, "q", "q-going")[1] == "evicted"

@@ -5,6 +5,7 @@ roles and admission policies deploy/chart grants (so they are proven to cover ev
 operation; what they refuse: test_least_privilege.py).
 Assertions read the cluster state back, never the calls made.
 """
+
 from __future__ import annotations
 
 import copy
@@ -57,6 +58,7 @@ def names(objs):
 
 # --- reads -----------------------------------------------------------------------------
 
+
 def test_nodes_list_get_and_label_selector(gw):
     assert {"dev-a1-ws02", "dev-a1-ws04"} <= set(names(gw.list_nodes()))
     assert names(gw.list_nodes(label_selector="brick.cloud/gpu.sharing=none")) == ["dev-a1-ws04"]
@@ -83,18 +85,30 @@ def test_pods_by_node_field_selector_and_labels(gw):
     pods = gw.list_pods(namespace="brick-nvidia", field_selector="spec.nodeName=dev-a1-ws04")
     assert len(pods) == 1
     assert pods[0]["metadata"]["labels"]["app.kubernetes.io/component"] == "default"
-    ts = gw.list_pods(namespace="brick-nvidia", label_selector="app.kubernetes.io/component=timeslicing",
-                      field_selector="spec.nodeName=dev-a1-ws02")
+    ts = gw.list_pods(
+        namespace="brick-nvidia",
+        label_selector="app.kubernetes.io/component=timeslicing",
+        field_selector="spec.nodeName=dev-a1-ws02",
+    )
     assert len(ts) == 1 and ts[0]["spec"]["nodeName"] == "dev-a1-ws02"
-    assert gw.list_pods(namespace="brick-nvidia", label_selector="app.kubernetes.io/component=timeslicing",
-                        field_selector="spec.nodeName=dev-a1-ws04") == []
+    assert (
+        gw.list_pods(
+            namespace="brick-nvidia",
+            label_selector="app.kubernetes.io/component=timeslicing",
+            field_selector="spec.nodeName=dev-a1-ws04",
+        )
+        == []
+    )
 
 
 def test_daemonsets_configmaps_quotas_namespaces(gw):
-    assert names(gw.list_daemonsets("brick-nvidia")) == ["nvidia-device-plugin-default",
-                                                         "nvidia-device-plugin-timeslicing"]
+    assert names(gw.list_daemonsets("brick-nvidia")) == [
+        "nvidia-device-plugin-default",
+        "nvidia-device-plugin-timeslicing",
+    ]
     assert names(gw.list_daemonsets(label_selector="app.kubernetes.io/component=default")) == [
-        "nvidia-device-plugin-default"]
+        "nvidia-device-plugin-default"
+    ]
     ds = gw.get_daemonset("brick-nvidia", "nvidia-device-plugin-timeslicing")
     assert ds["spec"]["template"]["spec"]["nodeSelector"]["brick.cloud/gpu.sharing"] == "timeslicing"
     cms = gw.list_configmaps("brick-nvidia", label_selector="app.kubernetes.io/name=nvidia-device-plugin")
@@ -112,16 +126,22 @@ def test_daemonsets_configmaps_quotas_namespaces(gw):
 
 
 def test_pdbs_and_jobs_lists(seeded, gw):
-    seeded.admin.apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                        "metadata": {"name": "list-me", "namespace": NS},
-                        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "list-me"}}}},
-                       field_manager="lab-tests")
+    seeded.admin.apply(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "list-me", "namespace": NS},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "list-me"}}},
+        },
+        field_manager="lab-tests",
+    )
     assert "list-me" in names(gw.list_pod_disruption_budgets(NS))
     assert "list-me" in names(gw.list_pod_disruption_budgets())
     assert isinstance(gw.list_jobs(), list)
 
 
 # --- node writes -----------------------------------------------------------------------
+
 
 def test_cordon_and_uncordon(seeded, gw):
     make_node(seeded, f"gw-cordon-{gw.tag}")
@@ -147,9 +167,17 @@ def test_label_node_sets_overwrites_and_removes(seeded, gw):
 
 def test_remove_node_status_resources(seeded, gw):
     make_node(seeded, f"gw-status-{gw.tag}")
-    seeded.admin._request("PATCH", f"/api/v1/nodes/gw-status-{gw.tag}/status", content_type="application/merge-patch+json",
-                          body={"status": {"capacity": {"example.com/stale": "4", "example.com/keep": "1"},
-                                           "allocatable": {"example.com/stale": "0", "example.com/keep": "1"}}})
+    seeded.admin._request(
+        "PATCH",
+        f"/api/v1/nodes/gw-status-{gw.tag}/status",
+        content_type="application/merge-patch+json",
+        body={
+            "status": {
+                "capacity": {"example.com/stale": "4", "example.com/keep": "1"},
+                "allocatable": {"example.com/stale": "0", "example.com/keep": "1"},
+            }
+        },
+    )
     gw.remove_node_status_resources(f"gw-status-{gw.tag}", ["example.com/stale"])
     st = seeded.admin.get_node(f"gw-status-{gw.tag}")["status"]
     assert "example.com/stale" not in st["capacity"] and "example.com/stale" not in st["allocatable"]
@@ -161,12 +189,20 @@ def test_remove_node_status_resources(seeded, gw):
 
 # --- drain -----------------------------------------------------------------------------
 
+
 def _drain_node(seeded, name):
     """A node with a device-plugin DaemonSet pod (BRICK labels) and a fresh namespace."""
-    make_node(seeded, name, labels={"brick.cloud/gpu.type": "nvidia", "brick.cloud/gpu.sharing": "none"},
-              taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}])
-    wait_until(lambda: seeded.admin.list_pods("brick-nvidia", field_selector=f"spec.nodeName={name}"), 60,
-               "the DaemonSet pod on the node")
+    make_node(
+        seeded,
+        name,
+        labels={"brick.cloud/gpu.type": "nvidia", "brick.cloud/gpu.sharing": "none"},
+        taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+    )
+    wait_until(
+        lambda: seeded.admin.list_pods("brick-nvidia", field_selector=f"spec.nodeName={name}"),
+        60,
+        "the DaemonSet pod on the node",
+    )
     return name
 
 
@@ -190,7 +226,10 @@ def test_drain_leaves_emptydir_pods_unless_allowed(seeded, gw):
     make_pod(seeded, NS, f"scratch-2-{gw.tag}", node, emptydir=True)
     result = gw.drain(node, delete_emptydir_data=False, timeout_seconds=10)
     assert not result.done
-    assert list(result.blocked) == [f"{NS}/scratch-2-{gw.tag}"] and "emptyDir" in result.blocked[f"{NS}/scratch-2-{gw.tag}"]
+    assert (
+        list(result.blocked) == [f"{NS}/scratch-2-{gw.tag}"]
+        and "emptyDir" in result.blocked[f"{NS}/scratch-2-{gw.tag}"]
+    )
     assert seeded.admin.get_pod(NS, f"scratch-2-{gw.tag}")["metadata"].get("deletionTimestamp") is None
     result = gw.drain(node, delete_emptydir_data=True, timeout_seconds=30)
     assert result.done and result.evicted == [f"{NS}/scratch-2-{gw.tag}"]
@@ -199,13 +238,24 @@ def test_drain_leaves_emptydir_pods_unless_allowed(seeded, gw):
 
 
 def _pdb(seeded, name, app):
-    seeded.admin.apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                        "metadata": {"name": name, "namespace": NS},
-                        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": app}}}},
-                       field_manager="lab-tests")
+    seeded.admin.apply(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": app}}},
+        },
+        field_manager="lab-tests",
+    )
     # eviction reads the PDB's status, which the disruption controller fills in
-    wait_until(lambda: (seeded.admin._request("GET", f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets/{name}")
-                        .get("status") or {}).get("observedGeneration"), 30, "PDB status")
+    wait_until(
+        lambda: (
+            seeded.admin._request("GET", f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets/{name}").get("status")
+            or {}
+        ).get("observedGeneration"),
+        30,
+        "PDB status",
+    )
 
 
 def test_drain_pdb_refusal_is_retried_until_timeout(seeded, gw):
@@ -233,10 +283,14 @@ def test_drain_succeeds_once_the_pdb_allows(seeded, gw):
 
 # --- generic writes --------------------------------------------------------------------
 
+
 def test_server_side_apply_with_field_manager(seeded, gw):
-    cm = {"apiVersion": "v1", "kind": "ConfigMap",
-          "metadata": {"name": "ssa-test", "namespace": "brick-nvidia", "labels": {"a": "1"}},
-          "data": {"config.yaml": "version: v1\n"}}
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "ssa-test", "namespace": "brick-nvidia", "labels": {"a": "1"}},
+        "data": {"config.yaml": "version: v1\n"},
+    }
     seeded.admin.delete("v1", "ConfigMap", "ssa-test", "brick-nvidia")
     out = gw.apply(cm, field_manager="brickadmin-test")
     assert out["data"]["config.yaml"] == "version: v1\n"
@@ -248,10 +302,15 @@ def test_server_side_apply_with_field_manager(seeded, gw):
     assert ("brickadmin-test", "Apply") in managers
     # a DaemonSet's selector is immutable: the API server says 422 (permanent)
     ds = seeded.admin.get_daemonset("brick-nvidia", "nvidia-device-plugin-default")
-    bad = {"apiVersion": "apps/v1", "kind": "DaemonSet",
-           "metadata": {"name": ds["metadata"]["name"], "namespace": "brick-nvidia"},
-           "spec": {**{k: v for k, v in ds["spec"].items() if k in ("template", "updateStrategy")},
-                    "selector": {"matchLabels": {"app.kubernetes.io/name": "other"}}}}
+    bad = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": ds["metadata"]["name"], "namespace": "brick-nvidia"},
+        "spec": {
+            **{k: v for k, v in ds["spec"].items() if k in ("template", "updateStrategy")},
+            "selector": {"matchLabels": {"app.kubernetes.io/name": "other"}},
+        },
+    }
     with pytest.raises(PermanentClusterError) as e:
         gw.apply(bad, field_manager="brickadmin-test")
     assert e.value.status == 422 and not e.value.transient
@@ -260,25 +319,41 @@ def test_server_side_apply_with_field_manager(seeded, gw):
 def _ds(name, component, selector_extra=None):
     labels = {"app.kubernetes.io/name": "sel-test", "app.kubernetes.io/component": component}
     sel = {**labels, **(selector_extra or {})}
-    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": "brick-nvidia"},
-            "spec": {"selector": {"matchLabels": sel},
-                     "template": {"metadata": {"labels": sel},
-                                  "spec": {"nodeSelector": {"brick.cloud/never": "true"},
-                                           "containers": [{"name": "c", "image": "busybox"}]}}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": "brick-nvidia"},
+        "spec": {
+            "selector": {"matchLabels": sel},
+            "template": {
+                "metadata": {"labels": sel},
+                "spec": {
+                    "nodeSelector": {"brick.cloud/never": "true"},
+                    "containers": [{"name": "c", "image": "busybox"}],
+                },
+            },
+        },
+    }
 
 
 def test_daemonset_delete_and_recreate_with_a_new_selector(seeded, gw):
     """The manifest flow for an immutable selector: delete, then apply again (and delete is idempotent)."""
     name = f"sel-test-{gw.tag}"
     seeded.admin.delete("apps/v1", "DaemonSet", name, "brick-nvidia")
-    wait_until(lambda: not [d for d in seeded.admin.list_daemonsets("brick-nvidia") if d["metadata"]["name"] == name],
-               30, "old DaemonSet gone")
+    wait_until(
+        lambda: not [d for d in seeded.admin.list_daemonsets("brick-nvidia") if d["metadata"]["name"] == name],
+        30,
+        "old DaemonSet gone",
+    )
     gw.apply(_ds(name, "a"), field_manager="brickadmin-test")
     with pytest.raises(PermanentClusterError):
         gw.apply(_ds(name, "a", {"extra": "x"}), field_manager="brickadmin-test")
     gw.delete("apps/v1", "DaemonSet", name, "brick-nvidia")
-    wait_until(lambda: not [d for d in seeded.admin.list_daemonsets("brick-nvidia") if d["metadata"]["name"] == name],
-               30, "DaemonSet deleted")
+    wait_until(
+        lambda: not [d for d in seeded.admin.list_daemonsets("brick-nvidia") if d["metadata"]["name"] == name],
+        30,
+        "DaemonSet deleted",
+    )
     gw.delete("apps/v1", "DaemonSet", name, "brick-nvidia")  # already gone: no error
     gw.apply(_ds(name, "a", {"extra": "x"}), field_manager="brickadmin-test")
     live = seeded.admin.get_daemonset("brick-nvidia", name)
@@ -289,22 +364,49 @@ def test_daemonset_delete_and_recreate_with_a_new_selector(seeded, gw):
 def test_workspace_flow_apply_quota_limitrange_then_delete_namespace(seeded, gw):
     ns = f"gw-ws-{gw.tag}-{int(time.time() * 1000) % 100000}"
     gw.create_namespace(ns, {"brick.cloud/workspace": "true"})
-    gw.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "priority", "namespace": ns},
-              "spec": {"hard": {"pods": "10"},
-                       "scopeSelector": {"matchExpressions": [{"operator": "In", "scopeName": "PriorityClass",
-                                                               "values": ["brick-user-priority"]}]}}})
-    gw.apply({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "defaults", "namespace": ns},
-              "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "100m"}}]}})
+    gw.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "priority", "namespace": ns},
+            "spec": {
+                "hard": {"pods": "10"},
+                "scopeSelector": {
+                    "matchExpressions": [
+                        {"operator": "In", "scopeName": "PriorityClass", "values": ["brick-user-priority"]}
+                    ]
+                },
+            },
+        }
+    )
+    gw.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "LimitRange",
+            "metadata": {"name": "defaults", "namespace": ns},
+            "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "100m"}}]},
+        }
+    )
     assert [q["metadata"]["name"] for q in seeded.admin.list_resource_quotas(ns)] == ["priority"]
     assert seeded.admin._request("GET", f"/api/v1/namespaces/{ns}/limitranges/defaults")["spec"]["limits"]
     gw.delete("v1", "Namespace", ns)
-    wait_until(lambda: not [n for n in seeded.admin.list_namespaces() if n["metadata"]["name"] == ns], 120,
-               "the namespace to be deleted")
+    wait_until(
+        lambda: not [n for n in seeded.admin.list_namespaces() if n["metadata"]["name"] == ns],
+        120,
+        "the namespace to be deleted",
+    )
 
 
 def test_delete_is_idempotent(seeded, gw):
-    seeded.admin.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "del-me", "namespace": "brick-nvidia"},
-                        "data": {"x": "y"}}, field_manager="lab-tests")
+    seeded.admin.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "del-me", "namespace": "brick-nvidia"},
+            "data": {"x": "y"},
+        },
+        field_manager="lab-tests",
+    )
     seeded.admin.delete("v1", "ConfigMap", "del-me", "brick-nvidia")
     with pytest.raises(NotFound):
         seeded.admin.get_configmap("brick-nvidia", "del-me")
@@ -314,17 +416,23 @@ def test_delete_is_idempotent(seeded, gw):
 def test_rollout_restart_and_status(seeded, gw):
     ns, name = "brick-nvidia", "nvidia-device-plugin-default"
     wait_until(lambda: gw.daemonset_rollout_status(ns, name).done, 60, "a settled rollout")
-    old = {p["metadata"]["uid"] for p in seeded.admin.list_pods(ns, label_selector="app.kubernetes.io/component=default")}
+    old = {
+        p["metadata"]["uid"] for p in seeded.admin.list_pods(ns, label_selector="app.kubernetes.io/component=default")
+    }
     gw.rollout_restart_daemonset(ns, name)
     ann = seeded.admin.get_daemonset(ns, name)["spec"]["template"]["metadata"]["annotations"]
     assert "kubectl.kubernetes.io/restartedAt" in ann
-    status = wait_until(lambda: (lambda s: s if s.done else None)(gw.daemonset_rollout_status(ns, name)), 90,
-                        "the restart to roll out")
+    status = wait_until(
+        lambda: (lambda s: s if s.done else None)(gw.daemonset_rollout_status(ns, name)), 90, "the restart to roll out"
+    )
     assert isinstance(status, RolloutStatus) and status.desired >= 1
     assert status.updated == status.desired == status.available
     assert status.message == f'daemon set "{name}" successfully rolled out'
-    new = {p["metadata"]["uid"] for p in seeded.admin.list_pods(ns, label_selector="app.kubernetes.io/component=default")
-           if not p["metadata"].get("deletionTimestamp")}
+    new = {
+        p["metadata"]["uid"]
+        for p in seeded.admin.list_pods(ns, label_selector="app.kubernetes.io/component=default")
+        if not p["metadata"].get("deletionTimestamp")
+    }
     assert new and not (new & old)  # every plugin pod was replaced
 
 
@@ -332,7 +440,9 @@ def test_create_namespace_quota_priority_class(seeded, gw):
     ns = f"gw-create-{gw.tag}-{int(time.time() * 1000) % 100000}"
     out = gw.create_namespace(ns, {"brick.cloud/workspace": "true", "brick.cloud/owner": "alice"})
     assert out["metadata"]["name"] == ns
-    assert seeded.admin._request("GET", f"/api/v1/namespaces/{ns}")["metadata"]["labels"]["brick.cloud/owner"] == "alice"
+    assert (
+        seeded.admin._request("GET", f"/api/v1/namespaces/{ns}")["metadata"]["labels"]["brick.cloud/owner"] == "alice"
+    )
     with pytest.raises(Conflict) as e:  # with the labels the product sends (the chart refuses it others)
         gw.create_namespace(ns, {"brick.cloud/workspace": "true"})
     assert e.value.status == 409
@@ -341,11 +451,17 @@ def test_create_namespace_quota_priority_class(seeded, gw):
             gw.create_resource_quota(ns, "wrong", {wrong: "1"})
         assert e.value.status == 422 and "requests.nvidia.com/gpu" in e.value.message
     assert gw.list_resource_quotas(ns) == []
-    gw.create_resource_quota(ns, "workspace-quota", {"requests.nvidia.com/gpu.shared": "2",
-                                                      "requests.nvidia.com/gpu": 1, "requests.cpu": "4"})
+    gw.create_resource_quota(
+        ns,
+        "workspace-quota",
+        {"requests.nvidia.com/gpu.shared": "2", "requests.nvidia.com/gpu": 1, "requests.cpu": "4"},
+    )
     (q,) = seeded.admin.list_resource_quotas(ns)
-    assert q["spec"]["hard"] == {"requests.nvidia.com/gpu.shared": "2", "requests.nvidia.com/gpu": "1",
-                                 "requests.cpu": "4"}
+    assert q["spec"]["hard"] == {
+        "requests.nvidia.com/gpu.shared": "2",
+        "requests.nvidia.com/gpu": "1",
+        "requests.cpu": "4",
+    }
     pc = f"brick-test-{int(time.time() * 1000) % 100000}"
     gw.create_priority_class(pc, 1000, "test class")
     live = seeded.admin._request("GET", f"/apis/scheduling.k8s.io/v1/priorityclasses/{pc}")
@@ -359,29 +475,48 @@ def test_create_namespace_quota_priority_class(seeded, gw):
 def test_create_job_runs_on_an_exclusive_node(seeded, gw):
     make_namespace(seeded, WORKSPACE_NS, {"brick.cloud/workspace": "true"})
     name = f"train-{gw.tag}-{int(time.time() * 1000) % 100000}"
-    job = {"metadata": {"name": name, "labels": {"brick.cloud/job": "true"}},
-           "spec": {"backoffLimit": 0, "template": {"spec": {
-               "restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": "dev-a1-ws04"},
-               "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-               "containers": [{"name": "train", "image": "busybox",
-                               "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
+    job = {
+        "metadata": {"name": name, "labels": {"brick.cloud/job": "true"}},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeSelector": {"kubernetes.io/hostname": "dev-a1-ws04"},
+                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                    "containers": [
+                        {"name": "train", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+                    ],
+                }
+            },
+        },
+    }
     out = gw.create_job(WORKSPACE_NS, job)
     assert out["kind"] == "Job" and out["metadata"]["namespace"] == WORKSPACE_NS
     assert name in names(gw.list_jobs(WORKSPACE_NS, label_selector="brick.cloud/job=true"))
     # the Job controller made a pod, the scheduler put it on dev-a1-ws04 (which has nvidia.com/gpu: 1)
-    pods = wait_until(lambda: seeded.admin.list_pods(WORKSPACE_NS, label_selector=f"job-name={name}"), 30, "the Job's pod")
-    wait_until(lambda: seeded.admin.list_pods(WORKSPACE_NS, label_selector=f"job-name={name}")[0]["spec"].get("nodeName"), 30,
-               "the Job's pod to be scheduled")
-    assert seeded.admin.list_pods(WORKSPACE_NS, label_selector=f"job-name={name}")[0]["spec"]["nodeName"] == "dev-a1-ws04"
+    pods = wait_until(
+        lambda: seeded.admin.list_pods(WORKSPACE_NS, label_selector=f"job-name={name}"), 30, "the Job's pod"
+    )
+    wait_until(
+        lambda: seeded.admin.list_pods(WORKSPACE_NS, label_selector=f"job-name={name}")[0]["spec"].get("nodeName"),
+        30,
+        "the Job's pod to be scheduled",
+    )
+    assert (
+        seeded.admin.list_pods(WORKSPACE_NS, label_selector=f"job-name={name}")[0]["spec"]["nodeName"] == "dev-a1-ws04"
+    )
     assert pods
     gw.delete("batch/v1", "Job", name, WORKSPACE_NS)
-    wait_until(lambda: not seeded.admin.list_pods(WORKSPACE_NS, label_selector=f"job-name={name}"), 60, "the Job's pods to go")
+    wait_until(
+        lambda: not seeded.admin.list_pods(WORKSPACE_NS, label_selector=f"job-name={name}"), 60, "the Job's pods to go"
+    )
     seeded.admin.delete("v1", "Namespace", WORKSPACE_NS)
 
 
 def test_list_gpu_pods(seeded, gw):
     make_pod(seeded, NS, f"gpu-holder-{gw.tag}", "dev-a1-ws02", gpu={"nvidia.com/gpu.shared": "1"})
-    held = {f'{p["metadata"]["namespace"]}/{p["metadata"]["name"]}' for p in gw.list_gpu_pods()}
+    held = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in gw.list_gpu_pods()}
     assert f"{NS}/gpu-holder-{gw.tag}" in held
     assert not any(k.startswith("brick-nvidia/") for k in held)
     seeded.admin.delete("v1", "Pod", f"gpu-holder-{gw.tag}", NS)
@@ -389,10 +524,12 @@ def test_list_gpu_pods(seeded, gw):
 
 # --- errors ----------------------------------------------------------------------------
 
+
 def test_unreachable_api_server_is_transient(tmp_path, seeded):
     kc = tmp_path / "kubeconfig"
-    kc.write_text(re.sub(r"server: https://127\.0\.0\.1:\d+", "server: https://127.0.0.1:1",
-                         open(seeded.kubeconfig).read()))
+    kc.write_text(
+        re.sub(r"server: https://127\.0\.0\.1:\d+", "server: https://127.0.0.1:1", open(seeded.kubeconfig).read())
+    )
     gw = KubeGateway(str(kc), request_timeout=3)
     with pytest.raises(ClusterUnreachable) as e:
         gw.list_nodes()

@@ -1,5 +1,6 @@
 """The GPU node simulator (lab/gpusim.py) on the lab: device plugin + kubelet behaviour
 driven by real DaemonSet pods, and the DCGM-format metrics scraped by Prometheus."""
+
 from __future__ import annotations
 
 import re
@@ -22,21 +23,34 @@ def seeded(lab):
 
 def plugin_pods(lab, node, component=None):
     sel = f"app.kubernetes.io/component={component}" if component else "app.kubernetes.io/name=nvidia-device-plugin"
-    return [p for p in lab.admin.list_pods(PLUGIN_NS, label_selector=sel, field_selector=f"spec.nodeName={node}")
-            if not p["metadata"].get("deletionTimestamp")]
+    return [
+        p
+        for p in lab.admin.list_pods(PLUGIN_NS, label_selector=sel, field_selector=f"spec.nodeName={node}")
+        if not p["metadata"].get("deletionTimestamp")
+    ]
 
 
 def running_plugin(lab, node, component):
     pods = plugin_pods(lab, node)
-    return (len(pods) == 1 and pods[0]["metadata"]["labels"]["app.kubernetes.io/component"] == component
-            and pods[0]["status"].get("phase") == "Running")
+    return (
+        len(pods) == 1
+        and pods[0]["metadata"]["labels"]["app.kubernetes.io/component"] == component
+        and pods[0]["status"].get("phase") == "Running"
+    )
 
 
 def set_replicas(lab, n):
     cm = lab.admin.get_configmap(PLUGIN_NS, TS_CM)
     text = re.sub(r"replicas: \d+", f"replicas: {n}", cm["data"]["config.yaml"])
-    lab.admin.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": TS_CM, "namespace": PLUGIN_NS},
-                     "data": {"config.yaml": text}}, field_manager="lab-tests")
+    lab.admin.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": TS_CM, "namespace": PLUGIN_NS},
+            "data": {"config.yaml": text},
+        },
+        field_manager="lab-tests",
+    )
 
 
 def restart_and_wait(lab, ds):
@@ -72,8 +86,11 @@ def test_relabel_moves_the_plugin_and_leaves_the_old_resource_stale(seeded):
     # and back to exclusive
     gw.label_node("dev-a1-ws04", {"brick.cloud/gpu.sharing": "none"})
     wait_until(lambda: running_plugin(seeded, "dev-a1-ws04", "default"), 60, "the default plugin on ws04")
-    wait_until(lambda: seeded.nvidia("dev-a1-ws04") == {"nvidia.com/gpu": "1", "nvidia.com/gpu.shared": "0"}, 30,
-               "exclusive again, gpu.shared stale")
+    wait_until(
+        lambda: seeded.nvidia("dev-a1-ws04") == {"nvidia.com/gpu": "1", "nvidia.com/gpu.shared": "0"},
+        30,
+        "exclusive again, gpu.shared stale",
+    )
     gw.remove_node_status_resources("dev-a1-ws04", ["nvidia.com/gpu.shared"])
     wait_until(lambda: seeded.nvidia("dev-a1-ws04", "capacity") == {"nvidia.com/gpu": "1"}, 30, "clean")
 
@@ -98,8 +115,15 @@ def test_a_config_the_plugin_refuses_registers_nothing_and_crash_loops(seeded):
     assert refused != good
 
     def put(text):
-        seeded.admin.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": TS_CM, "namespace": PLUGIN_NS},
-                            "data": {"config.yaml": text}}, field_manager="lab-tests")
+        seeded.admin.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": TS_CM, "namespace": PLUGIN_NS},
+                "data": {"config.yaml": text},
+            },
+            field_manager="lab-tests",
+        )
 
     put(refused)
     old_uid = plugin_pods(seeded, "dev-a1-ws02")[0]["metadata"]["uid"]
@@ -107,9 +131,16 @@ def test_a_config_the_plugin_refuses_registers_nothing_and_crash_loops(seeded):
 
     def crash_looping():
         pods = plugin_pods(seeded, "dev-a1-ws02")
-        return (len(pods) == 1 and pods[0]["metadata"]["uid"] != old_uid
-                and [((c.get("state") or {}).get("waiting") or {}).get("reason")
-                     for c in pods[0]["status"].get("containerStatuses") or []] == ["CrashLoopBackOff"])
+        return (
+            len(pods) == 1
+            and pods[0]["metadata"]["uid"] != old_uid
+            and [
+                ((c.get("state") or {}).get("waiting") or {}).get("reason")
+                for c in pods[0]["status"].get("containerStatuses") or []
+            ]
+            == ["CrashLoopBackOff"]
+        )
+
     wait_until(crash_looping, 60, "the new plugin pod in CrashLoopBackOff")
     wait_until(lambda: seeded.nvidia("dev-a1-ws02") == {"nvidia.com/gpu.shared": "0"}, 30, "allocatable 0")
     assert seeded.nvidia("dev-a1-ws02", "capacity") == {"nvidia.com/gpu.shared": "2"}  # kubelet keeps capacity
@@ -132,26 +163,40 @@ def test_dcgm_metrics_name_gpus_and_the_pods_using_them(seeded):
     text = seeded.gpusim("/metrics")
     assert "# TYPE DCGM_FI_DEV_GPU_UTIL gauge" in text
     for metric in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"):
-        assert re.search(metric + r'\{gpu="0",UUID="GPU-f65bd7d6-a2f4-1a04-c6ca-ea13eba1eb58",device="nvidia0",'
-                         r'modelName="NVIDIA A30",Hostname="dev-a1-ws04"[,}]', text), metric
+        assert re.search(
+            metric + r'\{gpu="0",UUID="GPU-f65bd7d6-a2f4-1a04-c6ca-ea13eba1eb58",device="nvidia0",'
+            r'modelName="NVIDIA A30",Hostname="dev-a1-ws04"[,}]',
+            text,
+        ), metric
     make_namespace(seeded, "lab-dcgm")
     make_pod(seeded, "lab-dcgm", "trainer", "dev-a1-ws04", gpu={"nvidia.com/gpu": "1"})
-    wait_until(lambda: 'pod="trainer",namespace="lab-dcgm",container="main"' in seeded.gpusim("/metrics"), 30,
-               "the pod label on the GPU's series")
-    rows = wait_until(lambda: seeded.prom('DCGM_FI_DEV_GPU_UTIL{pod="trainer",namespace="lab-dcgm"}'), 30,
-                      "Prometheus to scrape the pod's GPU series")
+    wait_until(
+        lambda: 'pod="trainer",namespace="lab-dcgm",container="main"' in seeded.gpusim("/metrics"),
+        30,
+        "the pod label on the GPU's series",
+    )
+    rows = wait_until(
+        lambda: seeded.prom('DCGM_FI_DEV_GPU_UTIL{pod="trainer",namespace="lab-dcgm"}'),
+        30,
+        "Prometheus to scrape the pod's GPU series",
+    )
     assert rows[0]["metric"]["UUID"] == "GPU-f65bd7d6-a2f4-1a04-c6ca-ea13eba1eb58"
     assert rows[0]["metric"]["Hostname"] == "dev-a1-ws04" and float(rows[0]["value"][1]) > 0
     seeded.admin.delete("v1", "Namespace", "lab-dcgm")
 
 
 def test_kube_state_metrics_exposes_gpu_node_labels_and_allocatable(seeded):
-    rows = wait_until(lambda: seeded.prom('kube_node_labels{node="dev-a1-ws02",label_brick_cloud_gpu_sharing="timeslicing"}'),
-                      30, "kube_node_labels with the allowlisted BRICK labels")
+    rows = wait_until(
+        lambda: seeded.prom('kube_node_labels{node="dev-a1-ws02",label_brick_cloud_gpu_sharing="timeslicing"}'),
+        30,
+        "kube_node_labels with the allowlisted BRICK labels",
+    )
     assert rows[0]["metric"]["label_nvidia_com_gpu_product"] == "NVIDIA-A30"
+
     def allocatable():
         rows = seeded.prom('kube_node_status_allocatable{node="dev-a1-ws02",resource=~"nvidia_com.+"}')
         return {r["metric"]["resource"]: r["value"][1] for r in rows}
+
     # KSM watches the node and Prometheus scrapes every 2 s: the value follows within seconds
     wait_until(lambda: allocatable() == {"nvidia_com_gpu_shared": "2"}, 30, "allocatable nvidia resources")
 

@@ -6,6 +6,7 @@ with `unshare --mount`, so the host's own /var/run is untouched), KUBERNETES_SER
 BRICK_IN_CLUSTER=1, DJANGO_DEBUG=0, no kubeconfig. As that ServiceAccount, bound by the chart's
 RBAC and admission policies, an admin signs in over HTTP, runs procedure A through the worker
 and approves a Workspace."""
+
 from __future__ import annotations
 
 import os
@@ -14,7 +15,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -56,13 +56,13 @@ class Pod:
         return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(self.tmp / "sa"), *cmd]
 
     def run(self, *cmd: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        return subprocess.run(self.argv(*cmd), env=self.env, cwd=REPO, capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(self.argv(*cmd), env=self.env, cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
     def start(self, name: str, *cmd: str) -> subprocess.Popen:
         log = open(self.tmp / f"{name}.log", "wb")
-        p = subprocess.Popen(self.argv(*cmd), env=self.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                             start_new_session=True)
+        p = subprocess.Popen(
+            self.argv(*cmd), env=self.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.procs.append((name, p))
         return p
 
@@ -91,8 +91,10 @@ def pod(lab, chart_rbac, transactional_db, tmp_path):
     from tests.gpus.conftest import database_url
 
     redis_url = os.environ.get("REDIS_URL", "")
-    require_service(redis_url.startswith("redis://") and connection.vendor == "postgresql",
-                    "PostgreSQL and Redis (bin/test starts them)")
+    require_service(
+        redis_url.startswith("redis://") and connection.vendor == "postgresql",
+        "PostgreSQL and Redis (bin/test starts them)",
+    )
     lab.load("seed-example")
     rbac = apply_roles(lab, chart_rbac)  # after the load, which re-made the plugin's namespace
     sa = tmp_path / "sa"
@@ -109,16 +111,25 @@ def pod(lab, chart_rbac, transactional_db, tmp_path):
     var = tmp_path / "var"
     var.mkdir()
     env = {
-        "PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8",  # no ~/.kube/config to fall back on
-        "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port,
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "LANG": "C.UTF-8",  # no ~/.kube/config to fall back on
+        "KUBERNETES_SERVICE_HOST": host,
+        "KUBERNETES_SERVICE_PORT": port,
         # what the chart's brickadmin.env gives every product container
-        "BRICK_CLUSTER": "kube", "BRICK_IN_CLUSTER": "1", "DJANGO_DEBUG": "0", "BRICK_VAR_DIR": str(var),
-        "POD_NAMESPACE": NAMESPACE, "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-        "DJANGO_CSRF_TRUSTED_ORIGINS": "https://127.0.0.1", "PROMETHEUS_URL": lab.prometheus_url,
+        "BRICK_CLUSTER": "kube",
+        "BRICK_IN_CLUSTER": "1",
+        "DJANGO_DEBUG": "0",
+        "BRICK_VAR_DIR": str(var),
+        "POD_NAMESPACE": NAMESPACE,
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        "DJANGO_CSRF_TRUSTED_ORIGINS": "https://127.0.0.1",
+        "PROMETHEUS_URL": lab.prometheus_url,
         "DATABASE_URL": database_url(),  # the test database
         "DJANGO_SECRET_KEY": "in-cluster-test-" + uuid.uuid4().hex * 2,
         "REDIS_URL": redis_url.rsplit("/", 1)[0] + "/7",  # a broker database of its own
-        "BRICK_SNAPSHOT_CACHE_SECONDS": "0", "PYTHONUNBUFFERED": "1",
+        "BRICK_SNAPSHOT_CACHE_SECONDS": "0",
+        "PYTHONUNBUFFERED": "1",
     }
     p = Pod(tmp_path, env)
     yield p
@@ -138,10 +149,19 @@ class Browser:
         self.origin = "https://" + base.split("://", 1)[1]
 
     def _send(self, method, path, data=None):
-        r = self.http.request(method, self.base + path, data=data, allow_redirects=False, timeout=60,
-                              headers={"X-Forwarded-Proto": "https", "Origin": self.origin,
-                                       "Referer": self.origin + path,
-                                       "Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())})
+        r = self.http.request(
+            method,
+            self.base + path,
+            data=data,
+            allow_redirects=False,
+            timeout=60,
+            headers={
+                "X-Forwarded-Proto": "https",
+                "Origin": self.origin,
+                "Referer": self.origin + path,
+                "Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items()),
+            },
+        )
         self.cookies.update({c.name: c.value for c in r.cookies})
         return r
 
@@ -158,24 +178,54 @@ def test_web_and_worker_in_cluster_run_procedure_a_and_approve_a_workspace(lab, 
     from workspaces.models import WorkspaceRequest
 
     # Who the in-cluster configuration makes the product: the chart's ServiceAccount.
-    who = pod.run(PY, "-c", "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'brickadmin.settings');"
-                  "django.setup(); from brickadmin.cluster.gateway import get_gateway; g = get_gateway();"
-                  "r = g._request('POST', '/apis/authentication.k8s.io/v1/selfsubjectreviews', body={"
-                  "'apiVersion': 'authentication.k8s.io/v1', 'kind': 'SelfSubjectReview'});"
-                  "print(g.configuration.host, r['status']['userInfo']['username'])")
+    who = pod.run(
+        PY,
+        "-c",
+        "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'brickadmin.settings');"
+        "django.setup(); from brickadmin.cluster.gateway import get_gateway; g = get_gateway();"
+        "r = g._request('POST', '/apis/authentication.k8s.io/v1/selfsubjectreviews', body={"
+        "'apiVersion': 'authentication.k8s.io/v1', 'kind': 'SelfSubjectReview'});"
+        "print(g.configuration.host, r['status']['userInfo']['username'])",
+    )
     assert who.returncode == 0, who.stderr[-3000:]
-    assert who.stdout.split() == [f"https://{pod.env['KUBERNETES_SERVICE_HOST']}:{pod.env['KUBERNETES_SERVICE_PORT']}",
-                                  f"system:serviceaccount:{NAMESPACE}:{NAMESPACE}"]
+    assert who.stdout.split() == [
+        f"https://{pod.env['KUBERNETES_SERVICE_HOST']}:{pod.env['KUBERNETES_SERVICE_PORT']}",
+        f"system:serviceaccount:{NAMESPACE}:{NAMESPACE}",
+    ]
     assert not SA_DIR.joinpath("token").exists()  # the host's /var/run never saw the token
 
     static = pod.run(PY, "manage.py", "collectstatic", "--noinput", "-v0", timeout=300)  # the image bakes them
     assert static.returncode == 0, static.stderr[-3000:]
     port = _free_port()
     pod.start("watcher", PY, "manage.py", "watch_cluster")
-    pod.start("worker", PY, "-m", "celery", "-A", "brickadmin", "worker", "--loglevel=INFO", "--concurrency=1",
-              "--without-gossip", "--without-mingle")
-    web = pod.start("web", PY, "-m", "gunicorn", "brickadmin.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "2",
-                    "--timeout", "120", "--worker-tmp-dir", str(pod.tmp))
+    pod.start(
+        "worker",
+        PY,
+        "-m",
+        "celery",
+        "-A",
+        "brickadmin",
+        "worker",
+        "--loglevel=INFO",
+        "--concurrency=1",
+        "--without-gossip",
+        "--without-mingle",
+    )
+    web = pod.start(
+        "web",
+        PY,
+        "-m",
+        "gunicorn",
+        "brickadmin.wsgi",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        "2",
+        "--timeout",
+        "120",
+        "--worker-tmp-dir",
+        str(pod.tmp),
+    )
     browser = Browser(f"http://127.0.0.1:{port}")
 
     def ready():
@@ -190,8 +240,11 @@ def test_web_and_worker_in_cluster_run_procedure_a_and_approve_a_workspace(lab, 
     r = browser.post("/login/", {"username": "root", "password": "pw-root-123"})
     assert r.status_code == 302, r.text[-2000:]
     # the watcher (leader through its Lease, as the ServiceAccount) publishes the view the pages read
-    wait_until(lambda: browser.get("/nodes/").status_code == 200 and "dev-a1-ws04" in browser.get("/nodes/").text,
-               120, f"the watcher's view of the lab (watcher log: {pod.log('watcher')[-800:]})")
+    wait_until(
+        lambda: browser.get("/nodes/").status_code == 200 and "dev-a1-ws04" in browser.get("/nodes/").text,
+        120,
+        f"the watcher's view of the lab (watcher log: {pod.log('watcher')[-800:]})",
+    )
 
     # Procedure A: started on the web, run by the worker, as the ServiceAccount
     r = browser.post("/procedures/A/start/", {"node": "dev-a1-ws04"})
@@ -213,8 +266,11 @@ def test_web_and_worker_in_cluster_run_procedure_a_and_approve_a_workspace(lab, 
     name = f"ws-incluster-{uuid.uuid4().hex[:6]}"
     req = services.create_request(alice, name=name, gpu=1, cpu=2, memory_gib=4, storage_gib=10)
     try:
-        wait_until(lambda: "nvidia.com/gpu.shared" in browser.get("/workspaces/approvals/").text, 60,
-                   "the approval page to offer Shared")
+        wait_until(
+            lambda: "nvidia.com/gpu.shared" in browser.get("/workspaces/approvals/").text,
+            60,
+            "the approval page to offer Shared",
+        )
         r = browser.post(f"/workspaces/approvals/{req.pk}/approve/", {f"r{req.pk}-resource": "nvidia.com/gpu.shared"})
         assert r.status_code == 302, r.text[-3000:]
         assert WorkspaceRequest.objects.get(pk=req.pk).status == "approved"
@@ -236,6 +292,14 @@ def test_the_chart_environment_is_what_this_test_gives_the_processes():
     web = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "brickadmin-web")
     env = {e["name"]: e.get("value") for e in web["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["BRICK_CLUSTER"] == "kube" and env["BRICK_IN_CLUSTER"] == "1" and env["DJANGO_DEBUG"] == "0"
-    assert {"DATABASE_URL", "DJANGO_SECRET_KEY", "REDIS_URL", "PROMETHEUS_URL", "POD_NAMESPACE",
-            "BRICK_VAR_DIR", "DJANGO_ALLOWED_HOSTS", "DJANGO_CSRF_TRUSTED_ORIGINS"} <= set(env)
+    assert {
+        "DATABASE_URL",
+        "DJANGO_SECRET_KEY",
+        "REDIS_URL",
+        "PROMETHEUS_URL",
+        "POD_NAMESPACE",
+        "BRICK_VAR_DIR",
+        "DJANGO_ALLOWED_HOSTS",
+        "DJANGO_CSRF_TRUSTED_ORIGINS",
+    } <= set(env)
     assert "BRICK_KUBECONFIG" not in env  # in a pod: the ServiceAccount files and KUBERNETES_SERVICE_*

@@ -2,6 +2,7 @@
 every verb the product needs is granted where it needs it (the authorizer's answer,
 and test_gateway runs each operation for real), and what it must not do is refused, by RBAC
 or by the admission policies on the Workspace label, with the cluster left as it was."""
+
 from __future__ import annotations
 
 import time
@@ -44,11 +45,21 @@ def refused(call):
 
 
 def _ds(ns, name):
-    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": ns},
-            "spec": {"selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}},
-                                  "spec": {"nodeSelector": {"brick.cloud/never": "true"},
-                                           "containers": [{"name": "c", "image": "busybox"}]}}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "nodeSelector": {"brick.cloud/never": "true"},
+                    "containers": [{"name": "c", "image": "busybox"}],
+                },
+            },
+        },
+    }
 
 
 def _split(res):
@@ -60,8 +71,15 @@ def test_every_verb_the_product_needs_is_granted(seeded, rbac):
     for (group, res), verbs in EXPECTED_CLUSTER_RULES.items():
         resource, sub = _split(res)
         for verb in verbs:  # cluster-wide (a Workspace namespace is any namespace to RBAC)
-            assert can(seeded, token, verb, resource, None if resource in ("nodes", "namespaces", "priorityclasses")
-                       else "ws-exclusive", group, sub), (verb, res)
+            assert can(
+                seeded,
+                token,
+                verb,
+                resource,
+                None if resource in ("nodes", "namespaces", "priorityclasses") else "ws-exclusive",
+                group,
+                sub,
+            ), (verb, res)
     for (group, res), verbs in EXPECTED_PLUGIN_RULES.items():
         for verb in verbs:
             assert can(seeded, token, verb, res, PLUGIN_NAMESPACE, group), (verb, res)
@@ -70,24 +88,27 @@ def test_every_verb_the_product_needs_is_granted(seeded, rbac):
             assert can(seeded, token, verb, res, NAMESPACE, group), (verb, res)
 
 
-@pytest.mark.parametrize("verb,resource,namespace,group", [
-    ("delete", "nodes", None, ""),
-    ("update", "nodes", None, ""),
-    ("get", "secrets", "kube-system", ""),
-    ("list", "secrets", None, ""),
-    ("patch", "namespaces", None, ""),  # relabelling kube-system a Workspace
-    ("create", "daemonsets", "kube-system", "apps"),
-    ("patch", "daemonsets", "kube-system", "apps"),
-    ("delete", "daemonsets", "kube-system", "apps"),
-    ("patch", "configmaps", "kube-system", ""),
-    ("delete", "configmaps", PLUGIN_NAMESPACE, ""),  # the manifest never deletes one
-    ("update", "leases", "kube-system", "coordination.k8s.io"),
-    ("create", "pods", "kube-system", ""),
-    ("create", "clusterrolebindings", None, "rbac.authorization.k8s.io"),
-    ("delete", "validatingadmissionpolicies", None, "admissionregistration.k8s.io"),
-    ("delete", "resourcequotas", "ws-exclusive", ""),
-    ("update", "jobs", "ws-exclusive", "batch"),
-])
+@pytest.mark.parametrize(
+    "verb,resource,namespace,group",
+    [
+        ("delete", "nodes", None, ""),
+        ("update", "nodes", None, ""),
+        ("get", "secrets", "kube-system", ""),
+        ("list", "secrets", None, ""),
+        ("patch", "namespaces", None, ""),  # relabelling kube-system a Workspace
+        ("create", "daemonsets", "kube-system", "apps"),
+        ("patch", "daemonsets", "kube-system", "apps"),
+        ("delete", "daemonsets", "kube-system", "apps"),
+        ("patch", "configmaps", "kube-system", ""),
+        ("delete", "configmaps", PLUGIN_NAMESPACE, ""),  # the manifest never deletes one
+        ("update", "leases", "kube-system", "coordination.k8s.io"),
+        ("create", "pods", "kube-system", ""),
+        ("create", "clusterrolebindings", None, "rbac.authorization.k8s.io"),
+        ("delete", "validatingadmissionpolicies", None, "admissionregistration.k8s.io"),
+        ("delete", "resourcequotas", "ws-exclusive", ""),
+        ("update", "jobs", "ws-exclusive", "batch"),
+    ],
+)
 def test_what_the_product_never_does_is_not_granted(seeded, rbac, verb, resource, namespace, group):
     assert not can(seeded, rbac["token"], verb, resource, namespace, group)
 
@@ -129,8 +150,12 @@ def test_a_daemonset_in_kube_system_is_refused(seeded, sa):
 
 
 def test_a_configmap_outside_the_plugin_namespace_is_refused(seeded, sa):
-    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "lp-cm", "namespace": "kube-system"},
-          "data": {"config.yaml": "version: v1\n"}}
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "lp-cm", "namespace": "kube-system"},
+        "data": {"config.yaml": "version: v1\n"},
+    }
     refused(lambda: sa.apply(cm))
     assert "lp-cm" not in {c["metadata"]["name"] for c in seeded.admin.list_configmaps("kube-system")}
 
@@ -139,23 +164,50 @@ def test_a_quota_or_limit_range_in_a_namespace_that_is_not_a_workspace_is_refuse
     for ns in (PLAIN, "kube-system"):
         why = refused(lambda ns=ns: sa.create_resource_quota(ns, "lp-quota", {"requests.nvidia.com/gpu": "64"}))
         assert "Workspace" in why and ns in why
-        refused(lambda ns=ns: sa.apply({"apiVersion": "v1", "kind": "ResourceQuota",
-                                  "metadata": {"name": "lp-quota", "namespace": ns},
-                                  "spec": {"hard": {"pods": "1"}}}))
-        refused(lambda ns=ns: sa.apply({"apiVersion": "v1", "kind": "LimitRange",
-                                  "metadata": {"name": "lp-limits", "namespace": ns},
-                                  "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "1"}}]}}))
+        refused(
+            lambda ns=ns: sa.apply(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ResourceQuota",
+                    "metadata": {"name": "lp-quota", "namespace": ns},
+                    "spec": {"hard": {"pods": "1"}},
+                }
+            )
+        )
+        refused(
+            lambda ns=ns: sa.apply(
+                {
+                    "apiVersion": "v1",
+                    "kind": "LimitRange",
+                    "metadata": {"name": "lp-limits", "namespace": ns},
+                    "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "1"}}]},
+                }
+            )
+        )
         assert seeded.admin.list_resource_quotas(ns) == []
         assert seeded.admin._request("GET", f"/api/v1/namespaces/{ns}/limitranges")["items"] == []
 
 
 def test_an_existing_quota_outside_a_workspace_cannot_be_raised(seeded, sa):
-    seeded.admin.apply({"apiVersion": "v1", "kind": "ResourceQuota",
-                        "metadata": {"name": "lp-team-quota", "namespace": PLAIN},
-                        "spec": {"hard": {"requests.nvidia.com/gpu": "1"}}}, field_manager="lab-tests")
-    refused(lambda: sa.apply({"apiVersion": "v1", "kind": "ResourceQuota",
-                              "metadata": {"name": "lp-team-quota", "namespace": PLAIN},
-                              "spec": {"hard": {"requests.nvidia.com/gpu": "64"}}}))
+    seeded.admin.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "lp-team-quota", "namespace": PLAIN},
+            "spec": {"hard": {"requests.nvidia.com/gpu": "1"}},
+        },
+        field_manager="lab-tests",
+    )
+    refused(
+        lambda: sa.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": "lp-team-quota", "namespace": PLAIN},
+                "spec": {"hard": {"requests.nvidia.com/gpu": "64"}},
+            }
+        )
+    )
     (q,) = seeded.admin.list_resource_quotas(PLAIN)
     assert q["spec"]["hard"] == {"requests.nvidia.com/gpu": "1"}
     seeded.admin.delete("v1", "ResourceQuota", "lp-team-quota", PLAIN)
@@ -166,21 +218,43 @@ def test_in_a_workspace_namespace_the_same_writes_succeed(seeded, sa):
     ns = f"lp-ws-{int(time.time() * 1000) % 100000}"
     sa.create_namespace(ns, {WORKSPACE_LABEL: "true", OWNER_LABEL: "alice"})
     sa.create_resource_quota(ns, "workspace-compute", {"requests.nvidia.com/gpu": "1"})
-    sa.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "workspace-compute", "namespace": ns},
-              "spec": {"hard": {"requests.nvidia.com/gpu": "2"}}}, field_manager="brickadmin")
-    sa.apply({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "workspace-defaults", "namespace": ns},
-              "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "100m"}}]}})
+    sa.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "workspace-compute", "namespace": ns},
+            "spec": {"hard": {"requests.nvidia.com/gpu": "2"}},
+        },
+        field_manager="brickadmin",
+    )
+    sa.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "LimitRange",
+            "metadata": {"name": "workspace-defaults", "namespace": ns},
+            "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "100m"}}]},
+        }
+    )
     (q,) = seeded.admin.list_resource_quotas(ns)
     assert q["spec"]["hard"] == {"requests.nvidia.com/gpu": "2"}
     sa.delete("v1", "Namespace", ns)
-    wait_until(lambda: ns not in {n["metadata"]["name"] for n in seeded.admin.list_namespaces()}, 120,
-               "the Workspace namespace to be deleted")
+    wait_until(
+        lambda: ns not in {n["metadata"]["name"] for n in seeded.admin.list_namespaces()},
+        120,
+        "the Workspace namespace to be deleted",
+    )
 
 
 def test_the_lease_is_writable_in_the_release_namespace_only(seeded, sa):
-    body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": "lp-lease"}, "spec": {"holderIdentity": "x", "leaseDurationSeconds": 15}}
-    refused(lambda: sa.create_lease("kube-system", {**body, "metadata": {"name": "lp-lease", "namespace": "kube-system"}}))
+    body = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "lp-lease"},
+        "spec": {"holderIdentity": "x", "leaseDurationSeconds": 15},
+    }
+    refused(
+        lambda: sa.create_lease("kube-system", {**body, "metadata": {"name": "lp-lease", "namespace": "kube-system"}})
+    )
     try:
         sa.create_lease(NAMESPACE, {**body, "metadata": {"name": "lp-lease", "namespace": NAMESPACE}})
         assert sa.get_lease(NAMESPACE, "lp-lease")["spec"]["holderIdentity"] == "x"
@@ -190,27 +264,42 @@ def test_the_lease_is_writable_in_the_release_namespace_only(seeded, sa):
 
 # --- Jobs and pods: only in Workspace namespaces; drains evict anywhere --------------------
 
+
 def _job(name):
-    return {"metadata": {"name": name, "labels": {"brick.cloud/job": "true"}},
-            "spec": {"backoffLimit": 0, "template": {"spec": {
-                "restartPolicy": "Never", "automountServiceAccountToken": False,
-                "nodeSelector": {"brick.cloud/never": "true"},  # never runs: the Job object is the point
-                "containers": [{"name": "c", "image": "busybox", "securityContext": {"privileged": True}}]}}}}
+    return {
+        "metadata": {"name": name, "labels": {"brick.cloud/job": "true"}},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "nodeSelector": {"brick.cloud/never": "true"},  # never runs: the Job object is the point
+                    "containers": [{"name": "c", "image": "busybox", "securityContext": {"privileged": True}}],
+                }
+            },
+        },
+    }
 
 
 def _workspace(seeded, sa):
     """A Workspace namespace made as the product makes one (as the ServiceAccount)."""
     ns = f"lp-jobs-{int(time.time() * 1000) % 100000}"
     sa.create_namespace(ns, {WORKSPACE_LABEL: "true", OWNER_LABEL: "alice"})
-    wait_until(lambda: any(s["metadata"]["name"] == "default" for s in
-                           seeded.admin._request("GET", f"/api/v1/namespaces/{ns}/serviceaccounts")["items"]),
-               30, f"default ServiceAccount in {ns}")
+    wait_until(
+        lambda: any(
+            s["metadata"]["name"] == "default"
+            for s in seeded.admin._request("GET", f"/api/v1/namespaces/{ns}/serviceaccounts")["items"]
+        ),
+        30,
+        f"default ServiceAccount in {ns}",
+    )
     return ns
 
 
 def test_a_job_in_kube_system_or_any_namespace_that_is_not_a_workspace_is_refused(seeded, sa):
     for ns in ("kube-system", PLAIN, PLUGIN_NAMESPACE, NAMESPACE):
-        why = refused(lambda: sa.create_job(ns, _job("lp-intruder")))
+        why = refused(lambda ns=ns: sa.create_job(ns, _job("lp-intruder")))
         assert "only in Workspace namespaces" in why and ns in why  # the admission policy's answer
         assert "lp-intruder" not in {j["metadata"]["name"] for j in seeded.admin.list_jobs(ns)}
     # nor can it cancel (delete) a Job that is there
@@ -224,10 +313,12 @@ def test_a_job_in_kube_system_or_any_namespace_that_is_not_a_workspace_is_refuse
 def test_a_pod_delete_outside_a_workspace_is_refused_and_the_pod_stays(seeded, sa):
     for ns in ("kube-system", PLAIN):
         make_pod(seeded, ns, "lp-resident-pod", None, wait_running=False)
-        why = refused(lambda: sa.delete("v1", "Pod", "lp-resident-pod", ns))
+        why = refused(lambda ns=ns: sa.delete("v1", "Pod", "lp-resident-pod", ns))
         assert "only in Workspace namespaces" in why and ns in why
         assert not seeded.admin.get_pod(ns, "lp-resident-pod")["metadata"].get("deletionTimestamp")
-        seeded.admin._request("DELETE", f"/api/v1/namespaces/{ns}/pods/lp-resident-pod", query={"gracePeriodSeconds": 0})
+        seeded.admin._request(
+            "DELETE", f"/api/v1/namespaces/{ns}/pods/lp-resident-pod", query={"gracePeriodSeconds": 0}
+        )
 
 
 def test_in_a_workspace_namespace_jobs_are_submitted_and_cancelled_and_failed_pods_deleted(seeded, sa):
@@ -238,16 +329,22 @@ def test_in_a_workspace_namespace_jobs_are_submitted_and_cancelled_and_failed_po
         assert out["metadata"]["namespace"] == ns
         assert "train-1" in {j["metadata"]["name"] for j in seeded.admin.list_jobs(ns)}
         sa.delete("batch/v1", "Job", "train-1", ns)
-        wait_until(lambda: "train-1" not in {j["metadata"]["name"] for j in seeded.admin.list_jobs(ns)}, 60,
-                   "the cancelled Job to go")
+        wait_until(
+            lambda: "train-1" not in {j["metadata"]["name"] for j in seeded.admin.list_jobs(ns)},
+            60,
+            "the cancelled Job to go",
+        )
         make_pod(seeded, ns, "refused-by-kubelet", None, wait_running=False)
-        seeded.admin._request("PATCH", f"/api/v1/namespaces/{ns}/pods/refused-by-kubelet/status",
-                              body={"status": {"phase": "Failed", "reason": "UnexpectedAdmissionError",
-                                               "message": "Allocate failed"}},
-                              content_type="application/merge-patch+json")
+        seeded.admin._request(
+            "PATCH",
+            f"/api/v1/namespaces/{ns}/pods/refused-by-kubelet/status",
+            body={"status": {"phase": "Failed", "reason": "UnexpectedAdmissionError", "message": "Allocate failed"}},
+            content_type="application/merge-patch+json",
+        )
         sa.delete("v1", "Pod", "refused-by-kubelet", ns)
-        wait_until(lambda: not sa.list_pods(ns, field_selector="metadata.name=refused-by-kubelet"), 60,
-                   "the failed pod to go")
+        wait_until(
+            lambda: not sa.list_pods(ns, field_selector="metadata.name=refused-by-kubelet"), 60, "the failed pod to go"
+        )
     finally:
         sa.delete("v1", "Namespace", ns)
 
@@ -277,17 +374,27 @@ def product_as_the_service_account(sa, settings, monkeypatch):
 
 @pytest.mark.django_db
 def test_the_products_job_submission_and_cancel_work_in_a_workspace_and_not_elsewhere(
-        seeded, sa, product_as_the_service_account, alice, admin_user):
+    seeded, sa, product_as_the_service_account, alice, admin_user
+):
     from workspaces import services
     from workspaces.models import WorkspaceJob, WorkspaceRequest
 
     def workspace(name):
-        return WorkspaceRequest.objects.create(name=name, requester=alice, requester_name="alice", gpu=1, cpu=1,
-                                               memory_gib=1, storage_gib=1, status=WorkspaceRequest.Status.APPROVED)
+        return WorkspaceRequest.objects.create(
+            name=name,
+            requester=alice,
+            requester_name="alice",
+            gpu=1,
+            cpu=1,
+            memory_gib=1,
+            storage_gib=1,
+            status=WorkspaceRequest.Status.APPROVED,
+        )
 
     def pending_job(ws):
-        return WorkspaceJob.objects.create(workspace=ws, owner=alice, owner_name="alice", node="dev-a1-ws04",
-                                           image="busybox", command="", gpu=1)
+        return WorkspaceJob.objects.create(
+            workspace=ws, owner=alice, owner_name="alice", node="dev-a1-ws04", image="busybox", command="", gpu=1
+        )
 
     ns = _workspace(seeded, sa)
     try:
@@ -295,8 +402,11 @@ def test_the_products_job_submission_and_cancel_work_in_a_workspace_and_not_else
         assert job.status == WorkspaceJob.Status.SUBMITTED
         assert job.k8s_name in {j["metadata"]["name"] for j in seeded.admin.list_jobs(ns)}
         services.cancel_job(job.pk, admin_user)
-        wait_until(lambda: job.k8s_name not in {j["metadata"]["name"] for j in seeded.admin.list_jobs(ns)}, 60,
-                   "the cancelled Job to go")
+        wait_until(
+            lambda: job.k8s_name not in {j["metadata"]["name"] for j in seeded.admin.list_jobs(ns)},
+            60,
+            "the cancelled Job to go",
+        )
     finally:
         sa.delete("v1", "Namespace", ns)
     # a record naming kube-system (however it came to be) reaches nothing there

@@ -1,6 +1,7 @@
 """Procedure M end to end on the lab: a real API server (KubeGateway), a KWOK node the GPU
 Operator would run mig-manager on, and gpusim playing mig-manager and the operator's device
 plugin."""
+
 import os
 
 import pytest

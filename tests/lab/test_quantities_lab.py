@@ -1,5 +1,6 @@
 """Quantities as the real API server writes them back: a ResourceQuota of 1000 shared GPUs
 and a node capacity of 1000 GPUs come back as "1k", and the product's pages read 1000."""
+
 from __future__ import annotations
 
 import re
@@ -29,13 +30,21 @@ def thousands(lab):
     """A Workspace-like namespace with a quota of 1000 shared GPUs, and a GFD-labelled node
     (no BRICK label, so gpusim leaves its status alone) with 1000 GPUs, both written as 1000."""
     make_namespace(lab, NS)
-    lab.admin._request("PATCH", f"/api/v1/namespaces/{NS}", content_type="application/merge-patch+json",
-                       body={"metadata": {"labels": {V.WORKSPACE_LABEL: "true", V.OWNER_LABEL: "carol"}}})
+    lab.admin._request(
+        "PATCH",
+        f"/api/v1/namespaces/{NS}",
+        content_type="application/merge-patch+json",
+        body={"metadata": {"labels": {V.WORKSPACE_LABEL: "true", V.OWNER_LABEL: "carol"}}},
+    )
     lab.admin.create_resource_quota(NS, "workspace-quota", {QUOTA_KEY: 1000, "requests.cpu": "2"})
     make_node(lab, NODE, labels={V.GPU_PRODUCT_LABEL: "NVIDIA-A30", V.GPU_COUNT_LABEL: "1000"})
     gpus = {V.GPU: "1000"}
-    lab.admin._request("PATCH", f"/api/v1/nodes/{NODE}/status", content_type="application/merge-patch+json",
-                       body={"status": {"capacity": gpus, "allocatable": gpus}})
+    lab.admin._request(
+        "PATCH",
+        f"/api/v1/nodes/{NODE}/status",
+        content_type="application/merge-patch+json",
+        body={"status": {"capacity": gpus, "allocatable": gpus}},
+    )
     yield lab
     for kind, name in (("Node", NODE), ("Namespace", NS)):
         try:

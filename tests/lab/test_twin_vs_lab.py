@@ -6,10 +6,10 @@ The lab side is read the way production reads a cluster: KubeGateway for the obj
 Prometheus (DCGM series from gpusim, scraped) for the physical GPUs. The twin side uses its
 own hardware facts.
 """
+
 from __future__ import annotations
 
 import re
-
 import time
 
 import pytest
@@ -35,23 +35,53 @@ KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {"seed-example": {}, "qks": {}, "
 def numbers(led) -> dict:
     """Everything the screens show from a ledger, as plain data."""
     return {
-        "totals": {"logical": led.logical, "requested": led.requested, "physical": led.physical,
-                   "physical_used": led.physical_used},
-        "by_type": [(r.model, r.gpu_type, r.resource, {"logical": r.logical, "requested": r.requested,
-                                                       "physical": r.physical, "cordoned_logical": r.cordoned_logical,
-                                                       "nodes": r.nodes}) for r in led.by_type],
-        "by_resource": {r.resource: {"logical": r.logical, "allocated": r.allocated, "requested": r.requested}
-                        for r in led.by_resource},
+        "totals": {
+            "logical": led.logical,
+            "requested": led.requested,
+            "physical": led.physical,
+            "physical_used": led.physical_used,
+        },
+        "by_type": [
+            (
+                r.model,
+                r.gpu_type,
+                r.resource,
+                {
+                    "logical": r.logical,
+                    "requested": r.requested,
+                    "physical": r.physical,
+                    "cordoned_logical": r.cordoned_logical,
+                    "nodes": r.nodes,
+                },
+            )
+            for r in led.by_type
+        ],
+        "by_resource": {
+            r.resource: {"logical": r.logical, "allocated": r.allocated, "requested": r.requested}
+            for r in led.by_resource
+        },
         "allocated": led.allocated_by_namespace,
-        "nodes": {n.name: {
-            "model": n.model, "convention": n.convention, "mode": n.mode, "replicas": n.replicas,
-            "configured_replicas": n.configured_replicas, "ready": n.ready, "cordoned": n.cordoned,
-            "tainted": n.tainted, "plugin_state": n.plugin_state, "physical": n.physical,
-            "physical_used": n.physical_used,
-            "resources": {k: (r.gpu_type, r.capacity, r.allocatable, r.requested, r.stale)
-                          for k, r in sorted(n.resources.items())},
-            "devices_in_use": sorted(d.uuid for d in n.devices if d.in_use),
-        } for n in led.nodes},
+        "nodes": {
+            n.name: {
+                "model": n.model,
+                "convention": n.convention,
+                "mode": n.mode,
+                "replicas": n.replicas,
+                "configured_replicas": n.configured_replicas,
+                "ready": n.ready,
+                "cordoned": n.cordoned,
+                "tainted": n.tainted,
+                "plugin_state": n.plugin_state,
+                "physical": n.physical,
+                "physical_used": n.physical_used,
+                "resources": {
+                    k: (r.gpu_type, r.capacity, r.allocatable, r.requested, r.stale)
+                    for k, r in sorted(n.resources.items())
+                },
+                "devices_in_use": sorted(d.uuid for d in n.devices if d.in_use),
+            }
+            for n in led.nodes
+        },
     }
 
 
@@ -81,16 +111,23 @@ def load_twin(name) -> TwinGateway:
 def lab_ledger(lab, settings, expected_uuids: int, scenario_namespaces: set[str]):
     settings.PROMETHEUS_URL = lab.prometheus_url
     settings.BRICK_SNAPSHOT_CACHE_SECONDS = 0
+
     # Prometheus must have scraped what gpusim serves now (pods on GPUs included)
     def served():
-        lines = re.findall(r'^DCGM_FI_DEV_GPU_UTIL\{([^}]*)\}', lab.gpusim("/metrics"), re.M)
-        return {(dict(re.findall(r'(\w+)="([^"]*)"', ls)).get("UUID"), dict(re.findall(r'(\w+)="([^"]*)"', ls)).get("pod", ""))
-                for ls in lines}
+        lines = re.findall(r"^DCGM_FI_DEV_GPU_UTIL\{([^}]*)\}", lab.gpusim("/metrics"), re.M)
+        return {
+            (
+                dict(re.findall(r'(\w+)="([^"]*)"', ls)).get("UUID"),
+                dict(re.findall(r'(\w+)="([^"]*)"', ls)).get("pod", ""),
+            )
+            for ls in lines
+        }
 
     def scraped():
         want = served()
         got = {(r["metric"].get("UUID"), r["metric"].get("pod", "")) for r in lab.prom("DCGM_FI_DEV_GPU_UTIL")}
         return got == want and len({u for u, _ in want}) == expected_uuids
+
     if expected_uuids:
         wait_until(scraped, 30, "Prometheus to scrape what gpusim serves")
     snap = take_snapshot(lab.admin, use_prometheus=True)
@@ -99,8 +136,10 @@ def lab_ledger(lab, settings, expected_uuids: int, scenario_namespaces: set[str]
     keep = scenario_namespaces | {"brick-nvidia", "gpu-operator"}
     snap.quotas = [q for q in snap.quotas if q["metadata"]["namespace"] in keep]
     snap.gpu_pods = [p for p in snap.gpu_pods if p["metadata"]["namespace"] in keep]
-    snap.devices = {node: [{**d, "pods": [p for p in d.get("pods") or [] if p.split("/", 1)[0] in keep]}
-                           for d in devs] for node, devs in snap.devices.items()}
+    snap.devices = {
+        node: [{**d, "pods": [p for p in d.get("pods") or [] if p.split("/", 1)[0] in keep]} for d in devs]
+        for node, devs in snap.devices.items()
+    }
     if expected_uuids:
         assert snap.device_source == "dcgm", snap.device_note
     return ledger_mod.compute(snap)
@@ -132,8 +171,10 @@ def test_ledger_numbers_match(lab, settings, name):
 
 def nvidia_status(gw, node) -> dict:
     st = gw.get_node(node).get("status") or {}
-    return {sec: {k: v for k, v in (st.get(sec) or {}).items() if k.startswith("nvidia.com/")}
-            for sec in ("capacity", "allocatable")}
+    return {
+        sec: {k: v for k, v in (st.get(sec) or {}).items() if k.startswith("nvidia.com/")}
+        for sec in ("capacity", "allocatable")
+    }
 
 
 def test_twin_reacts_like_the_lab(lab):
@@ -145,8 +186,14 @@ def test_twin_reacts_like_the_lab(lab):
     ts_cm = "nvidia-device-plugin-config-timeslicing"
 
     def settle():
-        wait_until(lambda: all(lab.admin.daemonset_rollout_status("brick-nvidia", d["metadata"]["name"]).done
-                               for d in lab.admin.list_daemonsets("brick-nvidia")), 60, "rollouts")
+        wait_until(
+            lambda: all(
+                lab.admin.daemonset_rollout_status("brick-nvidia", d["metadata"]["name"]).done
+                for d in lab.admin.list_daemonsets("brick-nvidia")
+            ),
+            60,
+            "rollouts",
+        )
         lab.gpusim_syncs(4)
 
     def compare(step):
@@ -166,8 +213,12 @@ def test_twin_reacts_like_the_lab(lab):
     both(lambda g: g.remove_node_status_resources("dev-a1-ws04", ["nvidia.com/gpu"]))
     compare("status patch removing nvidia.com/gpu")
     cm = lab.admin.get_configmap("brick-nvidia", ts_cm)
-    edited = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": ts_cm, "namespace": "brick-nvidia"},
-              "data": {"config.yaml": cm["data"]["config.yaml"].replace("replicas: 2", "replicas: 3")}}
+    edited = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": ts_cm, "namespace": "brick-nvidia"},
+        "data": {"config.yaml": cm["data"]["config.yaml"].replace("replicas: 2", "replicas: 3")},
+    }
     both(lambda g: g.apply(edited, field_manager="lab-tests"))
     compare("ConfigMap edit without restart")
     both(lambda g: g.rollout_restart_daemonset("brick-nvidia", "nvidia-device-plugin-timeslicing"))

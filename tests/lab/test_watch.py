@@ -1,6 +1,7 @@
 """The cluster watcher (brickadmin/cluster/watch.py) against the lab's real API server:
 after a burst of changes, an API server restart and an etcd compaction, the watcher's
 projection ends equal to a fresh list, by itself."""
+
 from __future__ import annotations
 
 import base64
@@ -60,13 +61,17 @@ class Running:
         self.calls = []
         self.stop = threading.Event()
         self.w = ClusterWatcher(gw, **kw)
-        self.t = threading.Thread(target=self.w.run, args=(self.calls.append,),
-                                  kwargs={"stop": self.stop, "debounce": 0.3}, daemon=True)
+        self.t = threading.Thread(
+            target=self.w.run, args=(self.calls.append,), kwargs={"stop": self.stop, "debounce": 0.3}, daemon=True
+        )
 
     def __enter__(self):
         self.t.start()
-        wait_until(lambda: self.calls and all(s.connected for s in self.w._streams.values()), 60,
-                   "the watcher primed and following")
+        wait_until(
+            lambda: self.calls and all(s.connected for s in self.w._streams.values()),
+            60,
+            "the watcher primed and following",
+        )
         return self
 
     def __exit__(self, *exc):
@@ -100,11 +105,15 @@ def retried(fn, timeout=60):
 
 
 def gpu_node(lab):
-    return next(n["metadata"]["name"] for n in lab.admin.list_nodes()
-                if any(k.startswith("nvidia.com/") for k in (n.get("status") or {}).get("allocatable") or {}))
+    return next(
+        n["metadata"]["name"]
+        for n in lab.admin.list_nodes()
+        if any(k.startswith("nvidia.com/") for k in (n.get("status") or {}).get("allocatable") or {})
+    )
 
 
 # --- the lab's control plane -------------------------------------------------------
+
 
 def _labmod():
     import lab as labmod  # lab/lab.py (tests/lab/conftest.py puts lab/ on sys.path)
@@ -120,8 +129,7 @@ def stop_apiserver():
 def start_apiserver():
     labmod = _labmod()
     token = labmod.ADMIN_TOKEN_FILE.read_text().strip()
-    name, argv, ready, timeout = next(c for c in labmod.components(labmod.bin_dir(), token)
-                                      if c[0] == "kube-apiserver")
+    name, argv, ready, timeout = next(c for c in labmod.components(labmod.bin_dir(), token) if c[0] == "kube-apiserver")
     labmod.start(name, argv)
     labmod.wait_for(name, ready, timeout, name)
 
@@ -140,6 +148,7 @@ def compact_etcd() -> int:
 
 
 # --- the tests ---------------------------------------------------------------------------
+
 
 def test_a_burst_of_changes_ends_equal_to_a_fresh_list(lab, gw):
     node = gpu_node(lab)
@@ -164,9 +173,16 @@ def test_a_burst_of_changes_ends_equal_to_a_fresh_list(lab, gw):
 
 
 def plain_pod(lab, name):  # no nvidia.com toleration either: nothing in it names a GPU
-    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
-            "spec": {"containers": [{"name": "main", "image": "busybox"}],
-                     "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 1}}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "containers": [{"name": "main", "image": "busybox"}],
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 1,
+        },
+    }
     return lab.admin._request("POST", f"/api/v1/namespaces/{NS}/pods", body=body)
 
 
@@ -187,10 +203,12 @@ def test_the_watcher_streams_its_lists_and_they_equal_pages(lab, gw):
         return {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): strip(o) for o in items}, int(rv)
 
     for kind, ns in WATCHES:
+
         def same(kind=kind, ns=ns):
             (s_items, s_rv), (p_items, _) = lists(streamed, kind, ns), lists(paged(gw), kind, ns)
             assert s_rv >= last_rv
             return s_items == p_items
+
         wait_until(same, 30, f"the streamed {kind} list equal to the paged one")
     pods, _ = lists(streamed, "Pod", None)
     assert (NS, "list-gpu") in pods and not any(name.startswith("list-cpu") for _, name in pods)

@@ -2,6 +2,7 @@
 (tests/sso/provider/server.mjs, installed by bin/setup-oidc-provider into a cache outside the
 checkout), started on a free port with brickadmin registered as its client; and the settings
 that turn single sign-on on against it."""
+
 from __future__ import annotations
 
 import json
@@ -27,10 +28,13 @@ PROVIDER_NAME = "Test IdP"
 # The provider's users: login name -> password, subject, groups. The subject differs from the
 # name on purpose (the console must key on it), and the email is never the identity.
 USERS = {
-    "ada": {"password": "ada-at-the-idp", "sub": "u-0001-ada", "email": "ada@example.org",
-            "groups": [ADMIN_GROUP, "ml-team"]},
-    "bert": {"password": "bert-at-the-idp", "sub": "u-0002-bert", "email": "bert@example.org",
-             "groups": ["ml-team"]},
+    "ada": {
+        "password": "ada-at-the-idp",
+        "sub": "u-0001-ada",
+        "email": "ada@example.org",
+        "groups": [ADMIN_GROUP, "ml-team"],
+    },
+    "bert": {"password": "bert-at-the-idp", "sub": "u-0002-bert", "email": "bert@example.org", "groups": ["ml-team"]},
 }
 
 
@@ -91,20 +95,29 @@ def oidc_provider(live_server, settings, tmp_path):
     users_file = tmp_path / "users.json"
     users_file.write_text(json.dumps(USERS))
     config = tmp_path / "provider.json"
-    config.write_text(json.dumps({
-        "issuer": issuer, "port": port, "users_file": str(users_file),
-        "clients": [{
-            "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
-            "redirect_uris": [f"{live_server.url}/oidc/callback/"],
-            "post_logout_redirect_uris": [f"{live_server.url}/login/"],
-            "grant_types": ["authorization_code"], "response_types": ["code"],
-            "token_endpoint_auth_method": "client_secret_basic",
-        }],
-    }))
+    config.write_text(
+        json.dumps(
+            {
+                "issuer": issuer,
+                "port": port,
+                "users_file": str(users_file),
+                "clients": [
+                    {
+                        "client_id": CLIENT_ID,
+                        "client_secret": CLIENT_SECRET,
+                        "redirect_uris": [f"{live_server.url}/oidc/callback/"],
+                        "post_logout_redirect_uris": [f"{live_server.url}/login/"],
+                        "grant_types": ["authorization_code"],
+                        "response_types": ["code"],
+                        "token_endpoint_auth_method": "client_secret_basic",
+                    }
+                ],
+            }
+        )
+    )
     log_file = tmp_path / "provider.log"
     with open(log_file, "w") as log:
-        proc = subprocess.Popen(["node", f"{directory}/server.mjs", str(config)], stdout=log,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(["node", f"{directory}/server.mjs", str(config)], stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60  # a loaded 2-core machine
         while True:

@@ -3,6 +3,7 @@ served from memory: tampered and expired ID tokens are refused (and refused with
 the identity is the provider's subject, groups and the admin role follow every sign-in,
 local accounts are never taken over, discovery is cached, and the local form with its
 django-axes lockout keeps working while single sign-on is on."""
+
 import base64
 import hashlib
 import hmac
@@ -50,8 +51,12 @@ def provider(settings, monkeypatch, key):
     enable_sso(settings, ISSUER)
     docs = {
         f"{ISSUER}/.well-known/openid-configuration": {
-            "issuer": ISSUER, "authorization_endpoint": f"{ISSUER}/auth", "token_endpoint": f"{ISSUER}/token",
-            "jwks_uri": f"{ISSUER}/jwks", "end_session_endpoint": f"{ISSUER}/logout"},
+            "issuer": ISSUER,
+            "authorization_endpoint": f"{ISSUER}/auth",
+            "token_endpoint": f"{ISSUER}/token",
+            "jwks_uri": f"{ISSUER}/jwks",
+            "end_session_endpoint": f"{ISSUER}/logout",
+        },
         f"{ISSUER}/jwks": {"keys": [public_jwk(key)]},
     }
 
@@ -73,12 +78,19 @@ def provider(settings, monkeypatch, key):
 
 def id_token(key, *, kid=KID, nonce="n-1", **claims):
     now = int(time.time())
-    payload = {"iss": ISSUER, "aud": CLIENT_ID, "sub": "sub-ada", "iat": now, "exp": now + 300,
-               "nonce": nonce, "preferred_username": "ada", "email": "ada@example.org",
-               "groups": [ADMIN_GROUP, "ml-team"]}
+    payload = {
+        "iss": ISSUER,
+        "aud": CLIENT_ID,
+        "sub": "sub-ada",
+        "iat": now,
+        "exp": now + 300,
+        "nonce": nonce,
+        "preferred_username": "ada",
+        "email": "ada@example.org",
+        "groups": [ADMIN_GROUP, "ml-team"],
+    }
     payload.update(claims)
-    return jwt.encode({k: v for k, v in payload.items() if v is not None}, key, algorithm="RS256",
-                      headers={"kid": kid})
+    return jwt.encode({k: v for k, v in payload.items() if v is not None}, key, algorithm="RS256", headers={"kid": kid})
 
 
 def callback_request(path="/oidc/callback/?code=c-1&state=s-1"):
@@ -100,6 +112,7 @@ def b64(data: dict) -> str:
 
 # --- the ID token -------------------------------------------------------------------------
 
+
 def test_a_valid_token_is_accepted(provider, key):
     claims = ProviderBackend().verify_token(id_token(key), nonce="n-1")
     assert claims["sub"] == "sub-ada"
@@ -107,7 +120,7 @@ def test_a_valid_token_is_accepted(provider, key):
 
 def test_a_token_whose_signature_was_changed_is_refused(provider, key):
     header, payload, signature = id_token(key).split(".")
-    flipped = ("A" if signature[10] != "A" else "B")
+    flipped = "A" if signature[10] != "A" else "B"
     with pytest.raises(SuspiciousOperation):
         ProviderBackend().verify_token(f"{header}.{payload}.{signature[:10]}{flipped}{signature[11:]}", nonce="n-1")
 
@@ -115,8 +128,9 @@ def test_a_token_whose_signature_was_changed_is_refused(provider, key):
 def test_a_token_whose_claims_were_changed_is_refused(provider, key):
     """Signed for a user without the admin group, then edited to add it."""
     header, _payload, signature = id_token(key, groups=["ml-team"]).split(".")
-    forged = b64({**jwt.decode(id_token(key, groups=["ml-team"]), options={"verify_signature": False}),
-                  "groups": [ADMIN_GROUP]})
+    forged = b64(
+        {**jwt.decode(id_token(key, groups=["ml-team"]), options={"verify_signature": False}), "groups": [ADMIN_GROUP]}
+    )
     with pytest.raises(SuspiciousOperation):
         ProviderBackend().verify_token(f"{header}.{forged}.{signature}", nonce="n-1")
 
@@ -135,10 +149,16 @@ def test_an_expired_token_is_refused(provider, key, settings):
     assert ProviderBackend().verify_token(id_token(key, exp=just), nonce="n-1")
 
 
-@pytest.mark.parametrize("claims", [
-    {"aud": "another-client"}, {"iss": "https://evil.example.test"}, {"exp": None}, {"sub": None},
-    {"aud": [CLIENT_ID, "another-client"]},  # several audiences and no azp
-])
+@pytest.mark.parametrize(
+    "claims",
+    [
+        {"aud": "another-client"},
+        {"iss": "https://evil.example.test"},
+        {"exp": None},
+        {"sub": None},
+        {"aud": [CLIENT_ID, "another-client"]},  # several audiences and no azp
+    ],
+)
 def test_tokens_for_another_client_issuer_or_without_required_claims_are_refused(provider, key, claims):
     with pytest.raises(SuspiciousOperation):
         ProviderBackend().verify_token(id_token(key, **claims), nonce="n-1")
@@ -154,8 +174,9 @@ def test_unsigned_and_symmetric_tokens_are_refused(provider, key):
     claims = {"iss": ISSUER, "aud": CLIENT_ID, "sub": "sub-ada", "iat": now, "exp": now + 60, "nonce": "n-1"}
     unsigned = f"{b64({'alg': 'none', 'kid': KID})}.{b64(claims)}."
     # HS256 keyed with the provider's public key, the classic algorithm confusion
-    public_pem = key.public_key().public_bytes(encoding=serialization.Encoding.PEM,
-                                               format=serialization.PublicFormat.SubjectPublicKeyInfo)
+    public_pem = key.public_key().public_bytes(
+        encoding=serialization.Encoding.PEM, format=serialization.PublicFormat.SubjectPublicKeyInfo
+    )
     header = b64({"alg": "HS256", "kid": KID, "typ": "JWT"})
     body = f"{header}.{b64(claims)}"
     mac = base64.urlsafe_b64encode(hmac.new(public_pem, body.encode(), hashlib.sha256).digest()).rstrip(b"=").decode()
@@ -183,6 +204,7 @@ def test_a_rotated_key_is_fetched_again(provider, key, monkeypatch):
 
 
 # --- the user -------------------------------------------------------------------------------
+
 
 @pytest.mark.django_db
 def test_the_user_is_the_providers_subject_with_its_groups_and_role(provider, key, monkeypatch):
@@ -224,8 +246,9 @@ def test_a_local_account_is_never_taken_over_by_a_provider_user_of_its_name(prov
 def test_the_workspace_maximum_of_a_provider_group_applies(provider, key, monkeypatch):
     from workspaces.models import ResourceLimit
 
-    ResourceLimit.objects.create(group=Group.objects.create(name="ml-team"), gpu=6, cpu=8, memory_gib=32,
-                                 storage_gib=100)
+    ResourceLimit.objects.create(
+        group=Group.objects.create(name="ml-team"), gpu=6, cpu=8, memory_gib=32, storage_gib=100
+    )
     user = sign_in(monkeypatch, id_token(key, groups=["ml-team"]))
     assert limits_for(user)["gpu"] == 6
     user = sign_in(monkeypatch, id_token(key, groups=[]))  # left the group: the defaults again
@@ -241,6 +264,7 @@ def test_a_nested_groups_claim(provider, key, monkeypatch, settings):
 
 
 # --- discovery, the pages, and the local form ---------------------------------------------
+
 
 def test_discovery_is_cached_and_must_name_the_issuer(provider):
     discovery.metadata()
@@ -326,7 +350,9 @@ def test_the_callback_refuses_a_tampered_token_with_the_login_page_not_an_error(
     state, stored = next(iter(client.session["oidc_states"].items()))
     header, payload, signature = id_token(key, nonce=stored["nonce"]).split(".")
     tampered = f"{header}.{payload}.{signature[:-6]}AAAAAA"
-    monkeypatch.setattr(ProviderBackend, "get_token", lambda self, payload: {"id_token": tampered, "access_token": "at"})
+    monkeypatch.setattr(
+        ProviderBackend, "get_token", lambda self, payload: {"id_token": tampered, "access_token": "at"}
+    )
     response = client.get(f"/oidc/callback/?code=c-1&state={state}", follow=True)
     assert response.redirect_chain[-1][0].startswith("/login/")
     assert "Single sign-on did not sign you in" in response.content.decode()
@@ -336,18 +362,24 @@ def test_the_callback_refuses_a_tampered_token_with_the_login_page_not_an_error(
 
 
 @pytest.mark.django_db
-def test_the_callback_signs_in_with_a_valid_token_for_a_working_day_at_most(client, provider, key, monkeypatch,
-                                                                            settings):
+def test_the_callback_signs_in_with_a_valid_token_for_a_working_day_at_most(
+    client, provider, key, monkeypatch, settings
+):
     client.get("/oidc/authenticate/?next=/workspaces/")
     state, stored = next(iter(client.session["oidc_states"].items()))
     assert len(stored["code_verifier"]) >= 43  # PKCE
     token = id_token(key, nonce=stored["nonce"])
     sent = {}
-    monkeypatch.setattr(ProviderBackend, "get_token",
-                        lambda self, payload: sent.update(payload) or {"id_token": token, "access_token": "at"})
+    monkeypatch.setattr(
+        ProviderBackend,
+        "get_token",
+        lambda self, payload: sent.update(payload) or {"id_token": token, "access_token": "at"},
+    )
     response = client.get(f"/oidc/callback/?code=c-1&state={state}")
     assert response.status_code == 302 and response["Location"] == "/workspaces/"
-    assert sent["code_verifier"] == stored["code_verifier"] and sent["redirect_uri"] == "http://testserver/oidc/callback/"
+    assert (
+        sent["code_verifier"] == stored["code_verifier"] and sent["redirect_uri"] == "http://testserver/oidc/callback/"
+    )
     assert client.session["_auth_user_backend"] == "brickadmin.sso.backend.ProviderBackend"
     assert client.session.get_expiry_age() == settings.BRICK_OIDC_SESSION_SECONDS
     assert client.session["oidc_id_token"] == token  # the logout's id_token_hint
@@ -359,7 +391,9 @@ def test_failed_provider_sign_ins_lock_nobody_out(client, provider, key, monkeyp
     """A provider sign-in carries no username: were its failures counted by django-axes, they
     would all land on one empty username and anyone could lock single sign-on for everyone.
     Passwords are checked (and locked) at the provider; the console's lockouts are the local form's."""
-    monkeypatch.setattr(ProviderBackend, "get_token", lambda self, payload: {"id_token": "garbage", "access_token": "at"})
+    monkeypatch.setattr(
+        ProviderBackend, "get_token", lambda self, payload: {"id_token": "garbage", "access_token": "at"}
+    )
     for i in range(settings.AXES_FAILURE_LIMIT + 2):
         client.get("/oidc/authenticate/", REMOTE_ADDR=f"192.0.2.{i + 1}")
         state = next(iter(client.session["oidc_states"]))

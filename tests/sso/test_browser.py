@@ -3,6 +3,7 @@
 page, the code flow back to the console, the admin role from the group claim (and gone at the
 next sign-in once the group is), the Workspace maxima of the provider's groups, and a logout
 that ends the provider's session."""
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -23,7 +24,8 @@ def sign_in_at_provider(page, provider, login, password=None):
 
 
 def test_admin_group_signs_in_as_admin_and_logout_ends_the_provider_session(
-        browser, live_server, oidc_provider, load_scenario):
+    browser, live_server, oidc_provider, load_scenario
+):
     load_scenario("seed-example")
     page = browser.new_page()
     page.goto(f"{live_server.url}/workspaces/approvals/")  # not signed in: the login page
@@ -86,11 +88,13 @@ def test_admin_group_signs_in_as_admin_and_logout_ends_the_provider_session(
 
 
 def test_user_without_admin_group_is_refused_admin_pages_and_sees_own_workspaces(
-        browser, live_server, oidc_provider, load_scenario, alice):
+    browser, live_server, oidc_provider, load_scenario, alice
+):
     load_scenario("seed-example")
     # the admin set a maximum for the provider's group before anyone of it signed in
-    ResourceLimit.objects.create(group=Group.objects.create(name="ml-team"), gpu=7, cpu=20,
-                                 memory_gib=80, storage_gib=300)
+    ResourceLimit.objects.create(
+        group=Group.objects.create(name="ml-team"), gpu=7, cpu=20, memory_gib=80, storage_gib=300
+    )
     page = browser.new_page()
     page.goto(f"{live_server.url}/login/")
     sign_in_at_provider(page, oidc_provider, "bert")
@@ -101,8 +105,9 @@ def test_user_without_admin_group_is_refused_admin_pages_and_sees_own_workspaces
         assert page.goto(f"{live_server.url}{admin_page}").status == 403, admin_page
 
     for owner, name in ((bert, "bert-own"), (alice, "alice-own")):
-        WorkspaceRequest.objects.create(name=name, requester=owner, requester_name=owner.username,
-                                        gpu=1, cpu=1, memory_gib=1, storage_gib=1)
+        WorkspaceRequest.objects.create(
+            name=name, requester=owner, requester_name=owner.username, gpu=1, cpu=1, memory_gib=1, storage_gib=1
+        )
     page.goto(f"{live_server.url}/workspaces/")
     assert page.locator("[data-testid=ws-bert-own]").count() == 1
     assert page.locator("[data-testid=ws-alice-own]").count() == 0

@@ -3,6 +3,7 @@
 the admin group is compared exactly, a user of the provider never signs in with a local
 password, an error callback ends a session only when it answers this browser's own login,
 usernames that pass for another are refused, and a provider that is down is said to be."""
+
 import re
 from urllib.parse import parse_qs, urlparse
 
@@ -17,8 +18,15 @@ from tests.sso.test_backend import id_token, key, provider, sign_in  # noqa: F40
 
 # What a group name can carry that a person does not see: spaces around it, a tab, a newline,
 # a no-break space (U+00A0, drawn as a space), a zero-width space.
-LOOK_ALIKE_ADMIN_GROUPS = [f" {ADMIN_GROUP} ", f"{ADMIN_GROUP}\t", f"{ADMIN_GROUP}\n", f"{ADMIN_GROUP}\u00a0",
-                           f"\u00a0{ADMIN_GROUP}", f"{ADMIN_GROUP}\u200b", ADMIN_GROUP.upper()]
+LOOK_ALIKE_ADMIN_GROUPS = [
+    f" {ADMIN_GROUP} ",
+    f"{ADMIN_GROUP}\t",
+    f"{ADMIN_GROUP}\n",
+    f"{ADMIN_GROUP}\u00a0",
+    f"\u00a0{ADMIN_GROUP}",
+    f"{ADMIN_GROUP}\u200b",
+    ADMIN_GROUP.upper(),
+]
 # Usernames that pass for `admin`, `bob`, `scott` or `alice`: Cyrillic а, Greek ο, a Hangul
 # compatibility letter drawn like a Latin o, Cyrillic ѕ, a no-break space. (Fullwidth
 # letters are NFKC-folded to ASCII by Django's own forms: see the test below.)
@@ -33,8 +41,11 @@ def sign_in_over_http(live_server, idp, login):
     page = session.get(f"{live_server.url}/oidc/authenticate/", timeout=30)
     assert page.url.startswith(f"{idp.issuer}/interaction/"), page.url
     uid = urlparse(page.url).path.rsplit("/", 1)[-1]
-    done = session.post(f"{idp.issuer}/interaction/{uid}/login", timeout=30,
-                        data={"username": login, "password": USERS[login]["password"]})
+    done = session.post(
+        f"{idp.issuer}/interaction/{uid}/login",
+        timeout=30,
+        data={"username": login, "password": USERS[login]["password"]},
+    )
     return session, done
 
 
@@ -77,6 +88,7 @@ def test_the_group_claim_is_kept_exactly_as_sent(provider, key, monkeypatch, gro
 
 # --- a user of the provider never signs in locally ------------------------------------------
 
+
 @live_db
 def test_a_local_password_on_a_provider_user_does_not_sign_in(live_server, oidc_provider):
     sign_in_over_http(live_server, oidc_provider, "ada")
@@ -87,9 +99,13 @@ def test_a_local_password_on_a_provider_user_does_not_sign_in(live_server, oidc_
     browser = requests.Session()
     login = browser.get(f"{live_server.url}/login/", timeout=30)
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login.text).group(1)
-    answer = browser.post(f"{live_server.url}/login/", timeout=30, allow_redirects=False,
-                          data={"csrfmiddlewaretoken": token, "username": "ada", "password": "a-local-password-9"},
-                          headers={"Referer": f"{live_server.url}/login/"})
+    answer = browser.post(
+        f"{live_server.url}/login/",
+        timeout=30,
+        allow_redirects=False,
+        data={"csrfmiddlewaretoken": token, "username": "ada", "password": "a-local-password-9"},
+        headers={"Referer": f"{live_server.url}/login/"},
+    )
     assert answer.status_code == 200 and 'name="password"' in answer.text  # the form again, with its error
     assert not signed_in(browser, live_server)
 
@@ -101,15 +117,19 @@ def test_the_django_admin_sets_no_local_password_on_a_provider_user(client, prov
     client.force_login(root)
     page = client.get(f"/django-admin/auth/user/{ada.pk}/password/", follow=True)
     assert "signs in through single sign-on: a local password cannot be set" in page.content.decode()
-    sent = client.post(f"/django-admin/auth/user/{ada.pk}/password/",
-                       {"password1": "a-local-password-9", "password2": "a-local-password-9", "usable_password": "true"})
+    sent = client.post(
+        f"/django-admin/auth/user/{ada.pk}/password/",
+        {"password1": "a-local-password-9", "password2": "a-local-password-9", "usable_password": "true"},
+    )
     assert sent.status_code == 302 and sent["Location"] == f"/django-admin/auth/user/{ada.pk}/change/"
     ada.refresh_from_db()
     assert not ada.has_usable_password()
     # a local account's password is still the admin's to set
     alice = get_user_model().objects.create_user("alice", password="old-alice-pw-1")
-    client.post(f"/django-admin/auth/user/{alice.pk}/password/",
-                {"password1": "new-alice-pw-77", "password2": "new-alice-pw-77", "usable_password": "true"})
+    client.post(
+        f"/django-admin/auth/user/{alice.pk}/password/",
+        {"password1": "new-alice-pw-77", "password2": "new-alice-pw-77", "usable_password": "true"},
+    )
     alice.refresh_from_db()
     assert alice.check_password("new-alice-pw-77")
 
@@ -127,6 +147,7 @@ def test_the_local_form_refuses_a_provider_user_even_with_a_password(client, pro
 
 
 # --- an error callback ends only this browser's own login ----------------------------------
+
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("query", ["error=x", "error=access_denied&state=forged", "error=login_required&state="])
@@ -161,19 +182,24 @@ def test_a_forged_error_callback_leaves_a_provider_session_alone(live_server, oi
 
 # --- usernames that pass for another ----------------------------------------------------------
 
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("name", LOOK_ALIKE_USERNAMES)
 def test_the_django_admin_refuses_a_look_alike_username(client, name):
     root = get_user_model().objects.create_superuser("root", password="break-glass-pw-1")
     client.force_login(root)
-    page = client.post("/django-admin/auth/user/add/", {"username": name, "usable_password": "true",
-                                                        "password1": "a-good-pw-4711", "password2": "a-good-pw-4711"})
+    page = client.post(
+        "/django-admin/auth/user/add/",
+        {"username": name, "usable_password": "true", "password1": "a-good-pw-4711", "password2": "a-good-pw-4711"},
+    )
     assert page.status_code == 200 and "can look like another account" in page.content.decode()
     assert not get_user_model().objects.filter(username=name).exists()
     # nor can an existing account be renamed to one
     alice = get_user_model().objects.create_user("alice", password="pw-alice-123")
-    client.post(f"/django-admin/auth/user/{alice.pk}/change/", {"username": name, "date_joined_0": "2026-01-01",
-                                                                "date_joined_1": "00:00:00", "is_active": "on"})
+    client.post(
+        f"/django-admin/auth/user/{alice.pk}/change/",
+        {"username": name, "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00", "is_active": "on"},
+    )
     alice.refresh_from_db()
     assert alice.username == "alice"
 
@@ -182,8 +208,15 @@ def test_the_django_admin_refuses_a_look_alike_username(client, name):
 def test_a_fullwidth_username_is_the_ascii_one_and_cannot_be_a_second_account(client):
     root = get_user_model().objects.create_superuser("root", password="break-glass-pw-1")
     client.force_login(root)
-    page = client.post("/django-admin/auth/user/add/", {"username": "\uff52\uff4f\uff4f\uff54", "usable_password": "true",
-                                                        "password1": "a-good-pw-4711", "password2": "a-good-pw-4711"})
+    page = client.post(
+        "/django-admin/auth/user/add/",
+        {
+            "username": "\uff52\uff4f\uff4f\uff54",
+            "usable_password": "true",
+            "password1": "a-good-pw-4711",
+            "password2": "a-good-pw-4711",
+        },
+    )
     assert page.status_code == 200 and "already exists" in page.content.decode()
     assert list(get_user_model().objects.values_list("username", flat=True)) == ["root"]
 
@@ -193,8 +226,10 @@ def test_a_fullwidth_username_is_the_ascii_one_and_cannot_be_a_second_account(cl
 def test_ascii_and_korean_usernames_are_accepted(client, name):
     root = get_user_model().objects.create_superuser("root", password="break-glass-pw-1")
     client.force_login(root)
-    page = client.post("/django-admin/auth/user/add/", {"username": name, "usable_password": "true",
-                                                        "password1": "a-good-pw-4711", "password2": "a-good-pw-4711"})
+    page = client.post(
+        "/django-admin/auth/user/add/",
+        {"username": name, "usable_password": "true", "password1": "a-good-pw-4711", "password2": "a-good-pw-4711"},
+    )
     assert page.status_code == 302
     assert get_user_model().objects.get(username=name).check_password("a-good-pw-4711")
 
@@ -214,6 +249,7 @@ def test_a_provider_username_that_passes_for_another_falls_back_to_the_subject(p
 
 
 # --- a provider that is down ----------------------------------------------------------------
+
 
 @live_db
 def test_with_the_provider_down_the_button_says_so_instead_of_sending_there(live_server, oidc_provider):

@@ -1,5 +1,6 @@
 """The local form's lockouts never reach single sign-on: failed local passwords typed under a
 provider user's name lock nothing the provider signs in."""
+
 import pytest
 
 from brickadmin.sso.backend import ProviderBackend
@@ -15,8 +16,13 @@ def provider_sign_in(client, key, monkeypatch, address):  # noqa: F811
 
 
 @pytest.mark.django_db
-def test_local_password_failures_never_lock_a_provider_user_out(client, provider, key, monkeypatch,  # noqa: F811
-                                                                 settings):
+def test_local_password_failures_never_lock_a_provider_user_out(
+    client,
+    provider,  # noqa: F811  (a fixture imported above)
+    key,  # noqa: F811  (a fixture imported above)
+    monkeypatch,  # noqa: F811
+    settings,
+):
     assert provider_sign_in(client, key, monkeypatch, "192.0.2.50")["Location"] == "/"
     client.post("/logout/")
     for _ in range(settings.AXES_FAILURE_LIMIT * 3):  # someone types passwords for ada on the local form

@@ -1,4 +1,5 @@
 """Fixtures of the workspaces tests: requests made the way the form makes them."""
+
 import re
 
 import pytest
@@ -9,8 +10,9 @@ from workspaces import services
 @pytest.fixture
 def make_request(db):
     def _make(user, name, gpu=1, cpu=2, memory_gib=8, storage_gib=20):
-        return services.create_request(user, name=name, gpu=gpu, cpu=cpu, memory_gib=memory_gib,
-                                       storage_gib=storage_gib)
+        return services.create_request(
+            user, name=name, gpu=gpu, cpu=cpu, memory_gib=memory_gib, storage_gib=storage_gib
+        )
 
     return _make
 

@@ -1,14 +1,15 @@
 """The approval queue: choices with their numbers, approval through the
 gateway (all or nothing), overcommit, rejection, the audit record."""
+
 import re
 
 import pytest
 
 from brickadmin.audit import AppendOnlyViolation
 from brickadmin.cluster import PermanentClusterError, TransientClusterError
+from brickadmin.cluster.snapshot import take_snapshot
 from brickadmin.cluster.twin import TwinGateway
 from gpus.ledger import compute
-from brickadmin.cluster.snapshot import take_snapshot
 from workspaces import services
 from workspaces.models import Decision, WorkspaceRequest
 
@@ -26,7 +27,8 @@ def approve_post(client, req, resource="nvidia.com/gpu.shared", overcommit=False
 
 
 def test_queue_lists_pending_oldest_first_with_requester_amounts_and_waiting(
-        twin, alice, bob, admin_client, make_request, admin_user):
+    twin, alice, bob, admin_client, make_request, admin_user
+):
     first = make_request(bob, "older", gpu=2, cpu=4, memory_gib=16, storage_gib=50)
     make_request(alice, "newer")
     done = make_request(alice, "decided")
@@ -39,15 +41,18 @@ def test_queue_lists_pending_oldest_first_with_requester_amounts_and_waiting(
     assert re.search(r"older by bob waiting \d+ d", page)
 
 
-def test_queue_shows_each_choice_with_total_allocated_available_after_and_physical(twin, alice, admin_client,
-                                                                                   make_request):
+def test_queue_shows_each_choice_with_total_allocated_available_after_and_physical(
+    twin, alice, admin_client, make_request
+):
     make_request(alice, "team-a", gpu=1)
     page = text(admin_client.get(QUEUE).content)
     # seed-example scenario: exclusive 1 total / 1 allocated; shared 2 / 1 at replicas 2
     # approving leaves exclusive 1 short: never a negative Available, admins are told by how much
     assert "Exclusive nvidia.com/gpu 1 1 0 none available; over-allocated by 1 1 physical GPU, whole" in page
-    assert ("Shared (time-slicing) nvidia.com/gpu.shared Each pod may request at most one shared GPU "
-            "(failRequestsGreaterThanOne); no memory isolation. 2 1 1 0 1 shared = 0.5 physical GPU (replicas 2)") in page
+    assert (
+        "Shared (time-slicing) nvidia.com/gpu.shared Each pod may request at most one shared GPU "
+        "(failRequestsGreaterThanOne); no memory isolation. 2 1 1 0 1 shared = 0.5 physical GPU (replicas 2)"
+    ) in page
 
 
 def test_two_shared_at_replicas_two_is_one_physical(twin, alice):
@@ -73,8 +78,9 @@ def test_queue_is_paginated(twin, alice, admin_client, make_request, settings):
     assert f"Page 1 of 2 ({settings.PAGE_SIZE + 2} in all)" in text(first.content)
 
 
-def test_approve_shared_creates_namespace_quotas_and_priority_class(twin, alice, admin_user, admin_client,
-                                                                     make_request):
+def test_approve_shared_creates_namespace_quotas_and_priority_class(
+    twin, alice, admin_user, admin_client, make_request
+):
     req = make_request(alice, "team-a", gpu=1, cpu=4, memory_gib=16, storage_gib=50)
     r = approve_post(admin_client, req)
     assert r.status_code == 302
@@ -83,8 +89,9 @@ def test_approve_shared_creates_namespace_quotas_and_priority_class(twin, alice,
     quotas = objects(twin, "ResourceQuota", "team-a")
     compute_q = quotas["workspace-compute"]["spec"]
     assert compute_q["hard"] == {"requests.nvidia.com/gpu.shared": "1", "requests.cpu": "4", "requests.memory": "16Gi"}
-    assert compute_q["scopeSelector"] == {"matchExpressions": [
-        {"scopeName": "PriorityClass", "operator": "NotIn", "values": ["brick-job-priority"]}]}
+    assert compute_q["scopeSelector"] == {
+        "matchExpressions": [{"scopeName": "PriorityClass", "operator": "NotIn", "values": ["brick-job-priority"]}]
+    }
     assert quotas["workspace-storage"]["spec"]["hard"] == {"requests.storage": "50Gi"}
     lr = objects(twin, "LimitRange", "team-a")["workspace-defaults"]
     assert lr["spec"]["limits"][0]["defaultRequest"] == {"cpu": "100m", "memory": "256Mi"}
@@ -92,10 +99,22 @@ def test_approve_shared_creates_namespace_quotas_and_priority_class(twin, alice,
     assert pcs["brick-user-priority"]["value"] > 0
     req.refresh_from_db()
     assert (req.status, req.gpu_type, req.gpu_resource, req.decided_by, req.overcommit) == (
-        "approved", "shared", "nvidia.com/gpu.shared", admin_user, False)
+        "approved",
+        "shared",
+        "nvidia.com/gpu.shared",
+        admin_user,
+        False,
+    )
     d = Decision.objects.get(workspace=req)
     assert (d.action, d.actor, d.actor_name, d.gpu_resource, d.amount, d.available_before, d.overcommit) == (
-        "approve", admin_user, "root", "nvidia.com/gpu.shared", 1, 1, False)
+        "approve",
+        admin_user,
+        "root",
+        "nvidia.com/gpu.shared",
+        1,
+        1,
+        False,
+    )
     assert "No pending Workspace requests." in text(admin_client.get(QUEUE).content)
 
 
@@ -125,8 +144,9 @@ def test_approving_more_than_available_needs_the_overcommit_box(twin, alice, adm
     assert (req.status, req.gpu_resource, req.overcommit) == ("approved", "nvidia.com/gpu", True)
     d = Decision.objects.get(workspace=req, action="approve")
     assert d.overcommit is True and d.available_before == 0
-    assert objects(twin, "ResourceQuota", "team-a")["workspace-compute"]["spec"]["hard"][
-        "requests.nvidia.com/gpu"] == "1"
+    assert (
+        objects(twin, "ResourceQuota", "team-a")["workspace-compute"]["spec"]["hard"]["requests.nvidia.com/gpu"] == "1"
+    )
 
 
 def test_overcommit_box_is_not_recorded_when_it_fits(twin, alice, admin_client, make_request):
@@ -163,8 +183,11 @@ def test_all_or_nothing_when_a_kubernetes_call_fails(twin, alice, admin_client, 
 
 def test_transient_failure_midway_leaves_nothing(twin, alice, admin_user, make_request, monkeypatch):
     req = make_request(alice, "team-a")
-    monkeypatch.setattr(TwinGateway, "create_resource_quota",
-                        lambda self, *a, **kw: (_ for _ in ()).throw(TransientClusterError("503", status=503)))
+    monkeypatch.setattr(
+        TwinGateway,
+        "create_resource_quota",
+        lambda self, *a, **kw: (_ for _ in ()).throw(TransientClusterError("503", status=503)),
+    )
     with pytest.raises(services.WorkspaceError):
         services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
     assert "team-a" not in objects(twin, "Namespace")
@@ -237,8 +260,9 @@ ENFORCED_GPU_KEY = re.compile(r"^requests\.nvidia\.com/(gpu|gpu\.shared|mig-[0-9
 
 
 @pytest.mark.parametrize("scenario", ["seed-example", "qks", "demo"])
-def test_every_choice_of_every_scenario_yields_only_enforced_keys(load_scenario, alice, admin_user, make_request,
-                                                                   scenario):
+def test_every_choice_of_every_scenario_yields_only_enforced_keys(
+    load_scenario, alice, admin_user, make_request, scenario
+):
     gw = load_scenario(scenario)
     choices = services.gpu_choices(compute(take_snapshot(gw)))
     assert choices
@@ -252,8 +276,19 @@ def test_every_choice_of_every_scenario_yields_only_enforced_keys(load_scenario,
         assert set(hard) - set(gpu_keys) == {"requests.cpu", "requests.memory"}
 
 
-@pytest.mark.parametrize("bad", ["limits.nvidia.com/gpu", "nvidia.com/gpu", "requests.nvidia.com/gpu",
-                                 "nvidia.com/gpu.shared ", "cpu", "nvidia.com/mig-1g.5gb", "nvidia.com/gpux", ""])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "limits.nvidia.com/gpu",
+        "nvidia.com/gpu",
+        "requests.nvidia.com/gpu",
+        "nvidia.com/gpu.shared ",
+        "cpu",
+        "nvidia.com/mig-1g.5gb",
+        "nvidia.com/gpux",
+        "",
+    ],
+)
 def test_the_form_cannot_yield_another_key(twin, alice, admin_client, make_request, bad):
     """Only the ledger's choices are accepted ('nvidia.com/gpu' is one, so it is exempt)."""
     req = make_request(alice, "team-a")
@@ -282,9 +317,19 @@ def test_the_twin_refuses_unenforced_keys_like_the_api_server(twin):
         with pytest.raises(PermanentClusterError):
             twin.create_resource_quota("x", "q", {key: "1"})
     with pytest.raises(PermanentClusterError, match="unsupported scope"):
-        twin.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "x"},
-                    "spec": {"hard": {"requests.storage": "1Gi"}, "scopeSelector": {"matchExpressions": [
-                        {"scopeName": "PriorityClass", "operator": "NotIn", "values": ["a"]}]}}})
+        twin.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": "q", "namespace": "x"},
+                "spec": {
+                    "hard": {"requests.storage": "1Gi"},
+                    "scopeSelector": {
+                        "matchExpressions": [{"scopeName": "PriorityClass", "operator": "NotIn", "values": ["a"]}]
+                    },
+                },
+            }
+        )
 
 
 def test_queue_query_count_does_not_grow_with_the_queue(twin, alice, bob, admin_client, settings):
@@ -294,8 +339,17 @@ def test_queue_query_count_does_not_grow_with_the_queue(twin, alice, bob, admin_
     def count(n):
         WorkspaceRequest.objects.all().delete()
         WorkspaceRequest.objects.bulk_create(
-            WorkspaceRequest(name=f"q-{i}", requester=(alice, bob)[i % 2], requester_name="x", gpu=1, cpu=1,
-                             memory_gib=1, storage_gib=1) for i in range(n))
+            WorkspaceRequest(
+                name=f"q-{i}",
+                requester=(alice, bob)[i % 2],
+                requester_name="x",
+                gpu=1,
+                cpu=1,
+                memory_gib=1,
+                storage_gib=1,
+            )
+            for i in range(n)
+        )
         admin_client.get(QUEUE)
         with CaptureQueriesContext(connection) as ctx:
             assert admin_client.get(QUEUE + "?page=2").status_code == 200
@@ -311,8 +365,9 @@ def test_the_user_sees_the_quota_the_cluster_holds(approved, alice, login):
     assert "workspace-storage requests.storage 20Gi 0" in page
 
 
-def test_a_request_rejected_while_being_approved_leaves_no_namespace(twin, alice, admin_user, make_request,
-                                                                     monkeypatch):
+def test_a_request_rejected_while_being_approved_leaves_no_namespace(
+    twin, alice, admin_user, make_request, monkeypatch
+):
     req = make_request(alice, "team-a")
     real_apply = TwinGateway.apply
 
@@ -351,9 +406,11 @@ def test_gpu_operator_time_sliced_gpus_are_not_offered_as_whole(load_scenario, a
     gpu = choices["nvidia.com/gpu"]
     assert (gpu.gpu_type, gpu.total, gpu.shared_logical) == ("mixed", 6, 5)
     assert gpu.shared_nodes_text == "qcs05 (replicas 5: 5 of 6)"
-    assert gpu.physical_text(5) == ("5 nvidia.com/gpu = 5 physical GPU on nodes with whole GPUs, or 1 physical GPU "
-                                    "where it is time-sliced (qcs05 (replicas 5: 5 of 6)): a quota cannot tell them "
-                                    "apart")
+    assert gpu.physical_text(5) == (
+        "5 nvidia.com/gpu = 5 physical GPU on nodes with whole GPUs, or 1 physical GPU "
+        "where it is time-sliced (qcs05 (replicas 5: 5 of 6)): a quota cannot tell them "
+        "apart"
+    )
 
     make_request(alice, "team-q", gpu=5)
     page = text(admin_client.get(QUEUE).content)
@@ -361,12 +418,16 @@ def test_gpu_operator_time_sliced_gpus_are_not_offered_as_whole(load_scenario, a
     assert "Exclusive or shared, by node nvidia.com/gpu" in page
     assert "nvidia.com/gpu is time-sliced (shared, no memory isolation) on: qcs05 (replicas 5: 5 of 6)." in page
     avail = text(admin_client.get("/availability/").content)
-    assert "nvidia.com/gpu Exclusive or shared, by node Time-sliced (shared, no memory isolation) on: qcs05 " \
-           "(replicas 5: 5)" in avail
+    assert (
+        "nvidia.com/gpu Exclusive or shared, by node Time-sliced (shared, no memory isolation) on: qcs05 "
+        "(replicas 5: 5)" in avail
+    )
     admin_client.force_login(alice)  # the request form, as its user sees it: the same words
     form = text(admin_client.get("/workspaces/new/").content)
-    assert "nvidia.com/gpu Exclusive or shared, by node Time-sliced (shared, no memory isolation) on: qcs05 " \
-           "(replicas 5: 5)" in form
+    assert (
+        "nvidia.com/gpu Exclusive or shared, by node Time-sliced (shared, no memory isolation) on: qcs05 "
+        "(replicas 5: 5)" in form
+    )
     assert not re.search(r"nvidia\.com/gpu Exclusive(?! or shared)", form)  # not offered as whole GPUs
 
 

@@ -1,5 +1,6 @@
 """Bad input for every form field, including markup and SQL-looking text: refused with a
 message beside the field, echoed back escaped, and harmless to the database."""
+
 import pytest
 from django.utils.html import escape
 
@@ -11,7 +12,7 @@ from .conftest import text
 pytestmark = pytest.mark.django_db
 
 MARKUP = '<script>alert("x")</script>'
-IMG = '<img src=x onerror=alert(1)>'
+IMG = "<img src=x onerror=alert(1)>"
 SQL = "x'); DROP TABLE workspaces_workspacerequest; --"
 SQL2 = "1 OR 1=1"
 NASTY = [MARKUP, IMG, SQL, SQL2, "\u202eevil", "a\x00b", "ws\nname", "  ", "../../etc/passwd", "𝓊𝓃𝒾𝒸𝑜𝒹𝑒"]
@@ -40,7 +41,9 @@ def test_workspace_name(twin, alice_client, value):
 
 
 @pytest.mark.parametrize("field", ["gpu", "cpu", "memory_gib", "storage_gib"])
-@pytest.mark.parametrize("value", ["-1", "abc", "1.5", "1e3", "", MARKUP, SQL, SQL2, "99999999999999999999999", " 0x10"])
+@pytest.mark.parametrize(
+    "value", ["-1", "abc", "1.5", "1e3", "", MARKUP, SQL, SQL2, "99999999999999999999999", " 0x10"]
+)
 def test_amounts(twin, alice_client, field, value):
     r = alice_client.post("/workspaces/new/", request_data(**{field: value}))
     assert r.status_code == 400
@@ -56,8 +59,12 @@ def test_reject_reason_is_stored_verbatim_and_shown_escaped(twin, alice, login, 
     admin.post(f"/workspaces/approvals/{req.pk}/reject/", {f"r{req.pk}-reason": value})
     req.refresh_from_db()
     assert req.rejection_reason == value.strip()
-    for client, url in ((login(alice), "/workspaces/"), (login(alice), f"/workspaces/{req.pk}/"),
-                        (admin, "/workspaces/audit/"), (admin, "/workspaces/all/")):
+    for client, url in (
+        (login(alice), "/workspaces/"),
+        (login(alice), f"/workspaces/{req.pk}/"),
+        (admin, "/workspaces/audit/"),
+        (admin, "/workspaces/all/"),
+    ):
         r = client.get(url)
         assert escape(value) in r.content.decode(), url
         assert_escaped(r.content, value)
@@ -99,13 +106,31 @@ def job_data(ws, **kw):
     return data
 
 
-@pytest.mark.parametrize("field,value", [
-    ("image", MARKUP), ("image", SQL), ("image", ""), ("image", "busybox; rm -rf /"), ("image", "Busy Box"),
-    ("command", 'echo "unterminated'), ("command", "x" * 4001),
-    ("gpu", "-1"), ("gpu", "0"), ("gpu", "abc"), ("gpu", MARKUP), ("gpu", "2"),
-    ("node", MARKUP), ("node", SQL), ("node", "dev-a1-ws02"), ("node", ""),
-    ("workspace", MARKUP), ("workspace", SQL2), ("workspace", "999"), ("workspace", ""),
-])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("image", MARKUP),
+        ("image", SQL),
+        ("image", ""),
+        ("image", "busybox; rm -rf /"),
+        ("image", "Busy Box"),
+        ("command", 'echo "unterminated'),
+        ("command", "x" * 4001),
+        ("gpu", "-1"),
+        ("gpu", "0"),
+        ("gpu", "abc"),
+        ("gpu", MARKUP),
+        ("gpu", "2"),
+        ("node", MARKUP),
+        ("node", SQL),
+        ("node", "dev-a1-ws02"),
+        ("node", ""),
+        ("workspace", MARKUP),
+        ("workspace", SQL2),
+        ("workspace", "999"),
+        ("workspace", ""),
+    ],
+)
 def test_job_fields(ws, login, alice, field, value):
     r = login(alice).post("/workspaces/jobs/new/", job_data(ws, **{field: value}))
     assert r.status_code == 400
@@ -126,8 +151,10 @@ def test_command_with_markup_is_data_not_markup_nor_a_shell(ws, login, alice, ad
     assert_escaped(r.content, cmd)
 
 
-@pytest.mark.parametrize("field,value", [("gpu", "-1"), ("cpu", MARKUP), ("memory_gib", SQL), ("storage_gib", "x"),
-                                         ("user", MARKUP), ("group", "999")])
+@pytest.mark.parametrize(
+    "field,value",
+    [("gpu", "-1"), ("cpu", MARKUP), ("memory_gib", SQL), ("storage_gib", "x"), ("user", MARKUP), ("group", "999")],
+)
 def test_limit_fields(twin, admin_client, alice, field, value):
     data = {"user": alice.pk, "gpu": 1, "cpu": 1, "memory_gib": 1, "storage_gib": 1}
     data[field] = value
@@ -154,8 +181,12 @@ def test_limit_saved_and_updated(twin, admin_client, alice):
 
 @pytest.mark.parametrize("value", [MARKUP, SQL, "-1", "abc"])
 def test_query_parameters_are_harmless(twin, admin_client, value):
-    for url in ("/workspaces/approvals/?page=", "/workspaces/all/?status=", "/workspaces/audit/?page=",
-                "/workspaces/jobs/new/?workspace="):
+    for url in (
+        "/workspaces/approvals/?page=",
+        "/workspaces/all/?status=",
+        "/workspaces/audit/?page=",
+        "/workspaces/jobs/new/?workspace=",
+    ):
         r = admin_client.get(url + value)
         assert r.status_code == 200, url
         assert_escaped(r.content, "")

@@ -1,6 +1,7 @@
 """The whole round trip in a real browser (Playwright driving Debian's Chromium):
 a user requests a Workspace, an admin approves it as Shared, the user sees the
 assigned type and nvidia.com/gpu.shared."""
+
 import pytest
 
 from brickadmin.cluster.twin import TwinGateway

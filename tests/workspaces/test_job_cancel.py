@@ -1,6 +1,7 @@
 """Admins see every Job; the owner or an admin cancels a Job, which is
 deleted through the gateway and recorded; charlie never sees or cancels alice's Job.
 Approve pre-selects no GPU type: the admin picks one."""
+
 import re
 
 import pytest
@@ -42,14 +43,16 @@ def test_admin_sees_every_users_jobs_and_their_detail(ws, approved, bob, alice, 
     assert a.k8s_name in mine and b.k8s_name not in mine and "bob-image" not in mine
 
 
-def test_owner_cancels_a_running_job_deleted_from_the_cluster_and_recorded(running_job, alice, admin_user, login,
-                                                                          twin):
+def test_owner_cancels_a_running_job_deleted_from_the_cluster_and_recorded(running_job, alice, admin_user, login, twin):
     gw = TwinGateway()
     assert running_job.k8s_name in objects(gw, "Job", "team-a")
     client = login(alice)
     page = client.get(f"/workspaces/jobs/{running_job.pk}/").content.decode()
-    assert re.search(r'data-confirm="Cancel Job brick-job-\d+\? It is deleted from the cluster with its pods in '
-                     r'Workspace team-a', page)
+    assert re.search(
+        r'data-confirm="Cancel Job brick-job-\d+\? It is deleted from the cluster with its pods in '
+        r"Workspace team-a",
+        page,
+    )
     r = client.post(f"/workspaces/jobs/{running_job.pk}/cancel/")
     assert r.status_code == 302
     assert running_job.k8s_name not in objects(gw, "Job", "team-a")
@@ -114,7 +117,7 @@ def test_approve_preselects_no_gpu_type_and_asks_for_one(make_request, alice, ad
     page = admin.get("/workspaces/approvals/").content.decode()
     card = re.search(r'data-testid="request-team-c".*?</article>', page, re.S).group(0)
     assert "checked" not in re.sub(r'name="r\d+-overcommit"[^>]*', "", card)  # no radio pre-selected
-    assert "data-confirm=\"Approve Workspace team-c for alice?" in card
+    assert 'data-confirm="Approve Workspace team-c for alice?' in card
     r = admin.post(f"/workspaces/approvals/{req.pk}/approve/", {})
     assert r.status_code == 400
     assert "Choose Exclusive, Shared or a MIG profile." in text(r.content)

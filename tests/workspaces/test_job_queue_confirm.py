@@ -1,6 +1,7 @@
 """The Job approval queue asks once before Approve and Reject, in one
 sentence naming the Job, and what follows: the node and GPU it takes, or that the owner sees
 the reason and the Job cannot be approved afterwards."""
+
 import html
 import re
 

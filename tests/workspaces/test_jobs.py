@@ -1,6 +1,7 @@
 """Jobs: the Job form's node list (exclusive nodes selectable, the others
 disabled with a reason), approval, the Kubernetes Job outside Workspace quotas, its state
 read from the cluster, the warning when approval is off."""
+
 import re
 
 import pytest
@@ -30,8 +31,13 @@ def ws(approved, alice):
 
 
 def job_post(client, ws, **kw):
-    data = {"workspace": ws.pk, "node": "dev-a1-ws04", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
-            "command": "python train.py --epochs 3", "gpu": 1}
+    data = {
+        "workspace": ws.pk,
+        "node": "dev-a1-ws04",
+        "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+        "command": "python train.py --epochs 3",
+        "gpu": 1,
+    }
     data.update(kw)
     return client.post(NEW, data)
 
@@ -40,7 +46,9 @@ def test_node_list_exactly_as_seed_2_4(ws, login, alice):
     html = login(alice).get(NEW).content
     assert node_line(html, "dev-a1-ws04") == "dev-a1-ws04 nvidia.com/gpu 1 / 1 available"
     assert not radio_disabled(html, "dev-a1-ws04")
-    assert node_line(html, "dev-a1-ws02") == "dev-a1-ws02 nvidia.com/gpu.shared — Time-slicing nodes do not support Jobs"
+    assert (
+        node_line(html, "dev-a1-ws02") == "dev-a1-ws02 nvidia.com/gpu.shared — Time-slicing nodes do not support Jobs"
+    )
     assert radio_disabled(html, "dev-a1-ws02")
 
 
@@ -101,9 +109,13 @@ def test_job_waits_for_approval_then_becomes_a_pinned_low_priority_batch_job(ws,
 def test_job_list_shows_the_state_read_from_the_cluster(ws, twin, admin_user, alice, login):
     job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="true", gpu=1)
     services.approve_job(job.pk, admin_user)
-    twin.set_job_status("team-a", job.k8s_name, {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]})
+    twin.set_job_status(
+        "team-a", job.k8s_name, {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+    )
     client = login(alice)
-    assert re.search(rf"{job.k8s_name} team-a dev-a1-ws04 1 busybox Complete", text(client.get("/workspaces/jobs/").content))
+    assert re.search(
+        rf"{job.k8s_name} team-a dev-a1-ws04 1 busybox Complete", text(client.get("/workspaces/jobs/").content)
+    )
     twin.set_job_status("team-a", job.k8s_name, {"failed": 1, "conditions": [{"type": "Failed", "status": "True"}]})
     assert "Failed" in text(client.get(f"/workspaces/jobs/{job.pk}/").content)
     twin.delete("batch/v1", "Job", job.k8s_name, "team-a")
@@ -181,8 +193,11 @@ def test_failed_submission_keeps_the_job_pending_and_shows_the_error(ws, twin, a
     from brickadmin.cluster.twin import TwinGateway
 
     job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
-    monkeypatch.setattr(TwinGateway, "create_job",
-                        lambda *a, **k: (_ for _ in ()).throw(PermanentClusterError("jobs.batch is forbidden")))
+    monkeypatch.setattr(
+        TwinGateway,
+        "create_job",
+        lambda *a, **k: (_ for _ in ()).throw(PermanentClusterError("jobs.batch is forbidden")),
+    )
     admin = login(admin_user)
     admin.post(f"/workspaces/approvals/jobs/{job.pk}/approve/")
     job.refresh_from_db()
@@ -195,7 +210,9 @@ def test_job_pages_read_the_state_the_watcher_keeps_not_the_api_server(ws, twin,
     pages still show each Job's last known state, and say nothing about the cluster."""
     job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="true", gpu=1)
     services.approve_job(job.pk, admin_user)
-    twin.set_job_status("team-a", job.k8s_name, {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]})
+    twin.set_job_status(
+        "team-a", job.k8s_name, {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+    )
     client = login(alice)
     client.get("/workspaces/jobs/")  # the twin's view catches up (in production: the watcher)
     request.getfixturevalue("unreachable")  # now a real cluster whose API server does not answer

@@ -2,6 +2,7 @@
 really created, the quota really enforced (so its key is one the API server enforces),
 Jobs outside it, and all-or-nothing with a real 422. Skips locally without the lab;
 fails in CI. The lab's loaded scenario is read, never reloaded (other tests share it)."""
+
 import os
 import uuid
 from pathlib import Path
@@ -17,8 +18,9 @@ from workspaces.models import JOB_PRIORITY_CLASS, USER_PRIORITY_CLASS
 
 pytestmark = [pytest.mark.lab, pytest.mark.django_db]
 
-KUBECONFIG = os.environ.get("BRICK_LAB_KUBECONFIG",
-                            str(Path(os.environ.get("BRICK_LAB_DIR", "/tmp/brickadmin-lab")) / "kubeconfig"))
+KUBECONFIG = os.environ.get(
+    "BRICK_LAB_KUBECONFIG", str(Path(os.environ.get("BRICK_LAB_DIR", "/tmp/brickadmin-lab")) / "kubeconfig")
+)
 
 
 @pytest.fixture
@@ -64,8 +66,13 @@ def test_approval_creates_an_enforced_workspace_on_the_lab(kube, alice, admin_us
     gw, created = kube
     # Whatever scenario the lab holds now (other tests reload it), offer Shared: quotas do
     # not depend on nodes, and the API server is what is under test here.
-    ledger = Ledger(nodes=[], by_type=[], by_resource=[ResourceRow("nvidia.com/gpu.shared", logical=2)],
-                    allocated_by_namespace={}, device_source="labels")
+    ledger = Ledger(
+        nodes=[],
+        by_type=[],
+        by_resource=[ResourceRow("nvidia.com/gpu.shared", logical=2)],
+        allocated_by_namespace={},
+        device_source="labels",
+    )
     (choice,) = services.gpu_choices(ledger)
     name = f"ws-lab-{uuid.uuid4().hex[:6]}"
     created.append(name)
@@ -77,7 +84,10 @@ def test_approval_creates_an_enforced_workspace_on_the_lab(kube, alice, admin_us
     assert ns["metadata"]["labels"]["brick.cloud/owner"] == "alice"
     quotas = {q["metadata"]["name"]: q for q in gw.list_resource_quotas(name)}
     assert quotas["workspace-compute"]["spec"]["hard"] == {
-        f"requests.{choice.resource}": "1", "requests.cpu": "2", "requests.memory": "4Gi"}
+        f"requests.{choice.resource}": "1",
+        "requests.cpu": "2",
+        "requests.memory": "4Gi",
+    }
     assert quotas["workspace-storage"]["spec"]["hard"] == {"requests.storage": "10Gi"}
     pcs = {p["metadata"]["name"]: p for p in gw.list_priority_classes()}
     assert pcs[USER_PRIORITY_CLASS]["value"] > 0

@@ -1,4 +1,5 @@
 """What the pages show on a cluster of every GPU layout NVIDIA documents (scenario "layouts")."""
+
 import re
 
 import pytest
@@ -18,8 +19,12 @@ def layouts(load_scenario):
 
 def test_nodes_page_names_each_mode(layouts, admin_client):
     html = text(admin_client.get(reverse("node_list") + "?per_page=50").content)
-    for name, mode in [("gpu-single-01", "MIG single"), ("gpu-mixed-01", "MIG mixed"),
-                       ("gpu-ts-01", "Time-slicing"), ("gpu-whole-01", "Exclusive")]:
+    for name, mode in [
+        ("gpu-single-01", "MIG single"),
+        ("gpu-mixed-01", "MIG mixed"),
+        ("gpu-ts-01", "Time-slicing"),
+        ("gpu-whole-01", "Exclusive"),
+    ]:
         assert re.search(rf"{name} .*?{mode}", html), (name, mode)
 
 

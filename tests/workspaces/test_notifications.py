@@ -3,6 +3,7 @@ fix the Workspace's owner; in the product always, by email through a real SMTP s
 here on loopback (aiosmtpd) and by webhook to a real HTTP receiver (http.server), each by the
 recipient's choice and in their language. A send that fails is retried, then left failed for
 admins to see; the action it tells of stands."""
+
 import json
 import socket
 import threading
@@ -98,23 +99,28 @@ def choose(user, **prefs):
 
 
 def test_an_approval_reaches_the_requester_in_korean_in_the_product_by_email_and_webhook(
-        twin, alice, admin_user, smtp, receiver, worker_inline, login, django_capture_on_commit_callbacks):
+    twin, alice, admin_user, smtp, receiver, worker_inline, login, django_capture_on_commit_callbacks
+):
     alice.email = "alice@example.test"
     alice.save()
-    page = login(alice).post(reverse("profile"), {"time_zone": "", "language": "ko", "email_notifications": "on",
-                                                  "webhook_url": receiver["url"]})
+    page = login(alice).post(
+        reverse("profile"),
+        {"time_zone": "", "language": "ko", "email_notifications": "on", "webhook_url": receiver["url"]},
+    )
     assert page.status_code == 302
     req = services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
     with django_capture_on_commit_callbacks(execute=True):
         services.approve(req.pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
 
-    (rcpt, mail), = smtp.messages
+    ((rcpt, mail),) = smtp.messages
     assert rcpt == ["alice@example.test"] and mail["Subject"] == "Workspace team-a 승인됨"
     assert "root 님이 Workspace team-a를 승인했습니다" in mail.get_content()
-    (ctype, hook), = receiver["bodies"]
+    ((ctype, hook),) = receiver["bodies"]
     assert ctype == "application/json" and hook["text"].startswith("*Workspace team-a 승인됨*")
-    assert set(Delivery.objects.values_list("channel", "status", "attempts")) == {("email", "sent", 1),
-                                                                                   ("webhook", "sent", 1)}
+    assert set(Delivery.objects.values_list("channel", "status", "attempts")) == {
+        ("email", "sent", 1),
+        ("webhook", "sent", 1),
+    }
     client = login(alice)
     home = client.get(reverse("workspace_list")).content.decode()
     assert 'data-testid="unread-count">1<' in home
@@ -124,7 +130,8 @@ def test_an_approval_reaches_the_requester_in_korean_in_the_product_by_email_and
 
 
 def test_a_rejection_says_why_in_english_and_only_in_the_product_when_the_user_chose_so(
-        twin, alice, bob, admin_user, smtp, worker_inline, login, django_capture_on_commit_callbacks):
+    twin, alice, bob, admin_user, smtp, worker_inline, login, django_capture_on_commit_callbacks
+):
     alice.email = "alice@example.test"
     alice.save()
     choose(alice, email_notifications=False)
@@ -133,15 +140,17 @@ def test_a_rejection_says_why_in_english_and_only_in_the_product_when_the_user_c
         services.reject(req.pk, admin_user, "No A100 left this quarter")
     assert smtp.messages == [] and not Delivery.objects.exists()
     note = Notification.objects.get(recipient=alice)
-    assert (note.subject, note.body) == ("Workspace team-b rejected",
-                                         "root rejected your Workspace request team-b: No A100 left this quarter")
+    assert (note.subject, note.body) == (
+        "Workspace team-b rejected",
+        "root rejected your Workspace request team-b: No A100 left this quarter",
+    )
     # each sees only their own
     assert "team-b" not in text(login(bob).get(reverse("notifications")).content)
 
 
 def test_a_failed_send_is_retried_then_shown_to_admins_and_the_approval_stands(
-        twin, alice, admin_user, receiver, worker_inline, settings, login, admin_client,
-        django_capture_on_commit_callbacks):
+    twin, alice, admin_user, receiver, worker_inline, settings, login, admin_client, django_capture_on_commit_callbacks
+):
     alice.email = "alice@example.test"
     alice.save()
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
@@ -164,9 +173,13 @@ def test_a_failed_send_is_retried_then_shown_to_admins_and_the_approval_stands(
 
 
 def test_a_fix_run_tells_the_owner_and_its_end_the_admin_who_started_it(
-        load_scenario, alice, admin_user, smtp, worker_inline, monkeypatch, django_capture_on_commit_callbacks):
-    for name, value in (("BRICK_PROCEDURE_RETRY_BACKOFF", "0.01"), ("BRICK_PROCEDURE_VERIFY_TIMEOUT", "0"),
-                        ("BRICK_PROCEDURE_STEP_PAUSE", "0")):
+    load_scenario, alice, admin_user, smtp, worker_inline, monkeypatch, django_capture_on_commit_callbacks
+):
+    for name, value in (
+        ("BRICK_PROCEDURE_RETRY_BACKOFF", "0.01"),
+        ("BRICK_PROCEDURE_VERIFY_TIMEOUT", "0"),
+        ("BRICK_PROCEDURE_STEP_PAUSE", "0"),
+    ):
         monkeypatch.setenv(name, value)
     demo = load_scenario("demo")
     admin_user.email = "root@example.test"
@@ -174,14 +187,28 @@ def test_a_fix_run_tells_the_owner_and_its_end_the_admin_who_started_it(
     alice.email = "alice@example.test"
     alice.save()
     choose(alice, language="ko")
-    WorkspaceRequest.objects.create(name="ws-vision", requester=alice, requester_name="alice", gpu=8, cpu=64,
-                                    memory_gib=256, storage_gib=1024, status="approved",
-                                    gpu_resource="nvidia.com/gpu", gpu_type="exclusive")
+    WorkspaceRequest.objects.create(
+        name="ws-vision",
+        requester=alice,
+        requester_name="alice",
+        gpu=8,
+        cpu=64,
+        memory_gib=256,
+        storage_gib=1024,
+        status="approved",
+        gpu_resource="nvidia.com/gpu",
+        gpu_type="exclusive",
+    )
     pod = gpu_pod("ws-vision", "detector-retry", "gpu-a100-01", "nvidia.com/gpu", 1, phase="Failed")
     pod["status"].update(reason="UnexpectedAdmissionError", message="Allocate failed")
     demo._create(pod)
-    run = service.start_run("F", "gpu-a100-01", {"pod_namespace": "ws-vision", "pod_name": "detector-retry"},
-                            actor=admin_user, dispatch=False)
+    run = service.start_run(
+        "F",
+        "gpu-a100-01",
+        {"pod_namespace": "ws-vision", "pod_name": "detector-retry"},
+        actor=admin_user,
+        dispatch=False,
+    )
     with django_capture_on_commit_callbacks(execute=True):
         engine.execute(run.pk, demo)
     assert ProcedureRun.objects.get(pk=run.pk).status == "succeeded"

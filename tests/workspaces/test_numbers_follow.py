@@ -1,5 +1,6 @@
 """The Dashboard and availability numbers follow approvals (allocated,
 from quotas) and Jobs (requested, from pods)."""
+
 import pytest
 
 from brickadmin.cluster.snapshot import take_snapshot

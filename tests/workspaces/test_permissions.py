@@ -5,6 +5,7 @@ URLs other apps add later are covered too):
 - charlie never sees alice's Workspaces or Jobs (404 on hers, absent from every page);
 - POSTs without a CSRF token are refused.
 """
+
 import re
 import uuid
 
@@ -23,10 +24,28 @@ PUBLIC = {"login"}  # reachable without an account (the login form itself)
 # The two legs of single sign-on come before any account (tests/sso); with it off, as here: 404.
 SSO_LEGS = {"oidc_authentication_init", "oidc_authentication_callback"}
 # Admin-only views, by URL name, with the method that exercises them.
-ADMIN_GET = {"node_list", "node_detail", "approval_queue", "job_queue", "all_workspaces", "workspace_settings",
-             "workspace_audit", "cluster_workspaces", "lockouts"}
-ADMIN_POST = {"approve_request", "reject_request", "approve_job", "reject_job", "limit_save", "limit_delete",
-              "workspace_settings", "workspace_adopt", "lockout_unlock"}
+ADMIN_GET = {
+    "node_list",
+    "node_detail",
+    "approval_queue",
+    "job_queue",
+    "all_workspaces",
+    "workspace_settings",
+    "workspace_audit",
+    "cluster_workspaces",
+    "lockouts",
+}
+ADMIN_POST = {
+    "approve_request",
+    "reject_request",
+    "approve_job",
+    "reject_job",
+    "limit_save",
+    "limit_delete",
+    "workspace_settings",
+    "workspace_adopt",
+    "lockout_unlock",
+}
 OWNED = {"workspace_detail", "job_detail"}  # objects of one user: 404 for anyone else
 SECRET_WS, SECRET_IMAGE = "alice-secret-ws", "registry.example/alice-secret-image"
 
@@ -43,11 +62,13 @@ def concrete(route, values):
     """A URL for a route: <conv:name> filled from ``values`` or a sample of its converter."""
     if route.startswith("^") or "(?P<" in route:
         return None  # regex routes (django-admin internals): covered through the admin index
+
     def fill(m):
         conv, name = m.group(1) or "str", m.group(2)
         if name in values:
             return str(values[name])
         return {"int": "1", "uuid": str(uuid.uuid4()), "slug": "x", "path": "x"}.get(conv, "dev-a1-ws04")
+
     return "/" + re.sub(r"<(?:(\w+):)?(\w+)>", fill, route)
 
 
@@ -64,10 +85,15 @@ def world(approved, alice, admin_user, make_request):
 
 
 def all_urls(world):
-    ids = {"workspace_detail": world["ws"].pk, "job_detail": world["job"].pk,
-           "approve_request": world["pending"].pk, "reject_request": world["pending"].pk,
-           "approve_job": world["pending_job"].pk, "reject_job": world["pending_job"].pk,
-           "limit_delete": world["limit"].pk}
+    ids = {
+        "workspace_detail": world["ws"].pk,
+        "job_detail": world["job"].pk,
+        "approve_request": world["pending"].pk,
+        "reject_request": world["pending"].pk,
+        "approve_job": world["pending_job"].pk,
+        "reject_job": world["pending_job"].pk,
+        "limit_delete": world["limit"].pk,
+    }
     out = []
     for route, name, ns, _callback in walk(get_resolver().url_patterns):
         values = {"pk": ids[name]} if name in ids else {}
@@ -96,8 +122,13 @@ def test_anonymous_is_sent_to_login_everywhere(world):
         if name in SSO_LEGS:
             assert anon.get(url).status_code == 404 and anon.post(url).status_code in (404, 405), url
             continue
-        if ns == "admin" and name in ("login", "logout", "password_change", "password_change_done",
-                                      "javascript-catalog"):
+        if ns == "admin" and name in (
+            "login",
+            "logout",
+            "password_change",
+            "password_change_done",
+            "javascript-catalog",
+        ):
             continue  # django-admin's own auth pages
         for method in (anon.get, anon.post):
             r = method(url)
@@ -114,11 +145,23 @@ def test_users_get_403_on_admin_pages_and_cannot_decide(world, alice, charlie, l
             if name in ADMIN_GET:
                 assert client.get(url).status_code == 403, (user, url)
             if name in ADMIN_POST:
-                assert client.post(url, {f"r{world['pending'].pk}-resource": "nvidia.com/gpu.shared",
-                                         f"r{world['pending'].pk}-reason": "x",
-                                         f"j{world['pending_job'].pk}-reason": "x",
-                                         "approval_required": "", "user": user.pk, "gpu": 9, "cpu": 9,
-                                         "memory_gib": 9, "storage_gib": 9}).status_code == 403, (user, url)
+                assert (
+                    client.post(
+                        url,
+                        {
+                            f"r{world['pending'].pk}-resource": "nvidia.com/gpu.shared",
+                            f"r{world['pending'].pk}-reason": "x",
+                            f"j{world['pending_job'].pk}-reason": "x",
+                            "approval_required": "",
+                            "user": user.pk,
+                            "gpu": 9,
+                            "cpu": 9,
+                            "memory_gib": 9,
+                            "storage_gib": 9,
+                        },
+                    ).status_code
+                    == 403
+                ), (user, url)
     # nothing was decided or changed
     assert WorkspaceRequest.objects.get(pk=world["pending"].pk).status == "pending"
     assert "alice-pending-ws" not in objects(twin, "Namespace")
@@ -172,8 +215,11 @@ def test_posts_need_a_csrf_token(world, admin_user):
 def test_actions_refuse_get(world, admin_user, login):
     admin = login(admin_user)
     pk = world["pending"].pk
-    for url in (f"/workspaces/approvals/{pk}/approve/", f"/workspaces/approvals/{pk}/reject/",
-                f"/workspaces/approvals/jobs/{world['pending_job'].pk}/approve/",
-                f"/workspaces/settings/limits/{world['limit'].pk}/delete/"):
+    for url in (
+        f"/workspaces/approvals/{pk}/approve/",
+        f"/workspaces/approvals/{pk}/reject/",
+        f"/workspaces/approvals/jobs/{world['pending_job'].pk}/approve/",
+        f"/workspaces/settings/limits/{world['limit'].pk}/delete/",
+    ):
         assert admin.get(url).status_code == 405
     assert WorkspaceRequest.objects.get(pk=pk).status == "pending"

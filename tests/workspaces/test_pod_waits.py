@@ -1,6 +1,7 @@
 """Why a GPU pod waits, on the Workspace pages: the twin loads the ``waiting`` scenario (one
 pod for each cause); the owner's page and the admin's detail name the cause in words, with
 the figures and the links to what each can do, from the view alone."""
+
 import re
 from html import unescape
 
@@ -25,9 +26,19 @@ def waiting(load_scenario):
 def record(user, namespace, resource="nvidia.com/gpu", gpu=4):
     now = timezone.now()
     return WorkspaceRequest.objects.create(
-        name=namespace, requester=user, requester_name=user.get_username(), gpu=gpu, cpu=8, memory_gib=32,
-        storage_gib=20, status=WorkspaceRequest.Status.APPROVED, decided_at=now, decided_by_name="root",
-        gpu_resource=resource, gpu_type="exclusive")
+        name=namespace,
+        requester=user,
+        requester_name=user.get_username(),
+        gpu=gpu,
+        cpu=8,
+        memory_gib=32,
+        storage_gib=20,
+        status=WorkspaceRequest.Status.APPROVED,
+        decided_at=now,
+        decided_by_name="root",
+        gpu_resource=resource,
+        gpu_type="exclusive",
+    )
 
 
 def causes(html: str) -> dict[str, tuple[str, str]]:
@@ -52,15 +63,19 @@ def test_the_owner_sees_why_each_pod_waits_with_the_figures_and_what_to_do(waiti
     page = login(alice).get(reverse("workspace_detail", args=[ws.pk])).content.decode()
     got = causes(page)
     assert got["train-4gpu"][0] == "taint"
-    assert ("Pod train-4gpu waits for 4 nvidia.com/gpu: the free ones are on nodes with a taint it does not "
-            "tolerate (brick.cloud/dedicated=llm:NoSchedule); 14 exist, 0 are free on other nodes (at most 0 on "
-            "one).") in got["train-4gpu"][1]
+    assert (
+        "Pod train-4gpu waits for 4 nvidia.com/gpu: the free ones are on nodes with a taint it does not "
+        "tolerate (brick.cloud/dedicated=llm:NoSchedule); 14 exist, 0 are free on other nodes (at most 0 on "
+        "one)."
+    ) in got["train-4gpu"][1]
     assert "The scheduler says: 0/5 nodes are available: 1 node(s) had untolerated taint" in got["train-4gpu"][1]
     assert links(page, "train-4gpu") == [reverse("availability"), reverse("workspace_request")]
     assert got["notebook"][0] == "container" and "ImagePullBackOff" in got["notebook"][1]
     assert got["old-eval"][0] == "admission"
-    assert "was refused by the kubelet: Allocate failed due to requested number of devices unavailable" \
+    assert (
+        "was refused by the kubelet: Allocate failed due to requested number of devices unavailable"
         in got["old-eval"][1]
+    )
     assert "The pod will not start by itself: an admin has been told." in got["old-eval"][1]
     assert "eval-0" not in got  # Running: nothing to say
 
@@ -69,18 +84,23 @@ def test_a_quota_held_whole_names_its_pods_and_links_to_request_more(waiting, al
     ws = record(alice, "ws-full")
     page = login(alice).get(reverse("workspace_detail", args=[ws.pk])).content.decode()
     _kind, words = causes(page)["quota-full"]
-    assert ("The Workspace's quota of nvidia.com/gpu is used up: 4 of 4, held by train-a (2), train-b (2). A new pod "
-            "asking for it is refused until one of them ends.") in words
+    assert (
+        "The Workspace's quota of nvidia.com/gpu is used up: 4 of 4, held by train-a (2), train-b (2). A new pod "
+        "asking for it is refused until one of them ends."
+    ) in words
     item = re.search(r'data-cause="quota-full".*?</li>', page, re.S).group(0)
     assert re.findall(r'href="([^"]+)"', item) == [reverse("workspace_request")]
 
 
-def test_no_free_gpu_two_shared_gpus_a_cordoned_only_profile_and_a_profile_no_node_has(waiting, bob, login,
-                                                                                      django_user_model):
+def test_no_free_gpu_two_shared_gpus_a_cordoned_only_profile_and_a_profile_no_node_has(
+    waiting, bob, login, django_user_model
+):
     ws = record(bob, "ws-shared", resource="nvidia.com/gpu.shared")
     got = causes(login(bob).get(reverse("workspace_detail", args=[ws.pk])).content.decode())
     assert got["nb-wait"] == ("no-free", got["nb-wait"][1])
-    assert "Pod nb-wait waits for 1 nvidia.com/gpu.shared: 8 exist, 0 are free, at most 0 on one node" in got["nb-wait"][1]
+    assert (
+        "Pod nb-wait waits for 1 nvidia.com/gpu.shared: 8 exist, 0 are free, at most 0 on one node" in got["nb-wait"][1]
+    )
     assert got["two-shared"][0] == "shared-many"
     assert "Pod two-shared asked for 2 shared GPUs and the kubelet refused it" in got["two-shared"][1]
     dave = django_user_model.objects.create_user("dave", password="pw-dave-123")
@@ -117,7 +137,10 @@ def test_the_causes_are_in_korean_for_a_korean_reader(waiting, alice, login):
     client.cookies["django_language"] = "ko"
     page = client.get(reverse("workspace_detail", args=[ws.pk])).content.decode()
     _kind, words = causes(page)["quota-full"]
-    assert "Workspace의 nvidia.com/gpu 쿼터가 모두 사용 중입니다: 4 중 4, 사용 중인 파드: train-a (2), train-b (2)." in words
+    assert (
+        "Workspace의 nvidia.com/gpu 쿼터가 모두 사용 중입니다: 4 중 4, 사용 중인 파드: train-a (2), train-b (2)."
+        in words
+    )
 
 
 def test_the_page_reads_the_view_in_a_constant_number_of_queries(waiting, alice, login):
@@ -148,8 +171,14 @@ def test_fifty_waiting_pods_cost_the_page_no_more_queries_than_five(waiting, ali
     for i in range(46):  # with its own four: 50 GPU pods
         pod = gpu_pod("ws-train", f"sweep-{i}", "", "nvidia.com/gpu", 1 + i % 4, phase="Pending")
         del pod["spec"]["nodeName"]
-        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                        "message": "0/5 nodes are available: 5 Insufficient nvidia.com/gpu."}]
+        pod["status"]["conditions"] = [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
+            }
+        ]
         waiting._create(pod)
     client.get(url)  # the twin's view brought up to date
     with CaptureQueriesContext(connection) as many:

@@ -1,5 +1,6 @@
 """Quotas and capacities as the API server writes them back: a quota or a capacity of 1000
 is stored as "1k", and the pages, the findings and adoption read 1000, never 0."""
+
 import re
 
 import pytest
@@ -19,15 +20,25 @@ SHARED = "nvidia.com/gpu.shared"
 
 def rows(html):
     table = re.search(r'data-testid="cluster-workspaces".*?</table>', html, re.DOTALL).group(0)
-    return {cells[0]: cells for cells in (
-        [text(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.DOTALL)]
-        for r in re.findall(r"<tr>(.*?)</tr>", table, re.DOTALL) if "<td" in r)}
+    return {
+        cells[0]: cells
+        for cells in (
+            [text(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.DOTALL)]
+            for r in re.findall(r"<tr>(.*?)</tr>", table, re.DOTALL)
+            if "<td" in r
+        )
+    }
 
 
 def write_quota(gw, gpus):
-    gw.apply({"apiVersion": "v1", "kind": "ResourceQuota",
-              "metadata": {"name": "workspace-quota", "namespace": "ws-shared"},
-              "spec": {"hard": {"requests." + SHARED: gpus, "requests.cpu": "2", "requests.memory": "8Gi"}}})
+    gw.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "workspace-quota", "namespace": "ws-shared"},
+            "spec": {"hard": {"requests." + SHARED: gpus, "requests.cpu": "2", "requests.memory": "8Gi"}},
+        }
+    )
 
 
 @pytest.fixture
@@ -62,8 +73,12 @@ def test_adopting_a_namespace_with_a_quota_of_1k_records_1000_gpus(thousand_shar
 
 def test_a_node_with_a_capacity_of_1k_counts_1000_logical_gpus(load_scenario, admin_client):
     objs, hardware, configs = scenarios.read("seed-example")
-    big = scenarios.node("big-1", model="NVIDIA A30", gpu_count=1000,
-                         extra_status={"capacity": {"nvidia.com/gpu": "1k"}, "allocatable": {"nvidia.com/gpu": "1k"}})
+    big = scenarios.node(
+        "big-1",
+        model="NVIDIA A30",
+        gpu_count=1000,
+        extra_status={"capacity": {"nvidia.com/gpu": "1k"}, "allocatable": {"nvidia.com/gpu": "1k"}},
+    )
     gw = load_scenario("seed-example")
     gw.load([*objs, big], hardware, configs)
     node = compute(take_snapshot(gw)).node("big-1")

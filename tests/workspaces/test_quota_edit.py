@@ -1,6 +1,9 @@
 """An admin changes a Workspace's GPU quota: a preview (quota before and after, the pods that run,
 capacity after), never below what its pods request, one confirmation, an audited run that the
 owner is told of and that can be undone; the findings about quotas lead there."""
+
+from datetime import UTC
+
 import pytest
 from django.urls import reverse
 
@@ -23,10 +26,16 @@ def fast_engine(monkeypatch):
 
 def gpu_pod(name, namespace, amount=1, phase="Running"):
     resources = {"limits": {SHARED: str(amount)}, "requests": {SHARED: str(amount)}}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"nodeName": "dev-a1-ws02", "containers": [{"name": "main", "image": "busybox",
-                                                                  "resources": resources}]},
-            "status": {"phase": phase}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "nodeName": "dev-a1-ws02",
+            "containers": [{"name": "main", "image": "busybox", "resources": resources}],
+        },
+        "status": {"phase": phase},
+    }
 
 
 def hard(twin, ns):
@@ -42,8 +51,9 @@ def team(approved, alice, twin):
     return req
 
 
-@pytest.mark.parametrize("after, requested, problem", [
-    (2, 1, ""), (1, 1, ""), (0, 1, "cannot go below"), (-1, 0, "negative")])
+@pytest.mark.parametrize(
+    "after, requested, problem", [(2, 1, ""), (1, 1, ""), (0, 1, "cannot go below"), (-1, 0, "negative")]
+)
 def test_a_quota_is_never_set_below_what_the_pods_request(after, requested, problem):
     found = quota.quota_problem(SHARED, after, requested)
     assert (problem in found) if problem else found == ""
@@ -70,8 +80,9 @@ def test_below_the_pods_request_nothing_is_offered_nor_accepted(team, login, adm
     assert hard(twin, "team-a")["requests." + SHARED] == "3"
 
 
-def test_a_confirmed_change_is_an_audited_run_the_owner_is_told_of_and_an_undo_reverts(team, login, admin_user,
-                                                                                        alice, twin):
+def test_a_confirmed_change_is_an_audited_run_the_owner_is_told_of_and_an_undo_reverts(
+    team, login, admin_user, alice, twin
+):
     admin = login(admin_user)
     r = admin.post(reverse("workspace_quota", args=["team-a"]), {"gpu": "1", "reason": "idle for a week"})
     run = ProcedureRun.objects.get()
@@ -91,8 +102,10 @@ def test_a_confirmed_change_is_an_audited_run_the_owner_is_told_of_and_an_undo_r
     # the history offers the undo: the same preview and confirmation, back to 3
     history = admin.get(reverse("workspace_quota", args=["team-a"])).content.decode()
     assert "Undo: back to 3" in history
-    undo = admin.post(reverse("workspace_quota", args=["team-a"]),
-                      {"gpu": "3", "reason": f"Undo of run #{run.pk}", "undo_of": str(run.pk)})
+    undo = admin.post(
+        reverse("workspace_quota", args=["team-a"]),
+        {"gpu": "3", "reason": f"Undo of run #{run.pk}", "undo_of": str(run.pk)},
+    )
     back = ProcedureRun.objects.exclude(pk=run.pk).get()
     assert undo.status_code == 302 and back.params["undo_of"] == run.pk
     execute_run(back.pk)
@@ -106,8 +119,9 @@ def test_a_confirmed_change_is_an_audited_run_the_owner_is_told_of_and_an_undo_r
 
 def test_the_quota_page_is_for_admins_and_needs_csrf(team, login, alice, admin_user):
     assert login(alice).get(reverse("workspace_quota", args=["team-a"])).status_code == 403
-    assert login(alice).post(reverse("workspace_quota", args=["team-a"]), {"gpu": "1", "reason": "x"}).status_code \
-        == 403
+    assert (
+        login(alice).post(reverse("workspace_quota", args=["team-a"]), {"gpu": "1", "reason": "x"}).status_code == 403
+    )
     from django.test import Client
 
     strict = Client(enforce_csrf_checks=True)
@@ -127,16 +141,24 @@ def test_pods_started_after_the_preview_stop_the_run_before_any_change(team, adm
 
 
 def test_an_idle_allocation_links_to_the_quota_page(db):
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from gpus import health as health_mod
     from workspaces import health
 
-    now = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
-    line = health._Line(namespace="team-i", owner="alice", quota=2, requested=0, utilisation=None,
-                        idle_since=now - timedelta(hours=48), labelled=True, gpu_quotas={SHARED: 2}, quotas=[])
-    inputs = health_mod.HealthInputs(ledger=None, now=now,
-                                     workspaces=health.workspace_inputs([line], records=()))
+    now = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+    line = health._Line(
+        namespace="team-i",
+        owner="alice",
+        quota=2,
+        requested=0,
+        utilisation=None,
+        idle_since=now - timedelta(hours=48),
+        labelled=True,
+        gpu_quotas={SHARED: 2},
+        quotas=[],
+    )
+    inputs = health_mod.HealthInputs(ledger=None, now=now, workspaces=health.workspace_inputs([line], records=()))
     idle = [p for p in health_mod.problems(inputs, reads="records") if p.kind == "workspace-idle"]
     assert idle and idle[0].link == reverse("workspace_quota", args=["team-i"])
     assert idle[0].link_text == "Lower or reclaim the quota of team-i"

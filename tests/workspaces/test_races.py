@@ -1,15 +1,15 @@
 """Decisions made twice at once (review of the approval paths): the second decision is
 told "already decided" and changes nothing, and the record stays the winner's."""
+
 import threading
 import time
 
 import pytest
-
-from tests.conftest import require_service
 from django.db import connection
 
 from brickadmin.cluster import PermanentClusterError
 from brickadmin.cluster.twin import TwinGateway
+from tests.conftest import require_service
 from workspaces import services
 from workspaces.models import Decision, WorkspaceJob, WorkspaceRequest
 
@@ -49,11 +49,13 @@ def test_a_job_approved_twice_at_once_stays_submitted(ws, twin, alice, admin_use
     assert [d.action for d in Decision.objects.filter(job=job)] == ["job_approve"]
 
 
-def test_a_job_the_cluster_refuses_goes_back_to_pending_and_can_be_retried(ws, twin, alice, admin_user,
-                                                                             monkeypatch):
+def test_a_job_the_cluster_refuses_goes_back_to_pending_and_can_be_retried(ws, twin, alice, admin_user, monkeypatch):
     job = job_of(alice, ws)
-    monkeypatch.setattr(TwinGateway, "create_job",
-                        lambda self, *a, **kw: (_ for _ in ()).throw(PermanentClusterError("jobs is forbidden")))
+    monkeypatch.setattr(
+        TwinGateway,
+        "create_job",
+        lambda self, *a, **kw: (_ for _ in ()).throw(PermanentClusterError("jobs is forbidden")),
+    )
     with pytest.raises(services.WorkspaceError, match="forbidden"):
         services.approve_job(job.pk, admin_user)
     job.refresh_from_db()
@@ -83,8 +85,8 @@ def test_a_job_rejected_while_the_cluster_call_fails_stays_rejected(ws, twin, al
 
 # --- Workspace requests --------------------------------------------------------------
 
-def test_a_request_approved_twice_at_once_keeps_the_winners_record(twin, alice, admin_user, make_request,
-                                                                   monkeypatch):
+
+def test_a_request_approved_twice_at_once_keeps_the_winners_record(twin, alice, admin_user, make_request, monkeypatch):
     """Two approvals of one request, the second starting while the first is under way:
     one approves, the other is told "already decided" and writes nothing."""
     req = make_request(alice, "team-a")
@@ -133,8 +135,11 @@ def test_a_claimed_request_is_already_decided_and_nothing_is_written(twin, alice
 
 def test_a_refused_approval_releases_its_claim(twin, alice, admin_user, make_request, monkeypatch):
     req = make_request(alice, "team-a")
-    monkeypatch.setattr(TwinGateway, "apply",
-                        lambda self, *a, **kw: (_ for _ in ()).throw(PermanentClusterError("limitranges is forbidden")))
+    monkeypatch.setattr(
+        TwinGateway,
+        "apply",
+        lambda self, *a, **kw: (_ for _ in ()).throw(PermanentClusterError("limitranges is forbidden")),
+    )
     with pytest.raises(services.WorkspaceError, match="forbidden"):
         services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
     req.refresh_from_db()
@@ -156,13 +161,14 @@ def test_refusals_before_the_cluster_leave_the_request_pending(twin, alice, admi
 
 # --- availability: approvals of different requests ------------------------------------
 
+
 def shared_allocated(gw):
-    return sum(int(q["spec"]["hard"].get("requests.nvidia.com/gpu.shared", 0))
-               for q in gw.list_resource_quotas())
+    return sum(int(q["spec"]["hard"].get("requests.nvidia.com/gpu.shared", 0)) for q in gw.list_resource_quotas())
 
 
-def test_availability_is_read_after_the_approvals_before(twin, alice, bob, admin_user, make_request, login,
-                                                         monkeypatch):
+def test_availability_is_read_after_the_approvals_before(
+    twin, alice, bob, admin_user, make_request, login, monkeypatch
+):
     """The admin's page read 1 shared GPU available for both requests; another admin
     approved the first before this POST was handled: the second needs the overcommit box."""
     from workspaces import views
@@ -179,8 +185,9 @@ def test_availability_is_read_after_the_approvals_before(twin, alice, bob, admin
 
     monkeypatch.setattr(views, "read_cluster", first_approved_meanwhile)
     allocated_before = shared_allocated(twin)
-    r = login(admin_user).post(f"/workspaces/approvals/{second.pk}/approve/",
-                               {f"r{second.pk}-resource": "nvidia.com/gpu.shared"})
+    r = login(admin_user).post(
+        f"/workspaces/approvals/{second.pk}/approve/", {f"r{second.pk}-resource": "nvidia.com/gpu.shared"}
+    )
     assert r.status_code == 400
     second.refresh_from_db()
     assert (second.status, second.overcommit) == ("pending", False)
@@ -189,15 +196,18 @@ def test_availability_is_read_after_the_approvals_before(twin, alice, bob, admin
     assert not Decision.objects.filter(workspace=second).exists()
 
 
-def test_simultaneous_approvals_of_different_requests_never_overcommit(transactional_db, load_scenario,
-                                                                        django_user_model, monkeypatch):
+def test_simultaneous_approvals_of_different_requests_never_overcommit(
+    transactional_db, load_scenario, django_user_model, monkeypatch
+):
     if connection.vendor == "sqlite" and "memory" in str(connection.settings_dict["NAME"]):
         require_service(False, "a file database shared by threads")  # never in-memory in CI (PostgreSQL)
     twin = load_scenario("seed-example")  # shared: 2 logical, 1 allocated
     admin = django_user_model.objects.create_user("root", is_staff=True)
     users = [django_user_model.objects.create_user(f"u{i}") for i in range(3)]
-    reqs = [services.create_request(u, name=f"ws-{i}", gpu=1, cpu=1, memory_gib=1, storage_gib=1)
-            for i, u in enumerate(users)]
+    reqs = [
+        services.create_request(u, name=f"ws-{i}", gpu=1, cpu=1, memory_gib=1, storage_gib=1)
+        for i, u in enumerate(users)
+    ]
     allocated_before = shared_allocated(twin)
     real_create_namespace = TwinGateway.create_namespace
 
@@ -235,17 +245,21 @@ def test_simultaneous_approvals_of_different_requests_never_overcommit(transacti
     assert not Decision.objects.filter(action="approve_failed").exists()
 
 
-def test_an_approval_does_not_hold_the_lock_while_it_reads_the_cluster(transactional_db, load_scenario,
-                                                                        django_user_model, monkeypatch):
+def test_an_approval_does_not_hold_the_lock_while_it_reads_the_cluster(
+    transactional_db, load_scenario, django_user_model, monkeypatch
+):
     """A slow cluster read (a large cluster, a slow Prometheus) of one approval does not make
     the approval of another Workspace wait: the second is approved, with its namespace and
     quotas, while the first is still reading; then the first is approved too."""
     require_service(connection.vendor == "postgresql", "PostgreSQL")
     twin = load_scenario("seed-example")
     admin = django_user_model.objects.create_user("root", is_staff=True)
-    slow_req, other_req = (services.create_request(django_user_model.objects.create_user(f"u{i}"), name=name, gpu=1,
-                                                   cpu=1, memory_gib=1, storage_gib=1)
-                           for i, name in enumerate(("ws-slow", "ws-other")))
+    slow_req, other_req = (
+        services.create_request(
+            django_user_model.objects.create_user(f"u{i}"), name=name, gpu=1, cpu=1, memory_gib=1, storage_gib=1
+        )
+        for i, name in enumerate(("ws-slow", "ws-other"))
+    )
     entered, release = threading.Event(), threading.Event()
 
     class SlowToRead(TwinGateway):

@@ -1,9 +1,9 @@
 """Asking before reclaiming: the admin asks the owner of an idle Workspace, the owner answers in
 the product (keep it until a date, or release part or all), and only after the deadline the admin
 reclaims, through the same preview, confirmation and audited quota run as any quota change."""
+
 from datetime import timedelta
 
-import pytest
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -20,8 +20,14 @@ def ask(login, admin_user, days=7):
     return login(admin_user).post(reverse("reclaim_ask", args=["team-a"]), {"days": str(days), "message": "idle?"})
 
 
-def test_the_owner_is_asked_and_keeps_it_then_the_admin_reclaims_after_the_date(team, login, admin_user, alice,
-                                                                                  bob, twin):
+def test_the_owner_is_asked_and_keeps_it_then_the_admin_reclaims_after_the_date(
+    team,  # noqa: F811  (a fixture imported above)
+    login,
+    admin_user,
+    alice,
+    bob,
+    twin,
+):
     admin = login(admin_user)
     assert ask(login, admin_user).status_code == 302
     question = ReclaimAsk.objects.get()
@@ -37,21 +43,28 @@ def test_the_owner_is_asked_and_keeps_it_then_the_admin_reclaims_after_the_date(
     early = admin.post(reverse("workspace_quota", args=["team-a"]), {"gpu": "1", "reclaim_of": str(question.pk)})
     assert early.status_code == 400 and not ProcedureRun.objects.exists()
     # someone else cannot answer for the owner
-    assert login(bob).post(reverse("reclaim_keep", args=[team.pk, question.pk]),
-                           {"until": "2099-01-01", "reason": "mine"}).status_code == 404
+    assert (
+        login(bob)
+        .post(reverse("reclaim_keep", args=[team.pk, question.pk]), {"until": "2099-01-01", "reason": "mine"})
+        .status_code
+        == 404
+    )
     until = (timezone.now() + timedelta(days=10)).date()
-    owner.post(reverse("reclaim_keep", args=[team.pk, question.pk]), {"until": until.isoformat(),
-                                                                        "reason": "paper deadline"})
+    owner.post(
+        reverse("reclaim_keep", args=[team.pk, question.pk]), {"until": until.isoformat(), "reason": "paper deadline"}
+    )
     question.refresh_from_db()
     assert question.answer == "keep" and question.keep_until == until
-    assert "alice keeps it until %s: paper deadline" % until.isoformat() in text(
-        admin.get(reverse("workspace_quota", args=["team-a"])).content)
+    assert f"alice keeps it until {until.isoformat()}: paper deadline" in text(
+        admin.get(reverse("workspace_quota", args=["team-a"])).content
+    )
     # the date passes: the admin previews the reclaim down to what the pods request, and confirms once
     ReclaimAsk.objects.filter(pk=question.pk).update(keep_until=timezone.now().date() - timedelta(days=1))
     quota_page = admin.get(reverse("workspace_quota", args=["team-a"])).content.decode()
     assert f"?gpu=1&amp;reclaim_of={question.pk}" in quota_page
-    preview = admin.get(reverse("workspace_quota", args=["team-a"]), {"gpu": "1", "reclaim_of": str(question.pk),
-                                                                      "reason": "reclaim"})
+    preview = admin.get(
+        reverse("workspace_quota", args=["team-a"]), {"gpu": "1", "reclaim_of": str(question.pk), "reason": "reclaim"}
+    )
     assert f"{SHARED} quota: 3 → 1." in text(preview.content) and "data-confirm" in preview.content.decode()
     r = admin.post(reverse("workspace_quota", args=["team-a"]), {"gpu": "1", "reclaim_of": str(question.pk)})
     run = ProcedureRun.objects.get()
@@ -61,17 +74,18 @@ def test_the_owner_is_asked_and_keeps_it_then_the_admin_reclaims_after_the_date(
     question.refresh_from_db()
     assert question.quota_run_id == run.pk
     assert "changed the nvidia.com/gpu.shared quota of your Workspace from 3 to 1" in text(
-        owner.get(reverse("workspace_detail", args=[team.pk])).content)
+        owner.get(reverse("workspace_detail", args=[team.pk])).content
+    )
 
 
-def test_with_no_answer_by_the_deadline_the_reclaim_is_offered(team, login, admin_user):
+def test_with_no_answer_by_the_deadline_the_reclaim_is_offered(team, login, admin_user):  # noqa: F811  (team: a fixture imported above)
     ask(login, admin_user, days=1)
     ReclaimAsk.objects.update(deadline=timezone.now() - timedelta(minutes=1))
     page = login(admin_user).get(reverse("workspace_quota", args=["team-a"])).content.decode()
     assert 'data-testid="reclaim-preview"' in page
 
 
-def test_the_owner_releases_part_through_the_quota_path(team, login, admin_user, alice, twin):
+def test_the_owner_releases_part_through_the_quota_path(team, login, admin_user, alice, twin):  # noqa: F811  (team: a fixture imported above)
     ask(login, admin_user)
     question = ReclaimAsk.objects.get()
     owner = login(alice)
@@ -87,7 +101,7 @@ def test_the_owner_releases_part_through_the_quota_path(team, login, admin_user,
     assert Decision.objects.filter(action=Decision.Action.RECLAIM_ANSWER, actor_name="alice").exists()
 
 
-def test_asking_is_for_admins_with_csrf(team, login, alice, admin_user):
+def test_asking_is_for_admins_with_csrf(team, login, alice, admin_user):  # noqa: F811  (team: a fixture imported above)
     assert login(alice).post(reverse("reclaim_ask", args=["team-a"]), {"days": "7"}).status_code == 403
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(admin_user)

@@ -1,5 +1,6 @@
 """Workspace request form and "My workspaces", with the
 per-resource Total / Used / Available table beside the form."""
+
 import pytest
 from django.contrib.auth.models import Group
 
@@ -74,10 +75,19 @@ def test_a_rejection_frees_the_name(twin, alice, alice_client, admin_user, make_
     assert WorkspaceRequest.objects.filter(name="team-a").count() == 2
 
 
-@pytest.mark.parametrize("name,message", [
-    ("Team-A", "lowercase"), ("-team", "lowercase"), ("team-", "lowercase"), ("team_a", "lowercase"),
-    ("team.a", "lowercase"), ("a" * 64, "At most 63"), ("", "required"), ("kube-system", "reserved"),
-])
+@pytest.mark.parametrize(
+    "name,message",
+    [
+        ("Team-A", "lowercase"),
+        ("-team", "lowercase"),
+        ("team-", "lowercase"),
+        ("team_a", "lowercase"),
+        ("team.a", "lowercase"),
+        ("a" * 64, "At most 63"),
+        ("", "required"),
+        ("kube-system", "reserved"),
+    ],
+)
 def test_invalid_namespace_names(twin, alice_client, name, message):
     r = post(alice_client, name=name)
     assert r.status_code == 400

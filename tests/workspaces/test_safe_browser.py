@@ -1,6 +1,7 @@
 """In Debian's Chromium: Approve and Reject ask once and Approve
 needs a chosen type; an admin sees alice's Job and cancels it (asked once, deleted from
 the cluster); charlie cannot open it."""
+
 import pytest
 
 from brickadmin.cluster.twin import TwinGateway
@@ -34,8 +35,10 @@ def test_approve_asks_once_and_needs_a_chosen_type(browser, live_server, load_sc
     answer(page, True, seen)
     card.locator("[data-testid=approve]").click()
     page.wait_for_load_state()
-    assert seen == ["Approve Workspace team-x for alice? This creates its namespace and quotas on the cluster with "
-                    "the GPU type you chose."]
+    assert seen == [
+        "Approve Workspace team-x for alice? This creates its namespace and quotas on the cluster with "
+        "the GPU type you chose."
+    ]
     card = page.locator("[data-testid=request-team-x]")
     assert "Choose Exclusive, Shared or a MIG profile." in card.locator(".errorlist").first.inner_text()
     assert WorkspaceRequest.objects.get(name="team-x").status == "pending"
@@ -56,13 +59,15 @@ def test_approve_asks_once_and_needs_a_chosen_type(browser, live_server, load_sc
     answer(page, True, seen)
     card.locator("[data-testid=reject]").click()
     page.wait_for_load_state()
-    assert seen[-1] == ("Reject Workspace team-y? alice sees your reason, and the request cannot be approved "
-                        "afterwards.")
+    assert seen[-1] == (
+        "Reject Workspace team-y? alice sees your reason, and the request cannot be approved afterwards."
+    )
     assert WorkspaceRequest.objects.get(name="team-y").status == "rejected"
 
 
-def test_admin_sees_and_cancels_alices_job_charlie_cannot(browser, live_server, load_scenario, alice, charlie,
-                                                          admin_user):
+def test_admin_sees_and_cancels_alices_job_charlie_cannot(
+    browser, live_server, load_scenario, alice, charlie, admin_user
+):
     load_scenario("seed-example")
     req = services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
     ws = services.approve(req.pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
@@ -84,8 +89,10 @@ def test_admin_sees_and_cancels_alices_job_charlie_cannot(browser, live_server, 
     page.click("[data-testid=cancel-job]")
     page.wait_for_timeout(300)
     assert job.k8s_name in objects(TwinGateway(), "Job", "team-a")
-    assert seen == [f"Cancel Job {job.k8s_name}? It is deleted from the cluster with its pods in Workspace team-a; "
-                    "this cannot be taken back."]
+    assert seen == [
+        f"Cancel Job {job.k8s_name}? It is deleted from the cluster with its pods in Workspace team-a; "
+        "this cannot be taken back."
+    ]
     answer(page, True, seen)
     page.click("[data-testid=cancel-job]")
     page.wait_for_selector(".messages")

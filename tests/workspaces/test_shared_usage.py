@@ -3,6 +3,7 @@ dcgm-exporter copies the device's figures to every pod on it, so a pod on a time
 (and a Workspace of such pods) gets no utilisation of its own, and is never found idle from
 the device's figure; a MIG instance is measured on its own. On the demo twin, with DCGM
 readings shaped as dcgm-exporter labels them (UUID, and GPU_I_ID for a MIG instance)."""
+
 import re
 from html import unescape
 
@@ -10,8 +11,8 @@ import pytest
 from django.urls import reverse
 
 from brickadmin.cluster.snapshot import take_snapshot
-from gpus import occupancy, view_publish
 from gpus import ledger as ledger_mod
+from gpus import occupancy, view_publish
 
 from .conftest import text
 

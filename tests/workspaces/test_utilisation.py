@@ -2,6 +2,7 @@
 simulated DCGM exporter (lab/gpusim.py, whose utilisation moves per pod over time) serving
 the twin's GPUs and pods; the watcher's feed brings each pod's utilisation and memory into
 the view, and the Workspaces page shows them without asking Prometheus itself."""
+
 import re
 import shutil
 import time
@@ -13,8 +14,8 @@ from django.urls import reverse
 from brickadmin import metrics
 from gpus.models import ViewWorkspace
 from tests.conftest import require_service
-from tests.prometheus_scrape import serve_metrics, start_prometheus
 from tests.gpus.test_utilisation import load_gpusim
+from tests.prometheus_scrape import serve_metrics, start_prometheus
 from workspaces import services
 
 from .conftest import text
@@ -26,8 +27,12 @@ def simulator_of(twin):
     gpusim = load_gpusim()
     sim = gpusim.Simulator(api=None, hardware_path=Path("/nonexistent"), state_path=None, interval=1)
     sim.hardware = twin.gpu_devices()
-    sim.advertised = {n["metadata"]["name"]: {k: int(v) for k, v in (n["status"].get("allocatable") or {}).items()
-                                              if k.startswith("nvidia.com/")} for n in twin.list_nodes()}
+    sim.advertised = {
+        n["metadata"]["name"]: {
+            k: int(v) for k, v in (n["status"].get("allocatable") or {}).items() if k.startswith("nvidia.com/")
+        }
+        for n in twin.list_nodes()
+    }
     sim.pods = twin.list_gpu_pods()
     return sim
 
@@ -67,7 +72,8 @@ def wait_for(url, promql, deadline=60):
 
 
 def test_the_workspaces_page_shows_dcgm_utilisation_and_memory_per_workspace(
-        twin, approved, alice, admin_user, admin_client, prometheus_of, settings, monkeypatch):
+    twin, approved, alice, admin_user, admin_client, prometheus_of, settings, monkeypatch
+):
     ws = approved(alice, "team-a", resource="nvidia.com/gpu")
     job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
     services.approve_job(job.pk, admin_user)
@@ -83,7 +89,7 @@ def test_the_workspaces_page_shows_dcgm_utilisation_and_memory_per_workspace(
     assert re.fullmatch(r"\d+%", util) and re.fullmatch(r"\d+ MiB", memory), cells
     assert int(memory.split()[0]) > 0
     (pod_usage,) = [u for pod, u in metrics.pod_usage().items() if pod.startswith(f"team-a/{job.k8s_name}")]
-    (_device_util, device_mem), = pod_usage.values()
+    ((_device_util, device_mem),) = pod_usage.values()
     assert int(memory.split()[0]) == round(device_mem)  # the simulator's memory is steady; utilisation moves
     line = ViewWorkspace.objects.get(namespace="team-a")
     assert 0 <= line.utilisation <= 100 and abs(int(util[:-1]) - line.utilisation) <= 0.5
@@ -100,5 +106,7 @@ def test_the_workspaces_page_shows_dcgm_utilisation_and_memory_per_workspace(
     assert admin_client.get(reverse("cluster_workspace", args=["team-a"])).status_code == 200
     assert asked == []
     detail = text(admin_client.get(reverse("cluster_workspace", args=["team-a"])).content.decode())
-    assert re.search(rf"{job.k8s_name}\S* Running dev-a1-ws04 nvidia.com/gpu 1 dev-a1-ws04 · GPU 0 \(GPU-[^)]+\) \d+% \d+ MiB",
-                     detail)
+    assert re.search(
+        rf"{job.k8s_name}\S* Running dev-a1-ws04 nvidia.com/gpu 1 dev-a1-ws04 · GPU 0 \(GPU-[^)]+\) \d+% \d+ MiB",
+        detail,
+    )

@@ -1,4 +1,5 @@
 """A user withdraws a request still waiting for an admin, and asks again for a rejected one."""
+
 from django.test import Client
 from django.urls import reverse
 
@@ -34,7 +35,7 @@ def test_a_rejected_request_is_asked_for_again_from_its_figures(make_request, al
     req = make_request(alice, "team-r", gpu=3, cpu=4)
     services.reject(req.pk, admin_user, "too many GPUs")
     page = login(alice).get(reverse("workspace_detail", args=[req.pk])).content.decode()
-    assert f'?again={req.pk}' in page and 'data-testid="withdraw"' not in page
+    assert f"?again={req.pk}" in page and 'data-testid="withdraw"' not in page
     form = login(alice).get(reverse("workspace_request"), {"again": req.pk}).content.decode()
     assert 'value="team-r"' in form and 'name="cpu" value="4"' in form
     other = login(bob).get(reverse("workspace_request"), {"again": req.pk}).content.decode()

@@ -5,24 +5,36 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('workspaces', '0001_initial'),
+        ("workspaces", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name='workspacerequest',
-            name='workspace_name_held_once',
+            model_name="workspacerequest",
+            name="workspace_name_held_once",
         ),
         migrations.AlterField(
-            model_name='workspacerequest',
-            name='status',
-            field=models.CharField(choices=[('pending', 'Pending'), ('approving', 'Being approved'), ('approved', 'Approved'), ('rejected', 'Rejected')], default='pending', max_length=16),
+            model_name="workspacerequest",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("pending", "Pending"),
+                    ("approving", "Being approved"),
+                    ("approved", "Approved"),
+                    ("rejected", "Rejected"),
+                ],
+                default="pending",
+                max_length=16,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='workspacerequest',
-            constraint=models.UniqueConstraint(condition=models.Q(('status__in', ['pending', 'approving', 'approved'])), fields=('name',), name='workspace_name_held_once'),
+            model_name="workspacerequest",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("status__in", ["pending", "approving", "approved"])),
+                fields=("name",),
+                name="workspace_name_held_once",
+            ),
         ),
     ]

@@ -4,20 +4,42 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('workspaces', '0002_approving_claim'),
+        ("workspaces", "0002_approving_claim"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='decision',
-            name='action',
-            field=models.CharField(choices=[('approve', 'Approved Workspace'), ('approve_failed', 'Workspace approval failed'), ('reject', 'Rejected Workspace'), ('job_approve', 'Approved Job'), ('job_failed', 'Job submission failed'), ('job_reject', 'Rejected Job'), ('job_cancel', 'Cancelled Job'), ('setting', 'Changed a setting'), ('limit', 'Changed a limit')], max_length=32),
+            model_name="decision",
+            name="action",
+            field=models.CharField(
+                choices=[
+                    ("approve", "Approved Workspace"),
+                    ("approve_failed", "Workspace approval failed"),
+                    ("reject", "Rejected Workspace"),
+                    ("job_approve", "Approved Job"),
+                    ("job_failed", "Job submission failed"),
+                    ("job_reject", "Rejected Job"),
+                    ("job_cancel", "Cancelled Job"),
+                    ("setting", "Changed a setting"),
+                    ("limit", "Changed a limit"),
+                ],
+                max_length=32,
+            ),
         ),
         migrations.AlterField(
-            model_name='workspacejob',
-            name='status',
-            field=models.CharField(choices=[('pending', 'Waiting for approval'), ('rejected', 'Rejected'), ('submitted', 'Submitted to the cluster'), ('failed', 'Submission failed'), ('cancelled', 'Cancelled')], default='pending', max_length=16),
+            model_name="workspacejob",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("pending", "Waiting for approval"),
+                    ("rejected", "Rejected"),
+                    ("submitted", "Submitted to the cluster"),
+                    ("failed", "Submission failed"),
+                    ("cancelled", "Cancelled"),
+                ],
+                default="pending",
+                max_length=16,
+            ),
         ),
     ]

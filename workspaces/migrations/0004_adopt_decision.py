@@ -4,15 +4,28 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('workspaces', '0003_job_cancel'),
+        ("workspaces", "0003_job_cancel"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='decision',
-            name='action',
-            field=models.CharField(choices=[('approve', 'Approved Workspace'), ('approve_failed', 'Workspace approval failed'), ('reject', 'Rejected Workspace'), ('job_approve', 'Approved Job'), ('job_failed', 'Job submission failed'), ('job_reject', 'Rejected Job'), ('job_cancel', 'Cancelled Job'), ('setting', 'Changed a setting'), ('limit', 'Changed a limit'), ('adopt', 'Adopted a namespace as a Workspace')], max_length=32),
+            model_name="decision",
+            name="action",
+            field=models.CharField(
+                choices=[
+                    ("approve", "Approved Workspace"),
+                    ("approve_failed", "Workspace approval failed"),
+                    ("reject", "Rejected Workspace"),
+                    ("job_approve", "Approved Job"),
+                    ("job_failed", "Job submission failed"),
+                    ("job_reject", "Rejected Job"),
+                    ("job_cancel", "Cancelled Job"),
+                    ("setting", "Changed a setting"),
+                    ("limit", "Changed a limit"),
+                    ("adopt", "Adopted a namespace as a Workspace"),
+                ],
+                max_length=32,
+            ),
         ),
     ]

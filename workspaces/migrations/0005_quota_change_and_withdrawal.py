@@ -4,20 +4,45 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('workspaces', '0004_adopt_decision'),
+        ("workspaces", "0004_adopt_decision"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='decision',
-            name='action',
-            field=models.CharField(choices=[('approve', 'Approved Workspace'), ('approve_failed', 'Workspace approval failed'), ('reject', 'Rejected Workspace'), ('job_approve', 'Approved Job'), ('job_failed', 'Job submission failed'), ('job_reject', 'Rejected Job'), ('job_cancel', 'Cancelled Job'), ('setting', 'Changed a setting'), ('limit', 'Changed a limit'), ('adopt', 'Adopted a namespace as a Workspace'), ('quota', "Changed a Workspace's GPU quota"), ('withdraw', 'Withdrew a Workspace request')], max_length=32),
+            model_name="decision",
+            name="action",
+            field=models.CharField(
+                choices=[
+                    ("approve", "Approved Workspace"),
+                    ("approve_failed", "Workspace approval failed"),
+                    ("reject", "Rejected Workspace"),
+                    ("job_approve", "Approved Job"),
+                    ("job_failed", "Job submission failed"),
+                    ("job_reject", "Rejected Job"),
+                    ("job_cancel", "Cancelled Job"),
+                    ("setting", "Changed a setting"),
+                    ("limit", "Changed a limit"),
+                    ("adopt", "Adopted a namespace as a Workspace"),
+                    ("quota", "Changed a Workspace's GPU quota"),
+                    ("withdraw", "Withdrew a Workspace request"),
+                ],
+                max_length=32,
+            ),
         ),
         migrations.AlterField(
-            model_name='workspacerequest',
-            name='status',
-            field=models.CharField(choices=[('pending', 'Pending'), ('approving', 'Being approved'), ('approved', 'Approved'), ('rejected', 'Rejected'), ('withdrawn', 'Withdrawn')], default='pending', max_length=16),
+            model_name="workspacerequest",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("pending", "Pending"),
+                    ("approving", "Being approved"),
+                    ("approved", "Approved"),
+                    ("rejected", "Rejected"),
+                    ("withdrawn", "Withdrawn"),
+                ],
+                default="pending",
+                max_length=16,
+            ),
         ),
     ]

@@ -7,41 +7,83 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('workspaces', '0005_quota_change_and_withdrawal'),
+        ("workspaces", "0005_quota_change_and_withdrawal"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='decision',
-            name='action',
-            field=models.CharField(choices=[('approve', 'Approved Workspace'), ('approve_failed', 'Workspace approval failed'), ('reject', 'Rejected Workspace'), ('job_approve', 'Approved Job'), ('job_failed', 'Job submission failed'), ('job_reject', 'Rejected Job'), ('job_cancel', 'Cancelled Job'), ('setting', 'Changed a setting'), ('limit', 'Changed a limit'), ('adopt', 'Adopted a namespace as a Workspace'), ('quota', "Changed a Workspace's GPU quota"), ('withdraw', 'Withdrew a Workspace request'), ('reclaim_ask', 'Asked the owner before reclaiming'), ('reclaim_answer', 'Answered whether to keep the quota')], max_length=32),
+            model_name="decision",
+            name="action",
+            field=models.CharField(
+                choices=[
+                    ("approve", "Approved Workspace"),
+                    ("approve_failed", "Workspace approval failed"),
+                    ("reject", "Rejected Workspace"),
+                    ("job_approve", "Approved Job"),
+                    ("job_failed", "Job submission failed"),
+                    ("job_reject", "Rejected Job"),
+                    ("job_cancel", "Cancelled Job"),
+                    ("setting", "Changed a setting"),
+                    ("limit", "Changed a limit"),
+                    ("adopt", "Adopted a namespace as a Workspace"),
+                    ("quota", "Changed a Workspace's GPU quota"),
+                    ("withdraw", "Withdrew a Workspace request"),
+                    ("reclaim_ask", "Asked the owner before reclaiming"),
+                    ("reclaim_answer", "Answered whether to keep the quota"),
+                ],
+                max_length=32,
+            ),
         ),
         migrations.CreateModel(
-            name='ReclaimAsk',
+            name="ReclaimAsk",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('namespace', models.CharField(db_index=True, max_length=63)),
-                ('resource', models.CharField(max_length=253)),
-                ('quota_at_ask', models.PositiveIntegerField()),
-                ('message', models.TextField(blank=True, default='')),
-                ('asked_by_name', models.CharField(max_length=150)),
-                ('asked_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('deadline', models.DateTimeField()),
-                ('answer', models.CharField(blank=True, choices=[('', 'No answer yet'), ('keep', 'Keep it'), ('release', 'Release')], default='', max_length=8)),
-                ('keep_until', models.DateField(blank=True, null=True)),
-                ('answer_reason', models.TextField(blank=True, default='')),
-                ('released', models.PositiveIntegerField(default=0)),
-                ('answered_at', models.DateTimeField(blank=True, null=True)),
-                ('answered_by_name', models.CharField(blank=True, default='', max_length=150)),
-                ('quota_run_id', models.IntegerField(blank=True, null=True)),
-                ('asked_by', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('workspace', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='reclaim_asks', to='workspaces.workspacerequest')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("namespace", models.CharField(db_index=True, max_length=63)),
+                ("resource", models.CharField(max_length=253)),
+                ("quota_at_ask", models.PositiveIntegerField()),
+                ("message", models.TextField(blank=True, default="")),
+                ("asked_by_name", models.CharField(max_length=150)),
+                ("asked_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("deadline", models.DateTimeField()),
+                (
+                    "answer",
+                    models.CharField(
+                        blank=True,
+                        choices=[("", "No answer yet"), ("keep", "Keep it"), ("release", "Release")],
+                        default="",
+                        max_length=8,
+                    ),
+                ),
+                ("keep_until", models.DateField(blank=True, null=True)),
+                ("answer_reason", models.TextField(blank=True, default="")),
+                ("released", models.PositiveIntegerField(default=0)),
+                ("answered_at", models.DateTimeField(blank=True, null=True)),
+                ("answered_by_name", models.CharField(blank=True, default="", max_length=150)),
+                ("quota_run_id", models.IntegerField(blank=True, null=True)),
+                (
+                    "asked_by",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "workspace",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="reclaim_asks",
+                        to="workspaces.workspacerequest",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-asked_at', '-id'],
+                "ordering": ["-asked_at", "-id"],
             },
         ),
     ]

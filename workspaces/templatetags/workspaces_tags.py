@@ -1,4 +1,5 @@
 """Template helpers of the workspaces app."""
+
 from django import template
 from django.utils import timezone
 from django.utils.translation import gettext as _

@@ -6,66 +6,91 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0001_initial'),
+        ("accounts", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='preference',
-            name='email_notifications',
-            field=models.BooleanField(default=True, verbose_name='Also by email'),
+            model_name="preference",
+            name="email_notifications",
+            field=models.BooleanField(default=True, verbose_name="Also by email"),
         ),
         migrations.AddField(
-            model_name='preference',
-            name='language',
-            field=models.CharField(blank=True, default='', max_length=8, verbose_name='Language of notifications'),
+            model_name="preference",
+            name="language",
+            field=models.CharField(blank=True, default="", max_length=8, verbose_name="Language of notifications"),
         ),
         migrations.AddField(
-            model_name='preference',
-            name='webhook_url',
-            field=models.URLField(blank=True, default='', max_length=500, verbose_name='Also to a chat webhook'),
+            model_name="preference",
+            name="webhook_url",
+            field=models.URLField(blank=True, default="", max_length=500, verbose_name="Also to a chat webhook"),
         ),
         migrations.CreateModel(
-            name='Notification',
+            name="Notification",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(max_length=40)),
-                ('subject', models.CharField(max_length=300)),
-                ('body', models.TextField(blank=True, default='')),
-                ('link', models.CharField(blank=True, default='', max_length=500)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('read_at', models.DateTimeField(blank=True, null=True)),
-                ('recipient', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='notifications', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("kind", models.CharField(max_length=40)),
+                ("subject", models.CharField(max_length=300)),
+                ("body", models.TextField(blank=True, default="")),
+                ("link", models.CharField(blank=True, default="", max_length=500)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("read_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "recipient",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="notifications",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='Delivery',
+            name="Delivery",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('channel', models.CharField(choices=[('email', 'Email'), ('webhook', 'Webhook')], max_length=16)),
-                ('address', models.CharField(max_length=500)),
-                ('status', models.CharField(choices=[('pending', 'Waiting to be sent'), ('retrying', 'Retrying'), ('sent', 'Sent'), ('failed', 'Failed')], default='pending', max_length=16)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('last_error', models.TextField(blank=True, default='')),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('notification', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='deliveries', to='accounts.notification')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("channel", models.CharField(choices=[("email", "Email"), ("webhook", "Webhook")], max_length=16)),
+                ("address", models.CharField(max_length=500)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Waiting to be sent"),
+                            ("retrying", "Retrying"),
+                            ("sent", "Sent"),
+                            ("failed", "Failed"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("last_error", models.TextField(blank=True, default="")),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "notification",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="deliveries",
+                        to="accounts.notification",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-updated_at', '-id'],
+                "ordering": ["-updated_at", "-id"],
             },
         ),
         migrations.AddIndex(
-            model_name='notification',
-            index=models.Index(fields=['recipient', 'read_at'], name='accounts_no_recipie_82f910_idx'),
+            model_name="notification",
+            index=models.Index(fields=["recipient", "read_at"], name="accounts_no_recipie_82f910_idx"),
         ),
         migrations.AddIndex(
-            model_name='delivery',
-            index=models.Index(fields=['status', 'updated_at'], name='accounts_de_status_561a1f_idx'),
+            model_name="delivery",
+            index=models.Index(fields=["status", "updated_at"], name="accounts_de_status_561a1f_idx"),
         ),
     ]

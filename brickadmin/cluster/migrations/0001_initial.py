@@ -4,44 +4,47 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='TwinHardware',
+            name="TwinHardware",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('node', models.CharField(max_length=253, unique=True)),
-                ('gpus', models.JSONField(default=list)),
-                ('plugin_pod_uid', models.CharField(blank=True, default='', max_length=64)),
-                ('advertised', models.JSONField(blank=True, null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("node", models.CharField(max_length=253, unique=True)),
+                ("gpus", models.JSONField(default=list)),
+                ("plugin_pod_uid", models.CharField(blank=True, default="", max_length=64)),
+                ("advertised", models.JSONField(blank=True, null=True)),
             ],
         ),
         migrations.CreateModel(
-            name='TwinState',
+            name="TwinState",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('version', models.CharField(default='', max_length=32)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("version", models.CharField(default="", max_length=32)),
             ],
         ),
         migrations.CreateModel(
-            name='TwinObject',
+            name="TwinObject",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(max_length=63)),
-                ('namespace', models.CharField(blank=True, default='', max_length=253)),
-                ('name', models.CharField(max_length=253)),
-                ('body', models.JSONField()),
-                ('node_name', models.CharField(blank=True, default='', max_length=253)),
-                ('holds_gpu', models.BooleanField(default=False)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("kind", models.CharField(max_length=63)),
+                ("namespace", models.CharField(blank=True, default="", max_length=253)),
+                ("name", models.CharField(max_length=253)),
+                ("body", models.JSONField()),
+                ("node_name", models.CharField(blank=True, default="", max_length=253)),
+                ("holds_gpu", models.BooleanField(default=False)),
             ],
             options={
-                'indexes': [models.Index(fields=['kind', 'node_name'], name='cluster_twi_kind_e98e81_idx'), models.Index(fields=['kind', 'holds_gpu'], name='cluster_twi_kind_3f1b05_idx')],
-                'constraints': [models.UniqueConstraint(fields=('kind', 'namespace', 'name'), name='twin_object_unique')],
+                "indexes": [
+                    models.Index(fields=["kind", "node_name"], name="cluster_twi_kind_e98e81_idx"),
+                    models.Index(fields=["kind", "holds_gpu"], name="cluster_twi_kind_3f1b05_idx"),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(fields=("kind", "namespace", "name"), name="twin_object_unique")
+                ],
             },
         ),
     ]

@@ -4,34 +4,38 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('cluster', '0001_initial'),
+        ("cluster", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='twinstate',
-            name='compacted_rv',
+            model_name="twinstate",
+            name="compacted_rv",
             field=models.BigIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='twinstate',
-            name='last_rv',
+            model_name="twinstate",
+            name="last_rv",
             field=models.BigIntegerField(default=0),
         ),
         migrations.CreateModel(
-            name='TwinEvent',
+            name="TwinEvent",
             fields=[
-                ('id', models.BigIntegerField(primary_key=True, serialize=False)),
-                ('kind', models.CharField(max_length=63)),
-                ('namespace', models.CharField(blank=True, default='', max_length=253)),
-                ('name', models.CharField(max_length=253)),
-                ('type', models.CharField(choices=[('ADDED', 'ADDED'), ('MODIFIED', 'MODIFIED'), ('DELETED', 'DELETED')], max_length=8)),
-                ('body', models.JSONField()),
+                ("id", models.BigIntegerField(primary_key=True, serialize=False)),
+                ("kind", models.CharField(max_length=63)),
+                ("namespace", models.CharField(blank=True, default="", max_length=253)),
+                ("name", models.CharField(max_length=253)),
+                (
+                    "type",
+                    models.CharField(
+                        choices=[("ADDED", "ADDED"), ("MODIFIED", "MODIFIED"), ("DELETED", "DELETED")], max_length=8
+                    ),
+                ),
+                ("body", models.JSONField()),
             ],
             options={
-                'indexes': [models.Index(fields=['kind', 'id'], name='cluster_twi_kind_d6a621_idx')],
+                "indexes": [models.Index(fields=["kind", "id"], name="cluster_twi_kind_d6a621_idx")],
             },
         ),
     ]

@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,18 +14,25 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='ProviderIdentity',
+            name="ProviderIdentity",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('issuer', models.CharField(max_length=255, verbose_name='Issuer')),
-                ('subject', models.CharField(max_length=255, verbose_name='Subject (sub)')),
-                ('last_login_groups', models.JSONField(default=list, verbose_name='Groups at the last sign-in')),
-                ('user', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='provider_identity', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("issuer", models.CharField(max_length=255, verbose_name="Issuer")),
+                ("subject", models.CharField(max_length=255, verbose_name="Subject (sub)")),
+                ("last_login_groups", models.JSONField(default=list, verbose_name="Groups at the last sign-in")),
+                (
+                    "user",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="provider_identity",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'provider identity',
-                'verbose_name_plural': 'provider identities',
-                'constraints': [models.UniqueConstraint(fields=('issuer', 'subject'), name='sso_identity_unique')],
+                "verbose_name": "provider identity",
+                "verbose_name_plural": "provider identities",
+                "constraints": [models.UniqueConstraint(fields=("issuer", "subject"), name="sso_identity_unique")],
             },
         ),
     ]

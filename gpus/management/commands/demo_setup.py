@@ -54,5 +54,8 @@ class Command(BaseCommand):
         replicas = manifest.ts_replicas([live])
         current = manifest.current()
         if replicas and manifest.ts_replicas(manifest.parse(current.content)) != replicas:
-            manifest.save_version(manifest.set_replicas(current.content, replicas), actor_name="demo setup",
-                                  note=f"replicas {replicas}, as in the loaded scenario")
+            manifest.save_version(
+                manifest.set_replicas(current.content, replicas),
+                actor_name="demo setup",
+                note=f"replicas {replicas}, as in the loaded scenario",
+            )

@@ -13,12 +13,12 @@
 Without --inline the run is enqueued for the Celery worker (as from the web).
 Exit status: 0 succeeded (or enqueued), 1 failed/cancelled/interrupted/refused.
 """
+
 import getpass
 import time
 
-from django.core.management.base import BaseCommand, CommandError
-
 from django import forms
+from django.core.management.base import BaseCommand, CommandError
 
 from gpus.forms import WizardForm
 from gpus.models import ACTIVE_STATUSES, ProcedureRun
@@ -46,8 +46,11 @@ class Command(BaseCommand):
             p.add_argument("run_id", type=int)
             if name == "resume":
                 p.add_argument("--actor", default="")
-                p.add_argument("--confirm-checklist", action="store_true",
-                               help="D stopped at its checklist: the driver and runtime are installed now")
+                p.add_argument(
+                    "--confirm-checklist",
+                    action="store_true",
+                    help="D stopped at its checklist: the driver and runtime are installed now",
+                )
                 p.add_argument("--inline", action="store_true")
                 p.add_argument("--follow", action="store_true")
             if name == "cancel":
@@ -72,8 +75,7 @@ class Command(BaseCommand):
                 if isinstance(field, forms.BooleanField):
                     parser.add_argument(param.flag, dest=param.name, action="store_true", help=label)
                 elif isinstance(field, forms.ChoiceField):
-                    parser.add_argument(param.flag, dest=param.name, choices=[c for c, _l in field.choices],
-                                        help=label)
+                    parser.add_argument(param.flag, dest=param.name, choices=[c for c, _l in field.choices], help=label)
                 else:
                     parser.add_argument(param.flag, dest=param.name, help=label)
 
@@ -164,8 +166,9 @@ class Command(BaseCommand):
     def do_run(self, o):
         code, params = o["procedure"], self._params(o)
         try:
-            run = service.start_run(code, o["node"], params, actor_name=self._actor(o), source="terminal",
-                                    dispatch=not o["inline"])
+            run = service.start_run(
+                code, o["node"], params, actor_name=self._actor(o), source="terminal", dispatch=not o["inline"]
+            )
         except service.RunRefused as exc:
             return self._refused(exc)
         self.stdout.write(f"run #{run.pk} created" + ("" if o["inline"] else " and enqueued for the worker"))
@@ -202,8 +205,10 @@ class Command(BaseCommand):
         if o["node"]:
             qs = qs.filter(node=o["node"])
         for r in qs[: o["limit"]]:
-            self.stdout.write(f"#{r.pk:<5} {r.procedure} {r.node or 'cluster':<20} {r.status:<11} {r.actor_name:<20} "
-                              f"{r.created_at:%Y-%m-%d %H:%M:%S}")
+            self.stdout.write(
+                f"#{r.pk:<5} {r.procedure} {r.node or 'cluster':<20} {r.status:<11} {r.actor_name:<20} "
+                f"{r.created_at:%Y-%m-%d %H:%M:%S}"
+            )
 
     def do_reap(self, o):
         reaped = engine.reap_stale()

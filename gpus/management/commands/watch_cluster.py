@@ -8,6 +8,7 @@ until then the pages say the numbers are being rebuilt. DCGM devices are fetched
 from Prometheus every BRICK_METRICS_INTERVAL seconds when PROMETHEUS_URL is set and merged
 into the snapshot before publishing. ``--once``: list, publish once, exit (for scripts).
 SIGTERM/SIGINT stop cleanly and release the Lease so the standby takes over at once."""
+
 from __future__ import annotations
 
 import logging
@@ -34,15 +35,17 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--once", action="store_true", help="list, publish once and exit")
-        parser.add_argument("--debounce", type=float, default=0.5,
-                            help="seconds to gather a burst of events into one publication")
+        parser.add_argument(
+            "--debounce", type=float, default=0.5, help="seconds to gather a burst of events into one publication"
+        )
         parser.add_argument("--identity", default="", help="this replica's name in the Lease (default: host-pid)")
         parser.add_argument("--lease-duration", type=float, default=15)
         parser.add_argument("--renew-deadline", type=float, default=10)
         parser.add_argument("--retry-period", type=float, default=2)
 
-    def handle(self, *args, once=False, debounce=0.5, identity="", lease_duration=15, renew_deadline=10,
-               retry_period=2, **opts):
+    def handle(
+        self, *args, once=False, debounce=0.5, identity="", lease_duration=15, renew_deadline=10, retry_period=2, **opts
+    ):
         from gpus import view_publish
 
         identity = identity or f"{socket.gethostname()}-{os.getpid()}"
@@ -75,9 +78,15 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
-        elector = LeaderElector(gateway, settings.BRICK_LEASE_NAMESPACE, LEASE_NAME, identity,
-                                lease_duration=lease_duration, renew_deadline=renew_deadline,
-                                retry_period=retry_period)
+        elector = LeaderElector(
+            gateway,
+            settings.BRICK_LEASE_NAMESPACE,
+            LEASE_NAME,
+            identity,
+            lease_duration=lease_duration,
+            renew_deadline=renew_deadline,
+            retry_period=retry_period,
+        )
         self.stdout.write(f"{identity}: waiting for the lease {settings.BRICK_LEASE_NAMESPACE}/{LEASE_NAME}")
         try:
             while not stop.is_set():
@@ -107,8 +116,7 @@ class Command(BaseCommand):
                     work.set()
 
         threads.append(threading.Thread(target=relay, name="relay", daemon=True))
-        threads.append(threading.Thread(target=_beat, args=(watcher, elector.identity, work), name="beat",
-                                        daemon=True))
+        threads.append(threading.Thread(target=_beat, args=(watcher, elector.identity, work), name="beat", daemon=True))
         if feed.enabled:
             try:
                 feed.fetch()

@@ -1,5 +1,6 @@
 """Unlock a username locked out of the sign-in form (django-axes), from every address or
 one: the way back in for the break-glass account when no admin can sign in to the console."""
+
 from django.core.management.base import BaseCommand
 
 
@@ -21,5 +22,6 @@ class Command(BaseCommand):
         if addresses:
             self.stdout.write(f"{username}: unlocked from {', '.join(a or '?' for a in addresses)}.")
         else:
-            self.stdout.write(f"{username}: no failed sign-ins recorded{' from ' + address if address else ''}; "
-                              "nothing to unlock.")
+            self.stdout.write(
+                f"{username}: no failed sign-ins recorded{' from ' + address if address else ''}; nothing to unlock."
+            )

@@ -17,6 +17,9 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         TwinGateway().load(objects, hardware, plugin_configs)
         nodes = sum(1 for o in objects if o["kind"] == "Node")
-        self.stdout.write(self.style.SUCCESS(
-            f"Loaded scenario {scenario}: {len(objects)} objects, {nodes} nodes, "
-            f"{sum(len(g) for g in hardware.values())} physical GPUs."))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Loaded scenario {scenario}: {len(objects)} objects, {nodes} nodes, "
+                f"{sum(len(g) for g in hardware.values())} physical GPUs."
+            )
+        )
