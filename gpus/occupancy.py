@@ -141,6 +141,7 @@ def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = No
     # Where each Running pod's GPUs are: the node maps of the nodes running pods of these namespaces.
     placed: dict[str, Placement] = {}  # "ns/pod" -> where its GPUs are
     sliced = time_sliced_pods(ledger.nodes)
+    multi_tenant = pods_sharing_with_other_workspaces(ledger.nodes, sliced)
     last_maps, maps = memo.get("maps", {}), {}
     wanted = set(out)  # frozenset.isdisjoint walks a dict argument whole, a set it probes
     for n in ledger.nodes:
@@ -170,17 +171,44 @@ def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = No
         where = [placed.get(key, []) for key in keys]
         readings = None if usage is None else [usage.get(key) for key in keys]
         shared = [key in sliced for key in keys]
-        key = (occ.owner, occ.labelled, occ.created_at, occ.gpu_quotas, occ.quotas, pods, where, readings, shared)
+        key = (
+            occ.owner,
+            occ.labelled,
+            occ.created_at,
+            occ.gpu_quotas,
+            occ.quotas,
+            pods,
+            where,
+            readings,
+            shared,
+            [key in multi_tenant for key in keys],
+        )
         last = last_occupancy.get(name)
         if last is not None and last[0] == key:
             out[name] = last[1]
         else:
             lines: dict[str, Any] = {}
-            _fill(occ, pods, keys, where, usage, last[2] if last is not None else {}, lines, sliced)
+            _fill(occ, pods, keys, where, usage, last[2] if last is not None else {}, lines, sliced, multi_tenant)
             last = (key, occ, lines)
         kept[name] = last
     memo.update(maps=maps, namespaces=kept)
     return out
+
+
+def pods_sharing_with_other_workspaces(nodes: list[NodeLedger], sliced: set[str]) -> frozenset[str]:
+    """Of the time-sliced pods, those on a node where time-sliced pods of more than one
+    namespace run: only there is a tenant's share of the device's figure unknowable. A node
+    whose time-sliced pods are all one Workspace's gives it the devices' figures whole."""
+    out: set[str] = set()
+    for n in nodes:
+        keys = {
+            f"{(p.get('metadata') or {}).get('namespace', '')}/{(p.get('metadata') or {}).get('name', '')}"
+            for p in n.raw_pods
+        }
+        keys &= sliced
+        if len({key.split("/", 1)[0] for key in keys}) > 1:
+            out |= keys
+    return frozenset(out)
 
 
 def time_sliced_pods(nodes: list[NodeLedger]) -> set[str]:
@@ -209,11 +237,13 @@ def _fill(
     last_lines: dict[str, Any],
     lines: dict[str, Any],
     sliced: set[str] | frozenset[str] = frozenset(),
+    multi_tenant: frozenset[str] = frozenset(),
 ) -> None:
     """Add the pods of ``occ``'s namespace to it: their lines, what the Running ones
     request, the distinct GPUs they hold and (when DCGM measured them) their utilisation.
     A pod on a time-sliced GPU gets no utilisation of its own (``time_sliced``; the
-    device's figure is kept as ``device_utilisation``) and is left out of the Workspace's."""
+    device's figure is kept as ``device_utilisation``) and is left out of the Workspace's,
+    unless the node's time-sliced pods are all this Workspace's (``multi_tenant`` does not name it)."""
     devices: dict[str, list[Any]] = {}  # DCGM device readings of the namespace's pods
     held: set[tuple[str, int]] = set()
     for pod, key, at in zip(pods, keys, where, strict=True):
@@ -248,6 +278,8 @@ def _fill(
             if key in sliced:
                 line["utilisation"], line["memory_mib"] = None, None
                 line["device_utilisation"], line["device_memory_mib"] = metrics.usage_of(readings)
+                if key not in multi_tenant:  # the Workspace's own device: its figure is the Workspace's
+                    devices.update(readings)
             else:
                 line["utilisation"], line["memory_mib"] = metrics.usage_of(readings)
                 devices.update(readings)

@@ -169,5 +169,7 @@ def test_utilisation_counts_each_device_once_per_workspace():
     # dcgm-exporter repeats a time-sliced GPU's figures for each pod using it
     snap.usage = {"team-a/nb-1": {"GPU-ts": [60.0, 4096.0]}, "team-a/nb-2": {"GPU-ts": [60.0, 4096.0]}}
     (line,) = lines_of(snap)
-    assert (line.utilisation, line.memory_mib) == (60.0, 4096.0)
-    assert [p["utilisation"] for p in line.pods] == [60.0, 60.0]
+    assert (line.utilisation, line.memory_mib) == (60.0, 4096.0)  # the Workspace holds the whole device
+    # no pod's own share of a time-sliced GPU is measurable: each shows the device's figure as the device's
+    assert [p["utilisation"] for p in line.pods] == [None, None]
+    assert [p["device_utilisation"] for p in line.pods] == [60.0, 60.0]

@@ -34,7 +34,8 @@ def test_b_pending_refuses_c_with_link(twin):
 
 def test_c_pending_refuses_node_wizard_with_link_to_c(twin, admin_client):
     c_run = service.start_run("C", "", {"replicas": 3}, actor_name="root", dispatch=False)
-    r = admin_client.post(reverse("wizard_start", args=["A"]), {"node": "dev-a1-ws04"})
+    # the plan otherwise in order: only the pending C run stands in the way
+    r = admin_client.post(reverse("wizard_start", args=["A"]), {"node": "dev-a1-ws04", "capacity_acknowledged": "1"})
     assert r.status_code == 409
     assert reverse("run_detail", args=[c_run.pk]) in r.content.decode()
     assert list(ProcedureRun.objects.active().values_list("pk", flat=True)) == [c_run.pk]

@@ -1,9 +1,12 @@
 """Honest per-tenant usage: DCGM measures a time-sliced GPU as a whole and NVIDIA's
 dcgm-exporter copies the device's figures to every pod on it, so a pod on a time-sliced GPU
-(and a Workspace of such pods) gets no utilisation of its own, and is never found idle from
-the device's figure; a MIG instance is measured on its own. On the demo twin, with DCGM
+gets no utilisation of its own, and a Workspace sharing such GPUs with another Workspace
+gets none either and is never found idle from the device's figure; a Workspace whose pods
+are the only ones time-slicing a node's GPUs is measured by them whole; a MIG instance is
+measured on its own. On the demo twin, with DCGM
 readings shaped as dcgm-exporter labels them (UUID, and GPU_I_ID for a MIG instance)."""
 
+import copy
 import re
 from html import unescape
 
@@ -26,6 +29,9 @@ USAGE = {
     "ws-inference/embed-svc-0": {"GPU-a100-mig/1": [10.0, 500.0]},
     "ws-inference/embed-svc-1": {"GPU-a100-mig/2": [70.0, 900.0]},
     "ws-vision/detector-train": {"GPU-a": [50.0, 100.0], "GPU-b": [30.0, 100.0]},
+    "ws-recsys/guest-notebook": {"GPU-shared-a30": [3.0, 1000.0]},
+    "ws-notebooks/jupyter-bob": {"GPU-h100-4": [20.0, 800.0]},
+    "ws-notebooks/jupyter-erin": {"GPU-h100-4": [20.0, 800.0]},
 }
 
 
@@ -33,6 +39,10 @@ USAGE = {
 def measured_demo(load_scenario):
     gw = load_scenario("demo")
     snap = take_snapshot(gw, use_prometheus=False)
+    # another Workspace's pod time-slicing the same A30 node as ws-nlp-lab's two
+    guest = copy.deepcopy(next(p for p in snap.gpu_pods if p["metadata"]["name"] == "bert-notebook"))
+    guest["metadata"].update(namespace="ws-recsys", name="guest-notebook", uid="guest-notebook-uid")
+    snap.gpu_pods.append(guest)
     snap.usage = USAGE
     return snap, ledger_mod.compute(snap)
 
@@ -48,6 +58,9 @@ def test_time_sliced_pods_get_no_figure_of_their_own_and_mig_instances_their_own
     assert (mig["embed-svc-0"]["utilisation"], mig["embed-svc-1"]["utilisation"]) == (10.0, 70.0)
     assert not mig["embed-svc-0"].get("time_sliced")
     assert occ["ws-inference"].utilisation == 40.0 and occ["ws-vision"].utilisation == 40.0
+    # the only Workspace time-slicing its node: the devices' figures are its own, counted once
+    assert occ["ws-notebooks"].utilisation == 20.0
+    assert {p["name"]: p["utilisation"] for p in occ["ws-notebooks"].pods}["jupyter-bob"] is None
     # under a 5 % threshold the device's 3 % would have called the time-sliced Workspace idle
     assert not occ["ws-nlp-lab"].idle(5) and occ["ws-vision"].idle(50)
 
