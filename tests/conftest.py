@@ -31,6 +31,17 @@ def fast_password_hashing(request, settings):
         settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher", *global_settings.PASSWORD_HASHERS]
 
 
+@pytest.fixture(autouse=True)
+def english():
+    """Each test starts in English, whatever language an earlier test's request (a Korean
+    user's, say) left active in this process: messages are asserted in English unless a test
+    asks for another language."""
+    from django.utils import translation
+
+    with translation.override("en"):
+        yield
+
+
 @pytest.fixture
 def load_scenario(db):
     """Load a scenario into the twin and return its gateway: load_scenario("seed-example")."""

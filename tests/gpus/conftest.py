@@ -28,15 +28,6 @@ if _db["ENGINE"].endswith("sqlite3"):
         _test["NAME"] = str(Path(settings.VAR_DIR) / f"test-gpus-{os.getpid()}.sqlite3")
 
 
-@pytest.fixture(autouse=True)
-def english():
-    """Messages are asserted in English, whatever an earlier test activated."""
-    from django.utils import translation
-
-    with translation.override("en"):
-        yield
-
-
 @pytest.fixture
 def demo(load_scenario):
     return load_scenario("demo")
