@@ -41,6 +41,7 @@ def test_procedure_a_from_plan_to_end_live(
     page.click("button:has-text('Show the plan')")
     assert page.locator("pre.kubectl", has_text="kubectl drain dev-a1-ws04 --ignore-daemonsets").count() == 1
     assert ProcedureRun.objects.count() == 0
+    page.locator("[data-testid=confirm-capacity_acknowledged] input").check()  # its exclusive GPUs leave with it
     page.click("button:has-text('Confirm and run')")
 
     page.wait_for_selector("#run-progress[data-status=succeeded]", timeout=90_000)

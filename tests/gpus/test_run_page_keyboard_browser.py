@@ -55,6 +55,8 @@ def test_a_whole_run_with_the_keyboard_only_is_announced_step_by_step(
     tab_to(page, "button:has-text('Show the plan')")
     page.keyboard.press("Enter")
     page.wait_for_url(re.compile(r".*/procedures/A/plan/.*"))
+    tab_to(page, "[data-testid=confirm-capacity_acknowledged] input")  # its exclusive GPUs leave with it
+    page.keyboard.press("Space")
     tab_to(page, "button:has-text('Confirm and run')")
     page.keyboard.press("Enter")
     page.wait_for_url(re.compile(r".*/runs/\d+/$"))

@@ -38,7 +38,9 @@ def test_plan_lists_pods_and_the_run_needs_the_counted_acknowledgement(browser, 
     page.click("text=Convert to time-slicing (A)")
     page.check(f"input[name=node][value={NODE}]")
     page.click("button:has-text('Show the plan')")
-    check = page.locator("li.check-ack")
+    # the node's exclusive GPUs leave with it: the capacity acknowledgement is ticked first
+    page.locator("[data-testid=confirm-capacity_acknowledged] input").check()
+    check = page.locator("li.check-ack", has_text="will be evicted")
     assert "3 GPU pods on dev-a1-ws04 will be evicted" in check.inner_text()
     items = check.locator("ul li").all_inner_texts()
     assert items == [f"ws-alice/train-{i} · Workspace ws-alice · owner alice · GPU nvidia.com/gpu 1" for i in range(3)]
