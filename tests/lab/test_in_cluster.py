@@ -246,8 +246,12 @@ def test_web_and_worker_in_cluster_run_procedure_a_and_approve_a_workspace(lab, 
         f"the watcher's view of the lab (watcher log: {pod.log('watcher')[-800:]})",
     )
 
-    # Procedure A: started on the web, run by the worker, as the ServiceAccount
-    r = browser.post("/procedures/A/start/", {"node": "dev-a1-ws04"})
+    # Procedure A: started on the web, run by the worker, as the ServiceAccount. The plan asks
+    # for the capacity acknowledgement when the node's GPUs leave a type over-allocated.
+    plan = browser.get("/procedures/A/plan/?node=dev-a1-ws04").text
+    ack = re.search(r'name="capacity_acknowledged" value="(\d+)"', plan)
+    start = {"node": "dev-a1-ws04", **({"capacity_acknowledged": ack.group(1)} if ack else {})}
+    r = browser.post("/procedures/A/start/", start)
     assert r.status_code == 302, r.text[-2000:]
     run = ProcedureRun.objects.get(pk=int(re.search(r"/runs/(\d+)/", r.headers["Location"]).group(1)))
     assert run.actor_name == "root"
