@@ -21,6 +21,8 @@ from django.conf import settings
 from django.db import connection
 from django.db.models.signals import post_save
 
+from brickadmin.forms import ascii_number
+
 logger = logging.getLogger(__name__)
 
 CHANNEL = "brick_run_steps"  # NOTIFY payload: the run's id
@@ -37,9 +39,9 @@ def resume_after(last_event_id: str | None, after: str | None) -> int:
     """The sequence number a stream starts after: the browser's Last-Event-ID (a reconnect)
     wins over the page's ``?after=`` (the first connection); anything else starts at 0."""
     for value in (last_event_id, after):
-        value = (value or "").strip()
-        if value.isascii() and value.isdigit():  # ASCII only: "²".isdigit() is true, int("²") fails
-            return int(value)
+        number = ascii_number(value, max_digits=None)
+        if number is not None:
+            return number
     return 0
 
 

@@ -6,6 +6,7 @@ from django.contrib.auth.models import Group
 from django.utils.translation import gettext_lazy as _
 
 from brickadmin.cluster import ClusterError
+from brickadmin.forms import ascii_number
 
 from . import services
 from .models import ResourceLimit, WorkspaceRequest
@@ -227,8 +228,7 @@ class KeyChoiceField(forms.ModelChoiceField):
 
     def to_python(self, value):
         if value not in self.empty_values:
-            text = str(value).strip()
-            if not (text.isascii() and text.isdigit() and len(text) <= 18):
+            if ascii_number(value) is None:
                 raise forms.ValidationError(
                     self.error_messages["invalid_choice"], code="invalid_choice", params={"value": value}
                 )

@@ -12,6 +12,7 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from brickadmin.cluster import ClusterError
+from brickadmin.forms import ascii_number
 from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
@@ -29,13 +30,6 @@ from .forms import (
     WorkspaceRequestForm,
 )
 from .models import Decision, JobSettings, ResourceLimit, WorkspaceJob, WorkspaceRequest
-
-
-def _key(value) -> int | None:
-    """A primary key as given in a query, or None: "²" is a digit to str.isdigit() but not to
-    int(), and thirty 9s overflow the database's integer."""
-    value = (value or "").strip()
-    return int(value) if value.isascii() and value.isdigit() and len(value) <= 18 else None
 
 
 def _ledger_or_banner(request):
@@ -149,7 +143,7 @@ def workspace_request(request):
     if request.method == "GET" and request.GET.get("again"):
         # a rejected (or withdrawn) request of one's own, asked for again: its figures to start from
         before = WorkspaceRequest.objects.filter(
-            pk=_key(request.GET["again"]) or 0,
+            pk=ascii_number(request.GET["again"]) or 0,
             requester=request.user,
             status__in=[WorkspaceRequest.Status.REJECTED, WorkspaceRequest.Status.WITHDRAWN],
         ).first()

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from brickadmin.cluster import ClusterError
 from brickadmin.cluster.gateway import get_gateway
+from brickadmin.forms import ascii_number
 from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
@@ -40,10 +41,10 @@ def manifest_view(request):
     cur = manifest_mod.current()
     version = cur
     if request.GET.get("v"):
-        v = request.GET["v"]
-        if not (v.isascii() and v.isdigit() and len(v) <= 9):
+        number = ascii_number(request.GET["v"], max_digits=9)
+        if number is None:
             raise Http404(_("No such manifest version"))
-        version = get_object_or_404(ManifestVersion, version=int(v))
+        version = get_object_or_404(ManifestVersion, version=number)
     versions = VERSION_TABLE.bind(request, ManifestVersion.objects.all())
     if versions.wants_csv:
         return versions.csv_response("manifest-versions")
