@@ -4,9 +4,10 @@ from django.core.validators import MaxLengthValidator
 
 def ascii_number(value, max_digits: int | None = 18) -> int | None:
     """A whole number given as text (a key, a version, a sequence number), or None: ASCII
-    digits only, because "²" is a digit to str.isdigit() and int() reads "٣" or "３" as 3;
-    at most ``max_digits`` of them, so that it fits the database's integer."""
-    text = str(value if value is not None else "").strip()
+    digits only and nothing else (callers strip spaces where they accept them), because "²"
+    is a digit to str.isdigit() and int() reads "٣" or "３" as 3; at most ``max_digits`` of
+    them, so that it fits the database's integer."""
+    text = str(value if value is not None else "")
     if not (text.isascii() and text.isdigit()) or (max_digits is not None and len(text) > max_digits):
         return None
     return int(text)

@@ -39,7 +39,7 @@ def resume_after(last_event_id: str | None, after: str | None) -> int:
     """The sequence number a stream starts after: the browser's Last-Event-ID (a reconnect)
     wins over the page's ``?after=`` (the first connection); anything else starts at 0."""
     for value in (last_event_id, after):
-        number = ascii_number(value, max_digits=None)
+        number = ascii_number((value or "").strip(), max_digits=None)
         if number is not None:
             return number
     return 0

@@ -228,7 +228,7 @@ class KeyChoiceField(forms.ModelChoiceField):
 
     def to_python(self, value):
         if value not in self.empty_values:
-            if ascii_number(value) is None:
+            if ascii_number(str(value).strip()) is None:
                 raise forms.ValidationError(
                     self.error_messages["invalid_choice"], code="invalid_choice", params={"value": value}
                 )

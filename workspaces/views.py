@@ -143,7 +143,7 @@ def workspace_request(request):
     if request.method == "GET" and request.GET.get("again"):
         # a rejected (or withdrawn) request of one's own, asked for again: its figures to start from
         before = WorkspaceRequest.objects.filter(
-            pk=ascii_number(request.GET["again"]) or 0,
+            pk=ascii_number(request.GET["again"].strip()) or 0,
             requester=request.user,
             status__in=[WorkspaceRequest.Status.REJECTED, WorkspaceRequest.Status.WITHDRAWN],
         ).first()
