@@ -290,6 +290,9 @@ BRICK_PUBLIC_URL = os.environ.get("BRICK_PUBLIC_URL", "")  # links in emails and
 BRICK_NOTIFY_RETRIES = int(os.environ.get("BRICK_NOTIFY_RETRIES", "4"))  # after the first attempt
 BRICK_NOTIFY_RETRY_SECONDS = float(os.environ.get("BRICK_NOTIFY_RETRY_SECONDS", "30"))  # doubled each retry
 BRICK_NOTIFY_TIMEOUT = float(os.environ.get("BRICK_NOTIFY_TIMEOUT", "10"))  # a webhook's answer
+# Hosts chat webhooks may post to (comma-separated); empty: any host not on a loopback or
+# link-local address (brickadmin/accounts/webhooks.py).
+BRICK_WEBHOOK_ALLOWED_HOSTS = [h for h in os.environ.get("BRICK_WEBHOOK_ALLOWED_HOSTS", "").split(",") if h.strip()]
 
 LOGGING = {
     "version": 1,

@@ -5,6 +5,8 @@ from django import forms
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
+from . import webhooks
+
 
 @cache
 def zone_names() -> tuple[str, ...]:
@@ -46,6 +48,7 @@ class PreferenceForm(forms.Form):
 
     def clean_webhook_url(self):
         url = self.cleaned_data.get("webhook_url", "")
-        if url and not url.lower().startswith(("https://", "http://")):
-            raise forms.ValidationError(_("Only an http or https address."))
+        refused = url and webhooks.refusal(url, settings.BRICK_WEBHOOK_ALLOWED_HOSTS)
+        if refused:
+            raise forms.ValidationError(refused)
         return url

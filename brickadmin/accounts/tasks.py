@@ -10,6 +10,7 @@ from celery import shared_task
 from django.conf import settings
 from django.core.mail import EmailMessage
 
+from . import webhooks
 from .models import Delivery
 
 
@@ -34,13 +35,14 @@ def webhook_payload(d: Delivery) -> dict:
 
 
 def send_webhook(d: Delivery) -> None:
+    refused = webhooks.refusal(d.address, settings.BRICK_WEBHOOK_ALLOWED_HOSTS)
+    if refused:
+        raise PermissionError(refused)
     data = json.dumps(webhook_payload(d)).encode()
     req = urllib.request.Request(
         d.address, data=data, method="POST", headers={"Content-Type": "application/json", "User-Agent": "brickadmin"}
     )
-    with urllib.request.urlopen(
-        req, timeout=settings.BRICK_NOTIFY_TIMEOUT
-    ) as resp:  # http(s) only: the profile form checks it
+    with webhooks.opener.open(req, timeout=settings.BRICK_NOTIFY_TIMEOUT) as resp:  # a 3xx is an error here
         if resp.status >= 300:
             raise OSError(f"HTTP {resp.status}")
 
@@ -59,7 +61,7 @@ def deliver(self, delivery_id: int) -> str:
         d.attempts += 1
         d.last_error = f"{type(exc).__name__}: {exc}"[:2000]
         retries = settings.BRICK_NOTIFY_RETRIES
-        if self.request.retries >= retries:
+        if self.request.retries >= retries or isinstance(exc, PermissionError):  # a refused address stays refused
             d.status = Delivery.Status.FAILED
             d.save(update_fields=["attempts", "last_error", "status", "updated_at"])
             return "failed"

@@ -58,26 +58,35 @@ def smtp(settings):
     controller.stop()
 
 
-@pytest.fixture
-def receiver():
+def start_receiver():
     """An HTTP server on loopback that keeps every JSON body posted to it and answers
-    ``status`` (200 unless a test says otherwise)."""
-    got = {"bodies": [], "status": 200}
+    ``status`` (200 unless a test says otherwise), with ``location`` when it is set."""
+    got = {"bodies": [], "status": 200, "location": ""}
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):  # http.server's name for it
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             got["bodies"].append((self.headers.get("Content-Type"), json.loads(body)))
             self.send_response(got["status"])
+            if got["location"]:
+                self.send_header("Location", got["location"])
             self.end_headers()
 
         def log_message(self, *args):
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     got["url"] = f"http://127.0.0.1:{server.server_address[1]}/hooks/brick"
+    return server, got
+
+
+@pytest.fixture
+def receiver(settings):
+    """A chat server on loopback, which the site's admin allowed webhooks to reach (loopback
+    is refused unless allowed by name)."""
+    settings.BRICK_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
+    server, got = start_receiver()
     yield got
     server.shutdown()
     server.server_close()

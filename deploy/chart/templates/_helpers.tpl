@@ -113,6 +113,10 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "brickadmin.serviceAcc
 - name: BRICK_PUBLIC_URL
   value: {{ .Values.publicUrl | quote }}
 {{- end }}
+{{- with .Values.webhookAllowedHosts }}
+- name: BRICK_WEBHOOK_ALLOWED_HOSTS
+  value: {{ join "," . | quote }}
+{{- end }}
 {{- range $k, $v := .Values.extraEnv }}
 - name: {{ $k }}
   value: {{ $v | quote }}
