@@ -256,6 +256,11 @@ BRICK_SNAPSHOT_CACHE_SECONDS = float(os.environ.get("BRICK_SNAPSHOT_CACHE_SECOND
 BRICK_METRICS_INTERVAL = float(os.environ.get("BRICK_METRICS_INTERVAL", "30"))
 # An allocation is idle when its Workspace has had no Running GPU pod, or (measured by DCGM)
 # utilisation under this percentage, for this many hours (the Health registry's idle finding).
+# The Pod Security level (privileged | baseline | restricted) a Workspace's namespace enforces
+# when the product creates it; "" adds no Pod Security label.
+BRICK_WORKSPACE_POD_SECURITY = os.environ.get("BRICK_WORKSPACE_POD_SECURITY", "baseline").strip()
+if BRICK_WORKSPACE_POD_SECURITY not in ("", "privileged", "baseline", "restricted"):
+    raise RuntimeError("BRICK_WORKSPACE_POD_SECURITY must be privileged, baseline, restricted or empty")
 BRICK_IDLE_HOURS = float(os.environ.get("BRICK_IDLE_HOURS", "24"))
 BRICK_IDLE_UTILISATION_PERCENT = float(os.environ.get("BRICK_IDLE_UTILISATION_PERCENT", "5"))
 # Pages call the watcher down (numbers may be out of date) after this long without a heartbeat.

@@ -61,7 +61,7 @@ class RecreateNamespace(Step):
             "BRICK Workspace workloads; may preempt Jobs (brick-job-priority).",
             "PreemptLowerPriority",
         )
-        labels = {vocab.WORKSPACE_LABEL: "true", vocab.OWNER_LABEL: ws_services.owner_label_value(req.requester_name)}
+        labels = ws_services.namespace_labels(req.requester_name)
         ctx.gateway.create_namespace(name, labels)
         return Outcome({"namespace": name, "labels": labels}, f"namespace/{name} created")
 

@@ -3,7 +3,8 @@
 Views stay thin; everything that talks to the cluster or decides goes through here.
 
 What an approved Workspace is, in Kubernetes terms (all created through the gateway):
-- Namespace ``<name>`` labelled ``brick.cloud/workspace=true``, ``brick.cloud/owner=<user>``.
+- Namespace ``<name>`` labelled ``brick.cloud/workspace=true``, ``brick.cloud/owner=<user>`` and
+  Pod Security ``baseline`` (``BRICK_WORKSPACE_POD_SECURITY``).
 - ResourceQuota ``workspace-compute``: ``requests.<gpu resource>``, ``requests.cpu``,
   ``requests.memory``, scoped with ``PriorityClass NotIn [brick-job-priority]``. Every pod
   in the namespace counts against it (pods at ``brick-user-priority`` and pods with no
@@ -43,6 +44,8 @@ from brickadmin.cluster.vocabulary import (
     NVIDIA_PREFIX,
     OWNER_LABEL,
     PLUGIN_NAMESPACE,
+    POD_SECURITY_ENFORCE_LABEL,
+    POD_SECURITY_WARN_LABEL,
     WORKSPACE_LABEL,
 )
 from gpus import ledger as ledger_mod
@@ -78,6 +81,18 @@ def owner_label_value(username: str) -> str:
     ends): Django allows '@' and '+' in usernames, Kubernetes label values do not."""
     value = LABEL_VALUE_BAD.sub("_", username)[:63].strip("._-")
     return value or "unknown"
+
+
+def namespace_labels(username: str) -> dict[str, str]:
+    """The labels of a Workspace's namespace: the Workspace mark, its owner and, unless the
+    site turned it off, the Pod Security level its pods are held to (``baseline`` by default:
+    no privileged containers, host namespaces or hostPath volumes; GPUs still work)."""
+    labels = {WORKSPACE_LABEL: "true", OWNER_LABEL: owner_label_value(username)}
+    level = settings.BRICK_WORKSPACE_POD_SECURITY
+    if level:
+        labels[POD_SECURITY_ENFORCE_LABEL] = level
+        labels[POD_SECURITY_WARN_LABEL] = level
+    return labels
 
 
 class WorkspaceError(Exception):
@@ -400,8 +415,7 @@ def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledg
                 "BRICK Workspace workloads; may preempt Jobs (brick-job-priority).",
                 "PreemptLowerPriority",
             )
-            owner = owner_label_value(req.requester_name)
-            gw.create_namespace(req.namespace, {WORKSPACE_LABEL: "true", OWNER_LABEL: owner})
+            gw.create_namespace(req.namespace, namespace_labels(req.requester_name))
             created_ns = True
             for manifest in workspace_manifests(req, resource):
                 if manifest["kind"] == "ResourceQuota" and "scopeSelector" not in manifest["spec"]:

@@ -36,6 +36,10 @@ JOB_ID_LABEL = "brick.cloud/job-id"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "brickadmin"  # MANAGED_BY_LABEL's value on what the product creates
+# Kubernetes Pod Security admission (pod-security.kubernetes.io/<mode>: privileged|baseline|restricted)
+POD_SECURITY_ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
+POD_SECURITY_WARN_LABEL = "pod-security.kubernetes.io/warn"
+POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
 
 # --- GPU Operator / GPU Feature Discovery labels ------------------------------------
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"

@@ -416,3 +416,27 @@ def test_the_products_job_submission_and_cancel_work_in_a_workspace_and_not_else
     stray.refresh_from_db()
     assert stray.status == WorkspaceJob.Status.PENDING and "only in Workspace namespaces" in stray.last_error
     assert stray.k8s_name not in {j["metadata"]["name"] for j in seeded.admin.list_jobs("kube-system")}
+
+
+def test_a_workspace_namespace_refuses_privileged_pods_and_admits_gpu_pods(seeded, sa):
+    """The namespace the product makes for a Workspace carries Pod Security ``baseline``: the
+    API server itself refuses a privileged container there, whoever sends it."""
+    from workspaces.services import namespace_labels
+
+    ns = f"lp-psa-{int(time.time() * 1000) % 100000}"
+    sa.create_namespace(ns, namespace_labels("alice"))
+
+    def pod(name, privileged):
+        container = {"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+        if privileged:
+            container["securityContext"] = {"privileged": True}
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [container]}}
+        return seeded.admin._request("POST", f"/api/v1/namespaces/{ns}/pods", body=body)
+
+    try:
+        why = refused(lambda: pod("escape", privileged=True))
+        assert "violates PodSecurity" in why and '"baseline:latest"' in why
+        assert pod("train", privileged=False)["metadata"]["name"] == "train"
+    finally:
+        seeded.admin._request("DELETE", f"/api/v1/namespaces/{ns}/pods/train", query={"gracePeriodSeconds": 0})
+        sa.delete("v1", "Namespace", ns)

@@ -85,7 +85,12 @@ def test_approve_shared_creates_namespace_quotas_and_priority_class(
     r = approve_post(admin_client, req)
     assert r.status_code == 302
     ns = objects(twin, "Namespace")["team-a"]
-    assert ns["metadata"]["labels"] == {"brick.cloud/workspace": "true", "brick.cloud/owner": "alice"}
+    assert ns["metadata"]["labels"] == {
+        "brick.cloud/workspace": "true",
+        "brick.cloud/owner": "alice",
+        "pod-security.kubernetes.io/enforce": "baseline",
+        "pod-security.kubernetes.io/warn": "baseline",
+    }
     quotas = objects(twin, "ResourceQuota", "team-a")
     compute_q = quotas["workspace-compute"]["spec"]
     assert compute_q["hard"] == {"requests.nvidia.com/gpu.shared": "1", "requests.cpu": "4", "requests.memory": "16Gi"}

@@ -117,6 +117,8 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "brickadmin.serviceAcc
 - name: BRICK_WEBHOOK_ALLOWED_HOSTS
   value: {{ join "," . | quote }}
 {{- end }}
+- name: BRICK_WORKSPACE_POD_SECURITY
+  value: {{ .Values.workspacePodSecurity | default "" | quote }}
 {{- range $k, $v := .Values.extraEnv }}
 - name: {{ $k }}
   value: {{ $v | quote }}
