@@ -10,7 +10,10 @@
 * The hardware section goes to gpusim (the hardware file it watches); a node's
   ``pluginConfig`` (a rollout restart that was skipped) is handed to gpusim once the
   plugin pod runs there.
-* Waits until the cluster settled: DaemonSets rolled out, pods Running, gpusim synced.
+* The previous scenario goes first: the namespaces this one has too are emptied and
+  relabelled in place, the others emptied and deleted (see ``reset``).
+* Waits until the cluster settled: DaemonSets rolled out, pods Running, gpusim synced, the
+  previous scenario's other namespaces gone.
 """
 
 from __future__ import annotations
@@ -325,9 +328,9 @@ def load(name: str, kubeconfig: str, *, do_wait: bool = True, timeout: float = 1
     log(f"created {len(objects)} objects, hardware for {len(hardware)} nodes")
     if do_wait:
         settle(gw, objects, hardware, plugin_configs, timeout)
-    # a fresh load lists none of the previous scenario's namespaces (the controller took
-    # them in the meantime: a few seconds after their deletion)
-    wait_namespaces_gone(gw, leaving)
+        # a fresh load lists none of the previous scenario's namespaces (the controller took
+        # them in the meantime: a few seconds after their deletion)
+        wait_namespaces_gone(gw, leaving)
     log(f"scenario {name} loaded in {time.time() - t0:.1f}s")
     return {"objects": objects, "hardware": hardware, "plugin_configs": plugin_configs}
 
