@@ -10,7 +10,10 @@
 * The hardware section goes to gpusim (the hardware file it watches); a node's
   ``pluginConfig`` (a rollout restart that was skipped) is handed to gpusim once the
   plugin pod runs there.
-* Waits until the cluster settled: DaemonSets rolled out, pods Running, gpusim synced.
+* The previous scenario goes first: the namespaces this one has too are emptied and
+  relabelled in place, the others emptied and deleted (see ``reset``).
+* Waits until the cluster settled: DaemonSets rolled out, pods Running, gpusim synced, the
+  previous scenario's other namespaces gone.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -110,34 +114,153 @@ def clean(obj: dict) -> dict:
     return obj
 
 
-def reset(gw: KubeGateway) -> None:
-    """Remove what a previous scenario (or test) left: its namespaces, nodes, priority classes."""
+# What a new namespace holds before anyone writes to it: its ServiceAccount controller's
+# default ServiceAccount and the root CA publisher's ConfigMap. A reused namespace keeps them.
+NAMESPACE_DEFAULTS = {"serviceaccounts": "default", "configmaps": "kube-root-ca.crt"}
+
+
+def namespaced_resources(gw: KubeGateway) -> list[tuple[str, str, bool]]:
+    """(API path, plural, deletecollection?) of every namespaced resource the API server
+    serves in its preferred versions that can be listed and deleted: what the namespace
+    controller empties (discovery as in its initOpCache), custom resources included."""
+    found = []
+    versions = ["/api/v1"] + [
+        "/apis/" + g["preferredVersion"]["groupVersion"] for g in gw._request("GET", "/apis").get("groups") or []
+    ]
+    for prefix in versions:
+        try:
+            listing = gw._request("GET", prefix)
+        except ClusterError:  # an aggregated API that is down: the controller skips it too
+            continue
+        for r in listing.get("resources") or []:
+            verbs = set(r.get("verbs") or [])
+            if r.get("namespaced") and "/" not in r["name"] and {"list", "delete"} <= verbs:
+                found.append((prefix, r["name"], "deletecollection" in verbs))
+    return found
+
+
+def empty_namespaces(gw: KubeGateway, namespaces: dict[str, bool], resources) -> None:
+    """Delete everything in these namespaces (name -> keep what a new namespace starts
+    with), as the namespace controller does before it removes a namespace (kubernetes
+    pkg/controller/namespace/deletion/namespaced_resources_deleter.go): a collection
+    delete per resource, or one delete per item where the collection cannot be deleted.
+    Pods go last and at once, without a grace period (KWOK's pods have no process to
+    stop), so that no controller deleted before them makes new ones. The requests are
+    independent of each other: several at a time."""
+
+    def empty(ns: str, keep_defaults: bool, prefix: str, plural: str, collection: bool) -> None:
+        path = f"{prefix}/namespaces/{ns}/{plural}"
+        body = {"propagationPolicy": "Background"}
+        if plural == "pods":
+            body["gracePeriodSeconds"] = 0
+        kept = NAMESPACE_DEFAULTS.get(plural) if keep_defaults else None
+        try:
+            if collection:
+                gw._request("DELETE", path, body=body, query={"fieldSelector": kept and f"metadata.name!={kept}"})
+                return
+            for item in gw._request("GET", path).get("items") or []:
+                if item["metadata"]["name"] != kept:
+                    gw._request("DELETE", f"{path}/{item['metadata']['name']}", body=body)
+        except ClusterError as e:
+            if e.status != 404:  # gone already
+                raise
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for pods in (False, True):
+            jobs = [
+                pool.submit(empty, ns, keep, *r)
+                for ns, keep in namespaces.items()
+                for r in resources
+                if (r[1] == "pods") == pods
+            ]
+            for job in jobs:
+                job.result()
+
+
+def reset(gw: KubeGateway, keep_namespaces: dict[str, dict] | None = None) -> list[str]:
+    """Remove what a previous scenario (or test) left: its namespaces, nodes, priority classes.
+
+    ``keep_namespaces`` (name -> the next scenario's Namespace) are emptied and relabelled
+    in place instead of deleted: the namespace controller waits 5 s before it starts on a
+    deleted namespace and requeues it for seconds while anything is left in it, and the
+    next scenario would have to wait for that before it can create the namespace again.
+    The other namespaces are emptied here and deleted; their names are returned, for
+    ``wait_namespaces_gone`` once the next scenario is loaded."""
+    keep_namespaces = keep_namespaces or {}
     # brickadmin's own namespace (the chart's release, labelled part-of=brickadmin) is not a scenario's
-    namespaces = [
-        n["metadata"]["name"]
+    namespaces = {
+        n["metadata"]["name"]: n
         for n in gw.list_namespaces()
         if n["metadata"]["name"] not in SYSTEM_NAMESPACES
         and (n["metadata"].get("labels") or {}).get("app.kubernetes.io/part-of") != "brickadmin"
+    }
+    # a namespace already on its way out cannot be reused: the next scenario waits for it
+    reused = [
+        name for name, n in namespaces.items() if name in keep_namespaces and not n["metadata"].get("deletionTimestamp")
     ]
-    for ns in namespaces:
-        gw.delete("v1", "Namespace", ns)
-    for pod in gw.list_pods(namespace="default"):
-        gw.delete("v1", "Pod", pod["metadata"]["name"], "default")
+    deleted = [name for name in namespaces if name not in reused]
+    for ns in deleted:  # first, so that nothing new is admitted into them
+        try:
+            gw.delete("v1", "Namespace", ns)
+        except ClusterError as e:
+            if e.status != 409:  # 409: terminating already
+                raise
+    resources = namespaced_resources(gw)
+    empty_namespaces(gw, {ns: ns in reused for ns in namespaces}, resources)
+    for ns in reused:
+        relabel_namespace(gw, namespaces[ns], keep_namespaces[ns])
+    empty_namespaces(gw, {"default": True}, [("/api/v1", "pods", True)])
     for pc in gw.list_priority_classes():
         if not pc["metadata"]["name"].startswith("system-"):
             gw.delete("scheduling.k8s.io/v1", "PriorityClass", pc["metadata"]["name"])
-    # pods of a deleted namespace need their (KWOK) node to finish terminating
-    wait(
-        "old namespaces to be gone",
-        lambda: (
-            not [n for n in gw.list_namespaces() if n["metadata"]["name"] in namespaces]
-            or [n["metadata"]["name"] for n in gw.list_namespaces() if n["metadata"]["name"] in namespaces]
-        ),
-        timeout=180,
-    )
+
+    # pods on their (KWOK) nodes go before the nodes; a pod kept by a finalizer (a Job's)
+    # waits for its controller
+    def pods_gone():
+        left = [
+            f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+            for p in gw.list_pods()
+            if p["metadata"]["namespace"] in namespaces or p["metadata"]["namespace"] == "default"
+        ]
+        return left or True
+
+    wait("old pods to be gone", pods_gone, timeout=180)
+    busy = [ns for ns in deleted if ns in keep_namespaces]
+    if busy:  # the next scenario needs these names
+        wait_namespaces_gone(gw, busy)
     for node in gw.list_nodes():
         gw.delete("v1", "Node", node["metadata"]["name"])
     wait("old nodes to be gone", lambda: not gw.list_nodes() or [n["metadata"]["name"] for n in gw.list_nodes()])
+    return [ns for ns in deleted if ns not in keep_namespaces]
+
+
+def relabel_namespace(gw: KubeGateway, current: dict, wanted: dict) -> None:
+    """The namespace's labels and annotations become the next scenario's (the API server
+    adds kubernetes.io/metadata.name itself), as if it had just been created."""
+    md = current["metadata"]
+    body = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": md["name"],
+            "resourceVersion": md["resourceVersion"],
+            "labels": dict((wanted.get("metadata") or {}).get("labels") or {}),
+            "annotations": dict((wanted.get("metadata") or {}).get("annotations") or {}),
+        },
+        "spec": current.get("spec") or {},
+    }
+    gw._request("PUT", f"/api/v1/namespaces/{md['name']}", body=body)
+
+
+def wait_namespaces_gone(gw: KubeGateway, names: list[str]) -> None:
+    """Until the namespace controller has removed these (emptied) namespaces."""
+    if not names:
+        return
+    wait(
+        "old namespaces to be gone",
+        lambda: [n["metadata"]["name"] for n in gw.list_namespaces() if n["metadata"]["name"] in names] or True,
+        timeout=180,
+    )
 
 
 def create(gw: KubeGateway, obj: dict) -> None:
@@ -195,7 +318,8 @@ def load(name: str, kubeconfig: str, *, do_wait: bool = True, timeout: float = 1
     objects, hardware, plugin_configs = scenarios.read(name)
     gw = KubeGateway(kubeconfig)
     gw.ping()
-    reset(gw)
+    leaving = reset(gw, {o["metadata"]["name"]: o for o in objects if o["kind"] == "Namespace"})
+    log(f"previous scenario removed in {time.time() - t0:.1f}s")
     gpusim("PUT", "/hardware", hardware)
     for kind in ORDER:
         for obj in objects:
@@ -204,6 +328,9 @@ def load(name: str, kubeconfig: str, *, do_wait: bool = True, timeout: float = 1
     log(f"created {len(objects)} objects, hardware for {len(hardware)} nodes")
     if do_wait:
         settle(gw, objects, hardware, plugin_configs, timeout)
+        # a fresh load lists none of the previous scenario's namespaces (the controller took
+        # them in the meantime: a few seconds after their deletion)
+        wait_namespaces_gone(gw, leaving)
     log(f"scenario {name} loaded in {time.time() - t0:.1f}s")
     return {"objects": objects, "hardware": hardware, "plugin_configs": plugin_configs}
 
