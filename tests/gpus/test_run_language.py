@@ -1,0 +1,66 @@
+"""A run reads in the reader's language, whatever language the admin who started it used:
+its steps' titles, its events and its outcome are said when the page is read."""
+
+import pytest
+from django.urls import reverse
+from django.utils import translation
+
+from gpus.models import ProcedureRun, StepRun
+from gpus.procedures import service
+from gpus.procedures.recording import RUN_EVENT, record
+from gpus.tasks import execute_run
+
+pytestmark = pytest.mark.usefixtures("fast_engine")
+
+NODE = "dev-a1-ws04"
+
+
+def run_started_in(language):
+    with translation.override(language):
+        run = service.start_run("A", NODE, {}, actor_name="root", dispatch=False)
+        execute_run(run.pk)
+    return run
+
+
+def page_in(client, run, language):
+    client.cookies["django_language"] = language
+    return client.get(reverse("run_detail", args=[run.pk]), HTTP_ACCEPT_LANGUAGE=language).content.decode()
+
+
+def test_a_run_started_in_english_reads_in_korean_to_a_korean_reader(twin, admin_client):
+    run = run_started_in("en")
+    page = page_in(admin_client, run, "ko")
+    assert f"{NODE} 격리 (cordon)" in page  # the step's title
+    assert "root이(가) 실행 생성" in page  # the run-created event
+    assert "단계 모두 완료되었습니다." in page  # the outcome
+    assert "실행 성공" in page
+    assert f"Cordon {NODE}" not in page and "All 5 steps done." not in page and "Run created by" not in page
+
+
+def test_a_run_started_in_korean_reads_in_english_to_an_english_reader(twin, admin_client):
+    run = run_started_in("ko")
+    page = page_in(admin_client, run, "en")
+    assert f"Cordon {NODE}" in page
+    assert "Run created by root" in page
+    assert "steps done." in page and "Run succeeded" in page
+    assert "격리" not in page and "실행 생성" not in page and "모두 완료" not in page
+
+
+def test_a_cancelled_run_names_its_step_in_the_readers_language(twin, admin_client):
+    run = service.start_run("A", NODE, {}, actor_name="root", dispatch=False)
+    ProcedureRun.objects.filter(pk=run.pk).update(cancel_requested=True)
+    execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == "cancelled" and run.message.startswith("Cancelled before step ")  # as written
+    korean = page_in(admin_client, run, "ko")
+    assert "단계 전에 취소되었습니다." in korean and "Cancelled before step" not in korean
+    english = page_in(admin_client, run, "en")
+    assert "Cancelled before step" in english
+
+
+def test_a_run_recorded_before_message_codes_reads_as_written(twin, admin_client):
+    """Rows written before codes (text only) still show their text."""
+    run = run_started_in("en")
+    record(run.pk, step_key=RUN_EVENT, title="Checked by an older version", state="succeeded")
+    assert StepRun.objects.filter(run=run, title="Checked by an older version", said__isnull=True).exists()
+    assert "Checked by an older version" in page_in(admin_client, run, "ko")
