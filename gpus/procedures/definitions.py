@@ -1554,7 +1554,7 @@ class _Fix(ProcedureDef):
 
 
 class RemoveStaleResource(RemoveStale):
-    """Step 5 of A/B on its own: the named stale resource out of node status."""
+    """Step 6 of A/B on its own: the named stale resource out of node status."""
 
     def __init__(self, resource):
         self._resource = resource
@@ -1575,7 +1575,7 @@ class ProcedureRemoveStale(_Fix):
     label = gettext_lazy("Remove a stale resource from node status")
     description = gettext_lazy(
         "The previous mode's GPU resource left in a node's capacity and allocatable is removed "
-        "with a JSON patch on the status subresource (step 5 of A/B)."
+        "with a JSON patch on the status subresource (step 6 of A/B)."
     )
     fixes = ("stale-allocatable", "stale-capacity")
     params = (

@@ -119,3 +119,13 @@ def test_the_zone_a_person_chose_comes_before_their_browsers(done_run, admin_cli
     Preference.objects.create(user=admin_user, time_zone="America/New_York")
     admin_client.cookies["brick_tz"] = "Asia/Seoul"
     assert started_at_on(admin_client, done_run) == in_zone(done_run, "America/New_York")
+
+
+def test_the_help_and_health_texts_name_steps_by_the_numbers_the_plans_show(twin, admin_client):
+    plan_a = admin_client.get(reverse("wizard_plan", args=["A"]), {"node": "dev-a1-ws04"}).content.decode()
+    steps_a = re.findall(r"<li[^>]*>\s*<strong>([^<]+)</strong>", plan_a.split('class="plan-steps"', 1)[1])
+    status_patch = next(i for i, t in enumerate(steps_a) if t.startswith("Remove the stale"))
+    help_page = admin_client.get(reverse("help")).content.decode()
+    assert f"step {status_patch} of A/B" in help_page  # what Fix of a stale resource does
+    numbers = set(re.findall(r"step (\d+) of (?:procedure )?A/B", help_page))
+    assert numbers == {str(status_patch)}, numbers
