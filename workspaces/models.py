@@ -161,6 +161,11 @@ class JobSettings(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     updated_by_name = models.CharField(max_length=150, blank=True, default="")
 
+    class Meta:
+        # One row of settings: its plural is itself (Django would add an "s": "Job settingss").
+        verbose_name = _("Job settings")
+        verbose_name_plural = _("Job settings")
+
     def __str__(self):
         return str(_("Settings"))  # the one row, in the admin
 
@@ -196,7 +201,8 @@ class WorkspaceJob(models.Model):
     gpu = models.PositiveIntegerField(_("GPU count"))
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     created_at = models.DateTimeField(default=timezone.now)
-    decided_by_name = models.CharField(max_length=150, blank=True, default="")
+    decided_by_name = models.CharField(max_length=150, blank=True, default="")  # who approved or rejected it
+    cancelled_by_name = models.CharField(max_length=150, blank=True, default="")  # beside the decider, not over it
     rejection_reason = models.TextField(blank=True, default="")
     last_error = models.TextField(blank=True, default="")
 

@@ -713,7 +713,7 @@ def cancel_job(job_id: int, actor) -> WorkspaceJob:
         was = job.status
         if not WorkspaceJob.objects.filter(
             pk=job.pk, status__in=[WorkspaceJob.Status.PENDING, WorkspaceJob.Status.SUBMITTED]
-        ).update(status=WorkspaceJob.Status.CANCELLED, decided_by_name=actor.get_username()):
+        ).update(status=WorkspaceJob.Status.CANCELLED, cancelled_by_name=actor.get_username()):
             raise WorkspaceError(_("This Job is not waiting or running, so there is nothing to cancel."))
         if was == WorkspaceJob.Status.SUBMITTED:
             # Inside the transaction: when the cluster refuses, the Job stays as it was.

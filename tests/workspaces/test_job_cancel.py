@@ -124,3 +124,12 @@ def test_approve_preselects_no_gpu_type_and_asks_for_one(make_request, alice, ad
     req.refresh_from_db()
     assert req.status == "pending"
     assert "team-c" not in [ns["metadata"]["name"] for ns in TwinGateway().list_namespaces()]
+
+
+def test_a_cancelled_job_keeps_who_decided_it_and_names_who_cancelled_it(running_job, alice, admin_user, login, twin):
+    assert login(alice).post(f"/workspaces/jobs/{running_job.pk}/cancel/").status_code == 302
+    page = text(login(admin_user).get(f"/workspaces/jobs/{running_job.pk}/").content)
+    assert f"Decided by {admin_user.get_username()}" in page
+    assert "Cancelled by alice" in page
+    running_job.refresh_from_db()
+    assert (running_job.decided_by_name, running_job.cancelled_by_name) == (admin_user.get_username(), "alice")
