@@ -1879,7 +1879,7 @@ class AddToleration(Step):
         }
 
     def kubectl(self, run):
-        tol = manifest_mod.toleration_for(self._taint(run.params))
+        tol = key_values(manifest_mod.toleration_for(self._taint(run.params)))
         return _("edit brick-nvidia-device-plugin.yaml: spec.template.spec.tolerations of both DaemonSets += %(t)s") % {
             "t": tol
         }
@@ -1941,6 +1941,12 @@ class AnyPluginPodRunning(Step):
             )
             % {"node": ctx.node},
         )
+
+
+def key_values(fields: dict) -> str:
+    """A small mapping as people read it ("key=a, operator=Equal, effect=NoSchedule"), not as a
+    Python dict."""
+    return ", ".join(f"{k}={v}" for k, v in fields.items())
 
 
 def _taint_text(taint: dict) -> str:
@@ -2032,7 +2038,7 @@ class ProcedureAddToleration(_Fix):
                     "is applied; the plugin pod can then start on %(node)s and every node with that "
                     "taint."
                 )
-                % {"v": cur.version, "tol": manifest_mod.toleration_for(self._taint(params)), "node": node},
+                % {"v": cur.version, "tol": key_values(manifest_mod.toleration_for(self._taint(params))), "node": node},
             )
         ]
         try:

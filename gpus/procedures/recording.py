@@ -237,7 +237,7 @@ def _record_plan(run):
         step_key=RUN_EVENT,
         title=said("run.created", who=run.actor_name),
         state=StepState.PENDING,
-        output=said("run.parameters", p=params_text(run.params)),
+        output=said("run.parameters", p=params_text(run.params)) if run.params else "",
     )
     for i, (step, title, kubectl) in enumerate(plan(run.procedure, run.node, run.params)):
         record(run.pk, step_key=step.key, step_index=i, title=title, state=StepState.PENDING, kubectl=kubectl)

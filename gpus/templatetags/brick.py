@@ -1,5 +1,6 @@
 """Template helpers: glossary help texts on every number, GPU type names, pagination."""
 
+import json
 import re
 
 from django import template
@@ -15,6 +16,12 @@ register = template.Library()
 # A unit in a column header, e.g. "(MiB)": headers are shown in capitals (brickadmin.css),
 # and a unit keeps the case it is written in (MiB, not MIB).
 UNIT_IN_HEADER = re.compile(r"\((MiB|GiB|KiB|TiB|%)\)")
+
+
+@register.filter
+def as_json(value) -> str:
+    """A recorded request as JSON, indented (what the API server was sent), not as a Python dict."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
 @register.filter

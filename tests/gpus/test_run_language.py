@@ -1,6 +1,8 @@
 """A run reads in the reader's language, whatever language the admin who started it used:
 its steps' titles, its events and its outcome are said when the page is read."""
 
+import re
+
 import pytest
 from django.urls import reverse
 from django.utils import translation
@@ -64,3 +66,21 @@ def test_a_run_recorded_before_message_codes_reads_as_written(twin, admin_client
     record(run.pk, step_key=RUN_EVENT, title="Checked by an older version", state="succeeded")
     assert StepRun.objects.filter(run=run, title="Checked by an older version", said__isnull=True).exists()
     assert "Checked by an older version" in page_in(admin_client, run, "ko")
+
+
+def test_every_event_in_the_audit_record_says_what_it_was(twin, admin_client):
+    """A step's start, its requests and its end each say something: no bare repeated "Running"."""
+    run = run_started_in("en")
+    page = page_in(admin_client, run, "en")
+    log = page[page.index('id="run-events"') :]
+    cordon = [
+        re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", li)).split(" Running ", 1)[-1].strip()
+        for li in re.findall(r'<li id="event-\d+"[^>]*data-step="cordon"[^>]*data-state="running">.*?</li>', log, re.S)
+    ]
+    assert cordon == [
+        f"1. Cordon {NODE} — started",
+        f"1. Cordon {NODE} — about to send: cordon(&quot;{NODE}&quot;)",
+        f"1. Cordon {NODE} — sent: cordon(&quot;{NODE}&quot;)",
+    ]
+    korean = page_in(admin_client, run, "ko")
+    assert '— <span class="muted">시작</span>' in korean
