@@ -84,3 +84,13 @@ def test_every_event_in_the_audit_record_says_what_it_was(twin, admin_client):
     ]
     korean = page_in(admin_client, run, "ko")
     assert '— <span class="muted">시작</span>' in korean
+
+
+def test_the_wizards_node_list_names_each_nodes_mode_by_its_name(twin, admin_client):
+    url = reverse("wizard_pick", args=["A"])
+    english = admin_client.get(url, HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert re.search(rf'value="{NODE}".*?GPU · Exclusive<', english, re.S)
+    admin_client.cookies["django_language"] = "ko"
+    korean = admin_client.get(url, HTTP_ACCEPT_LANGUAGE="ko").content.decode()
+    # the product keeps the mode names in Korean too (locale/ko), but as names, not label values
+    assert re.search(rf'value="{NODE}".*?GPU · Exclusive<', korean, re.S) and "GPU · exclusive<" not in korean
