@@ -10,9 +10,10 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
 from django.db.models import Q
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 
+from brickadmin import wording
 from brickadmin.audit import AppendOnlyModel
 
 # Kubernetes names the product writes (labels: brickadmin.cluster.vocabulary).
@@ -146,12 +147,28 @@ class Decision(AppendOnlyModel):
     available_before = models.IntegerField(null=True, blank=True)
     overcommit = models.BooleanField(default=False)
     detail = models.TextField(blank=True, default="")
+    # The detail as a code and parameters (brickadmin/wording.py), said in the reader's language;
+    # None: a text without one, or a row written before codes (the detail is shown as written).
+    detail_said = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-at", "-id"]
 
     def __str__(self):
         return f"{self.at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.subject}"
+
+    def save(self, *args, **kwargs):
+        # A detail given as a message keeps its code; its text is written in the site's language.
+        if isinstance(self.detail, wording.Said):
+            self.detail_said = self.detail.as_record()
+            with translation.override(settings.LANGUAGE_CODE):
+                self.detail = str(self.detail)
+        super().save(*args, **kwargs)
+
+    @property
+    def shown_detail(self) -> str:
+        """The detail in the reader's language (as written when it has no code)."""
+        return wording.shown(self.detail_said, self.detail)
 
 
 class JobSettings(models.Model):

@@ -45,6 +45,7 @@ from brickadmin.cluster.vocabulary import (
     PLUGIN_NAMESPACE,
     WORKSPACE_LABEL,
 )
+from brickadmin.wording import said
 from gpus import ledger as ledger_mod
 from gpus.live import LiveRead
 
@@ -721,9 +722,9 @@ def cancel_job(job_id: int, actor) -> WorkspaceJob:
                 get_gateway().delete("batch/v1", "Job", job.k8s_name, job.workspace.namespace)
             except NotFound:
                 pass  # already gone from the cluster: cancelled all the same
-            detail = _("deleted from the cluster (namespace %(ns)s)") % {"ns": job.workspace.namespace}
+            detail = said("decision.job_deleted", ns=job.workspace.namespace)
         else:
-            detail = _("withdrawn before approval")
+            detail = said("decision.job_withdrawn")
         _record(
             actor,
             Decision.Action.JOB_CANCEL,
