@@ -265,6 +265,9 @@ class ManifestVersion(models.Model):
     )
     actor_name = models.CharField(max_length=150, blank=True, default="")
     note = models.CharField(max_length=300, blank=True, default="")
+    # A note a run wrote, as a code and parameters (brickadmin/wording.py), said in the reader's
+    # language; None: an admin's own note, or one written before codes (shown as written).
+    note_said = models.JSONField(null=True, blank=True)
     run = models.ForeignKey(ProcedureRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     applied_at = models.DateTimeField(null=True, blank=True)
 
@@ -273,6 +276,18 @@ class ManifestVersion(models.Model):
 
     def __str__(self):
         return f"v{self.version}"
+
+    def save(self, *args, **kwargs):
+        # A note given as a message keeps its code; its text is written in the site's language.
+        if isinstance(self.note, wording.Said):
+            self.note_said = self.note.as_record()
+            with translation.override(settings.LANGUAGE_CODE):
+                self.note = str(self.note)[:300]
+        super().save(*args, **kwargs)
+
+    @property
+    def shown_note(self) -> str:
+        return wording.shown(self.note_said, self.note)
 
 
 class ProcedureLock(models.Model):

@@ -14,6 +14,7 @@ from brickadmin.cluster import ClusterError, migparted
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE, advertised_resources, pod_gpu_requests
 from brickadmin.cluster.gateway import get_gateway
+from brickadmin.wording import said
 
 from .. import capacity as capacity_mod
 from .. import ledger as ledger_mod
@@ -576,7 +577,7 @@ class EditManifest(Step):
             actor=ctx.run.actor,
             actor_name=ctx.run.actor_name,
             run=ctx.run,
-            note=f"procedure C run #{ctx.run.pk}: replicas {have} -> {want}",
+            note=said("manifest.replicas_set", id=ctx.run.pk, have=str(have), want=want),
         )
         return Outcome(
             {"manifestVersion": new.version, "replicas": want},
@@ -1897,7 +1898,7 @@ class AddToleration(Step):
             actor=ctx.run.actor,
             actor_name=ctx.run.actor_name,
             run=ctx.run,
-            note=f"fix run #{ctx.run.pk}: tolerate {_taint_text(taint)}",
+            note=said("manifest.toleration_added", id=ctx.run.pk, taint=_taint_text(taint)),
         )
         return Outcome(
             {"manifestVersion": new.version, "toleration": manifest_mod.toleration_for(taint)},

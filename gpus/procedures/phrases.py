@@ -55,4 +55,7 @@ PHRASES = {
     "request.intended": _("about to send: %(call)s"),
     "request.sent": _("sent: %(call)s"),
     "request.failed": _("not accepted: %(call)s"),
+    # the notes runs leave on the manifest versions they save
+    "manifest.replicas_set": _("procedure C run #%(id)d: replicas %(have)s -> %(want)d"),
+    "manifest.toleration_added": _("fix run #%(id)d: tolerate %(taint)s"),
 }

@@ -94,3 +94,14 @@ def test_the_wizards_node_list_names_each_nodes_mode_by_its_name(twin, admin_cli
     korean = admin_client.get(url, HTTP_ACCEPT_LANGUAGE="ko").content.decode()
     # the product keeps the mode names in Korean too (locale/ko), but as names, not label values
     assert re.search(rf'value="{NODE}".*?GPU · Exclusive<', korean, re.S) and "GPU · exclusive<" not in korean
+
+
+def test_a_manifest_version_a_run_saved_reads_its_note_in_the_readers_language(twin, admin_client):
+    with translation.override("ko"):
+        run = service.start_run("C", "", {"replicas": 3}, actor_name="root", dispatch=False)
+        execute_run(run.pk)
+    english = admin_client.get(reverse("manifest"), HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert f"procedure C run #{run.pk}: replicas " in english and "-&gt; 3" in english
+    admin_client.cookies["django_language"] = "ko"
+    korean = admin_client.get(reverse("manifest"), HTTP_ACCEPT_LANGUAGE="ko").content.decode()
+    assert f"절차 C 실행 #{run.pk}: replicas " in korean and f"procedure C run #{run.pk}" not in korean
