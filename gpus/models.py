@@ -15,6 +15,7 @@ ManifestVersion: versioned content of brick-nvidia-device-plugin.yaml.
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 from django.conf import settings
 from django.db import models
@@ -148,12 +149,13 @@ class ProcedureRun(models.Model):
         known = self.__dict__.setdefault("_shown_step_titles", {})
         if language not in known:
             from .procedures import registry
-            from .procedures.recording import PlanTarget
 
             proc = registry.find(self.procedure)
             titles = {}
             if proc is not None:
-                target = PlanTarget(node=self.node, params=self.params or {}, pk=self.pk, actor_name=self.actor_name)
+                # what titles read of a run (recording.PlanTarget's fields; the models import no engine)
+                params = self.params or {}
+                target = SimpleNamespace(node=self.node, params=params, pk=self.pk, actor_name=self.actor_name)
                 try:
                     titles = {s.key: str(s.title(target)) for s in proc.steps(self.params or {})}
                 except Exception:  # parameters a later version reads otherwise: the titles as recorded
