@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('gpus', '0011_view_schema'),
+        ("gpus", "0011_view_schema"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='procedurerun',
-            name='message_said',
+            model_name="procedurerun",
+            name="message_said",
             field=models.JSONField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='steprun',
-            name='said',
+            model_name="steprun",
+            name="said",
             field=models.JSONField(blank=True, null=True),
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('gpus', '0012_said_in_reader_language'),
+        ("gpus", "0012_said_in_reader_language"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='manifestversion',
-            name='note_said',
+            model_name="manifestversion",
+            name="note_said",
             field=models.JSONField(blank=True, null=True),
         ),
     ]
