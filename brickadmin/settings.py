@@ -61,7 +61,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "brickadmin.middleware.NoStoreMiddleware",  # Cache-Control: no-store for whoever is signed in
     "brickadmin.middleware.RequestInputMiddleware",  # NUL, control characters, overlong queries: a 400
-    "brickadmin.accounts.middleware.TimezoneMiddleware",  # the person's time zone (or TIME_ZONE)
+    "brickadmin.accounts.middleware.TimezoneMiddleware",  # the chosen zone, else the browser's, else TIME_ZONE_DISPLAY
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -182,6 +182,9 @@ LANGUAGE_CODE = "en"
 LANGUAGES = [("en", _("English")), ("ko", _("Korean"))]
 LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = os.environ.get("TZ_NAME", "UTC")
+# The zone pages show times in when neither the person's preference nor their browser (the
+# brick_tz cookie static/js/timezone.js sets) names one: e.g. Asia/Seoul for a site in Korea.
+TIME_ZONE_DISPLAY = os.environ.get("TIME_ZONE_DISPLAY", "UTC")
 USE_I18N = True
 USE_TZ = True
 

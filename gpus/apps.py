@@ -12,6 +12,12 @@ class GpusConfig(AppConfig):
 
         for proc in definitions.BUILT_IN:
             registry.register(proc)
+        # The messages runs record as codes, said in each reader's language (brickadmin/wording.py).
+        from brickadmin import wording
+
+        from .procedures.phrases import PHRASES
+
+        wording.register(PHRASES)
         # Register the Celery tasks in every process, not only the worker: runs are
         # enqueued by task name, and a registered task honours CELERY_TASK_ALWAYS_EAGER.
         from .tasks import execute_run, prune_old_runs, reap_stale_runs

@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.utils.translation import gettext as _
+
 from brickadmin.cluster.vocabulary import (
     DEVICE_PLUGIN_CONFIG_LABEL,
     GPU_PRESENT_LABEL,
@@ -92,10 +94,11 @@ def build(snapshot, led: L.Ledger, configmaps: list[dict]) -> Evidence:
         )
     ev.proofs.append(
         Proof(
-            "Sharing strategy per node",
+            _("Sharing strategy per node"),
             "kubectl get nodes " + " ".join(f"-L {c}" for c in cols),
             _table(rows),
-            f"{len(gpu_names)} GPU nodes; strategies in use: {', '.join(strategies) or 'none'}.",
+            _("%(n)d GPU nodes; strategies in use: %(strategies)s.")
+            % {"n": len(gpu_names), "strategies": ", ".join(strategies) or _("none")},
         )
     )
 
@@ -103,13 +106,17 @@ def build(snapshot, led: L.Ledger, configmaps: list[dict]) -> Evidence:
         raw = next(x for x in snapshot.nodes if x["metadata"]["name"] == n.name)
         ev.proofs.append(
             Proof(
-                f"Hardware partitioning: MIG partitions on {n.name} are schedulable resources",
+                _("Hardware partitioning: MIG partitions on %(node)s are schedulable resources") % {"node": n.name},
                 f'kubectl get node {n.name} -o jsonpath="{{.status.allocatable}}"',
                 json.dumps(
                     dict(sorted((raw.get("status") or {}).get("allocatable", {}).items())), separators=(",", ":")
                 ),
-                ", ".join(f"{r.resource}: {r.allocatable}" for r in n.served if r.gpu_type.startswith("mig-"))
-                + " exposed as separate schedulable resources.",
+                _("%(resources)s exposed as separate schedulable resources.")
+                % {
+                    "resources": ", ".join(
+                        f"{r.resource}: {r.allocatable}" for r in n.served if r.gpu_type.startswith("mig-")
+                    )
+                },
             )
         )
 
@@ -120,10 +127,10 @@ def build(snapshot, led: L.Ledger, configmaps: list[dict]) -> Evidence:
                 esc = key.replace(".", "\\.")
                 ev.proofs.append(
                     Proof(
-                        f"Software sharing: time-slicing config {name}/{key}",
+                        _("Software sharing: time-slicing config %(config)s") % {"config": f"{name}/{key}"},
                         f'kubectl get cm {name} -n {ns} -o jsonpath="{{.data.{esc}}}"',
                         text.rstrip(),
-                        "replicas turn one physical GPU into several schedulable units.",
+                        _("replicas turn one physical GPU into several schedulable units."),
                     )
                 )
     for n in ts_nodes:
@@ -131,10 +138,11 @@ def build(snapshot, led: L.Ledger, configmaps: list[dict]) -> Evidence:
         esc = res.resource.replace(".", "\\.")
         ev.proofs.append(
             Proof(
-                f"Software sharing: {n.name} oversubscribes its GPUs",
+                _("Software sharing: %(node)s oversubscribes its GPUs") % {"node": n.name},
                 f'kubectl get node {n.name} -o jsonpath="{{.status.allocatable.{esc}}}"',
                 str(res.allocatable),
-                f"{res.allocatable} logical GPUs advertised on {n.physical} physical ({n.physical_source}).",
+                _("%(logical)s logical GPUs advertised on %(physical)s physical (%(source)s).")
+                % {"logical": res.allocatable, "physical": n.physical, "source": n.physical_source},
             )
         )
 
@@ -151,10 +159,11 @@ def build(snapshot, led: L.Ledger, configmaps: list[dict]) -> Evidence:
             lines.append(f"  {r.resource:<30} {r.requested:<10} {r.requested}")
         ev.proofs.append(
             Proof(
-                f"MIG partitions in real use on {n.name}",
+                _("MIG partitions in real use on %(node)s") % {"node": n.name},
                 f'kubectl describe node {n.name} | grep -A14 "Allocated resources"',
                 "\n".join(lines),
-                ", ".join(f"{r.resource.split('mig-')[1]} ×{r.requested}" for r in in_use) + " held by running pods.",
+                _("%(partitions)s held by running pods.")
+                % {"partitions": ", ".join(f"{r.resource.split('mig-')[1]} ×{r.requested}" for r in in_use)},
             )
         )
     return ev

@@ -264,7 +264,7 @@ def summary_data(found: list[Problem]) -> list[dict[str, Any]]:
     explain=gettext_lazy(
         "The previous mode's resource is still allocatable on a converted node, so the "
         "scheduler can place pods there that the kubelet then refuses. Fix removes it from node "
-        "status (the JSON patch of step 5 of A/B); then recreate any pod that failed."
+        "status (the JSON patch of step 6 of A/B); then recreate any pod that failed."
     ),
 )
 def stale_allocatable(inputs: HealthInputs) -> Iterable[Problem]:
@@ -281,7 +281,7 @@ def stale_allocatable(inputs: HealthInputs) -> Iterable[Problem]:
                     )
                     % {"res": r.resource, "a": r.allocatable},
                     _(
-                        "Clean up now: remove it from node status (step 5 of procedure A/B), then "
+                        "Clean up now: remove it from node status (step 6 of procedure A/B), then "
                         "recreate any pod that failed."
                     ),
                     fix_params={"stale_resource": r.resource},
@@ -305,7 +305,7 @@ def stale_capacity(inputs: HealthInputs) -> Iterable[Problem]:
                     "stale-capacity",
                     n.name,
                     _("%(res)s is left in capacity (allocatable 0).") % {"res": r.resource},
-                    _("Harmless for scheduling; remove it with the status patch of step 5."),
+                    _("Harmless for scheduling; remove it with the status patch of step 6."),
                     fix_params={"stale_resource": r.resource},
                 )
 
@@ -486,7 +486,7 @@ def replicas_not_reflected(inputs: HealthInputs) -> Iterable[Problem]:
                 n.name,
                 _("Replicas configured %(c)d but the plugin advertises %(r)d per GPU.")
                 % {"c": n.configured_replicas, "r": n.replicas},
-                _("The rollout restart was skipped (procedure C step 2): restart the time-slicing plugin."),
+                _("The rollout restart was skipped (procedure C step 3): restart the time-slicing plugin."),
             )
 
 
@@ -723,7 +723,7 @@ def pod_admission_failed(inputs: HealthInputs) -> Iterable[Problem]:
                 "is stale but was still allocatable; the kubelet refused it."
             ) % {**words, "node": node_name, "res": ", ".join(stale)}
             remedy = _(
-                "Remove the stale resource from the node's status (step 5 of procedure A/B), then "
+                "Remove the stale resource from the node's status (step 6 of procedure A/B), then "
                 "recreate the pod: it will not start by itself."
             )
         else:

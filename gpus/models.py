@@ -15,14 +15,16 @@ ManifestVersion: versioned content of brick-nvidia-device-plugin.yaml.
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 
+from brickadmin import wording
 from brickadmin.audit import AppendOnlyModel, AppendOnlyViolation
 from brickadmin.choices import TaggedChoices
 
@@ -91,6 +93,9 @@ class ProcedureRun(models.Model):
     last_seq = models.PositiveIntegerField(default=0)  # the highest StepRun.seq of this run
     current_step = models.CharField(max_length=64, blank=True, default="")
     message = models.TextField(blank=True, default="")  # outcome, or what to fix
+    # The message as a code and parameters (brickadmin/wording.py), said in the reader's language;
+    # None: written before codes, or a text without one (the message column is shown as written).
+    message_said = models.JSONField(null=True, blank=True)
     source = models.CharField(max_length=16, default="web")  # web | terminal
     resumed_count = models.PositiveIntegerField(default=0)
 
@@ -129,6 +134,34 @@ class ProcedureRun(models.Model):
     @property
     def target(self):
         return self.node or _("all time-slicing nodes")
+
+    @property
+    def shown_message(self) -> str:
+        """The outcome in the reader's language (as written when it has no code)."""
+        if self.message_said is None:
+            return self.message
+        return wording.shown(self.message_said, self.message, self.shown_step_titles()).strip()
+
+    def shown_step_titles(self) -> dict[str, str]:
+        """{step key: title} of this run's plan in the active language ({} when its procedure
+        is gone); worked out once per language for the run as read."""
+        language = translation.get_language() or ""
+        known = self.__dict__.setdefault("_shown_step_titles", {})
+        if language not in known:
+            from .procedures import registry
+
+            proc = registry.find(self.procedure)
+            titles = {}
+            if proc is not None:
+                # what titles read of a run (recording.PlanTarget's fields; the models import no engine)
+                params = self.params or {}
+                target = SimpleNamespace(node=self.node, params=params, pk=self.pk, actor_name=self.actor_name)
+                try:
+                    titles = {s.key: str(s.title(target)) for s in proc.steps(self.params or {})}
+                except Exception:  # parameters a later version reads otherwise: the titles as recorded
+                    titles = {}
+            known[language] = titles
+        return known[language]
 
     @property
     def duration(self):
@@ -175,6 +208,10 @@ class StepRun(AppendOnlyModel):
     intent = models.JSONField(null=True, blank=True)
     output = models.TextField(blank=True, default="")
     error = models.TextField(blank=True, default="")
+    # The title, output and error as codes and parameters ({"title": {"code", "params"}, ...},
+    # brickadmin/wording.py), said in the reader's language; the text columns keep them as
+    # written (LANGUAGE_CODE), for exports and for rows recorded before codes.
+    said = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["run", "seq"]
@@ -187,14 +224,36 @@ class StepRun(AppendOnlyModel):
     def state_tag(self):
         return StepState.tag_of(self.state)
 
+    def _shown(self, part: str, text: str) -> str:
+        said = (self.said or {}).get(part)
+        if said is None:
+            return text
+        return wording.shown(said, text, self.run.shown_step_titles()).strip()
+
+    @property
+    def shown_title(self) -> str:
+        """The title in the reader's language: a step's from its procedure's plan, a run event's
+        from its message code; else as recorded."""
+        if self.step_key != RUN_EVENT_KEY:
+            return self.run.shown_step_titles().get(self.step_key) or _OLD_STEP_NUMBER.sub("", self.title, count=1)
+        return self._shown("title", self.title)
+
+    @property
+    def shown_output(self) -> str:
+        return self._shown("output", self.output)
+
+    @property
+    def shown_error(self) -> str:
+        return self._shown("error", self.error)
+
     @property
     def numbered_title(self) -> str:
         """ "3. Drain …": the step's place in its run's plan (0 is the pre-check), unique on the run.
         Run-level events have no number. Events recorded before titles lost their hand-written
         numbers (which repeated: "1. Cordon", "1. Drain") are shown without the old one."""
         if self.step_key == RUN_EVENT_KEY:
-            return self.title
-        return f"{self.step_index}. {_OLD_STEP_NUMBER.sub('', self.title, count=1)}"
+            return self.shown_title
+        return f"{self.step_index}. {self.shown_title}"
 
 
 class ManifestVersion(models.Model):
@@ -208,6 +267,9 @@ class ManifestVersion(models.Model):
     )
     actor_name = models.CharField(max_length=150, blank=True, default="")
     note = models.CharField(max_length=300, blank=True, default="")
+    # A note a run wrote, as a code and parameters (brickadmin/wording.py), said in the reader's
+    # language; None: an admin's own note, or one written before codes (shown as written).
+    note_said = models.JSONField(null=True, blank=True)
     run = models.ForeignKey(ProcedureRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     applied_at = models.DateTimeField(null=True, blank=True)
 
@@ -216,6 +278,18 @@ class ManifestVersion(models.Model):
 
     def __str__(self):
         return f"v{self.version}"
+
+    def save(self, *args, **kwargs):
+        # A note given as a message keeps its code; its text is written in the site's language.
+        if isinstance(self.note, wording.Said):
+            self.note_said = self.note.as_record()
+            with translation.override(settings.LANGUAGE_CODE):
+                self.note = str(self.note)[:300]
+        super().save(*args, **kwargs)
+
+    @property
+    def shown_note(self) -> str:
+        return wording.shown(self.note_said, self.note)
 
 
 class ProcedureLock(models.Model):

@@ -22,4 +22,10 @@ class WorkspacesConfig(AppConfig):
 
         from . import notices
 
-        notify.OWNER_RESOLVERS.append(notices.owner_of)  # fixes and reclaims tell the record's requester
+        notify.OWNER_RESOLVERS.append(notices.owner_of)
+        # The audit details decisions record as codes, said in each reader's language.
+        from brickadmin import wording
+
+        from .phrases import PHRASES
+
+        wording.register(PHRASES)  # fixes and reclaims tell the record's requester

@@ -20,6 +20,7 @@ from django.utils.translation import gettext as _
 
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.cluster.vocabulary import NVIDIA_PREFIX, parse_quantity
+from brickadmin.wording import said
 from gpus import ledger as ledger_mod
 from gpus.models import ViewWorkspace
 
@@ -146,21 +147,7 @@ def adopt(namespace: str, owner, actor, note: str = "") -> WorkspaceRequest:
                 subject=namespace,
                 gpu_resource=facts["gpu_resource"],
                 amount=facts["gpu"],
-                detail=(
-                    _(
-                        "Adopted for %(owner)s as the cluster holds it: %(r)s %(n)d, CPU %(cpu)d, memory %(mem)d GiB, "
-                        "storage %(st)d GiB."
-                    )
-                    % {
-                        "owner": owner.get_username(),
-                        "r": facts["gpu_resource"],
-                        "n": facts["gpu"],
-                        "cpu": facts["cpu"],
-                        "mem": facts["memory_gib"],
-                        "st": facts["storage_gib"],
-                    }
-                    + (" " + note if note else "")
-                ),
+                detail=adopted_detail(owner.get_username(), facts, note),
             )
     except IntegrityError:
         raise AdoptionError(
@@ -171,3 +158,17 @@ def adopt(namespace: str, owner, actor, note: str = "") -> WorkspaceRequest:
 
 def idle_window_hours() -> float:
     return float(getattr(settings, "BRICK_IDLE_HOURS", 24))
+
+
+def adopted_detail(owner: str, facts: dict, note: str):
+    """What an adoption records: the Workspace as the cluster holds it, and the admin's note."""
+    adopted = said(
+        "decision.adopted",
+        owner=owner,
+        r=facts["gpu_resource"],
+        n=facts["gpu"],
+        cpu=facts["cpu"],
+        mem=facts["memory_gib"],
+        st=facts["storage_gib"],
+    )
+    return said("decision.adopted_with_note", adopted=adopted, note=note) if note else adopted

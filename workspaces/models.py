@@ -10,9 +10,10 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
 from django.db.models import Q
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 
+from brickadmin import wording
 from brickadmin.audit import AppendOnlyModel
 
 # Kubernetes names the product writes (labels: brickadmin.cluster.vocabulary).
@@ -146,12 +147,28 @@ class Decision(AppendOnlyModel):
     available_before = models.IntegerField(null=True, blank=True)
     overcommit = models.BooleanField(default=False)
     detail = models.TextField(blank=True, default="")
+    # The detail as a code and parameters (brickadmin/wording.py), said in the reader's language;
+    # None: a text without one, or a row written before codes (the detail is shown as written).
+    detail_said = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-at", "-id"]
 
     def __str__(self):
         return f"{self.at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.subject}"
+
+    def save(self, *args, **kwargs):
+        # A detail given as a message keeps its code; its text is written in the site's language.
+        if isinstance(self.detail, wording.Said):
+            self.detail_said = self.detail.as_record()
+            with translation.override(settings.LANGUAGE_CODE):
+                self.detail = str(self.detail)
+        super().save(*args, **kwargs)
+
+    @property
+    def shown_detail(self) -> str:
+        """The detail in the reader's language (as written when it has no code)."""
+        return wording.shown(self.detail_said, self.detail)
 
 
 class JobSettings(models.Model):
@@ -160,6 +177,11 @@ class JobSettings(models.Model):
     approval_required = models.BooleanField(_("Job approval required"), default=True)
     updated_at = models.DateTimeField(auto_now=True)
     updated_by_name = models.CharField(max_length=150, blank=True, default="")
+
+    class Meta:
+        # One row of settings: its plural is itself (Django would add an "s": "Job settingss").
+        verbose_name = _("Job settings")
+        verbose_name_plural = _("Job settings")
 
     def __str__(self):
         return str(_("Settings"))  # the one row, in the admin
@@ -196,7 +218,8 @@ class WorkspaceJob(models.Model):
     gpu = models.PositiveIntegerField(_("GPU count"))
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     created_at = models.DateTimeField(default=timezone.now)
-    decided_by_name = models.CharField(max_length=150, blank=True, default="")
+    decided_by_name = models.CharField(max_length=150, blank=True, default="")  # who approved or rejected it
+    cancelled_by_name = models.CharField(max_length=150, blank=True, default="")  # beside the decider, not over it
     rejection_reason = models.TextField(blank=True, default="")
     last_error = models.TextField(blank=True, default="")
 

@@ -9,6 +9,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from brickadmin.cluster import vocabulary as vocab
+from brickadmin.wording import said
 from gpus.live import LiveRead
 from gpus.procedures.base import Check, Outcome, Param, ProcedureDef, Step, StepFailed
 from gpus.procedures.definitions import PrecheckStep, _Fix, _name_field
@@ -280,8 +281,7 @@ class SetGpuQuota(Step):
             subject=name,
             gpu_resource=resource,
             amount=after,
-            detail=_("GPU quota %(a)s → %(b)s (run #%(id)d): %(why)s")
-            % {"a": before, "b": after, "id": ctx.run.pk, "why": ctx.params.get("reason", "")},
+            detail=said("decision.quota_changed", a=before, b=after, id=ctx.run.pk, why=ctx.params.get("reason", "")),
         )
         OwnerNotice.objects.create(
             namespace=name,

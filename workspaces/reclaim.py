@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from brickadmin.wording import said
 from gpus.models import OwnerNotice
 
 from . import quota as quota_mod
@@ -73,8 +74,7 @@ def ask_owner(namespace: str, *, actor, days: int, message: str = "", gateway=No
             subject=namespace,
             gpu_resource=seen.resource,
             amount=seen.before,
-            detail=_("Answer by %(when)s. %(msg)s")
-            % {"when": ask.deadline.strftime("%Y-%m-%d %H:%M UTC"), "msg": ask.message},
+            detail=said("decision.reclaim_asked", when=ask.deadline.strftime("%Y-%m-%d %H:%M UTC"), msg=ask.message),
         )
         notify_owner(
             ask,

@@ -48,6 +48,7 @@ from brickadmin.cluster.vocabulary import (
     POD_SECURITY_WARN_LABEL,
     WORKSPACE_LABEL,
 )
+from brickadmin.wording import said
 from gpus import ledger as ledger_mod
 from gpus.live import LiveRead
 
@@ -727,7 +728,7 @@ def cancel_job(job_id: int, actor) -> WorkspaceJob:
         was = job.status
         if not WorkspaceJob.objects.filter(
             pk=job.pk, status__in=[WorkspaceJob.Status.PENDING, WorkspaceJob.Status.SUBMITTED]
-        ).update(status=WorkspaceJob.Status.CANCELLED, decided_by_name=actor.get_username()):
+        ).update(status=WorkspaceJob.Status.CANCELLED, cancelled_by_name=actor.get_username()):
             raise WorkspaceError(_("This Job is not waiting or running, so there is nothing to cancel."))
         if was == WorkspaceJob.Status.SUBMITTED:
             # Inside the transaction: when the cluster refuses, the Job stays as it was.
@@ -735,9 +736,9 @@ def cancel_job(job_id: int, actor) -> WorkspaceJob:
                 get_gateway().delete("batch/v1", "Job", job.k8s_name, job.workspace.namespace)
             except NotFound:
                 pass  # already gone from the cluster: cancelled all the same
-            detail = _("deleted from the cluster (namespace %(ns)s)") % {"ns": job.workspace.namespace}
+            detail = said("decision.job_deleted", ns=job.workspace.namespace)
         else:
-            detail = _("withdrawn before approval")
+            detail = said("decision.job_withdrawn")
         _record(
             actor,
             Decision.Action.JOB_CANCEL,

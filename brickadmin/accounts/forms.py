@@ -15,7 +15,8 @@ def zone_names() -> tuple[str, ...]:
 
 
 def zone_choices():
-    default = [("", _("The server's time zone (%(zone)s)") % {"zone": settings.TIME_ZONE})]
+    # None chosen: the browser's zone (its cookie), else the site's display zone.
+    default = [("", _("Your browser's time zone (else %(zone)s)") % {"zone": settings.TIME_ZONE_DISPLAY})]
     return default + [(name, name) for name in zone_names()]
 
 

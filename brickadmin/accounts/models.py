@@ -8,7 +8,8 @@ from django.utils.translation import gettext_lazy as _
 
 class Preference(models.Model):
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="preference")
-    # A zoneinfo name (the form checks it against zoneinfo.available_timezones()); "" = the server's TIME_ZONE.
+    # A zoneinfo name (the form checks it against zoneinfo.available_timezones());
+    # "" = the browser's zone, else TIME_ZONE_DISPLAY.
     time_zone = models.CharField(_("Time zone"), max_length=64, blank=True, default="")
     # The language notifications are written in ("" = the site's LANGUAGE_CODE).
     language = models.CharField(_("Language of notifications"), max_length=8, blank=True, default="")
@@ -17,7 +18,7 @@ class Preference(models.Model):
     webhook_url = models.URLField(_("Also to a chat webhook"), max_length=500, blank=True, default="")
 
     def __str__(self):
-        return f"{self.user} {self.time_zone or '(server)'}"
+        return f"{self.user} {self.time_zone or '(browser)'}"
 
 
 class Notification(models.Model):

@@ -32,7 +32,7 @@ def profile(request):
         messages.success(
             request,
             _("Saved: times are now shown in %(zone)s.")
-            % {"zone": form.cleaned_data["time_zone"] or _("the server's time zone")},
+            % {"zone": form.cleaned_data["time_zone"] or _("your browser's time zone")},
         )
         return redirect("profile")
     return render(

@@ -132,6 +132,16 @@ class Param:
         return self.cli or "--" + self.name.replace("_", "-")
 
 
+def mode_name(mode: str) -> str:
+    """A GPU node's sharing mode as the pages name it ("Time-slicing"), in the active language."""
+    from ..choices import GpuMode
+
+    try:
+        return str(GpuMode(mode).label)
+    except ValueError:
+        return mode
+
+
 @dataclass
 class NodeChoice:
     """A node the pick page lists: ``reason`` says why the procedure does not apply ('' if it does)."""
@@ -203,7 +213,8 @@ class ProcedureDef:
         """The nodes the pick page offers (GPU nodes by default), each with why it does not apply."""
         out = []
         for n in ledger.nodes:
-            summary = f"{n.model} · {n.physical} GPU · {n.mode}" + (
+            # the mode by its name in the reader's language (GpuMode's label), not its label value
+            summary = f"{n.model} · {n.physical} GPU · {mode_name(n.mode)}" + (
                 f" ×{n.replicas}" if n.mode == "timeslicing" else ""
             )
             out.append(NodeChoice(n.name, self.eligibility(n), summary))

@@ -14,6 +14,7 @@ from brickadmin.cluster import ClusterError, migparted
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE, advertised_resources, pod_gpu_requests
 from brickadmin.cluster.gateway import get_gateway
+from brickadmin.wording import said
 
 from .. import capacity as capacity_mod
 from .. import ledger as ledger_mod
@@ -576,7 +577,7 @@ class EditManifest(Step):
             actor=ctx.run.actor,
             actor_name=ctx.run.actor_name,
             run=ctx.run,
-            note=f"procedure C run #{ctx.run.pk}: replicas {have} -> {want}",
+            note=said("manifest.replicas_set", id=ctx.run.pk, have=str(have), want=want),
         )
         return Outcome(
             {"manifestVersion": new.version, "replicas": want},
@@ -1554,7 +1555,7 @@ class _Fix(ProcedureDef):
 
 
 class RemoveStaleResource(RemoveStale):
-    """Step 5 of A/B on its own: the named stale resource out of node status."""
+    """Step 6 of A/B on its own: the named stale resource out of node status."""
 
     def __init__(self, resource):
         self._resource = resource
@@ -1575,7 +1576,7 @@ class ProcedureRemoveStale(_Fix):
     label = gettext_lazy("Remove a stale resource from node status")
     description = gettext_lazy(
         "The previous mode's GPU resource left in a node's capacity and allocatable is removed "
-        "with a JSON patch on the status subresource (step 5 of A/B)."
+        "with a JSON patch on the status subresource (step 6 of A/B)."
     )
     fixes = ("stale-allocatable", "stale-capacity")
     params = (
@@ -1879,7 +1880,7 @@ class AddToleration(Step):
         }
 
     def kubectl(self, run):
-        tol = manifest_mod.toleration_for(self._taint(run.params))
+        tol = key_values(manifest_mod.toleration_for(self._taint(run.params)))
         return _("edit brick-nvidia-device-plugin.yaml: spec.template.spec.tolerations of both DaemonSets += %(t)s") % {
             "t": tol
         }
@@ -1897,7 +1898,7 @@ class AddToleration(Step):
             actor=ctx.run.actor,
             actor_name=ctx.run.actor_name,
             run=ctx.run,
-            note=f"fix run #{ctx.run.pk}: tolerate {_taint_text(taint)}",
+            note=said("manifest.toleration_added", id=ctx.run.pk, taint=_taint_text(taint)),
         )
         return Outcome(
             {"manifestVersion": new.version, "toleration": manifest_mod.toleration_for(taint)},
@@ -1941,6 +1942,12 @@ class AnyPluginPodRunning(Step):
             )
             % {"node": ctx.node},
         )
+
+
+def key_values(fields: dict) -> str:
+    """A small mapping as people read it ("key=a, operator=Equal, effect=NoSchedule"), not as a
+    Python dict."""
+    return ", ".join(f"{k}={v}" for k, v in fields.items())
 
 
 def _taint_text(taint: dict) -> str:
@@ -2032,7 +2039,7 @@ class ProcedureAddToleration(_Fix):
                     "is applied; the plugin pod can then start on %(node)s and every node with that "
                     "taint."
                 )
-                % {"v": cur.version, "tol": manifest_mod.toleration_for(self._taint(params)), "node": node},
+                % {"v": cur.version, "tol": key_values(manifest_mod.toleration_for(self._taint(params))), "node": node},
             )
         ]
         try:

@@ -26,12 +26,12 @@ import uuid
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone, translation
-from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from brickadmin.cluster import ClusterError, TransientClusterError
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
 from brickadmin.cluster.gateway import get_gateway
+from brickadmin.wording import StepRef, said
 
 from ..live import LiveRead
 from ..models import ProcedureRun, RunStatus, StepRun, StepState
@@ -231,6 +231,11 @@ FINISH_TITLES = {
     RunStatus.FAILED: gettext_noop("Run failed"),
     RunStatus.CANCELLED: gettext_noop("Run cancelled"),
 }
+FINISH_CODES = {
+    RunStatus.SUCCEEDED: "run.succeeded",
+    RunStatus.FAILED: "run.failed",
+    RunStatus.CANCELLED: "run.cancelled",
+}
 
 
 def _finish(run, token, status, message, title=""):
@@ -241,7 +246,7 @@ def _finish(run, token, status, message, title=""):
     record(
         run.pk,
         step_key=RUN_EVENT,
-        title=title or _(FINISH_TITLES[status]),
+        title=title or said(FINISH_CODES[status]),
         state=state,
         token=token,
         output=message if status == RunStatus.SUCCEEDED else "",
@@ -259,10 +264,10 @@ def _execute(run, token, gateway) -> str:
     record(
         run.pk,
         step_key=RUN_EVENT,
-        title=_("Claimed by worker %(w)s") % {"w": _worker_name()},
+        title=said("run.claimed", w=_worker_name()),
         state=StepState.RUNNING,
         token=token,
-        output=_("resuming: %(n)d step(s) already done") % {"n": len(done)} if done else "",
+        output=said("run.resuming", n=len(done)) if done else "",
     )
     steps = proc.steps(run.params or {})
     for index, step in enumerate(steps):
@@ -280,13 +285,15 @@ def _execute(run, token, gateway) -> str:
             ok, message = _run_step(ctx, index, step, title, kubectl)
         except Cancelled as exc:
             if exc.recorded:
-                return _finish(run, token, RunStatus.CANCELLED, _cancel_message(run, title, during=True))
+                return _finish(
+                    run, token, RunStatus.CANCELLED, _cancel_message(run, StepRef(step.key, title), during=True)
+                )
             return _cancel(run, token, index, step, title, kubectl)
         except NothingToDo as exc:
             return _nothing_to_do(ctx, token, steps[index + 1 :], index + 1, exc.reason)
         if not ok:
             return _finish(run, token, RunStatus.FAILED, message)
-    summary = _("All %(n)d steps done.") % {"n": len(steps)}
+    summary = said("run.all_done", n=len(steps))
     return _finish(run, token, RunStatus.SUCCEEDED, summary)
 
 
@@ -302,18 +309,22 @@ def _nothing_to_do(ctx, token, rest, first_index, reason):
             kubectl=step.kubectl(ctx),
             token=token,
             started_at=timezone.now(),
-        ).skipped(_("Nothing to do: nothing was sent for this step."))
+        ).skipped(said("step.nothing_sent"))
     return _finish(
-        ctx.run, token, RunStatus.SUCCEEDED, _("Nothing to do: %(why)s") % {"why": reason}, title=_("Nothing to do")
+        ctx.run,
+        token,
+        RunStatus.SUCCEEDED,
+        said("run.nothing_to_do_why", why=reason),
+        title=said("run.nothing_to_do"),
     )
 
 
 def _cancel(run, token, index, step, title, kubectl):
     now = timezone.now()
     StepRecorder(run.pk, step.key, index, title, kubectl=kubectl, token=token, started_at=now).cancelled(
-        _("Cancelled before this step; nothing was sent for it."), finished_at=now
+        said("step.cancelled_before"), finished_at=now
     )
-    return _finish(run, token, RunStatus.CANCELLED, _cancel_message(run, title))
+    return _finish(run, token, RunStatus.CANCELLED, _cancel_message(run, StepRef(step.key, title)))
 
 
 def left_cordoned(run_id) -> bool:
@@ -327,16 +338,8 @@ def left_cordoned(run_id) -> bool:
 
 
 def _cancel_message(run, title, during=False):
-    where = (
-        _("Node %(node)s may be left cordoned: uncordon it or resume the run.") % {"node": run.node}
-        if run.node and left_cordoned(run.pk)
-        else ""
-    )
-    if during:
-        message = _("Cancelled during step %(title)s. %(where)s") % {"title": title, "where": where}
-    else:
-        message = _("Cancelled before step %(title)s. %(where)s") % {"title": title, "where": where}
-    return message.strip()
+    where = said("run.left_cordoned", node=run.node) if run.node and left_cordoned(run.pk) else ""
+    return said("run.cancelled_during" if during else "run.cancelled_before", title=title, where=where)
 
 
 def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple[bool, str]:
@@ -377,10 +380,7 @@ def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple
         except TransientClusterError as exc:
             if attempt < max_attempts:
                 delay = backoff * (2 ** (attempt - 1))
-                rec.failed(
-                    _("Transient API error (%(err)s); retrying in %(d).1fs (attempt %(a)d of %(m)d).")
-                    % {"err": exc, "d": delay, "a": attempt, "m": max_attempts}
-                )
+                rec.failed(said("step.transient", err=str(exc), d=delay, a=attempt, m=max_attempts))
                 ctx.sleep(delay)
                 continue
             return _fail(
@@ -388,17 +388,13 @@ def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple
                 Check(
                     False,
                     str(exc),
-                    _(
-                        "The API server kept failing (%(err)s) after %(m)d attempts. "
-                        "Check the cluster is reachable, then resume."
-                    )
-                    % {"err": exc, "m": max_attempts},
+                    said("step.kept_failing", err=str(exc), m=max_attempts),
                 ),
             )
         except StepFailed as exc:
             return _fail(rec, Check(False, exc.detail, exc.fix))
         except NothingToDo as exc:  # the finding a fix was started for has gone: record why, send nothing
-            rec.succeeded(output=_("Nothing to do: %(why)s") % {"why": exc.reason})
+            rec.succeeded(output=said("run.nothing_to_do_why", why=exc.reason))
             raise
         except ClusterError as exc:
             return _fail(
@@ -406,19 +402,13 @@ def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple
                 Check(
                     False,
                     str(exc),
-                    _(
-                        "The API server refused the request (%(err)s). This will not "
-                        "succeed by retrying: fix the cause, then resume."
-                    )
-                    % {"err": exc},
+                    said("step.refused", err=str(exc)),
                 ),
             )
         except Cancelled:
             # The cancel arrived while this step waited (pause, polling or backoff).
             rec.cancelled(
-                _("Cancelled while this step was waiting; its change was sent but not verified.")
-                if outcome and outcome.changed
-                else _("Cancelled while this step was waiting."),
+                said("step.cancelled_waiting_sent") if outcome and outcome.changed else said("step.cancelled_waiting"),
                 sent=outcome.sent if outcome else None,
             )
             raise Cancelled(recorded=True) from None
@@ -431,8 +421,7 @@ def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple
                 Check(
                     False,
                     repr(exc),
-                    _("Unexpected error in this step (%(err)s). Check the worker log, then resume.")
-                    % {"err": repr(exc)[:300]},
+                    said("step.unexpected", err=repr(exc)[:300]),
                 ),
             )
         if not check.ok:
@@ -443,5 +432,5 @@ def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple
 
 def _fail(rec: StepRecorder, check: Check, *, sent=None, output: str = ""):
     error = check.fix or check.detail
-    rec.failed(error, sent=sent, output="\n".join(x for x in (output, check.detail) if x))
-    return False, _("Stopped at %(title)s: %(error)s") % {"title": rec.title, "error": error}
+    rec.failed(error, sent=sent, output="\n".join(str(x) for x in (output, check.detail) if x))
+    return False, said("run.stopped_at", title=StepRef(rec.step_key, rec.title), error=error)

@@ -31,7 +31,7 @@ def run_ended(run_id: int) -> None:
         return (
             _("Run #%(id)d %(status)s: %(proc)s on %(node)s") % facts,
             _("Run #%(id)d (%(proc)s, node %(node)s) ended: %(status)s. %(message)s")
-            % {**facts, "message": run.message},
+            % {**facts, "message": run.shown_message},
         )
 
     notify.notify(run.actor, "run-ended", words, run.get_absolute_url())

@@ -8,7 +8,8 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
-from django.utils.translation import gettext as _
+
+from brickadmin.wording import said
 
 from ..models import ProcedureRun, RunStatus, StepRun, StepState
 from .base import knob
@@ -48,25 +49,23 @@ def take_over(run_id: int, cutoff) -> bool:
         resumes = StepRun.objects.filter(run_id=run.pk, step_key=RUN_EVENT, sent__auto_resume=True).count()
         automatic = resumes < limit
         if automatic:
-            message = _(
-                "The worker %(w)s stopped sending heartbeats (last at %(t)s); the run was resumed "
-                "automatically from the step it was in (steps are idempotent)."
-            ) % {"w": run.worker or "?", "t": last_beat}
+            message = said("run.heartbeat_resumed", w=run.worker or "?", t=last_beat)
             n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, heartbeat_at__lt=cutoff).update(
                 status=RunStatus.PENDING,
                 claim_token="",
                 message="",
+                message_said=None,
                 heartbeat_at=timezone.now(),
                 resumed_count=F("resumed_count") + 1,
             )
         else:
-            message = _(
-                "Interrupted: the worker %(w)s stopped sending heartbeats (last at %(t)s), and the run was "
-                "already resumed automatically %(n)d times. Resume the run to continue from the step it "
-                "was in; steps are idempotent."
-            ) % {"w": run.worker or "?", "t": last_beat, "n": resumes}
+            message = said("run.heartbeat_interrupted", w=run.worker or "?", t=last_beat, n=resumes)
             n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, heartbeat_at__lt=cutoff).update(
-                status=RunStatus.INTERRUPTED, finished_at=timezone.now(), message=message, claim_token=""
+                status=RunStatus.INTERRUPTED,
+                finished_at=timezone.now(),
+                message=str(message),
+                message_said=message.as_record(),
+                claim_token="",
             )
         if not n:
             return False
@@ -85,14 +84,14 @@ def take_over(run_id: int, cutoff) -> bool:
             record(
                 run.pk,
                 step_key=RUN_EVENT,
-                title=_("Resumed automatically"),
+                title=said("run.resumed_automatically"),
                 state=StepState.PENDING,
                 output=message,
                 sent={"auto_resume": True, "worker": run.worker},
             )
             transaction.on_commit(lambda: enqueue(run.pk))
         else:
-            record(run.pk, step_key=RUN_EVENT, title=_("Run interrupted"), state=StepState.FAILED, error=message)
+            record(run.pk, step_key=RUN_EVENT, title=said("run.interrupted"), state=StepState.FAILED, error=message)
     return True
 
 

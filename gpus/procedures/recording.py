@@ -19,6 +19,8 @@ from django.db.models import F
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
+from brickadmin.wording import Said, record_of, said
+
 from ..models import RUN_EVENT_KEY, ProcedureRun, RunStatus, StepRun, StepState
 from .registry import get as get_procedure
 
@@ -75,8 +77,15 @@ def record(
     run_update: dict | None = None,
 ) -> StepRun:
     """Append one event, with the run's next seq, in its own transaction. With ``token``,
-    only while the run is still claimed by us (else LostClaim)."""
+    only while the run is still claimed by us (else LostClaim). A title, output or error
+    given as a message (``Said``) is kept as its code too, to be said in each reader's
+    language; the text columns keep it as written now."""
     now = timezone.now()
+    words = {k: record_of(v) for k, v in (("title", title), ("output", output), ("error", error))}
+    words = {k: v for k, v in words.items() if v is not None} or None
+    if run_update and "message" in run_update:  # the outcome's code with it (None: a text without one)
+        run_update = {**run_update, "message_said": record_of(run_update["message"])}
+        run_update["message"] = str(run_update["message"])
     with transaction.atomic():
         qs = ProcedureRun.objects.filter(pk=run_id)
         if token is not None:
@@ -102,8 +111,9 @@ def record(
             kubectl=kubectl,
             sent=sent,
             intent=intent,
-            output=output,
-            error=error,
+            output=str(output),
+            error=str(error),
+            said=words,
         )
 
 
@@ -147,23 +157,19 @@ class StepRecorder:
     def succeeded(self, *, sent=None, output: str = "") -> StepRun:
         return self._record(StepState.SUCCEEDED, timezone.now(), sent=sent, output=output)
 
-    def failed(self, error: str, *, sent=None, output: str = "") -> StepRun:
+    def failed(self, error: str | Said, *, sent=None, output: str | Said = "") -> StepRun:
         return self._record(StepState.FAILED, timezone.now(), sent=sent, output=output, error=error)
 
-    def cancelled(self, output: str, *, sent=None, finished_at=None) -> StepRun:
+    def cancelled(self, output: str | Said, *, sent=None, finished_at=None) -> StepRun:
         return self._record(StepState.CANCELLED, finished_at or timezone.now(), sent=sent, output=output)
 
-    def skipped(self, reason: str) -> StepRun:
+    def skipped(self, reason: str | Said) -> StepRun:
         return self._record(StepState.SKIPPED, self.started_at, output=reason)
 
     def request(self, request: dict, state: str, error: str = "") -> StepRun:
         """Write ahead: a request about to go to the API server ("intended"), or what came of
         it ("sent", "failed"). The step stays running."""
-        what = {
-            "intended": _("about to send: %(call)s"),
-            "sent": _("sent: %(call)s"),
-            "failed": _("not accepted: %(call)s"),
-        }[state] % {"call": describe(request)}
+        what = said("request." + state, call=describe(request))
         return self._record(StepState.RUNNING, intent={"request": request, "state": state}, output=what, error=error)
 
 
@@ -229,12 +235,28 @@ def _record_plan(run):
     record(
         run.pk,
         step_key=RUN_EVENT,
-        title=_("Run created by %(who)s") % {"who": run.actor_name},
+        title=said("run.created", who=run.actor_name),
         state=StepState.PENDING,
-        output=_("parameters: %(p)s") % {"p": run.params},
+        output=said("run.parameters", p=params_text(run.params)) if run.params else "",
     )
     for i, (step, title, kubectl) in enumerate(plan(run.procedure, run.node, run.params)):
         record(run.pk, step_key=step.key, step_index=i, title=title, state=StepState.PENDING, kubectl=kubectl)
+
+
+def params_text(params: dict) -> str:
+    """A run's parameters as people read them ("uncordon: no · labels: a=b, c=d"), not as a
+    Python dict; yes and no in the active language."""
+
+    def value(v):
+        if isinstance(v, bool):
+            return _("yes") if v else _("no")
+        if isinstance(v, dict):
+            return ", ".join(f"{k}={'-' if x is None else value(x)}" for k, x in v.items()) or "-"
+        if isinstance(v, (list, tuple)):
+            return ", ".join(value(x) for x in v) or "-"
+        return "-" if v is None or v == "" else str(v)
+
+    return " · ".join(f"{k}: {value(v)}" for k, v in (params or {}).items())
 
 
 def completed_steps(run_id) -> set[str]:

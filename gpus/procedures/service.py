@@ -11,6 +11,8 @@ from django.utils import timezone, translation
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
 
+from brickadmin.wording import said
+
 from ..live import LiveRead
 from ..models import ACTIVE_STATUSES, RESUMABLE_STATUSES, ProcedureLock, ProcedureRun, RunStatus, StepRun, StepState
 from .base import CLUSTER_LOCK
@@ -134,6 +136,7 @@ def _resume(run: ProcedureRun, *, actor=None, actor_name: str = "", dispatch=Tru
                 finished_at=None,
                 claim_token="",
                 message="",
+                message_said=None,
                 resumed_count=F("resumed_count") + 1,
                 heartbeat_at=timezone.now(),
             )
@@ -141,7 +144,7 @@ def _resume(run: ProcedureRun, *, actor=None, actor_name: str = "", dispatch=Tru
                 raise RunRefused(_("The run changed meanwhile; reload the page."))
             if before is not None:
                 before(run)
-            record(run.pk, step_key=RUN_EVENT, title=_("Resumed by %(who)s") % {"who": name}, state=StepState.PENDING)
+            record(run.pk, step_key=RUN_EVENT, title=said("run.resumed_by", who=name), state=StepState.PENDING)
             if dispatch:
                 transaction.on_commit(lambda: enqueue(run.pk))
     except IntegrityError:
@@ -156,12 +159,14 @@ def _resume(run: ProcedureRun, *, actor=None, actor_name: str = "", dispatch=Tru
 def cancel_run(run: ProcedureRun, *, actor=None, actor_name: str = "") -> ProcedureRun:
     """A pending run is cancelled at once; a running one stops before its next step."""
     name = actor_name or (actor.get_username() if actor else "?")
+    cancelled_pending = said("run.cancelled_pending", who=name)
     with transaction.atomic():
         n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.PENDING).update(
             status=RunStatus.CANCELLED,
             cancel_requested=True,
             finished_at=timezone.now(),
-            message=_("Cancelled by %(who)s before it started.") % {"who": name},
+            message=str(cancelled_pending),
+            message_said=cancelled_pending.as_record(),
         )
         if not n:  # only the request that sets the flag records it: ten clicks, one row
             n = ProcedureRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, cancel_requested=False).update(
@@ -171,7 +176,7 @@ def cancel_run(run: ProcedureRun, *, actor=None, actor_name: str = "") -> Proced
             record(
                 run.pk,
                 step_key=RUN_EVENT,
-                title=_("Cancel requested by %(who)s") % {"who": name},
+                title=said("run.cancel_requested", who=name),
                 state=StepState.CANCELLED,
             )
     run.refresh_from_db()
@@ -190,10 +195,10 @@ def confirm_checklist(run: ProcedureRun, *, actor=None, actor_name: str = "", di
         record(
             run.pk,
             step_key=RUN_EVENT,
-            title=_("Checklist confirmed by %(who)s") % {"who": name},
+            title=said("run.checklist_confirmed", who=name),
             state=StepState.SUCCEEDED,
             sent={"checklist_confirmed": True, "by": name},
-            output=_("The NVIDIA driver and nvidia-container-runtime are installed on %(node)s.") % {"node": run.node},
+            output=said("run.checklist_installed", node=run.node),
         )
 
     return _resume(run, actor=actor, actor_name=actor_name, dispatch=dispatch, before=record_confirmation)

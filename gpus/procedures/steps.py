@@ -426,7 +426,7 @@ class NoStale(Step):
         return Check(
             not stale,
             fmt_resources(node),
-            _("Stale resources left: %(res)s. Remove them with the status patch of step 5.")
+            _("Stale resources left: %(res)s. Remove them with the status patch of step 6.")
             % {"res": ", ".join(stale)},
         )
 

@@ -1,13 +1,34 @@
 """Template helpers: glossary help texts on every number, GPU type names, pagination."""
 
+import json
+import re
+
 from django import template
-from django.utils.html import format_html
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import mark_safe
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from ..choices import GpuMode, GpuType
 
 register = template.Library()
+
+# A unit in a column header, e.g. "(MiB)": headers are shown in capitals (brickadmin.css),
+# and a unit keeps the case it is written in (MiB, not MIB).
+UNIT_IN_HEADER = re.compile(r"\((MiB|GiB|KiB|TiB|%)\)")
+
+
+@register.filter
+def as_json(value) -> str:
+    """A recorded request as JSON, indented (what the API server was sent), not as a Python dict."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@register.filter
+def units_as_written(label) -> str:
+    """The header text, escaped, its unit in a span that the capitals leave alone."""
+    return mark_safe(UNIT_IN_HEADER.sub(r'(<span class="unit">\1</span>)', str(conditional_escape(str(label)))))
+
 
 # The glossary of docs/operator-guide.md (#physical-and-logical-counts, #procedures).
 # Keys are used by {% term %}.

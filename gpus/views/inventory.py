@@ -144,10 +144,17 @@ def evidence(request):
 
     view = live_view()  # evidence is a capture of the cluster as it is now
     snapshot = view.snapshot
-    ev = ev_mod.build(snapshot, view.ledger, snapshot.plugin_configmaps + snapshot.operator_configmaps)
+    configmaps = snapshot.plugin_configmaps + snapshot.operator_configmaps
     if request.GET.get("format") == "md":
-        resp = HttpResponse(ev_mod.as_markdown(ev), content_type="text/markdown; charset=utf-8")
+        from django.conf import settings
+        from django.utils import translation
+
+        with translation.override(settings.LANGUAGE_CODE):  # the auditor's file: one language, as its headings
+            ev = ev_mod.build(snapshot, view.ledger, configmaps)
+            markdown = ev_mod.as_markdown(ev)
+        resp = HttpResponse(markdown, content_type="text/markdown; charset=utf-8")
         stamp = ev.captured_at.strftime("%Y%m%dT%H%M%SZ")
         resp["Content-Disposition"] = f'attachment; filename="gpu_sharing-evidence-{stamp}.md"'
         return resp
+    ev = ev_mod.build(snapshot, view.ledger, configmaps)  # in the reader's language
     return render(request, "gpus/evidence.html", {"ev": ev, "snapshot": snapshot})

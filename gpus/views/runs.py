@@ -26,7 +26,7 @@ from ..forms import RunFilterForm
 from ..models import ProcedureRun, StepRun
 from ..procedures import engine, registry, service
 from ..procedures.definitions import NODE_BEFORE, SHARING_LABEL
-from ..procedures.recording import remembered
+from ..procedures.recording import params_text, remembered
 from ..procedures.service import refusal_message
 from ..reading import read_cluster
 
@@ -93,7 +93,7 @@ def run_position(rows, status: str) -> dict:
         "done": done,
         "current": current,
         "index": current["index"] if current else None,
-        "title": current["event"].title if current else "",
+        "title": current["event"].shown_title if current else "",
     }
 
 
@@ -111,9 +111,9 @@ def announcement(event, numbered: int, run) -> str:
                 "cancelled": _("Run cancelled. %(message)s"),
                 "interrupted": _("Run interrupted. %(message)s"),
             }.get(run.status, "%(message)s")
-            return (said % {"message": run.message}).strip()
+            return (said % {"message": run.shown_message}).strip()
         if event.state == "cancelled" or (event.sent or {}).get("checklist_confirmed"):
-            return event.title  # "Cancel requested by …", "Checklist confirmed by …"
+            return event.shown_title  # "Cancel requested by …", "Checklist confirmed by …"
         return ""
     if event.step_index == 0:
         where = _("Pre-check")
@@ -131,14 +131,12 @@ def announcement(event, numbered: int, run) -> str:
     }.get(event.state)
     if said is None:
         return ""
-    return said % {"where": where, "title": title, "attempt": event.attempt, "error": event.error}
+    return said % {"where": where, "title": title, "attempt": event.attempt, "error": event.shown_error}
 
 
 def models_title(event) -> str:
     """The step's title without its number (the announcement says "Step n of N")."""
-    numbered = event.numbered_title
-    prefix = f"{event.step_index}. "
-    return numbered.removeprefix(prefix)
+    return event.shown_title
 
 
 def _undo_offer(run, proc):
@@ -150,22 +148,6 @@ def _undo_offer(run, proc):
     if not before or before == proc.target:
         return None
     return next((p for p in registry.all_procedures() if p.listed and getattr(p, "target", "") == before), None)
-
-
-def params_text(params: dict) -> str:
-    """A run's parameters as people read them ("uncordon: no · labels: a=b, c=d"), not as a
-    Python dict."""
-
-    def value(v):
-        if isinstance(v, bool):
-            return _("yes") if v else _("no")
-        if isinstance(v, dict):
-            return ", ".join(f"{k}={'-' if x is None else value(x)}" for k, x in v.items()) or "-"
-        if isinstance(v, (list, tuple)):
-            return ", ".join(value(x) for x in v) or "-"
-        return "-" if v is None or v == "" else str(v)
-
-    return " · ".join(f"{k}: {value(v)}" for k, v in (params or {}).items())
 
 
 def _progress_context(run, *, offers=True, events=None):

@@ -109,3 +109,8 @@ def test_no_row_can_be_added_changed_or_deleted(records, admin_client, admin_use
 def test_users_cannot_open_it(records, alice_client):
     assert alice_client.get("/django-admin/").status_code == 302
     assert alice_client.get("/django-admin/workspaces/decision/").status_code == 302
+
+
+def test_the_job_settings_are_named_once(records, admin_client):
+    page = admin_client.get("/django-admin/").content.decode()
+    assert ">Job settings<" in page and "settingss" not in page

@@ -25,3 +25,13 @@ def test_brick_evidence_and_markdown_download(admin_client, twin):
 
 def test_users_cannot_see_evidence(alice_client, twin):
     assert alice_client.get(reverse("evidence")).status_code == 403
+
+
+def test_the_evidence_page_reads_in_the_readers_language_and_its_download_in_english(admin_client, load_scenario):
+    load_scenario("qks")
+    admin_client.cookies["django_language"] = "ko"
+    korean = admin_client.get(reverse("evidence"), HTTP_ACCEPT_LANGUAGE="ko").content.decode()
+    assert "노드별 공유 방식" in korean and "Sharing strategy per node" not in korean
+    assert "1g.24gb ×3, 4g.96gb ×1을(를) 실행 중인 Pod가 사용 중입니다." in korean
+    markdown = admin_client.get(reverse("evidence"), {"format": "md"}, HTTP_ACCEPT_LANGUAGE="ko").content.decode()
+    assert "## 1. Sharing strategy per node" in markdown and "노드별" not in markdown

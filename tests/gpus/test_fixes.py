@@ -135,6 +135,9 @@ def test_add_a_missing_toleration_as_a_new_manifest_version_then_apply_it(demo, 
     plan = unescape(admin_client.get(url).content.decode())
     assert "brick.cloud/dedicated=llm:NoSchedule" in plan
     assert "kubectl apply --server-side -f brick-nvidia-device-plugin.yaml" in plan
+    # the toleration as people read it, not as a Python dict
+    assert "key=brick.cloud/dedicated, operator=Equal, value=llm, effect=NoSchedule" in plan
+    assert "{'" not in plan
 
     run = run_fix(admin_client, demo, url)
     assert run.status == "succeeded", run.message

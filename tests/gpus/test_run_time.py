@@ -1,6 +1,6 @@
 """Time on the run page: every step has one number, its place in the plan;
 the run and each step say how long they took; times are shown in the zone the person chose
-on their settings page (else the server's) and name it."""
+on their settings page, else their browser's, else the site's (TIME_ZONE_DISPLAY), and name it."""
 
 import re
 import zoneinfo
@@ -84,3 +84,48 @@ def test_a_time_zone_is_one_person_s_choice(done_run, admin_user, django_user_mo
     assert re.search(r"at [0-9: -]+ E[SD]T", mine.get(url).content.decode())
     assert " UTC" in theirs.get(url).content.decode()
     assert ProcedureRun.objects.count() == 1
+
+
+def started_at_on(client, run):
+    page = client.get(reverse("run_detail", args=[run.pk])).content.decode()
+    return re.search(r"Started by root at ([0-9: -]+ [A-Z+0-9-]+)", page).group(1)
+
+
+def in_zone(run, zone):
+    return run.created_at.astimezone(zoneinfo.ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def test_times_are_shown_in_the_browsers_time_zone_when_none_is_chosen(done_run, admin_client):
+    admin_client.cookies["brick_tz"] = "Asia/Seoul"  # static/js/timezone.js writes it
+    assert started_at_on(admin_client, done_run) == in_zone(done_run, "Asia/Seoul")
+    assert started_at_on(admin_client, done_run).endswith(" KST")
+
+
+def test_a_browser_zone_the_machine_does_not_know_is_ignored(done_run, admin_client):
+    for nonsense in ("Mars/Olympus_Mons", "../../etc/localtime", "UTC\x00", "A" * 300, ""):
+        admin_client.cookies["brick_tz"] = nonsense
+        assert started_at_on(admin_client, done_run) == in_zone(done_run, "UTC"), repr(nonsense)
+
+
+def test_the_site_display_zone_is_the_default_and_configurable(done_run, admin_client, settings):
+    assert started_at_on(admin_client, done_run) == in_zone(done_run, "UTC")  # TIME_ZONE_DISPLAY's default
+    settings.TIME_ZONE_DISPLAY = "Asia/Seoul"
+    assert started_at_on(admin_client, done_run) == in_zone(done_run, "Asia/Seoul")
+    admin_client.cookies["brick_tz"] = "Europe/Berlin"  # the browser's zone comes first
+    assert started_at_on(admin_client, done_run) == in_zone(done_run, "Europe/Berlin")
+
+
+def test_the_zone_a_person_chose_comes_before_their_browsers(done_run, admin_client, admin_user):
+    Preference.objects.create(user=admin_user, time_zone="America/New_York")
+    admin_client.cookies["brick_tz"] = "Asia/Seoul"
+    assert started_at_on(admin_client, done_run) == in_zone(done_run, "America/New_York")
+
+
+def test_the_help_and_health_texts_name_steps_by_the_numbers_the_plans_show(twin, admin_client):
+    plan_a = admin_client.get(reverse("wizard_plan", args=["A"]), {"node": "dev-a1-ws04"}).content.decode()
+    steps_a = re.findall(r"<li[^>]*>\s*<strong>([^<]+)</strong>", plan_a.split('class="plan-steps"', 1)[1])
+    status_patch = next(i for i, t in enumerate(steps_a) if t.startswith("Remove the stale"))
+    help_page = admin_client.get(reverse("help")).content.decode()
+    assert f"step {status_patch} of A/B" in help_page  # what Fix of a stale resource does
+    numbers = set(re.findall(r"step (\d+) of (?:procedure )?A/B", help_page))
+    assert numbers == {str(status_patch)}, numbers

@@ -6,6 +6,7 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -278,3 +279,11 @@ def test_the_dashboard_headline_is_per_type_and_names_what_it_counts(twin, alice
         "In use physically Physical GPU devices a Running pod holds",
     ):
         assert term in glossary
+
+
+def test_a_column_headers_unit_keeps_its_case(twin, admin_client):
+    """Headers are shown in capitals; their units are not (MiB, never MIB)."""
+    html = admin_client.get(reverse("cluster_workspaces")).content.decode()
+    assert 'GPU memory used (<span class="unit">MiB</span>)' in html
+    css = (settings.BASE_DIR / "static" / "css" / "brickadmin.css").read_text()
+    assert "th .unit { text-transform:none; }" in css

@@ -124,3 +124,27 @@ def test_approve_preselects_no_gpu_type_and_asks_for_one(make_request, alice, ad
     req.refresh_from_db()
     assert req.status == "pending"
     assert "team-c" not in [ns["metadata"]["name"] for ns in TwinGateway().list_namespaces()]
+
+
+def test_a_cancelled_job_keeps_who_decided_it_and_names_who_cancelled_it(running_job, alice, admin_user, login, twin):
+    assert login(alice).post(f"/workspaces/jobs/{running_job.pk}/cancel/").status_code == 302
+    page = text(login(admin_user).get(f"/workspaces/jobs/{running_job.pk}/").content)
+    assert f"Decided by {admin_user.get_username()}" in page
+    assert "Cancelled by alice" in page
+    running_job.refresh_from_db()
+    assert (running_job.decided_by_name, running_job.cancelled_by_name) == (admin_user.get_username(), "alice")
+
+
+def test_the_audit_log_says_a_decisions_detail_in_the_readers_language(ws, alice, admin_user, login, twin):
+    from django.utils import translation
+
+    job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
+    with translation.override("ko"):  # decided by an admin reading Korean
+        services.cancel_job(job.pk, admin_user)
+    assert Decision.objects.get(action=Decision.Action.JOB_CANCEL).detail == "withdrawn before approval"  # as written
+    admin = login(admin_user)
+    english = text(admin.get("/workspaces/audit/", HTTP_ACCEPT_LANGUAGE="en").content)
+    assert "withdrawn before approval" in english and "승인 전에 철회됨" not in english
+    admin.cookies["django_language"] = "ko"
+    korean = text(admin.get("/workspaces/audit/", HTTP_ACCEPT_LANGUAGE="ko").content)
+    assert "승인 전에 철회됨" in korean and "withdrawn before approval" not in korean
