@@ -125,7 +125,7 @@ def name_taken(name: str) -> str | None:
     return None
 
 
-def create_request(user, *, name, gpu, cpu, memory_gib, storage_gib) -> WorkspaceRequest:
+def create_request(user, *, name, gpu, cpu, memory_gib, storage_gib, purpose="") -> WorkspaceRequest:
     try:
         with transaction.atomic():
             return WorkspaceRequest.objects.create(
@@ -136,6 +136,7 @@ def create_request(user, *, name, gpu, cpu, memory_gib, storage_gib) -> Workspac
                 cpu=cpu,
                 memory_gib=memory_gib,
                 storage_gib=storage_gib,
+                purpose=(purpose or "").strip(),
             )
     except IntegrityError:
         raise WorkspaceError(_("A Workspace with this name already exists or is waiting for approval.")) from None

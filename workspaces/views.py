@@ -16,10 +16,11 @@ from brickadmin.forms import ascii_number
 from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
+from gpus import clusterview
 from gpus.models import OwnerNotice
 from gpus.reading import read_cluster, read_jobs
 
-from . import directory, reclaim, services, waits
+from . import directory, reclaim, services, usage, waits
 from .forms import (
     AMOUNT_FIELDS,
     ApproveForm,
@@ -29,7 +30,7 @@ from .forms import (
     ResourceLimitForm,
     WorkspaceRequestForm,
 )
-from .models import Decision, JobSettings, ResourceLimit, WorkspaceJob, WorkspaceRequest
+from .models import USER_PRIORITY_CLASS, Decision, JobSettings, ResourceLimit, WorkspaceJob, WorkspaceRequest
 
 
 def _ledger_or_banner(request):
@@ -154,6 +155,7 @@ def workspace_request(request):
                 "cpu": before.cpu,
                 "memory_gib": before.memory_gib,
                 "storage_gib": before.storage_gib,
+                "purpose": before.purpose,
             }
     form = WorkspaceRequestForm(request.POST if request.method == "POST" else None, user=request.user, initial=initial)
     if request.method == "POST" and form.is_valid():
@@ -211,10 +213,12 @@ def workspace_detail(request, pk):
         OwnerNotice.objects.filter(namespace=ws.namespace)[:20] if ws.status == WorkspaceRequest.Status.APPROVED else []
     )
     ask = reclaim.open_ask(ws.namespace) if ws.status == WorkspaceRequest.Status.APPROVED else None
+    how_to = _how_to_use(ws, line) if ws.status == WorkspaceRequest.Status.APPROVED and cluster_ok else None
     return render(
         request,
         "workspaces/workspace_detail.html",
         {
+            "how_to": how_to,
             "ws": ws,
             "jobs": jobs,
             "line": line,
@@ -225,6 +229,38 @@ def workspace_detail(request, pk):
             "waiting": waiting,
         },
     )
+
+
+def access_text() -> str:
+    """How users get access to the cluster: the admins' text, else the product's default."""
+    return JobSettings.load().access_text.strip() or _(
+        "Use the kubeconfig the platform gave you, or sign in with the platform's single sign-on (SSO), "
+        "then work in the namespace below. Ask your platform team if you have neither."
+    )
+
+
+def _how_to_use(ws, line) -> dict:
+    """What the Workspace page tells its owner about using it: the namespace, access, an
+    example pod with the GPU resource and count of its quota, and the nodes that serve that
+    resource (from the cluster view: no API call)."""
+    resource = ws.gpu_resource
+    quota = ws.gpu
+    if line is not None and resource and resource in (line.gpu_quotas or {}):
+        quota = int(line.gpu_quotas[resource])  # an admin may have changed it since the approval
+    nodes = clusterview.nodes_serving(resource) if resource and quota else []
+    plan = usage.pod_plan(resource if quota else "", quota, max((n.allocatable for n in nodes), default=0))
+    return {
+        "namespace": ws.namespace,
+        "access": access_text(),
+        "plan": plan,
+        "pod": usage.example_pod(ws.namespace, plan, USER_PRIORITY_CLASS),
+        "nodes": nodes[:NODES_SHOWN],
+        "nodes_more": max(0, len(nodes) - NODES_SHOWN),
+        "schedulable": sum(1 for n in nodes if n.schedulable),
+    }
+
+
+NODES_SHOWN = 20  # a Workspace page names this many serving nodes, then counts the rest
 
 
 # --- users: Jobs ------------------------------------------------------------------
