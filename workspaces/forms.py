@@ -230,6 +230,13 @@ class JobForm(forms.Form):
 
 class JobSettingsForm(forms.Form):
     approval_required = forms.BooleanField(label=_("Job approval required"), required=False)
+    access_text = forms.CharField(
+        label=_("How users get access to the cluster"),
+        required=False,
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=_("Shown on every approved Workspace's page (the platform's kubeconfig, SSO...). Empty: the default text."),
+    )
 
 
 class KeyChoiceField(forms.ModelChoiceField):

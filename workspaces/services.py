@@ -772,3 +772,15 @@ def set_job_approval(actor, required: bool) -> JobSettings:
             detail=f"job approval required = {required}",
         )
     return s
+
+
+def set_access_text(actor, text: str) -> JobSettings:
+    """The text every approved Workspace's page gives for getting access to the cluster (audited)."""
+    s = JobSettings.load()
+    text = (text or "").strip()
+    if s.access_text != text:
+        s.access_text = text
+        s.updated_by_name = actor.get_username()
+        s.save()
+        _record(actor, Decision.Action.SETTING, subject="workspace_access_text", detail=text or "(default)")
+    return s

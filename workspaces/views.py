@@ -135,7 +135,11 @@ def workspace_list(request):
     table = USER_WORKSPACE_TABLE.bind(request, WorkspaceRequest.objects.filter(requester=request.user))
     if table.wants_csv:
         return table.csv_response("my-workspaces")
-    return render(request, "workspaces/workspace_list.html", {"table": table, "page": table.page})
+    return render(
+        request,
+        "workspaces/workspace_list.html",
+        {"table": table, "page": table.page, "held": directory.held_without_record(request.user)},
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -519,10 +523,12 @@ def reject_job(request, pk):
 def workspace_settings(request):
     s = JobSettings.load()
     form = JobSettingsForm(
-        request.POST if request.method == "POST" else None, initial={"approval_required": s.approval_required}
+        request.POST if request.method == "POST" else None,
+        initial={"approval_required": s.approval_required, "access_text": s.access_text},
     )
     if request.method == "POST" and form.is_valid():
         services.set_job_approval(request.user, form.cleaned_data["approval_required"])
+        services.set_access_text(request.user, form.cleaned_data["access_text"])
         messages.success(request, _("Settings saved."))
         return redirect("workspace_settings")
     limits = ResourceLimit.objects.select_related("user", "group").order_by("group__name", "user__username")
@@ -535,6 +541,7 @@ def workspace_settings(request):
             "limits": limits,
             "limit_form": ResourceLimitForm(),
             "defaults": settings.BRICK_DEFAULT_LIMITS,
+            "default_access": access_text() if not s.access_text.strip() else "",
         },
     )
 
@@ -575,7 +582,7 @@ def limit_save(request):
         request,
         "workspaces/settings.html",
         {
-            "form": JobSettingsForm(initial={"approval_required": s.approval_required}),
+            "form": JobSettingsForm(initial={"approval_required": s.approval_required, "access_text": s.access_text}),
             "job_settings": s,
             "limits": limits,
             "limit_form": form,
