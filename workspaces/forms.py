@@ -235,7 +235,9 @@ class JobSettingsForm(forms.Form):
         required=False,
         max_length=2000,
         widget=forms.Textarea(attrs={"rows": 3}),
-        help_text=_("Shown on every approved Workspace's page (the platform's kubeconfig, SSO...). Empty: the default text."),
+        help_text=_(
+            "Shown on every approved Workspace's page (the platform's kubeconfig, SSO...). Empty: the default text."
+        ),
     )
 
 

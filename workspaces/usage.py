@@ -8,16 +8,11 @@ from dataclasses import dataclass
 
 import yaml
 
-from brickadmin.cluster.vocabulary import GPU, GPU_SHARED, MIG_PREFIX
+from brickadmin.cluster.vocabulary import GPU, GPU_SHARED
 
 # The conventional taint of GPU nodes: the product's Jobs tolerate it, so the example does too.
 GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
 EXAMPLE_IMAGE = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
-
-
-def is_workspace_gpu_resource(resource: str) -> bool:
-    """A GPU resource a Workspace quota can carry: whole GPUs, time-sliced shared GPUs or a MIG profile."""
-    return resource in (GPU, GPU_SHARED) or (resource.startswith(MIG_PREFIX) and len(resource) > len(MIG_PREFIX))
 
 
 @dataclass(frozen=True)
