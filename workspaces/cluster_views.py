@@ -121,6 +121,7 @@ def cluster_workspace(request, namespace):
 def workspace_adopt(request, namespace):
     """A namespace holding a GPU quota without a record becomes an approved Workspace of
     the owner chosen here (a form, confirmed once, audited as a decision)."""
+    read_cluster()  # the twin's view brought up to date: a link straight here finds the namespace
     line = directory.line(namespace)
     if line is None or not line.quota:
         raise Http404("no namespace with a GPU quota of that name")

@@ -139,8 +139,18 @@ def workspace_list(request):
     return render(
         request,
         "workspaces/workspace_list.html",
-        {"table": table, "page": table.page, "held": directory.held_without_record(request.user)},
+        {"table": table, "page": table.page, "held": _held_or_none(request)},
     )
+
+
+def _held_or_none(request):
+    """The namespaces labelled as the user's without a record, from the cluster view; none
+    when the view cannot be read (the list of records works without the cluster)."""
+    try:
+        read_cluster()
+    except ClusterError:
+        return []
+    return directory.held_without_record(request.user)
 
 
 @require_http_methods(["GET", "POST"])
