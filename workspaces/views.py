@@ -509,7 +509,9 @@ def approve_request(request, pk):
             )
         except services.WorkspaceError as exc:
             messages.error(request, _("%(name)s not approved: %(why)s") % {"name": req.name, "why": exc})
-            form.add_error(None, str(exc))  # beside the request too: the page opens at its card
+            req.refresh_from_db()
+            if req.last_error != str(exc):  # a cluster's refusal is on the card already, as its last error
+                form.add_error(None, str(exc))  # beside the request too: the page opens at its card
         else:
             messages.success(request, _("%(name)s approved.") % {"name": req.name})
             return _back_to_queue(request)
