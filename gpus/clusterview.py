@@ -262,6 +262,33 @@ def gpu_nodes(*, mode: str = "", model: str = ""):
     return qs.only("name", "model", "mode", "problems", "ledger")
 
 
+@dataclass(frozen=True)
+class ServingNode:
+    """A GPU node that advertises a resource: how many (allocatable) and whether a new pod can land there."""
+
+    name: str
+    model: str
+    allocatable: int
+    schedulable: bool  # Ready and not cordoned
+
+
+def nodes_serving(resource: str) -> list[ServingNode]:
+    """The GPU nodes advertising ``resource`` (allocatable, not a stale leftover of the other
+    mode), schedulable ones first, from the stored view: one query, no API call."""
+    if not resource:
+        return []
+    rows = ViewNode.objects.filter(is_gpu=True).values_list(
+        "name", "cordoned", "ledger__model", "ledger__ready", "ledger__resources"
+    )
+    out = []
+    for name, cordoned, model, ready, resources in rows:
+        for res, _type, _capacity, allocatable, _requested, stale in resources or []:
+            if res == resource and allocatable and not stale:
+                out.append(ServingNode(name, model or "", int(allocatable), bool(ready) and not cordoned))
+    out.sort(key=lambda n: (not n.schedulable, n.name))
+    return out
+
+
 def node_lines(view: StoredView, rows) -> list[tuple]:
     """[(NodeLedger, problems)] for a page of ``gpu_nodes()`` rows (findings: one query for the page)."""
     nodes = [ledger_mod.node_from_dict(row.ledger) for row in rows]

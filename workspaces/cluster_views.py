@@ -11,6 +11,7 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods
 
 from brickadmin.cluster import ClusterError
+from brickadmin.cluster.vocabulary import OWNER_LABEL
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
 from gpus.models import OwnerNotice
@@ -120,13 +121,15 @@ def cluster_workspace(request, namespace):
 def workspace_adopt(request, namespace):
     """A namespace holding a GPU quota without a record becomes an approved Workspace of
     the owner chosen here (a form, confirmed once, audited as a decision)."""
+    read_cluster()  # the twin's view brought up to date: a link straight here finds the namespace
     line = directory.line(namespace)
     if line is None or not line.quota:
         raise Http404("no namespace with a GPU quota of that name")
     if directory.record_of(namespace) is not None:
         messages.info(request, _("Workspace %(ns)s already has a record.") % {"ns": namespace})
         return redirect("cluster_workspace", namespace=namespace)
-    form = AdoptForm(request.POST if request.method == "POST" else None)
+    proposed = directory.owner_from_label(line.owner)
+    form = AdoptForm(request.POST if request.method == "POST" else None, initial={"owner": proposed})
     if request.method == "POST" and form.is_valid():
         try:
             directory.adopt(namespace, form.cleaned_data["owner"], request.user, form.cleaned_data["note"].strip())
@@ -144,7 +147,7 @@ def workspace_adopt(request, namespace):
     return render(
         request,
         "workspaces/adopt.html",
-        {"ns": namespace, "line": line, "form": form},
+        {"ns": namespace, "line": line, "form": form, "proposed": proposed, "owner_label": OWNER_LABEL},
         status=400 if form.is_bound and form.errors else 200,
     )
 

@@ -13,7 +13,18 @@ from fractions import Fraction
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import BooleanField, Case, CharField, F, IntegerField, OuterRef, Subquery, Value, When
+from django.db.models import (
+    BooleanField,
+    Case,
+    CharField,
+    Exists,
+    F,
+    IntegerField,
+    OuterRef,
+    Subquery,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce, NullIf
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -51,6 +62,59 @@ def lines():
         )
         .defer("pods", "quotas")
     )
+
+
+def held_without_record(user) -> list[ViewWorkspace]:
+    """The namespaces of the cluster labelled as ``user``'s (the owner label approval writes)
+    that the product has no approved record of: a user holds them even without a request
+    (one query, from the view)."""
+    from .services import owner_label_value
+
+    recorded = WorkspaceRequest.objects.filter(name=OuterRef("namespace"), status__in=RECORDED)
+    return list(
+        ViewWorkspace.objects.filter(owner=owner_label_value(user.get_username()))
+        .exclude(Exists(recorded))
+        .only("namespace", "resource", "gpu_type", "quota", "created_at")
+        .order_by("namespace")
+    )
+
+
+def held_by_owner(usernames) -> dict[str, list[ViewWorkspace]]:
+    """{username: the namespaces labelled as theirs, with a GPU quota} for these users (one
+    query, from the view): what a requester already holds, beside a new request."""
+    from .services import owner_label_value
+
+    by_label: dict[str, list[str]] = {}
+    for name in set(usernames):
+        by_label.setdefault(owner_label_value(name), []).append(name)
+    out: dict[str, list[ViewWorkspace]] = {}
+    rows = ViewWorkspace.objects.filter(owner__in=list(by_label), quota__gt=0).only(
+        "namespace", "owner", "resource", "quota"
+    )
+    for row in rows.order_by("namespace"):
+        for name in by_label.get(row.owner, []):
+            out.setdefault(name, []).append(row)
+    return out
+
+
+def owner_from_label(label: str):
+    """The active user a namespace's owner label names, or None: the user of that name, else
+    the one user whose name approval would have written as that label (``a@b`` is ``a_b``);
+    several such users name nobody."""
+    from django.contrib.auth import get_user_model
+
+    from .services import owner_label_value
+
+    if not label:
+        return None
+    users = get_user_model().objects.filter(is_active=True)
+    exact = users.filter(username=label).first()
+    if exact is not None:
+        return exact
+    # A label is a username with its characters outside [A-Za-z0-9._-] made "_": the same
+    # length or, when cut at 63, longer. Compare in Python only the few of that first letter.
+    found = [u for u in users.filter(username__istartswith=label[:1]) if owner_label_value(u.get_username()) == label]
+    return found[0] if len(found) == 1 else None
 
 
 def line(namespace: str) -> ViewWorkspace | None:

@@ -62,10 +62,20 @@ class WorkspaceRequestForm(forms.Form):
         strip=True,
         help_text=_("Becomes the Kubernetes namespace: lowercase letters, digits and '-', at most 63."),
     )
-    gpu = forms.IntegerField(label=_("GPU"), initial=0)
+    # Most requests are for a GPU: one is the starting figure; 0 asks for a CPU-only Workspace.
+    gpu = forms.IntegerField(
+        label=_("GPU"), initial=1, error_messages={"required": _("How many GPUs: 0 for a CPU-only Workspace.")}
+    )
     cpu = forms.IntegerField(label=_("CPU"), initial=2)
     memory_gib = forms.IntegerField(label=_("Memory (GiB)"), initial=8)
     storage_gib = forms.IntegerField(label=_("Storage (GiB)"), initial=20)
+    purpose = forms.CharField(
+        label=_("Purpose"),
+        required=False,
+        max_length=1000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=_("What it is for (project, model, deadline): the admins read it when they decide."),
+    )
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
@@ -220,6 +230,15 @@ class JobForm(forms.Form):
 
 class JobSettingsForm(forms.Form):
     approval_required = forms.BooleanField(label=_("Job approval required"), required=False)
+    access_text = forms.CharField(
+        label=_("How users get access to the cluster"),
+        required=False,
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=_(
+            "Shown on every approved Workspace's page (the platform's kubeconfig, SSO...). Empty: the default text."
+        ),
+    )
 
 
 class KeyChoiceField(forms.ModelChoiceField):

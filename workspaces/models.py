@@ -76,6 +76,8 @@ class WorkspaceRequest(models.Model):
     cpu = models.PositiveIntegerField(_("CPU"))
     memory_gib = models.PositiveIntegerField(_("Memory (GiB)"))
     storage_gib = models.PositiveIntegerField(_("Storage (GiB)"))
+    # What the Workspace is for, in the requester's words: admins read it when deciding.
+    purpose = models.TextField(_("Purpose"), blank=True, default="")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     created_at = models.DateTimeField(default=timezone.now)
     decided_at = models.DateTimeField(null=True, blank=True)
@@ -172,9 +174,12 @@ class Decision(AppendOnlyModel):
 
 
 class JobSettings(models.Model):
-    """Singleton (pk=1): the admin's Job settings."""
+    """Singleton (pk=1): the admin's Job settings and the site's Workspace texts."""
 
     approval_required = models.BooleanField(_("Job approval required"), default=True)
+    # How a Workspace owner gets access to the cluster (the platform's kubeconfig, SSO...),
+    # shown on every approved Workspace's page; "" shows the product's default text.
+    access_text = models.TextField(_("How users get access to the cluster"), blank=True, default="")
     updated_at = models.DateTimeField(auto_now=True)
     updated_by_name = models.CharField(max_length=150, blank=True, default="")
 

@@ -141,7 +141,7 @@ def name_taken(name: str) -> str | None:
     return None
 
 
-def create_request(user, *, name, gpu, cpu, memory_gib, storage_gib) -> WorkspaceRequest:
+def create_request(user, *, name, gpu, cpu, memory_gib, storage_gib, purpose="") -> WorkspaceRequest:
     try:
         with transaction.atomic():
             return WorkspaceRequest.objects.create(
@@ -152,6 +152,7 @@ def create_request(user, *, name, gpu, cpu, memory_gib, storage_gib) -> Workspac
                 cpu=cpu,
                 memory_gib=memory_gib,
                 storage_gib=storage_gib,
+                purpose=(purpose or "").strip(),
             )
     except IntegrityError:
         raise WorkspaceError(_("A Workspace with this name already exists or is waiting for approval.")) from None
@@ -785,4 +786,16 @@ def set_job_approval(actor, required: bool) -> JobSettings:
             subject="job_approval_required",
             detail=f"job approval required = {required}",
         )
+    return s
+
+
+def set_access_text(actor, text: str) -> JobSettings:
+    """The text every approved Workspace's page gives for getting access to the cluster (audited)."""
+    s = JobSettings.load()
+    text = (text or "").strip()
+    if s.access_text != text:
+        s.access_text = text
+        s.updated_by_name = actor.get_username()
+        s.save()
+        _record(actor, Decision.Action.SETTING, subject="workspace_access_text", detail=text or "(default)")
     return s

@@ -15,6 +15,7 @@ urlpatterns = [
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),
     # admins
     path("approvals/", views.approval_queue, name="approval_queue"),
+    path("approvals/approve/", views.approve_requests, name="approve_requests"),
     path("approvals/<int:pk>/approve/", views.approve_request, name="approve_request"),
     path("approvals/<int:pk>/reject/", views.reject_request, name="reject_request"),
     path("approvals/jobs/", views.job_queue, name="job_queue"),

@@ -16,10 +16,12 @@ from brickadmin.forms import ascii_number
 from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
+from gpus import clusterview
+from gpus.choices import GpuType
 from gpus.models import OwnerNotice
 from gpus.reading import read_cluster, read_jobs
 
-from . import directory, reclaim, services, waits
+from . import directory, reclaim, services, usage, waits
 from .forms import (
     AMOUNT_FIELDS,
     ApproveForm,
@@ -29,7 +31,7 @@ from .forms import (
     ResourceLimitForm,
     WorkspaceRequestForm,
 )
-from .models import Decision, JobSettings, ResourceLimit, WorkspaceJob, WorkspaceRequest
+from .models import USER_PRIORITY_CLASS, Decision, JobSettings, ResourceLimit, WorkspaceJob, WorkspaceRequest
 
 
 def _ledger_or_banner(request):
@@ -134,7 +136,21 @@ def workspace_list(request):
     table = USER_WORKSPACE_TABLE.bind(request, WorkspaceRequest.objects.filter(requester=request.user))
     if table.wants_csv:
         return table.csv_response("my-workspaces")
-    return render(request, "workspaces/workspace_list.html", {"table": table, "page": table.page})
+    return render(
+        request,
+        "workspaces/workspace_list.html",
+        {"table": table, "page": table.page, "held": _held_or_none(request)},
+    )
+
+
+def _held_or_none(request):
+    """The namespaces labelled as the user's without a record, from the cluster view; none
+    when the view cannot be read (the list of records works without the cluster)."""
+    try:
+        read_cluster()
+    except ClusterError:
+        return []
+    return directory.held_without_record(request.user)
 
 
 @require_http_methods(["GET", "POST"])
@@ -154,6 +170,7 @@ def workspace_request(request):
                 "cpu": before.cpu,
                 "memory_gib": before.memory_gib,
                 "storage_gib": before.storage_gib,
+                "purpose": before.purpose,
             }
     form = WorkspaceRequestForm(request.POST if request.method == "POST" else None, user=request.user, initial=initial)
     if request.method == "POST" and form.is_valid():
@@ -211,10 +228,12 @@ def workspace_detail(request, pk):
         OwnerNotice.objects.filter(namespace=ws.namespace)[:20] if ws.status == WorkspaceRequest.Status.APPROVED else []
     )
     ask = reclaim.open_ask(ws.namespace) if ws.status == WorkspaceRequest.Status.APPROVED else None
+    how_to = _how_to_use(ws, line) if ws.status == WorkspaceRequest.Status.APPROVED and cluster_ok else None
     return render(
         request,
         "workspaces/workspace_detail.html",
         {
+            "how_to": how_to,
             "ws": ws,
             "jobs": jobs,
             "line": line,
@@ -225,6 +244,38 @@ def workspace_detail(request, pk):
             "waiting": waiting,
         },
     )
+
+
+def access_text() -> str:
+    """How users get access to the cluster: the admins' text, else the product's default."""
+    return JobSettings.load().access_text.strip() or _(
+        "Use the kubeconfig the platform gave you, or sign in with the platform's single sign-on (SSO), "
+        "then work in the namespace below. Ask your platform team if you have neither."
+    )
+
+
+def _how_to_use(ws, line) -> dict:
+    """What the Workspace page tells its owner about using it: the namespace, access, an
+    example pod with the GPU resource and count of its quota, and the nodes that serve that
+    resource (from the cluster view: no API call)."""
+    resource = ws.gpu_resource
+    quota = ws.gpu
+    if line is not None and resource and resource in (line.gpu_quotas or {}):
+        quota = int(line.gpu_quotas[resource])  # an admin may have changed it since the approval
+    nodes = clusterview.nodes_serving(resource) if resource and quota else []
+    plan = usage.pod_plan(resource if quota else "", quota, max((n.allocatable for n in nodes), default=0))
+    return {
+        "namespace": ws.namespace,
+        "access": access_text(),
+        "plan": plan,
+        "pod": usage.example_pod(ws.namespace, plan, USER_PRIORITY_CLASS),
+        "nodes": nodes[:NODES_SHOWN],
+        "nodes_more": max(0, len(nodes) - NODES_SHOWN),
+        "schedulable": sum(1 for n in nodes if n.schedulable),
+    }
+
+
+NODES_SHOWN = 20  # a Workspace page names this many serving nodes, then counts the rest
 
 
 # --- users: Jobs ------------------------------------------------------------------
@@ -336,24 +387,83 @@ def _cluster_jobs_or_banner(request, jobs):
 # --- admins: approval queue ----------------------------------------------------------
 
 
-def _queue_context(request, forms_by_pk=None):
+def approve_question(req, choice) -> str:
+    """The one sentence an admin confirms before approving: the Workspace, who asked, and
+    the GPU type and count it gets (or that it gets none)."""
+    if not req.gpu or choice is None:
+        return _("Approve Workspace %(name)s for %(who)s with no GPU? This creates its namespace and quotas.") % {
+            "name": req.name,
+            "who": req.requester_name,
+        }
+    return _(
+        "Approve Workspace %(name)s for %(who)s with %(n)s × %(res)s (%(type)s)? This creates its namespace and "
+        "a quota of %(n)s %(res)s on the cluster."
+    ) % {
+        "name": req.name,
+        "who": req.requester_name,
+        "n": req.gpu,
+        "res": choice.resource,
+        "type": GpuType.label_of(choice.gpu_type),
+    }
+
+
+def _attach_choices(req, choices, form=None):
+    """One request's approve form and its rows of GPU types (what approving leaves, the
+    sentence to confirm)."""
+    req.approve_form = form or ApproveForm(request_obj=req, choices=choices, prefix=f"r{req.pk}")
+    req.choice_rows = [
+        {
+            "c": c,
+            "leaves": c.leaves(req.gpu),
+            "physical": c.physical_text(req.gpu),
+            "fits": req.gpu <= c.available,
+            "confirm": approve_question(req, c),
+        }
+        for c in choices
+    ]
+    req.confirm_no_gpu = approve_question(req, None)
+
+
+def _attach_holdings(reqs):
+    """What each requester already holds beside the request: the namespaces labelled as theirs
+    with a GPU quota (the cluster view) and their other pending requests. Two queries a page."""
+    names = [r.requester_name for r in reqs]
+    held = directory.held_by_owner(names)
+    pending = dict(
+        WorkspaceRequest.objects.filter(requester_name__in=names, status=WorkspaceRequest.Status.PENDING)
+        .values_list("requester_name")
+        .annotate(n=Count("id"))
+        .values_list("requester_name", "n")
+    )
+    for req in reqs:
+        req.holds = held.get(req.requester_name, [])
+        req.holds_gpu = sum(h.quota for h in req.holds)
+        req.other_pending = max(0, pending.get(req.requester_name, 0) - 1)
+
+
+COLLAPSE_ABOVE = 3  # a page of more requests shows each card folded, its forms one click away
+
+
+def _queue_context(request, forms_by_pk=None, errors_by_pk=None):
     ledger, snapshot = _ledger_or_banner(request)
     choices = services.gpu_choices(ledger)
     table = REQUEST_TABLE.bind(request, WorkspaceRequest.objects.filter(status=WorkspaceRequest.Status.PENDING))
     page = table.page
     forms_by_pk = forms_by_pk or {}
-    for req in page:
+    errors_by_pk = errors_by_pk or {}
+    reqs = list(page)
+    _attach_holdings(reqs)
+    collapse = len(reqs) > COLLAPSE_ABOVE
+    for req in reqs:
         # Nothing pre-selected: the admin chooses the GPU type (the form says so when none is).
-        req.approve_form = forms_by_pk.get(("approve", req.pk)) or ApproveForm(
-            request_obj=req, choices=choices, prefix=f"r{req.pk}"
-        )
+        _attach_choices(req, choices, forms_by_pk.get(("approve", req.pk)))
         req.reject_form = forms_by_pk.get(("reject", req.pk)) or RejectForm(prefix=f"r{req.pk}")
-        req.choice_rows = [
-            {"c": c, "leaves": c.leaves(req.gpu), "physical": c.physical_text(req.gpu), "fits": req.gpu <= c.available}
-            for c in choices
-        ]
+        req.error = errors_by_pk.get(req.pk, "")
+        failed = req.error or req.approve_form.errors or req.reject_form.errors
+        req.open = not collapse or bool(failed)
     return {
         "page": page,
+        "reqs": reqs,
         "table": table,
         "ledger": ledger,
         "snapshot": snapshot,
@@ -399,6 +509,9 @@ def approve_request(request, pk):
             )
         except services.WorkspaceError as exc:
             messages.error(request, _("%(name)s not approved: %(why)s") % {"name": req.name, "why": exc})
+            req.refresh_from_db()
+            if req.last_error != str(exc):  # a cluster's refusal is on the card already, as its last error
+                form.add_error(None, str(exc))  # beside the request too: the page opens at its card
         else:
             messages.success(request, _("%(name)s approved.") % {"name": req.name})
             return _back_to_queue(request)
@@ -406,6 +519,73 @@ def approve_request(request, pk):
         messages.error(request, _("%(name)s not approved: see the errors below.") % {"name": req.name})
     ctx = _queue_context(request, {("approve", req.pk): form})
     return render(request, "workspaces/approval_queue.html", ctx, status=400)
+
+
+@require_POST
+@admin_required
+def approve_requests(request):
+    """Approve several requests with one confirmation. Posted from the queue with the
+    requests ticked (``pick``): the page asks each one's GPU type; once every choice is valid
+    it lists each request with its type and count to confirm; confirmed (``confirmed``), each
+    goes through the approval service on its own (each audited), and a failure of one
+    neither undoes nor stops the others: it is reported beside that request."""
+    picked = []
+    for value in request.POST.getlist("pick")[:PAGE_PICK_LIMIT]:
+        pk = ascii_number(value.strip())
+        if pk is not None and pk not in picked:
+            picked.append(pk)
+    by_pk = WorkspaceRequest.objects.filter(pk__in=picked, status=WorkspaceRequest.Status.PENDING).in_bulk()
+    reqs = [by_pk[pk] for pk in picked if pk in by_pk]
+    if not reqs:
+        messages.error(request, _("Tick the pending requests to approve together first."))
+        return _back_to_queue(request)
+    ledger, snapshot = _ledger_or_banner(request)
+    choices = services.gpu_choices(ledger)
+    choosing = "choose" not in request.POST  # straight from the queue: nothing chosen yet
+    forms = {
+        req.pk: ApproveForm(None if choosing else request.POST, request_obj=req, choices=choices, prefix=f"r{req.pk}")
+        for req in reqs
+    }
+    for req in reqs:
+        _attach_choices(req, choices, forms[req.pk])
+    _attach_holdings(reqs)
+    valid = not choosing and all(f.is_valid() for f in forms.values())
+    editing = "edit" in request.POST  # back from the confirmation to the choices
+    results = []
+    if valid and not editing and request.POST.get("confirmed") == "yes":
+        for req in reqs:
+            data = forms[req.pk].cleaned_data
+            try:
+                services.approve(req.pk, request.user, data.get("resource") or "", overcommit=data["overcommit"])
+            except services.WorkspaceError as exc:
+                results.append((req, False, str(exc)))
+            else:
+                results.append((req, True, ""))
+        done = sum(1 for _r, ok, _e in results if ok)
+        if done:
+            messages.success(request, _("%(n)s of %(t)s requests approved.") % {"n": done, "t": len(results)})
+        if done < len(results):
+            messages.error(request, _("Some requests were not approved: the reason is beside each."))
+    for req in reqs:
+        form = forms[req.pk]
+        req.chosen = next((c for c in choices if valid and c.resource == form.cleaned_data.get("resource")), None)
+        req.question = approve_question(req, req.chosen)
+    return render(
+        request,
+        "workspaces/approve_several.html",
+        {
+            "reqs": reqs,
+            "ledger": ledger,
+            "snapshot": snapshot,
+            "stage": "done" if results else ("confirm" if valid and not editing else "choose"),
+            "results": results,
+            "page_number": request.POST.get("page", ""),
+        },
+        status=400 if not choosing and not valid else 200,
+    )
+
+
+PAGE_PICK_LIMIT = 100  # requests one confirmation can approve (the queue shows 25 a page)
 
 
 @require_POST
@@ -483,10 +663,12 @@ def reject_job(request, pk):
 def workspace_settings(request):
     s = JobSettings.load()
     form = JobSettingsForm(
-        request.POST if request.method == "POST" else None, initial={"approval_required": s.approval_required}
+        request.POST if request.method == "POST" else None,
+        initial={"approval_required": s.approval_required, "access_text": s.access_text},
     )
     if request.method == "POST" and form.is_valid():
         services.set_job_approval(request.user, form.cleaned_data["approval_required"])
+        services.set_access_text(request.user, form.cleaned_data["access_text"])
         messages.success(request, _("Settings saved."))
         return redirect("workspace_settings")
     limits = ResourceLimit.objects.select_related("user", "group").order_by("group__name", "user__username")
@@ -499,6 +681,7 @@ def workspace_settings(request):
             "limits": limits,
             "limit_form": ResourceLimitForm(),
             "defaults": settings.BRICK_DEFAULT_LIMITS,
+            "default_access": access_text() if not s.access_text.strip() else "",
         },
     )
 
@@ -539,7 +722,7 @@ def limit_save(request):
         request,
         "workspaces/settings.html",
         {
-            "form": JobSettingsForm(initial={"approval_required": s.approval_required}),
+            "form": JobSettingsForm(initial={"approval_required": s.approval_required, "access_text": s.access_text}),
             "job_settings": s,
             "limits": limits,
             "limit_form": form,

@@ -81,7 +81,7 @@ FORMS = {
     "set_language": ("alice", lambda o: (reverse("set_language"), fields("language", "next"))),
     "workspace_request": (
         "alice",
-        lambda o: (reverse("workspace_request"), fields("name", "gpu", "cpu", "memory_gib", "storage_gib")),
+        lambda o: (reverse("workspace_request"), fields("name", "gpu", "cpu", "memory_gib", "storage_gib", "purpose")),
     ),
     "job_create": ("alice", lambda o: (reverse("job_create"), fields("workspace", "node", "image", "command", "gpu"))),
     "approve_request": (
@@ -89,6 +89,15 @@ FORMS = {
         lambda o: (
             reverse("approve_request", args=[o["pending"].pk]),
             fields(f"r{o['pending'].pk}-resource", f"r{o['pending'].pk}-overcommit", "page"),
+        ),
+    ),
+    "approve_requests": (
+        "admin",
+        lambda o: (
+            reverse("approve_requests"),
+            fields(
+                "pick", "choose", "confirmed", "edit", f"r{o['pending'].pk}-resource", f"r{o['pending'].pk}-overcommit"
+            ),
         ),
     ),
     "reject_request": (
@@ -100,7 +109,10 @@ FORMS = {
         "admin",
         lambda o: (reverse("reject_job", args=[o["job"].pk]), fields(f"j{o['job'].pk}-reason", "page")),
     ),
-    "workspace_settings": ("admin", lambda o: (reverse("workspace_settings"), fields("approval_required"))),
+    "workspace_settings": (
+        "admin",
+        lambda o: (reverse("workspace_settings"), fields("approval_required", "access_text")),
+    ),
     "limit_save": (
         "admin",
         lambda o: (reverse("limit_save"), fields("user", "group", "gpu", "cpu", "memory_gib", "storage_gib")),

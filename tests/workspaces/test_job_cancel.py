@@ -117,7 +117,8 @@ def test_approve_preselects_no_gpu_type_and_asks_for_one(make_request, alice, ad
     page = admin.get("/workspaces/approvals/").content.decode()
     card = re.search(r'data-testid="request-team-c".*?</article>', page, re.S).group(0)
     assert "checked" not in re.sub(r'name="r\d+-overcommit"[^>]*', "", card)  # no radio pre-selected
-    assert 'data-confirm="Approve Workspace team-c for alice?' in card
+    # each GPU type's confirmation names it and the count approved
+    assert 'data-confirm="Approve Workspace team-c for alice with 1 × nvidia.com/gpu.shared (Shared' in card
     r = admin.post(f"/workspaces/approvals/{req.pk}/approve/", {})
     assert r.status_code == 400
     assert "Choose Exclusive, Shared or a MIG profile." in text(r.content)

@@ -37,6 +37,7 @@ ADMIN_GET = {
 }
 ADMIN_POST = {
     "approve_request",
+    "approve_requests",
     "reject_request",
     "approve_job",
     "reject_job",
