@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workspaces', '0006_reclaim_ask'),
+        ('workspaces', '0008_decision_detail_said'),
     ]
 
     operations = [
