@@ -7,9 +7,8 @@ plus --fillers plain nodes (more rows per publication, so one takes long enough 
 and two watchers (real subprocesses) coordinating through the twin's Lease.
 
 Each round changes the cluster in one transaction (every filler node gets the label
-brick.bench/round=<n>, one GPU node is cordoned or uncordoned), so every snapshot the
-watcher can take has one round on all its nodes: a view that shows two rounds at once is
-a publication torn in the middle. Faults, in turn:
+brick.bench/round=<n>), so every snapshot the watcher can take has one round on all its
+nodes: a view that shows two rounds at once is a publication torn in the middle. Faults, in turn:
 
 * kill-leader: SIGKILL the watcher holding the Lease (idle), start a new standby;
 * pause-leader: SIGSTOP it (cut off from the API server and the database alike) until the
@@ -19,8 +18,8 @@ a publication torn in the middle. Faults, in turn:
 * pg-restart-mid-publish: restart PostgreSQL (immediate mode) while the leader's
   publication's transaction is open; the same watcher process must resume by itself.
 
-After each fault a new round is made and the script waits until the view equals a fresh
-list of the twin (the ledger's totals, each node's ledger line, the round on every node).
+After each fault one GPU node is cordoned or uncordoned and the script waits until the
+view equals a fresh list of the twin (the ledger's totals, each node's ledger line, the round on every node).
 Printed: faults, views torn right after a fault (must be 0), wrong counts after recovery
 (view vs fresh list; must be 0), writes by a former leader after the takeover (must be 0),
 watchers that exited on a database restart (must be 0), how often the pages' "behind"
@@ -206,7 +205,18 @@ def load_cluster(fillers: int) -> None:
     TwinGateway().load(objects, hardware, plugin_configs)
 
 
-def next_round(n: int, fillers: int, own_thread: bool = False) -> None:
+def toggle(n: int) -> None:
+    """The change after a fault: the GPU node cordoned on odd n, uncordoned on even n (a
+    small write: the twin's writes take turns on its version counter, the Lease's too)."""
+    from django.db import connection
+
+    from brickadmin.cluster.twin import TwinGateway
+
+    retrying(lambda: (TwinGateway().cordon if n % 2 else TwinGateway().uncordon)(TOGGLED_NODE))
+    connection.close()  # this thread's
+
+
+def next_round(n: int, fillers: int) -> None:
     """Round n: every filler node labelled n, the toggled GPU node cordoned on odd rounds;
     one transaction, so the watcher sees all of it or none."""
     from django.db import transaction
@@ -223,14 +233,9 @@ def next_round(n: int, fillers: int, own_thread: bool = False) -> None:
                 body = gw._get("Node", f"filler-{i:04d}")
                 body["metadata"]["labels"][ROUND_LABEL] = str(n)
                 gw._save(body)
-            (gw.cordon if n % 2 else gw.uncordon)(TOGGLED_NODE)
             gw._bump()
 
     retrying(write)
-    if own_thread:
-        from django.db import connection
-
-        connection.close()
 
 
 def fresh_list():
@@ -377,7 +382,7 @@ def main() -> int:
 
         call_command("migrate", verbosity=0)
         load_cluster(args.fillers)
-        round_no = 0
+        round_no = toggles = 0
         watchers.start()
         watchers.start()
         wait_for(
@@ -403,8 +408,8 @@ def main() -> int:
                 connection.close()
                 right_after = retrying(stored)
                 was_torn = torn(right_after)
-                round_no += 1
-                writer = threading.Thread(target=next_round, args=(round_no, args.fillers, True))
+                toggles += 1
+                writer = threading.Thread(target=toggle, args=(toggles,))
                 writer.start()  # the change after the fault, written while the takeover is watched
                 fresh, changed, takeover = None, None, None
                 banner = False
