@@ -284,6 +284,10 @@ class TwinGateway:
         body.update(apiVersion="coordination.k8s.io/v1", kind="Lease")
         body["metadata"] = {k: v for k, v in body["metadata"].items() if k != "resourceVersion"}
         body["metadata"]["namespace"] = namespace
+        # the version counter's row lock first: two candidates creating the Lease at once
+        # take turns, and the second sees the first's (409, as the API server answers)
+        TwinState.objects.get_or_create(pk=1)
+        TwinState.objects.select_for_update().filter(pk=1).first()
         if TwinObject.objects.filter(kind="Lease", namespace=namespace, name=body["metadata"]["name"]).exists():
             raise Conflict(
                 f'leases.coordination.k8s.io "{body["metadata"]["name"]}" already exists',

@@ -184,3 +184,36 @@ def test_a_reaper_that_stopped_is_on_the_health_page(load_scenario, admin_client
     html = admin_client.get(reverse("health")).content.decode()
     row = html[html.index('data-kind="reaper-stopped"') :].split("</tr>")[0]
     assert "Celery beat or the worker is not running" in row and "celery -A brickadmin worker --beat" in row
+
+
+def test_two_candidates_creating_the_lease_at_once_get_one_lease_and_one_conflict(transactional_db):
+    import threading
+
+    from django.db import connection
+
+    from brickadmin.cluster import Conflict
+
+    start, outcomes = threading.Barrier(2), []
+
+    def create(identity):
+        start.wait()
+        try:
+            TwinGateway().create_lease("ns", {"metadata": {"name": "l"}, "spec": {"holderIdentity": identity}})
+            outcomes.append(identity)
+        except Conflict:
+            outcomes.append("conflict")
+        finally:
+            connection.close()
+
+    for _ in range(5):
+        from brickadmin.cluster.models import TwinObject
+
+        TwinObject.objects.filter(kind="Lease").delete()
+        outcomes.clear()
+        threads = [threading.Thread(target=create, args=(who,)) for who in ("a", "b")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        holder = TwinGateway().get_lease("ns", "l")["spec"]["holderIdentity"]
+        assert sorted(outcomes) == sorted([holder, "conflict"])
