@@ -162,6 +162,16 @@ class Watchers:
         self.logs[identity] = VAR / f"{identity}.log"
         return identity
 
+    def standby(self) -> str:
+        """Start a replica and wait until it stands by and has read the Lease once (a
+        standby that is still starting would add its start-up to the next takeover)."""
+        identity = self.start()
+        deadline = time.monotonic() + 120
+        while "waiting for the lease" not in self.log(identity) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(self.lease[2] * 1.5)
+        return identity
+
     def signal(self, identity: str, sig: int) -> None:
         os.killpg(self.procs[identity].pid, sig)
 
@@ -384,7 +394,7 @@ def main() -> int:
         load_cluster(args.fillers)
         round_no = toggles = 0
         watchers.start()
-        watchers.start()
+        watchers.standby()
         wait_for(
             lambda: wrong_counts(retrying(stored), retrying(fresh_list)) == 0, args.recover_timeout, "a first view"
         )
@@ -446,7 +456,7 @@ def main() -> int:
                 if kind == "pg-restart-mid-publish":
                     exited = sum(watchers.procs[i].poll() is not None or watchers.procs[i].pid != pids[i] for i in live)
                 if kind in ("kill-leader", "kill-mid-publish"):
-                    watchers.start()  # a new standby, as a Deployment would
+                    watchers.standby()  # a new standby, as a Deployment would start
                 results.append(
                     {
                         "fault": kind,

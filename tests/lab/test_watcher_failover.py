@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -176,6 +177,7 @@ def test_a_leader_cut_off_or_killed_hands_the_view_to_the_standby(lab, tmp_path)
         b = Replica("failover-b", lab.kubeconfig, tmp_path)
         replicas.append(b)
         wait_until(lambda: "waiting for the lease" in b.output(), 60, "b standing by")
+        time.sleep(2)  # b has read the Lease once (a retry period)
 
         # a is cut off from the API server (its port closed) but still reaches the database
         forwarder.close()
@@ -194,6 +196,7 @@ def test_a_leader_cut_off_or_killed_hands_the_view_to_the_standby(lab, tmp_path)
         a2 = Replica("failover-a2", kubeconfig_via(lab.kubeconfig, forwarder2.port, tmp_path), tmp_path)
         replicas.append(a2)
         wait_until(lambda: "waiting for the lease" in a2.output(), 60, "a2 standing by")
+        time.sleep(2)
         b.stop(signal.SIGKILL)
         lab.admin.label_node(NODE, {"brick.test/round": "2"})
         wait_until(lambda: view() == ("failover-a2", {**view()[1], "brick.test/round": "2"}), 90, "a2 taking over")
