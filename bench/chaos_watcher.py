@@ -15,6 +15,8 @@ nodes: a view that shows two rounds at once is a publication torn in the middle.
   standby has taken over, then SIGCONT: its writes must be refused (fencing), it stands by;
 * kill-mid-publish: SIGKILL the leader while its publication's transaction is open
   (seen in pg_stat_activity);
+* pause-mid-publish: SIGSTOP it there, holding the view's row lock: PostgreSQL ends its
+  session (idle_in_transaction_session_timeout) so the standby can claim the view;
 * pg-restart-mid-publish: restart PostgreSQL (immediate mode) while the leader's
   publication's transaction is open; the same watcher process must resume by itself.
 
@@ -284,18 +286,18 @@ def stored():
         state = ViewState.objects.filter(pk=1).first()
         rows = list(ViewNode.objects.values_list("name", "is_gpu", "ledger", "raw"))
     if state is None:
-        return 0, "", {}, {}, set(), 0
+        return 0, "", {}, {}, set(), 0, -1
     lines = {name: line for name, is_gpu, line, _raw in rows if is_gpu}
     rounds = {(raw.get("metadata", {}).get("labels") or {}).get(ROUND_LABEL) for *_x, raw in rows} - {None}
     totals = {
         k: state.totals.get(k) for k in ("logical", "requested", "physical", "physical_used", "gpu_nodes", "nodes")
     }
-    return state.generation, state.holder, totals, lines, rounds, len(rows)
+    return state.generation, state.holder, totals, lines, rounds, len(rows), state.fencing_token
 
 
 def wrong_counts(view, fresh) -> int:
     """Figures of the view that differ from a fresh list: totals, node lines, the round."""
-    _gen, _holder, totals, lines, rounds, _rows = view
+    _gen, _holder, totals, lines, rounds, _rows, _token = view
     f_totals, f_lines, f_rounds = fresh
     wrong = sum(totals.get(k) != v for k, v in f_totals.items())
     wrong += sum(lines.get(name) != line for name, line in f_lines.items()) + len(set(lines) - set(f_lines))
@@ -304,7 +306,7 @@ def wrong_counts(view, fresh) -> int:
 
 def torn(view) -> bool:
     """A view that is no publication of any one snapshot: two rounds, or rows not its totals'."""
-    _gen, _holder, totals, _lines, rounds, rows = view
+    _gen, _holder, totals, _lines, rounds, rows, _token = view
     return len(rounds) > 1 or (bool(totals.get("nodes")) and totals.get("nodes") != rows)
 
 
@@ -367,7 +369,9 @@ def main() -> int:
     parser.add_argument("--renew-deadline", type=float, default=10)
     parser.add_argument("--retry-period", type=float, default=2)
     parser.add_argument("--recover-timeout", type=float, default=120)
-    parser.add_argument("--faults", default="kill-leader,pause-leader,kill-mid-publish,pg-restart-mid-publish")
+    parser.add_argument(
+        "--faults", default="kill-leader,pause-leader,kill-mid-publish,pause-mid-publish,pg-restart-mid-publish"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = parser.parse_args()
 
@@ -404,6 +408,7 @@ def main() -> int:
         for _ in range(args.rounds):
             for kind in kinds:
                 leader = wait_for(holder, 60, "a leader")
+                token = retrying(stored)[6]  # the leader's fencing token
                 live = [i for i, p in watchers.procs.items() if p.poll() is None]
                 pids = {i: watchers.procs[i].pid for i in live}
                 if kind.endswith("mid-publish"):
@@ -411,7 +416,7 @@ def main() -> int:
                 t0 = time.monotonic()
                 if kind in ("kill-leader", "kill-mid-publish"):
                     watchers.kill(leader)
-                elif kind == "pause-leader":
+                elif kind in ("pause-leader", "pause-mid-publish"):
                     watchers.signal(leader, signal.SIGSTOP)
                 elif kind == "pg-restart-mid-publish":
                     pg.restart()
@@ -437,21 +442,24 @@ def main() -> int:
                             continue
                         changed = time.monotonic() - t0
                         fresh = retrying(fresh_list)  # the twin does not change again until the next fault
-                    if kind == "pause-leader" and view[1] not in ("", leader) and not resumed:
+                    if kind.startswith("pause") and view[1] not in ("", leader) and not resumed:
                         watchers.signal(leader, signal.SIGCONT)  # the standby leads: wake the old one up
                         resumed = True
-                    if kind == "pause-leader" and resumed and view[1] == leader:
+                    # a write in the woken leader's old name (a legitimate new leadership of it
+                    # has a larger token)
+                    if kind.startswith("pause") and resumed and view[1] == leader and view[6] <= token:
                         stale_writes += 1
-                    if wrong_counts(view, fresh) == 0 and (kind != "pause-leader" or resumed):
+                    if wrong_counts(view, fresh) == 0 and (not kind.startswith("pause") or resumed):
                         break
                     time.sleep(0.1)
                 recovered = time.monotonic() - t0
                 writer.join()
                 view, fresh = retrying(stored), retrying(fresh_list)
                 wrong = wrong_counts(view, fresh)
-                if kind == "pause-leader":  # the woken leader keeps trying: give it time to write, if it could
+                if resumed:  # the woken leader keeps trying: give it time to write, if it could
                     time.sleep(args.renew_deadline)
-                    stale_writes += holder() == leader
+                    after = retrying(stored)
+                    stale_writes += after[1] == leader and after[6] <= token
                 exited = 0
                 if kind == "pg-restart-mid-publish":
                     exited = sum(watchers.procs[i].poll() is not None or watchers.procs[i].pid != pids[i] for i in live)

@@ -87,12 +87,27 @@ def claim(fence: Fence) -> None:
     """The new Lease holder's first write, before it lists the cluster: from now on a
     publication from the previous holder (token older) is refused."""
     with transaction.atomic():
+        bound_idle_in_transaction()
         state, _created = ViewState.objects.select_for_update().get_or_create(pk=1)
         _check_fence(state, fence)
         state.holder, state.fencing_token = fence.holder, fence.token
         state.watcher, state.watcher_seen_at = fence.holder, timezone.now()
         state.watcher_status = {"catching_up": True}  # until its first publication (pages say so)
         state.save(update_fields=["holder", "fencing_token", "watcher", "watcher_seen_at", "watcher_status"])
+
+
+# A writer paused inside its transaction (SIGSTOP, a frozen VM) would hold the view's row
+# lock, and with it every other writer, until its connection died: PostgreSQL ends such a
+# session after this long idle in the transaction (the statements of a publication follow
+# each other within a fraction of it).
+IDLE_IN_TRANSACTION_MS = 10_000
+
+
+def bound_idle_in_transaction() -> None:
+    """In the current transaction: PostgreSQL ends the session if it idles this long in it."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL idle_in_transaction_session_timeout = {int(IDLE_IN_TRANSACTION_MS)}")
 
 
 @contextlib.contextmanager
@@ -215,6 +230,7 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0, fence: 
     jobs_digest = _digest(sorted((f"{ns}/{name}", st) for (ns, name), st in jobs.items()))
     now = timezone.now()
     with transaction.atomic():
+        bound_idle_in_transaction()
         state, _created = ViewState.objects.select_for_update().get_or_create(pk=1)
         _check_fence(state, fence)
         upgrading = state.schema < SCHEMA_VERSION

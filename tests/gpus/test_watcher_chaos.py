@@ -30,11 +30,17 @@ def test_the_view_survives_a_killed_paused_or_cut_leader_and_a_database_restart(
     assert run.returncode in (0, 1), run.stderr[-3000:]
     figures = json.loads(run.stdout.strip().splitlines()[-1])
     faults = {r["fault"]: r for r in figures["results"]}
-    assert set(faults) == {"kill-leader", "pause-leader", "kill-mid-publish", "pg-restart-mid-publish"}
+    assert set(faults) == {
+        "kill-leader",
+        "pause-leader",
+        "kill-mid-publish",
+        "pause-mid-publish",
+        "pg-restart-mid-publish",
+    }
     assert figures["torn"] == 0, "a view showed two generations at once"
     assert figures["wrong"] == 0, "the view differs from a fresh list after the recovery"
     assert figures["stale_writes"] == 0, "a former leader wrote the view after the takeover"
     assert figures["exited"] == 0, "a watcher exited when the database restarted"
-    for kind in ("kill-leader", "pause-leader", "kill-mid-publish"):
+    for kind in ("kill-leader", "pause-leader", "kill-mid-publish", "pause-mid-publish"):
         assert faults[kind]["takeover_s"] is not None, f"{kind}: the standby never took over"
     assert run.returncode == 0
