@@ -279,6 +279,8 @@ BRICK_RUN_RETENTION_DAYS = int(os.environ.get("BRICK_RUN_RETENTION_DAYS", "365")
 BRICK_RUN_STREAM_POLL_MS = int(os.environ.get("BRICK_RUN_STREAM_POLL_MS", "50"))
 BRICK_RUN_STREAM_SECONDS = int(os.environ.get("BRICK_RUN_STREAM_SECONDS", "300"))
 BRICK_RUN_STREAM_KEEPALIVE_SECONDS = int(os.environ.get("BRICK_RUN_STREAM_KEEPALIVE_SECONDS", "15"))
+# Health reports the reaper (Celery beat + a worker; scheduled every 5 s) stopped after this long.
+BRICK_REAPER_STALE_SECONDS = float(os.environ.get("BRICK_REAPER_STALE_SECONDS", "120"))
 BRICK_RUN_HEARTBEAT_STALE_SECONDS = int(os.environ.get("BRICK_RUN_HEARTBEAT_STALE_SECONDS", "10"))
 BRICK_RUN_AUTO_RESUMES = int(os.environ.get("BRICK_RUN_AUTO_RESUMES", "3"))  # then a person resumes
 PAGE_SIZE = 25

@@ -19,7 +19,7 @@ from . import health as health_mod
 from . import ledger as ledger_mod
 from . import occupancy as occupancy_mod
 from .models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, ViewTypeRow, ViewWorkspace
-from .view_publish import SCHEMA_VERSION
+from .view_publish import BEHIND_SECONDS, SCHEMA_VERSION
 
 
 def stored_gpu_capacity() -> dict[str, dict]:
@@ -51,6 +51,7 @@ class Freshness:
     watcher_seen_at: datetime | None
     source: str
     live: bool  # the twin: brought up to date on every read
+    watcher_status: dict = field(default_factory=dict)  # what the watcher's last heartbeat said
 
     @property
     def age_seconds(self) -> float | None:
@@ -62,6 +63,19 @@ class Freshness:
             return False
         limit = timedelta(seconds=float(getattr(settings, "BRICK_WATCHER_STALE_SECONDS", 30)))
         return self.watcher_seen_at is None or timezone.now() - self.watcher_seen_at > limit
+
+    @property
+    def behind(self) -> bool:
+        """The numbers may lag the cluster though a watcher runs: its heartbeat is late (the
+        leader lost, the standby not leading yet), a watch stream of it is broken (cut off
+        from the API server), or it has just taken over and not published yet."""
+        if self.live or self.watcher_down:
+            return False
+        status = self.watcher_status or {}
+        late = self.watcher_seen_at is not None and timezone.now() - self.watcher_seen_at > timedelta(
+            seconds=BEHIND_SECONDS
+        )
+        return late or bool(status.get("behind")) or bool(status.get("catching_up"))
 
 
 class StoredLedger:
@@ -237,6 +251,7 @@ def stored_view(*, live: bool = False) -> StoredView:
         watcher_seen_at=state.watcher_seen_at,
         source=state.source,
         live=live,
+        watcher_status=state.watcher_status or {},
     )
     return StoredView(
         snapshot=StoredSnapshot(state),
@@ -309,7 +324,7 @@ def freshness(*, live: bool = False) -> Freshness | None:
     """The view's freshness from its state row alone (no view rows), or None without a view."""
     state = (
         ViewState.objects.filter(pk=1)
-        .only("as_of", "published_at", "watcher", "watcher_seen_at", "source", "generation")
+        .only("as_of", "published_at", "watcher", "watcher_seen_at", "watcher_status", "source", "generation")
         .first()
     )
     if state is None or not state.generation:
@@ -321,6 +336,7 @@ def freshness(*, live: bool = False) -> Freshness | None:
         watcher_seen_at=state.watcher_seen_at,
         source=state.source,
         live=live,
+        watcher_status=state.watcher_status or {},
     )
 
 
@@ -360,6 +376,11 @@ def record_problems(nodes=None) -> list[health_mod.Problem]:
         else set()
     )
     inputs = health_mod.HealthInputs(ledger=None, stopped_runs=[(r, r.node in cordoned) for r in stopped])
+    if nodes is None:  # the cluster-wide findings: is the reaper (Celery beat and a worker) running?
+        from .models import ServiceBeat
+
+        inputs.service_beats = dict(ServiceBeat.objects.values_list("name", "beat_at"))
+        inputs.service_late_after = timedelta(seconds=float(getattr(settings, "BRICK_REAPER_STALE_SECONDS", 120)))
     found = health_mod.problems(inputs, reads="records")
     return found if nodes is not None else health_mod.ordered(found + [p for read in RECORD_READERS for p in read()])
 

@@ -118,6 +118,10 @@ class HealthInputs:
     now: datetime | None = None
     # The Workspace records against the view's Workspace lines (workspaces.health.WorkspaceInputs)
     workspaces: object = None
+    # When each periodic service last ran ({"reaper": datetime}; none: never ran here), and
+    # how long without a run is too long (the reaper is scheduled every 5 s).
+    service_beats: dict[str, datetime] | None = None
+    service_late_after: timedelta = timedelta(minutes=2)
 
 
 @dataclass(frozen=True)
@@ -633,6 +637,37 @@ def run_left_cordoned(inputs: HealthInputs) -> Iterable[Problem]:
                 link_text=_("Open run #%(id)d") % {"id": run.pk},
                 fix_params={"restore_of": run.pk},
             )
+
+
+@check(
+    "reaper-stopped",
+    gettext_lazy("Background tasks not running"),
+    reads="records",
+    explain=gettext_lazy(
+        "The reaper, which Celery beat starts every few seconds on a worker, has not run for"
+        " minutes: runs whose worker died are not resumed and lost runs are not queued again."
+        " Start or restart the worker with beat."
+    ),
+)
+def reaper_stopped(inputs: HealthInputs) -> Iterable[Problem]:
+    last = (inputs.service_beats or {}).get("reaper")
+    now = inputs.now or datetime.now(UTC)
+    if last is not None and now - last > inputs.service_late_after:
+        yield Problem(
+            "bad",
+            "reaper-stopped",
+            _("background tasks"),
+            _(
+                "The reaper last ran at %(when)s (it runs every few seconds): Celery beat or the "
+                "worker is not running, so runs whose worker died stay stuck and are not resumed."
+            )
+            % {"when": last.strftime("%Y-%m-%d %H:%M:%S UTC")},
+            _(
+                "Start or restart the worker with beat (celery -A brickadmin worker --beat, or the "
+                "worker and beat Deployments) and check their logs; the reaper resumes stuck runs by itself."
+            ),
+            subject_type=RESOURCE,
+        )
 
 
 CHECKLIST_WAIT = timedelta(days=1)

@@ -334,6 +334,11 @@ class ViewState(models.Model):
     watcher = models.CharField(max_length=200, blank=True, default="")
     watcher_seen_at = models.DateTimeField(null=True, blank=True)
     watcher_status = models.JSONField(default=dict, blank=True)
+    # Fencing: the Lease holder that last claimed or published the view, and its fencing
+    # token (the Lease's leaseTransitions when it took it). A watcher with an older token
+    # (one that lost the Lease without knowing it) is refused, under this row's lock.
+    holder = models.CharField(max_length=200, blank=True, default="")
+    fencing_token = models.BigIntegerField(default=-1)
     totals = models.JSONField(default=dict, blank=True)  # the ledger's headline numbers
     # Small cluster-wide objects some pages read (device-plugin ConfigMaps and DaemonSets,
     # the GPU Operator's ConfigMaps, quota per namespace): a few kB whatever the size.
@@ -341,6 +346,17 @@ class ViewState(models.Model):
 
     def __str__(self):
         return f"view generation {self.generation}"
+
+
+class ServiceBeat(models.Model):
+    """The last time a periodic service ran (the reaper, run by Celery beat and a worker):
+    Health says so when it stops, instead of runs silently staying stuck."""
+
+    name = models.CharField(max_length=64, primary_key=True)
+    beat_at = models.DateTimeField()
+
+    def __str__(self):
+        return f"{self.name} at {self.beat_at}"
 
 
 class ViewNode(models.Model):

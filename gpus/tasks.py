@@ -18,6 +18,7 @@ def execute_run(run_id: int) -> str:
 
 @shared_task(name="gpus.tasks.reap_stale_runs")
 def reap_stale_runs() -> list[int]:
+    reaper.beat()
     return reaper.reap_stale()
 
 

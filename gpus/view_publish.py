@@ -11,14 +11,17 @@ read it back through ``gpus.clusterview``, which serves only a generation of thi
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import hashlib
 import json
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from brickadmin.cluster.snapshot import Snapshot, without_gc_pauses
@@ -35,8 +38,87 @@ from .models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, 
 # (gpus.clusterview refuses it) but published again by the new code, in full.
 SCHEMA_VERSION = 2  # 2: extra["gpu_capacity"], what each GPU resource offers (why pods wait)
 
-# The watcher beats at least this often; a page calls it down after WATCHER_STALE_SECONDS.
-HEARTBEAT_SECONDS = 10
+# The watcher beats at least this often; a page says the numbers may be behind after
+# BEHIND_SECONDS without a beat (a leader lost, the standby not yet leading: shorter than
+# the Lease's 15 s), and calls the watcher down after BRICK_WATCHER_STALE_SECONDS.
+HEARTBEAT_SECONDS = 4
+BEHIND_SECONDS = 10
+
+
+class StalePublisher(Exception):
+    """A watcher that no longer holds the Lease tried to write the view: refused.
+    ``token``: the newer token that claimed the view (None: the writer's own timer ran out)."""
+
+    def __init__(self, message: str, token: int | None = None):
+        super().__init__(message)
+        self.token = token
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Who may write the view: the Lease holder's identity and its fencing token (the
+    Lease's leaseTransitions when it took it: a later holder has a larger one), and
+    ``holds()``, whether it renewed the Lease within its renew deadline (its own timer)."""
+
+    holder: str
+    token: int
+    holds: Callable[[], bool] = lambda: True
+
+
+def _check_fence(state: ViewState, fence: Fence | None) -> None:
+    """Refuse a writer whose Lease ran out by its own timer, or whose token is older than
+    the one that last claimed the view (checked under the state row's lock)."""
+    if fence is None:
+        return
+    if not fence.holds():
+        raise StalePublisher(f"{fence.holder}: the Lease was not renewed within its renew deadline")
+    newer = state.fencing_token > fence.token or (
+        state.fencing_token == fence.token and state.holder not in ("", fence.holder)
+    )
+    if newer:
+        raise StalePublisher(
+            f"{fence.holder} (token {fence.token}): the view was claimed by "
+            f"{state.holder} (token {state.fencing_token})",
+            token=state.fencing_token,
+        )
+
+
+def claim(fence: Fence) -> None:
+    """The new Lease holder's first write, before it lists the cluster: from now on a
+    publication from the previous holder (token older) is refused."""
+    with transaction.atomic():
+        bound_idle_in_transaction()
+        state, _created = ViewState.objects.select_for_update().get_or_create(pk=1)
+        _check_fence(state, fence)
+        state.holder, state.fencing_token = fence.holder, fence.token
+        state.watcher, state.watcher_seen_at = fence.holder, timezone.now()
+        state.watcher_status = {"catching_up": True}  # until its first publication (pages say so)
+        state.save(update_fields=["holder", "fencing_token", "watcher", "watcher_seen_at", "watcher_status"])
+
+
+# A writer paused inside its transaction (SIGSTOP, a frozen VM) would hold the view's row
+# lock, and with it every other writer, until its connection died: PostgreSQL ends such a
+# session after this long idle in the transaction (the statements of a publication follow
+# each other within a fraction of it).
+IDLE_IN_TRANSACTION_MS = 10_000
+
+
+def bound_idle_in_transaction() -> None:
+    """In the current transaction: PostgreSQL ends the session if it idles this long in it."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL idle_in_transaction_session_timeout = {int(IDLE_IN_TRANSACTION_MS)}")
+
+
+@contextlib.contextmanager
+def reconnecting():
+    """A lost database connection (PostgreSQL restarted) is closed, so the next call opens
+    a new one: Django reconnects only a connection it knows is closed."""
+    try:
+        yield
+    except (OperationalError, InterfaceError):
+        connection.close()
+        raise
 
 
 def snapshot_drift(snapshot: Snapshot, docs: list[dict] | None = None):
@@ -114,9 +196,12 @@ def _node_row(raw: dict, n, problems: int, last) -> tuple:
     return (raw, n, problems, base, data, digest, base_digest), data, digest
 
 
-def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
+def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0, fence: Fence | None = None) -> int:
     """Materialise ``snapshot`` as the view's next generation; returns the generation.
 
+    One transaction: a publication cut short (the watcher killed, the database restarted)
+    leaves the previous generation whole. ``fence``: the watcher's Lease; a writer that no
+    longer holds it is refused (StalePublisher) and nothing is written.
     ``position`` orders writers that may race (the twin's event id): a snapshot older than
     the stored one is not written, unless the stored generation is of an older form
     (``SCHEMA_VERSION``): then every row is written again, none kept as unchanged."""
@@ -145,7 +230,9 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
     jobs_digest = _digest(sorted((f"{ns}/{name}", st) for (ns, name), st in jobs.items()))
     now = timezone.now()
     with transaction.atomic():
+        bound_idle_in_transaction()
         state, _created = ViewState.objects.select_for_update().get_or_create(pk=1)
+        _check_fence(state, fence)
         upgrading = state.schema < SCHEMA_VERSION
         if position and state.position > position and not upgrading:
             return state.generation
@@ -232,6 +319,9 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0) -> int:
             "usage_measured": snapshot.usage is not None,
             "gpu_capacity": gpu_capacity(led),
         }
+        if fence is not None:
+            _check_fence(state, fence)  # again: writing took time, the Lease may have run out meanwhile
+            state.holder, state.fencing_token = fence.holder, fence.token
         state.save()
     return gen
 
@@ -342,7 +432,14 @@ def _problem_rows(problems: dict, gen: int):
         )
 
 
-def heartbeat(watcher: str, status: dict | None = None) -> None:
-    """The watcher is alive (and how it is doing), even when nothing changed."""
+def heartbeat(watcher: str, status: dict | None = None, fence: Fence | None = None) -> bool:
+    """The watcher is alive (and how it is doing), even when nothing changed. With a
+    ``fence``, only while it holds the Lease and no newer holder claimed the view (a
+    paused leader that wakes up must not pass for the active one). True when written."""
     ViewState.objects.get_or_create(pk=1)
-    ViewState.objects.filter(pk=1).update(watcher=watcher, watcher_seen_at=timezone.now(), watcher_status=status or {})
+    rows = ViewState.objects.filter(pk=1)
+    if fence is not None:
+        if not fence.holds():
+            return False
+        rows = rows.filter(fencing_token__lte=fence.token)
+    return bool(rows.update(watcher=watcher, watcher_seen_at=timezone.now(), watcher_status=status or {}))

@@ -7,6 +7,12 @@ two leaders never overlap as long as renew_deadline < lease_duration. A candidat
 the Lease only when it has seen the same record unchanged for ``lease_duration`` on its
 own clock (no trust in the other's clock), and writes are conditional on the
 resourceVersion read (a lost race is a 409 Conflict: try again later).
+
+``token`` is the fencing token of the current leadership (the Lease's leaseTransitions
+when this identity took it: every change of holder raises it), and ``holds()`` says
+whether the last successful renewal is within renew_deadline: the view's writes check both
+(gpus.view_publish.Fence), so a leader cut off from the API server stops writing before
+its Lease can expire, and a write from a former leader is refused.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ class LeaderElector:
         self._observed_at = 0.0
         self._last_renew = 0.0  # clock() of the last successful acquire/renew
         self.is_leader = False
+        self.token = -1  # leaseTransitions of the Lease this identity holds (its fencing token)
 
     # ------------------------------------------------------------------ one attempt
     def try_acquire_or_renew(self) -> bool:
@@ -70,7 +77,7 @@ class LeaderElector:
             except (Conflict, ClusterError) as exc:
                 log.info("lease %s/%s: create failed: %s", self.namespace, self.name, exc)
                 return self._lost()
-            return self._won(now)
+            return self._won(now, 0)
         except ClusterError as exc:
             log.warning("lease %s/%s: cannot read: %s", self.namespace, self.name, exc)
             return self._lost()
@@ -101,13 +108,30 @@ class LeaderElector:
             log.info("lease %s/%s: update failed: %s", self.namespace, self.name, exc)
             return self._lost()
         self._observed_spec, self._observed_at = dict(updated.get("spec") or spec_new), now
-        return self._won(now)
+        return self._won(now, int(spec_new["leaseTransitions"]))
 
-    def _won(self, now: float) -> bool:
+    def _won(self, now: float, token: int) -> bool:
         if not self.is_leader:
-            log.info("lease %s/%s: %s is the leader", self.namespace, self.name, self.identity)
-        self.is_leader, self._last_renew = True, now
+            log.info("lease %s/%s: %s is the leader (token %s)", self.namespace, self.name, self.identity, token)
+        self.is_leader, self._last_renew, self.token = True, now, token
         return True
+
+    def holds(self) -> bool:
+        """Leading, and renewed within renew_deadline (by this process's clock): past it the
+        Lease may be taken by another soon, so nothing is written in its name."""
+        return self.is_leader and self.clock() - self._last_renew < self.renew_deadline
+
+    def _attempt(self) -> bool:
+        """try_acquire_or_renew, where any failure (not only the API's) counts as not held."""
+        try:
+            return self.try_acquire_or_renew()
+        except Exception:  # noqa: BLE001  (e.g. the twin's database restarting: try again later)
+            log.exception("lease %s/%s: attempt failed", self.namespace, self.name)
+            if getattr(self.gateway, "name", "") == "twin":
+                from django.db import connection
+
+                connection.close()  # the twin's Lease lives in the database: reconnect next time
+            return False
 
     def _lost(self) -> bool:
         return False
@@ -116,7 +140,7 @@ class LeaderElector:
     def acquire(self, stop: threading.Event) -> bool:
         """Block until this identity leads (True) or ``stop`` is set (False)."""
         while not stop.is_set():
-            if self.try_acquire_or_renew():
+            if self._attempt():
                 return True
             stop.wait(self.retry_period * random.uniform(1.0, 1.2))
         return False
@@ -125,7 +149,7 @@ class LeaderElector:
         """Renew every retry_period until ``stop``; set ``lost`` (and return) when renewal
         has failed for renew_deadline. Run it in a thread beside the work."""
         while not stop.wait(self.retry_period):
-            if self.try_acquire_or_renew():
+            if self._attempt():
                 continue
             if self.clock() - self._last_renew >= self.renew_deadline:
                 log.warning(
@@ -138,6 +162,25 @@ class LeaderElector:
                 self.is_leader = False
                 lost.set()
                 return
+
+    def raise_token(self, floor: int) -> bool:
+        """Lift leaseTransitions to ``floor`` while this identity holds the Lease (a Lease
+        deleted and created again counts from 0, below the tokens the view has seen); a
+        conditional write, so it fails when another took the Lease meanwhile."""
+        try:
+            lease = self.gateway.get_lease(self.namespace, self.name)
+            spec = dict(lease.get("spec") or {})
+            if spec.get("holderIdentity") != self.identity:
+                return False
+            spec.update(leaseTransitions=max(int(spec.get("leaseTransitions") or 0), floor), renewTime=_micro_time())
+            version = lease["metadata"].get("resourceVersion")
+            md = {"name": self.name, "namespace": self.namespace, "resourceVersion": version}
+            self.gateway.update_lease(self.namespace, {"metadata": md, "spec": spec})
+        except ClusterError as exc:
+            log.warning("lease %s/%s: raising the token failed: %s", self.namespace, self.name, exc)
+            return False
+        self.token = int(spec["leaseTransitions"])
+        return True
 
     def release(self) -> bool:
         """Give the Lease up (holder cleared, duration 1 s) so a standby takes over at once."""

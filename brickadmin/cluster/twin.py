@@ -24,7 +24,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 
 from . import deviceplugin as dp
@@ -93,6 +93,15 @@ API_VERSIONS = {
 EVENT_LOG_KEEP = 20_000
 PRUNE_EVERY = 500
 CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass"}
+
+
+def _bound_idle_in_transaction() -> None:
+    """A Lease write of a candidate paused inside its transaction must not hold the version
+    counter's lock (every twin write, the other candidate's Lease too) for good: PostgreSQL
+    ends the session after 10 s idle in it (an API server holds no lock for a paused client)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL idle_in_transaction_session_timeout = 10000")
 
 
 def now_iso() -> str:
@@ -284,6 +293,11 @@ class TwinGateway:
         body.update(apiVersion="coordination.k8s.io/v1", kind="Lease")
         body["metadata"] = {k: v for k, v in body["metadata"].items() if k != "resourceVersion"}
         body["metadata"]["namespace"] = namespace
+        _bound_idle_in_transaction()
+        # the version counter's row lock first: two candidates creating the Lease at once
+        # take turns, and the second sees the first's (409, as the API server answers)
+        TwinState.objects.get_or_create(pk=1)
+        TwinState.objects.select_for_update().filter(pk=1).first()
         if TwinObject.objects.filter(kind="Lease", namespace=namespace, name=body["metadata"]["name"]).exists():
             raise Conflict(
                 f'leases.coordination.k8s.io "{body["metadata"]["name"]}" already exists',
@@ -296,6 +310,7 @@ class TwinGateway:
     def update_lease(self, namespace, body):
         body = copy.deepcopy(body)
         name = body["metadata"]["name"]
+        _bound_idle_in_transaction()
         row = TwinObject.objects.select_for_update().filter(kind="Lease", namespace=namespace, name=name).first()
         if row is None:
             raise NotFound(f'leases.coordination.k8s.io "{name}" not found', status=404, reason="NotFound")

@@ -349,6 +349,7 @@ class ClusterWatcher:
                     if delivered:
                         attempt = 0
                     self._error(w, exc)
+                    self._reconnect_twin()
                     stop.wait(self.backoff(attempt))
                     attempt += 1
         finally:
@@ -368,9 +369,10 @@ class ClusterWatcher:
         while self.primed_at is None and not stop.is_set():
             try:
                 self.prime()
-            except ClusterError as exc:
+            except Exception as exc:  # noqa: BLE001  (ClusterError, or the twin's database restarting)
                 self._error(None, exc)
                 log.warning("listing the cluster failed: %s", exc)
+                self._reconnect_twin()
                 stop.wait(self.backoff(attempt))
                 attempt += 1
         if stop.is_set():
@@ -412,12 +414,21 @@ class ClusterWatcher:
             for t in threads:
                 t.join(timeout=10)
 
+    def _reconnect_twin(self) -> None:
+        """The twin is read from the database: after a failure this thread's connection is
+        closed, so a restarted database is reconnected to (Django reopens a closed one)."""
+        if self.gateway.name == "twin":
+            from django.db import connection
+
+            connection.close()
+
     def _publish(self, on_change) -> bool:
         try:
             on_change(self.snapshot())
         except Exception as exc:  # noqa: BLE001  (the view's failure must not stop the watcher)
             log.exception("publishing the cluster view failed")
             self._error(None, exc)
+            self._reconnect_twin()
             self._dirty.set()  # try again (after a backoff)
             return False
         with self._lock:

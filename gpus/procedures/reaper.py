@@ -17,6 +17,13 @@ from .queue import enqueue
 from .recording import RUN_EVENT, StepRecorder, record
 
 
+def beat() -> None:
+    """The reaper ran (Celery beat scheduled it, a worker ran it): Health says so when it stops."""
+    from ..models import ServiceBeat
+
+    ServiceBeat.objects.update_or_create(name="reaper", defaults={"beat_at": timezone.now()})
+
+
 def reap_stale(stale_seconds: float | None = None) -> list[int]:
     """Take over the running runs whose heartbeat is older than ``stale_seconds`` (their
     worker died): each is resumed automatically from the step it was in (steps are

@@ -203,6 +203,7 @@ def test_every_registered_check_is_tested_here():
         "checklist-waiting",
         "pod-admission-failed",
         "pod-pending-no-resource",
+        "reaper-stopped",
     }
     tested |= {"mig-single-not-uniform"}  # tests/foundation/test_nvidia_layouts.py
     # the Workspace checks: tests/foundation/test_health_workspaces.py
@@ -228,6 +229,22 @@ def test_a_stopped_run_that_left_its_node_cordoned_links_to_the_run():
     problems = record_found([(failed, True), (cancelled_elsewhere, False)])
     assert triples(problems) == [("ex-1", "run-left-cordoned", "warn")]
     assert problems[0].link == reverse("run_detail", args=[7]) and "#7" in problems[0].message
+
+
+def test_a_reaper_silent_for_minutes_is_a_finding_that_says_what_to_do():
+    from datetime import datetime, timedelta
+
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+    def found(beats):
+        inputs = health.HealthInputs(ledger=None, now=now, service_beats=beats, service_late_after=timedelta(minutes=2))
+        return health.problems(inputs, reads="records")
+
+    assert found({"reaper": now - timedelta(seconds=10)}) == []  # beat runs it every 5 s
+    assert found({}) == [] and found(None) == []  # never ran here: nothing to compare with
+    late = found({"reaper": now - timedelta(minutes=3)})
+    assert [(p.kind, p.severity) for p in late] == [("reaper-stopped", "bad")]
+    assert "11:57:00" in late[0].message and "beat" in late[0].remedy
 
 
 def test_a_checklist_waiting_for_more_than_a_day():

@@ -7,7 +7,13 @@ right after the first list, rewrites a stored view of an older form (an upgrade)
 until then the pages say the numbers are being rebuilt. DCGM devices are fetched
 from Prometheus every BRICK_METRICS_INTERVAL seconds when PROMETHEUS_URL is set and merged
 into the snapshot before publishing. ``--once``: list, publish once, exit (for scripts).
-SIGTERM/SIGINT stop cleanly and release the Lease so the standby takes over at once."""
+SIGTERM/SIGINT stop cleanly and release the Lease so the standby takes over at once.
+
+Fencing: on taking the Lease the watcher first claims the view with its fencing token
+(gpus.view_publish.claim); every publication and heartbeat is checked against it under the
+view's row lock and against the Lease's renew deadline, so a leader cut off from the API
+server stops writing before its Lease can expire and a former leader's write is refused.
+A lost database connection (PostgreSQL restarted) is reopened, with backoff, in process."""
 
 from __future__ import annotations
 
@@ -55,8 +61,11 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         feed = metrics.DeviceFeed(settings.BRICK_METRICS_INTERVAL)
 
-        def on_change(snap):
-            return view_publish.publish(feed.merge(snap), watcher=identity)
+        def on_change(snap, fence=None):
+            if fence is None:
+                return view_publish.publish(feed.merge(snap), watcher=identity)
+            with view_publish.reconnecting():
+                return view_publish.publish(feed.merge(snap), watcher=identity, fence=fence)
 
         if once:
             watcher = ClusterWatcher(gateway)
@@ -95,6 +104,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"{identity}: leading; watching the {gateway.name} cluster")
                 lost = self._lead(gateway, elector, feed, on_change, stop, debounce)
                 if lost and not stop.is_set():
+                    elector.is_leader = False  # leads again only by taking the Lease again
                     self.stdout.write(f"{identity}: lost the lease; standing by")
         finally:
             elector.release()
@@ -103,9 +113,29 @@ class Command(BaseCommand):
     @staticmethod
     def _lead(gateway, elector, feed, on_change, stop, debounce) -> bool:
         """Watch while leading; returns True when the lease was lost (not stopped)."""
+        from gpus import view_publish
+
         work = threading.Event()
         lost = threading.Event()
+        fence = view_publish.Fence(elector.identity, elector.token, holds=elector.holds)
+        refused = _claim(fence, stop)
+        if refused is not None and refused.token is not None and elector.raise_token(refused.token + 1):
+            # the view saw a larger token than this Lease's (the Lease was created again)
+            fence = view_publish.Fence(elector.identity, elector.token, holds=elector.holds)
+            refused = _claim(fence, stop)
+        if refused is not None:
+            stop.wait(elector.retry_period)
+            return not stop.is_set()
         watcher = ClusterWatcher(gateway)
+
+        def publish(snap):
+            try:
+                return on_change(snap, fence)
+            except view_publish.StalePublisher:
+                log.warning("%s: no longer holds the lease; its publication was refused", elector.identity)
+                lost.set()
+                raise
+
         threads = [threading.Thread(target=elector.keep, args=(work, lost), name="lease", daemon=True)]
         if feed.enabled:
             threads.append(threading.Thread(target=feed.loop, args=(watcher, work), name="dcgm", daemon=True))
@@ -116,7 +146,7 @@ class Command(BaseCommand):
                     work.set()
 
         threads.append(threading.Thread(target=relay, name="relay", daemon=True))
-        threads.append(threading.Thread(target=_beat, args=(watcher, elector.identity, work), name="beat", daemon=True))
+        threads.append(threading.Thread(target=_beat, args=(watcher, fence, work, lost), name="beat", daemon=True))
         if feed.enabled:
             try:
                 feed.fetch()
@@ -125,7 +155,7 @@ class Command(BaseCommand):
         for t in threads:
             t.start()
         try:
-            watcher.run(on_change, stop=work, debounce=debounce)
+            watcher.run(publish, stop=work, debounce=debounce)
         finally:
             work.set()
             for t in threads:
@@ -133,15 +163,44 @@ class Command(BaseCommand):
         return lost.is_set()
 
 
-def _beat(watcher: ClusterWatcher, identity: str, stop: threading.Event) -> None:
-    """Tell the pages the watcher is alive (and how it is doing), changes or not."""
+def _claim(fence, stop: threading.Event):
+    """Claim the view for this leadership (retrying while the database is away). None when
+    claimed; else why not (a StalePublisher: a newer token claimed it, or the Lease ran out)."""
+    from gpus import view_publish
+
+    attempt = 0
+    while not stop.is_set() and fence.holds():
+        try:
+            with view_publish.reconnecting():
+                view_publish.claim(fence)
+            return None
+        except view_publish.StalePublisher as exc:
+            log.warning("claiming the view refused: %s", exc)
+            return exc
+        except Exception:  # noqa: BLE001  (the database restarting: try again)
+            log.exception("claiming the view failed")
+            stop.wait(min(5.0, 0.25 * 2**attempt))
+            attempt += 1
+    return view_publish.StalePublisher(f"{fence.holder}: stopped or the Lease ran out before the view was claimed")
+
+
+def _beat(watcher: ClusterWatcher, fence, stop: threading.Event, lost: threading.Event) -> None:
+    """Tell the pages the watcher is alive (and how it is doing), changes or not; a beat
+    refused by the fence means the Lease is no longer this watcher's."""
     import json
 
     from gpus import view_publish
 
     while True:
         try:
-            view_publish.heartbeat(identity, json.loads(json.dumps(watcher.status(), default=str)))
+            status = json.loads(json.dumps(watcher.status(), default=str))
+            status["catching_up"] = not status.get("published")  # taken over, nothing published yet
+            with view_publish.reconnecting():
+                written = view_publish.heartbeat(fence.holder, status, fence=fence)
+            if not written:
+                log.warning("%s: heartbeat refused: the lease is no longer held", fence.holder)
+                lost.set()
+                return
         except Exception:  # noqa: BLE001  (a busy database must not stop the watcher)
             log.exception("watcher heartbeat failed")
         if stop.wait(view_publish.HEARTBEAT_SECONDS):
