@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("gpus", "0011_view_schema"),
+        ("gpus", "0013_manifest_note_said"),
     ]
 
     operations = [
