@@ -80,7 +80,8 @@ NODE_TABLE = Table(
     Column("in_use", _("In use"), "ledger__physical_used", numeric=True, term="physical_used"),
     Column("logical", _("Logical"), None, value=_node_total("logical"), numeric=True, term="logical"),
     Column("requested", _("Requested"), None, value=_node_total("requested"), numeric=True, term="requested"),
-    Column("free", _("Free"), None, value=_node_free, numeric=True, term="node_free"),
+    # page-only: the export keeps its columns (Free is logical less requested there)
+    Column("free", _("Free"), None, value=_node_free, numeric=True, term="node_free", export=False),
     Column("findings", _("State"), "problems", numeric=True),
     search=("name", "model", "mode"),
     default="name",
