@@ -107,3 +107,11 @@ def conversion_change(node, target_resource: str, per_gpu: int) -> dict[str, int
 def shown_available(available: int) -> tuple[int, int]:
     """(what a page shows as Available, how far the type is over-allocated): never below 0."""
     return max(0, available), max(0, -available)
+
+
+def free_units(total: int, *held: int) -> int:
+    """What of ``total`` nothing holds: the Total less the largest of what holds it (quota
+    allocated to Workspaces, requests of pods), never below 0. The Dashboard's Free is the free
+    part of its allocation bar; a node's Free is its logical GPUs no pod requests (quotas are
+    cluster-wide, not per node)."""
+    return max(0, total - max(held, default=0))

@@ -170,15 +170,18 @@ class StoredView:
         if self._problems is None:
             lang = translation.get_language() or settings.LANGUAGE_CODE
             stored = [_problem(row, lang) for row in ViewProblem.objects.all()]
-            self._problems = health_mod.ordered(stored + record_problems())
+            self._problems = health_mod.ordered(health_mod.one_per_cause(stored + record_problems()))
         return self._problems
 
     def attention(self) -> list[health_mod.Group]:
         """The Dashboard card: the findings grouped by kind, from the summary stored with the
         view and the findings of the product's records, read now (not every stored finding)."""
-        if self.attention_stored is None:  # a view published before the summary was stored
+        records = record_problems()
+        # A view published before the summary was stored; or a finding of the records that may
+        # explain stored ones (a stopped run and the cordon it left): the card counts each cause once.
+        if self.attention_stored is None or health_mod.explains_any(records):
             return health_mod.summary(self.problems())
-        return health_mod.summary(record_problems(), stored=self.attention_stored)
+        return health_mod.summary(records, stored=self.attention_stored)
 
     def problems_of(self, names) -> dict[str, list[health_mod.Problem]]:
         """Findings per node, for these nodes only (a page of the Nodes list)."""
@@ -188,7 +191,7 @@ class StoredView:
         found = [
             _problem(row, lang) for row in ViewProblem.objects.filter(subject_type=health_mod.NODE, subject__in=names)
         ]
-        for p in health_mod.ordered(found + record_problems(names)):
+        for p in health_mod.ordered(health_mod.one_per_cause(found + record_problems(names))):
             out.setdefault(p.subject, []).append(p)
         return out
 

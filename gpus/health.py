@@ -155,12 +155,43 @@ def check(
 
 
 def problems(inputs: HealthInputs, *, reads: str | None = None) -> list[Problem]:
-    """Every registered check (or those reading ``reads``) on the inputs, worst first."""
+    """Every registered check (or those reading ``reads``) on the inputs, worst first, one
+    finding per cause (``one_per_cause``)."""
     out: list[Problem] = []
     for entry in REGISTRY.values():
         if reads is None or entry.reads == reads:
             out.extend(p.resolve_fixes() for p in entry.run(inputs))
-    return ordered(out)
+    return ordered(one_per_cause(out))
+
+
+# One finding per cause. On one subject, a finding of the kind on the left explains those of
+# the kinds on the right: it names their cause and its remedy covers theirs, so listing them
+# too would give the same node conflicting advice (uncordon it by hand, or resume the run that
+# will uncordon it). Checks that read different inputs cannot see each other, hence this table.
+EXPLAINS: dict[str, frozenset[str]] = {
+    # A stopped run cordoned the node and had not yet removed the old mode's resource (step 5
+    # of A/B): resuming it does both, restoring undoes both. While it is cordoned, no pod is
+    # scheduled onto the stale resource, so its risk waits for the run.
+    "run-left-cordoned": frozenset({"cordoned", "stale-allocatable", "stale-capacity"}),
+    # No DaemonSet selects a mistyped sharing label: the typo is why no plugin runs.
+    "label-typo": frozenset({"plugin-missing"}),
+}
+
+
+def one_per_cause(found: Sequence[Problem]) -> list[Problem]:
+    """``found`` without the findings another finding on the same subject explains
+    (``EXPLAINS``), in the given order: the most specific finding stands for its cause."""
+    kinds: dict[tuple[str, str], set[str]] = {}
+    for p in found:
+        kinds.setdefault((p.subject_type, p.subject), set()).add(p.kind)
+    return [
+        p for p in found if not any(p.kind in EXPLAINS.get(k, frozenset()) for k in kinds[(p.subject_type, p.subject)])
+    ]
+
+
+def explains_any(found: Sequence[Problem]) -> bool:
+    """Whether any of ``found`` is of a kind that may explain others (``EXPLAINS``)."""
+    return any(p.kind in EXPLAINS for p in found)
 
 
 def worded(
@@ -181,6 +212,10 @@ def worded(
             if not words:
                 break
             found[code].extend(words)
+    if languages:  # the same findings in every language: the first decides which stand
+        kept = {id(p) for p in one_per_cause([w[0] for w in found[languages[0]]])}
+        positions = [i for i, w in enumerate(found[languages[0]]) if id(w[0]) in kept]
+        found = {code: [words[i] for i in positions] for code, words in found.items()}
     return {code: sorted(words, key=lambda w: ordered_key(w[0])) for code, words in found.items()}
 
 

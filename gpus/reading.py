@@ -154,7 +154,8 @@ def read_problems(view) -> list[health_mod.Problem]:
     list read): stored with the view, or computed for a live view."""
     if isinstance(view, clusterview.StoredView):
         return view.problems()
-    return health_mod.problems(health_inputs(view), reads="cluster") + clusterview.record_problems()
+    found = health_mod.problems(health_inputs(view), reads="cluster") + clusterview.record_problems()
+    return health_mod.ordered(health_mod.one_per_cause(found))
 
 
 def read_attention(view) -> list[health_mod.Group]:

@@ -9,6 +9,7 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from .. import capacity
 from ..choices import GpuMode, GpuType
 
 register = template.Library()
@@ -62,6 +63,20 @@ GLOSSARY = {
             "What pods hold now: GPU requests of scheduled, non-terminal pods, in "
             "the units of their resource (a time-sliced GPU counts once per "
             "replica)."
+        ),
+    ),
+    "free": (
+        _("Free"),
+        _(
+            "Logical total that neither Workspace quota nor pods hold: the Total less the larger of "
+            "allocated and requested. Never below 0."
+        ),
+    ),
+    "node_free": (
+        _("Free on a node"),
+        _(
+            "This node's logical GPUs no pod requests. Quotas are cluster-wide, so a free unit here "
+            "may already be promised to a Workspace."
         ),
     ),
     "idle": (
@@ -184,3 +199,9 @@ def available(context, value):
     if request is not None and request.user.is_authenticated and request.user.is_staff:
         return gettext("none available; over-allocated by %(n)d") % {"n": over}
     return gettext("none available")
+
+
+@register.simple_tag
+def node_free(node):
+    """A node's logical GPUs no pod requests (gpus.capacity.free_units)."""
+    return capacity.free_units(node.logical, node.requested)

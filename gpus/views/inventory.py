@@ -9,7 +9,7 @@ from django.views.decorators.http import require_GET
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
 
-from .. import clusterview
+from .. import capacity, clusterview
 from .. import health as health_mod
 from .. import ledger as ledger_mod
 from ..choices import GpuMode
@@ -28,6 +28,7 @@ def dashboard(request):
             "requested": r.requested,
             "allocated": r.allocated,
             "idle": idle.get(r.resource, 0),
+            "free": capacity.free_units(r.logical, r.allocated, r.requested),
         }
         for r in view.ledger.by_resource
     ]
@@ -63,6 +64,12 @@ def _node_total(name):
     return lambda row: getattr(ledger_mod.node_from_dict(row.ledger), name)
 
 
+def _node_free(row):
+    """A node's logical GPUs no pod requests (exports only; the page reads its ledger line)."""
+    n = ledger_mod.node_from_dict(row.ledger)
+    return capacity.free_units(n.logical, n.requested)
+
+
 # Sorted in SQL: the name, model, mode and number of findings are columns of the view's rows,
 # physical counts keys of their ledger JSON; logical and requested are sums over resources.
 NODE_TABLE = Table(
@@ -73,6 +80,8 @@ NODE_TABLE = Table(
     Column("in_use", _("In use"), "ledger__physical_used", numeric=True, term="physical_used"),
     Column("logical", _("Logical"), None, value=_node_total("logical"), numeric=True, term="logical"),
     Column("requested", _("Requested"), None, value=_node_total("requested"), numeric=True, term="requested"),
+    # page-only: the export keeps its columns (Free is logical less requested there)
+    Column("free", _("Free"), None, value=_node_free, numeric=True, term="node_free", export=False),
     Column("findings", _("State"), "problems", numeric=True),
     search=("name", "model", "mode"),
     default="name",

@@ -3,7 +3,7 @@ Everything about a procedure comes from its definition (gpus/procedures/registry
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.contrib import messages
 from django.http import Http404
@@ -16,6 +16,7 @@ from brickadmin.cluster.gateway import get_gateway
 from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
 
+from .. import capacity
 from ..forms import WizardForm
 from ..live import LiveRead
 from ..models import ProcedureRun
@@ -39,6 +40,12 @@ class NodeOption:
     reason: str = ""
     active: ProcedureRun | None = None
     summary: str = ""
+    # The node's load (logical GPUs, those pods request, those free) and its Health findings,
+    # so the admin picks knowing what a conversion would disturb.
+    logical: int = 0
+    requested: int = 0
+    free: int = 0
+    problems: list = field(default_factory=list)
 
     @property
     def disabled(self):
@@ -51,10 +58,25 @@ def node_options(proc, view) -> list[NodeOption]:
         return []
     active = {r.lock_key: r for r in ProcedureRun.objects.active()}
     cluster_run = active.get(CLUSTER_LOCK)
-    out = [
-        NodeOption(c.name, c.reason, active.get(c.name) or cluster_run, c.summary)
-        for c in proc.node_choices(view.ledger, view.snapshot)
-    ]
+    choices = list(proc.node_choices(view.ledger, view.snapshot))
+    problems_of = getattr(view, "problems_of", None)  # the stored view's findings, one query
+    findings = problems_of(c.name for c in choices) if problems_of else {}
+    out = []
+    for c in choices:
+        n = view.ledger.node(c.name)
+        logical, requested = (n.logical, n.requested) if n else (0, 0)
+        out.append(
+            NodeOption(
+                c.name,
+                c.reason,
+                active.get(c.name) or cluster_run,
+                c.summary,
+                logical,
+                requested,
+                capacity.free_units(logical, requested),
+                findings.get(c.name, []),
+            )
+        )
     out.sort(key=lambda o: (o.disabled, o.name))
     return out
 

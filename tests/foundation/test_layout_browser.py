@@ -71,6 +71,31 @@ OVERFLOW = r"""(desktop) => {
   return out;
 }"""
 
+# The figures a decision rests on (Available, After approving, Free, Requested, Idle, a node's
+# load): on a phone each must be on screen without scrolling sideways, neither past the
+# viewport's edge nor past the edge of a box that scrolls or cuts it.
+KEY_FIGURES = r"""() => {
+  const sel = '[data-testid="available"], [data-testid="after-approving"], [data-testid^="free-"],'
+    + ' [data-testid^="requested-"], [data-testid^="idle-"], [data-testid^="load-"]';
+  const vw = window.innerWidth, out = [];
+  let seen = 0;
+  for (const el of document.querySelectorAll(sel)) {
+    if (el.getClientRects().length === 0 || el.closest('.visually-hidden')) continue;
+    seen++;
+    const r = el.getBoundingClientRect();
+    let edge = vw;
+    for (let box = el.parentElement; box && box !== document.body; box = box.parentElement)
+      if (getComputedStyle(box).overflowX !== 'visible') edge = Math.min(edge, box.getBoundingClientRect().right);
+    if (r.left < -1 || r.right > edge + 1)
+      out.push(el.dataset.testid + ' ("' + el.innerText.trim() + '") is off-screen: ' + Math.round(r.left) + '..'
+        + Math.round(r.right) + ' px, visible up to ' + Math.round(edge) + ' px');
+  }
+  return {seen, out};
+}"""
+
+# Pages whose deciding figures the phone check must find (it checks every page it opens).
+PAGES_WITH_KEY_FIGURES = {"dashboard", "availability", "workspace request", "nodes", "approvals"}
+
 
 def korean_font() -> bool:
     try:
@@ -93,7 +118,7 @@ def test_no_page_scrolls_sideways_and_no_table_is_cut(
         require_service(korean_font(), "a Korean font (Debian package fonts-nanum)")
     ids = build_world(load_scenario, admin_user, alice, bob)
     shots = shots_dir(tmp_path)
-    found, seen = [], 0
+    found, seen, figures = [], 0, {}
     for w, h in VIEWPORTS:
         for role, pages in (("anonymous", ANONYMOUS_PAGES), ("user", user_pages(ids)), ("admin", admin_pages(ids))):
             ctx = context(browser, live_server, lang, viewport={"width": w, "height": h})
@@ -106,11 +131,17 @@ def test_no_page_scrolls_sideways_and_no_table_is_cut(
                     f"[{w}px {lang} {role}] {p.name} {p.path}: {problem}"
                     for problem in page.evaluate(OVERFLOW, w >= 1366)
                 ]
+                if w < 600:
+                    key = page.evaluate(KEY_FIGURES)
+                    found += [f"[{w}px {lang} {role}] {p.name} {p.path}: {problem}" for problem in key["out"]]
+                    figures[(role, p.name)] = key["seen"]
                 seen += 1
             ctx.close()
     print(f"screenshots: {shots}")
     assert seen == 2 * (len(ANONYMOUS_PAGES) + len(user_pages(ids)) + len(admin_pages(ids)))
     assert not found, f"{len(found)} overflows:\n" + "\n".join(found)
+    missing = [(role, name) for (role, name), n in figures.items() if name in PAGES_WITH_KEY_FIGURES and not n]
+    assert not missing, f"no deciding figure found on {missing}"
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
@@ -129,4 +160,43 @@ def test_node_detail_with_a_stale_resource_is_whole_at_1366(
     assert page.locator("tr.row-warn .tag").count() == 1  # the stale resource's badge
     page.screenshot(path=str(shots_dir(tmp_path) / f"1366-{lang}-admin-node-detail-stale.png"), full_page=True)
     assert page.evaluate(OVERFLOW, True) == []
+    ctx.close()
+
+
+def test_on_a_phone_the_menus_fold_behind_a_button_with_44_px_targets(browser, live_server, load_scenario, admin_user):
+    """At 390 px the header is the brand and a Menu button; the button opens the menus (a
+    disclosure: aria-expanded), Escape closes them, every link in them is a 44 px target.
+    Without JavaScript no button shows and the menus are simply open."""
+    load_scenario("seed-example")
+    ctx = context(browser, live_server, "en", viewport={"width": 390, "height": 844})
+    page = signed_in(ctx, live_server, "admin")
+    open_page(page, live_server, Page("dashboard", "/"))
+    toggle = page.locator("[data-testid=menu-toggle]")
+    assert toggle.is_visible() and toggle.get_attribute("aria-expanded") == "false"
+    assert page.locator("#main-nav a").first.is_hidden() and page.locator("#admin-nav a").first.is_hidden()
+    header = page.locator("header.topbar").bounding_box()
+    assert header["height"] <= 70  # the first screen is for the page, not the menus
+    assert toggle.bounding_box()["height"] >= 44
+
+    toggle.click()
+    assert toggle.get_attribute("aria-expanded") == "true"
+    links = page.locator("#main-nav a, #admin-nav a, #user-menu a")
+    assert links.count() >= 10
+    heights = {links.nth(i).inner_text(): links.nth(i).bounding_box()["height"] for i in range(links.count())}
+    assert all(h >= 44 for h in heights.values()), heights
+    assert page.evaluate(OVERFLOW, False) == []
+    page.keyboard.press("Escape")
+    assert toggle.get_attribute("aria-expanded") == "false" and page.locator("#main-nav a").first.is_hidden()
+    ctx.close()
+
+    ctx = context(browser, live_server, "en", viewport={"width": 390, "height": 844}, java_script_enabled=False)
+    page = ctx.new_page()
+    page.goto(f"{live_server.url}/login/")
+    page.fill("input[name=username]", "root")
+    page.fill("input[name=password]", "pw-root-123")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    assert page.locator("[data-testid=menu-toggle]").is_hidden()
+    nodes = page.locator("#admin-nav a", has_text="Nodes")
+    assert nodes.is_visible() and nodes.bounding_box()["height"] >= 44
     ctx.close()

@@ -265,11 +265,11 @@ def test_the_dashboard_headline_is_per_type_and_names_what_it_counts(twin, alice
         if "<td" in r
     ]
     assert cells == [
-        ["nvidia.com/gpu Exclusive", "1", "0", "1", "0"],
-        ["nvidia.com/gpu.shared Shared (time-slicing)", "2", "0", "1", "0"],
+        ["nvidia.com/gpu Exclusive", "1", "0", "0", "1", "0"],
+        ["nvidia.com/gpu.shared Shared (time-slicing)", "2", "1", "0", "1", "0"],
     ]
     heads = text(re.search(r"<thead>.*?</thead>", table, re.S).group(0))
-    assert heads == "GPU type Total Requested by pods Allocated to Workspaces Idle"
+    assert heads == "GPU type Total Free Requested by pods Allocated to Workspaces Idle"
     for page in ("dashboard", "availability", "dashboard_models"):
         assert not re.search(r'data-term="[a-z_]+">Used<', alice_client.get(reverse(page)).content.decode()), page
     glossary = text(alice_client.get(reverse("help")).content.decode())
