@@ -231,6 +231,10 @@ else:
         "store_processed": False,
     }
 CELERY_TASK_ACKS_LATE = True  # a task whose worker dies is redelivered; steps are idempotent
+# A broker that restarts or is not up yet is waited for, however long (worker and beat alike):
+# a pod that gave up after Celery's default 100 retries would need a person to restart it.
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
