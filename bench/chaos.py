@@ -28,7 +28,7 @@ the dependency being back to the run's next recorded event (for approvals: to th
 approval recorded).
 
 Run: .venv/bin/python bench/chaos.py [--reps 5] [--faults postgres,redis,beat] [--down 2]
-     [--seed N] [--pause-min 0.5 --pause-max 1]
+     [--seed N] [--pause 0.7] [--approval-pause 0.3] [--kinds A,approval]
 Everything lives under a fresh temp dir; every process it starts is ended on exit.
 """
 
@@ -37,7 +37,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -48,8 +47,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+import throwaway  # noqa: E402  (bench/, the script's own directory)
+
 VAR = Path(tempfile.mkdtemp(prefix="brick-bench-chaos-"))
-os.chmod(VAR, 0o755)
 
 for _name in (
     "BRICK_RUN_HEARTBEAT_STALE_SECONDS",
@@ -69,119 +69,12 @@ PROCS: list[subprocess.Popen] = []  # processes this script started, each in its
 LOGS = []
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def stop(proc, sig=signal.SIGTERM, timeout=15):
+    throwaway.stop(proc, PROCS, sig, timeout)
 
 
-def stop(proc: subprocess.Popen, sig=signal.SIGTERM, timeout=15):
-    """End one process this script started, and its process group."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            proc.send_signal(sig)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=10)
-    if proc in PROCS:
-        PROCS.remove(proc)
-
-
-# --- the services this script owns -------------------------------------------------------
-
-
-def as_pg(cmd):
-    """PostgreSQL refuses to run as root: as root, run it as the postgres user (as bin/test)."""
-    return ["runuser", "-u", "postgres", "--", *cmd] if os.getuid() == 0 else cmd
-
-
-class Postgres:
-    def __init__(self):
-        bins = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name))
-        if not bins:
-            sys.exit("PostgreSQL not found (apt-get install postgresql)")
-        self.bin = bins[-1]
-        self.data = VAR / "pg"
-        self.port = free_port()
-        self.url = f"postgres://brick@127.0.0.1:{self.port}/postgres"
-        if os.getuid() == 0:
-            shutil.chown(VAR, "postgres")
-        subprocess.run(
-            as_pg([str(self.bin / "initdb"), "-D", str(self.data), "-U", "brick", "--auth=trust", "-E", "UTF8"]),
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        self.running = False
-
-    def start(self):
-        opts = (
-            f"-p {self.port} -k {VAR} -c listen_addresses=127.0.0.1 -c max_connections=100 "
-            "-c dynamic_shared_memory_type=mmap"
-        )
-        subprocess.run(
-            as_pg(
-                [str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(VAR / "pg.log"), "-w", "-o", opts, "start"]
-            ),
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        self.running = True
-
-    def stop(self, mode="fast"):
-        """fast: what a pod's termination or an operator's restart does (sessions are ended)."""
-        subprocess.run(
-            as_pg([str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop"]),
-            check=False,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        self.running = False
-
-
-class Redis:
-    def __init__(self):
-        self.binary = shutil.which("redis-server")
-        if not self.binary:
-            sys.exit("redis-server not found (apt-get install redis-server)")
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc = None
-
-    def start(self):
-        # As the chart's Redis: no persistence, so a restart loses what was queued.
-        self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            cwd=VAR,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        PROCS.append(self.proc)
-        import redis
-
-        for _ in range(200):
-            try:
-                if redis.Redis.from_url(self.url, socket_timeout=1).ping():
-                    return
-            except Exception:
-                time.sleep(0.05)
-        sys.exit("redis-server did not start")
-
-    def stop(self):
-        if self.proc is not None:
-            stop(self.proc)
-            self.proc = None
-
-
-PG = Postgres()
-REDIS = Redis()
+PG = throwaway.Postgres(VAR)
+REDIS = throwaway.Redis(VAR, PROCS)
 
 
 def cleanup():
@@ -433,6 +326,7 @@ class SlowTwin:
 
     def __init__(self, pause):
         self._gw, self._pause = TwinGateway(), pause
+        self.writes = 0  # writes begun (an approval makes about five)
 
     def __getattr__(self, name):
         attr = getattr(self._gw, name)
@@ -440,6 +334,7 @@ class SlowTwin:
             return attr
 
         def slow(*args, **kwargs):
+            self.writes += 1
             time.sleep(self._pause)
             return attr(*args, **kwargs)
 
@@ -464,7 +359,8 @@ def one_run(fault, twin, rng, args):
     time.sleep(rng.uniform(0, 0.8 * len(steps) * args.pause))
     r = {"kind": "A", "id": run.pk, "target": node, "person": False}
     status = db(lambda: ProcedureRun.objects.filter(pk=run.pk).values_list("status", flat=True).get())
-    r["faulted_in"] = status
+    last = db(lambda: StepRun.objects.filter(run_id=run.pk).exclude(step_key=RUN_EVENT).order_by("-seq").first())
+    r["faulted_in"] = f"{status}, in {last.step_key} ({last.state})" if last else status
     back = fault.inject(args.down)
     done = wait_for(lambda: ProcedureRun.objects.filter(pk=run.pk, status__in=TERMINAL).exists(), args.timeout)
     run = db(lambda: ProcedureRun.objects.get(pk=run.pk))
@@ -528,10 +424,12 @@ def one_approval(fault, twin, rng, args, admin, requester, n):
     t = threading.Thread(target=approve_until_done)
     t.start()
     time.sleep(rng.uniform(0, 5 * args.approval_pause))
+    writes_at_fault = gw.writes
     back = fault.inject(args.down)
     t.join()
     close_old_connections()
-    r = {"kind": "approval", "id": req.pk, "target": req.name, "person": False, "faulted_in": ""}
+    r = {"kind": "approval", "id": req.pk, "target": req.name, "person": False}
+    r["faulted_in"] = f"approval write {writes_at_fault}" if writes_at_fault else "approval reading the cluster"
     r["stopped"] = "; ".join(outcome.get("errors", []))
     req = db(lambda: WorkspaceRequest.objects.get(pk=req.pk))
     r["status"] = "succeeded" if req.status == WorkspaceRequest.Status.APPROVED else req.status
@@ -558,6 +456,7 @@ def one_approval(fault, twin, rng, args, admin, requester, n):
     )
     r["recover"] = max(0.0, (at - back).total_seconds()) if at else None
     r["tries"] = outcome.get("tries")
+    r["person"] = (r["tries"] or 0) > 1  # the admin pressed Approve again after the error page
     return r
 
 
@@ -633,7 +532,7 @@ def main():
                     rec = "-" if r["recover"] is None else f"{r['recover']:.1f}s"
                     print(
                         f"  {fault_name:<8} {kind:<8} #{r['id']:<4} {r['target']:<22} {r['status']:<10} "
-                        f"recover {rec:<6}{' person' if r['person'] else ''}"
+                        f"recover {rec:<6}{' person' if r['person'] else ''} [fault while {r['faulted_in'] or '-'}]"
                         f"{' (' + r['stopped'][:150] + ')' if r.get('stopped') else ''}{flag}",
                         flush=True,
                     )

@@ -340,6 +340,22 @@ def _quota_namespaces(quotas: list[dict], resource: str) -> set[str]:
     return {q["metadata"].get("namespace", "") for q in quotas if key in ((q.get("spec") or {}).get("hard") or {})}
 
 
+def _left_by_an_interrupted_approval(gw, req: WorkspaceRequest, owner: str) -> bool:
+    """Whether the namespace in the way is what an approval of this request created before it
+    was cut short (the web process or the database went away between the cluster's answer and
+    the commit, so the request is still pending): labelled a Workspace of the same owner, and
+    no other Workspace record holds the name. Anything else in the way is never taken over."""
+    if (
+        WorkspaceRequest.objects.filter(name=req.name)
+        .exclude(pk=req.pk)
+        .filter(status__in=(WorkspaceRequest.Status.APPROVED, WorkspaceRequest.Status.APPROVING))
+        .exists()
+    ):
+        return False
+    mine = gw.list_namespaces(label_selector=f"{WORKSPACE_LABEL}=true,{OWNER_LABEL}={owner}")
+    return any(ns["metadata"]["name"] == req.namespace for ns in mine)
+
+
 def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledger=None) -> WorkspaceRequest:
     """Create the Workspace in the cluster, all or nothing, then record the decision.
 
@@ -349,7 +365,8 @@ def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledg
     UPDATE) before anything else: a second approval of the same request is told it was
     already decided and writes nothing. Under the lock only the database is read again: the
     approvals recorded since the cluster read whose quota that read did not show are
-    taken off what it found available, so an approval sees every approval committed before
+    taken off what it found available; a namespace an interrupted approval of this request
+    left behind is continued, not refused, so an approval sees every approval committed before
     it (``ledger`` overrides the read, for tests against a cluster whose nodes are not the
     point).
 
@@ -401,11 +418,22 @@ def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledg
                 "PreemptLowerPriority",
             )
             owner = owner_label_value(req.requester_name)
-            gw.create_namespace(req.namespace, {WORKSPACE_LABEL: "true", OWNER_LABEL: owner})
+            continued = False
+            try:
+                gw.create_namespace(req.namespace, {WORKSPACE_LABEL: "true", OWNER_LABEL: owner})
+            except Conflict:
+                if not _left_by_an_interrupted_approval(gw, req, owner):
+                    raise
+                continued = True  # this request's earlier approval made it, then stopped
             created_ns = True
             for manifest in workspace_manifests(req, resource):
                 if manifest["kind"] == "ResourceQuota" and "scopeSelector" not in manifest["spec"]:
-                    gw.create_resource_quota(req.namespace, manifest["metadata"]["name"], manifest["spec"]["hard"])
+                    try:
+                        gw.create_resource_quota(req.namespace, manifest["metadata"]["name"], manifest["spec"]["hard"])
+                    except Conflict:
+                        if not continued:
+                            raise
+                        gw.apply(manifest)  # made by the interrupted approval: set to what this one says
                 else:
                     gw.apply(manifest)
         except ClusterError as exc:
