@@ -195,8 +195,14 @@ class Person(threading.Thread):
     def pause(self):
         time.sleep(self.rng.uniform(*self.think))
 
+    def warm(self):
+        """Sign in and see a first page (before the measured load)."""
+        self.signed_in = self.sign_in()
+        if self.signed_in:
+            self.fetch("dashboard", "/")
+
     def run(self):
-        if not self.sign_in():
+        if not getattr(self, "signed_in", False) and not self.sign_in():
             return
         n = 0
         while time.monotonic() < self.stop_at:
@@ -211,21 +217,16 @@ class Person(threading.Thread):
     def user_turn(self, n):
         pages = [
             ("dashboard", "/"),
-            ("nodes", "/nodes/"),
             ("availability", "/availability/"),
+            ("profile", "/profile/"),
             ("workspaces", "/workspaces/"),
             ("jobs", "/workspaces/jobs/"),
             ("help", "/help/"),
             ("notifications", "/notifications/"),
         ]
         page, path = self.rng.choice(pages)
-        r = self.fetch(page, path)
-        if page == "nodes" and r is not None and r.status_code == 200:
-            names = [x.split('"')[0] for x in r.text.split('href="/nodes/')[1:]]
-            if names and names[0]:
-                self.pause()
-                self.fetch("node", f"/nodes/{self.rng.choice(names[:20])}")
-        if n % 15 == 0:  # now and then, a Workspace
+        self.fetch(page, path)
+        if n % 20 == 5:  # now and then, a Workspace
             self.fetch("workspace request", "/workspaces/new/")
             name = f"{self.username}-{n}-{self.rng.randrange(1000)}"
             r = self.fetch(
@@ -259,7 +260,11 @@ class Person(threading.Thread):
         elif turn == 2:
             self.start_run()
         else:
-            self.fetch("dashboard", "/")
+            r = self.fetch("nodes", "/nodes/")
+            names = [x.split('"')[0] for x in r.text.split('href="/nodes/')[1:]] if r is not None else []
+            if names and names[0]:
+                self.pause()
+                self.fetch("node", f"/nodes/{self.rng.choice(names[:20])}")
             self.fetch("all workspaces", "/workspaces/all/")
 
     def start_run(self):
@@ -328,8 +333,13 @@ def main():
     manage = [py, "manage.py"]
     for step in (["migrate", "--noinput", "-v0"], ["collectstatic", "--noinput", "-v0"]):
         subprocess.run(manage + step, cwd=REPO, env=env, check=True)
+    # The twin loaded with the demo scenario (demo_setup runs only with DEBUG on; the site then runs with it off).
     subprocess.run(
-        manage + ["demo_setup", "--scenario", "demo"], cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL
+        manage + ["demo_setup", "--scenario", "demo"],
+        cwd=REPO,
+        env={**env, "DJANGO_DEBUG": "1"},
+        check=True,
+        stdout=subprocess.DEVNULL,
     )
     users = [f"user{i:02d}" for i in range(args.users)]
     admins = [f"admin{i}" for i in range(args.admins)]
@@ -401,17 +411,19 @@ def main():
 
     stats = Stats()
     rng = random.Random(args.seed)
-    # Warm-up: every person signs in and sees a page or two, so the memory at start is that
-    # of a running site, not of freshly forked workers.
-    warm = Stats()
-    warmers = [
-        Person(base, name, warm, time.monotonic() + 20, (0.5, 2), random.Random(rng.random()), name.startswith("admin"))
+    # Warm-up: every person signs in and sees a page, so the memory at start is that of a
+    # running site, not of freshly forked workers; the measured load goes on in those sessions.
+    stop_at = time.monotonic() + 1e9  # set when the load starts
+    people = [
+        Person(base, name, Stats(), stop_at, tuple(args.think), random.Random(rng.random()), name.startswith("admin"))
         for name in users + admins
     ]
-    for p in warmers:
-        p.start()
-    for p in warmers:
-        p.join()
+    warmers = [threading.Thread(target=p.warm) for p in people]
+    for t in warmers:
+        t.start()
+        time.sleep(0.1)
+    for t in warmers:
+        t.join()
     at_start = memory()
     load_start = os.getloadavg()
     print(
@@ -422,10 +434,8 @@ def main():
         flush=True,
     )
     stop_at = time.monotonic() + args.minutes * 60
-    people = [
-        Person(base, name, stats, stop_at, tuple(args.think), random.Random(rng.random()), name.startswith("admin"))
-        for name in users + admins
-    ]
+    for p in people:
+        p.stats, p.stop_at = stats, stop_at
     for p in people:
         p.start()
         time.sleep(0.05)

@@ -24,10 +24,11 @@ from __future__ import annotations
 import logging
 import re
 import shlex
+import time
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -45,6 +46,7 @@ from brickadmin.cluster.vocabulary import (
     PLUGIN_NAMESPACE,
     WORKSPACE_LABEL,
 )
+from brickadmin.database import DATABASE_GONE, wait_for_database
 from gpus import ledger as ledger_mod
 from gpus.live import LiveRead
 
@@ -357,6 +359,29 @@ def _left_by_an_interrupted_approval(gw, req: WorkspaceRequest, owner: str) -> b
 
 
 def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledger=None) -> WorkspaceRequest:
+    """Create the Workspace in the cluster, all or nothing, then record the decision (below).
+
+    A database that goes away during it (restarted, failed over) is waited for, up to
+    BRICK_APPROVAL_DATABASE_WAIT_SECONDS, and the approval made again: its transaction was
+    rolled back whole, and a namespace it had created is continued. If the decision had
+    committed before the error, it is not made twice. After that wait the error is raised
+    (the page says the database is unavailable and nothing was saved)."""
+    wait = float(getattr(settings, "BRICK_APPROVAL_DATABASE_WAIT_SECONDS", 10))
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return _approve_once(req_id, actor, resource, overcommit=overcommit, ledger=ledger)
+        except DATABASE_GONE:
+            if connection.in_atomic_block or not wait_for_database(max(0.0, deadline - time.monotonic())):
+                raise
+            status = WorkspaceRequest.objects.filter(pk=req_id).values_list("status", flat=True).first()
+            if status == WorkspaceRequest.Status.APPROVED:
+                return WorkspaceRequest.objects.get(pk=req_id)
+            if status != WorkspaceRequest.Status.PENDING:
+                raise
+
+
+def _approve_once(req_id: int, actor, resource: str, *, overcommit: bool = False, ledger=None) -> WorkspaceRequest:
     """Create the Workspace in the cluster, all or nothing, then record the decision.
 
     The cluster and Prometheus are read first (gpus.live.LiveRead), without the lock, so an

@@ -26,7 +26,7 @@ import time
 import uuid
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection
+from django.db import connection
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
@@ -34,6 +34,7 @@ from django.utils.translation import gettext_noop
 from brickadmin.cluster import ClusterError, TransientClusterError
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
 from brickadmin.cluster.gateway import get_gateway
+from brickadmin.database import DATABASE_GONE, wait_for_database
 
 from ..live import LiveRead
 from ..models import ProcedureRun, RunStatus, StepRun, StepState
@@ -76,9 +77,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-# What a database that restarted or went away raises (the connection is then unusable).
-DATABASE_GONE = (OperationalError, InterfaceError)
 
 
 class Cancelled(Exception):
@@ -242,23 +240,9 @@ def _execute_through_outages(run, token, gateway) -> str:
         except DATABASE_GONE as exc:
             log.warning("run %s: the database went away (%s); waiting for it", run.pk, exc)
             began = time.monotonic()
-            if not _wait_for_database(knob("BRICK_RUN_DATABASE_WAIT_SECONDS", 300)):
+            if not wait_for_database(knob("BRICK_RUN_DATABASE_WAIT_SECONDS", 300)):
                 raise
             _record_outage(run, token, exc, time.monotonic() - began)
-
-
-def _wait_for_database(timeout: float) -> bool:
-    """Poll until the database answers again (a fresh connection each try)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        connection.close()
-        try:
-            connection.ensure_connection()
-            return True
-        except DATABASE_GONE:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.5)
 
 
 def _record_outage(run, token, exc, seconds):
