@@ -146,15 +146,15 @@ class Stats:
         self.errors = defaultdict(int)
         self.refused = defaultdict(int)
         self.samples = []
-        self.runs, self.approved, self.requested = [], 0, 0
+        self.runs, self.approved, self.requested, self.resent = [], 0, 0, 0
 
-    def add(self, page, seconds, status):
+    def add(self, page, seconds, status, why=""):
         with self.lock:
             self.times[page].append(seconds)
             if status is None or status >= 500:
                 self.errors[page] += 1
                 if len(self.samples) < 10:
-                    self.samples.append(f"{page}: {status}")
+                    self.samples.append(f"{page}: {status} {why}")
             elif status >= 400:
                 self.refused[page] += 1
 
@@ -172,17 +172,32 @@ class Person(threading.Thread):
         self.s.headers.update({"X-Forwarded-Proto": "https", "Origin": origin, "Referer": origin + "/"})
 
     def fetch(self, page, path, data=None, expect_redirect=False):
+        import requests
+
         t0 = time.monotonic()
-        try:
-            if data is None:
-                r = self.s.get(self.base + path, timeout=60, allow_redirects=False)
-            else:
-                data = {"csrfmiddlewaretoken": self.s.cookies.get("csrftoken", ""), **data}
-                r = self.s.post(self.base + path, data=data, timeout=60, allow_redirects=False)
-            status = r.status_code
-        except Exception:
-            r, status = None, None
-        self.stats.add(page, time.monotonic() - t0, status)
+        r, status, why = None, None, ""
+        for attempt in (1, 2):
+            try:
+                if data is None:
+                    r = self.s.get(self.base + path, timeout=60, allow_redirects=False)
+                else:
+                    data = {"csrfmiddlewaretoken": self.s.cookies.get("csrftoken", ""), **data}
+                    r = self.s.post(self.base + path, data=data, timeout=60, allow_redirects=False)
+                status = r.status_code
+                break
+            except requests.ConnectionError as exc:
+                # A kept-alive connection the server closed as it was reused: a browser sends
+                # a GET again on a new one; counted apart, not as an error.
+                why = repr(exc)[:160]
+                if data is None and attempt == 1:
+                    with self.stats.lock:
+                        self.stats.resent += 1
+                    continue
+                break
+            except Exception as exc:
+                why = repr(exc)[:160]
+                break
+        self.stats.add(page, time.monotonic() - t0, status, why)
         for c in self.s.cookies:
             c.secure = False  # the session and CSRF cookies are Secure; this client speaks plain HTTP
         return r
@@ -457,7 +472,10 @@ def main():
             f"{stats.errors[page]} | {stats.refused[page]} |"
         )
     errors = sum(stats.errors.values())
-    print(f"\nrequests: {total} ({total / elapsed:.1f}/s); errors (5xx or no answer): {errors}  (target 0)")
+    print(
+        f"\nrequests: {total} ({total / elapsed:.1f}/s); errors (5xx or no answer): {errors}  (target 0); "
+        f"GETs sent again on a new connection (kept-alive one closed): {stats.resent}"
+    )
     for sample in stats.samples:
         print(f"  {sample}")
     os.environ.update(
@@ -477,6 +495,8 @@ def main():
         time.sleep(1)
     for s in states:
         ends[s] += 1
+    for pk, message in ProcedureRun.objects.filter(pk__in=stats.runs, status="failed").values_list("pk", "message"):
+        print(f"  run #{pk} failed: {message[:160]}")
     print(
         f"runs started: {len(stats.runs)} ({dict(ends)}); Workspaces requested: {stats.requested}, "
         f"approved: {stats.approved}"

@@ -269,6 +269,8 @@ BRICK_LEASE_NAMESPACE = os.environ.get("BRICK_LEASE_NAMESPACE") or os.environ.ge
 # --- product limits ----------------------------------------------------------
 BRICK_DEFAULT_LIMITS = {"gpu": 4, "cpu": 16, "memory_gib": 64, "storage_gib": 200}
 BRICK_RUN_RETENTION_DAYS = int(os.environ.get("BRICK_RUN_RETENTION_DAYS", "365"))
+# An approval whose database went away (restarted, failed over) waits this long for it and is made again once.
+BRICK_APPROVAL_DATABASE_WAIT_SECONDS = float(os.environ.get("BRICK_APPROVAL_DATABASE_WAIT_SECONDS", "10"))
 # The run page's live stream (gpus/run_stream.py): on SQLite it polls the run this often (on
 # PostgreSQL a NOTIFY wakes it); a stream ends after BRICK_RUN_STREAM_SECONDS and the browser
 # reconnects after what it saw; a comment keeps an idle stream open through proxies.

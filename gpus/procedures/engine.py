@@ -233,14 +233,17 @@ def _claim_and_execute(run_id, gateway):
 def _execute_through_outages(run, token, gateway) -> str:
     """_execute, continued after the database came back when it went away mid-run; after
     BRICK_RUN_DATABASE_WAIT_SECONDS without it the error is raised (the task fails; the
-    reaper takes the run over once the database answers)."""
+    reaper takes the run over once the database answers). An error that comes back every
+    time (a deadlock, say, not an outage) is raised after a few rounds."""
+    outages = 0
     while True:
         try:
             return _execute(run, token, gateway)
         except DATABASE_GONE as exc:
+            outages += 1
             log.warning("run %s: the database went away (%s); waiting for it", run.pk, exc)
             began = time.monotonic()
-            if not wait_for_database(knob("BRICK_RUN_DATABASE_WAIT_SECONDS", 300)):
+            if outages > 10 or not wait_for_database(knob("BRICK_RUN_DATABASE_WAIT_SECONDS", 300)):
                 raise
             _record_outage(run, token, exc, time.monotonic() - began)
 
