@@ -44,7 +44,7 @@ VAR = Path(tempfile.mkdtemp(prefix="brick-bench-load-"))
 PROCS: list[subprocess.Popen] = []
 PG = None  # the PostgreSQL this run started
 LOGS = []
-PASSWORD = "load-bench-pw-8271"  # noqa: S105  (throwaway accounts of a throwaway database)
+PASSWORD = "load-bench-pw-8271"  # noqa: S105  (throwaway accounts of a throwaway database; sessions are made directly)
 
 for _name in ("DJANGO_SETTINGS_MODULE", "CELERY_TASK_ALWAYS_EAGER", "PROMETHEUS_URL", "BRICK_KUBECONFIG"):
     os.environ.pop(_name, None)
@@ -160,7 +160,7 @@ class Stats:
 
 
 class Person(threading.Thread):
-    def __init__(self, base, username, stats, stop_at, think, rng, admin=False):
+    def __init__(self, base, username, stats, stop_at, think, rng, admin=False, session=""):
         super().__init__(daemon=True)
         import requests
 
@@ -170,6 +170,13 @@ class Person(threading.Thread):
         origin = base.replace("http://", "https://")
         # Behind the TLS proxy of production: Django sees https (SECURE_PROXY_SSL_HEADER).
         self.s.headers.update({"X-Forwarded-Proto": "https", "Origin": origin, "Referer": origin + "/"})
+        host = base.split("//", 1)[1].split(":")[0]
+        if session:
+            self.s.cookies.set("sessionid", session, domain=host)
+        # A CSRF secret of our own (32 letters and digits), as the cookie a first page would set.
+        self.s.cookies.set(
+            "csrftoken", "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(32)), domain=host
+        )
 
     def fetch(self, page, path, data=None, expect_redirect=False):
         import requests
@@ -202,23 +209,14 @@ class Person(threading.Thread):
             c.secure = False  # the session and CSRF cookies are Secure; this client speaks plain HTTP
         return r
 
-    def sign_in(self):
-        self.fetch("login", "/login/")
-        r = self.fetch("login", "/login/", {"username": self.username, "password": PASSWORD})
-        return r is not None and r.status_code == 302
-
     def pause(self):
         time.sleep(self.rng.uniform(*self.think))
 
     def warm(self):
-        """Sign in and see a first page (before the measured load)."""
-        self.signed_in = self.sign_in()
-        if self.signed_in:
-            self.fetch("dashboard", "/")
+        """A first page (before the measured load)."""
+        self.fetch("dashboard", "/")
 
     def run(self):
-        if not getattr(self, "signed_in", False) and not self.sign_in():
-            return
         n = 0
         while time.monotonic() < self.stop_at:
             n += 1
@@ -358,16 +356,38 @@ def main():
     )
     users = [f"user{i:02d}" for i in range(args.users)]
     admins = [f"admin{i}" for i in range(args.admins)]
+    # Each person gets a signed-in session made here, as the login page would make it: 55
+    # sign-ins at once would measure the password hash (about a second of CPU each, by
+    # design), not the pages.
     make = (
-        "from django.contrib.auth import get_user_model\n"
+        "import json, os\n"
+        "from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model\n"
         "from django.contrib.auth.hashers import make_password\n"
-        "import os\n"
+        "from django.contrib.sessions.backends.db import SessionStore\n"
         "U = get_user_model(); h = make_password(os.environ['LOAD_PASSWORD'])\n"
         "names = os.environ['LOAD_ACCOUNTS'].split()\n"
         "U.objects.bulk_create([U(username=n, password=h, is_staff=n.startswith('admin')) for n in names])\n"
+        "out = {}\n"
+        "for u in U.objects.filter(username__in=names):\n"
+        "    s = SessionStore()\n"
+        "    s[SESSION_KEY] = str(u.pk)\n"
+        "    s[BACKEND_SESSION_KEY] = 'brickadmin.sso.backend.LocalBackend'\n"
+        "    s[HASH_SESSION_KEY] = u.get_session_auth_hash()\n"
+        "    s.create()\n"
+        "    out[u.username] = s.session_key\n"
+        "open(os.environ['LOAD_SESSIONS'], 'w').write(json.dumps(out))\n"
     )
-    accounts = {**env, "LOAD_PASSWORD": PASSWORD, "LOAD_ACCOUNTS": " ".join(users + admins)}
+    sessions_file = VAR / "sessions.json"
+    accounts = {
+        **env,
+        "LOAD_PASSWORD": PASSWORD,
+        "LOAD_ACCOUNTS": " ".join(users + admins),
+        "LOAD_SESSIONS": str(sessions_file),
+    }
     subprocess.run(manage + ["shell", "-c", make], cwd=REPO, env=accounts, check=True)
+    import json
+
+    sessions = json.loads(sessions_file.read_text())
 
     web = spawn(
         "web",
@@ -430,7 +450,16 @@ def main():
     # running site, not of freshly forked workers; the measured load goes on in those sessions.
     stop_at = time.monotonic() + 1e9  # set when the load starts
     people = [
-        Person(base, name, Stats(), stop_at, tuple(args.think), random.Random(rng.random()), name.startswith("admin"))
+        Person(
+            base,
+            name,
+            Stats(),
+            stop_at,
+            tuple(args.think),
+            random.Random(rng.random()),
+            name.startswith("admin"),
+            sessions[name],
+        )
         for name in users + admins
     ]
     warmers = [threading.Thread(target=p.warm) for p in people]
