@@ -94,7 +94,16 @@ TEMPLATES = [
 
 WSGI_APPLICATION = "brickadmin.wsgi.application"
 
-DATABASES = {"default": dj_database_url.config(default=f"sqlite:///{VAR_DIR / 'brickadmin.sqlite3'}", conn_max_age=60)}
+# Persistent connections for the worker, beat and watcher (one thread each, reused); the web
+# process (ASGI, brickadmin/asgi.py) sets 0: it runs each request's sync code in a thread of
+# its own, so a kept connection is never reused and they pile up to "too many clients"
+# (bench/load.py: 941 refused connections in 10 minutes of 55 people; Django's ASGI docs).
+DATABASES = {
+    "default": dj_database_url.config(
+        default=f"sqlite:///{VAR_DIR / 'brickadmin.sqlite3'}",
+        conn_max_age=int(os.environ.get("BRICK_DB_CONN_MAX_AGE", "60")),
+    )
+}
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Web and worker processes share the file: wait for locks instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
