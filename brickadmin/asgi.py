@@ -12,5 +12,7 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "brickadmin.settings")
+# No persistent database connections in the web process (see DATABASES in settings.py).
+os.environ.setdefault("BRICK_DB_CONN_MAX_AGE", "0")
 
 application = get_asgi_application()

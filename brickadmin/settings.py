@@ -94,7 +94,16 @@ TEMPLATES = [
 
 WSGI_APPLICATION = "brickadmin.wsgi.application"
 
-DATABASES = {"default": dj_database_url.config(default=f"sqlite:///{VAR_DIR / 'brickadmin.sqlite3'}", conn_max_age=60)}
+# Persistent connections for the worker, beat and watcher (one thread each, reused); the web
+# process (ASGI, brickadmin/asgi.py) sets 0: it runs each request's sync code in a thread of
+# its own, so a kept connection is never reused and they pile up to "too many clients"
+# (bench/load.py: 941 refused connections in 10 minutes of 55 people; Django's ASGI docs).
+DATABASES = {
+    "default": dj_database_url.config(
+        default=f"sqlite:///{VAR_DIR / 'brickadmin.sqlite3'}",
+        conn_max_age=int(os.environ.get("BRICK_DB_CONN_MAX_AGE", "60")),
+    )
+}
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Web and worker processes share the file: wait for locks instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
@@ -234,6 +243,10 @@ else:
         "store_processed": False,
     }
 CELERY_TASK_ACKS_LATE = True  # a task whose worker dies is redelivered; steps are idempotent
+# A broker that restarts or is not up yet is waited for, however long (worker and beat alike):
+# a pod that gave up after Celery's default 100 retries would need a person to restart it.
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
@@ -273,6 +286,8 @@ BRICK_LEASE_NAMESPACE = os.environ.get("BRICK_LEASE_NAMESPACE") or os.environ.ge
 # --- product limits ----------------------------------------------------------
 BRICK_DEFAULT_LIMITS = {"gpu": 4, "cpu": 16, "memory_gib": 64, "storage_gib": 200}
 BRICK_RUN_RETENTION_DAYS = int(os.environ.get("BRICK_RUN_RETENTION_DAYS", "365"))
+# An approval whose database went away (restarted, failed over) waits this long for it and is made again once.
+BRICK_APPROVAL_DATABASE_WAIT_SECONDS = float(os.environ.get("BRICK_APPROVAL_DATABASE_WAIT_SECONDS", "10"))
 # The run page's live stream (gpus/run_stream.py): on SQLite it polls the run this often (on
 # PostgreSQL a NOTIFY wakes it); a stream ends after BRICK_RUN_STREAM_SECONDS and the browser
 # reconnects after what it saw; a comment keeps an idle stream open through proxies.

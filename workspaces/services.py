@@ -25,10 +25,11 @@ from __future__ import annotations
 import logging
 import re
 import shlex
+import time
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -48,6 +49,7 @@ from brickadmin.cluster.vocabulary import (
     POD_SECURITY_WARN_LABEL,
     WORKSPACE_LABEL,
 )
+from brickadmin.database import DATABASE_GONE, wait_for_database
 from brickadmin.wording import said
 from gpus import ledger as ledger_mod
 from gpus.live import LiveRead
@@ -357,7 +359,46 @@ def _quota_namespaces(quotas: list[dict], resource: str) -> set[str]:
     return {q["metadata"].get("namespace", "") for q in quotas if key in ((q.get("spec") or {}).get("hard") or {})}
 
 
+def _left_by_an_interrupted_approval(gw, req: WorkspaceRequest, owner: str) -> bool:
+    """Whether the namespace in the way is what an approval of this request created before it
+    was cut short (the web process or the database went away between the cluster's answer and
+    the commit, so the request is still pending): labelled a Workspace of the same owner, and
+    no other Workspace record holds the name. Anything else in the way is never taken over."""
+    if (
+        WorkspaceRequest.objects.filter(name=req.name)
+        .exclude(pk=req.pk)
+        .filter(status__in=(WorkspaceRequest.Status.APPROVED, WorkspaceRequest.Status.APPROVING))
+        .exists()
+    ):
+        return False
+    mine = gw.list_namespaces(label_selector=f"{WORKSPACE_LABEL}=true,{OWNER_LABEL}={owner}")
+    return any(ns["metadata"]["name"] == req.namespace for ns in mine)
+
+
 def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledger=None) -> WorkspaceRequest:
+    """Create the Workspace in the cluster, all or nothing, then record the decision (below).
+
+    A database that goes away during it (restarted, failed over) is waited for, up to
+    BRICK_APPROVAL_DATABASE_WAIT_SECONDS, and the approval made again: its transaction was
+    rolled back whole, and a namespace it had created is continued. If the decision had
+    committed before the error, it is not made twice. After that wait the error is raised
+    (the page says the database is unavailable and nothing was saved)."""
+    wait = float(getattr(settings, "BRICK_APPROVAL_DATABASE_WAIT_SECONDS", 10))
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return _approve_once(req_id, actor, resource, overcommit=overcommit, ledger=ledger)
+        except DATABASE_GONE:
+            if connection.in_atomic_block or not wait_for_database(max(0.0, deadline - time.monotonic())):
+                raise
+            status = WorkspaceRequest.objects.filter(pk=req_id).values_list("status", flat=True).first()
+            if status == WorkspaceRequest.Status.APPROVED:
+                return WorkspaceRequest.objects.get(pk=req_id)
+            if status != WorkspaceRequest.Status.PENDING:
+                raise
+
+
+def _approve_once(req_id: int, actor, resource: str, *, overcommit: bool = False, ledger=None) -> WorkspaceRequest:
     """Create the Workspace in the cluster, all or nothing, then record the decision.
 
     The cluster and Prometheus are read first (gpus.live.LiveRead), without the lock, so an
@@ -366,7 +407,8 @@ def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledg
     UPDATE) before anything else: a second approval of the same request is told it was
     already decided and writes nothing. Under the lock only the database is read again: the
     approvals recorded since the cluster read whose quota that read did not show are
-    taken off what it found available, so an approval sees every approval committed before
+    taken off what it found available; a namespace an interrupted approval of this request
+    left behind is continued, not refused, so an approval sees every approval committed before
     it (``ledger`` overrides the read, for tests against a cluster whose nodes are not the
     point).
 
@@ -417,11 +459,23 @@ def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledg
                 "BRICK Workspace workloads; may preempt Jobs (brick-job-priority).",
                 "PreemptLowerPriority",
             )
-            gw.create_namespace(req.namespace, namespace_labels(req.requester_name))
+            owner = owner_label_value(req.requester_name)
+            continued = False
+            try:
+                gw.create_namespace(req.namespace, namespace_labels(req.requester_name))
+            except Conflict:
+                if not _left_by_an_interrupted_approval(gw, req, owner):
+                    raise
+                continued = True  # this request's earlier approval made it, then stopped
             created_ns = True
             for manifest in workspace_manifests(req, resource):
                 if manifest["kind"] == "ResourceQuota" and "scopeSelector" not in manifest["spec"]:
-                    gw.create_resource_quota(req.namespace, manifest["metadata"]["name"], manifest["spec"]["hard"])
+                    try:
+                        gw.create_resource_quota(req.namespace, manifest["metadata"]["name"], manifest["spec"]["hard"])
+                    except Conflict:
+                        if not continued:
+                            raise
+                        gw.apply(manifest)  # made by the interrupted approval: set to what this one says
                 else:
                     gw.apply(manifest)
         except ClusterError as exc:

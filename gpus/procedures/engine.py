@@ -9,6 +9,8 @@
   the run with what to fix. Resume skips the steps that already succeeded.
 - A heartbeat thread keeps ``heartbeat_at`` fresh; the reaper (reaper.py) marks runs whose
   worker died as interrupted.
+- A database that goes away mid-run (restarted, failed over) is waited for; the step it
+  interrupted is recorded as failed with the outage and run again (steps are idempotent).
 
 Events are written through recording.py (a StepRecorder per step attempt); nothing here
 enqueues (queue.py) and nothing here imports the Celery tasks (tasks.py imports this).
@@ -31,6 +33,7 @@ from django.utils.translation import gettext_noop
 from brickadmin.cluster import ClusterError, TransientClusterError
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
 from brickadmin.cluster.gateway import get_gateway
+from brickadmin.database import DATABASE_GONE, wait_for_database
 from brickadmin.wording import StepRef, said
 
 from ..live import LiveRead
@@ -100,6 +103,7 @@ class Heartbeat(threading.Thread):
                     ).update(heartbeat_at=timezone.now())
                 except Exception:  # a busy database must not kill the heartbeat
                     log.exception("heartbeat failed for run %s", self.run_id)
+                    connection.close()  # a restarted database: the next beat connects again
         finally:
             connection.close()
 
@@ -216,7 +220,7 @@ def _claim_and_execute(run_id, gateway):
     if not connection.in_atomic_block:  # (inside a test's transaction another connection would block)
         beat.start()
     try:
-        return _execute(run, token, gateway or get_gateway())
+        return _execute_through_outages(run, token, gateway or get_gateway())
     except LostClaim:
         log.warning("run %s was taken away (reaped) while running", run_id)
         return "lost"
@@ -224,6 +228,55 @@ def _claim_and_execute(run_id, gateway):
         beat.stop.set()
         if beat.is_alive():
             beat.join(timeout=5)
+
+
+def _execute_through_outages(run, token, gateway) -> str:
+    """_execute, continued after the database came back when it went away mid-run; after
+    BRICK_RUN_DATABASE_WAIT_SECONDS without it the error is raised (the task fails; the
+    reaper takes the run over once the database answers). An error that comes back every
+    time (a deadlock, say, not an outage) is raised after a few rounds."""
+    outages = 0
+    while True:
+        try:
+            return _execute(run, token, gateway)
+        except DATABASE_GONE as exc:
+            outages += 1
+            log.warning("run %s: the database went away (%s); waiting for it", run.pk, exc)
+            began = time.monotonic()
+            if outages > 10 or not wait_for_database(knob("BRICK_RUN_DATABASE_WAIT_SECONDS", 300)):
+                raise
+            _record_outage(run, token, exc, time.monotonic() - began)
+
+
+def _record_outage(run, token, exc, seconds):
+    """The step the outage interrupted is closed as failed (as the reaper closes a dead
+    worker's step); the engine then runs it again. LostClaim when the reaper took the run
+    over meanwhile (its heartbeat went stale during a long outage)."""
+    message = _(
+        "The database was unavailable for %(s).1f s (%(err)s); the run continued from the step it was in "
+        "(steps are idempotent)."
+    ) % {"s": seconds, "err": str(exc).strip()[:200] or type(exc).__name__}
+    in_step = StepRun.objects.filter(run_id=run.pk).exclude(step_key=RUN_EVENT).order_by("-seq").first()
+    if in_step is not None and in_step.state == StepState.RUNNING:
+        StepRecorder(
+            run.pk,
+            in_step.step_key,
+            in_step.step_index,
+            in_step.title,
+            kubectl=in_step.kubectl,
+            token=token,
+            attempt=in_step.attempt,
+            started_at=in_step.started_at,
+        ).failed(message)
+    else:
+        record(
+            run.pk,
+            step_key=RUN_EVENT,
+            title=_("Database unavailable"),
+            state=StepState.RUNNING,
+            token=token,
+            output=message,
+        )
 
 
 FINISH_TITLES = {
@@ -412,7 +465,7 @@ def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple
                 sent=outcome.sent if outcome else None,
             )
             raise Cancelled(recorded=True) from None
-        except LostClaim:
+        except (LostClaim, *DATABASE_GONE):  # the database went away: waited for above, not a step failure
             raise
         except Exception as exc:  # a bug or an unexpected answer: record it rather than vanish
             log.exception("step %s of run %s crashed", step.key, ctx.run.pk)

@@ -121,9 +121,10 @@ def database_url() -> str:
 class Worker:
     """A real `celery -A brickadmin worker` subprocess on the test database and broker."""
 
-    def __init__(self, broker_url, env_extra=None):
+    def __init__(self, broker_url, env_extra=None, pool="solo"):
         self.broker_url = broker_url
         self.env_extra = env_extra or {}
+        self.pool = pool  # prefork: as deployed (the consumer stays responsive while a task runs)
         self.proc = None
         self.log = None
 
@@ -150,7 +151,7 @@ class Worker:
                 "-A",
                 "brickadmin",
                 "worker",
-                "--pool=solo",
+                f"--pool={self.pool}",
                 "--concurrency=1",
                 "--without-heartbeat",
                 "--without-gossip",

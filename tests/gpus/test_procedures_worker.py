@@ -1,6 +1,8 @@
 """The engine with a real Celery worker (Redis broker, file database shared with the test),
 killed with SIGKILL in the middle of a step; and ten simultaneous starts on one node."""
 
+import shutil
+import subprocess
 import threading
 
 import pytest
@@ -10,7 +12,7 @@ from gpus.models import ProcedureRun, StepRun
 from gpus.procedures import engine, service
 from tests.conftest import require_service
 
-from .conftest import wait_for
+from .conftest import Worker, free_port, wait_for
 
 
 def node_label(gw, node):
@@ -106,3 +108,79 @@ def test_ten_simultaneous_starts_on_one_node_make_exactly_one_run(transactional_
     assert len(started) == 1 and len(refused) == 9
     assert ProcedureRun.objects.filter(node="dev-a1-ws04").count() == 1
     assert all(pk == started[0] for pk in refused)  # each refusal links to the running one
+
+
+@pytest.fixture
+def restartable_broker(tmp_path):
+    """A redis-server of this test's own (so it may restart it), without persistence as the
+    chart's; this process's Celery app publishes to it."""
+    from brickadmin.celery import app
+
+    binary = shutil.which("redis-server")
+    require_service(bool(binary), "redis-server")
+    port = free_port()
+    procs = []
+
+    def start():
+        procs.append(
+            subprocess.Popen(
+                [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+                cwd=tmp_path,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        import redis
+
+        wait_for(lambda: _answers(redis, port), timeout=20, what="redis-server")
+
+    def restart():
+        procs[-1].terminate()
+        procs[-1].wait(timeout=20)
+        start()
+
+    start()
+    old = app.conf.broker_url
+    app.conf.broker_url = f"redis://127.0.0.1:{port}/0"
+    app._pool = None
+    app.amqp._producer_pool = None
+    yield app.conf.broker_url, restart
+    app.conf.broker_url = old
+    app._pool = None
+    app.amqp._producer_pool = None
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+            p.wait(timeout=20)
+
+
+def _answers(redis, port):
+    try:
+        return redis.Redis(port=port, socket_timeout=1).ping()
+    except Exception:
+        return False
+
+
+@pytest.mark.worker
+def test_the_worker_outlives_a_redis_restart_in_the_middle_of_a_run(
+    transactional_db, load_scenario, restartable_broker
+):
+    twin = load_scenario("seed-example")
+    url, restart = restartable_broker
+    worker = Worker(url, {"BRICK_PROCEDURE_STEP_PAUSE": "1.0"}, pool="prefork").start()
+    try:
+        first = service.start_run("A", "dev-a1-ws04", {}, actor_name="root")
+        wait_for(lambda: node_label(twin, "dev-a1-ws04") == "timeslicing", what="the run under way")
+        restart()  # its task is unacknowledged (acks_late) while the broker goes away
+        wait_for(lambda: ProcedureRun.objects.get(pk=first.pk).status != "running", timeout=60, what="the run")
+        assert ProcedureRun.objects.get(pk=first.pk).status == "succeeded"
+        # The same worker, reconnected, takes the next run (whatever its pre-check finds).
+        second = service.start_run("B", "dev-a1-ws04", {}, actor_name="root")
+        wait_for(
+            lambda: ProcedureRun.objects.get(pk=second.pk).status in ("succeeded", "failed"),
+            timeout=90,
+            what="the next run",
+        )
+        assert worker.proc.poll() is None
+    finally:
+        worker.stop()

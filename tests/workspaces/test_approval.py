@@ -206,6 +206,32 @@ def test_a_namespace_made_behind_our_back_is_never_deleted(twin, alice, admin_us
     assert objects(twin, "Namespace")["team-a"]["metadata"]["labels"] == {"someone": "else"}
 
 
+def test_an_approval_cut_short_after_the_cluster_answered_is_continued_by_the_next(
+    twin, alice, admin_user, make_request
+):
+    # What an approval leaves when the database goes away between the cluster's answers and
+    # the commit: the namespace and the storage quota in the cluster, the request still pending.
+    req = make_request(alice, "team-a", gpu=1, storage_gib=50)
+    twin.create_namespace("team-a", {"brick.cloud/workspace": "true", "brick.cloud/owner": "alice"})
+    twin.create_resource_quota("team-a", "workspace-storage", {"requests.storage": "10Gi"})
+    services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    req.refresh_from_db()
+    assert req.status == "approved"
+    quotas = objects(twin, "ResourceQuota", "team-a")
+    assert quotas["workspace-compute"]["spec"]["hard"]["requests.nvidia.com/gpu.shared"] == "1"
+    assert quotas["workspace-storage"]["spec"]["hard"] == {"requests.storage": "50Gi"}
+    assert Decision.objects.filter(workspace=req, action="approve").count() == 1
+
+
+def test_another_owners_workspace_namespace_in_the_way_is_not_continued(twin, alice, admin_user, make_request):
+    req = make_request(alice, "team-a")
+    twin.create_namespace("team-a", {"brick.cloud/workspace": "true", "brick.cloud/owner": "bob"})
+    with pytest.raises(services.WorkspaceError, match="already exists"):
+        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    assert objects(twin, "Namespace")["team-a"]["metadata"]["labels"]["brick.cloud/owner"] == "bob"
+    assert WorkspaceRequest.objects.get(pk=req.pk).status == "pending"
+
+
 def test_reject_needs_a_reason_which_the_user_sees(twin, alice, login, admin_client, admin_user, make_request):
     alice_client = login(alice)
     req = make_request(alice, "team-a")
