@@ -252,10 +252,7 @@ def _record_outage(run, token, exc, seconds):
     """The step the outage interrupted is closed as failed (as the reaper closes a dead
     worker's step); the engine then runs it again. LostClaim when the reaper took the run
     over meanwhile (its heartbeat went stale during a long outage)."""
-    message = _(
-        "The database was unavailable for %(s).1f s (%(err)s); the run continued from the step it was in "
-        "(steps are idempotent)."
-    ) % {"s": seconds, "err": str(exc).strip()[:200] or type(exc).__name__}
+    message = said("run.database_outage", s=round(seconds, 1), err=str(exc).strip()[:200] or type(exc).__name__)
     in_step = StepRun.objects.filter(run_id=run.pk).exclude(step_key=RUN_EVENT).order_by("-seq").first()
     if in_step is not None and in_step.state == StepState.RUNNING:
         StepRecorder(
@@ -272,7 +269,7 @@ def _record_outage(run, token, exc, seconds):
         record(
             run.pk,
             step_key=RUN_EVENT,
-            title=_("Database unavailable"),
+            title=said("run.database_unavailable"),
             state=StepState.RUNNING,
             token=token,
             output=message,

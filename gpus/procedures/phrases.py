@@ -30,6 +30,11 @@ PHRASES = {
     "run.checklist_confirmed": _("Checklist confirmed by %(who)s"),
     "run.checklist_installed": _("The NVIDIA driver and nvidia-container-runtime are installed on %(node)s."),
     "run.stopped_at": _("Stopped at %(title)s: %(error)s"),
+    "run.database_outage": _(
+        "The database was unavailable for %(s).1f s (%(err)s); the run continued from the step it was in "
+        "(steps are idempotent)."
+    ),
+    "run.database_unavailable": _("Database unavailable"),
     "run.heartbeat_resumed": _(
         "The worker %(w)s stopped sending heartbeats (last at %(t)s); the run was resumed "
         "automatically from the step it was in (steps are idempotent)."

@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('workspaces', '0008_decision_detail_said'),
+        ("workspaces", "0008_decision_detail_said"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='jobsettings',
-            name='access_text',
-            field=models.TextField(blank=True, default='', verbose_name='How users get access to the cluster'),
+            model_name="jobsettings",
+            name="access_text",
+            field=models.TextField(blank=True, default="", verbose_name="How users get access to the cluster"),
         ),
         migrations.AddField(
-            model_name='workspacerequest',
-            name='purpose',
-            field=models.TextField(blank=True, default='', verbose_name='Purpose'),
+            model_name="workspacerequest",
+            name="purpose",
+            field=models.TextField(blank=True, default="", verbose_name="Purpose"),
         ),
     ]
