@@ -519,10 +519,10 @@ def main():
             for kind in kinds:
                 results = []
                 for i in range(args.reps):
-                    if kind == "A":
-                        r = one_run(fault, twin, rng, args)
-                    else:
+                    if kind == "approval":
                         r = one_approval(fault, twin, rng, args, admin, requester, len(table) * 100 + i)
+                    else:
+                        r = one_run(fault, twin, rng, args)
                     results.append(r)
                     flag = (
                         ""

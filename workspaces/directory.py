@@ -35,6 +35,7 @@ from brickadmin.wording import said
 from gpus import ledger as ledger_mod
 from gpus.models import ViewWorkspace
 
+from .labels import owner_label_value
 from .models import Decision, WorkspaceRequest
 
 RECORDED = (WorkspaceRequest.Status.APPROVED, WorkspaceRequest.Status.APPROVING)
@@ -68,7 +69,6 @@ def held_without_record(user) -> list[ViewWorkspace]:
     """The namespaces of the cluster labelled as ``user``'s (the owner label approval writes)
     that the product has no approved record of: a user holds them even without a request
     (one query, from the view)."""
-    from .services import owner_label_value
 
     recorded = WorkspaceRequest.objects.filter(name=OuterRef("namespace"), status__in=RECORDED)
     return list(
@@ -82,7 +82,6 @@ def held_without_record(user) -> list[ViewWorkspace]:
 def held_by_owner(usernames) -> dict[str, list[ViewWorkspace]]:
     """{username: the namespaces labelled as theirs, with a GPU quota} for these users (one
     query, from the view): what a requester already holds, beside a new request."""
-    from .services import owner_label_value
 
     by_label: dict[str, list[str]] = {}
     for name in set(usernames):
@@ -102,8 +101,6 @@ def owner_from_label(label: str):
     the one user whose name approval would have written as that label (``a@b`` is ``a_b``);
     several such users name nobody."""
     from django.contrib.auth import get_user_model
-
-    from .services import owner_label_value
 
     if not label:
         return None

@@ -15,6 +15,7 @@ from gpus.procedures.base import Check, Outcome, Param, ProcedureDef, Step, Step
 from gpus.procedures.definitions import PrecheckStep, _Fix, _name_field
 
 from . import services as ws_services
+from .labels import namespace_labels
 from .models import WorkspaceRequest
 
 
@@ -62,7 +63,7 @@ class RecreateNamespace(Step):
             "BRICK Workspace workloads; may preempt Jobs (brick-job-priority).",
             "PreemptLowerPriority",
         )
-        labels = ws_services.namespace_labels(req.requester_name)
+        labels = namespace_labels(req.requester_name)
         ctx.gateway.create_namespace(name, labels)
         return Outcome({"namespace": name, "labels": labels}, f"namespace/{name} created")
 

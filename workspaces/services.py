@@ -27,6 +27,7 @@ import re
 import shlex
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -45,8 +46,6 @@ from brickadmin.cluster.vocabulary import (
     NVIDIA_PREFIX,
     OWNER_LABEL,
     PLUGIN_NAMESPACE,
-    POD_SECURITY_ENFORCE_LABEL,
-    POD_SECURITY_WARN_LABEL,
     WORKSPACE_LABEL,
 )
 from brickadmin.database import DATABASE_GONE, wait_for_database
@@ -55,6 +54,7 @@ from gpus import ledger as ledger_mod
 from gpus.live import LiveRead
 
 from . import notices
+from .labels import namespace_labels, owner_label_value
 from .models import (
     COMPUTE_QUOTA,
     JOB_PRIORITY_CLASS,
@@ -76,26 +76,6 @@ DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # The only GPU resource names a Workspace quota can ever carry, as requests.<name>.
 GPU_RESOURCE_RE = re.compile(rf"^{re.escape(NVIDIA_PREFIX)}(gpu|gpu\.shared|mig-[0-9]+g\.[0-9]+gb(\.me)?)$")
 LIMIT_KEYS = ("gpu", "cpu", "memory_gib", "storage_gib")
-LABEL_VALUE_BAD = re.compile(r"[^A-Za-z0-9._-]")
-
-
-def owner_label_value(username: str) -> str:
-    """A username as a valid label value (≤ 63 of [A-Za-z0-9._-], alphanumeric at both
-    ends): Django allows '@' and '+' in usernames, Kubernetes label values do not."""
-    value = LABEL_VALUE_BAD.sub("_", username)[:63].strip("._-")
-    return value or "unknown"
-
-
-def namespace_labels(username: str) -> dict[str, str]:
-    """The labels of a Workspace's namespace: the Workspace mark, its owner and, unless the
-    site turned it off, the Pod Security level its pods are held to (``baseline`` by default:
-    no privileged containers, host namespaces or hostPath volumes; GPUs still work)."""
-    labels = {WORKSPACE_LABEL: "true", OWNER_LABEL: owner_label_value(username)}
-    level = settings.BRICK_WORKSPACE_POD_SECURITY
-    if level:
-        labels[POD_SECURITY_ENFORCE_LABEL] = level
-        labels[POD_SECURITY_WARN_LABEL] = level
-    return labels
 
 
 class WorkspaceError(Exception):
@@ -359,11 +339,12 @@ def _quota_namespaces(quotas: list[dict], resource: str) -> set[str]:
     return {q["metadata"].get("namespace", "") for q in quotas if key in ((q.get("spec") or {}).get("hard") or {})}
 
 
-def _left_by_an_interrupted_approval(gw, req: WorkspaceRequest, owner: str) -> bool:
+def _left_by_an_interrupted_approval(gw, req: WorkspaceRequest, owner: str, resource: str) -> bool:
     """Whether the namespace in the way is what an approval of this request created before it
     was cut short (the web process or the database went away between the cluster's answer and
-    the commit, so the request is still pending): labelled a Workspace of the same owner, and
-    no other Workspace record holds the name. Anything else in the way is never taken over."""
+    the commit, so the request is still pending): labelled a Workspace of the same owner,
+    created after the request was made, and no other Workspace record holds the name. Anything
+    else in the way (a namespace the owner already had, say) is never taken over."""
     if (
         WorkspaceRequest.objects.filter(name=req.name)
         .exclude(pk=req.pk)
@@ -372,7 +353,24 @@ def _left_by_an_interrupted_approval(gw, req: WorkspaceRequest, owner: str) -> b
     ):
         return False
     mine = gw.list_namespaces(label_selector=f"{WORKSPACE_LABEL}=true,{OWNER_LABEL}={owner}")
-    return any(ns["metadata"]["name"] == req.namespace for ns in mine)
+    asked = req.created_at.replace(microsecond=0)  # the API server's stamps are whole seconds
+    if not any(
+        ns["metadata"]["name"] == req.namespace and _created(ns) is not None and _created(ns) >= asked for ns in mine
+    ):
+        return False
+    # and nothing but what this approval makes is in it: no pods, only its own quotas
+    ours = {m["metadata"]["name"] for m in workspace_manifests(req, resource) if m["kind"] == "ResourceQuota"}
+    if gw.list_pods(namespace=req.namespace):
+        return False
+    return all(q["metadata"]["name"] in ours for q in gw.list_resource_quotas(req.namespace))
+
+
+def _created(obj) -> datetime | None:
+    stamp = obj["metadata"].get("creationTimestamp") or ""
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledger=None) -> WorkspaceRequest:
@@ -464,7 +462,7 @@ def _approve_once(req_id: int, actor, resource: str, *, overcommit: bool = False
             try:
                 gw.create_namespace(req.namespace, namespace_labels(req.requester_name))
             except Conflict:
-                if not _left_by_an_interrupted_approval(gw, req, owner):
+                if not _left_by_an_interrupted_approval(gw, req, owner, resource):
                     raise
                 continued = True  # this request's earlier approval made it, then stopped
             created_ns = True

@@ -3,6 +3,7 @@
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
+from django.db import DatabaseError
 from django.db.models import Count
 from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
@@ -145,10 +146,11 @@ def workspace_list(request):
 
 def _held_or_none(request):
     """The namespaces labelled as the user's without a record, from the cluster view; none
-    when the view cannot be read (the list of records works without the cluster)."""
+    when the view cannot be read or, on the simulated cluster, brought up to date (the list
+    of records works without the cluster, and with a database that refuses writes)."""
     try:
         read_cluster()
-    except ClusterError:
+    except (ClusterError, DatabaseError):
         return []
     return directory.held_without_record(request.user)
 
@@ -444,7 +446,9 @@ def _attach_holdings(reqs):
 COLLAPSE_ABOVE = 3  # a page of more requests shows each card folded, its forms one click away
 
 
-def _queue_context(request, forms_by_pk=None, errors_by_pk=None):
+def _queue_context(request, forms_by_pk=None, errors_by_pk=None, open_pks=()):
+    """The queue page's context; the cards of ``open_pks`` (a decision just refused) and of
+    any request with an error come unfolded."""
     ledger, snapshot = _ledger_or_banner(request)
     choices = services.gpu_choices(ledger)
     table = REQUEST_TABLE.bind(request, WorkspaceRequest.objects.filter(status=WorkspaceRequest.Status.PENDING))
@@ -460,7 +464,7 @@ def _queue_context(request, forms_by_pk=None, errors_by_pk=None):
         req.reject_form = forms_by_pk.get(("reject", req.pk)) or RejectForm(prefix=f"r{req.pk}")
         req.error = errors_by_pk.get(req.pk, "")
         failed = req.error or req.approve_form.errors or req.reject_form.errors
-        req.open = not collapse or bool(failed)
+        req.open = not collapse or bool(failed) or req.pk in open_pks
     return {
         "page": page,
         "reqs": reqs,
@@ -517,7 +521,7 @@ def approve_request(request, pk):
             return _back_to_queue(request)
     else:
         messages.error(request, _("%(name)s not approved: see the errors below.") % {"name": req.name})
-    ctx = _queue_context(request, {("approve", req.pk): form})
+    ctx = _queue_context(request, {("approve", req.pk): form}, open_pks={req.pk})
     return render(request, "workspaces/approval_queue.html", ctx, status=400)
 
 

@@ -259,12 +259,12 @@ def test_every_pattern_in_the_source_is_found():
     # The patterns that check user input are among them (a sanity check of the discovery itself).
     from brickadmin.cluster import twin, vocabulary
     from workspaces import forms as ws_forms
-    from workspaces import services
+    from workspaces import labels, services
 
     for p in (
         services.GPU_RESOURCE_RE,
         services.DNS1123_LABEL,
-        services.LABEL_VALUE_BAD,
+        labels.LABEL_VALUE_BAD,
         vocabulary._SET_RE,
         twin._LABEL_VALUE_RE,
         ws_forms.IMAGE_PATH_COMPONENT,

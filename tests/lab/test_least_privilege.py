@@ -418,10 +418,12 @@ def test_the_products_job_submission_and_cancel_work_in_a_workspace_and_not_else
     assert stray.k8s_name not in {j["metadata"]["name"] for j in seeded.admin.list_jobs("kube-system")}
 
 
-def test_a_workspace_namespace_refuses_privileged_pods_and_admits_gpu_pods(seeded, sa):
-    """The namespace the product makes for a Workspace carries Pod Security ``baseline``: the
-    API server itself refuses a privileged container there, whoever sends it."""
-    from workspaces.services import namespace_labels
+def test_a_workspace_namespace_refuses_privileged_pods_and_admits_gpu_pods(seeded, sa, settings):
+    """With the chart's Pod Security level (``baseline``) the namespace the product makes for
+    a Workspace refuses a privileged container at the API server itself, whoever sends it."""
+    from workspaces.labels import namespace_labels
+
+    settings.BRICK_WORKSPACE_POD_SECURITY = "baseline"
 
     ns = f"lp-psa-{int(time.time() * 1000) % 100000}"
     sa.create_namespace(ns, namespace_labels("alice"))
