@@ -12,6 +12,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from gpus.ledger import SHARED, NodeLedger, ResourceLine
+
 from . import showback
 from .models import ShowbackHour, ShowbackMonth
 
@@ -27,11 +29,77 @@ def roll_up(moment: datetime | None = None) -> ShowbackHour:
     from .directory import measured as view_measured
 
     view = stored_view()
-    nodes = view.ledger.nodes
+    nodes = share_nodes()
     lines = ViewWorkspace.objects.only("namespace", "gpu_quotas", "pods", "utilisation")
     measured = view_measured()
     figures = showback.hour_figures(nodes, lines.iterator(chunk_size=2000), measured=measured)
     return store_hour(moment or timezone.now(), float(view.ledger.physical), measured, figures)
+
+
+# The conversion's node lines of the last rollup in this process, by node: (digest, line).
+# The watcher rewrites a node's digest whenever its ledger line changes, so an unchanged node
+# is not read again from one rollup to the next (the worker's process lives on between them).
+_NODE_MEMO: dict[str, tuple[str, NodeLedger]] = {}
+
+
+def share_nodes(memo: dict[str, tuple[str, NodeLedger]] | None = None) -> list[NodeLedger]:
+    """The GPU nodes of the cluster view with what the conversion reads (model, mode,
+    replicas, MIG profile, resources; pods only where GPUs are time-sliced), those parts
+    taken out of the stored ledger in SQL (the whole line of 5,000 nodes, with devices,
+    labels and pods, takes seconds to decode), and only for nodes changed since ``memo``."""
+    from gpus.models import ViewNode
+
+    memo = _NODE_MEMO if memo is None else memo
+    digests = dict(ViewNode.objects.filter(is_gpu=True).values_list("name", "digest"))
+    changed = [name for name, digest in digests.items() if not digest or memo.get(name, ("",))[0] != digest]
+    for gone in set(memo) - set(digests):
+        del memo[gone]
+    for start in range(0, len(changed), 1000):
+        rows = ViewNode.objects.filter(name__in=changed[start : start + 1000]).values_list(
+            "name",
+            "digest",
+            "model",
+            "mode",
+            "ledger__replicas",
+            "ledger__mig_profile",
+            "ledger__physical",
+            "ledger__resources",
+        )
+        for name, digest, model, mode, replicas, mig_profile, physical, resources in rows:
+            node = NodeLedger(
+                name=name,
+                model=model or "",
+                convention="",
+                mode=mode or "",
+                sharing_label="",
+                replicas=int(replicas or 1),
+                configured_replicas=int(replicas or 1),
+                ready=True,
+                cordoned=False,
+                tainted=False,
+                plugin_state="",
+                resources={r[0]: ResourceLine(*r) for r in resources or []},
+                raw_devices=[],
+                in_use=frozenset(),
+                physical=int(physical or 0),
+                physical_used=0,
+                physical_source="",
+                labels={},
+                mig_profile=mig_profile or "",
+            )
+            memo[name] = (digest, node)
+    # whose pods hold time-sliced GPUs (gpus.occupancy): read for the nodes that time-slice only
+    sliced = [
+        name
+        for name in changed
+        if name in memo
+        and (memo[name][1].replicas > 1 or any(r.gpu_type == SHARED for r in memo[name][1].resources.values()))
+    ]
+    for start in range(0, len(sliced), 1000):
+        chunk = ViewNode.objects.filter(name__in=sliced[start : start + 1000])
+        for name, pods in chunk.values_list("name", "ledger__raw_pods"):
+            memo[name][1].raw_pods = pods or []
+    return [memo[name][1] for name in sorted(digests) if name in memo]
 
 
 def _add(row: ShowbackMonth, figures: showback.HourFigures, sign: int) -> None:
