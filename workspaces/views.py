@@ -19,7 +19,7 @@ from brickadmin.tables import Column, Table
 from gpus.models import OwnerNotice
 from gpus.reading import read_cluster, read_jobs
 
-from . import directory, reclaim, services, waits
+from . import directory, reclaim, services, showback_rollups, waits
 from .forms import (
     AMOUNT_FIELDS,
     ApproveForm,
@@ -223,6 +223,10 @@ def workspace_detail(request, pk):
             "ask": ask,
             "measured": directory.measured(),
             "waiting": waiting,
+            # its own physical GPU-hours (workspaces/showback_rollups.py), the last 12 months
+            "showback_months": showback_rollups.of_workspace(ws.namespace)
+            if ws.status == WorkspaceRequest.Status.APPROVED
+            else [],
         },
     )
 

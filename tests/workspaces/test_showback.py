@@ -302,3 +302,13 @@ def test_the_admin_reads_the_month_with_its_bars_and_exports_csv_in_korean(twin,
 def test_the_page_says_so_before_any_hour_is_rolled_up(admin_user, login):
     page = login(admin_user).get(reverse("showback"), {"month": "1999-99"})
     assert page.status_code == 200 and 'data-testid="showback-empty"' in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_owner_sees_their_own_workspaces_figures_and_no_one_elses(approved, alice, bob, login):
+    ws = approved(alice, "team-a")
+    showback_rollups.store_hour(HOUR, 2.0, True, {"team-a": fig(0.5, 0.5, 0.2), "team-b": fig(1.0, 1.0, 0.9)})
+    page = login(alice).get(reverse("workspace_detail", args=[ws.pk])).content.decode()
+    assert 'data-testid="own-showback"' in page
+    words = text(page)
+    assert "2026-11 1 0.50 0.50 0.20" in words and "0.90" not in words
