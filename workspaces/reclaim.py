@@ -26,10 +26,11 @@ class ReclaimError(Exception):
 
 def record_notice(ask: ReclaimAsk, message: str) -> None:
     """The question's notice on the owner's Workspace page."""
+    reclaimed = ask.quota_run_id and ask.answer != ReclaimAsk.Answer.RELEASE
     OwnerNotice.objects.create(
         namespace=ask.namespace,
         owner_name=ask.workspace.requester_name if ask.workspace else "",
-        subject=f"reclaim-ask:{ask.pk}:{ask.answer or ('reclaimed' if ask.quota_run_id else 'asked')}",
+        subject=f"reclaim-ask:{ask.pk}:{'reclaimed' if reclaimed else ask.answer or 'asked'}",
         message=message,
         actor_name=ask.asked_by_name,
     )

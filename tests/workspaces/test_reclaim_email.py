@@ -8,6 +8,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from brickadmin.accounts.models import Notification
+from gpus.models import OwnerNotice
 from gpus.tasks import execute_run
 from workspaces import reclaim
 from workspaces.models import ReclaimAsk
@@ -53,6 +54,7 @@ def test_the_owner_is_mailed_the_question_and_the_reclaim_in_their_language(
     assert "team-a" in reclaimed["Subject"] and "reclaimed" not in reclaimed["Subject"]
     assert f"#{done.quota_run_id}" in reclaimed.get_content()
     assert Notification.objects.filter(recipient=alice, kind="reclaimed").count() == 1
+    assert OwnerNotice.objects.filter(namespace="team-a", subject=f"reclaim-ask:{ask.pk}:reclaimed").exists()
 
 
 def test_an_owner_who_chose_english_reads_the_question_in_english(
