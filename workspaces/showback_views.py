@@ -76,7 +76,7 @@ def showback_table(cluster_physical: float) -> Table:
         ),
         Column(
             "share",
-            gettext_lazy("Share (%)"),
+            gettext_lazy("Share"),
             "allocated",
             numeric=True,
             value=lambda r: share(r.allocated, cluster_physical),
