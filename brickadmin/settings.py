@@ -257,6 +257,9 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 5.0,
     },  # a dead worker's run resumes within ~15 s
     "prune-old-runs": {"task": "gpus.tasks.prune_old_runs", "schedule": 3600.0},
+    # each run replaces the hour in progress with the cluster view as it is now (the hour's
+    # figures are its last sample), then prunes what the retention leaves out
+    "roll-up-showback": {"task": "workspaces.tasks.roll_up_showback", "schedule": 600.0},
 }
 
 # --- the cluster -------------------------------------------------------------
@@ -288,6 +291,8 @@ BRICK_DEFAULT_LIMITS = {"gpu": 4, "cpu": 16, "memory_gib": 64, "storage_gib": 20
 BRICK_RUN_RETENTION_DAYS = int(os.environ.get("BRICK_RUN_RETENTION_DAYS", "365"))
 # An approval whose database went away (restarted, failed over) waits this long for it and is made again once.
 BRICK_APPROVAL_DATABASE_WAIT_SECONDS = float(os.environ.get("BRICK_APPROVAL_DATABASE_WAIT_SECONDS", "10"))
+# Showback (workspaces/showback_rollups.py): hourly and monthly physical GPU-hours kept this long.
+BRICK_SHOWBACK_RETENTION_DAYS = int(os.environ.get("BRICK_SHOWBACK_RETENTION_DAYS", "400"))
 # The run page's live stream (gpus/run_stream.py): on SQLite it polls the run this often (on
 # PostgreSQL a NOTIFY wakes it); a stream ends after BRICK_RUN_STREAM_SECONDS and the browser
 # reconnects after what it saw; a comment keeps an idle stream open through proxies.

@@ -815,3 +815,39 @@ def node_from_dict(d: dict[str, Any]) -> NodeLedger:
     fields["resources"] = {r[0]: ResourceLine(*r) for r in d["resources"]}
     fields["in_use"] = frozenset(d["in_use"])
     return NodeLedger(**fields)
+
+
+# --- physical GPUs per logical unit (showback in physical GPU-hours) ----------------
+
+
+def physical_share(n: NodeLedger, resource: str) -> float:
+    """The physical GPUs one unit of ``resource`` is on node ``n``: an exclusive GPU 1, a
+    time-sliced replica 1/replicas, a MIG instance its compute slices over its GPU's
+    (mig.gpu_fraction), over the replicas too where a MIG-only node time-slices its devices.
+    0 for a resource the node does not serve (stale: it holds no GPU)."""
+    line = n.resources.get(resource)
+    if line is None or line.stale:
+        return 0.0
+    if line.gpu_type == EXCLUSIVE:
+        return 1.0
+    if line.gpu_type == SHARED:
+        return 1.0 / max(n.replicas, 1)
+    if line.gpu_type.startswith("mig-"):
+        share = mig_geometry.gpu_fraction(n.model, line.gpu_type[4:])
+        replicated = bool(n.mig_profile) and resource in (GPU, GPU_SHARED) and n.replicas > 1
+        return share / n.replicas if replicated else share
+    return 0.0
+
+
+def physical_shares(nodes: Iterable[NodeLedger]) -> dict[str, float]:
+    """Per resource, the physical GPUs one unit of a quota of it stands for: a quota names a
+    resource, never a node, so it is the nodes' shares weighted by what each offers of it
+    (allocatable). A resource no node offers is absent (its quota holds no GPU)."""
+    units: dict[str, int] = defaultdict(int)
+    physical: dict[str, float] = defaultdict(float)
+    for n in nodes:
+        for r in n.served:
+            if r.allocatable > 0:
+                units[r.resource] += r.allocatable
+                physical[r.resource] += r.allocatable * physical_share(n, r.resource)
+    return {res: physical[res] / units[res] for res in units}

@@ -293,3 +293,61 @@ class ReclaimAsk(models.Model):
         if self.answer == self.Answer.KEEP:
             return self.keep_until is not None and now.date() > self.keep_until
         return not self.answer and now >= self.deadline
+
+
+class ShowbackHour(models.Model):
+    """One hour of showback (workspaces/showback.py): the cluster's physical GPUs and each
+    Workspace's figures in physical GPUs, as the cluster view showed them when the hour was
+    rolled up. One row per hour: rolling an hour up again replaces it (never adds to it).
+    Kept for BRICK_SHOWBACK_RETENTION_DAYS."""
+
+    hour = models.DateTimeField(unique=True)  # UTC, on the hour
+    physical = models.FloatField(default=0)
+    measured = models.BooleanField(default=False)  # utilisation came from DCGM
+    lines = models.JSONField(default=dict)  # {namespace: [allocated, requested, used or None, measurable]}
+    rolled_up_at = models.DateTimeField(null=True, blank=True)  # None: the row is only being written
+
+    class Meta:
+        ordering = ["-hour"]
+
+    def __str__(self):
+        return f"showback {self.hour:%Y-%m-%d %H}:00 UTC"
+
+
+class ShowbackMonth(models.Model):
+    """A Workspace's physical GPU-hours in one UTC month: the sum of its rolled-up hours,
+    kept as they are rolled up, so the page reads one row per Workspace and month. The row
+    of namespace "" is the cluster's: its physical GPU-hours and the Workspaces' sums."""
+
+    CLUSTER = ""
+
+    month = models.DateField()  # the first day of the month
+    namespace = models.CharField(max_length=63, blank=True)
+    hours = models.IntegerField(default=0)  # hours rolled up (the cluster) or in which it held GPUs
+    physical = models.FloatField(default=0)  # the cluster's row only
+    allocated = models.FloatField(default=0)
+    requested = models.FloatField(default=0)
+    used = models.FloatField(default=0)  # over the hours it was measured
+    used_hours = models.IntegerField(default=0)
+    unmeasurable_hours = models.IntegerField(default=0)  # on time-sliced GPUs shared with other Workspaces
+
+    class Meta:
+        ordering = ["-month", "namespace"]
+        constraints = [models.UniqueConstraint(fields=["month", "namespace"], name="showback_month_namespace")]
+
+    def __str__(self):
+        return f"{self.namespace or 'cluster'} {self.month:%Y-%m}"
+
+    @property
+    def unallocated(self) -> float:
+        return self.physical - self.allocated
+
+    @property
+    def used_state(self) -> str:
+        """'measured' (a figure over every hour), 'partial' (measured some hours),
+        'not-measurable' (time-sliced GPUs shared with other Workspaces) or 'not-measured'."""
+        if self.unmeasurable_hours:
+            return "not-measurable"
+        if not self.used_hours:
+            return "not-measured"
+        return "measured" if self.used_hours >= self.hours else "partial"

@@ -9,9 +9,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.db import transaction
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from brickadmin import notify
 from brickadmin.wording import said
 from gpus.models import OwnerNotice
 
@@ -23,16 +25,27 @@ class ReclaimError(Exception):
     pass
 
 
-def notify_owner(ask: ReclaimAsk, message: str) -> None:
-    """Tell the owner in the product (their Workspace page). Sending it by email or webhook as
-    well is the notifications' work: they read these notices."""
+def record_notice(ask: ReclaimAsk, message: str) -> None:
+    """The question's notice on the owner's Workspace page."""
+    reclaimed = ask.quota_run_id and ask.answer != ReclaimAsk.Answer.RELEASE
     OwnerNotice.objects.create(
         namespace=ask.namespace,
         owner_name=ask.workspace.requester_name if ask.workspace else "",
-        subject=f"reclaim-ask:{ask.pk}:{ask.answer or 'asked'}",
+        subject=f"reclaim-ask:{ask.pk}:{'reclaimed' if reclaimed else ask.answer or 'asked'}",
         message=message,
         actor_name=ask.asked_by_name,
     )
+
+
+def notify_owner(ask: ReclaimAsk, kind: str, words) -> None:
+    """Tell the owner: the notice on their Workspace page, and through the notifications
+    (in the product, and by email or webhook as they chose, in their language).
+    ``words()`` -> (subject, body), called once in the actor's language for the notice and
+    once in the owner's for the notification."""
+    record_notice(ask, str(words()[1]))
+    link = reverse("workspace_detail", args=[ask.workspace.pk]) if ask.workspace else ""
+    owner_name = ask.workspace.requester_name if ask.workspace else ""
+    notify.notify_owner(ask.namespace, kind, words, link, owner_name=owner_name)
 
 
 def open_ask(namespace: str) -> ReclaimAsk | None:
@@ -76,24 +89,29 @@ def ask_owner(namespace: str, *, actor, days: int, message: str = "", gateway=No
             amount=seen.before,
             detail=said("decision.reclaim_asked", when=ask.deadline.strftime("%Y-%m-%d %H:%M UTC"), msg=ask.message),
         )
-        notify_owner(
-            ask,
-            _(
-                "An admin (%(who)s) asks whether Workspace %(ws)s still needs its %(n)d %(res)s: its pods "
-                "request %(r)d of them. Answer on this page by %(when)s (keep it until a date, or release "
-                "part or all); without an answer the quota may be reclaimed down to what the pods "
-                "request. %(msg)s"
+        facts = {
+            "who": ask.asked_by_name,
+            "ws": namespace,
+            "n": seen.before,
+            "res": seen.resource,
+            "r": seen.requested,
+            "when": ask.deadline.strftime("%Y-%m-%d %H:%M UTC"),
+            "msg": ask.message,
+        }
+
+        def words():
+            return (
+                _("Does Workspace %(ws)s still need its GPUs? Answer by %(when)s") % facts,
+                _(
+                    "An admin (%(who)s) asks whether Workspace %(ws)s still needs its %(n)d %(res)s: its pods "
+                    "request %(r)d of them. Answer on this page by %(when)s (keep it until a date, or release "
+                    "part or all); without an answer the quota may be reclaimed down to what the pods "
+                    "request. %(msg)s"
+                )
+                % facts,
             )
-            % {
-                "who": ask.asked_by_name,
-                "ws": namespace,
-                "n": seen.before,
-                "res": seen.resource,
-                "r": seen.requested,
-                "when": ask.deadline.strftime("%Y-%m-%d %H:%M UTC"),
-                "msg": ask.message,
-            },
-        )
+
+        notify_owner(ask, "reclaim-ask", words)
     return ask
 
 
@@ -165,7 +183,7 @@ def _answer(ask, user, answer, *, text, **fields) -> ReclaimAsk:
             amount=ask.released,
             detail=text,
         )
-        notify_owner(ask, text)
+        record_notice(ask, text)  # the owner's own answer: on their page, no message to them
     return ask
 
 
@@ -195,4 +213,24 @@ def reclaim(ask: ReclaimAsk, *, actor, after: int, gateway=None) -> ReclaimAsk:
         raise ReclaimError(str(exc)) from None
     ReclaimAsk.objects.filter(pk=ask.pk).update(quota_run_id=run.pk)
     ask.refresh_from_db()
+    facts = {
+        "who": actor.get_username(),
+        "ws": ask.namespace,
+        "res": ask.resource,
+        "n": after,
+        "when": ask.asked_at.strftime("%Y-%m-%d"),
+        "id": run.pk,
+    }
+
+    def words():
+        return (
+            _("GPU quota of Workspace %(ws)s reclaimed") % facts,
+            _(
+                "An admin (%(who)s) reclaims the %(res)s quota of Workspace %(ws)s down to %(n)d (quota run "
+                "#%(id)d): asked on %(when)s, with no answer by the deadline."
+            )
+            % facts,
+        )
+
+    notify_owner(ask, "reclaimed", words)
     return ask

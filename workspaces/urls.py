@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import cluster_views, reclaim_views, views
+from . import cluster_views, reclaim_views, showback_views, views
 
 urlpatterns = [
     path("", views.workspace_list, name="workspace_list"),
@@ -23,6 +23,7 @@ urlpatterns = [
     path("approvals/jobs/<int:pk>/reject/", views.reject_job, name="reject_job"),
     path("all/", views.all_workspaces, name="all_workspaces"),
     path("cluster/", cluster_views.cluster_workspaces, name="cluster_workspaces"),
+    path("showback/", showback_views.showback, name="showback"),
     path("cluster/<slug:namespace>/", cluster_views.cluster_workspace, name="cluster_workspace"),
     path("cluster/<slug:namespace>/adopt/", cluster_views.workspace_adopt, name="workspace_adopt"),
     path("cluster/<slug:namespace>/quota/", cluster_views.workspace_quota, name="workspace_quota"),

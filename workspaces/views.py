@@ -22,7 +22,7 @@ from gpus.choices import GpuType
 from gpus.models import OwnerNotice
 from gpus.reading import read_cluster, read_jobs
 
-from . import directory, reclaim, services, usage, waits
+from . import directory, reclaim, services, showback_rollups, usage, waits
 from .forms import (
     AMOUNT_FIELDS,
     ApproveForm,
@@ -244,6 +244,10 @@ def workspace_detail(request, pk):
             "ask": ask,
             "measured": directory.measured(),
             "waiting": waiting,
+            # its own physical GPU-hours (workspaces/showback_rollups.py), the last 12 months
+            "showback_months": showback_rollups.of_workspace(ws.namespace)
+            if ws.status == WorkspaceRequest.Status.APPROVED
+            else [],
         },
     )
 

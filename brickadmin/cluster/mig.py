@@ -112,6 +112,26 @@ def compute_slices(profile: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def slices_per_gpu(model: str) -> int | None:
+    """The compute slices one GPU of ``model`` has: 4 where its smallest profile fits four
+    times (A30, RTX PRO 6000), else 7; None for a model without MIG or not in the guide."""
+    profiles = profiles_of(model)
+    if not profiles:
+        return None
+    return 4 if max(n for _, n in profiles.values()) == 4 else 7
+
+
+def gpu_fraction(model: str, profile: str) -> float:
+    """The share of its physical GPU one MIG instance of ``profile`` is: its compute slices
+    over the GPU's (1g.10gb on a seven-slice A100 80GB: 1/7; 1g.24gb on a four-slice RTX PRO
+    6000: 1/4). A model not in the guide is taken as seven-slice, the A100/H100 family's
+    geometry; 0 for a name that is no MIG profile."""
+    slices = compute_slices(profile)
+    if not slices:
+        return 0.0
+    return min(1.0, slices / (slices_per_gpu(model) or 7))
+
+
 def layout_error(model: str, devices: dict[str, int]) -> str:
     """Why one GPU of ``model`` cannot hold this set of instances ({profile: count}), or "".
 
@@ -122,7 +142,7 @@ def layout_error(model: str, devices: dict[str, int]) -> str:
     if not profiles:
         return f"{model or 'this GPU model'} has no MIG profiles"
     used = 0
-    total = 4 if max(n for _, n in profiles.values()) == 4 else 7
+    total = slices_per_gpu(model) or 7
     for profile, count in devices.items():
         if count <= 0:
             continue

@@ -36,6 +36,12 @@ def _bar(name, total, allocated, requested, subtitle=""):
     }
 
 
+def capacity_bar_data(name, total, allocated, requested, subtitle="") -> dict:
+    """One bar for components/pictures/capacity.html from numbers that may have fractions
+    (physical GPU-hours): rounded to whole ones, as the bar draws them."""
+    return _bar(name, round(total or 0), round(allocated or 0), round(requested or 0), subtitle)
+
+
 @register.inclusion_tag("components/pictures/capacity.html")
 def capacity_picture(name, total, allocated, requested, subtitle=""):
     """One GPU type's bar: requested by pods, allocated to Workspaces, free, against Total."""

@@ -63,6 +63,12 @@ def build_world(load_scenario, admin, alice, bob) -> dict:
         "nvidia.com/gpu.shared",
         overcommit=True,
     )
+    # an hour of showback from the cluster view, so its page and the Workspace pages show figures
+    from gpus.reading import read_cluster
+    from workspaces import showback_rollups
+
+    read_cluster()
+    showback_rollups.roll_up()
     return {
         "workspace": ws.pk,
         "job": job.pk,
@@ -114,6 +120,7 @@ def admin_pages(ids) -> list[Page]:
         Page("job queue", "/workspaces/approvals/jobs/"),
         Page("all workspaces", "/workspaces/all/"),
         Page("workspaces in the cluster", "/workspaces/cluster/"),
+        Page("showback", "/workspaces/showback/"),
         Page("cluster workspace detail", "/workspaces/cluster/team-alpha/"),
         Page("cluster workspace without a record", "/workspaces/cluster/ws-shared/"),
         Page("adopt a namespace", "/workspaces/cluster/ws-exclusive/adopt/"),

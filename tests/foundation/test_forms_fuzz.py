@@ -165,6 +165,7 @@ GET_FORMS = {
     "wizard_pick": lambda o: (reverse("wizard_pick", args=[o["code"]]), fields("node")),
     "cluster_workspaces": lambda o: (reverse("cluster_workspaces"), fields("q", "sort", "page", "format")),
     "cluster_workspace": lambda o: (reverse("cluster_workspace", args=["team-a"]), fields("range")),
+    "showback": lambda o: (reverse("showback"), fields("month", "q", "sort", "page", "format")),
     "utilisation_chart": lambda o: (reverse("utilisation_chart", args=["workspace"]), fields("of", "range")),
     "notification_deliveries": lambda o: (reverse("notification_deliveries"), fields("page")),
 }

@@ -33,6 +33,7 @@ ADMIN_GET = {
     "workspace_settings",
     "workspace_audit",
     "cluster_workspaces",
+    "showback",
     "lockouts",
 }
 ADMIN_POST = {

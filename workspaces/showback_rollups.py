@@ -1,0 +1,199 @@
+"""Showback rollups in the database: one row per hour (workspaces.models.ShowbackHour) and
+the month's sums per Workspace (ShowbackMonth), fed from the cluster view by a Celery beat
+task (workspaces/tasks.py). Rolling an hour up again replaces what it gave the month (the
+old hour is taken out, the new one put in, under a lock on the hour): never doubled.
+Hours and months older than BRICK_SHOWBACK_RETENTION_DAYS are pruned."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from gpus.ledger import SHARED, NodeLedger, ResourceLine
+
+from . import showback
+from .models import ShowbackHour, ShowbackMonth
+
+SUMMED = ("hours", "physical", "allocated", "requested", "used", "used_hours", "unmeasurable_hours")
+
+
+def roll_up(moment: datetime | None = None) -> ShowbackHour:
+    """The hour of ``moment`` (now) from the cluster view as it is now. Raises
+    gpus.clusterview.ViewUnavailable before the watcher published one."""
+    from gpus.clusterview import stored_view
+    from gpus.models import ViewWorkspace
+
+    from .directory import measured as view_measured
+
+    view = stored_view()
+    nodes = share_nodes()
+    lines = ViewWorkspace.objects.only("namespace", "gpu_quotas", "pods", "utilisation")
+    measured = view_measured()
+    figures = showback.hour_figures(nodes, lines.iterator(chunk_size=2000), measured=measured)
+    return store_hour(moment or timezone.now(), float(view.ledger.physical), measured, figures)
+
+
+# The conversion's node lines of the last rollup in this process, by node: (digest, line).
+# The watcher rewrites a node's digest whenever its ledger line changes, so an unchanged node
+# is not read again from one rollup to the next (the worker's process lives on between them).
+_NODE_MEMO: dict[str, tuple[str, NodeLedger]] = {}
+
+
+def share_nodes(memo: dict[str, tuple[str, NodeLedger]] | None = None) -> list[NodeLedger]:
+    """The GPU nodes of the cluster view with what the conversion reads (model, mode,
+    replicas, MIG profile, resources; pods only where GPUs are time-sliced), those parts
+    taken out of the stored ledger in SQL (the whole line of 5,000 nodes, with devices,
+    labels and pods, takes seconds to decode), and only for nodes changed since ``memo``."""
+    from gpus.models import ViewNode
+
+    memo = _NODE_MEMO if memo is None else memo
+    digests = dict(ViewNode.objects.filter(is_gpu=True).values_list("name", "digest"))
+    changed = [name for name, digest in digests.items() if not digest or memo.get(name, ("",))[0] != digest]
+    for gone in set(memo) - set(digests):
+        del memo[gone]
+    for start in range(0, len(changed), 1000):
+        rows = ViewNode.objects.filter(name__in=changed[start : start + 1000]).values_list(
+            "name",
+            "digest",
+            "model",
+            "mode",
+            "ledger__replicas",
+            "ledger__mig_profile",
+            "ledger__physical",
+            "ledger__resources",
+        )
+        for name, digest, model, mode, replicas, mig_profile, physical, resources in rows:
+            node = NodeLedger(
+                name=name,
+                model=model or "",
+                convention="",
+                mode=mode or "",
+                sharing_label="",
+                replicas=int(replicas or 1),
+                configured_replicas=int(replicas or 1),
+                ready=True,
+                cordoned=False,
+                tainted=False,
+                plugin_state="",
+                resources={r[0]: ResourceLine(*r) for r in resources or []},
+                raw_devices=[],
+                in_use=frozenset(),
+                physical=int(physical or 0),
+                physical_used=0,
+                physical_source="",
+                labels={},
+                mig_profile=mig_profile or "",
+            )
+            memo[name] = (digest, node)
+    # whose pods hold time-sliced GPUs (gpus.occupancy): read for the nodes that time-slice only
+    sliced = [
+        name
+        for name in changed
+        if name in memo
+        and (memo[name][1].replicas > 1 or any(r.gpu_type == SHARED for r in memo[name][1].resources.values()))
+    ]
+    for start in range(0, len(sliced), 1000):
+        chunk = ViewNode.objects.filter(name__in=sliced[start : start + 1000])
+        for name, pods in chunk.values_list("name", "ledger__raw_pods"):
+            memo[name][1].raw_pods = pods or []
+    return [memo[name][1] for name in sorted(digests) if name in memo]
+
+
+def _add(row: ShowbackMonth, figures: showback.HourFigures, sign: int) -> None:
+    row.hours += sign
+    row.allocated += sign * figures.allocated
+    row.requested += sign * figures.requested
+    if not figures.measurable:
+        row.unmeasurable_hours += sign
+    elif figures.used is not None:
+        row.used += sign * figures.used
+        row.used_hours += sign
+
+
+def _add_hour(rows, month, physical: float, lines: dict, sign: int) -> None:
+    def row(namespace: str) -> ShowbackMonth:
+        if namespace not in rows:
+            rows[namespace] = ShowbackMonth(month=month, namespace=namespace)
+        return rows[namespace]
+
+    cluster = row(ShowbackMonth.CLUSTER)
+    cluster.hours += sign
+    cluster.physical += sign * physical
+    for namespace, data in lines.items():
+        figures = showback.HourFigures.from_list(data)
+        _add(row(namespace), figures, sign)
+        cluster.allocated += sign * figures.allocated
+        cluster.requested += sign * figures.requested
+        if figures.measurable and figures.used is not None:
+            cluster.used += sign * figures.used
+
+
+def store_hour(
+    moment: datetime, physical: float, measured: bool, figures: dict[str, showback.HourFigures]
+) -> ShowbackHour:
+    """Keep the figures as the hour of ``moment``, replacing what that hour held before."""
+    hour = showback.hour_of(moment)
+    month = showback.month_of(hour)
+    lines = {ns: f.as_list() for ns, f in figures.items()}
+    with transaction.atomic():
+        # The hour's row is the lock: a second rollup of the same hour waits here, then
+        # takes out what the first one put in.
+        ShowbackHour.objects.get_or_create(hour=hour)
+        row = ShowbackHour.objects.select_for_update().get(hour=hour)
+        rows = {r.namespace: r for r in ShowbackMonth.objects.select_for_update().filter(month=month)}
+        if row.rolled_up_at is not None:
+            _add_hour(rows, month, row.physical, row.lines or {}, -1)
+        _add_hour(rows, month, physical, lines, +1)
+        row.physical, row.measured, row.lines, row.rolled_up_at = physical, measured, lines, timezone.now()
+        row.save()
+        keep = [r for r in rows.values() if r.hours > 0]
+        gone = [r.pk for r in rows.values() if r.hours <= 0 and r.pk]
+        for r in keep:
+            r.pk = None  # written by (month, namespace): one upsert for new rows and old
+            for name in ("physical", "allocated", "requested", "used"):
+                if abs(getattr(r, name)) < 1e-9:  # floats taken out and put back: a zero is a zero
+                    setattr(r, name, 0.0)
+        ShowbackMonth.objects.bulk_create(
+            keep,
+            update_conflicts=True,
+            unique_fields=["month", "namespace"],
+            update_fields=list(SUMMED),
+            batch_size=1000,
+        )
+        if gone:
+            ShowbackMonth.objects.filter(pk__in=gone).delete()
+    return row
+
+
+def retention_days() -> int:
+    return int(getattr(settings, "BRICK_SHOWBACK_RETENTION_DAYS", 400))
+
+
+def prune(now: datetime | None = None) -> tuple[int, int]:
+    """Delete the hours older than the retention, and the months that ended before it.
+    Returns (hours, months) deleted."""
+    cutoff = (now or timezone.now()) - timedelta(days=retention_days())
+    hours, _ = ShowbackHour.objects.filter(hour__lt=cutoff).delete()
+    months, _ = ShowbackMonth.objects.filter(month__lt=showback.month_of(cutoff)).delete()
+    return hours, months
+
+
+# --- reading ------------------------------------------------------------------------
+
+
+def months(limit: int = 12) -> list[ShowbackMonth]:
+    """The cluster's rows of the last ``limit`` months that have figures, newest first."""
+    return list(ShowbackMonth.objects.filter(namespace=ShowbackMonth.CLUSTER).order_by("-month")[:limit])
+
+
+def workspace_months(month):
+    """The Workspaces' rows of one month (a QuerySet: the table sorts and pages it in SQL)."""
+    return ShowbackMonth.objects.filter(month=month).exclude(namespace=ShowbackMonth.CLUSTER)
+
+
+def of_workspace(namespace: str, limit: int = 12) -> list[ShowbackMonth]:
+    """One Workspace's last months, newest first."""
+    return list(ShowbackMonth.objects.filter(namespace=namespace).order_by("-month")[:limit])

@@ -1,0 +1,22 @@
+"""Celery tasks of the Workspaces: the showback rollup (the beat runs it every few minutes;
+each run replaces the hour in progress with the cluster view as it is, and prunes)."""
+
+import logging
+
+from celery import shared_task
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(name="workspaces.tasks.roll_up_showback")
+def roll_up_showback() -> str:
+    from gpus.clusterview import ViewUnavailable
+
+    from . import showback_rollups
+
+    try:
+        row = showback_rollups.roll_up()
+    except ViewUnavailable:
+        return "no cluster view yet"
+    hours, months = showback_rollups.prune()
+    return f"{row.hour:%Y-%m-%d %H}:00 UTC: {len(row.lines)} Workspaces; pruned {hours} hours, {months} months"
