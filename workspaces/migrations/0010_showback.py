@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("workspaces", "0006_reclaim_ask"),
+        ("workspaces", "0009_purpose_and_access_text"),
     ]
 
     operations = [
