@@ -36,6 +36,7 @@ import http.server
 import json
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -195,6 +196,11 @@ def query_requests(url: str) -> float:
     return total
 
 
+def raw_query(url: str, promql: str) -> bytes:
+    with urllib.request.urlopen(f"{url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}", timeout=300) as r:
+        return r.read()
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -264,6 +270,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--views", type=int, default=10)
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop Prometheus and remove its data on the way out
     if not shutil.which("prometheus"):
         print("no prometheus binary on PATH")
         return 2
@@ -295,7 +302,8 @@ def main() -> int:
         scrape = metrics.query('scrape_duration_seconds{job="dcgm"}')
         print(
             f"series: {head['numSeries']} in Prometheus' head ({util_series} DCGM_FI_DEV_GPU_UTIL); "
-            f"last scrape took {float(scrape[0]['value'][1]):.2f} s"
+            f"last scrape took {float(scrape[0]['value'][1]):.2f} s; Prometheus RSS {rss_mib(prom.pid):.0f} MiB; "
+            f"load average {os.getloadavg()[0]:.1f} (2 cores)"
         )
 
         feed = metrics.DeviceFeed(settings.BRICK_METRICS_INTERVAL)
@@ -304,13 +312,20 @@ def main() -> int:
             f"watcher's DCGM fetch per interval (3 queries, decoded): median {fetch_s * 1000:.0f} ms of {args.repeat}; "
             f"{sum(len(d) for d in (feed.devices or {}).values())} GPUs, {len(feed.usage or {})} pods measured"
         )
+        print(
+            "  each query: Prometheus' answer (HTTP, the server's evaluation and the transfer) / decoded by the client"
+        )
         for name, promql in (
             ("physical GPUs", metrics.PHYSICAL_GPUS),
             ("pod utilisation", metrics.POD_UTILISATION),
             ("pod memory", metrics.POD_MEMORY_USED),
         ):
+            raw_s, body = timed(lambda q=promql: raw_query(url, q), args.repeat)
             s, rows = timed(lambda q=promql: metrics.query(q), args.repeat)
-            print(f"  {name:<16} {s * 1000:>7.0f} ms  {len(rows or []):>6} rows")
+            print(
+                f"  {name:<16} {raw_s * 1000:>7.0f} ms answer ({len(body) / 1e6:.1f} MB) / "
+                f"{s * 1000:>7.0f} ms with decoding  {len(rows or []):>6} rows"
+            )
 
         example_node = next(iter(hardware))
         example_ns = pods[0]["metadata"]["namespace"]
@@ -335,7 +350,7 @@ def main() -> int:
         print(f"Prometheus query requests per page view (mean of {args.views} views; demo's simulated cluster):")
         for page, per_view in pages_per_view(url, args.views, example_node, example_ns):
             print(f"  {page:<58} {per_view:>5.2f}")
-        print(f"Prometheus RSS: {rss_mib(prom.pid):.0f} MiB")
+        print(f"Prometheus RSS: {rss_mib(prom.pid):.0f} MiB; load average {os.getloadavg()[0]:.1f} (2 cores)")
     finally:
         prom.terminate()
         try:
