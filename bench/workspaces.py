@@ -1,17 +1,25 @@
-"""Workspaces page benchmark: the admin's list of every Workspace of the cluster
-with 10 and with 1,000 Workspaces, utilisation measured.
+"""Workspaces benchmark: the admin's list of every Workspace of the cluster, the approval
+queue and a user's request form with 10, 1,000 and 10,000 Workspaces, utilisation measured.
 
-A generated twin (250 exclusive nodes of 8 GPUs; each Workspace a namespace with a GPU
-quota of 2 and one Running GPU pod) and a real Prometheus (Debian's) scraping a DCGM-format
-exporter that serves every GPU of the twin, with utilisation and memory that differ per pod.
-Prints, at each size: the time to publish the view (the watcher's cost), the server time of
-the Workspaces page (first page, sorted by utilisation, searched), a Workspace's detail and
-the whole CSV export (median of 20, 5 for CSV), SQL queries per page and PromQL queries per
-page, both with the DCGM feed fresh (the steady state) and when it is due (the page that
-refreshes it). Run: .venv/bin/python bench/workspaces.py (its own SQLite file under /tmp
-unless DATABASE_URL is set; needs /usr/bin/prometheus).
+A generated twin (exclusive nodes of 8 GPUs, at least 250, enough for one GPU per Workspace;
+each Workspace a namespace with a GPU quota of 2 and one Running GPU pod; every other one
+with the product's approved record, the others adoptable; as many pending requests in the
+approval queue as a tenth of the Workspaces) and a real Prometheus (Debian's) scraping a
+DCGM-format exporter that serves every GPU of the twin, with utilisation and memory that
+differ per pod. Prints, at each size: the time to publish the view (the watcher's cost),
+the server time of the Workspaces page (first page, last page, sorted by utilisation and by
+owner, searched by owner), a Workspace's detail, the whole CSV export (streamed), the approval
+queue (first and last page) and a user's request form (median of 20, 5 for CSV), SQL queries
+per page and PromQL queries per page, both with the DCGM feed fresh (the steady state) and
+when it is due (the page that refreshes it).
+
+    .venv/bin/python bench/workspaces.py [--sizes 10,1000,10000]
+
+(its own SQLite file under /tmp unless DATABASE_URL is set; needs /usr/bin/prometheus).
 """
 
+import argparse
+import math
 import os
 import shutil
 import statistics
@@ -44,13 +52,53 @@ from brickadmin.cluster import vocabulary as vocab  # noqa: E402
 from brickadmin.cluster.models import TwinHardware, TwinObject, TwinState  # noqa: E402
 from gpus import reading  # noqa: E402
 from tests import prometheus_scrape  # noqa: E402
+from workspaces.models import WorkspaceRequest  # noqa: E402
 
 NODES, GPUS_PER_NODE, MODEL = 250, 8, "NVIDIA A100 80GB PCIe"
 EXPORTER = {"body": b""}
 
 
+def records(n_ws: int, owner) -> None:
+    """The product's records: every other Workspace approved (the others adoptable), and a
+    tenth as many pending requests waiting in the approval queue."""
+    WorkspaceRequest.objects.all().delete()
+    approved = WorkspaceRequest.Status.APPROVED
+    WorkspaceRequest.objects.bulk_create(
+        [
+            WorkspaceRequest(
+                name=f"ws-{w:05d}",
+                requester=owner,
+                requester_name=f"user{w}",
+                gpu=2,
+                cpu=8,
+                memory_gib=32,
+                storage_gib=100,
+                status=approved,
+                gpu_type="exclusive",
+                gpu_resource=vocab.GPU,
+            )
+            for w in range(0, n_ws, 2)
+        ]
+        + [
+            WorkspaceRequest(
+                name=f"new-{w:05d}",
+                requester=owner,
+                requester_name=owner.username,
+                gpu=1,
+                cpu=2,
+                memory_gib=8,
+                storage_gib=20,
+            )
+            for w in range(max(1, n_ws // 10))
+        ],
+        batch_size=2000,
+    )
+
+
 def generate(n_ws: int) -> None:
     """The twin as its controllers leave it, and the DCGM exporter's page for it."""
+    global NODES
+    NODES = max(250, math.ceil(n_ws / GPUS_PER_NODE))  # a GPU for every Workspace's pod
     TwinObject.objects.all().delete()
     TwinHardware.objects.all().delete()
     objs, hw, lines = [], [], ["# TYPE DCGM_FI_DEV_GPU_UTIL gauge", "# TYPE DCGM_FI_DEV_FB_USED gauge"]
@@ -62,7 +110,7 @@ def generate(n_ws: int) -> None:
         )
     users: dict[tuple[str, int], str] = {}  # (node, GPU index) -> "ns/pod"
     for w in range(n_ws):
-        users[(f"gpu-{w % NODES:04d}", w // NODES)] = f"ws-{w:04d}/train-{w:04d}"
+        users[(f"gpu-{w % NODES:04d}", w // NODES)] = f"ws-{w:05d}/train-{w:05d}"
     for i in range(NODES):
         name = f"gpu-{i:04d}"
         extra = {"capacity": {vocab.GPU: str(GPUS_PER_NODE)}, "allocatable": {vocab.GPU: str(GPUS_PER_NODE)}}
@@ -105,7 +153,7 @@ def generate(n_ws: int) -> None:
             lines.append(f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} {util}")
             lines.append(f"DCGM_FI_DEV_FB_USED{{{labels}}} {used}")
     for w in range(n_ws):
-        ns = f"ws-{w:04d}"
+        ns = f"ws-{w:05d}"
         objs.append(TwinObject(kind="Namespace", name=ns, body=s.namespace(ns, owner=f"user{w}")))
         objs.append(
             TwinObject(
@@ -116,7 +164,7 @@ def generate(n_ws: int) -> None:
             )
         )
         node = f"gpu-{w % NODES:04d}"
-        pod = s.gpu_pod(ns, f"train-{w:04d}", node, vocab.GPU, 1)
+        pod = s.gpu_pod(ns, f"train-{w:05d}", node, vocab.GPU, 1)
         objs.append(
             TwinObject(kind="Pod", namespace=ns, name=pod["metadata"]["name"], body=pod, node_name=node, holds_gpu=True)
         )
@@ -206,15 +254,24 @@ def feed_due():
 
 PAGES = {
     "list": "/workspaces/cluster/",
+    "list, last page": "/workspaces/cluster/?page=999999",
     "sorted by utilisation": "/workspaces/cluster/?sort=-utilisation",
-    "searched": "/workspaces/cluster/?q=user7",
-    "detail": "/workspaces/cluster/ws-0007/",
+    "sorted by owner": "/workspaces/cluster/?sort=owner",
+    "searched (owner)": "/workspaces/cluster/?q=user7",
+    "detail": "/workspaces/cluster/ws-00007/",
     "CSV (every row)": "/workspaces/cluster/?format=csv",
+    "approval queue": "/workspaces/approvals/",
+    "approval queue, last page": "/workspaces/approvals/?page=999999",
+    "request form (a user)": "/workspaces/new/",
 }
+AS_USER = {"request form (a user)"}
 
 
-def measure(client, url, n_ws):
+def measure(clients, url, n_ws):
+    admin_client, user_client = clients
+    client = admin_client
     generate(n_ws)
+    records(n_ws, get_user_model().objects.get(username="bench-user"))
     wait_for_series(url, n_ws)
     reading._twin.pop("watcher", None)  # the twin was bulk-written under the watcher: list it again
     feed_due()
@@ -223,9 +280,10 @@ def measure(client, url, n_ws):
     publish_ms = (time.perf_counter() - t) * 1000
     out = {"publish": publish_ms, "pages": {}}
     for name, page in PAGES.items():
-        fetch(client, page)
-        sql, prom = cost(client, page)
-        ms = timed(lambda page=page: fetch(client, page), 5 if "CSV" in name else 20)
+        c = user_client if name in AS_USER else admin_client
+        fetch(c, page)
+        sql, prom = cost(c, page)
+        ms = timed(lambda page=page, c=c: fetch(c, page), 5 if "CSV" in name else 20)
         out["pages"][name] = (ms, sql, prom)
     feed_due()
     out["due"] = cost(client, PAGES["list"])
@@ -238,16 +296,21 @@ def measure(client, url, n_ws):
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="10,1000,10000", help="numbers of Workspaces, comma-separated")
+    sizes = [int(x) for x in ap.parse_args().sizes.split(",")]
     call_command("migrate", verbosity=0)
     admin, _ = get_user_model().objects.get_or_create(username="bench-admin", defaults={"is_staff": True})
-    client = Client(HTTP_HOST="localhost")
+    user, _ = get_user_model().objects.get_or_create(username="bench-user")
+    client, user_client = Client(HTTP_HOST="localhost"), Client(HTTP_HOST="localhost")
     client.force_login(admin)
+    user_client.force_login(user)
     proc, url = start_prometheus()
     settings.PROMETHEUS_URL = url
     settings.BRICK_METRICS_INTERVAL = 30.0
     try:
         print(f"database: {connection.vendor}; Prometheus {url}; {NODES} nodes x {GPUS_PER_NODE} GPUs")
-        results = {n: measure(client, url, n) for n in (10, 1000)}
+        results = {n: measure((client, user_client), url, n) for n in sizes}
     finally:
         proc.terminate()
         proc.wait(10)
@@ -257,18 +320,20 @@ def main():
             f"view caught up (snapshot, DCGM feed, publish) in {r['publish']:.0f} ms"
         )
         for name, (ms, sql, prom) in r["pages"].items():
-            print(f"  {name:24s} {ms:7.1f} ms median   {sql:3d} SQL   {prom} PromQL")
+            print(f"  {name:27s} {ms:7.1f} ms median   {sql:3d} SQL   {prom} PromQL")
         sql, prom = r["due"]
         print(
-            f"  list, DCGM feed due       {sql:3d} SQL   {prom} PromQL (the feed's refresh, once per "
+            f"  list, DCGM feed due                    {sql:3d} SQL   {prom} PromQL (the feed's refresh, once per "
             f"BRICK_METRICS_INTERVAL)"
         )
-    small, large = results[10]["pages"], results[1000]["pages"]
+    small, large = results[sizes[0]], results[sizes[-1]]
     same = (
-        all(small[k][1:] == large[k][1:] for k in PAGES if "CSV" not in k)
-        and results[10]["due"] == results[1000]["due"]
+        all(small["pages"][k][1:] == large["pages"][k][1:] for k in PAGES if "CSV" not in k)
+        and small["due"] == large["due"]
     )
-    print(f"\nSQL and PromQL per page constant from 10 to 1,000 Workspaces: {'yes' if same else 'NO'}")
+    print(
+        f"\nSQL and PromQL per page constant from {sizes[0]:,} to {sizes[-1]:,} Workspaces: {'yes' if same else 'NO'}"
+    )
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ and serves DCGM-exporter-format metrics.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import ssl
@@ -40,10 +39,10 @@ sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
 
+from brickadmin.cluster import dcgm_exporter, migparted  # noqa: E402
 from brickadmin.cluster import deviceplugin as dp  # noqa: E402
-from brickadmin.cluster import migparted  # noqa: E402
 from brickadmin.cluster import vocabulary as vocab  # noqa: E402
-from brickadmin.cluster.vocabulary import DEVICE_PLUGIN_CONFIG_LABEL, MIG_PREFIX  # noqa: E402
+from brickadmin.cluster.vocabulary import DEVICE_PLUGIN_CONFIG_LABEL  # noqa: E402
 from brickadmin.cluster.vocabulary import GPU_TYPE_LABEL as GPU_NODE_LABEL  # noqa: E402  (as in the twin)
 
 PLUGIN_COMPONENTS = ("default", "timeslicing")
@@ -105,10 +104,6 @@ def load_hardware(path: Path) -> dict[str, list[dict]]:
     if isinstance(data, dict) and "hardware" in data and isinstance(data["hardware"], dict):
         data = data["hardware"]
     return {str(k): list(v or []) for k, v in data.items()}
-
-
-def _stable(n: str, lo: int, hi: int) -> int:
-    return lo + int(hashlib.sha256(n.encode()).hexdigest()[:8], 16) % (hi - lo + 1)
 
 
 class Simulator:
@@ -414,150 +409,20 @@ class Simulator:
 
     # ---------------------------------------------------------------- DCGM metrics
     def assignments(self) -> dict[tuple[str, str], list[tuple[dict, str]]]:
-        """(node, device key) -> [(pod, container)] for Running pods holding GPUs.
-
-        Device keys: "gpu:<index>" for whole GPUs (exclusive or time-sliced slots),
-        "mig:<index>:<n>" for MIG instances. Pods are placed in creation order."""
+        """(node, device key) -> [(pod, container)] for Running pods holding GPUs
+        (brickadmin/cluster/dcgm_exporter.py, shared with the demo's simulated cluster)."""
         with self.lock:
             pods = list(self.pods)
             hardware = dict(self.hardware)
             advertised = dict(self.advertised)
-        out: dict[tuple[str, str], list[tuple[dict, str]]] = {}
-        by_node: dict[str, list[dict]] = {}
-        for p in pods:
-            node = p["spec"].get("nodeName")
-            if (
-                node in hardware
-                and (p.get("status") or {}).get("phase") == "Running"
-                and not p["metadata"].get("deletionTimestamp")
-            ):
-                by_node.setdefault(node, []).append(p)
-        for node, plist in by_node.items():
-            gpus = hardware[node]
-            whole = [i for i, g in enumerate(gpus) if not g.get("mig")]
-            migs = [(i, n, prof) for i, g in enumerate(gpus) for n, prof in enumerate(g.get("mig") or [])]
-            adv = advertised.get(node) or {}
-            n_whole_units = sum(v for k, v in adv.items() if k in (dp.GPU, dp.GPU_SHARED))
-            replicas = max(1, n_whole_units // len(whole)) if whole else 1
-            next_slot = next_mig_slot = 0
-            used_mig: set[tuple[int, int]] = set()
-            plist.sort(key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
-            for p in plist:
-                for c in p["spec"].get("containers") or []:
-                    req = {
-                        **((c.get("resources") or {}).get("limits") or {}),
-                        **((c.get("resources") or {}).get("requests") or {}),
-                    }
-                    for res, qty in req.items():
-                        if not res.startswith(dp.NVIDIA_PREFIX):
-                            continue
-                        try:
-                            count = dp.quantity(qty)  # the API server writes 1000 as "1k"
-                        except ValueError:
-                            continue
-                        if res in (dp.GPU, dp.GPU_SHARED) and whole:
-                            for _ in range(count):
-                                idx = whole[(next_slot // replicas) % len(whole)]
-                                next_slot += 1
-                                out.setdefault((node, f"gpu:{idx}"), []).append((p, c["name"]))
-                        elif res in (dp.GPU, dp.GPU_SHARED) and migs:
-                            # MIG strategy single: every nvidia.com/gpu is a MIG instance
-                            for _ in range(count):
-                                i, n, _prof = migs[next_mig_slot % len(migs)]
-                                next_mig_slot += 1
-                                out.setdefault((node, f"mig:{i}:{n}"), []).append((p, c["name"]))
-                        elif res.startswith(MIG_PREFIX):
-                            prof = res[len(MIG_PREFIX) :]
-                            for _ in range(count):
-                                free = next(
-                                    ((i, n) for i, n, pr in migs if pr == prof and (i, n) not in used_mig), None
-                                )
-                                if free is None:
-                                    break
-                                used_mig.add(free)
-                                out.setdefault((node, f"mig:{free[0]}:{free[1]}"), []).append((p, c["name"]))
-        return out
+        return dcgm_exporter.held_devices(hardware, pods, advertised)
 
     def metrics(self, now: float | None = None) -> str:
         """The exporter's page at ``now`` (default: the current time)."""
         now = time.time() if now is None else now
         with self.lock:
             hardware = dict(self.hardware)
-        held = self.assignments()
-        fams = {
-            "DCGM_FI_DEV_GPU_UTIL": ("gauge", "GPU utilization (in %)."),
-            "DCGM_FI_DEV_MEM_COPY_UTIL": ("gauge", "Memory utilization (in %)."),
-            "DCGM_FI_DEV_FB_USED": ("gauge", "Framebuffer memory used (in MiB)."),
-            "DCGM_FI_DEV_FB_FREE": ("gauge", "Framebuffer memory free (in MiB)."),
-            "DCGM_FI_DEV_GPU_TEMP": ("gauge", "GPU temperature (in C)."),
-            "DCGM_FI_DEV_POWER_USAGE": ("gauge", "Power draw (in W)."),
-        }
-        lines: dict[str, list[str]] = {k: [] for k in fams}
-
-        def emit(base: dict, holders: list[tuple[dict, str]], mem: int, seed: str) -> None:
-            rows = (
-                [(base, None)]
-                if not holders
-                else [
-                    ({**base, "pod": p["metadata"]["name"], "namespace": p["metadata"]["namespace"], "container": c}, p)
-                    for p, c in holders
-                ]
-            )
-            # Each pod's workload has its own utilisation over time; a time-sliced GPU
-            # shows the sum of its pods' (capped), repeated on each pod's series, as
-            # dcgm-exporter reports the device's figure once per pod using it.
-            device_util = min(
-                100,
-                sum(
-                    dp.simulated_utilisation(f"{p['metadata']['namespace']}/{p['metadata']['name']}", now)
-                    for p, _c in holders
-                ),
-            )
-            for labels, pod in rows:
-                busy = pod is not None
-                util = device_util if busy else 0
-                used = int(mem * _stable(seed + "m", 30, 80) / 100) if busy else 0
-                values = {
-                    "DCGM_FI_DEV_GPU_UTIL": util,
-                    "DCGM_FI_DEV_MEM_COPY_UTIL": util // 2,
-                    "DCGM_FI_DEV_FB_USED": used,
-                    "DCGM_FI_DEV_FB_FREE": mem - used,
-                    "DCGM_FI_DEV_GPU_TEMP": 34 + util // 3,
-                    "DCGM_FI_DEV_POWER_USAGE": 30 + util * 2,
-                }
-                lab = ",".join(f'{k}="{v}"' for k, v in labels.items())
-                for k, v in values.items():
-                    lines[k].append(f"{k}{{{lab}}} {v}")
-
-        for node in sorted(hardware):
-            for i, g in enumerate(hardware[node]):
-                base = {
-                    "gpu": str(i),
-                    "UUID": g.get("uuid", f"GPU-{node}-{i}"),
-                    "device": f"nvidia{i}",
-                    "modelName": g.get("model", "NVIDIA GPU"),
-                    "Hostname": node,
-                }
-                mem = int(g.get("memoryMiB") or 0)
-                if g.get("mig"):
-                    profiles = g["mig"]
-                    slices = sum(int(str(p).split("g", 1)[0]) for p in profiles) or 1
-                    for n, prof in enumerate(profiles):
-                        share = int(str(prof).split("g", 1)[0])
-                        emit(
-                            {**base, "GPU_I_PROFILE": prof, "GPU_I_ID": str(n)},
-                            held.get((node, f"mig:{i}:{n}"), []),
-                            mem * share // slices,
-                            f"{node}{i}{n}",
-                        )
-                else:
-                    emit(base, held.get((node, f"gpu:{i}"), []), mem, f"{node}{i}")
-        out = []
-        for k, (typ, help_) in fams.items():
-            out.append(f"# HELP {k} {help_}")
-            out.append(f"# TYPE {k} {typ}")
-            out.extend(lines[k])
-        return "\n".join(out) + "\n"
+        return dcgm_exporter.page(hardware, self.assignments(), now)
 
     def state(self) -> dict:
         with self.lock:

@@ -102,7 +102,12 @@ class WorkspaceRequest(models.Model):
                 name="workspace_name_held_once",
             ),
         ]
-        indexes = [models.Index(fields=["status", "created_at"]), models.Index(fields=["requester", "status"])]
+        indexes = [
+            models.Index(fields=["status", "created_at"]),
+            models.Index(fields=["requester", "status"]),
+            # the Workspaces of the cluster find each namespace's record by name (10,000 of them)
+            models.Index(fields=["name", "status"], name="workspace_request_name_status"),
+        ]
 
     def __str__(self):
         return self.name

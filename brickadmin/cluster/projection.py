@@ -19,7 +19,14 @@ stay Kubernetes-shaped, so the ledger cannot tell a projection from the full obj
 - ResourceQuota: name, namespace; spec and status whole (a few keys).
 - Namespace: name and labels (a Workspace's owner).
 - DaemonSet and ConfigMap of the device plugin / the GPU Operator: whole (the manifest
-  drift compares their spec and data), except ``metadata.managedFields``.
+  drift compares their spec and data), except ``metadata.managedFields``, the metadata that
+  every write changes (resourceVersion, generation) and a DaemonSet's status (its controller
+  rewrites the pod counts whenever a plugin pod comes or goes; the pods themselves are kept).
+
+What the view keeps is what decides whether an event is worth a new generation: the watcher
+compares an object's projection before and after each event and publishes only when it
+differs, so a kubelet's heartbeat (a condition's lastHeartbeatTime), a resourceVersion-only
+write or a managedFields timestamp changes nothing.
 """
 
 from __future__ import annotations
@@ -195,12 +202,21 @@ def job(obj: dict) -> dict | None:
     return {**_head(obj, "Job", "batch/v1"), "metadata": _meta(obj, labels=False), "status": obj.get("status") or {}}
 
 
-def whole(obj: dict) -> dict:
-    """DaemonSets and ConfigMaps: everything but managedFields (never read, often the bulk)."""
+# Metadata every write changes (or the server's bookkeeping): never read from the view.
+_WRITE_META = ("managedFields", "resourceVersion", "generation")
+
+
+def whole(obj: dict, kind: str = "") -> dict:
+    """DaemonSets and ConfigMaps: everything but managedFields (never read, often the bulk),
+    the per-write metadata, and a DaemonSet's status (the drift compares spec and data; the
+    pages read the plugin pods, not the DaemonSet's counts of them)."""
     meta = obj.get("metadata") or {}
-    if "managedFields" not in meta:
+    drop_status = (kind or obj.get("kind")) == "DaemonSet" and "status" in obj
+    if not drop_status and not any(k in meta for k in _WRITE_META):
         return obj
-    return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    out = {k: v for k, v in obj.items() if not (drop_status and k == "status")}
+    out["metadata"] = {k: v for k, v in meta.items() if k not in _WRITE_META}
+    return out
 
 
 def project(kind: str, obj: dict) -> dict | None:
@@ -215,7 +231,7 @@ def project(kind: str, obj: dict) -> dict | None:
         return namespace(obj)
     if kind == "Job":
         return job(obj)
-    return whole(obj)
+    return whole(obj, kind)
 
 
 def keeper(kind: str):

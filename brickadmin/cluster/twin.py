@@ -63,7 +63,10 @@ from .vocabulary import (
     eviction_refusal,
     format_quantity,
     is_terminal,
+    ksm_label,
+    ksm_resource,
     label_selector_matches,
+    parse_quantity,
     pdb_status,
     pdbs_for,
     split_selector_terms,
@@ -163,6 +166,17 @@ def _template_hash(ds: dict) -> str:
 def _canonical_hard(hard: dict) -> dict[str, str]:
     """A quota's amounts as the API server stores them: canonical ("1000" reads back "1k")."""
     return {k: format_quantity(str(v)) for k, v in hard.items()}
+
+
+def _prom_labels(labels: dict[str, str]) -> str:
+    """{k="v",...} in Prometheus' text format (backslash, quote and newline escaped)."""
+    esc = {ord("\\"): "\\\\", ord('"'): '\\"', ord("\n"): "\\n"}
+    return "{" + ",".join(f'{k}="{str(v).translate(esc)}"' for k, v in labels.items()) + "}"
+
+
+def _ksm_labels(node: dict) -> dict[str, str]:
+    """A node's labels as kube-state-metrics puts them on kube_node_labels."""
+    return {ksm_label(k): v for k, v in sorted(((node.get("metadata") or {}).get("labels") or {}).items())}
 
 
 class TwinGateway:
@@ -382,6 +396,59 @@ class TwinGateway:
 
     def gpu_devices(self):
         return {h.node: h.gpus for h in TwinHardware.objects.all()}
+
+    def exporter_page(self, now: float | None = None) -> str:
+        """What the simulated cluster's exporters serve Prometheus (the demo scrapes it: the
+        charts and idle findings then read Prometheus, as in production): dcgm-exporter's
+        DCGM_FI_DEV_* series of its GPUs (pods placed on them as the lab's GPU simulator
+        places them, dcgm_exporter.py) and the kube-state-metrics series brickadmin's
+        queries and recording rules read (kube_node_labels, kube_node_status_allocatable of
+        the nvidia.com/* resources, kube_resourcequota)."""
+        from . import dcgm_exporter
+
+        now = time.time() if now is None else now
+        hardware = self.gpu_devices()
+        nodes = self._list("Node")
+        advertised = {
+            n["metadata"]["name"]: {
+                k: dp.quantity(v)
+                for k, v in ((n.get("status") or {}).get("allocatable") or {}).items()
+                if k.startswith(NVIDIA_PREFIX)
+            }
+            for n in nodes
+        }
+        pods = self._list("Pod", qs=TwinObject.objects.filter(kind="Pod", holds_gpu=True))
+        page = dcgm_exporter.page(hardware, dcgm_exporter.held_devices(hardware, pods, advertised), now)
+        ksm = [
+            "# TYPE kube_node_labels gauge",
+            *(f"kube_node_labels{_prom_labels({'node': n['metadata']['name'], **_ksm_labels(n)})} 1" for n in nodes),
+            "# TYPE kube_node_status_allocatable gauge",
+            *(
+                "kube_node_status_allocatable"
+                + _prom_labels({"node": node, "resource": ksm_resource(res), "unit": "integer"})
+                + f" {count}"
+                for node, served in advertised.items()
+                for res, count in sorted(served.items())
+            ),
+            "# TYPE kube_resourcequota gauge",
+        ]
+        for q in self._list("ResourceQuota"):
+            status = q.get("status") or {}
+            for type_ in ("hard", "used"):
+                for res, qty in sorted((status.get(type_) or {}).items()):
+                    try:
+                        value = float(parse_quantity(str(qty)))
+                    except ValueError:
+                        continue
+                    meta = q["metadata"]
+                    labels = {
+                        "namespace": meta["namespace"],
+                        "resourcequota": meta["name"],
+                        "resource": res,
+                        "type": type_,
+                    }
+                    ksm.append(f"kube_resourcequota{_prom_labels(labels)} {value:g}")
+        return page + "\n".join(ksm) + "\n"
 
     # --- writes --------------------------------------------------------------
     @transaction.atomic

@@ -70,6 +70,8 @@ class _Stream:
     behind_since: datetime | None = None  # None: current (listed, and its stream open or just synced)
     current_at: datetime | None = None
     stream: object = None  # the open watch stream, for close()
+    events: int = 0  # events applied (not bookmarks, not skipped pods)
+    changes: int = 0  # of them (and of lists), those that changed the projection: which kind keeps publishing
 
 
 class ClusterWatcher:
@@ -128,6 +130,7 @@ class ClusterWatcher:
             self.counters["lists"] += 1
             if changed:
                 self.counters["changes"] += 1
+                s.changes += 1
         return changed
 
     # ------------------------------------------------------------------ events
@@ -150,6 +153,7 @@ class ClusterWatcher:
                     s.rv = rv
                 return False
             self.counters["events"] += 1
+            s.events += 1
             self.last_event_at = now
             key = _key(obj)
             if type_ == "DELETED":
@@ -166,6 +170,7 @@ class ClusterWatcher:
                 s.rv = rv
             if changed:
                 self.counters["changes"] += 1
+                s.changes += 1
             return changed
 
     def _watch(self, w, s: _Stream, timeout: int):
@@ -256,6 +261,8 @@ class ClusterWatcher:
                     "resource_version": s.rv,
                     "connected": s.connected,
                     "objects": len(s.items),
+                    "events": s.events,
+                    "changes": s.changes,
                     "behind_since": s.behind_since,
                     "current_at": s.current_at,
                 }

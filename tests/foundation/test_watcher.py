@@ -341,3 +341,72 @@ def test_a_lone_change_is_published_without_waiting_for_the_debounce_window(tran
         stop.set()
         t.join(timeout=20)
     assert not t.is_alive()
+
+
+def _generation():
+    from gpus.models import ViewState
+
+    return ViewState.objects.get(pk=1).generation
+
+
+def _rewrite_in_twin(gw, kind, namespace, name, change):
+    """A write by another client (a kubelet, a controller): the twin stores it at a new
+    resourceVersion and its watchers get a MODIFIED event."""
+    import copy
+
+    body = copy.deepcopy(gw._get(kind, name, namespace))
+    change(body)
+    with transaction.atomic():
+        gw._save(body)
+
+
+def test_a_heartbeat_only_node_update_publishes_no_new_generation_and_a_label_change_does(demo):
+    from gpus import reading
+
+    gw = demo
+    reading.read_cluster(gw)
+    before = _generation()
+    node = gw.list_nodes()[0]["metadata"]["name"]
+
+    def heartbeat(body):
+        for c in body.setdefault("status", {}).setdefault("conditions", [{"type": "Ready", "status": "True"}]):
+            c["lastHeartbeatTime"] = "2026-12-03T10:00:00Z"
+        body["metadata"]["managedFields"] = [{"manager": "kubelet", "time": "2026-12-03T10:00:00Z"}]
+        body["metadata"].setdefault("annotations", {})["node.alpha.kubernetes.io/ttl"] = "0"
+
+    rv = TwinState.objects.get(pk=1).last_rv
+    _rewrite_in_twin(gw, "Node", "", node, heartbeat)
+    assert TwinState.objects.get(pk=1).last_rv > rv  # the cluster did move on
+    view = reading.read_cluster(gw)
+    assert _generation() == before
+    assert view.freshness.as_of is not None
+
+    gw.label_node(node, {"brick.test/team": "vision"})
+    reading.read_cluster(gw)
+    assert _generation() == before + 1
+    from gpus.models import ViewNode
+
+    assert ViewNode.objects.get(name=node).raw["metadata"]["labels"]["brick.test/team"] == "vision"
+
+
+def test_a_daemonset_status_write_publishes_no_new_generation_and_a_config_change_does(demo):
+    from gpus import reading
+
+    gw = demo
+    reading.read_cluster(gw)
+    before = _generation()
+    ds = gw.list_daemonsets(PLUGIN_NAMESPACE)[0]["metadata"]["name"]
+
+    def counts(body):  # the DaemonSet controller recounting its pods
+        body.setdefault("status", {})["numberReady"] = 12345
+        body["status"]["observedGeneration"] = 99
+        body["metadata"]["generation"] = 99
+
+    _rewrite_in_twin(gw, "DaemonSet", PLUGIN_NAMESPACE, ds, counts)
+    reading.read_cluster(gw)
+    assert _generation() == before
+
+    cm = gw.list_configmaps(PLUGIN_NAMESPACE)[0]["metadata"]["name"]
+    _rewrite_in_twin(gw, "ConfigMap", PLUGIN_NAMESPACE, cm, lambda b: b.setdefault("data", {}).update(extra="x: 1"))
+    reading.read_cluster(gw)
+    assert _generation() == before + 1
