@@ -115,9 +115,7 @@ def test_the_workspaces_and_the_unallocated_rest_add_up_to_the_cluster():
         measured=False,
     )
     assert physical == 4
-    assert {ns: f.allocated for ns, f in figures.items()} == pytest.approx(
-        {"whole": 1.0, "sliced": 0.5, "mig": 3 / 7}
-    )
+    assert {ns: f.allocated for ns, f in figures.items()} == pytest.approx({"whole": 1.0, "sliced": 0.5, "mig": 3 / 7})
     rest = showback.unallocated(physical, figures.values())
     assert rest == pytest.approx(4 - 1 - 0.5 - 3 / 7)
     assert sum(f.allocated for f in figures.values()) + rest == pytest.approx(physical)

@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("workspaces", "0006_reclaim_ask"),
+        ("workspaces", "0010_showback"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
