@@ -122,6 +122,7 @@ def test_every_text_of_the_dark_theme_is_readable(pages, live_server):
 def test_pictures_load_lazily_and_fit_in_korean_on_a_phone(pages, live_server):
     page = pages(viewport={"width": 390, "height": 844})
     page.goto(live_server.url + "/")
+    page.click("[data-testid=menu-toggle]")  # on a phone the language choice is in the menu
     with page.expect_navigation():
         page.select_option("select[name=language]", "ko")
     page.wait_for_selector("html[lang=ko]")
