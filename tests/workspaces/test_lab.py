@@ -4,6 +4,7 @@ Jobs outside it, and all-or-nothing with a real 422. Skips locally without the l
 fails in CI. The lab's loaded scenario is read, never reloaded (other tests share it)."""
 
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -107,7 +108,17 @@ def test_approval_creates_an_enforced_workspace_on_the_lab(kube, alice, admin_us
     # (docs/operator-guide.md#jobs).
     services.ensure_priority_class(gw, JOB_PRIORITY_CLASS, -10, "jobs", "Never")
     exclusive = {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}
-    gw.apply(pod(name, "job-pod", exclusive, JOB_PRIORITY_CLASS))
+    # The API server's Priority admission reads PriorityClasses from its informer: a class
+    # created a moment ago may not be there yet (a Job's controller retries the same way).
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            gw.apply(pod(name, "job-pod", exclusive, JOB_PRIORITY_CLASS))
+            break
+        except ClusterError as exc:
+            if "no PriorityClass with name" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def test_a_real_422_midway_leaves_nothing(kube, alice, admin_user, make_request, monkeypatch):
