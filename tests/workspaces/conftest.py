@@ -3,6 +3,7 @@
 import re
 
 import pytest
+from celery import current_app
 
 from workspaces import services
 
@@ -76,3 +77,14 @@ def _file_test_database():
 
 
 _file_test_database()
+
+
+@pytest.fixture
+def worker_inline(settings):
+    """The worker's tasks run where they are queued (Celery's eager mode), retries at once."""
+    was = current_app.conf.task_always_eager
+    current_app.conf.task_always_eager = True
+    settings.BRICK_NOTIFY_RETRIES = 2
+    settings.BRICK_NOTIFY_RETRY_SECONDS = 0
+    yield
+    current_app.conf.task_always_eager = was

@@ -12,7 +12,6 @@ from email.policy import default as email_policy
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from celery import current_app
 from django.urls import reverse
 
 from brickadmin.accounts.models import Delivery, Notification, Preference
@@ -90,17 +89,6 @@ def receiver(settings):
     yield got
     server.shutdown()
     server.server_close()
-
-
-@pytest.fixture
-def worker_inline(settings):
-    """The worker's tasks run where they are queued (Celery's eager mode), retries at once."""
-    was = current_app.conf.task_always_eager
-    current_app.conf.task_always_eager = True
-    settings.BRICK_NOTIFY_RETRIES = 2
-    settings.BRICK_NOTIFY_RETRY_SECONDS = 0
-    yield
-    current_app.conf.task_always_eager = was
 
 
 def choose(user, **prefs):

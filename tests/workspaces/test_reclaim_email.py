@@ -13,7 +13,7 @@ from gpus.tasks import execute_run
 from workspaces import reclaim
 from workspaces.models import ReclaimAsk
 
-from .test_notifications import choose, receiver, smtp, worker_inline  # noqa: F401  (fixtures)
+from .test_notifications import choose, receiver, smtp  # noqa: F401  (fixtures)
 from .test_quota_edit import fast_engine, team  # noqa: F401  (fixtures)
 
 
@@ -22,7 +22,7 @@ def test_the_owner_is_mailed_the_question_and_the_reclaim_in_their_language(
     alice,
     admin_user,
     smtp,  # noqa: F811
-    worker_inline,  # noqa: F811
+    worker_inline,
     twin,
     django_capture_on_commit_callbacks,
 ):
@@ -62,7 +62,7 @@ def test_an_owner_who_chose_english_reads_the_question_in_english(
     alice,
     admin_user,
     smtp,  # noqa: F811
-    worker_inline,  # noqa: F811
+    worker_inline,
     django_capture_on_commit_callbacks,
 ):
     alice.email = "alice@example.test"

@@ -4,7 +4,6 @@ again before each post, an admin's allow-list narrows it to named hosts, and a r
 never followed."""
 
 import pytest
-from celery import current_app
 from django.urls import reverse
 
 from brickadmin.accounts import webhooks
@@ -90,16 +89,6 @@ def test_the_profile_says_why_next_to_the_field_and_keeps_the_rest(alice, login,
     assert page.status_code == 400
     assert "internal-only address" in page.context["form"].errors["webhook_url"][0]
     assert Preference.objects.get(user=alice).language == "ko"  # nothing half-saved
-
-
-@pytest.fixture
-def worker_inline(settings):
-    was = current_app.conf.task_always_eager
-    current_app.conf.task_always_eager = True
-    settings.BRICK_NOTIFY_RETRIES = 2
-    settings.BRICK_NOTIFY_RETRY_SECONDS = 0
-    yield
-    current_app.conf.task_always_eager = was
 
 
 @pytest.mark.django_db
