@@ -35,7 +35,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,6 +44,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+import throwaway  # noqa: E402  (bench/, the script's own directory)
+
 VAR = Path(tempfile.mkdtemp(prefix="brick-bench-faults-"))
 DB_URL = f"sqlite:///{VAR / 'bench.sqlite3'}"
 DEFAULT_LAB_KUBECONFIG = "/tmp/brickadmin-lab/kubeconfig"
@@ -66,29 +67,9 @@ PROCS: list[subprocess.Popen] = []  # every process this script started (each in
 LOGS = []
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def stop(proc: subprocess.Popen, sig=signal.SIGTERM, timeout=15):
     """End one process this script started, and its process group (its own session)."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            proc.send_signal(sig)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=10)
-    if proc in PROCS:
-        PROCS.remove(proc)
+    throwaway.stop(proc, PROCS, sig, timeout)
 
 
 def cleanup():
@@ -107,28 +88,9 @@ def on_sigterm(signum, frame):
 
 
 def start_redis() -> str:
-    binary = shutil.which("redis-server")
-    if not binary:
-        sys.exit("redis-server not found (apt-get install redis-server)")
-    port = free_port()
-    PROCS.append(
-        subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(VAR)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    import redis
-
-    for _ in range(200):
-        try:
-            if redis.Redis.from_url(url, socket_timeout=1).ping():
-                return url
-        except Exception:
-            time.sleep(0.05)
-    sys.exit("redis-server did not start")
+    redis_server = throwaway.Redis(VAR, PROCS)
+    redis_server.start()
+    return redis_server.url
 
 
 # Redis first: Django's settings read REDIS_URL (the broker) once, at setup.
