@@ -58,6 +58,7 @@ from .vocabulary import (
     RESTARTED_AT_ANNOTATION,
     UNSCHEDULABLE_TAINT_KEY,
     EvictionRefusal,
+    SelectorError,
     controller_of,
     drain_decision,
     eviction_refusal,
@@ -65,10 +66,11 @@ from .vocabulary import (
     is_terminal,
     ksm_label,
     ksm_resource,
-    label_selector_matches,
     parse_quantity,
+    parse_selector_requirements,
     pdb_status,
     pdbs_for,
+    requirement_matches,
     split_selector_terms,
     tolerates,
     uses_emptydir,
@@ -194,9 +196,14 @@ class TwinGateway:
 
     def _list(self, kind, namespace=None, label_selector=None, field_selector=None, qs=None):
         qs = qs if qs is not None else self._rows(kind, namespace)
+        try:  # read once, refused as the API server refuses it
+            wanted = parse_selector_requirements(label_selector)
+        except SelectorError as exc:
+            raise PermanentClusterError(str(exc), status=400, reason="BadRequest") from exc
         out = []
         for body in qs.order_by("namespace", "name").values_list("body", flat=True):
-            if label_selector and not label_selector_matches(body["metadata"].get("labels") or {}, label_selector):
+            labels = body["metadata"].get("labels") or {}
+            if not all(requirement_matches(r, labels) for r in wanted):
                 continue
             if field_selector and not field_selector_matches(body, field_selector):
                 continue

@@ -54,7 +54,7 @@ def test_old_import_paths_still_work():
     assert dp.PLUGIN_NAMESPACE == manifest.NAMESPACE == v.PLUGIN_NAMESPACE
     assert dp.CONFIG_KEY == manifest.CONFIG_KEY == v.PLUGIN_CONFIG_KEY
     assert kube._escape is steps.esc is v.json_pointer_escape
-    assert twin.label_selector_matches is v.label_selector_matches
+    assert twin.requirement_matches is v.requirement_matches
     assert dp.tolerates is v.tolerates and dp.matches_selector is v.labels_match
 
 
@@ -391,6 +391,7 @@ def test_twin_and_kube_agree_pod_by_pod():
 def test_daemonset_pods_tolerate_the_node_conditions_the_controller_adds_by_itself():
     from brickadmin.cluster import vocabulary as v
 
-    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "node.kubernetes.io/unschedulable"):
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
         assert v.tolerates([{"key": key, "effect": "NoExecute"}], [])
+    assert v.tolerates([{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}], [])
     assert not v.tolerates([{"key": "brick.cloud/dedicated", "value": "llm", "effect": "NoSchedule"}], [])
