@@ -16,4 +16,9 @@ PHRASES = {
         "storage %(st)d GiB."
     ),
     "decision.adopted_with_note": "%(adopted)s %(note)s",  # the admin's note, in their own words
+    "decision.approved": _("namespace %(ns)s; quota %(quota)s"),
+    "decision.job_approved": _("node %(node)s; namespace %(ns)s"),
+    "decision.job_approval_on": _("Job approval required: yes"),
+    "decision.job_approval_off": _("Job approval required: no"),
+    "decision.limit_deleted": _("deleted: %(limit)s"),
 }
