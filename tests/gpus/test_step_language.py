@@ -114,3 +114,14 @@ def test_a_decisions_detail_reads_in_the_readers_language(admin_user, admin_clie
     wanted = {"en": "Job approval required: no", "ko": "Job 승인 필요: 아니요"}
     assert wanted[read_in] in page
     assert wanted[started_in] not in page
+
+
+def test_texts_put_together_keep_each_message_in_the_readers_language():
+    plain = wording.joined(["node/gpu-1 cordoned", "", "spec ok"])
+    assert plain == "node/gpu-1 cordoned\nspec ok"  # no message among them: plain text, as before
+    lines = wording.joined(["evicting pod a/b", wording.said("step.drained", node="gpu-1")])
+    record = lines.as_record()
+    assert said_in("en", record) == "evicting pod a/b\nno evictable pod left on gpu-1"
+    assert said_in("ko", record) == "evicting pod a/b\ngpu-1에 축출할 pod가 남아 있지 않습니다"
+    sentences = wording.joined([wording.said("step.drained", node="gpu-1"), "Then resume."], " ")
+    assert said_in("en", sentences.as_record()) == "no evictable pod left on gpu-1 Then resume."
