@@ -20,7 +20,9 @@ from collections.abc import Mapping
 
 from django.utils.functional import Promise
 
-PHRASES: dict[str, Promise | str] = {}
+# The ways texts are put together (joined()): no words of their own, so no translation.
+JOINS = {"\n": "text.lines", " ": "text.sentences", "; ": "text.items"}
+PHRASES: dict[str, Promise | str] = {code: "%(first)s" + sep + "%(rest)s" for sep, code in JOINS.items()}
 
 
 def register(phrases: Mapping[str, Promise | str]) -> None:
@@ -51,6 +53,19 @@ def said(code: str, **params) -> Said:
     if code not in PHRASES:
         raise KeyError(f"no message registered for {code!r}")
     return Said(code, **params)
+
+
+def joined(parts, sep: str = "\n"):
+    """Texts put one after the other (lines, sentences or items: a key of JOINS), the empty ones
+    left out. Plain text when none is a message; else a message, so each part is still said in
+    the reader's language."""
+    parts = [p for p in parts if p is not None and str(p) != ""] if parts else []
+    if not any(isinstance(p, Said) for p in parts):
+        return sep.join(str(p) for p in parts)
+    text = parts[-1]
+    for part in reversed(parts[:-1]):
+        text = Said(JOINS[sep], first=part, rest=text)
+    return text
 
 
 def _param_record(value):

@@ -130,10 +130,10 @@ class SyncWaker:
             return
         poll = knob("BRICK_RUN_STREAM_POLL_MS", 50) / 1000
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        # Look before the first sleep: a row committed while the last batch was read and sent
+        # (a step's events come in bursts) goes out now, not a poll later.
+        while self.progress() == seen and time.monotonic() < deadline:
             time.sleep(poll)
-            if self.progress() != seen:
-                return
 
     def close(self):
         if self.conn is not None:
@@ -213,10 +213,8 @@ class AsyncWaker:
             return
         poll = knob("BRICK_RUN_STREAM_POLL_MS", 50) / 1000
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while await self.progress() == seen and time.monotonic() < deadline:  # look first, as above
             await asyncio.sleep(poll)
-            if await self.progress() != seen:
-                return
 
     def close(self):
         if self.event is not None:

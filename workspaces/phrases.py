@@ -16,4 +16,21 @@ PHRASES = {
         "storage %(st)d GiB."
     ),
     "decision.adopted_with_note": "%(adopted)s %(note)s",  # the admin's note, in their own words
+    "decision.approved": _("namespace %(ns)s; quota %(quota)s"),
+    "decision.job_approved": _("node %(node)s; namespace %(ns)s"),
+    "decision.job_approval_on": _("Job approval required: yes"),
+    "decision.job_approval_off": _("Job approval required: no"),
+    "decision.limit_deleted": _("deleted: %(limit)s"),
+    # what the Workspace procedures' steps found and did (workspaces/procedures.py)
+    "workspace_step.namespace_exists": _("namespace %(ns)s exists"),
+    "workspace_step.no_workspace": _("No approved Workspace named %(ws)s."),
+    "workspace_step.namespace_present": _("namespace present"),
+    "workspace_step.namespace_missing": _("namespace missing"),
+    "workspace_step.quotas_exist": _("every quota of %(ns)s exists"),
+    "workspace_step.missing_quotas": _("Missing quotas: %(q)s"),
+    "workspace_step.no_quota_any_more": _("Workspace %(ws)s holds no %(res)s quota any more."),
+    "workspace_step.quota_already": _("the quota is %(n)d already"),
+    "workspace_step.pods_request_too_much": _("Start the change again once the pods request less."),
+    "workspace_step.quota": _("quota %(res)s: %(n)d"),
+    "workspace_step.fix_quota_by_hand": _("Set it by hand: %(cmd)s"),
 }

@@ -52,10 +52,10 @@ class RecreateNamespace(Step):
     def ensure(self, ctx):
         name = ctx.params["workspace"]
         if _namespace_present(ctx.gateway, name):
-            return Outcome(None, _("namespace %(ns)s exists") % {"ns": name})
+            return Outcome(None, said("workspace_step.namespace_exists", ns=name))
         req = _approved_workspace(name)
         if req is None:
-            raise StepFailed(_("No approved Workspace named %(ws)s.") % {"ws": name})
+            raise StepFailed(said("workspace_step.no_workspace", ws=name))
         ws_services.ensure_priority_class(
             ctx.gateway,
             ws_services.USER_PRIORITY_CLASS,
@@ -69,7 +69,7 @@ class RecreateNamespace(Step):
 
     def verify(self, ctx):
         ok = _namespace_present(ctx.gateway, ctx.params["workspace"])
-        return Check(ok, _("namespace present") if ok else _("namespace missing"))
+        return Check(ok, said("workspace_step.namespace_present") if ok else said("workspace_step.namespace_missing"))
 
 
 class RecreateQuotas(Step):
@@ -85,7 +85,7 @@ class RecreateQuotas(Step):
         name = ctx.params["workspace"]
         req = _approved_workspace(name)
         if req is None:
-            raise StepFailed(_("No approved Workspace named %(ws)s.") % {"ws": name})
+            raise StepFailed(said("workspace_step.no_workspace", ws=name))
         have = _quota_names(ctx.gateway, name)
         sent, lines = [], []
         for manifest in ws_services.workspace_manifests(req, req.gpu_resource):
@@ -101,7 +101,7 @@ class RecreateQuotas(Step):
             sent.append(f"{kind}/{obj}")
             lines.append(f"{kind.lower()}/{obj} created")
         if not sent:
-            return Outcome(None, _("every quota of %(ns)s exists") % {"ns": name})
+            return Outcome(None, said("workspace_step.quotas_exist", ns=name))
         return Outcome({"created": sent}, "\n".join(lines))
 
     def verify(self, ctx):
@@ -114,7 +114,7 @@ class RecreateQuotas(Step):
         wanted = _expected_quotas(req) if req else []
         missing = [m["metadata"]["name"] for m in wanted if m["metadata"]["name"] not in have]
         lines = [f"{q}: {', '.join(f'{k}={v}' for k, v in sorted(h.items()))}" for q, h in sorted(have.items())]
-        return Check(not missing, "\n".join(lines), _("Missing quotas: %(q)s") % {"q": ", ".join(missing)})
+        return Check(not missing, "\n".join(lines), said("workspace_step.missing_quotas", q=", ".join(missing)))
 
 
 class ProcedureRecreateWorkspace(_Fix):
@@ -236,14 +236,14 @@ class SetGpuQuota(Step):
         name, resource, after = ctx.params["workspace"], ctx.params["resource"], int(ctx.params["gpu"])
         current, now = self._quota(ctx)
         if current is None:
-            raise StepFailed(_("Workspace %(ws)s holds no %(res)s quota any more.") % {"ws": name, "res": resource})
+            raise StepFailed(said("workspace_step.no_quota_any_more", ws=name, res=resource))
         requested = sum(p.amount for p in quota_mod.pod_requests(ctx.gateway.list_pods(namespace=name), resource))
         problem = quota_mod.quota_problem(resource, after, requested)
         if problem:
-            raise StepFailed(problem, _("Start the change again once the pods request less."))
+            raise StepFailed(problem, said("workspace_step.pods_request_too_much"))
         if now == after:
             self._record(ctx, name, resource, after)
-            return Outcome(None, _("the quota is %(n)d already") % {"n": after})
+            return Outcome(None, said("workspace_step.quota_already", n=after))
         spec = dict(current.get("spec") or {})
         spec["hard"] = {**(spec.get("hard") or {}), "requests." + resource: str(after)}
         manifest = {
@@ -305,8 +305,8 @@ class SetGpuQuota(Step):
         want = int(ctx.params["gpu"])
         return Check(
             now == want,
-            _("quota %(res)s: %(n)d") % {"res": ctx.params["resource"], "n": now},
-            _("Set it by hand: %(cmd)s") % {"cmd": self.kubectl(ctx.run)},
+            said("workspace_step.quota", res=ctx.params["resource"], n=now),
+            said("workspace_step.fix_quota_by_hand", cmd=self.kubectl(ctx.run)),
         )
 
 

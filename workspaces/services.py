@@ -527,9 +527,12 @@ def _approve_once(req_id: int, actor, resource: str, *, overcommit: bool = False
                     amount=req.gpu,
                     available_before=available,
                     overcommit=overcommitted,
-                    detail=f"namespace {req.namespace}; quota "
-                    + ", ".join(f"{k}={v}" for k, v in quota_hard(req, resource).items())
-                    + f", requests.storage={req.storage_gib}Gi",
+                    detail=said(
+                        "decision.approved",
+                        ns=req.namespace,
+                        quota=", ".join(f"{k}={v}" for k, v in quota_hard(req, resource).items())
+                        + f", requests.storage={req.storage_gib}Gi",
+                    ),
                 )
             else:  # decided by someone else meanwhile: take back what this call created
                 try:
@@ -727,7 +730,7 @@ def submit_job(job: WorkspaceJob, actor) -> WorkspaceJob:
             subject=job.k8s_name,
             gpu_resource=ledger_mod.GPU,
             amount=job.gpu,
-            detail=f"node {job.node}; namespace {job.workspace.namespace}",
+            detail=said("decision.job_approved", node=job.node, ns=job.workspace.namespace),
         )
     return job
 
@@ -836,7 +839,7 @@ def set_job_approval(actor, required: bool) -> JobSettings:
             actor,
             Decision.Action.SETTING,
             subject="job_approval_required",
-            detail=f"job approval required = {required}",
+            detail=said("decision.job_approval_on" if required else "decision.job_approval_off"),
         )
     return s
 

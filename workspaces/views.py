@@ -17,6 +17,7 @@ from brickadmin.forms import ascii_number
 from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
+from brickadmin.wording import said
 from gpus import clusterview
 from gpus.choices import GpuType
 from gpus.models import OwnerNotice
@@ -751,7 +752,7 @@ def limit_delete(request, pk):
         actor_name=request.user.get_username(),
         action=Decision.Action.LIMIT,
         subject=text[:253],
-        detail="deleted: " + text,
+        detail=said("decision.limit_deleted", limit=text),
     )
     messages.success(request, _("Limit removed; the defaults or group limits apply again."))
     return redirect("workspace_settings")

@@ -14,7 +14,7 @@ from brickadmin.cluster import ClusterError, migparted
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE, advertised_resources, pod_gpu_requests
 from brickadmin.cluster.gateway import get_gateway
-from brickadmin.wording import said
+from brickadmin.wording import joined, said
 
 from .. import capacity as capacity_mod
 from .. import ledger as ledger_mod
@@ -79,8 +79,11 @@ class PrecheckStep(Step):
             ctx.remember(
                 NODE_BEFORE,
                 before,
-                _("Node before the run: %(labels)s; %(state)s")
-                % {"labels": labels, "state": _("cordoned") if before["unschedulable"] else _("schedulable")},
+                said(
+                    "step.node_before",
+                    labels=labels,
+                    state=said("step.cordoned") if before["unschedulable"] else said("step.schedulable"),
+                ),
             )
         return Outcome()
 
@@ -105,11 +108,7 @@ class PrecheckStep(Step):
                 return Check(
                     False,
                     detail,
-                    _(
-                        "This run needs an explicit acknowledgement: %(what)s Start the wizard "
-                        "again and tick the acknowledgement."
-                    )
-                    % {"what": c.detail},
+                    said("step.acknowledgement_missing", what=c.detail),
                 )
         return Check(True, detail)
 
@@ -571,7 +570,7 @@ class EditManifest(Step):
         cur = manifest_mod.current()
         have = manifest_mod.ts_replicas(manifest_mod.parse(cur.content))
         if have == want:
-            return Outcome(None, _("manifest v%(v)d already has replicas %(r)d") % {"v": cur.version, "r": want})
+            return Outcome(None, said("step.manifest_has_replicas", v=cur.version, r=want))
         new = manifest_mod.save_version(
             manifest_mod.set_replicas(cur.content, want),
             actor=ctx.run.actor,
@@ -581,8 +580,7 @@ class EditManifest(Step):
         )
         return Outcome(
             {"manifestVersion": new.version, "replicas": want},
-            _("manifest v%(a)d -> v%(b)d: replicas %(x)s -> %(y)d")
-            % {"a": cur.version, "b": new.version, "x": have, "y": want},
+            said("step.manifest_replicas_moved", a=cur.version, b=new.version, x=have, y=want),
         )
 
     def verify(self, ctx):
@@ -592,9 +590,12 @@ class EditManifest(Step):
         ok = result.ok and manifest_mod.ts_replicas(docs) == int(ctx.params["replicas"])
         return Check(
             ok,
-            _("manifest v%(v)d: %(state)s")
-            % {"v": cur.version, "state": "valid" if result.ok else "; ".join(result.errors)},
-            _("Fix the managed manifest (Manifest page), then resume."),
+            said(
+                "step.manifest_state",
+                v=cur.version,
+                state=said("step.manifest_valid") if result.ok else "; ".join(result.errors),
+            ),
+            said("step.fix_manifest"),
         )
 
 
@@ -613,7 +614,7 @@ class ApplyManifest(Step):
         cur = manifest_mod.current()
         docs = manifest_mod.parse(cur.content)
         if all(d.state == "in-sync" for d in manifest_mod.drift(docs, ctx.gateway)):
-            return Outcome(None, _("live objects already match manifest v%(v)d") % {"v": cur.version})
+            return Outcome(None, said("step.live_objects_match", v=cur.version))
         lines = manifest_mod.apply(docs, ctx.gateway)
         type(cur).objects.filter(pk=cur.pk).update(applied_at=timezone.now())
         return Outcome(
@@ -628,7 +629,7 @@ class ApplyManifest(Step):
         return Check(
             not bad,
             "\n".join(f"{d.kind}/{d.name}: {d.state}" for d in items),
-            _("Live objects differ from the manifest: %(x)s") % {"x": "; ".join(bad)},
+            said("step.live_objects_differ", x="; ".join(bad)),
         )
 
 
@@ -647,11 +648,11 @@ class RolloutRestart(Step):
         ann = (ds["spec"]["template"].get("metadata") or {}).get("annotations") or {}
         restarted = ann.get(manifest_mod.RESTARTED_AT, "")
         if ctx.sent_before(self.key):
-            return Outcome(None, _("already restarted by this run (restartedAt %(t)s)") % {"t": restarted[:20]})
+            return Outcome(None, said("step.restarted_by_this_run", t=restarted[:20]))
         # A restart in a later second than the apply already reloaded the config; within the
         # same second it cannot be told apart, so restart again (harmless).
         if applied and restarted[:19] > applied.strftime("%Y-%m-%dT%H:%M:%S"):
-            return Outcome(None, _("already restarted at %(t)s, after the apply") % {"t": restarted[:20]})
+            return Outcome(None, said("step.restarted_after_apply", t=restarted[:20]))
         ctx.gateway.rollout_restart_daemonset(PLUGIN_NAMESPACE, manifest_mod.TS_DAEMONSET)
         return Outcome(
             {"spec": {"template": {"metadata": {"annotations": {manifest_mod.RESTARTED_AT: "<now>"}}}}},
@@ -674,8 +675,7 @@ class RolloutStatus(Step):
         return Check(
             st.done,
             st.message,
-            _("The rollout did not finish: check the plugin pods in %(ns)s (Pending means a missing toleration).")
-            % {"ns": PLUGIN_NAMESPACE},
+            said("step.rollout_unfinished", ns=PLUGIN_NAMESPACE),
         )
 
 
@@ -709,12 +709,8 @@ class EveryTSNode(Step):
                 bad.append(name)
         return Check(
             not bad,
-            "\n".join(lines) or _("no time-slicing node"),
-            _(
-                "Not reflected on %(nodes)s: the plugin there did not restart (rollout restart skipped?) "
-                "or its pod is not Running."
-            )
-            % {"nodes": ", ".join(bad)},
+            "\n".join(lines) or said("step.no_time_slicing_node"),
+            said("step.replicas_not_reflected", nodes=", ".join(bad)),
         )
 
 
@@ -736,7 +732,9 @@ class PrometheusEveryTSNode(Step):
             checks.append((name, prometheus_check(ctx, name, GPU_SHARED, physical * want)))
         bad = [n for n, c in checks if not c.ok]
         return Check(
-            not bad, "\n".join(f"{n}: {c.detail}" for n, c in checks), " ".join(c.fix for _n, c in checks if not c.ok)
+            not bad,
+            joined([said("step.on_node", node=n, text=c.detail) for n, c in checks]),
+            joined([c.fix for _n, c in checks if not c.ok], " "),
         )
 
 
@@ -911,7 +909,7 @@ class ProcedureD(ProcedureDef):
             LabelBoth(v),
             PluginPodRunning(v),
             AllocatableIs(v),
-            Skipped("status-patch", _("Status patch"), _("A new node has no stale resource: no status patch needed.")),
+            Skipped("status-patch", _("Status patch"), said("step.new_node_no_status_patch")),
         ]
 
     def precheck_kubectl(self, run):
@@ -1028,7 +1026,7 @@ def layout_summary(gpus: list[dict]) -> str:
 
 
 def _resources_text(resources: dict[str, int]) -> str:
-    return ", ".join(f"{r}: {n}" for r, n in sorted(resources.items())) or _("no nvidia.com resource")
+    return ", ".join(f"{r}: {n}" for r, n in sorted(resources.items())) or said("step.no_nvidia_resource_bare")
 
 
 MIG_CONFIG_PARAM = "mig_config"
@@ -1056,9 +1054,7 @@ class SetMigConfig(Step):
     def ensure(self, ctx):
         labels = ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}
         if labels.get(vocab.MIG_CONFIG_LABEL) == self.config:
-            return Outcome(
-                None, _("label already %(label)s=%(value)s") % {"label": vocab.MIG_CONFIG_LABEL, "value": self.config}
-            )
+            return Outcome(None, said("step.label_already", label=vocab.MIG_CONFIG_LABEL, value=self.config))
         # The state mig-manager reported for the previous layout goes in the same patch, so it
         # is never taken for this layout's.
         change = {vocab.MIG_CONFIG_LABEL: self.config, vocab.MIG_CONFIG_STATE_LABEL: None}
@@ -1070,7 +1066,7 @@ class SetMigConfig(Step):
         return Check(
             value == self.config,
             f"{vocab.MIG_CONFIG_LABEL}={value}",
-            _("Set the label exactly: %(cmd)s") % {"cmd": self.kubectl(ctx)},
+            said("step.fix_label", cmd=self.kubectl(ctx)),
         )
 
 
@@ -1099,10 +1095,7 @@ class MigConfigApplied(Step):
     def _back(self, ctx):
         if not self.offer_back:
             return ""
-        return _("To go back to the previous layout (%(label)s=%(prev)s), use Restore the node on this run's page.") % {
-            "label": vocab.MIG_CONFIG_LABEL,
-            "prev": _previous_layout(ctx.run),
-        }
+        return said("step.mig_go_back", label=vocab.MIG_CONFIG_LABEL, prev=_previous_layout(ctx.run))
 
     def verify(self, ctx):
         labels = ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}
@@ -1116,32 +1109,16 @@ class MigConfigApplied(Step):
         if state == "failed":
             configs, unreadable = mig_configs(ctx.gateway)
             why = unreadable or migparted.layout(configs, self.config, node_gpus(ctx.gateway, ctx.node))[1]
-            said = _(
-                "mig-manager reported %(reported)s: it did not apply %(config)s on %(node)s (%(why)s). The "
-                "GPUs keep their previous layout."
-            ) % {
-                "reported": reported,
-                "config": self.config,
-                "node": ctx.node,
-                "why": why or _("read the nvidia-mig-manager pod's log on the node"),
-            }
-            raise StepFailed(reported, " ".join(x for x in (said, self._back(ctx)) if x))
-        return Check(
-            False,
-            reported,
-            " ".join(
-                x
-                for x in (
-                    _(
-                        "mig-manager did not report success in time (it reported %(reported)s): "
-                        "read the nvidia-mig-manager pod's log on %(node)s, then resume the run."
-                    )
-                    % {"reported": reported, "node": ctx.node},
-                    self._back(ctx),
-                )
-                if x
-            ),
-        )
+            refused = said(
+                "step.mig_refused",
+                reported=reported,
+                config=self.config,
+                node=ctx.node,
+                why=why or said("step.mig_read_log"),
+            )
+            raise StepFailed(reported, joined([refused, self._back(ctx)], " "))
+        late = said("step.mig_late", reported=reported, node=ctx.node)
+        return Check(False, reported, joined([late, self._back(ctx)], " "))
 
 
 class MigResourcesAdvertised(Step):
@@ -1164,20 +1141,11 @@ class MigResourcesAdvertised(Step):
         if after is None:
             return Check(False, unreadable or why, unreadable or why)
         want, got = mig_advertised(after, raw["metadata"].get("labels") or {}), advertised_now(raw)
-        detail = _("advertised: %(got)s; expected for %(config)s: %(want)s") % {
-            "got": _resources_text(got),
-            "config": self.config,
-            "want": _resources_text(want),
-        }
+        detail = said("step.mig_advertised", got=_resources_text(got), config=self.config, want=_resources_text(want))
         return Check(
             got == want,
             detail,
-            _(
-                "%(node)s does not advertise the new layout yet: the device plugin "
-                "restarts after mig-manager's change. Check its pod on the node, then "
-                "resume."
-            )
-            % {"node": ctx.node},
+            said("step.mig_not_advertised", node=ctx.node),
         )
 
 
@@ -1372,7 +1340,7 @@ class RestoreLabels(Step):
     def ensure(self, ctx):
         change = self._differs(ctx)
         if not change:
-            return Outcome(None, _("labels already as they were before the run"))
+            return Outcome(None, said("step.labels_already_restored"))
         ctx.gateway.label_node(ctx.node, change)
         return Outcome({"metadata": {"labels": change}}, f"node/{ctx.node} labeled")
 
@@ -1380,8 +1348,8 @@ class RestoreLabels(Step):
         left = self._differs(ctx)
         return Check(
             not left,
-            self._text() or _("no label to put back"),
-            _("Set the labels by hand: %(cmd)s") % {"cmd": self.kubectl(ctx)},
+            self._text() or said("step.no_label_to_put_back"),
+            said("step.fix_labels_by_hand", cmd=self.kubectl(ctx)),
         )
 
 
@@ -1392,7 +1360,7 @@ class RestoreMigConfig(RestoreLabels):
     def ensure(self, ctx):
         change = self._differs(ctx)
         if not change:
-            return Outcome(None, _("labels already as they were before the run"))
+            return Outcome(None, said("step.labels_already_restored"))
         if vocab.MIG_CONFIG_LABEL in change:
             change[vocab.MIG_CONFIG_STATE_LABEL] = None
         ctx.gateway.label_node(ctx.node, change)
@@ -1451,9 +1419,7 @@ class ProcedureRestore(ProcedureDef):
         if params.get("uncordon", True):
             steps.append(RestoreUncordon())
         else:
-            steps.append(
-                Skipped("uncordon", _("Uncordon"), _("The node was cordoned before the run: it stays cordoned."))
-            )
+            steps.append(Skipped("uncordon", _("Uncordon"), said("step.stays_cordoned")))
         return steps
 
     def node_choices(self, ledger, snapshot):
@@ -1711,11 +1677,12 @@ class TellOwner(Step):
         ns, name = ctx.params["pod_namespace"], ctx.params["pod_name"]
         subject = f"{ns}/{name}"
         if OwnerNotice.objects.filter(run_id=ctx.run.pk, subject=subject).exists():
-            return Outcome(None, _("the owner was already told by this run"))
+            return Outcome(None, said("step.owner_already_told"))
         pods = ctx.gateway.list_pods(namespace=ns, field_selector=f"metadata.name={name}")
         status = (pods[0].get("status") or {}) if pods else {}
         owner = LiveRead(ctx.gateway).owners().get(ns, "")
         why = status.get("message") or status.get("reason") or _("it failed")
+        # the owner's notice is a text of its own (the Workspace page and the mail say it as written)
         message = _(
             "Pod %(pod)s failed on node %(node)s and was not started: %(why)s An admin (%(who)s) deleted it "
             "so it no longer holds your Workspace's resources. Recreate it once you have read why it "
@@ -1730,14 +1697,14 @@ class TellOwner(Step):
             actor_name=ctx.run.actor_name,
         )
         notices.tell_owner(ns, owner, subject, message, ctx.run.actor_name)
-        return Outcome(None, _("notice recorded for %(owner)s on Workspace %(ns)s") % {"owner": owner or "?", "ns": ns})
+        return Outcome(None, said("step.notice_recorded", owner=owner or "?", ns=ns))
 
     def verify(self, ctx):
         from ..models import OwnerNotice
 
         subject = f"{ctx.params['pod_namespace']}/{ctx.params['pod_name']}"
         ok = OwnerNotice.objects.filter(run_id=ctx.run.pk, subject=subject).exists()
-        return Check(ok, _("the owner's Workspace page shows the notice") if ok else _("no notice recorded"))
+        return Check(ok, said("step.notice_shown") if ok else said("step.no_notice_recorded"))
 
 
 class DeletePod(Step):
@@ -1759,7 +1726,7 @@ class DeletePod(Step):
 
     def ensure(self, ctx):
         if not self._pods(ctx):
-            return Outcome(None, _("pod already gone"))
+            return Outcome(None, said("step.pod_already_gone"))
         ctx.gateway.delete("v1", "Pod", ctx.params["pod_name"], ctx.params["pod_namespace"])
         return Outcome(
             {"delete": f"pod/{ctx.params['pod_namespace']}/{ctx.params['pod_name']}"},
@@ -1770,8 +1737,8 @@ class DeletePod(Step):
         left = self._pods(ctx)
         return Check(
             not left,
-            _("pod gone") if not left else _("pod still there"),
-            _("Delete it by hand: %(cmd)s") % {"cmd": self.kubectl(ctx)},
+            said("step.pod_gone") if not left else said("step.pod_still_there"),
+            said("step.fix_delete_pod", cmd=self.kubectl(ctx)),
         )
 
 
@@ -1890,9 +1857,7 @@ class AddToleration(Step):
         cur = manifest_mod.current()
         new_content = manifest_mod.add_toleration(cur.content, taint)
         if new_content == cur.content:
-            return Outcome(
-                None, _("manifest v%(v)d already tolerates %(t)s") % {"v": cur.version, "t": _taint_text(taint)}
-            )
+            return Outcome(None, said("step.manifest_tolerates", v=cur.version, t=_taint_text(taint)))
         new = manifest_mod.save_version(
             new_content,
             actor=ctx.run.actor,
@@ -1902,16 +1867,14 @@ class AddToleration(Step):
         )
         return Outcome(
             {"manifestVersion": new.version, "toleration": manifest_mod.toleration_for(taint)},
-            _("manifest v%(a)d -> v%(b)d") % {"a": cur.version, "b": new.version},
+            said("step.manifest_moved", a=cur.version, b=new.version),
         )
 
     def verify(self, ctx):
         cur = manifest_mod.current()
         docs = manifest_mod.parse(cur.content)
         ok = manifest_mod.validate(docs).ok and manifest_mod.daemonsets_tolerate(docs, self._taint(ctx.params))
-        return Check(
-            ok, _("manifest v%(v)d") % {"v": cur.version}, _("Fix the managed manifest (Manifest page), then resume.")
-        )
+        return Check(ok, said("step.manifest_version", v=cur.version), said("step.fix_manifest"))
 
 
 class ApplyTheManifest(ApplyManifest):
@@ -1935,12 +1898,8 @@ class AnyPluginPodRunning(Step):
         ok = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
         return Check(
             ok,
-            "\n".join(lines) or _("No resources found"),
-            _(
-                "No Running plugin pod on %(node)s yet: another taint may be untolerated, or the sharing label "
-                "selects no DaemonSet. Read the Health page, then resume."
-            )
-            % {"node": ctx.node},
+            "\n".join(lines) or said("step.no_resources_found"),
+            said("step.no_running_plugin_pod", node=ctx.node),
         )
 
 

@@ -34,7 +34,7 @@ from brickadmin.cluster import ClusterError, TransientClusterError
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.database import DATABASE_GONE, wait_for_database
-from brickadmin.wording import StepRef, said
+from brickadmin.wording import StepRef, joined, said
 
 from ..live import LiveRead
 from ..models import ProcedureRun, RunStatus, StepRun, StepState
@@ -328,7 +328,7 @@ def _execute(run, token, gateway) -> str:
             return _cancel(run, token, index, step, title, kubectl)
         if step.skip_reason:
             StepRecorder(run.pk, step.key, index, title, token=token, started_at=timezone.now()).skipped(
-                str(step.skip_reason)
+                step.skip_reason
             )
             continue
         try:
@@ -425,7 +425,7 @@ def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple
                     more = step.ensure(ctx)
                     if more.changed:
                         outcome.sent = [outcome.sent, more.sent] if outcome.sent else more.sent
-                        outcome.output += "\n" + more.output
+                        outcome.output = joined([outcome.output, more.output])
                 check = step.verify(ctx)
         except TransientClusterError as exc:
             if attempt < max_attempts:
@@ -476,11 +476,11 @@ def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple
             )
         if not check.ok:
             return _fail(rec, check, sent=outcome.sent, output=outcome.output)
-        rec.succeeded(sent=outcome.sent, output="\n".join(x for x in (outcome.output, check.detail) if x))
+        rec.succeeded(sent=outcome.sent, output=joined([outcome.output, check.detail]))
         return True, ""
 
 
 def _fail(rec: StepRecorder, check: Check, *, sent=None, output: str = ""):
     error = check.fix or check.detail
-    rec.failed(error, sent=sent, output="\n".join(str(x) for x in (output, check.detail) if x))
+    rec.failed(error, sent=sent, output=joined([output, check.detail]))
     return False, said("run.stopped_at", title=StepRef(rec.step_key, rec.title), error=error)

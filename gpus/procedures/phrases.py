@@ -63,4 +63,135 @@ PHRASES = {
     # the notes runs leave on the manifest versions they save
     "manifest.replicas_set": _("procedure C run #%(id)d: replicas %(have)s -> %(want)d"),
     "manifest.toleration_added": _("fix run #%(id)d: tolerate %(taint)s"),
+    # what a step found and did (its output, its check, what to fix): steps.py, definitions.py
+    "step.no_nvidia_resource": _("(no nvidia.com resource)"),
+    "step.already_cordoned": _("node/%(node)s already cordoned"),
+    "step.fix_cordon": _("Cordon the node: kubectl cordon %(node)s"),
+    "step.cordoned_verified": _("spec.unschedulable is true"),
+    "step.still_schedulable": _("node is still schedulable"),
+    "step.nothing_to_evict": _("no pod to evict (DaemonSet pods are ignored)"),
+    "step.drain_blocked_by_pdbs": _(
+        "The drain is blocked by PodDisruptionBudgets: %(items)s. Move or scale the workload so the budget "
+        "allows an eviction (or relax the budget with its owner), then resume this run. The node stays "
+        "cordoned meanwhile."
+    ),
+    "step.drain_pods_left": _(
+        "Pods are still on the node: %(items)s. Wait for them to terminate or delete them, then resume this run."
+    ),
+    "step.drained": _("no evictable pod left on %(node)s"),
+    "step.pod_protected_by_pdb": _("%(pod)s is protected by PodDisruptionBudget %(pdb)s"),
+    "step.pod_still_on_node": _("%(pod)s is still on the node"),
+    "step.label_already": _("label already %(label)s=%(value)s"),
+    "step.fix_label": _("Set the label exactly: %(cmd)s"),
+    "step.labels_already_set": _("labels already set"),
+    "step.fix_both_labels": _("Set both labels in one command: %(cmd)s"),
+    "step.plugin_pod_not_running": _(
+        "The %(component)s plugin pod on %(node)s is not Running. If it is Pending, the DaemonSet lacks a "
+        "toleration for the node's taints: keep both DaemonSets' tolerations identical in the managed "
+        "manifest and apply it, then resume."
+    ),
+    "step.no_plugin_pod": _(
+        "No %(component)s plugin pod on %(node)s. Check the label is exactly %(label)s=%(value)s and that "
+        "the DaemonSet tolerates the node's taints (both DaemonSets need identical tolerations); fix the "
+        "managed manifest, apply it, then resume."
+    ),
+    "step.no_resources_found": _("No resources found"),
+    "step.allocatable_expected": _("expected %(res)s = %(p)d physical (%(src)s) × %(r)d = %(e)d"),
+    "step.allocatable_wrong": _(
+        "allocatable %(res)s is %(got)d, not %(e)d. The plugin reads its config only at start: if replicas "
+        "were changed without a rollout restart, restart the plugin (procedure C); otherwise check the "
+        "plugin pod's log."
+    ),
+    "step.no_physical_gpu": _(
+        "No physical GPU is known on %(node)s. Check the driver and the container runtime are installed and "
+        "the DCGM exporter runs there."
+    ),
+    "step.no_stale": _("no stale %(res)s in capacity or allocatable"),
+    "step.stale_still_in_status": _(
+        "%(res)s is still in the node status. Patch it again (never delete the kubelet checkpoint file: that "
+        "brings the stale capacity back as allocatable)."
+    ),
+    "step.stale_left": _("Stale resources left: %(res)s. Remove them with the status patch of step 6."),
+    "step.already_schedulable": _("node/%(node)s already schedulable"),
+    "step.fix_uncordon": _("Uncordon the node: kubectl uncordon %(node)s"),
+    "step.schedulable": _("schedulable"),
+    "step.still_cordoned": _("still cordoned"),
+    "step.prometheus_fell_back": _(
+        "%(why)s: fell back to the cluster's allocatable (kubelet status), not Prometheus. %(res)s = %(got)d "
+        "(expected %(e)d)"
+    ),
+    "step.prometheus_wrong": _(
+        "Prometheus shows %(metric)s = %(got)s on %(node)s, expected %(e)d. kube-state-metrics may not have "
+        "been scraped yet; check its scrape target, then resume."
+    ),
+    "step.allocatable_mismatch": _("Allocatable on %(node)s is %(got)d, expected %(e)d."),
+    "step.no_series": _("no series"),
+    "step.prometheus_not_configured": _("Prometheus is not configured"),
+    "step.checklist_confirmed": _("Confirmed by %(who)s: driver and container runtime are installed on %(node)s."),
+    "step.checklist_missing": _("The checklist was not confirmed."),
+    "step.checklist_fix": _(
+        "Install the NVIDIA driver and nvidia-container-runtime on the node, then confirm the checklist on "
+        "this run's page (or: manage.py procedure resume RUN --confirm-checklist)."
+    ),
+    "step.node_before": _("Node before the run: %(labels)s; %(state)s"),
+    "step.cordoned": _("cordoned"),
+    "step.acknowledgement_missing": _(
+        "This run needs an explicit acknowledgement: %(what)s Start the wizard again and tick the acknowledgement."
+    ),
+    "step.manifest_replicas_moved": _("manifest v%(a)d -> v%(b)d: replicas %(x)s -> %(y)d"),
+    "step.manifest_has_replicas": _("manifest v%(v)d already has replicas %(r)d"),
+    "step.manifest_state": _("manifest v%(v)d: %(state)s"),
+    "step.manifest_valid": _("valid"),
+    "step.new_node_no_status_patch": _("A new node has no stale resource: no status patch needed."),
+    "step.stays_cordoned": _("The node was cordoned before the run: it stays cordoned."),
+    "step.on_node": "%(node)s: %(text)s",  # a node's name before what was found there
+    "step.fix_manifest": _("Fix the managed manifest (Manifest page), then resume."),
+    "step.live_objects_match": _("live objects already match manifest v%(v)d"),
+    "step.live_objects_differ": _("Live objects differ from the manifest: %(x)s"),
+    "step.restarted_by_this_run": _("already restarted by this run (restartedAt %(t)s)"),
+    "step.restarted_after_apply": _("already restarted at %(t)s, after the apply"),
+    "step.rollout_unfinished": _(
+        "The rollout did not finish: check the plugin pods in %(ns)s (Pending means a missing toleration)."
+    ),
+    "step.replicas_not_reflected": _(
+        "Not reflected on %(nodes)s: the plugin there did not restart (rollout restart skipped?) or its pod "
+        "is not Running."
+    ),
+    "step.no_time_slicing_node": _("no time-slicing node"),
+    "step.no_nvidia_resource_bare": _("no nvidia.com resource"),
+    "step.mig_go_back": _(
+        "To go back to the previous layout (%(label)s=%(prev)s), use Restore the node on this run's page."
+    ),
+    "step.mig_refused": _(
+        "mig-manager reported %(reported)s: it did not apply %(config)s on %(node)s (%(why)s). The GPUs keep "
+        "their previous layout."
+    ),
+    "step.mig_late": _(
+        "mig-manager did not report success in time (it reported %(reported)s): read the nvidia-mig-manager "
+        "pod's log on %(node)s, then resume the run."
+    ),
+    "step.mig_read_log": _("read the nvidia-mig-manager pod's log on the node"),
+    "step.mig_advertised": _("advertised: %(got)s; expected for %(config)s: %(want)s"),
+    "step.mig_not_advertised": _(
+        "%(node)s does not advertise the new layout yet: the device plugin restarts after mig-manager's "
+        "change. Check its pod on the node, then resume."
+    ),
+    "step.labels_already_restored": _("labels already as they were before the run"),
+    "step.fix_labels_by_hand": _("Set the labels by hand: %(cmd)s"),
+    "step.no_label_to_put_back": _("no label to put back"),
+    "step.notice_recorded": _("notice recorded for %(owner)s on Workspace %(ns)s"),
+    "step.owner_already_told": _("the owner was already told by this run"),
+    "step.notice_shown": _("the owner's Workspace page shows the notice"),
+    "step.no_notice_recorded": _("no notice recorded"),
+    "step.pod_already_gone": _("pod already gone"),
+    "step.fix_delete_pod": _("Delete it by hand: %(cmd)s"),
+    "step.pod_gone": _("pod gone"),
+    "step.pod_still_there": _("pod still there"),
+    "step.manifest_moved": _("manifest v%(a)d -> v%(b)d"),
+    "step.manifest_tolerates": _("manifest v%(v)d already tolerates %(t)s"),
+    "step.manifest_version": _("manifest v%(v)d"),
+    "step.no_running_plugin_pod": _(
+        "No Running plugin pod on %(node)s yet: another taint may be untolerated, or the sharing label "
+        "selects no DaemonSet. Read the Health page, then resume."
+    ),
 }

@@ -26,6 +26,7 @@ from brickadmin.cluster.vocabulary import (
 )
 from brickadmin.cluster.vocabulary import GPU_TYPE_LABEL as TYPE_LABEL
 from brickadmin.cluster.vocabulary import MIRROR_ANNOTATION as MIRROR
+from brickadmin.wording import joined, said
 
 from .. import ledger as ledger_mod
 from .base import Check, Outcome, Step, StepFailed
@@ -111,7 +112,7 @@ def nvidia_resources(node: dict) -> dict[str, tuple[str, str]]:
 
 def fmt_resources(node: dict) -> str:
     lines = [f"{r}: capacity {c}, allocatable {a}" for r, (c, a) in nvidia_resources(node).items()]
-    return "\n".join(lines) or _("(no nvidia.com resource)")
+    return "\n".join(lines) or said("step.no_nvidia_resource")
 
 
 # --- node steps -----------------------------------------------------------------
@@ -129,7 +130,7 @@ class Cordon(Step):
     def ensure(self, ctx):
         node = ctx.gateway.get_node(ctx.node)
         if (node.get("spec") or {}).get("unschedulable"):
-            return Outcome(None, _("node/%(node)s already cordoned") % {"node": ctx.node})
+            return Outcome(None, said("step.already_cordoned", node=ctx.node))
         ctx.gateway.cordon(ctx.node)
         return Outcome({"spec": {"unschedulable": True}}, f"node/{ctx.node} cordoned")
 
@@ -137,8 +138,8 @@ class Cordon(Step):
         ok = bool((ctx.gateway.get_node(ctx.node).get("spec") or {}).get("unschedulable"))
         return Check(
             ok,
-            _("spec.unschedulable is true") if ok else _("node is still schedulable"),
-            _("Cordon the node: kubectl cordon %(node)s") % {"node": ctx.node},
+            said("step.cordoned_verified") if ok else said("step.still_schedulable"),
+            said("step.fix_cordon", node=ctx.node),
         )
 
 
@@ -164,7 +165,7 @@ class Drain(Step):
     def ensure(self, ctx):
         left = self._left(ctx)
         if not left:
-            return Outcome(None, _("no pod to evict (DaemonSet pods are ignored)"))
+            return Outcome(None, said("step.nothing_to_evict"))
         result = ctx.gateway.drain(ctx.node, delete_emptydir_data=True, timeout_seconds=ctx.drain_timeout)
         lines = [f"evicting pod {k}" for k in result.evicted]
         lines += [f"skipped {k} (DaemonSet/mirror pod)" for k in result.skipped]
@@ -175,7 +176,7 @@ class Drain(Step):
     def verify(self, ctx):
         left = self._left(ctx)
         if not left:
-            return Check(True, _("no evictable pod left on %(node)s") % {"node": ctx.node})
+            return Check(True, said("step.drained", node=ctx.node))
         pdbs = ctx.gateway.list_pod_disruption_budgets()
         items, blockers = [], []
         for p in left:
@@ -183,23 +184,14 @@ class Drain(Step):
             names = [b["metadata"]["name"] for b in pdbs_for(p, pdbs)]
             if names:
                 blockers.append(key)
-                items.append(
-                    _("%(pod)s is protected by PodDisruptionBudget %(pdb)s") % {"pod": key, "pdb": ", ".join(names)}
-                )
+                items.append(said("step.pod_protected_by_pdb", pod=key, pdb=", ".join(names)))
             else:
-                items.append(_("%(pod)s is still on the node") % {"pod": key})
+                items.append(said("step.pod_still_on_node", pod=key))
         if blockers:
-            fix = _(
-                "The drain is blocked by PodDisruptionBudgets: %(items)s. Move or scale the workload so the "
-                "budget allows an eviction (or relax the budget with its owner), then resume this run. "
-                "The node stays cordoned meanwhile."
-            ) % {"items": "; ".join(items)}
+            fix = said("step.drain_blocked_by_pdbs", items=joined(items, "; "))
         else:
-            fix = _(
-                "Pods are still on the node: %(items)s. Wait for them to terminate or delete them, "
-                "then resume this run."
-            ) % {"items": "; ".join(items)}
-        return Check(False, "\n".join(items), fix, items=items)
+            fix = said("step.drain_pods_left", items=joined(items, "; "))
+        return Check(False, joined(items), fix, items=items)
 
 
 class Label(Step):
@@ -217,7 +209,7 @@ class Label(Step):
     def ensure(self, ctx):
         labels = ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}
         if labels.get(SHARING_LABEL) == self.value:
-            return Outcome(None, _("label already %(label)s=%(value)s") % {"label": SHARING_LABEL, "value": self.value})
+            return Outcome(None, said("step.label_already", label=SHARING_LABEL, value=self.value))
         ctx.gateway.label_node(ctx.node, {SHARING_LABEL: self.value})
         return Outcome({"metadata": {"labels": {SHARING_LABEL: self.value}}}, f"node/{ctx.node} labeled")
 
@@ -226,7 +218,7 @@ class Label(Step):
         return Check(
             value == self.value,
             f"{SHARING_LABEL}={value}",
-            _("Set the label exactly: %(cmd)s") % {"cmd": self.kubectl(ctx)},
+            said("step.fix_label", cmd=self.kubectl(ctx)),
         )
 
 
@@ -248,7 +240,7 @@ class LabelBoth(Label):
         labels = ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}
         want = {TYPE_LABEL: "nvidia", SHARING_LABEL: self.value}
         if all(labels.get(k) == v for k, v in want.items()):
-            return Outcome(None, _("labels already set"))
+            return Outcome(None, said("step.labels_already_set"))
         ctx.gateway.label_node(ctx.node, want)  # one patch: both labels together
         return Outcome({"metadata": {"labels": want}}, f"node/{ctx.node} labeled")
 
@@ -258,7 +250,7 @@ class LabelBoth(Label):
         return Check(
             ok,
             f"{TYPE_LABEL}={labels.get(TYPE_LABEL)} {SHARING_LABEL}={labels.get(SHARING_LABEL)}",
-            _("Set both labels in one command: %(cmd)s") % {"cmd": self.kubectl(ctx)},
+            said("step.fix_both_labels", cmd=self.kubectl(ctx)),
         )
 
 
@@ -296,18 +288,16 @@ class PluginPodRunning(Step):
         if ok:
             return Check(True, "\n".join(lines))
         if pods:
-            fix = _(
-                "The %(component)s plugin pod on %(node)s is not Running. If it is Pending, the DaemonSet "
-                "lacks a toleration for the node's taints: keep both DaemonSets' tolerations identical in the "
-                "managed manifest and apply it, then resume."
-            ) % {"component": self.component, "node": ctx.node}
+            fix = said("step.plugin_pod_not_running", component=self.component, node=ctx.node)
         else:
-            fix = _(
-                "No %(component)s plugin pod on %(node)s. Check the label is exactly %(label)s=%(value)s and "
-                "that the DaemonSet tolerates the node's taints (both DaemonSets need identical tolerations); "
-                "fix the managed manifest, apply it, then resume."
-            ) % {"component": self.component, "node": ctx.node, "label": SHARING_LABEL, "value": self.value}
-        return Check(False, "\n".join(lines) or _("No resources found"), fix)
+            fix = said(
+                "step.no_plugin_pod",
+                component=self.component,
+                node=ctx.node,
+                label=SHARING_LABEL,
+                value=self.value,
+            )
+        return Check(False, "\n".join(lines) or said("step.no_resources_found"), fix)
 
 
 class AllocatableIs(Step):
@@ -337,32 +327,30 @@ class AllocatableIs(Step):
         node = ctx.gateway.get_node(ctx.node)
         physical, replicas, source = self.expected(ctx)
         got = quantity(((node.get("status") or {}).get("allocatable") or {}).get(self.resource, "0"))
-        detail = (
-            fmt_resources(node)
-            + "\n"
-            + _("expected %(res)s = %(p)d physical (%(src)s) × %(r)d = %(e)d")
-            % {"res": self.resource, "p": physical, "src": source, "r": replicas, "e": physical * replicas}
+        detail = joined(
+            [
+                fmt_resources(node),
+                said(
+                    "step.allocatable_expected",
+                    res=self.resource,
+                    p=physical,
+                    src=source,
+                    r=replicas,
+                    e=physical * replicas,
+                ),
+            ]
         )
         if physical <= 0:
             return Check(
                 False,
                 detail,
-                _(
-                    "No physical GPU is known on %(node)s. Check the driver and the container "
-                    "runtime are installed and the DCGM exporter runs there."
-                )
-                % {"node": ctx.node},
+                said("step.no_physical_gpu", node=ctx.node),
             )
         ok = got == physical * replicas
         return Check(
             ok,
             detail,
-            _(
-                "allocatable %(res)s is %(got)d, not %(e)d. The plugin reads its config only at "
-                "start: if replicas were changed without a rollout restart, restart the plugin "
-                "(procedure C); otherwise check the plugin pod's log."
-            )
-            % {"res": self.resource, "got": got, "e": physical * replicas},
+            said("step.allocatable_wrong", res=self.resource, got=got, e=physical * replicas),
         )
 
 
@@ -389,7 +377,7 @@ class RemoveStale(Step):
         status = ctx.gateway.get_node(ctx.node).get("status") or {}
         ops = status_patch(status, self.resource)
         if not ops:
-            return Outcome(None, _("no stale %(res)s in capacity or allocatable") % {"res": self.resource})
+            return Outcome(None, said("step.no_stale", res=self.resource))
         ctx.gateway.remove_node_status_resources(ctx.node, [self.resource])
         return Outcome(ops, f"node/{ctx.node} patched")
 
@@ -399,11 +387,7 @@ class RemoveStale(Step):
         return Check(
             not left,
             fmt_resources(node),
-            _(
-                "%(res)s is still in the node status. Patch it again (never delete the kubelet checkpoint "
-                "file: that brings the stale capacity back as allocatable)."
-            )
-            % {"res": self.resource},
+            said("step.stale_still_in_status", res=self.resource),
         )
 
 
@@ -426,8 +410,7 @@ class NoStale(Step):
         return Check(
             not stale,
             fmt_resources(node),
-            _("Stale resources left: %(res)s. Remove them with the status patch of step 6.")
-            % {"res": ", ".join(stale)},
+            said("step.stale_left", res=", ".join(stale)),
         )
 
 
@@ -442,7 +425,7 @@ class Uncordon(Step):
 
     def ensure(self, ctx):
         if not (ctx.gateway.get_node(ctx.node).get("spec") or {}).get("unschedulable"):
-            return Outcome(None, _("node/%(node)s already schedulable") % {"node": ctx.node})
+            return Outcome(None, said("step.already_schedulable", node=ctx.node))
         ctx.gateway.uncordon(ctx.node)
         return Outcome({"spec": {"unschedulable": None}}, f"node/{ctx.node} uncordoned")
 
@@ -450,8 +433,8 @@ class Uncordon(Step):
         ok = not (ctx.gateway.get_node(ctx.node).get("spec") or {}).get("unschedulable")
         return Check(
             ok,
-            _("schedulable") if ok else _("still cordoned"),
-            _("Uncordon the node: kubectl uncordon %(node)s") % {"node": ctx.node},
+            said("step.schedulable") if ok else said("step.still_cordoned"),
+            said("step.fix_uncordon", node=ctx.node),
         )
 
 
@@ -459,32 +442,25 @@ def prometheus_check(ctx, node: str, resource: str, expected: int) -> Check:
     metric = ksm_resource(resource)
     values = metrics.node_allocatable(node)
     if values is None:
-        why = metrics.last_error() or _("Prometheus is not configured")
+        why = metrics.last_error() or said("step.prometheus_not_configured")
         raw = ctx.gateway.get_node(node)
         got = quantity(((raw.get("status") or {}).get("allocatable") or {}).get(resource, "0"))
-        detail = _(
-            "%(why)s: fell back to the cluster's allocatable (kubelet status), not Prometheus. "
-            "%(res)s = %(got)d (expected %(e)d)"
-        ) % {"why": why, "res": resource, "got": got, "e": expected}
+        detail = said("step.prometheus_fell_back", why=why, res=resource, got=got, e=expected)
         return Check(
             got == expected,
             detail,
-            _("Allocatable on %(node)s is %(got)d, expected %(e)d.") % {"node": node, "got": got, "e": expected},
+            said("step.allocatable_mismatch", node=node, got=got, e=expected),
             level="ok" if got == expected else "block",
         )
     got = values.get(metric)
     detail = "\n".join(
         f'kube_node_status_allocatable{{node="{node}",resource="{k}"}} {v:g}' for k, v in sorted(values.items())
-    ) or _("no series")
+    ) or said("step.no_series")
     ok = got is not None and int(got) == expected
     return Check(
         ok,
         detail,
-        _(
-            "Prometheus shows %(metric)s = %(got)s on %(node)s, expected %(e)d. kube-state-metrics "
-            "may not have been scraped yet; check its scrape target, then resume."
-        )
-        % {"metric": metric, "got": got, "node": node, "e": expected},
+        said("step.prometheus_wrong", metric=metric, got=got, node=node, e=expected),
     )
 
 
@@ -537,13 +513,9 @@ class Checklist(Step):
         if who:
             return Check(
                 True,
-                _("Confirmed by %(who)s: driver and container runtime are installed on %(node)s.")
-                % {"who": who, "node": ctx.node},
+                said("step.checklist_confirmed", who=who, node=ctx.node),
             )
         raise StepFailed(
-            _("The checklist was not confirmed."),
-            _(
-                "Install the NVIDIA driver and nvidia-container-runtime on the node, then confirm the "
-                "checklist on this run's page (or: manage.py procedure resume RUN --confirm-checklist)."
-            ),
+            said("step.checklist_missing"),
+            said("step.checklist_fix"),
         )

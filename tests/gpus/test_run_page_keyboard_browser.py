@@ -3,7 +3,9 @@ worker: what the run page's live region announces (across reconnections of its s
 the focus stays where the admin put it while the page streams, and that "what next" is reached
 with the keyboard."""
 
+import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -24,12 +26,41 @@ FOCUS_WATCH = """
 """
 
 
+# With BRICK_KEYBOARD_TRANSCRIPT set to a file, the test writes there what the admin did and
+# heard: each key pressed (and on what), then what the live region announced.
+TRANSCRIPT = os.environ.get("BRICK_KEYBOARD_TRANSCRIPT", "")
+heard: list[str] = []
+
+FOCUSED = """() => {
+  const a = document.activeElement;
+  if (!a || a === document.body) return 'the page';
+  const text = (a.innerText || a.value || a.getAttribute('aria-label') || '').trim().split('\\n')[0];
+  const label = a.labels && a.labels.length ? a.labels[0].innerText.trim().split('\\n')[0] : '';
+  const what = a.tagName.toLowerCase() + (a.id ? '#' + a.id : '') + (a.type ? '[' + a.type + ']' : '');
+  return `${what} "${(label || text).slice(0, 90)}"`;
+}"""
+
+
+def note(line):
+    if TRANSCRIPT:
+        heard.append(line)
+
+
+def press(page, key):
+    """Press a key on what has the focus (noted for the transcript before: Enter may leave the page)."""
+    if TRANSCRIPT:
+        note(f"{key} on {page.evaluate(FOCUSED)}")
+    page.keyboard.press(key)
+
+
 def tab_to(page, selector, *, backwards=False, limit=80):
     """Press Tab (Shift+Tab) until the element matching ``selector`` has the focus."""
     key = "Shift+Tab" if backwards else "Tab"
-    for _ in range(limit):
+    for pressed in range(limit):
         target = page.locator(selector)
         if target.count() and target.first.evaluate("el => el === document.activeElement"):
+            if TRANSCRIPT:
+                note(f"{key} ×{pressed} → focus on {page.evaluate(FOCUSED)}")
             return
         page.keyboard.press(key)
     raise AssertionError(f"{selector} not reached with {key} in {limit} presses")
@@ -52,14 +83,17 @@ def test_a_whole_run_with_the_keyboard_only_is_announced_step_by_step(
 
     # The wizard: the node is chosen by the link; Tab to each button, Enter to press it.
     page.goto(f"{live_server.url}/procedures/A/?node=dev-a1-ws04")
+    note(f"(page {page.url.removeprefix(live_server.url)})")
     tab_to(page, "button:has-text('Show the plan')")
-    page.keyboard.press("Enter")
+    press(page, "Enter")
     page.wait_for_url(re.compile(r".*/procedures/A/plan/.*"))
+    note(f"(page {page.url.removeprefix(live_server.url)})")
     tab_to(page, "[data-testid=confirm-capacity_acknowledged] input")  # its exclusive GPUs leave with it
-    page.keyboard.press("Space")
+    press(page, "Space")
     tab_to(page, "button:has-text('Confirm and run')")
-    page.keyboard.press("Enter")
+    press(page, "Enter")
     page.wait_for_url(re.compile(r".*/runs/\d+/$"))
+    note(f"(page {page.url.removeprefix(live_server.url)})")
     run = ProcedureRun.objects.get()
 
     # The admin tabs to a control of the run page while it runs: the stream must leave it there.
@@ -73,6 +107,9 @@ def test_a_whole_run_with_the_keyboard_only_is_announced_step_by_step(
 
     said = page.locator("#run-announcements p").all_inner_texts()
     print("\nannounced:\n  " + "\n  ".join(said))
+    note("(the run streams; the focus stays on #audit-csv; the live region, aria-live=polite, says:)")
+    for text in said:
+        note(f"  announced: {text}")
     titles = {
         2: "Drain dev-a1-ws04",
         3: "Label dev-a1-ws04 brick.cloud/gpu.sharing=timeslicing",
@@ -96,8 +133,11 @@ def test_a_whole_run_with_the_keyboard_only_is_announced_step_by_step(
     # What next, reached from where the focus is: back (Shift+Tab) to "View node", Enter.
     assert page.locator("#cancel-run").count() == 0 and page.locator("#resume-run").count() == 0
     tab_to(page, "#what-next-node", backwards=True)
-    page.keyboard.press("Enter")
+    press(page, "Enter")
     page.wait_for_url(f"{live_server.url}/nodes/dev-a1-ws04/")
+    note(f"(page {page.url.removeprefix(live_server.url)})")
+    if TRANSCRIPT:
+        Path(TRANSCRIPT).write_text("\n".join(heard) + "\n", encoding="utf-8")
     assert twin.get_node("dev-a1-ws04")["metadata"]["labels"]["brick.cloud/gpu.sharing"] == "timeslicing"
     run.refresh_from_db()
     assert run.status == "succeeded"
