@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from django.utils.functional import Promise
 
 # The ways texts are put together (joined()): no words of their own, so no translation.
-JOINS = {"\n": "text.lines", " ": "text.sentences", "; ": "text.items"}
+JOINS = {"\n": "text.lines", " ": "text.sentences", "; ": "text.items", ", ": "text.list"}
 PHRASES: dict[str, Promise | str] = {code: "%(first)s" + sep + "%(rest)s" for sep, code in JOINS.items()}
 
 
@@ -47,6 +47,17 @@ class Said:
 
     def __repr__(self) -> str:
         return f"Said({self.code!r}, {self.params!r})"
+
+    # Where a text was a string (pre-checks shown on the plan page and in the terminal), a
+    # message still compares by what it records and is searched in the words it says now.
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Said) and self.as_record() == other.as_record()
+
+    def __hash__(self) -> int:
+        return hash(repr(self.as_record()))
+
+    def __contains__(self, text: str) -> bool:
+        return text in str(self)
 
 
 def said(code: str, **params) -> Said:
@@ -118,7 +129,8 @@ def render(record, step_titles: Mapping[str, str] | None = None) -> str | None:
             value = (step_titles or {}).get(value["step"]) or value.get("text", "")
         values[name] = value
     try:
-        text = str(template) % values if values or "%(" in str(template) else str(template)
+        # the template itself formats: a plural (ngettext_lazy) picks its form from the values
+        text = str(template % values) if values or "%(" in str(template) else str(template)
     except (KeyError, TypeError, ValueError):
         return None
     return text.strip()  # an empty last parameter ("… %(where)s") leaves no trailing space

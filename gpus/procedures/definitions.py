@@ -90,12 +90,11 @@ class PrecheckStep(Step):
     def verify(self, ctx):
         checks = self.proc.prechecks(LiveRead(ctx.gateway), ctx.node, ctx.params)
         # the capacity table goes into the record too: what the admin saw and acknowledged
-        detail = "\n".join(
-            f"[{c.level}] {c.detail}" + "".join("\n  " + i for i in c.items if c.capacity) for c in checks
-        )
+        # (kept as messages: each reader of the run reads them in their own language)
+        detail = joined([precheck_record(c) for c in checks])
         blocks = [c for c in checks if c.level == "block"]
         if blocks:
-            return Check(False, detail, " ".join(c.fix or c.detail for c in blocks))
+            return Check(False, detail, joined([c.fix or c.detail for c in blocks], " "))
         for c in checks:
             if c.level != "ack":
                 continue
@@ -111,6 +110,16 @@ class PrecheckStep(Step):
                     said("step.acknowledgement_missing", what=c.detail),
                 )
         return Check(True, detail)
+
+
+def precheck_record(check: Check):
+    """One pre-check as step 0 records it: its level and what it found, and under it, indented,
+    the capacity table's lines."""
+    lines = [said("precheck.line", level=check.level, text=check.detail), *(check.items if check.capacity else [])]
+    text = lines[-1]
+    for line in reversed(lines[:-1]):
+        text = said("precheck.item", first=line, rest=text)
+    return text
 
 
 NODE_BEFORE = "node_before"  # the run event (engine Context.remember) holding the node before the run
@@ -134,17 +143,20 @@ def _shared_quota(live: LiveRead, resource=GPU_SHARED) -> dict[str, int]:
 
 def _quota_over(live: LiveRead, resource, allocated, new_total, detail, fix) -> Check | None:
     """A block when the approved Workspace quotas of ``resource`` (``allocated`` in all) no longer
-    fit under its Total after a change, naming the Workspaces holding it. ``fix`` takes %(d)d and
-    %(ws)s."""
+    fit under its Total after a change, naming the Workspaces holding it. ``fix`` is the code of a
+    message taking %(d)d and %(ws)s, or (that code, its other parameters)."""
     if allocated <= new_total:
         return None
     items = _ws_list({k: v for k, v in _shared_quota(live, resource).items() if v}, live.owners())
-    return Check(False, detail, fix % {"d": allocated - new_total, "ws": "; ".join(items)}, level="block", items=items)
+    code, more = fix if isinstance(fix, tuple) else (fix, {})
+    return Check(
+        False, detail, said(code, **more, d=allocated - new_total, ws=joined(items, "; ")), level="block", items=items
+    )
 
 
-def _ws_list(quotas: dict[str, int], owners: dict[str, str]) -> list[str]:
+def _ws_list(quotas: dict[str, int], owners: dict[str, str]) -> list:
     return [
-        _("%(ns)s (owner %(owner)s): %(n)d") % {"ns": ns, "owner": owners.get(ns) or "?", "n": n}
+        said("precheck.workspace_quota", ns=ns, owner=owners.get(ns) or "?", n=n)
         for ns, n in sorted(quotas.items(), key=lambda kv: -kv[1])
     ]
 
@@ -166,22 +178,23 @@ CAPACITY_PARAM = Param(
 )
 
 
-def capacity_line_text(line) -> str:
+def capacity_line_text(line):
     """One GPU type's Total / Allocated / Available now and after, as the run records it."""
 
     def avail(n):
         shown, over = capacity_mod.shown_available(n)
-        return str(shown) if not over else _("none (over-allocated by %(n)d)") % {"n": over}
+        return str(shown) if not over else said("precheck.over_allocated_by", n=over)
 
-    return _("%(res)s: Total %(t)d → %(t2)d, Allocated %(a)d → %(a2)d, Available %(v)s → %(v2)s") % {
-        "res": line.resource,
-        "t": line.total,
-        "t2": line.total_after,
-        "a": line.allocated,
-        "a2": line.allocated_after,
-        "v": avail(line.available),
-        "v2": avail(line.available_after),
-    }
+    return said(
+        "precheck.capacity_line",
+        res=line.resource,
+        t=line.total,
+        t2=line.total_after,
+        a=line.allocated,
+        a2=line.allocated_after,
+        v=avail(line.available),
+        v2=avail(line.available_after),
+    )
 
 
 def capacity_checks(proc, gateway, node, params, checks) -> list[Check]:
@@ -199,25 +212,16 @@ def capacity_checks(proc, gateway, node, params, checks) -> list[Check]:
     items = [capacity_line_text(line) for line in shown]
     over = capacity_mod.left_over(lines)
     if over and any(c.level == "block" for c in checks):
-        return [Check(True, _("Capacity after the run (blocked above):"), level="info", items=items, capacity=lines)]
+        return [Check(True, said("precheck.capacity_blocked"), level="info", items=items, capacity=lines)]
     if not over:
-        detail = (
-            _("Capacity after the run: every GPU type keeps at least its allocated quota.")
-            if change
-            else _("Capacity after the run: the Totals change only once the node advertises its GPUs.")
-        )
+        detail = said("precheck.capacity_kept") if change else said("precheck.capacity_once_advertised")
         return [Check(True, detail, level="info", items=items, capacity=lines)]
     by = sum(line.over_after for line in over)
     names = ", ".join(f"{line.resource} ({line.over_after})" for line in over)
     return [
         Check(
             True,
-            _(
-                "This run leaves %(types)s with less capacity than its allocated quota: users will see none "
-                "available and pods within their quota may stay Pending. Lower the Workspace quotas first, "
-                "or acknowledge it."
-            )
-            % {"types": names},
+            said("precheck.capacity_over", types=names),
             level="ack",
             items=items,
             capacity=lines,
@@ -294,25 +298,21 @@ class _Conversion(ProcedureDef):
         live = LiveRead.of(gateway)
         n = live.ledger().node(node)
         if n is None:
-            return [
-                Check(False, _("%(node)s is not a GPU node.") % {"node": node}, _("Use procedure D to add a GPU node."))
-            ]
+            return [Check(False, said("precheck.not_gpu_node", node=node), said("precheck.fix_use_d"))]
         reason = self.eligibility(n)
         if reason:
             return [Check(False, reason)]
         checks = [
             Check(
                 True,
-                _("%(node)s: %(mode)s, %(p)d physical GPU(s), sharing label %(label)s")
-                % {"node": node, "mode": n.mode, "p": n.physical, "label": n.sharing_label or "-"},
+                said("precheck.node_summary", node=node, mode=n.mode, p=n.physical, label=n.sharing_label or "-"),
             )
         ]
         if n.mode == "unlabelled":
             checks.append(
                 Check(
                     True,
-                    _("The sharing label value %(v)s is not recognised; this run sets it to %(t)s.")
-                    % {"v": n.sharing_label, "t": self.target},
+                    said("precheck.label_unrecognised", v=n.sharing_label, t=self.target),
                     level="warn",
                 )
             )
@@ -336,15 +336,13 @@ class _Conversion(ProcedureDef):
                 (
                     not gpus,
                     vocab.pod_key(p),
-                    _("%(pod)s · Workspace %(ws)s · owner %(owner)s · GPU %(gpu)s")
-                    % {
-                        "pod": vocab.pod_key(p),
-                        "ws": ns
-                        if labels.get(vocab.WORKSPACE_LABEL) == "true"
-                        else _("none (namespace %(ns)s)") % {"ns": ns},
-                        "owner": labels.get(vocab.OWNER_LABEL) or "-",
-                        "gpu": ", ".join(f"{r} {n}" for r, n in sorted(gpus.items())) or _("none"),
-                    },
+                    said(
+                        "precheck.evicted_pod",
+                        pod=vocab.pod_key(p),
+                        ws=ns if labels.get(vocab.WORKSPACE_LABEL) == "true" else said("precheck.no_workspace", ns=ns),
+                        owner=labels.get(vocab.OWNER_LABEL) or "-",
+                        gpu=", ".join(f"{r} {n}" for r, n in sorted(gpus.items())) or said("precheck.none"),
+                    ),
                 )
             )
         rows.sort()
@@ -354,12 +352,7 @@ class _Conversion(ProcedureDef):
             return [
                 Check(
                     True,
-                    ngettext(
-                        "%(n)d GPU pod on %(node)s will be evicted (%(all)d pod(s) in all):",
-                        "%(n)d GPU pods on %(node)s will be evicted (%(all)d pod(s) in all):",
-                        gpu_pods,
-                    )
-                    % {"n": gpu_pods, "node": node, "all": len(rows)},
+                    said("precheck.gpu_pods_evicted", n=gpu_pods, node=node, all=len(rows)),
                     level="ack",
                     items=items,
                     ack=EVICTIONS_ACK,
@@ -376,16 +369,12 @@ class _Conversion(ProcedureDef):
             return [
                 Check(
                     True,
-                    _("%(n)d pod(s) without a GPU on %(node)s will be evicted:") % {"n": len(rows), "node": node},
+                    said("precheck.pods_evicted", n=len(rows), node=node),
                     level="warn",
                     items=items,
                 )
             ]
-        return [
-            Check(
-                True, _("No pod to evict on %(node)s (DaemonSet and mirror pods stay).") % {"node": node}, level="info"
-            )
-        ]
+        return [Check(True, said("precheck.no_pod_to_evict", node=node), level="info")]
 
     def _untolerated_taints(self, live, node):
         """The target mode's DaemonSet must tolerate the node's taints, or its plugin pod
@@ -400,8 +389,8 @@ class _Conversion(ProcedureDef):
         except NotFound:
             return Check(
                 False,
-                _("DaemonSet %(ns)s/%(name)s does not exist.") % {"ns": PLUGIN_NAMESPACE, "name": name},
-                _("Apply the managed device-plugin manifest first (Manifest page)."),
+                said("precheck.daemonset_missing", ns=PLUGIN_NAMESPACE, name=name),
+                said("precheck.fix_apply_manifest"),
             )
         taints = (live.get_node(node).get("spec") or {}).get("taints") or []
         tolerations = ds["spec"]["template"]["spec"].get("tolerations")
@@ -413,28 +402,18 @@ class _Conversion(ProcedureDef):
         )
         return Check(
             False,
-            _(
-                "DaemonSet %(name)s does not tolerate the taint(s) %(taints)s of %(node)s: its plugin "
-                "pod would never start there."
-            )
-            % {"name": name, "taints": names, "node": node},
-            _(
-                "Add the toleration to both DaemonSets (they must stay identical) in the managed manifest, "
-                "apply it, then start again."
-            ),
+            said("precheck.taints_untolerated", name=name, taints=names, node=node),
+            said("precheck.fix_add_toleration"),
             level="block",
         )
 
     def eligibility(self, n):
         if n.convention != "brick":
-            return _(
-                "Not a BRICK-convention node (GPU Operator or unlabelled): the wizards follow the BRICK labels. "
-                "Use procedure D to add it."
-            )
+            return said("precheck.not_brick_node")
         if n.mode == "timeslicing" and self.target == "timeslicing":
-            return _("Already time-slicing.")
+            return said("precheck.already_timeslicing")
         if n.mode in ("exclusive", "mig") and self.target == "none":
-            return _("Already exclusive.")
+            return said("precheck.already_exclusive")
         return ""
 
 
@@ -494,9 +473,7 @@ class ProcedureB(_Conversion):
         allocated = live.measured(metrics.SHARED_ALLOCATED)
         source = "Prometheus"
         if total_except is None or allocated is None:
-            source = _("the cluster (Prometheus unavailable: %(why)s)") % {
-                "why": metrics.last_error() or _("not configured")
-            }
+            source = said("precheck.source_cluster", why=metrics.last_error() or said("precheck.not_configured"))
             total_except = sum(
                 r.allocatable for x in led.nodes if x.name != node for r in x.served if r.resource == GPU_SHARED
             )
@@ -504,20 +481,14 @@ class ProcedureB(_Conversion):
         total_except, allocated = int(total_except), int(allocated)
         owners = live.owners()
         quotas = _shared_quota(live)
-        numbers = _(
-            "Shared total left after removing %(node)s: %(t)d; shared quota allocated: %(a)d (from %(src)s)."
-        ) % {"node": node, "t": total_except, "a": allocated, "src": source}
+        numbers = said("precheck.shared_left", node=node, t=total_except, a=allocated, src=source)
         if total_except < allocated:
             items = _ws_list({k: v for k, v in quotas.items() if v}, owners)
             checks.append(
                 Check(
                     False,
                     numbers,
-                    _(
-                        "Lower the shared GPU quotas by %(d)d in total before converting "
-                        "%(node)s. Workspaces holding shared quota: %(ws)s."
-                    )
-                    % {"d": allocated - total_except, "node": node, "ws": "; ".join(items)},
+                    said("precheck.fix_lower_shared", d=allocated - total_except, node=node, ws=joined(items, "; ")),
                     level="block",
                     items=items,
                 )
@@ -533,16 +504,11 @@ class ProcedureB(_Conversion):
                 and GPU_SHARED in str((p.get("spec") or {}).get("containers"))
             ]
             namespaces = sorted({p["metadata"]["namespace"] for p in shared_pods} | set(quotas))
-            items = [_("%(ns)s (owner %(owner)s)") % {"ns": ns, "owner": owners.get(ns) or "?"} for ns in namespaces]
+            items = [said("precheck.workspace_owner", ns=ns, owner=owners.get(ns) or "?") for ns in namespaces]
             checks.append(
                 Check(
                     True,
-                    _(
-                        "%(node)s is the only time-slicing node: its shared GPU pods will have "
-                        "nowhere to go and stay Pending. Affected Workspaces: %(ws)s. Agree with "
-                        "their owners first."
-                    )
-                    % {"node": node, "ws": ", ".join(items) or _("none")},
+                    said("precheck.only_timeslicing_node", node=node, ws=joined(items, ", ") or said("precheck.none")),
                     level="ack",
                     items=items,
                     ack="acknowledged",
@@ -787,9 +753,9 @@ class ProcedureC(ProcedureDef):
         try:
             want = int(params.get("replicas"))
         except (TypeError, ValueError):
-            return [Check(False, _("Replicas must be a whole number."))]
+            return [Check(False, said("precheck.replicas_not_whole"))]
         if want < 2:
-            return [Check(False, _("Replicas must be at least 2 (1 is not sharing)."))]
+            return [Check(False, said("precheck.replicas_too_few"))]
         live = LiveRead.of(gateway)
         led = live.ledger()
         have = ledger_mod.brick_replicas(live.list_configmaps(namespace=PLUGIN_NAMESPACE))
@@ -801,22 +767,14 @@ class ProcedureC(ProcedureDef):
         checks = [
             Check(
                 True,
-                _(
-                    "Replicas %(a)d → %(b)d on %(n)d time-slicing node(s): shared total %(t)d → %(u)d; "
-                    "shared quota allocated %(q)d."
-                )
-                % {"a": have, "b": want, "n": len(ts), "t": total_now, "u": new_total, "q": allocated},
+                said("precheck.replicas_change", a=have, b=want, n=len(ts), t=total_now, u=new_total, q=allocated),
             )
         ]
         if want == have:
             checks.append(
                 Check(
                     True,
-                    _(
-                        "The manifest already says %(r)d: the run re-applies and restarts the "
-                        "plugin so every node reflects it."
-                    )
-                    % {"r": want},
+                    said("precheck.replicas_already", r=want),
                     level="info",
                 )
             )
@@ -824,12 +782,7 @@ class ProcedureC(ProcedureDef):
             checks.append(
                 Check(
                     True,
-                    _(
-                        "Increasing replicas makes the shared Total jump to %(u)d at once while "
-                        "quotas stay the same, so Available looks larger (+%(d)d). Check that this "
-                        "is intended."
-                    )
-                    % {"u": new_total, "d": new_total - total_now},
+                    said("precheck.replicas_increase", u=new_total, d=new_total - total_now),
                     level="warn",
                 )
             )
@@ -838,9 +791,8 @@ class ProcedureC(ProcedureDef):
             GPU_SHARED,
             allocated,
             new_total,
-            _("Allocated shared quota %(q)d would not fit under the new Total %(u)d.")
-            % {"q": allocated, "u": new_total},
-            _("Lower shared quotas by %(d)d in total first. Workspaces: %(ws)s."),
+            said("precheck.shared_quota_over", q=allocated, u=new_total),
+            "precheck.fix_lower_shared_quotas",
         )
         if want < have and over:
             checks.append(over)
@@ -919,19 +871,18 @@ class ProcedureD(ProcedureDef):
         from brickadmin.cluster import NotFound
 
         if params.get("sharing") not in ("none", "timeslicing"):
-            return [Check(False, _("Choose the sharing mode: none or timeslicing."))]
+            return [Check(False, said("precheck.choose_sharing"))]
         try:
             raw = LiveRead.of(gateway).get_node(node)
         except NotFound:
-            return [Check(False, _("No node named %(node)s.") % {"node": node})]
+            return [Check(False, said("precheck.no_such_node", node=node))]
         reason = self.eligibility_raw(raw)
         if reason:
             return [Check(False, reason)]
         checks = [
             Check(
                 True,
-                _("%(node)s has no GPU labels yet; it will get %(t)s=nvidia and %(s)s=%(v)s.")
-                % {"node": node, "t": TYPE_LABEL, "s": SHARING_LABEL, "v": params["sharing"]},
+                said("precheck.new_gpu_node", node=node, t=TYPE_LABEL, s=SHARING_LABEL, v=params["sharing"]),
             )
         ]
         return checks + capacity_checks(self, gateway, node, params, checks)
@@ -942,11 +893,11 @@ class ProcedureD(ProcedureDef):
     def eligibility_raw(self, raw):
         labels = raw["metadata"].get("labels") or {}
         if labels.get(TYPE_LABEL):
-            return _("Already a GPU node (%(l)s=%(v)s).") % {"l": TYPE_LABEL, "v": labels[TYPE_LABEL]}
+            return said("precheck.already_gpu_node", l=TYPE_LABEL, v=labels[TYPE_LABEL])
         if labels.get(vocab.GPU_PRESENT_LABEL) or labels.get(vocab.DEVICE_PLUGIN_CONFIG_LABEL):
-            return _("Managed by the GPU Operator convention.")
+            return said("precheck.gpu_operator_node")
         if vocab.CONTROL_PLANE_LABEL in labels:
-            return _("Control-plane node.")
+            return said("precheck.control_plane_node")
         return ""
 
 
@@ -969,11 +920,11 @@ def mig_configs(gateway) -> tuple[dict, str]:
     try:
         cm = LiveRead.of(gateway).get_configmap(vocab.GPU_OPERATOR_NAMESPACE, vocab.MIG_PARTED_CONFIGMAP)
     except NotFound:
-        return {}, _("ConfigMap %(ns)s/%(name)s (mig-manager's layouts) does not exist.") % where
+        return {}, said("precheck.mig_configmap_missing", **where)
     try:
         return migparted.parse((cm.get("data") or {}).get(vocab.MIG_PARTED_CONFIG_KEY)), ""
     except migparted.MigPartedError as exc:
-        return {}, _("ConfigMap %(ns)s/%(name)s is not a mig-parted config: %(err)s") % {**where, "err": exc}
+        return {}, said("precheck.mig_configmap_invalid", **where, err=str(exc))
 
 
 def node_gpus(gateway, node: str, n=None) -> list[dict]:
@@ -1176,9 +1127,7 @@ class ProcedureMigLayout(ProcedureDef):
 
     def eligibility(self, n):
         if not mig_manager_runs(n.labels):
-            return _(
-                "mig-manager does not run on this node (the GPU Operator labels the nodes it runs on %(label)s=true)."
-            ) % {"label": vocab.MIG_MANAGER_DEPLOY_LABEL}
+            return said("precheck.no_mig_manager", label=vocab.MIG_MANAGER_DEPLOY_LABEL)
         return ""
 
     def offered_on(self, n):
@@ -1212,44 +1161,40 @@ class ProcedureMigLayout(ProcedureDef):
         led = live.ledger()
         n = led.node(node)
         if n is None:
-            return [Check(False, _("%(node)s is not a GPU node.") % {"node": node})]
+            return [Check(False, said("precheck.not_gpu_node", node=node))]
         reason = self.eligibility(n)
         if reason:
             return [Check(False, reason)]
         config = params.get(MIG_CONFIG_PARAM) or ""
         configs, unreadable = mig_configs(live)
         if unreadable:
-            return [Check(False, unreadable, _("Install or fix mig-manager's ConfigMap, then start again."))]
+            return [Check(False, unreadable, said("precheck.fix_mig_configmap"))]
         after, why = migparted.layout(configs, config, node_gpus(live, node, n))
         if after is None:
-            refused = _("mig-manager would refuse %(config)s on %(node)s: %(why)s") % {
-                "config": config,
-                "node": node,
-                "why": why,
-            }
-            return [Check(False, refused, refused + " " + _("Choose a layout its GPUs can hold."))]
+            refused = said("precheck.mig_would_refuse", config=config, node=node, why=why)
+            return [Check(False, refused, joined([refused, said("precheck.fix_choose_layout")], " "))]
         now = {r.resource: r.allocatable for r in n.served}
         want = mig_advertised(after, n.labels)
         checks = [
             Check(
                 True,
-                _("%(node)s: %(label)s=%(now)s (%(state)s) → %(config)s. It advertises %(before)s; after: %(after)s.")
-                % {
-                    "node": node,
-                    "label": vocab.MIG_CONFIG_LABEL,
-                    "now": n.labels.get(vocab.MIG_CONFIG_LABEL) or "-",
-                    "state": n.labels.get(vocab.MIG_CONFIG_STATE_LABEL) or "-",
-                    "config": config,
-                    "before": _resources_text({r: v for r, v in now.items() if v}),
-                    "after": _resources_text(want),
-                },
+                said(
+                    "precheck.mig_summary",
+                    node=node,
+                    label=vocab.MIG_CONFIG_LABEL,
+                    now=n.labels.get(vocab.MIG_CONFIG_LABEL) or "-",
+                    state=n.labels.get(vocab.MIG_CONFIG_STATE_LABEL) or "-",
+                    config=config,
+                    before=_resources_text({r: v for r, v in now.items() if v}),
+                    after=_resources_text(want),
+                ),
             )
         ]
         if n.labels.get(vocab.MIG_CONFIG_LABEL) == config:
             checks.append(
                 Check(
                     True,
-                    _("The node is labelled %(config)s already: mig-manager is not asked again.") % {"config": config},
+                    said("precheck.mig_already_labelled", config=config),
                     level="info",
                 )
             )
@@ -1261,10 +1206,8 @@ class ProcedureMigLayout(ProcedureDef):
                 resource,
                 row.allocated,
                 new_total,
-                _("Allocated %(res)s quota %(q)d would not fit under its new Total %(u)d.")
-                % {"res": resource, "q": row.allocated, "u": new_total},
-                _("Lower the %(res)s quotas by %%(d)d in total first, or choose another layout. Workspaces: %%(ws)s.")
-                % {"res": resource},
+                said("precheck.quota_over", res=resource, q=row.allocated, u=new_total),
+                ("precheck.fix_lower_quotas", {"res": resource}),
             )
             if over:
                 checks.append(over)

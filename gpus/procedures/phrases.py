@@ -6,6 +6,7 @@ meaning: change a template's wording freely, never what its parameters are."""
 from __future__ import annotations
 
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext_lazy
 
 PHRASES = {
     # run-level events
@@ -193,5 +194,104 @@ PHRASES = {
     "step.no_running_plugin_pod": _(
         "No Running plugin pod on %(node)s yet: another taint may be untolerated, or the sharing label "
         "selects no DaemonSet. Read the Health page, then resume."
+    ),
+    # what a procedure's pre-checks find (the plan page, and step 0 of its run): definitions.py
+    "precheck.line": "[%(level)s] %(text)s",  # a check's level before what it found
+    "precheck.item": "%(first)s\n  %(rest)s",  # a check and the lines it lists, indented under it
+    "precheck.none": _("none"),
+    "precheck.not_configured": _("not configured"),
+    "precheck.workspace_quota": _("%(ns)s (owner %(owner)s): %(n)d"),
+    "precheck.workspace_owner": _("%(ns)s (owner %(owner)s)"),
+    "precheck.over_allocated_by": _("none (over-allocated by %(n)d)"),
+    "precheck.capacity_line": _("%(res)s: Total %(t)d → %(t2)d, Allocated %(a)d → %(a2)d, Available %(v)s → %(v2)s"),
+    "precheck.capacity_blocked": _("Capacity after the run (blocked above):"),
+    "precheck.capacity_kept": _("Capacity after the run: every GPU type keeps at least its allocated quota."),
+    "precheck.capacity_once_advertised": _(
+        "Capacity after the run: the Totals change only once the node advertises its GPUs."
+    ),
+    "precheck.capacity_over": _(
+        "This run leaves %(types)s with less capacity than its allocated quota: users will see none "
+        "available and pods within their quota may stay Pending. Lower the Workspace quotas first, "
+        "or acknowledge it."
+    ),
+    "precheck.not_gpu_node": _("%(node)s is not a GPU node."),
+    "precheck.fix_use_d": _("Use procedure D to add a GPU node."),
+    "precheck.node_summary": _("%(node)s: %(mode)s, %(p)d physical GPU(s), sharing label %(label)s"),
+    "precheck.label_unrecognised": _("The sharing label value %(v)s is not recognised; this run sets it to %(t)s."),
+    "precheck.evicted_pod": _("%(pod)s · Workspace %(ws)s · owner %(owner)s · GPU %(gpu)s"),
+    "precheck.no_workspace": _("none (namespace %(ns)s)"),
+    "precheck.gpu_pods_evicted": ngettext_lazy(
+        "%(n)d GPU pod on %(node)s will be evicted (%(all)d pod(s) in all):",
+        "%(n)d GPU pods on %(node)s will be evicted (%(all)d pod(s) in all):",
+        "n",
+    ),
+    "precheck.pods_evicted": _("%(n)d pod(s) without a GPU on %(node)s will be evicted:"),
+    "precheck.no_pod_to_evict": _("No pod to evict on %(node)s (DaemonSet and mirror pods stay)."),
+    "precheck.daemonset_missing": _("DaemonSet %(ns)s/%(name)s does not exist."),
+    "precheck.fix_apply_manifest": _("Apply the managed device-plugin manifest first (Manifest page)."),
+    "precheck.taints_untolerated": _(
+        "DaemonSet %(name)s does not tolerate the taint(s) %(taints)s of %(node)s: its plugin "
+        "pod would never start there."
+    ),
+    "precheck.fix_add_toleration": _(
+        "Add the toleration to both DaemonSets (they must stay identical) in the managed manifest, "
+        "apply it, then start again."
+    ),
+    "precheck.not_brick_node": _(
+        "Not a BRICK-convention node (GPU Operator or unlabelled): the wizards follow the BRICK labels. "
+        "Use procedure D to add it."
+    ),
+    "precheck.already_timeslicing": _("Already time-slicing."),
+    "precheck.already_exclusive": _("Already exclusive."),
+    "precheck.source_cluster": _("the cluster (Prometheus unavailable: %(why)s)"),
+    "precheck.shared_left": _(
+        "Shared total left after removing %(node)s: %(t)d; shared quota allocated: %(a)d (from %(src)s)."
+    ),
+    "precheck.fix_lower_shared": _(
+        "Lower the shared GPU quotas by %(d)d in total before converting "
+        "%(node)s. Workspaces holding shared quota: %(ws)s."
+    ),
+    "precheck.only_timeslicing_node": _(
+        "%(node)s is the only time-slicing node: its shared GPU pods will have "
+        "nowhere to go and stay Pending. Affected Workspaces: %(ws)s. Agree with "
+        "their owners first."
+    ),
+    "precheck.replicas_not_whole": _("Replicas must be a whole number."),
+    "precheck.replicas_too_few": _("Replicas must be at least 2 (1 is not sharing)."),
+    "precheck.replicas_change": _(
+        "Replicas %(a)d → %(b)d on %(n)d time-slicing node(s): shared total %(t)d → %(u)d; "
+        "shared quota allocated %(q)d."
+    ),
+    "precheck.replicas_already": _(
+        "The manifest already says %(r)d: the run re-applies and restarts the plugin so every node reflects it."
+    ),
+    "precheck.replicas_increase": _(
+        "Increasing replicas makes the shared Total jump to %(u)d at once while "
+        "quotas stay the same, so Available looks larger (+%(d)d). Check that this "
+        "is intended."
+    ),
+    "precheck.shared_quota_over": _("Allocated shared quota %(q)d would not fit under the new Total %(u)d."),
+    "precheck.fix_lower_shared_quotas": _("Lower shared quotas by %(d)d in total first. Workspaces: %(ws)s."),
+    "precheck.choose_sharing": _("Choose the sharing mode: none or timeslicing."),
+    "precheck.no_such_node": _("No node named %(node)s."),
+    "precheck.new_gpu_node": _("%(node)s has no GPU labels yet; it will get %(t)s=nvidia and %(s)s=%(v)s."),
+    "precheck.already_gpu_node": _("Already a GPU node (%(l)s=%(v)s)."),
+    "precheck.gpu_operator_node": _("Managed by the GPU Operator convention."),
+    "precheck.control_plane_node": _("Control-plane node."),
+    "precheck.mig_configmap_missing": _("ConfigMap %(ns)s/%(name)s (mig-manager's layouts) does not exist."),
+    "precheck.mig_configmap_invalid": _("ConfigMap %(ns)s/%(name)s is not a mig-parted config: %(err)s"),
+    "precheck.no_mig_manager": _(
+        "mig-manager does not run on this node (the GPU Operator labels the nodes it runs on %(label)s=true)."
+    ),
+    "precheck.fix_mig_configmap": _("Install or fix mig-manager's ConfigMap, then start again."),
+    "precheck.mig_would_refuse": _("mig-manager would refuse %(config)s on %(node)s: %(why)s"),
+    "precheck.fix_choose_layout": _("Choose a layout its GPUs can hold."),
+    "precheck.mig_summary": _(
+        "%(node)s: %(label)s=%(now)s (%(state)s) → %(config)s. It advertises %(before)s; after: %(after)s."
+    ),
+    "precheck.mig_already_labelled": _("The node is labelled %(config)s already: mig-manager is not asked again."),
+    "precheck.quota_over": _("Allocated %(res)s quota %(q)d would not fit under its new Total %(u)d."),
+    "precheck.fix_lower_quotas": _(
+        "Lower the %(res)s quotas by %(d)d in total first, or choose another layout. Workspaces: %(ws)s."
     ),
 }

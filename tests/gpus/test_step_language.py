@@ -125,3 +125,30 @@ def test_texts_put_together_keep_each_message_in_the_readers_language():
     assert said_in("ko", record) == "evicting pod a/b\ngpu-1에 축출할 pod가 남아 있지 않습니다"
     sentences = wording.joined([wording.said("step.drained", node="gpu-1"), "Then resume."], " ")
     assert said_in("en", sentences.as_record()) == "no evictable pod left on gpu-1 Then resume."
+
+
+@pytest.mark.parametrize("started_in,read_in", LANGUAGES)
+@pytest.mark.parametrize("code,node,params,prepare", PLANS, ids=[p[0] for p in PLANS])
+def test_a_runs_prechecks_read_in_the_readers_language(
+    twin, admin_client, code, node, params, prepare, started_in, read_in
+):
+    """Step 0 records the pre-checks as the plan showed them: each reader reads every line of
+    them (each check, and the capacity table under it) in their own language."""
+    if prepare:
+        prepare(twin)
+    with translation.override(started_in):
+        run = service.start_run(code, node, params, actor_name="root", dispatch=False)
+        execute_run(run.pk)
+    page = page_in(admin_client, reverse("run_detail", args=[run.pk]), read_in)
+
+    precheck = run.steps.filter(step_key="precheck").exclude(output="").order_by("seq").last()
+    record = (precheck.said or {}).get("output")
+    assert record is not None, f"step 0 of run {code} recorded its pre-checks as text, not as messages"
+    shown, not_shown = said_in(read_in, record), said_in(started_in, record)
+    assert shown != not_shown, "the pre-checks read the same in both languages"
+    lines = [line.strip() for line in shown.splitlines()]
+    for line in lines:
+        assert escape(line) in page, line
+    for line in not_shown.splitlines():
+        if line.strip() not in lines:
+            assert escape(line.strip()) not in page, line
