@@ -152,3 +152,13 @@ def test_a_runs_prechecks_read_in_the_readers_language(
     for line in not_shown.splitlines():
         if line.strip() not in lines:
             assert escape(line.strip()) not in page, line
+
+
+def test_a_precheck_counting_pods_says_the_form_for_its_number_in_each_language():
+    for n, english, korean in (
+        (1, "1 GPU pod on gpu-1 will be evicted (2 pod(s) in all):", "gpu-1의 GPU Pod 1개가 축출(evict)됩니다"),
+        (3, "3 GPU pods on gpu-1 will be evicted (4 pod(s) in all):", "gpu-1의 GPU Pod 3개가 축출(evict)됩니다"),
+    ):
+        record = wording.said("precheck.gpu_pods_evicted", n=n, node="gpu-1", all=n + 1).as_record()
+        assert said_in("en", record) == english
+        assert said_in("ko", record).startswith(korean)
