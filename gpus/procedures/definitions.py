@@ -1345,10 +1345,7 @@ class ProcedureRestore(ProcedureDef):
         relabelled = any(now["labels"].get(k) != v for k, v in labels.items())
         if relabelled or (params.get("uncordon") and now["unschedulable"]):
             return ""
-        return _(
-            "%(node)s is not left cordoned or relabelled by run #%(id)s (or a later run changed it): nothing to "
-            "restore."
-        ) % {"node": node, "id": params.get("restore_of")}
+        return said("precheck.nothing_to_restore", node=node, id=params.get("restore_of"))
 
     def steps(self, params):
         labels = params.get("labels") or {}
@@ -1378,15 +1375,15 @@ class ProcedureRestore(ProcedureDef):
             return [
                 Check(
                     False,
-                    _("A restore is started from the page of the run it undoes."),
-                    _("Open the failed, cancelled or interrupted run and use Restore the node there."),
+                    said("precheck.restore_from_run"),
+                    said("precheck.fix_restore_from_run"),
                 )
             ]
         live = LiveRead.of(gateway)
         try:
             raw = live.get_node(node)
         except NotFound:
-            return [Check(False, _("No node named %(node)s.") % {"node": node})]
+            return [Check(False, said("precheck.no_such_node", node=node))]
         now = node_state(raw, tuple(params.get("labels") or ()))
         labels = ", ".join(f"{k}={v if v is not None else '-'}" for k, v in now["labels"].items())
         if "labels" in params:  # the parameters are complete (from the run's page or a Fix)
@@ -1395,20 +1392,20 @@ class ProcedureRestore(ProcedureDef):
                 return [
                     Check(
                         True,
-                        _("Nothing to do now: %(why)s A run would end without changing anything.") % {"why": reason},
+                        said("precheck.nothing_to_do_now", why=reason),
                         level="info",
                     )
                 ]
         return [
             Check(
                 True,
-                _("%(node)s now: %(labels)s; %(state)s. Run #%(id)s left it so.")
-                % {
-                    "node": node,
-                    "labels": labels,
-                    "state": _("cordoned") if now["unschedulable"] else _("schedulable"),
-                    "id": params["restore_of"],
-                },
+                said(
+                    "precheck.restore_node_now",
+                    node=node,
+                    labels=labels,
+                    state=said("step.cordoned") if now["unschedulable"] else said("step.schedulable"),
+                    id=params["restore_of"],
+                ),
             )
         ]
 
@@ -1448,12 +1445,12 @@ class _Fix(ProcedureDef):
         try:
             reason = self.nothing_to_do(live, node, params)
         except NotFound as exc:
-            return [Check(False, str(exc), _("The object is gone: reload the Health page."))]
+            return [Check(False, str(exc), said("precheck.object_gone"))]
         if reason:
             return [
                 Check(
                     True,
-                    _("Nothing to do now: %(why)s A run would end without changing anything.") % {"why": reason},
+                    said("precheck.nothing_to_do_now", why=reason),
                     level="info",
                 )
             ]
@@ -1508,14 +1505,9 @@ class ProcedureRemoveStale(_Fix):
         res = params.get("stale_resource") or ""
         sharing = (raw["metadata"].get("labels") or {}).get(SHARING_LABEL, "")
         if not vocab.is_stale_resource(sharing, res):
-            return _("%(res)s is the resource %(node)s serves now (%(label)s=%(v)s), not a stale one.") % {
-                "res": res,
-                "node": node,
-                "label": SHARING_LABEL,
-                "v": sharing or "-",
-            }
+            return said("precheck.stale_serves_now", res=res, node=node, label=SHARING_LABEL, v=sharing or "-")
         if not status_patch(raw.get("status") or {}, res):
-            return _("%(res)s is no longer in the status of %(node)s.") % {"res": res, "node": node}
+            return said("precheck.stale_gone", res=res, node=node)
         return ""
 
     def fix_prechecks(self, gateway, node, params):
@@ -1525,11 +1517,7 @@ class ProcedureRemoveStale(_Fix):
         return [
             Check(
                 True,
-                _(
-                    "%(node)s: %(res)s is stale (capacity %(c)s, allocatable %(a)s); the patch removes it "
-                    "from capacity and allocatable. Never delete the kubelet checkpoint file instead."
-                )
-                % {"node": node, "res": res, "c": cap, "a": alloc},
+                said("precheck.stale_found", node=node, res=res, c=cap, a=alloc),
             )
         ]
 
@@ -1583,19 +1571,15 @@ class ProcedureRestartPlugin(_Fix):
         live = LiveRead.of(gateway)
         if _not_reflected(live):
             return ""
-        return _("Every time-slicing node already advertises the configured replicas (%(r)d).") % {
-            "r": ledger_mod.brick_replicas(live.list_configmaps(namespace=PLUGIN_NAMESPACE))
-        }
+        return said(
+            "precheck.replicas_reflected", r=ledger_mod.brick_replicas(live.list_configmaps(namespace=PLUGIN_NAMESPACE))
+        )
 
     def fix_prechecks(self, gateway, node, params):
         return [
             Check(
                 True,
-                _(
-                    "Not reflected on: %(nodes)s. The restart reloads the config on every time-slicing "
-                    "node; their shared GPU pods keep running."
-                )
-                % {"nodes": ", ".join(_not_reflected(LiveRead.of(gateway)))},
+                said("precheck.not_reflected_on", nodes=", ".join(_not_reflected(LiveRead.of(gateway)))),
             )
         ]
 
@@ -1720,12 +1704,9 @@ class ProcedureDeleteFailedPod(_Fix):
         pod = self._pod(gateway, params)
         key = f"{params.get('pod_namespace')}/{params.get('pod_name')}"
         if pod is None:
-            return _("Pod %(pod)s is gone.") % {"pod": key}
+            return said("precheck.pod_gone", pod=key)
         if (pod.get("status") or {}).get("phase") != "Failed":
-            return _("Pod %(pod)s is no longer Failed (%(phase)s).") % {
-                "pod": key,
-                "phase": (pod.get("status") or {}).get("phase") or "?",
-            }
+            return said("precheck.pod_not_failed", pod=key, phase=(pod.get("status") or {}).get("phase") or "?")
         return ""
 
     def fix_prechecks(self, gateway, node, params):
@@ -1739,33 +1720,25 @@ class ProcedureDeleteFailedPod(_Fix):
             return [
                 Check(
                     False,
-                    _(
-                        "Pod %(pod)s is in namespace %(ns)s, which is not a Workspace: the console deletes "
-                        "failed pods only in Workspace namespaces."
-                    )
-                    % {"pod": vocab.pod_key(pod), "ns": ns},
-                    _("Delete it by hand: %(cmd)s") % {"cmd": f"kubectl -n {ns} delete pod {params['pod_name']}"},
+                    said("precheck.pod_not_in_workspace", pod=vocab.pod_key(pod), ns=ns),
+                    said("step.fix_delete_pod", cmd=f"kubectl -n {ns} delete pod {params['pod_name']}"),
                 )
             ]
         owner = live.owners().get(ns, "")
         return [
             Check(
                 True,
-                _("Pod %(pod)s failed on %(node)s: %(reason)s %(message)s")
-                % {
-                    "pod": vocab.pod_key(pod),
-                    "node": node,
-                    "reason": status.get("reason") or "",
-                    "message": status.get("message") or "",
-                },
+                said(
+                    "precheck.pod_failed",
+                    pod=vocab.pod_key(pod),
+                    node=node,
+                    reason=status.get("reason") or "",
+                    message=status.get("message") or "",
+                ),
             ),
             Check(
                 True,
-                _(
-                    "Its owner %(owner)s will see a notice on Workspace %(ns)s saying what happened; the pod "
-                    "must then be recreated by them."
-                )
-                % {"owner": owner or "?", "ns": ns},
+                said("precheck.owner_will_see", owner=owner or "?", ns=ns),
                 level="warn",
             ),
         ]
@@ -1921,7 +1894,7 @@ class ProcedureAddToleration(_Fix):
             and (t.get("value") or "") == taint["value"]
             for t in taints
         ):
-            return _("%(node)s no longer has the taint %(t)s.") % {"node": node, "t": _taint_text(taint)}
+            return said("precheck.taint_gone", node=node, t=_taint_text(taint))
         for name in (manifest_mod.DEFAULT_DAEMONSET, manifest_mod.TS_DAEMONSET):
             try:
                 ds = live.get_daemonset(PLUGIN_NAMESPACE, name)
@@ -1929,19 +1902,19 @@ class ProcedureAddToleration(_Fix):
                 return ""
             if not vocab.tolerates([taint], ds["spec"]["template"]["spec"].get("tolerations")):
                 return ""
-        return _("Both device-plugin DaemonSets already tolerate %(t)s.") % {"t": _taint_text(taint)}
+        return said("precheck.taint_tolerated", t=_taint_text(taint))
 
     def fix_prechecks(self, gateway, node, params):
         cur = manifest_mod.current()
         checks = [
             Check(
                 True,
-                _(
-                    "Manifest v%(v)d gets the toleration %(tol)s in both DaemonSets (a new version), then "
-                    "is applied; the plugin pod can then start on %(node)s and every node with that "
-                    "taint."
-                )
-                % {"v": cur.version, "tol": key_values(manifest_mod.toleration_for(self._taint(params))), "node": node},
+                said(
+                    "precheck.toleration_added",
+                    v=cur.version,
+                    tol=key_values(manifest_mod.toleration_for(self._taint(params))),
+                    node=node,
+                ),
             )
         ]
         try:
@@ -1951,13 +1924,12 @@ class ProcedureAddToleration(_Fix):
                 if d.state != "in-sync"
             ]
         except manifest_mod.ManifestError as exc:
-            return [Check(False, str(exc), _("Fix the managed manifest first (Manifest page)."))]
+            return [Check(False, str(exc), said("precheck.fix_manifest_first"))]
         if drifted:  # e.g. replicas edited by hand: the apply would undo it, so the admin says so first
             checks.append(
                 Check(
                     True,
-                    _("The apply also brings these live objects back to manifest v%(v)d (they differ from it now):")
-                    % {"v": cur.version},
+                    said("precheck.apply_undoes_drift", v=cur.version),
                     level="ack",
                     items=drifted,
                     ack="drift_acknowledged",
@@ -1987,7 +1959,7 @@ class ProcedureUncordon(_Fix):
     def nothing_to_do(self, gateway, node, params):
         if (gateway.get_node(node).get("spec") or {}).get("unschedulable"):
             return ""
-        return _("%(node)s is not cordoned.") % {"node": node}
+        return said("precheck.not_cordoned", node=node)
 
     def fix_prechecks(self, gateway, node, params):
         n = LiveRead.of(gateway).ledger().node(node)
@@ -1995,11 +1967,7 @@ class ProcedureUncordon(_Fix):
         return [
             Check(
                 True,
-                _(
-                    "%(node)s is cordoned: %(n)d logical GPU(s) take no new pods. Uncordon it only when no "
-                    "maintenance is under way on it."
-                )
-                % {"node": node, "n": held},
+                said("precheck.cordoned_holds", node=node, n=held),
                 level="warn",
             )
         ]

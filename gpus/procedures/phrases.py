@@ -294,4 +294,50 @@ PHRASES = {
     "precheck.fix_lower_quotas": _(
         "Lower the %(res)s quotas by %(d)d in total first, or choose another layout. Workspaces: %(ws)s."
     ),
+    "precheck.nothing_to_restore": _(
+        "%(node)s is not left cordoned or relabelled by run #%(id)s (or a later run changed it): nothing to restore."
+    ),
+    "precheck.restore_from_run": _("A restore is started from the page of the run it undoes."),
+    "precheck.fix_restore_from_run": _("Open the failed, cancelled or interrupted run and use Restore the node there."),
+    "precheck.nothing_to_do_now": _("Nothing to do now: %(why)s A run would end without changing anything."),
+    "precheck.restore_node_now": _("%(node)s now: %(labels)s; %(state)s. Run #%(id)s left it so."),
+    "precheck.object_gone": _("The object is gone: reload the Health page."),
+    "precheck.stale_serves_now": _("%(res)s is the resource %(node)s serves now (%(label)s=%(v)s), not a stale one."),
+    "precheck.stale_gone": _("%(res)s is no longer in the status of %(node)s."),
+    "precheck.stale_found": _(
+        "%(node)s: %(res)s is stale (capacity %(c)s, allocatable %(a)s); the patch removes it "
+        "from capacity and allocatable. Never delete the kubelet checkpoint file instead."
+    ),
+    "precheck.replicas_reflected": _("Every time-slicing node already advertises the configured replicas (%(r)d)."),
+    "precheck.not_reflected_on": _(
+        "Not reflected on: %(nodes)s. The restart reloads the config on every time-slicing "
+        "node; their shared GPU pods keep running."
+    ),
+    "precheck.pod_gone": _("Pod %(pod)s is gone."),
+    "precheck.pod_not_failed": _("Pod %(pod)s is no longer Failed (%(phase)s)."),
+    "precheck.pod_not_in_workspace": _(
+        "Pod %(pod)s is in namespace %(ns)s, which is not a Workspace: the console deletes "
+        "failed pods only in Workspace namespaces."
+    ),
+    "precheck.pod_failed": _("Pod %(pod)s failed on %(node)s: %(reason)s %(message)s"),
+    "precheck.owner_will_see": _(
+        "Its owner %(owner)s will see a notice on Workspace %(ns)s saying what happened; the pod "
+        "must then be recreated by them."
+    ),
+    "precheck.taint_gone": _("%(node)s no longer has the taint %(t)s."),
+    "precheck.taint_tolerated": _("Both device-plugin DaemonSets already tolerate %(t)s."),
+    "precheck.toleration_added": _(
+        "Manifest v%(v)d gets the toleration %(tol)s in both DaemonSets (a new version), then "
+        "is applied; the plugin pod can then start on %(node)s and every node with that "
+        "taint."
+    ),
+    "precheck.fix_manifest_first": _("Fix the managed manifest first (Manifest page)."),
+    "precheck.apply_undoes_drift": _(
+        "The apply also brings these live objects back to manifest v%(v)d (they differ from it now):"
+    ),
+    "precheck.not_cordoned": _("%(node)s is not cordoned."),
+    "precheck.cordoned_holds": _(
+        "%(node)s is cordoned: %(n)d logical GPU(s) take no new pods. Uncordon it only when no "
+        "maintenance is under way on it."
+    ),
 }
