@@ -127,8 +127,16 @@ def test_texts_put_together_keep_each_message_in_the_readers_language():
     assert said_in("en", sentences.as_record()) == "no evictable pod left on gpu-1 Then resume."
 
 
+def cordon(twin):
+    twin.cordon("dev-a1-ws04")
+
+
+# Fixes record their pre-checks the same way (one is enough: they share the step).
+FIXES = [("U", "dev-a1-ws04", {}, cordon)]
+
+
 @pytest.mark.parametrize("started_in,read_in", LANGUAGES)
-@pytest.mark.parametrize("code,node,params,prepare", PLANS, ids=[p[0] for p in PLANS])
+@pytest.mark.parametrize("code,node,params,prepare", PLANS + FIXES, ids=[p[0] for p in PLANS + FIXES])
 def test_a_runs_prechecks_read_in_the_readers_language(
     twin, admin_client, code, node, params, prepare, started_in, read_in
 ):
@@ -162,3 +170,22 @@ def test_a_precheck_counting_pods_says_the_form_for_its_number_in_each_language(
         record = wording.said("precheck.gpu_pods_evicted", n=n, node="gpu-1", all=n + 1).as_record()
         assert said_in("en", record) == english
         assert said_in("ko", record).startswith(korean)
+
+
+@pytest.mark.parametrize("language", ["en", "ko"])
+def test_the_plan_page_and_the_terminal_show_the_prechecks_in_the_current_language(
+    twin, admin_client, capsys, language
+):
+    from django.core.management import call_command
+
+    summary = {
+        "en": "dev-a1-ws04: exclusive, 1 physical GPU(s), sharing label none",
+        "ko": "dev-a1-ws04: exclusive, 물리 GPU 1개, sharing 라벨 none",
+    }
+    other = "ko" if language == "en" else "en"
+    page = page_in(admin_client, reverse("wizard_plan", args=["A"]) + "?node=dev-a1-ws04", language)
+    assert escape(summary[language]) in page and escape(summary[other]) not in page
+    with translation.override(language):
+        call_command("procedure", "plan", "A", "--node", "dev-a1-ws04")
+    out = capsys.readouterr().out
+    assert summary[language] in out and summary[other] not in out
