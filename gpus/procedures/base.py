@@ -44,7 +44,11 @@ class Check:
     An "ack" check names the plan-page confirmation it needs (``ack``: a Param of the
     procedure declared with ``confirm="ack"``; "" = every such Param), optionally with its
     own checkbox text (``ack_label``) and a number the acknowledgement must cover
-    (``ack_count``: the checkbox carries it, and a later count above it is not covered)."""
+    (``ack_count``: the checkbox carries it, and a later count above it is not covered).
+
+    ``detail``, ``fix`` and ``items`` are text or messages (brickadmin/wording.py ``said()``): a
+    page or the terminal shows a message in its current language; step 0 of a run records it as
+    a message, so each reader of the run reads it in theirs."""
 
     ok: bool
     detail: str = ""
