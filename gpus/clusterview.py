@@ -232,6 +232,7 @@ def stored_view(*, live: bool = False) -> StoredView:
             physical=r.physical,
             cordoned_logical=r.cordoned_logical,
             nodes=r.nodes,
+            sharing_strategy=r.sharing_strategy,
         )
         for r in ViewTypeRow.objects.all()
     ]

@@ -395,6 +395,7 @@ class ViewTypeRow(models.Model):
     physical = models.IntegerField(default=0)
     cordoned_logical = models.IntegerField(default=0)
     nodes = models.IntegerField(default=0)
+    sharing_strategy = models.CharField(max_length=16, default="none")  # none | time-slicing | mps
 
     class Meta:
         ordering = ["position"]
