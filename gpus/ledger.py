@@ -268,6 +268,8 @@ class ResourceRow:
     shared_on: list[list[Any]] = field(default_factory=list)
     # MIG strategy single: nodes where this plain resource is MIG devices ([node, profile, logical]).
     mig_on: list[list[Any]] = field(default_factory=list)
+    # Nodes that share this resource by MPS, not time-slicing ([node, replicas, logical]).
+    mps_on: list[list[Any]] = field(default_factory=list)
 
     @property
     def available(self) -> int:
@@ -293,6 +295,23 @@ class ResourceRow:
     def shared_replicas(self) -> list[int]:
         """The replicas of the nodes where this resource is time-sliced."""
         return sorted({int(r) for _n, r, _l in self.shared_on})
+
+    @property
+    def time_sliced_on(self) -> list[list[Any]]:
+        """shared_on without the nodes that share by MPS."""
+        mps = {node for node, _r, _l in self.mps_on}
+        return [entry for entry in self.shared_on if entry[0] not in mps]
+
+    @property
+    def sharing_strategy(self) -> str:
+        """MPS when every replica of this resource is an MPS one; else time-slicing when it is
+        replicated anywhere; else none."""
+        mps = sum(n for _node, _r, n in self.mps_on)
+        if mps and mps >= self.logical:
+            return MPS
+        if self.gpu_type in (SHARED, MIXED) or self.shared_logical:
+            return TIME_SLICING
+        return SHARING_NONE
 
 
 @dataclass(slots=True)
@@ -820,7 +839,7 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
     # counts a node's physical GPUs only once some node served that type: see _contribution).
     by_type: dict[tuple[str, str], TypeRow] = {}
     by_resource: dict[str, ResourceRow] = {}
-    for _key, _line, (served, physical) in entries:
+    for _key, line, (served, physical) in entries:
         for row_key, resource, allocatable, requested, cordoned, shared_on, mig_on in served:
             row = by_type.get(row_key)
             if row is None:
@@ -840,6 +859,8 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
                 rrow.shared_on.append(list(shared_on))
             if mig_on:
                 rrow.mig_on.append(list(mig_on))
+            if row_key[2] == MPS and allocatable:
+                rrow.mps_on.append([line.name, line.resources[resource].replicas, allocatable])
         for row_key, count in physical:
             if row_key in by_type:
                 by_type[row_key].physical += count

@@ -272,6 +272,7 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0, fence: 
                 shared_logical=r.shared_logical,
                 shared_on=r.shared_on,
                 mig_on=r.mig_on,
+                mps_on=r.mps_on,
             )
             for i, r in enumerate(led.by_resource)
         )

@@ -128,3 +128,16 @@ def test_nodes_page_names_mps_apart_from_time_slicing(sharing, admin_client):
         assert re.search(rf"\b{name} [A-Za-z0-9 ]*? {shown} ", html), (name, shown)
     detail = _text(admin_client.get(reverse("node_detail", args=["gpu-mps"])).content)
     assert "Mode : MPS" in detail or "Mode: MPS" in detail
+
+
+def test_availability_and_the_dashboard_say_mps_not_time_slicing(sharing, admin_client):
+    led = ledger.compute(take_snapshot(sharing, use_prometheus=False))
+    renamed = led.resource("nvidia.com/gpu.shared")  # MPS renamed beside time-slicing renamed
+    assert sorted(renamed.mps_on) == [["gpu-mps-renamed", 2, 2]]
+    assert renamed.sharing_strategy == "time-slicing"  # 6 of its 8 are time-sliced
+    gpu = led.resource("nvidia.com/gpu")
+    assert [n for n, _r, _l in gpu.mps_on] == ["gpu-mps", "gpu-single-mps"]
+    assert [n for n, _r, _l in gpu.time_sliced_on] == ["gpu-ts"]
+    html = _text(admin_client.get(reverse("availability")).content)
+    assert "Shared by MPS (each replica a share of the GPU's compute and memory) on: gpu-mps (replicas 4: 8)" in html
+    assert "Time-sliced (shared, no memory isolation) on: gpu-ts (replicas 4: 8)" in html
