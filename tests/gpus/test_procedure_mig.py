@@ -252,9 +252,12 @@ def test_a_cluster_policy_that_names_no_configmap_leaves_the_default(mig, admin_
 def test_a_missing_configmap_is_named_as_the_cluster_policy_names_it(mig, admin_client):
     from django.urls import reverse
 
+    from gpus.procedures.definitions import mig_configs
+
     cluster_policy(mig, "nowhere-mig-config")
     page = admin_client.get(reverse("wizard_pick", args=["M"]), {"node": NODE}).content.decode()
-    assert "nowhere-mig-config" in page and "does not exist" in page
+    assert "all-3g.40gb" not in page  # not the default ConfigMap's layouts: mig-manager reads another
+    assert mig_configs(mig) == ({}, "ConfigMap gpu-operator/nowhere-mig-config (mig-manager's layouts) does not exist.")
 
 
 DEFAULT_LAYOUTS = "default-mig-parted-config"  # the GPU Operator's
