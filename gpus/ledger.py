@@ -519,6 +519,7 @@ def node_ledger(
     whole_gpus = sum(1 for d in devs if not d.get("mig")) if devs else physical
     if shared_line and shared_line.allocatable and whole_gpus:
         replicas = max(1, shared_line.allocatable // whole_gpus)
+        shared_line.replicas = replicas  # what the running plugin serves, not what the config now says
     in_use = _devices_in_use(devs, resources, replicas, device_source)
     physical_used = len(in_use)
     if not devs:
