@@ -141,3 +141,14 @@ def test_availability_and_the_dashboard_say_mps_not_time_slicing(sharing, admin_
     html = _text(admin_client.get(reverse("availability")).content)
     assert "Shared by MPS (each replica a share of the GPU's compute and memory) on: gpu-mps (replicas 4: 8)" in html
     assert "Time-sliced (shared, no memory isolation) on: gpu-ts (replicas 4: 8)" in html
+
+
+def test_jobs_are_refused_on_shared_nodes_with_the_strategy_named(sharing):
+    from workspaces import services
+
+    led = ledger.compute(take_snapshot(sharing, use_prometheus=False))
+    options = {o.name: (o.selectable, str(o.reason)) for o in services.job_node_options(led)}
+    assert options["gpu-mps"] == (False, "MPS nodes do not support Jobs")
+    assert options["gpu-ts"] == (False, "Time-slicing nodes do not support Jobs")
+    assert options["gpu-mixed-ts"] == (False, "MIG nodes do not support Jobs")
+    assert options["gpu-exclusive"][0] is True
