@@ -757,9 +757,9 @@ def _physical_by_type(n: NodeLedger) -> dict[RowKey, int]:
     geometry (its devices over the most one GPU holds), within the node's physical count."""
     mig_lines = [r for r in n.served if r.gpu_type.startswith("mig-") and r.capacity]
     if not mig_lines:
-        whole = next((r for r in n.served if r.gpu_type in (EXCLUSIVE, SHARED) and r.capacity), None)
-        if whole is not None:
-            return {(n.model, whole.gpu_type, whole.sharing_strategy): n.physical}
+        whole_line = next((r for r in n.served if r.gpu_type in (EXCLUSIVE, SHARED) and r.capacity), None)
+        if whole_line is not None:
+            return {(n.model, whole_line.gpu_type, whole_line.sharing_strategy): n.physical}
         return {(n.model, SHARED if n.mode == "timeslicing" else EXCLUSIVE, n.sharing_strategy): n.physical}
     out: dict[RowKey, int] = {}
     left = n.physical
@@ -838,7 +838,7 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
 
     # The totals: the nodes' contributions added up in the nodes' order (a model × type row
     # counts a node's physical GPUs only once some node served that type: see _contribution).
-    by_type: dict[tuple[str, str], TypeRow] = {}
+    by_type: dict[RowKey, TypeRow] = {}
     by_resource: dict[str, ResourceRow] = {}
     for _key, line, (served, physical) in entries:
         for row_key, resource, allocatable, requested, cordoned, shared_on, mig_on in served:
