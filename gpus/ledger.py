@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from brickadmin.cluster import mig as mig_geometry
 from brickadmin.cluster import vocabulary as vocab
-from brickadmin.cluster.deviceplugin import pod_gpu_requests
+from brickadmin.cluster.deviceplugin import pod_gpu_requests, sharing_strategy
 from brickadmin.cluster.vocabulary import (
     DEVICE_PLUGIN_CONFIG_LABEL as OPERATOR_CONFIG_LABEL,
 )
@@ -401,6 +401,19 @@ def brick_replicas(configmaps: list[KubeObject]) -> int:
     return 1 if replicas is None else max(1, replicas)
 
 
+def brick_sharing_strategy(configmaps: list[KubeObject]) -> str:
+    """How the plugin of the BRICK time-slicing ConfigMap shares its GPUs: MPS when that
+    config shares by MPS (sharing.mps, api/config/v1/sharing.go), else time-slicing."""
+    for cm in configmaps:
+        if cm.get("kind", "ConfigMap") == "ConfigMap" and cm["metadata"]["name"] == vocab.TS_CONFIGMAP:
+            try:
+                strategy = sharing_strategy((cm.get("data") or {}).get(vocab.PLUGIN_CONFIG_KEY) or "")
+            except Exception:  # noqa: BLE001  (a config that is not YAML: the plugin refuses it, nothing is shared)
+                return TIME_SLICING
+            return MPS if strategy == MPS else TIME_SLICING
+    return TIME_SLICING
+
+
 # The plugin states in which no plugin serves the node's GPUs.
 PLUGIN_DOWN = ("missing", "pending", "crashlooping")
 
@@ -436,6 +449,7 @@ def node_ledger(
     *,
     pods: Sequence[KubeObject] = (),
     plugin_pods: Sequence[KubeObject] = (),
+    brick_sharing: str = TIME_SLICING,
 ) -> NodeLedger:
     meta = node["metadata"]
     labels = meta.get("labels") or {}
@@ -471,7 +485,7 @@ def node_ledger(
         if mig_profile and name in (GPU, GPU_SHARED):
             gtype = "mig-" + mig_profile
         stale = convention == "brick" and vocab.is_stale_resource(sharing, name)
-        line_replicas, line_sharing = _line_sharing(name, gtype, convention, labels, replicas)
+        line_replicas, line_sharing = _line_sharing(name, gtype, convention, labels, replicas, brick_sharing)
         resources[name] = ResourceLine(
             resource=name,
             gpu_type=gtype,
@@ -558,7 +572,7 @@ def node_ledger(
 
 
 def _line_sharing(
-    resource: str, gpu_type: str, convention: str, labels: dict[str, str], node_replicas: int
+    resource: str, gpu_type: str, convention: str, labels: dict[str, str], node_replicas: int, brick_sharing: str
 ) -> tuple[int, str]:
     """(replicas, sharing strategy) of one resource a node serves. GFD labels each resource
     under its own name, before any rename (internal/lm/resource.go): nvidia.com/mig-1g.5gb.shared
@@ -569,7 +583,7 @@ def _line_sharing(
     base = resource.removesuffix(SHARED_SUFFIX)
     renamed = base != resource
     if convention == "brick":
-        return (max(node_replicas, 1), TIME_SLICING) if gpu_type == SHARED else (1, SHARING_NONE)
+        return (max(node_replicas, 1), brick_sharing) if gpu_type == SHARED else (1, SHARING_NONE)
     labelled = label_int(labels.get(f"{base}.replicas"), 0)
     strategy = labels.get(f"{base}.sharing-strategy", "")
     whole_shared = gpu_type == SHARED or (resource in (GPU, GPU_SHARED) and node_replicas > 1)
@@ -805,12 +819,13 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
     for p in snapshot.plugin_pods:
         plugin_pods_by_node[(p.get("spec") or {}).get("nodeName", "")].append(p)
     ts_replicas = brick_replicas(snapshot.plugin_configmaps)
+    brick_sharing = brick_sharing_strategy(snapshot.plugin_configmaps)
 
     kept = {}
     for node in snapshot.nodes:
         name = node["metadata"]["name"]
         pods, plugin_pods = pods_by_node.get(name, []), plugin_pods_by_node.get(name, [])
-        key = (node, pods, plugin_pods, snapshot.devices.get(name), snapshot.device_source, ts_replicas)
+        key = (node, pods, plugin_pods, snapshot.devices.get(name), snapshot.device_source, ts_replicas, brick_sharing)
         last = memo.get(name) if memo is not None else None
         if last is not None and last[0] == key:
             entry = last
@@ -827,6 +842,7 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
                 ts_replicas,
                 pods=pods,
                 plugin_pods=plugin_pods,
+                brick_sharing=brick_sharing,
             )
             entry = (key, line, _contribution(line))
         kept[name] = entry

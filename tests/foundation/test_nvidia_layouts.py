@@ -392,3 +392,22 @@ def test_gfd_mig_strategy_single_labels_as_upstream(hw, want):
 )
 def test_gfd_sanitises_the_model_into_the_product_label(model, product):
     assert dp.gfd_labels(mock(model=model), "version: v1\n")[vocab.GPU_PRODUCT_LABEL] == product
+
+
+def test_a_brick_time_slicing_configmap_that_shares_by_mps_is_mps():
+    import dataclasses
+
+    from .inmemory import node as brick_node
+    from .inmemory import ts_config
+
+    mps = ts_config(3)
+    mps["data"]["config.yaml"] = mps["data"]["config.yaml"].replace("timeSlicing", "mps")
+    sliced = brick_node("ts-1", sharing="timeslicing", physical=2, resources={SHARED: (6, 6)})
+    snap = dataclasses.replace(snapshot([sliced]), plugin_configmaps=[mps])
+    led = ledger.compute(snap)
+    n = led.node("ts-1")
+    assert (n.sharing_strategy, n.replicas, n.logical, n.physical) == ("mps", 3, 6, 2)
+    assert [(r.label, r.logical, r.physical) for r in led.by_type] == [("NVIDIA A30 (MPS)", 6, 2)]
+    # the same node under the time-slicing config stays time-slicing
+    plain = ledger.compute(snapshot([sliced]))
+    assert [(r.label, r.sharing_strategy) for r in plain.by_type] == [("NVIDIA A30 (Shared)", "time-slicing")]
