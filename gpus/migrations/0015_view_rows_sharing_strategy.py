@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('gpus', '0014_view_fencing_service_beat'),
+        ("gpus", "0014_view_fencing_service_beat"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='viewresourcerow',
-            name='mps_on',
+            model_name="viewresourcerow",
+            name="mps_on",
             field=models.JSONField(blank=True, default=list),
         ),
         migrations.AddField(
-            model_name='viewtyperow',
-            name='sharing_strategy',
-            field=models.CharField(default='none', max_length=16),
+            model_name="viewtyperow",
+            name="sharing_strategy",
+            field=models.CharField(default="none", max_length=16),
         ),
     ]
