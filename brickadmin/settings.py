@@ -281,6 +281,9 @@ BRICK_WORKSPACE_POD_SECURITY = os.environ.get("BRICK_WORKSPACE_POD_SECURITY", ""
 if BRICK_WORKSPACE_POD_SECURITY not in ("", "privileged", "baseline", "restricted"):
     raise RuntimeError("BRICK_WORKSPACE_POD_SECURITY must be privileged, baseline, restricted or empty")
 BRICK_IDLE_HOURS = float(os.environ.get("BRICK_IDLE_HOURS", "24"))
+# mig-manager's layouts ConfigMap when the GPU Operator's ClusterPolicy cannot be read (it names it
+# in spec.migManager.config.name); empty: the ClusterPolicy's, else default-mig-parted-config
+BRICK_MIG_PARTED_CONFIGMAP = os.environ.get("BRICK_MIG_PARTED_CONFIGMAP", "").strip()
 BRICK_IDLE_UTILISATION_PERCENT = float(os.environ.get("BRICK_IDLE_UTILISATION_PERCENT", "5"))
 # Pages call the watcher down (numbers may be out of date) after this long without a heartbeat.
 BRICK_WATCHER_STALE_SECONDS = float(os.environ.get("BRICK_WATCHER_STALE_SECONDS", "30"))

@@ -232,6 +232,7 @@ def stored_view(*, live: bool = False) -> StoredView:
             physical=r.physical,
             cordoned_logical=r.cordoned_logical,
             nodes=r.nodes,
+            sharing_strategy=r.sharing_strategy,
         )
         for r in ViewTypeRow.objects.all()
     ]
@@ -244,6 +245,7 @@ def stored_view(*, live: bool = False) -> StoredView:
             shared_logical=r.shared_logical,
             shared_on=r.shared_on or [],
             mig_on=r.mig_on or [],
+            mps_on=r.mps_on or [],
         )
         for r in ViewResourceRow.objects.all()
     ]
@@ -300,7 +302,7 @@ def nodes_serving(resource: str) -> list[ServingNode]:
     )
     out = []
     for name, cordoned, model, ready, resources in rows:
-        for res, _type, _capacity, allocatable, _requested, stale in resources or []:
+        for res, _type, _capacity, allocatable, _requested, stale, *_sharing in resources or []:
             if res == resource and allocatable and not stale:
                 out.append(ServingNode(name, model or "", int(allocatable), bool(ready) and not cordoned))
     out.sort(key=lambda n: (not n.schedulable, n.name))

@@ -68,8 +68,10 @@ def build(snapshot, led: L.Ledger, configmaps: list[dict]) -> Evidence:
     now = snapshot.taken_at
     gpu_names = {n.name for n in led.nodes}
     strategies = []
-    if any(n.mode == "timeslicing" and n.logical for n in led.nodes):
+    if any(n.mode == "timeslicing" and n.sharing_strategy != L.MPS and n.logical for n in led.nodes):
         strategies.append("time-slicing")
+    if any(n.sharing_strategy == L.MPS and n.logical for n in led.nodes):
+        strategies.append("MPS")
     mig_nodes = [n for n in led.nodes if any(r.gpu_type.startswith("mig-") and r.allocatable for r in n.served)]
     if mig_nodes:
         strategies.append("MIG")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from brickadmin.cluster import mig as mig_geometry
 from brickadmin.cluster import vocabulary as vocab
-from brickadmin.cluster.deviceplugin import pod_gpu_requests
+from brickadmin.cluster.deviceplugin import pod_gpu_requests, sharing_strategy
 from brickadmin.cluster.vocabulary import (
     DEVICE_PLUGIN_CONFIG_LABEL as OPERATOR_CONFIG_LABEL,
 )
@@ -48,6 +48,11 @@ if TYPE_CHECKING:
 RawDevice: TypeAlias = dict[str, Any]
 
 EXCLUSIVE, SHARED = "exclusive", "shared"
+# How a replicated resource is shared: GFD's nvidia.com/<resource>.sharing-strategy values
+# (api/config/v1/sharing.go). MPS is a strategy of its own, never shown as time-slicing.
+SHARING_NONE, TIME_SLICING, MPS = "none", "time-slicing", "mps"
+SHARING_STRATEGIES = (SHARING_NONE, TIME_SLICING, MPS)
+SHARED_SUFFIX = ".shared"  # renameByDefault: <resource>.shared (api/config/v1 DefaultSharedRename)
 MIXED = "mixed"  # plain nvidia.com/gpu that is whole on some nodes and time-sliced on others (GPU Operator)
 # The conventional GPU taint keeps CPU pods off GPU nodes, and cordon's own taint is
 # shown as "cordoned" (DaemonSets tolerate it): neither is news on a GPU node.
@@ -55,22 +60,26 @@ IGNORED_TAINTS = {GPU, UNSCHEDULABLE_TAINT_KEY}
 
 
 def gpu_type_of(resource: str, node_shared_plain: bool = False) -> str:
-    """'exclusive', 'shared' or 'mig-<profile>' for a resource name on a node."""
+    """'exclusive', 'shared' or 'mig-<profile>' for a resource name on a node. A MIG
+    resource renamed by renameByDefault (nvidia.com/mig-<profile>.shared) is still its profile."""
     if resource == GPU_SHARED:
         return SHARED
     if resource.startswith(MIG_PREFIX):
-        return "mig-" + resource[len(MIG_PREFIX) :]
+        return "mig-" + resource[len(MIG_PREFIX) :].removesuffix(SHARED_SUFFIX)
     if resource == GPU:
         return SHARED if node_shared_plain else EXCLUSIVE
     return ""
 
 
-def type_label(model: str, gpu_type: str) -> str:
-    """How the Dashboard names a row: 'NVIDIA A30', 'NVIDIA A30 (Shared)', 'NVIDIA A30 MIG 1g.5gb'."""
+def type_label(model: str, gpu_type: str, sharing_strategy: str = "") -> str:
+    """How the Dashboard names a row: 'NVIDIA A30', 'NVIDIA A30 (Shared)', 'NVIDIA A30 (MPS)',
+    'NVIDIA A30 MIG 1g.5gb', 'NVIDIA A30 MIG 1g.5gb (Shared)' (time-sliced MIG devices)."""
+    suffix = " (MPS)" if sharing_strategy == MPS else " (Shared)"
     if gpu_type == SHARED:
-        return f"{model} (Shared)"
+        return model + suffix
     if gpu_type.startswith("mig-"):
-        return f"{model} MIG {gpu_type[4:]}"
+        shared = sharing_strategy in (TIME_SLICING, MPS)
+        return f"{model} MIG {gpu_type[4:]}" + (suffix if shared else "")
     return model
 
 
@@ -82,6 +91,10 @@ class ResourceLine:
     allocatable: int
     requested: int = 0
     stale: bool = False  # the other mode's resource, left behind by kubelet
+    # Devices the plugin makes of each GPU or MIG device it replicates (1: not replicated),
+    # and how it shares them (SHARING_NONE, TIME_SLICING or MPS).
+    replicas: int = 1
+    sharing_strategy: str = SHARING_NONE
 
     @property
     def stale_severity(self) -> str:
@@ -169,6 +182,13 @@ class NodeLedger:
     # device plugin refuses the node's layout ("" when it does not).
     mig_profile: str = ""
     mig_error: str = ""
+    # How the node's plugin shares what it replicates: SHARING_NONE, TIME_SLICING or MPS.
+    sharing_strategy: str = SHARING_NONE
+
+    @property
+    def shared_replicas(self) -> int:
+        """The most replicas any resource the node serves has (1: nothing is replicated)."""
+        return max([r.replicas for r in self.served if r.sharing_strategy != SHARING_NONE] or [1])
 
     @property
     def taints(self) -> list[Taint]:
@@ -224,10 +244,11 @@ class TypeRow:
     physical: int = 0
     cordoned_logical: int = 0
     nodes: int = 0
+    sharing_strategy: str = SHARING_NONE  # how the row's GPUs are shared (MPS is a row of its own)
 
     @property
     def label(self) -> str:
-        return type_label(self.model, self.gpu_type)
+        return type_label(self.model, self.gpu_type, self.sharing_strategy)
 
 
 @dataclass(slots=True)
@@ -247,6 +268,8 @@ class ResourceRow:
     shared_on: list[list[Any]] = field(default_factory=list)
     # MIG strategy single: nodes where this plain resource is MIG devices ([node, profile, logical]).
     mig_on: list[list[Any]] = field(default_factory=list)
+    # Nodes that share this resource by MPS, not time-slicing ([node, replicas, logical]).
+    mps_on: list[list[Any]] = field(default_factory=list)
 
     @property
     def available(self) -> int:
@@ -272,6 +295,23 @@ class ResourceRow:
     def shared_replicas(self) -> list[int]:
         """The replicas of the nodes where this resource is time-sliced."""
         return sorted({int(r) for _n, r, _l in self.shared_on})
+
+    @property
+    def time_sliced_on(self) -> list[list[Any]]:
+        """shared_on without the nodes that share by MPS."""
+        mps = {node for node, _r, _l in self.mps_on}
+        return [entry for entry in self.shared_on if entry[0] not in mps]
+
+    @property
+    def sharing_strategy(self) -> str:
+        """MPS when every replica of this resource is an MPS one; else time-slicing when it is
+        replicated anywhere; else none."""
+        mps = sum(n for _node, _r, n in self.mps_on)
+        if mps and mps >= self.logical:
+            return MPS
+        if self.gpu_type in (SHARED, MIXED) or self.shared_logical:
+            return TIME_SLICING
+        return SHARING_NONE
 
 
 @dataclass(slots=True)
@@ -335,10 +375,15 @@ def is_gpu_node(node: KubeObject) -> bool:
 
 
 def _operator_shared(labels: dict[str, str]) -> bool:
-    if labels.get(vocab.GPU_SHARING_STRATEGY_LABEL) == "time-slicing":
+    """Whether plain nvidia.com/gpu is replicated on a GPU Operator node. GFD's labels say so
+    when present; the config's name is only a guess for a node GFD has not labelled (a config
+    named "mig-mixed-time-slicing" may replicate MIG devices only)."""
+    if labels.get(vocab.GPU_SHARING_STRATEGY_LABEL) in (TIME_SLICING, MPS):
         return True
     if label_int(labels.get(vocab.GPU_REPLICAS_LABEL), 1) > 1:
         return True
+    if vocab.GPU_SHARING_STRATEGY_LABEL in labels or vocab.GPU_REPLICAS_LABEL in labels:
+        return False
     return "time-slicing" in labels.get(OPERATOR_CONFIG_LABEL, "")
 
 
@@ -354,6 +399,19 @@ def brick_replicas(configmaps: list[KubeObject]) -> int:
     """Replicas in the BRICK time-slicing ConfigMap (1 when absent)."""
     replicas = configmap_replicas(configmaps)
     return 1 if replicas is None else max(1, replicas)
+
+
+def brick_sharing_strategy(configmaps: list[KubeObject]) -> str:
+    """How the plugin of the BRICK time-slicing ConfigMap shares its GPUs: MPS when that
+    config shares by MPS (sharing.mps, api/config/v1/sharing.go), else time-slicing."""
+    for cm in configmaps:
+        if cm.get("kind", "ConfigMap") == "ConfigMap" and cm["metadata"]["name"] == vocab.TS_CONFIGMAP:
+            try:
+                strategy = sharing_strategy((cm.get("data") or {}).get(vocab.PLUGIN_CONFIG_KEY) or "")
+            except Exception:  # noqa: BLE001  (a config that is not YAML: the plugin refuses it, nothing is shared)
+                return TIME_SLICING
+            return MPS if strategy == MPS else TIME_SLICING
+    return TIME_SLICING
 
 
 # The plugin states in which no plugin serves the node's GPUs.
@@ -391,6 +449,7 @@ def node_ledger(
     *,
     pods: Sequence[KubeObject] = (),
     plugin_pods: Sequence[KubeObject] = (),
+    brick_sharing: str = TIME_SLICING,
 ) -> NodeLedger:
     meta = node["metadata"]
     labels = meta.get("labels") or {}
@@ -426,6 +485,7 @@ def node_ledger(
         if mig_profile and name in (GPU, GPU_SHARED):
             gtype = "mig-" + mig_profile
         stale = convention == "brick" and vocab.is_stale_resource(sharing, name)
+        line_replicas, line_sharing = _line_sharing(name, gtype, convention, labels, replicas, brick_sharing)
         resources[name] = ResourceLine(
             resource=name,
             gpu_type=gtype,
@@ -433,6 +493,8 @@ def node_ledger(
             allocatable=quantity(allocatable.get(name, 0)),
             requested=pods_requests.get(name, 0),
             stale=stale,
+            replicas=line_replicas,
+            sharing_strategy=line_sharing,
         )
     for name, amount in pods_requests.items():  # pods holding a resource the node no longer lists
         if name not in resources:
@@ -450,6 +512,10 @@ def node_ledger(
     else:
         mode = "exclusive" if resources else "unlabelled"
 
+    node_sharing = next(
+        (r.sharing_strategy for r in resources.values() if not r.stale and r.sharing_strategy != SHARING_NONE),
+        SHARING_NONE,
+    )
     devs = devices or []
     model = _node_model(labels, devs)
     if devs:
@@ -467,6 +533,7 @@ def node_ledger(
     whole_gpus = sum(1 for d in devs if not d.get("mig")) if devs else physical
     if shared_line and shared_line.allocatable and whole_gpus:
         replicas = max(1, shared_line.allocatable // whole_gpus)
+        shared_line.replicas = replicas  # what the running plugin serves, not what the config now says
     in_use = _devices_in_use(devs, resources, replicas, device_source)
     physical_used = len(in_use)
     if not devs:
@@ -500,7 +567,30 @@ def node_ledger(
         raw_plugin_pods=list(plugin_pods),
         mig_profile=mig_profile,
         mig_error=mig_error,
+        sharing_strategy=node_sharing,
     )
+
+
+def _line_sharing(
+    resource: str, gpu_type: str, convention: str, labels: dict[str, str], node_replicas: int, brick_sharing: str
+) -> tuple[int, str]:
+    """(replicas, sharing strategy) of one resource a node serves. GFD labels each resource
+    under its own name, before any rename (internal/lm/resource.go): nvidia.com/mig-1g.5gb.shared
+    is described by nvidia.com/mig-1g.5gb.replicas and .sharing-strategy. A renamed resource
+    or a plain one on a time-sliced node is replicated even where GFD's labels are missing."""
+    if gpu_type not in (SHARED,) and not gpu_type.startswith("mig-"):
+        return 1, SHARING_NONE
+    base = resource.removesuffix(SHARED_SUFFIX)
+    renamed = base != resource
+    if convention == "brick":
+        return (max(node_replicas, 1), brick_sharing) if gpu_type == SHARED else (1, SHARING_NONE)
+    labelled = label_int(labels.get(f"{base}.replicas"), 0)
+    strategy = labels.get(f"{base}.sharing-strategy", "")
+    whole_shared = gpu_type == SHARED or (resource in (GPU, GPU_SHARED) and node_replicas > 1)
+    replicas = labelled if labelled > 1 else (node_replicas if whole_shared else 1)
+    if not (replicas > 1 or renamed or gpu_type == SHARED):
+        return 1, SHARING_NONE
+    return max(replicas, 1), strategy if strategy in (TIME_SLICING, MPS) else TIME_SLICING
 
 
 def _ready(status: KubeObject) -> bool:
@@ -527,8 +617,10 @@ def _physical_from_mig(
     """Physical GPUs under MIG strategy single: the MIG devices (the node's capacity, else
     GFD's overridden gpu.count) over the most one GPU of the model holds (mig.py), at least
     one GPU per device's share of the GPU's seven (or four) compute slices."""
-    served = sum(r.capacity for r in resources.values() if not r.stale and r.gpu_type == "mig-" + profile)
-    devices = math.ceil(served / max(replicas, 1)) if served else label_int(labels.get(vocab.GPU_COUNT_LABEL), 0)
+    lines = [r for r in resources.values() if not r.stale and r.gpu_type == "mig-" + profile]
+    # each line's own replicas: time-sliced MIG devices are replicas x devices
+    served = sum(math.ceil(r.capacity / max(r.replicas if r.replicas > 1 else replicas, 1)) for r in lines)
+    devices = served or label_int(labels.get(vocab.GPU_COUNT_LABEL), 0)
     if not devices or not profile:
         return 0
     per_gpu = mig_geometry.max_per_gpu(model, profile) or max(1, 7 // (mig_geometry.compute_slices(profile) or 7))
@@ -547,7 +639,7 @@ def _derived_physical_used(resources: dict[str, ResourceLine], replicas: int, ph
         if r.gpu_type == EXCLUSIVE:
             used += r.requested
         elif r.gpu_type == SHARED:
-            used += math.ceil(r.requested / max(replicas, 1))
+            used += math.ceil(r.requested / max(r.replicas if r.replicas > 1 else replicas, 1))
         elif r.gpu_type.startswith("mig-") and r.requested:
             used += 1
     return min(used, physical)
@@ -572,7 +664,8 @@ def _devices_in_use(
         elif r.gpu_type == SHARED:
             used.update(whole[: math.ceil(r.requested / max(replicas, 1))])
         elif r.gpu_type.startswith("mig-"):
-            profile, left = r.gpu_type[4:], r.requested
+            # replicated MIG devices: a device holds ``replicas`` requests
+            profile, left = r.gpu_type[4:], math.ceil(r.requested / max(r.replicas, 1))
             for i, d in enumerate(devs):
                 n = (d.get("mig") or []).count(profile)
                 if n and left > 0:
@@ -583,7 +676,7 @@ def _devices_in_use(
 
 # --- the whole cluster --------------------------------------------------------
 
-RowKey: TypeAlias = tuple[str, str]  # (model, GPU type): a Dashboard row
+RowKey: TypeAlias = tuple[str, str, str]  # (model, GPU type, sharing strategy): a Dashboard row
 # One served resource of a node: (row, resource, allocatable, requested, cordoned,
 # [node, replicas, logical] when time-sliced without a rename, [node, profile, logical] under MIG single)
 Served: TypeAlias = tuple[RowKey, str, int, int, bool, tuple[str, int, int] | None, tuple[str, str, int] | None]
@@ -641,43 +734,69 @@ def _contribution(n: NodeLedger) -> Contribution:
             if (n.mig_profile and r.gpu_type.startswith("mig-") and r.resource in (GPU, GPU_SHARED) and r.allocatable)
             else None
         )
-        served.append(((n.model, r.gpu_type), r.resource, r.allocatable, r.requested, n.cordoned, shared, mig_on))
-    physical: dict[tuple[str, str], int] = {}
+        row_key = (n.model, r.gpu_type, r.sharing_strategy)
+        served.append((row_key, r.resource, r.allocatable, r.requested, n.cordoned, shared, mig_on))
+    physical: dict[RowKey, int] = {}
     if n.mig_error:  # the plugin refuses the node: its GPUs are of no type it offers
+        return served, []
+    sharing_of = _sharing_by_type(n)
+    if not sharing_of:  # nothing served (the plugin refused its config): its GPUs are in no row
         return served, []
     for d in n.raw_devices:
         mig = d.get("mig")
-        gtype = ("mig-" + mig[0]) if mig else (SHARED if n.mode == "timeslicing" else EXCLUSIVE)
-        physical[(n.model, gtype)] = physical.get((n.model, gtype), 0) + 1
+        if mig:
+            gtype = "mig-" + mig[0]
+        else:
+            whole = [t for t in (SHARED, EXCLUSIVE) if t in sharing_of]
+            gtype = whole[0] if whole else (SHARED if n.mode == "timeslicing" else EXCLUSIVE)
+        key = (n.model, gtype, sharing_of.get(gtype, SHARING_NONE))
+        physical[key] = physical.get(key, 0) + 1
     if not n.raw_devices:
         physical.update(_physical_by_type(n))
     return served, list(physical.items())
 
 
-def _physical_by_type(n: NodeLedger) -> dict[tuple[str, str], int]:
+def _sharing_by_type(n: NodeLedger) -> dict[str, str]:
+    """GPU type -> how the node shares it, for the types it serves."""
+    out: dict[str, str] = {}
+    for r in n.served:
+        if r.capacity or r.allocatable:
+            out.setdefault(r.gpu_type, r.sharing_strategy)
+    return out
+
+
+def _physical_by_type(n: NodeLedger) -> dict[RowKey, int]:
     """A node's physical GPUs per model × type without per-device data: whole GPUs first
     (exclusive, or shared over the replicas), then each MIG profile's GPUs from the MIG
     geometry (its devices over the most one GPU holds), within the node's physical count."""
     mig_lines = [r for r in n.served if r.gpu_type.startswith("mig-") and r.capacity]
     if not mig_lines:
-        return {(n.model, SHARED if n.mode == "timeslicing" else EXCLUSIVE): n.physical}
-    out: dict[tuple[str, str], int] = {}
+        whole_line = next((r for r in n.served if r.gpu_type in (EXCLUSIVE, SHARED) and r.capacity), None)
+        if whole_line is not None:
+            return {(n.model, whole_line.gpu_type, whole_line.sharing_strategy): n.physical}
+        return {(n.model, SHARED if n.mode == "timeslicing" else EXCLUSIVE, n.sharing_strategy): n.physical}
+    out: dict[RowKey, int] = {}
     left = n.physical
     for r in n.served:
         if r.gpu_type in (EXCLUSIVE, SHARED) and r.capacity:
-            whole = min(left, math.ceil(r.capacity / max(n.replicas if r.gpu_type == SHARED else 1, 1)))
-            out[(n.model, r.gpu_type)] = out.get((n.model, r.gpu_type), 0) + whole
+            per_gpu = max(r.replicas if r.replicas > 1 else (n.replicas if r.gpu_type == SHARED else 1), 1)
+            whole = min(left, math.ceil(r.capacity / per_gpu))
+            key = (n.model, r.gpu_type, r.sharing_strategy)
+            out[key] = out.get(key, 0) + whole
             left -= whole
     for r in mig_lines:
         profile = r.gpu_type[4:]
-        devices = math.ceil(r.capacity / max(n.replicas, 1)) if n.mig_profile else r.capacity
+        # replicated MIG devices (time-slicing or MPS, under single or mixed): replicas x devices
+        per_device = r.replicas if r.replicas > 1 else (n.replicas if n.mig_profile else 1)
+        devices = math.ceil(r.capacity / max(per_device, 1))
         need = mig_geometry.physical_from_mig_devices(n.model, profile, devices) or 1
         gpus = min(left, need)
-        out[(n.model, r.gpu_type)] = out.get((n.model, r.gpu_type), 0) + gpus
+        key = (n.model, r.gpu_type, r.sharing_strategy)
+        out[key] = out.get(key, 0) + gpus
         left -= gpus
     if left > 0:  # GPUs no served resource accounts for (idle MIG GPUs): the first MIG row
-        key = (n.model, mig_lines[0].gpu_type)
-        out[key] += left
+        key = (n.model, mig_lines[0].gpu_type, mig_lines[0].sharing_strategy)
+        out[key] = out.get(key, 0) + left
     return out
 
 
@@ -700,12 +819,13 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
     for p in snapshot.plugin_pods:
         plugin_pods_by_node[(p.get("spec") or {}).get("nodeName", "")].append(p)
     ts_replicas = brick_replicas(snapshot.plugin_configmaps)
+    brick_sharing = brick_sharing_strategy(snapshot.plugin_configmaps)
 
     kept = {}
     for node in snapshot.nodes:
         name = node["metadata"]["name"]
         pods, plugin_pods = pods_by_node.get(name, []), plugin_pods_by_node.get(name, [])
-        key = (node, pods, plugin_pods, snapshot.devices.get(name), snapshot.device_source, ts_replicas)
+        key = (node, pods, plugin_pods, snapshot.devices.get(name), snapshot.device_source, ts_replicas, brick_sharing)
         last = memo.get(name) if memo is not None else None
         if last is not None and last[0] == key:
             entry = last
@@ -722,6 +842,7 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
                 ts_replicas,
                 pods=pods,
                 plugin_pods=plugin_pods,
+                brick_sharing=brick_sharing,
             )
             entry = (key, line, _contribution(line))
         kept[name] = entry
@@ -733,13 +854,13 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
 
     # The totals: the nodes' contributions added up in the nodes' order (a model × type row
     # counts a node's physical GPUs only once some node served that type: see _contribution).
-    by_type: dict[tuple[str, str], TypeRow] = {}
+    by_type: dict[RowKey, TypeRow] = {}
     by_resource: dict[str, ResourceRow] = {}
-    for _key, _line, (served, physical) in entries:
+    for _key, line, (served, physical) in entries:
         for row_key, resource, allocatable, requested, cordoned, shared_on, mig_on in served:
             row = by_type.get(row_key)
             if row is None:
-                row = by_type[row_key] = TypeRow(row_key[0], row_key[1], resource)
+                row = by_type[row_key] = TypeRow(row_key[0], row_key[1], resource, sharing_strategy=row_key[2])
             row.logical += allocatable
             row.requested += requested
             row.nodes += 1
@@ -755,6 +876,8 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
                 rrow.shared_on.append(list(shared_on))
             if mig_on:
                 rrow.mig_on.append(list(mig_on))
+            if row_key[2] == MPS and allocatable:
+                rrow.mps_on.append([line.name, line.resources[resource].replicas, allocatable])
         for row_key, count in physical:
             if row_key in by_type:
                 by_type[row_key].physical += count
@@ -765,7 +888,15 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
             by_resource.setdefault(res, ResourceRow(res)).allocated += amount
 
     type_order = {EXCLUSIVE: 0, SHARED: 1}
-    rows = sorted(by_type.values(), key=lambda r: (r.model, type_order.get(r.gpu_type, 2), r.gpu_type))
+    rows = sorted(
+        by_type.values(),
+        key=lambda r: (
+            r.model,
+            type_order.get(r.gpu_type, 2),
+            r.gpu_type,
+            SHARING_STRATEGIES.index(r.sharing_strategy) if r.sharing_strategy in SHARING_STRATEGIES else 3,
+        ),
+    )
     res_rows = sorted(by_resource.values(), key=lambda r: (r.resource != GPU, r.resource != GPU_SHARED, r.resource))
     return Ledger(
         nodes=nodes,
@@ -794,7 +925,8 @@ def node_to_dict(n: NodeLedger) -> dict[str, Any]:
         "tainted": n.tainted,
         "plugin_state": n.plugin_state,
         "resources": [
-            [r.resource, r.gpu_type, r.capacity, r.allocatable, r.requested, r.stale] for r in n.resources.values()
+            [r.resource, r.gpu_type, r.capacity, r.allocatable, r.requested, r.stale, r.replicas, r.sharing_strategy]
+            for r in n.resources.values()
         ],
         "raw_devices": n.raw_devices,
         "in_use": sorted(n.in_use),
@@ -807,6 +939,7 @@ def node_to_dict(n: NodeLedger) -> dict[str, Any]:
         "raw_plugin_pods": n.raw_plugin_pods,
         "mig_profile": n.mig_profile,
         "mig_error": n.mig_error,
+        "sharing_strategy": n.sharing_strategy,
     }
 
 
@@ -834,6 +967,8 @@ def physical_share(n: NodeLedger, resource: str) -> float:
         return 1.0 / max(n.replicas, 1)
     if line.gpu_type.startswith("mig-"):
         share = mig_geometry.gpu_fraction(n.model, line.gpu_type[4:])
+        if line.replicas > 1:  # time-sliced or MPS MIG devices, under single or mixed
+            return share / line.replicas
         replicated = bool(n.mig_profile) and resource in (GPU, GPU_SHARED) and n.replicas > 1
         return share / n.replicas if replicated else share
     return 0.0

@@ -65,6 +65,9 @@ class LiveRead:
     def list_priority_classes(self):
         return self._once("list_priority_classes")
 
+    def list_cluster_policies(self):
+        return self._once("list_cluster_policies")
+
     def list_resource_quotas(self, namespace=None):
         return self._once("list_resource_quotas", namespace)
 

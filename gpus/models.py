@@ -395,6 +395,7 @@ class ViewTypeRow(models.Model):
     physical = models.IntegerField(default=0)
     cordoned_logical = models.IntegerField(default=0)
     nodes = models.IntegerField(default=0)
+    sharing_strategy = models.CharField(max_length=16, default="none")  # none | time-slicing | mps
 
     class Meta:
         ordering = ["position"]
@@ -415,6 +416,7 @@ class ViewResourceRow(models.Model):
     shared_logical = models.IntegerField(default=0)  # time-sliced without a rename (GPU Operator)
     shared_on = models.JSONField(default=list, blank=True)  # [[node, replicas, logical], ...]
     mig_on = models.JSONField(default=list, blank=True)  # MIG strategy single: [[node, profile, logical], ...]
+    mps_on = models.JSONField(default=list, blank=True)  # shared by MPS: [[node, replicas, logical], ...]
 
     class Meta:
         ordering = ["position"]

@@ -36,7 +36,8 @@ from .models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, 
 # The form of what a generation holds (its rows, their JSON, ViewState.totals and .extra).
 # Raise it when that changes: a generation of an older form is never read as is
 # (gpus.clusterview refuses it) but published again by the new code, in full.
-SCHEMA_VERSION = 2  # 2: extra["gpu_capacity"], what each GPU resource offers (why pods wait)
+# 2: extra["gpu_capacity"], what each GPU resource offers (why pods wait); 3: type rows' sharing strategy
+SCHEMA_VERSION = 3
 
 # The watcher beats at least this often; a page says the numbers may be behind after
 # BEHIND_SECONDS without a beat (a leader lost, the standby not yet leading: shorter than
@@ -255,6 +256,7 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0, fence: 
                 physical=r.physical,
                 cordoned_logical=r.cordoned_logical,
                 nodes=r.nodes,
+                sharing_strategy=r.sharing_strategy,
             )
             for i, r in enumerate(led.by_type)
         )
@@ -270,6 +272,7 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0, fence: 
                 shared_logical=r.shared_logical,
                 shared_on=r.shared_on,
                 mig_on=r.mig_on,
+                mps_on=r.mps_on,
             )
             for i, r in enumerate(led.by_resource)
         )

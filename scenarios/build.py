@@ -1,4 +1,5 @@
-"""Writes seed-example.yaml, qks.yaml, demo.yaml, layouts.yaml and waiting.yaml. Run: python scenarios/build.py
+"""Writes seed-example.yaml, qks.yaml, demo.yaml, layouts.yaml, waiting.yaml, sharing.yaml.
+Run: python scenarios/build.py
 
 The YAML files are committed; this script is how they were made (and how to change them).
 """
@@ -528,10 +529,99 @@ def waiting():
     )
 
 
+def sharing():
+    """Every way NVIDIA's device plugin shares GPUs (README "Shared Access to GPUs"), on GPU
+    Operator nodes labelled as GPU feature discovery labels them and advertising what the plugin
+    registers: whole GPUs; time-slicing plain (-SHARED), renamed (.shared, with
+    failRequestsGreaterThanOne); MPS plain and renamed; MIG single and mixed, each also
+    time-sliced (mixed also renamed: nvidia.com/mig-<profile>.shared) or by MPS (single only); and
+    configs the plugin refuses (replicas 0, MPS with MIG mixed), which register nothing."""
+    gpu, mig1, mig2 = vocab.GPU, "nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb"
+
+    def shared(how, name, replicas, *, rename=False, flags="", fail=False):
+        if how == "mps":  # validateFlags: MPS needs --mps-root
+            flags += "  mpsRoot: /run/nvidia/mps\n"
+        head = "version: v1\n" + ("flags:\n" + flags if flags else "")
+        return (
+            head
+            + f"sharing:\n  {how}:\n"
+            + ("    renameByDefault: true\n" if rename else "")
+            + ("    failRequestsGreaterThanOne: true\n" if fail else "")
+            + f"    resources:\n    - name: {name}\n      replicas: {replicas}\n"
+        )
+
+    single, mixed = "  migStrategy: single\n", "  migStrategy: mixed\n"
+    configs = {
+        "all-disabled": "version: v1\n",
+        "time-slicing-4": shared("timeSlicing", gpu, 4),
+        "time-slicing-3-renamed": shared("timeSlicing", gpu, 3, rename=True, fail=True),
+        "mps-4": shared("mps", gpu, 4),
+        "mps-2-renamed": shared("mps", gpu, 2, rename=True),
+        "mig-single": "version: v1\nflags:\n" + single,
+        "mig-mixed": "version: v1\nflags:\n" + mixed,
+        "mig-mixed-time-slicing-2": shared("timeSlicing", mig1, 2, flags=mixed),
+        "mig-mixed-time-slicing-3-renamed": shared("timeSlicing", mig2, 3, flags=mixed, rename=True),
+        "mig-single-time-slicing-2": shared("timeSlicing", gpu, 2, flags=single),
+        "mig-single-mps-2": shared("mps", gpu, 2, flags=single),
+        "replicas-0": shared("timeSlicing", gpu, 0),
+        "mps-mig-mixed": shared("mps", mig1, 2, flags=mixed),
+    }
+    operator_cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "device-plugin-configs", "namespace": "gpu-operator"},
+        "data": configs,
+    }
+    objects = [s.namespace("gpu-operator"), operator_cm]
+    specs = [  # name, model, count, memory, config, MIG instances per GPU
+        ("gpu-exclusive", A30, 2, 24576, "all-disabled", None),
+        ("gpu-ts", A30, 2, 24576, "time-slicing-4", None),
+        ("gpu-ts-renamed", A30, 2, 24576, "time-slicing-3-renamed", None),
+        ("gpu-mps", A100, 2, 81920, "mps-4", None),
+        ("gpu-mps-renamed", A100, 1, 81920, "mps-2-renamed", None),
+        ("gpu-mig-single", A100, 2, 81920, "mig-single", [["1g.10gb"] * 7] * 2),
+        ("gpu-mig-mixed", A100, 2, 81920, "mig-mixed", [["3g.40gb"] * 2, []]),
+        ("gpu-mixed-ts", A100, 2, 81920, "mig-mixed-time-slicing-2", [["1g.10gb"] * 7] * 2),
+        ("gpu-mixed-ts-renamed", A100, 1, 81920, "mig-mixed-time-slicing-3-renamed", [["2g.20gb"] * 3]),
+        ("gpu-single-ts", H100, 2, 81559, "mig-single-time-slicing-2", [["3g.40gb"] * 2] * 2),
+        ("gpu-single-mps", H100, 1, 81559, "mig-single-mps-2", [["1g.10gb"] * 7]),
+        ("gpu-refused", A30, 2, 24576, "replicas-0", None),
+        ("gpu-mps-mixed", A100, 1, 81920, "mps-mig-mixed", [["1g.10gb"] * 7]),
+    ]
+    hardware = {}
+    for name, model, count, mem, cfg, mig in specs:
+        gpus = s.gpus(name, model, count, mem, mig=mig)
+        labels = {vocab.GPU_PRESENT_LABEL: "true", vocab.DEVICE_PLUGIN_CONFIG_LABEL: cfg}
+        refused = bool(dp.plugin_config_errors(configs[cfg]) or dp.plugin_start_error(gpus, configs[cfg]))
+        if not refused:  # GPU feature discovery reads the same config and refuses it too
+            labels.update(dp.gfd_labels(gpus, configs[cfg]))
+        advertised = {k: str(v) for k, v in dp.advertised_resources(gpus, configs[cfg]).items()}
+        objects.append(
+            s.node(name, labels=labels, extra_status={"capacity": dict(advertised), "allocatable": dict(advertised)})
+        )
+        hardware[name] = gpus
+    objects += [
+        s.namespace("ws-sharing", owner="alice"),
+        s.gpu_pod("ws-sharing", "mps-0", "gpu-mps", gpu, 1),
+        s.gpu_pod("ws-sharing", "mig-ts-0", "gpu-mixed-ts", mig1, 1),
+        s.gpu_pod("ws-sharing", "mig-ts-1", "gpu-mixed-ts", mig1, 1),
+    ]
+    write(
+        "sharing",
+        "Every way NVIDIA's device plugin shares GPUs (GPU Operator convention, labels as GPU feature "
+        "discovery writes them): whole GPUs, time-slicing plain and renamed, MPS plain and renamed, MIG single "
+        "and mixed, each time-sliced, MIG single by MPS, and two configs the plugin refuses (replicas 0, MPS "
+        "with MIG mixed).",
+        objects,
+        hardware,
+    )
+
+
 if __name__ == "__main__":
     seed_example()
     qks()
     demo()
     layouts()
     waiting()
+    sharing()
     print("wrote", ", ".join(p.name for p in sorted(OUT.glob("*.yaml"))))

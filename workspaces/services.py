@@ -606,7 +606,8 @@ def job_node_options(ledger) -> list[NodeOption]:
         served = [r for r in n.served if r.allocatable or r.capacity]
         if n.mode == "timeslicing":
             res = next((r.resource for r in served), ledger_mod.GPU_SHARED)
-            out.append(NodeOption(n.name, res, 0, 0, False, _("Time-slicing nodes do not support Jobs")))
+            why = _("MPS nodes do not support Jobs") if n.sharing_strategy == ledger_mod.MPS else None
+            out.append(NodeOption(n.name, res, 0, 0, False, why or _("Time-slicing nodes do not support Jobs")))
             continue
         line = n.resources.get(ledger_mod.GPU)
         alloc = line.allocatable if line and not line.stale else 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from typing import Any
 
 from .pluginconfig import plugin_config_errors
@@ -216,6 +217,16 @@ def gfd_labels(gpus: list[KubeObject], config: str | KubeObject | None) -> dict[
         }
 
     labels = base(GPU, len(gpus), model)
+    if all(_mig_enabled(g) for g in gpus):
+        # newGPULabelers: MIG-enabled GPUs are labelled "without sharing" (replicas 0); only
+        # a full GPU of the model overrides that with the config's replicas.
+        labels.update(
+            {
+                f"{GPU}.product": model,
+                f"{GPU}.replicas": "0",
+                f"{GPU}.sharing-strategy": "none",
+            }
+        )
     if strategy == "none":
         return labels
     labels["nvidia.com/mig.strategy"] = strategy
@@ -245,9 +256,13 @@ def gfd_labels(gpus: list[KubeObject], config: str | KubeObject | None) -> dict[
     return labels
 
 
+_NOT_IN_PRODUCT = re.compile(r"[^A-Za-z0-9_. -]")
+
+
 def _sanitise(name: str) -> str:
-    """GFD's product name: spaces become dashes (internal/lm/resource.go: sanitise)."""
-    return "-".join(name.split())
+    """GFD's product name (internal/lm/resource.go: sanitise): characters other than letters,
+    digits, '-', '_', '.' and space dropped, then runs of spaces become one dash."""
+    return "-".join(_NOT_IN_PRODUCT.sub("", name).split())
 
 
 def kubelet_status(status: KubeObject, advertised: dict[str, int] | None) -> KubeObject:

@@ -42,6 +42,7 @@ from .base import (
 )
 from .deviceplugin import pod_gpu_requests
 from .vocabulary import (
+    CLUSTER_POLICY_PATH,
     EVICT,
     MIRROR_ANNOTATION,
     NVIDIA_PREFIX,
@@ -364,6 +365,12 @@ class KubeGateway:
 
     def list_priority_classes(self) -> list[dict]:
         return self._list("/apis/scheduling.k8s.io/v1/priorityclasses")
+
+    def list_cluster_policies(self) -> list[dict]:
+        try:
+            return self._list(CLUSTER_POLICY_PATH)
+        except (NotFound, Forbidden):  # no GPU Operator (no CRD), or not allowed: the default applies
+            return []
 
     def gpu_devices(self) -> dict[str, list[dict]] | None:
         return None  # a real cluster's hardware is known from DCGM metrics (metrics.py)

@@ -42,6 +42,7 @@ KNOWN_KINDS = {
     "PriorityClass",
     "ServiceAccount",
     "LimitRange",
+    "ClusterPolicy",  # the GPU Operator's (nvidia.com/v1): names mig-manager's layouts ConfigMap
 }
 
 

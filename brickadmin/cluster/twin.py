@@ -49,7 +49,6 @@ from .vocabulary import (
     MIG_CONFIG_STATE_LABEL,
     MIG_MANAGER_DEPLOY_LABEL,
     MIG_PARTED_CONFIG_KEY,
-    MIG_PARTED_CONFIGMAP,
     MIG_STRATEGY_LABEL,
     NVIDIA_PREFIX,
     PLUGIN_CONFIG_KEY,
@@ -66,6 +65,7 @@ from .vocabulary import (
     is_terminal,
     ksm_label,
     ksm_resource,
+    mig_parted_configmap,
     parse_quantity,
     parse_selector_requirements,
     pdb_status,
@@ -97,7 +97,7 @@ API_VERSIONS = {
 # from an older version gets 410 Gone, as after an etcd compaction.
 EVENT_LOG_KEEP = 20_000
 PRUNE_EVERY = 500
-CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass"}
+CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass", "ClusterPolicy"}
 
 
 def _bound_idle_in_transaction() -> None:
@@ -400,6 +400,9 @@ class TwinGateway:
 
     def list_priority_classes(self):
         return self._list("PriorityClass")
+
+    def list_cluster_policies(self):
+        return self._list("ClusterPolicy")
 
     def gpu_devices(self):
         return {h.node: h.gpus for h in TwinHardware.objects.all()}
@@ -863,7 +866,8 @@ class TwinGateway:
         labels = body["metadata"].get("labels") or {}
         hw = TwinHardware.objects.filter(node=node).first()
         try:
-            cm = self._get("ConfigMap", MIG_PARTED_CONFIGMAP, GPU_OPERATOR_NAMESPACE)
+            name = mig_parted_configmap(self.list_cluster_policies())
+            cm = self._get("ConfigMap", name, GPU_OPERATOR_NAMESPACE)
             configs = migparted.parse((cm.get("data") or {}).get(MIG_PARTED_CONFIG_KEY))
         except (NotFound, migparted.MigPartedError):
             return "failed"

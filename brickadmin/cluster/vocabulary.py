@@ -57,6 +57,24 @@ MIG_MANAGER_DEPLOY_LABEL = "nvidia.com/gpu.deploy.mig-manager"  # "true": the op
 GPU_OPERATOR_NAMESPACE = "gpu-operator"  # the GPU Operator's Helm default
 MIG_PARTED_CONFIGMAP = "default-mig-parted-config"  # mig-manager's named MIG layouts (mig-parted format)
 MIG_PARTED_CONFIG_KEY = "config.yaml"
+# The GPU Operator's one cluster-wide config (cluster-scoped, nvidia.com/v1): its
+# spec.migManager.config.name names the ConfigMap mig-manager reads the layouts from.
+CLUSTER_POLICY_KIND = "ClusterPolicy"
+CLUSTER_POLICY_PATH = "/apis/nvidia.com/v1/clusterpolicies"
+
+
+def mig_parted_configmap(cluster_policies: list[KubeObject] | None = None, configured: str = "") -> str:
+    """The ConfigMap (in the GPU Operator's namespace) of mig-manager's layouts, which the node
+    label nvidia.com/mig.config picks from: the ClusterPolicy's spec.migManager.config.name when
+    a ClusterPolicy sets it (that is what mig-manager reads), else ``configured`` (the product's
+    setting, for a cluster whose ClusterPolicy it cannot read), else the operator's default."""
+    for policy in sorted(cluster_policies or [], key=lambda p: (p.get("metadata") or {}).get("name") or ""):
+        manager = (policy.get("spec") or {}).get("migManager") or {}
+        name = (manager.get("config") or {}).get("name") if isinstance(manager, dict) else None
+        if isinstance(name, str) and name.strip():
+            return name.strip()
+    return configured.strip() or MIG_PARTED_CONFIGMAP
+
 
 # --- Kubernetes well-known names ------------------------------------------------
 NODE_ROLE_PREFIX = "node-role.kubernetes.io/"

@@ -912,13 +912,27 @@ def mig_manager_runs(labels: dict) -> bool:
     return (labels or {}).get(vocab.MIG_MANAGER_DEPLOY_LABEL) == "true"
 
 
+def mig_parted_configmap_name(gateway) -> str:
+    """The ConfigMap mig-manager reads its layouts from: the ClusterPolicy's
+    spec.migManager.config.name, else the BRICK_MIG_PARTED_CONFIGMAP setting, else the GPU
+    Operator's default-mig-parted-config (vocabulary.mig_parted_configmap)."""
+    from django.conf import settings
+
+    try:
+        policies = LiveRead.of(gateway).list_cluster_policies()
+    except ClusterError:  # unreadable here: the setting or the default
+        policies = []
+    return vocab.mig_parted_configmap(policies, getattr(settings, "BRICK_MIG_PARTED_CONFIGMAP", ""))
+
+
 def mig_configs(gateway) -> tuple[dict, str]:
     """mig-manager's named layouts, or ({}, why they cannot be read)."""
     from brickadmin.cluster import NotFound
 
-    where = {"ns": vocab.GPU_OPERATOR_NAMESPACE, "name": vocab.MIG_PARTED_CONFIGMAP}
+    name = mig_parted_configmap_name(gateway)
+    where = {"ns": vocab.GPU_OPERATOR_NAMESPACE, "name": name}
     try:
-        cm = LiveRead.of(gateway).get_configmap(vocab.GPU_OPERATOR_NAMESPACE, vocab.MIG_PARTED_CONFIGMAP)
+        cm = LiveRead.of(gateway).get_configmap(vocab.GPU_OPERATOR_NAMESPACE, name)
     except NotFound:
         return {}, said("precheck.mig_configmap_missing", **where)
     try:
@@ -1151,9 +1165,10 @@ class ProcedureMigLayout(ProcedureDef):
         ]
 
     def precheck_kubectl(self, run):
+        layouts = mig_parted_configmap_name(get_gateway())
         return (
             f"kubectl get node {run.node} -L {vocab.MIG_CONFIG_LABEL},{vocab.MIG_CONFIG_STATE_LABEL}; "
-            f"kubectl -n {vocab.GPU_OPERATOR_NAMESPACE} get configmap {vocab.MIG_PARTED_CONFIGMAP} -o yaml"
+            f"kubectl -n {vocab.GPU_OPERATOR_NAMESPACE} get configmap {layouts} -o yaml"
         )
 
     def prechecks(self, gateway, node, params):

@@ -125,6 +125,21 @@ def mode_name(mode):
 
 
 @register.filter
+def sharing_name(strategy):
+    """How a node shares what it replicates, by NVIDIA's name: 'Time-slicing', 'MPS' ('' for none)."""
+    return {"time-slicing": _("Time-slicing"), "mps": _("MPS")}.get(str(strategy or ""), "")
+
+
+@register.filter
+def node_mode_name(node):
+    """A node's mode as the Nodes page names it: a node whose plugin shares whole GPUs by MPS
+    is "MPS", never "Time-slicing" (NVIDIA's two sharing strategies are not the same thing)."""
+    if getattr(node, "sharing_strategy", "") == "mps" and node.mode == "timeslicing":
+        return _("MPS")
+    return mode_name(node.mode)
+
+
+@register.filter
 def mode_colour(mode):
     """The tag class of a GPU mode (gpus.choices.GpuMode)."""
     member = GpuMode.of(mode)

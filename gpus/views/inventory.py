@@ -24,6 +24,7 @@ def dashboard(request):
         {
             "resource": r.resource,
             "gpu_type": r.gpu_type,
+            "sharing_strategy": r.sharing_strategy,
             "logical": r.logical,
             "requested": r.requested,
             "allocated": r.allocated,

@@ -189,7 +189,7 @@ def test_layouts_counts_every_layout_nvidia_documents(load_scenario):
         f"{a100} MIG 3g.40gb": (2, 1, 1),
         f"{a30} (Shared)": (24, 0, 6),
         h100: (8, 0, 8),
-        f"{h100} MIG 3g.40gb": (8, 0, 2),
+        f"{h100} MIG 3g.40gb (Shared)": (8, 0, 2),  # time-sliced MIG devices: replicas, not devices
     }
     gpu = led.resource("nvidia.com/gpu")
     assert (gpu.logical, gpu.allocated, gpu.gpu_type) == (61, 6, "mixed")  # 28 + 8 MIG, 1 + 8 whole, 16 shared

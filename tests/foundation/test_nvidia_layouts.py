@@ -223,3 +223,191 @@ def test_a_node_line_with_its_mig_profile_survives_the_stored_view():
     led = ledger.compute(snapshot([operator_node("sliced", gpus(2, ["1g.5gb"] * 7), SINGLE_CFG)]))
     n = led.node("sliced")
     assert ledger.node_from_dict(ledger.node_to_dict(n)) == n
+
+
+# --- NVIDIA's GFD label tables, case by case ------------------------------------------------
+# GFD's core labels per resource: product, count, replicas, sharing-strategy (the others,
+# memory, family, compute, engines, slices, come from NVML and are not simulated).
+CORE = ("product", "count", "replicas", "sharing-strategy")
+
+
+def sharing_config(how="timeSlicing", *names, rename=False, strategy="none", replicas=2):
+    """A plugin config replicating ``names`` (the sharing section of the upstream case)."""
+    text = "version: v1\n" + (f"flags:\n  migStrategy: {strategy}\n" if strategy != "none" else "")
+    if names:
+        text += f"sharing:\n  {how}:\n" + ("    renameByDefault: true\n" if rename else "") + "    resources:\n"
+        text += "".join(f"    - name: {n}\n      replicas: {replicas}\n" for n in names)
+    return text
+
+
+def core(labels, resource=GPU):
+    return {k: labels[f"{resource}.{k}"] for k in CORE if f"{resource}.{k}" in labels}
+
+
+def mock(n=1, mig=None, model="MOCKMODEL", enabled=None):
+    return [
+        {"uuid": f"GPU-{i}", "model": model, "mig": list(mig or []), **({"migEnabled": enabled} if enabled else {})}
+        for i in range(n)
+    ]
+
+
+# internal/lm/resource_test.go TestGPUResourceLabeler (a full GPU, count 1). A rename is written
+# as renameByDefault: the plugin ignores a resource's own "rename" (api/config/v1/replicas.go
+# disableResoureRenaming).
+@pytest.mark.parametrize(
+    "cfg, want",
+    [
+        ("version: v1\n", ("MOCKMODEL", "1", "1", "none")),  # no sharing
+        (sharing_config("timeSlicing", "nvidia.com/not-gpu"), ("MOCKMODEL", "1", "1", "none")),
+        (sharing_config("timeSlicing", GPU), ("MOCKMODEL-SHARED", "1", "2", "time-slicing")),
+        (sharing_config("timeSlicing", GPU, rename=True), ("MOCKMODEL", "1", "2", "time-slicing")),
+        (sharing_config("mps", "nvidia.com/not-gpu"), ("MOCKMODEL", "1", "1", "none")),
+        (sharing_config("mps", GPU), ("MOCKMODEL-SHARED", "1", "2", "mps")),
+        (sharing_config("mps", GPU, rename=True), ("MOCKMODEL", "1", "2", "mps")),
+    ],
+    ids=[
+        "no sharing",
+        "time-slicing ignores non-matching resource",
+        "time-slicing appends suffix and doubles count",
+        "time-slicing renamed does not append suffix and doubles count",
+        "mps ignores non-matching resource",
+        "mps appends suffix and doubles count",
+        "mps renamed does not append suffix and doubles count",
+    ],
+)
+def test_gfd_gpu_resource_labels_as_upstream(cfg, want):
+    assert core(dp.gfd_labels(mock(), cfg)) == dict(zip(CORE, want, strict=True))
+
+
+def test_gfd_labels_nothing_without_gpus():
+    # resource_test.go "zero count returns empty"; mig-strategy_test.go "no devices returns empty labels"
+    assert dp.gfd_labels([], sharing_config("timeSlicing", GPU)) == {}
+    assert dp.gfd_labels([], SINGLE_CFG) == {}
+
+
+# internal/lm/resource_test.go TestMigResourceLabeler (one MIG device; nvidia.com/gpu is the MIG
+# labeler under migStrategy single, nvidia.com/mig-<profile> under mixed).
+@pytest.mark.parametrize(
+    "strategy, resource, names, rename, want",
+    [
+        ("single", GPU, (), False, ("MOCKMODEL-MIG-1g.5gb", "1", "1", "none")),
+        ("single", GPU, (GPU,), False, ("MOCKMODEL-MIG-1g.5gb-SHARED", "1", "2", "time-slicing")),
+        ("single", GPU, (GPU,), True, ("MOCKMODEL-MIG-1g.5gb", "1", "2", "time-slicing")),
+        (
+            "mixed",
+            "nvidia.com/mig-1g.5gb",
+            (GPU, "nvidia.com/mig-1g.5gb"),
+            False,
+            ("MOCKMODEL-MIG-1g.5gb-SHARED", "1", "2", "time-slicing"),
+        ),
+        (
+            "mixed",
+            "nvidia.com/mig-1g.5gb",
+            ("nvidia.com/mig-1g.5gb",),
+            True,
+            ("MOCKMODEL-MIG-1g.5gb", "1", "2", "time-slicing"),
+        ),
+    ],
+    ids=[
+        "no sharing",
+        "shared appends suffix and doubles count",
+        "renamed does not append suffix and doubles count",
+        "mig mixed appends shared",
+        "mig mixed rename does not append",
+    ],
+)
+def test_gfd_mig_resource_labels_as_upstream(strategy, resource, names, rename, want):
+    cfg = sharing_config("timeSlicing", *names, rename=rename, strategy=strategy)
+    assert core(dp.gfd_labels(mock(1, ["1g.5gb"]), cfg), resource) == dict(zip(CORE, want, strict=True))
+
+
+# internal/lm/mig-strategy_test.go TestMigStrategyNoneLabels (time-slicing nvidia.com/gpu x2):
+# MIG-enabled GPUs are labelled without sharing (replicas 0) unless a full GPU is there too.
+@pytest.mark.parametrize(
+    "hw, want",
+    [
+        (mock(1), ("MOCKMODEL-SHARED", "1", "2", "time-slicing")),
+        (mock(2), ("MOCKMODEL-SHARED", "2", "2", "time-slicing")),
+        (mock(1, enabled=True), ("MOCKMODEL", "1", "0", "none")),
+        (mock(2, enabled=True), ("MOCKMODEL", "2", "0", "none")),
+        ([*mock(1, enabled=True), *mock(1)], ("MOCKMODEL-SHARED", "2", "2", "time-slicing")),
+    ],
+    ids=[
+        "sharing is applied to single device",
+        "sharing is applied to multiple devices",
+        "sharing is not applied to single MIG device; replicas is zero",
+        "sharing is not applied to multiple MIG device; replicas is zero",
+        "sharing is applied to MIG device and non-MIG device",
+    ],
+)
+def test_gfd_mig_strategy_none_labels_as_upstream(hw, want):
+    labels = dp.gfd_labels(hw, sharing_config("timeSlicing", GPU))
+    assert core(labels) == dict(zip(CORE, want, strict=True))
+    assert vocab.MIG_STRATEGY_LABEL not in labels
+
+
+# internal/lm/mig-strategy_test.go TestMigStrategySingleLabels
+@pytest.mark.parametrize(
+    "hw, want",
+    [
+        (mock(1), ("MOCKMODEL", "1", "1", "none")),
+        (mock(2), ("MOCKMODEL", "2", "1", "none")),
+        (mock(1, ["1g.5gb"]), ("MOCKMODEL-MIG-1g.5gb", "1", "1", "none")),
+        (mock(2, ["1g.5gb"]), ("MOCKMODEL-MIG-1g.5gb", "2", "1", "none")),
+        (mock(1, enabled=True), ("MOCKMODEL-MIG-INVALID", "0", "0", "")),
+        (mock(1, ["1g.5gb", "3g.20gb"]), ("MOCKMODEL-MIG-INVALID", "0", "0", "")),
+        ([*mock(1, ["1g.5gb"]), *mock(1)], ("MOCKMODEL-MIG-INVALID", "0", "0", "")),
+        ([*mock(1, ["1g.5gb"]), *mock(1), *mock(1, enabled=True)], ("MOCKMODEL-MIG-INVALID", "0", "0", "")),
+    ],
+    ids=[
+        "single non-mig device returns non-mig (none) labels",
+        "multiple non-mig device returns non-mig (none) labels",
+        "single mig-enabled device returns mig labels",
+        "multiple mig-enabled devices returns mig labels",
+        "empty mig devices returns MIG invalid label",
+        "mixed mig config returns MIG invalid label",
+        "mixed mig enabled and disabled returns invalid config",
+        "enabled, disabled, and empty returns invalid config",
+    ],
+)
+def test_gfd_mig_strategy_single_labels_as_upstream(hw, want):
+    labels = dp.gfd_labels(hw, SINGLE_CFG)
+    assert core(labels) == dict(zip(CORE, want, strict=True))
+    assert labels[vocab.MIG_STRATEGY_LABEL] == "single"
+
+
+# internal/lm/resource_test.go TestSanitise, as GFD writes a model name into gpu.product
+@pytest.mark.parametrize(
+    "model, product",
+    [
+        ("a space separated string", "a-space-separated-string"),
+        ("some(thing)else", "somethingelse"),
+        ("some ( thing )else", "some-thing-else"),
+        ("NVIDIA-TITAN-X-(Pascal)", "NVIDIA-TITAN-X-Pascal"),
+        (" input  with multiple   spaces   ", "input-with-multiple-spaces"),
+        ("some [ / thing / ]else", "some-thing-else"),
+        ("some / thing /else", "some-thing-else"),
+        ("some-thing.else_new", "some-thing.else_new"),
+    ],
+)
+def test_gfd_sanitises_the_model_into_the_product_label(model, product):
+    assert dp.gfd_labels(mock(model=model), "version: v1\n")[vocab.GPU_PRODUCT_LABEL] == product
+
+
+def test_a_brick_time_slicing_configmap_that_shares_by_mps_is_mps():
+    import dataclasses
+
+    from .inmemory import node as brick_node
+    from .inmemory import ts_config
+
+    mps = ts_config(3)
+    mps["data"]["config.yaml"] = mps["data"]["config.yaml"].replace("timeSlicing", "mps")
+    sliced = brick_node("ts-1", sharing="timeslicing", physical=2, resources={SHARED: (6, 6)})
+    snap = dataclasses.replace(snapshot([sliced]), plugin_configmaps=[mps])
+    led = ledger.compute(snap)
+    n = led.node("ts-1")
+    assert (n.sharing_strategy, n.replicas, n.logical, n.physical) == ("mps", 3, 6, 2)
+    assert [(r.label, r.logical, r.physical) for r in led.by_type] == [("NVIDIA A30 (MPS)", 6, 2)]
+    # the same node under the time-slicing config stays time-slicing
+    plain = ledger.compute(snapshot([sliced]))
+    assert [(r.label, r.sharing_strategy) for r in plain.by_type] == [("NVIDIA A30 (Shared)", "time-slicing")]

@@ -178,3 +178,100 @@ def test_the_wizard_lists_the_layouts_with_what_the_node_would_advertise(mig, ad
     )
     plan = admin_client.get(reverse("wizard_plan", args=["M"]), {"node": NODE, "mig_config": "all-1g.10gb"})
     assert plan.status_code == 200 and "mig-manager" in plan.content.decode()
+
+
+# --- the ConfigMap of mig-manager's layouts: the ClusterPolicy names it ---------------------
+
+CUSTOM_LAYOUTS = """version: v1
+mig-configs:
+  all-disabled:
+    - devices: all
+      mig-enabled: false
+  custom-2g.20gb:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "2g.20gb": 3
+"""
+
+
+def custom_layouts(gw, name="custom-mig-parted-config"):
+    gw.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": vocab.GPU_OPERATOR_NAMESPACE},
+            "data": {vocab.MIG_PARTED_CONFIG_KEY: CUSTOM_LAYOUTS},
+        }
+    )
+
+
+def cluster_policy(gw, config_name):
+    # as `kubectl patch clusterpolicies.nvidia.com/cluster-policy` sets spec.migManager.config.name
+    gw.apply(
+        {
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": "cluster-policy"},
+            "spec": {"migManager": {"enabled": True, "config": {"name": config_name, "default": "all-disabled"}}},
+        }
+    )
+
+
+def test_the_layouts_come_from_the_configmap_the_cluster_policy_names(mig, admin_client):
+    from django.urls import reverse
+
+    custom_layouts(mig)
+    cluster_policy(mig, "custom-mig-parted-config")
+    page = admin_client.get(reverse("wizard_pick", args=["M"]), {"node": NODE}).content.decode()
+    assert "custom-2g.20gb — 3 × nvidia.com/mig-2g.20gb on each of 4 GPUs" in page
+    assert "all-3g.40gb" not in page  # the default ConfigMap's layouts are not mig-manager's here
+    run = run_now("M", NODE, {"mig_config": "custom-2g.20gb"})
+    assert run.status == "succeeded", run.message
+    assert instances() == [["2g.20gb"] * 3] * 4  # mig-manager read the same ConfigMap
+    assert allocatable(mig) == {"nvidia.com/gpu": "0", "nvidia.com/mig-2g.20gb": "12"}
+
+
+def test_without_a_cluster_policy_the_setting_names_the_configmap(mig, admin_client, settings):
+    from django.urls import reverse
+
+    custom_layouts(mig, "site-mig-layouts")
+    settings.BRICK_MIG_PARTED_CONFIGMAP = "site-mig-layouts"
+    page = admin_client.get(reverse("wizard_pick", args=["M"]), {"node": NODE}).content.decode()
+    assert "custom-2g.20gb — 3 × nvidia.com/mig-2g.20gb on each of 4 GPUs" in page
+
+
+def test_a_cluster_policy_that_names_no_configmap_leaves_the_default(mig, admin_client):
+    from django.urls import reverse
+
+    mig.apply({"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"}})
+    page = admin_client.get(reverse("wizard_pick", args=["M"]), {"node": NODE}).content.decode()
+    assert "all-3g.40gb — 2 × nvidia.com/mig-3g.40gb on each of 4 GPUs" in page
+
+
+def test_a_missing_configmap_is_named_as_the_cluster_policy_names_it(mig, admin_client):
+    from django.urls import reverse
+
+    from gpus.procedures.definitions import mig_configs
+
+    cluster_policy(mig, "nowhere-mig-config")
+    page = admin_client.get(reverse("wizard_pick", args=["M"]), {"node": NODE}).content.decode()
+    assert "all-3g.40gb" not in page  # not the default ConfigMap's layouts: mig-manager reads another
+    assert mig_configs(mig) == ({}, "ConfigMap gpu-operator/nowhere-mig-config (mig-manager's layouts) does not exist.")
+
+
+DEFAULT_LAYOUTS = "default-mig-parted-config"  # the GPU Operator's
+
+
+@pytest.mark.parametrize(
+    "policies, configured, name",
+    [
+        ([], "", DEFAULT_LAYOUTS),
+        ([], "site-layouts", "site-layouts"),
+        ([{"metadata": {"name": "p"}, "spec": {"migManager": {"config": {"name": "custom"}}}}], "site", "custom"),
+        ([{"metadata": {"name": "p"}, "spec": {"migManager": {"config": {"name": ""}}}}], "", DEFAULT_LAYOUTS),
+        ([{"metadata": {"name": "p"}, "spec": {"migManager": None}}], "site", "site"),
+    ],
+)
+def test_the_layouts_configmap_name(policies, configured, name):
+    assert vocab.mig_parted_configmap(policies, configured) == name

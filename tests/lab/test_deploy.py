@@ -37,6 +37,7 @@ EXPECTED_CLUSTER_RULES = {
     ("policy", "poddisruptionbudgets"): {"list"},
     ("batch", "jobs"): {"list", "watch", "create", "delete"},  # delete: cancelling a submitted Job
     ("scheduling.k8s.io", "priorityclasses"): {"list", "create"},
+    ("nvidia.com", "clusterpolicies"): {"list"},  # the GPU Operator's: mig-manager's layouts ConfigMap
 }
 EXPECTED_PLUGIN_RULES = {("", "configmaps"): {"create", "patch"}, ("apps", "daemonsets"): {"create", "patch", "delete"}}
 EXPECTED_LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
