@@ -46,8 +46,10 @@ POD_MEMORY_USED = 'max by (namespace, pod, UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED{
 # interval: reading them costs Prometheus no aggregation over the DCGM series at the watcher's
 # question (at 40,000 GPUs it is the feed's largest cost). Read when Prometheus has them, the
 # expressions above otherwise (no rules loaded, or not evaluated yet).
-DEVICE_UTILISATION_RECORDED = "brick:gpu_device_utilisation:max"
-POD_MEMORY_USED_RECORDED = "brick:gpu_pod_memory_used:max"
+# "* 1" drops the series' name from the answer (a quarter of its bytes at 52,000 rows), the
+# figures unchanged.
+DEVICE_UTILISATION_RECORDED = "brick:gpu_device_utilisation:max * 1"
+POD_MEMORY_USED_RECORDED = "brick:gpu_pod_memory_used:max * 1"
 ALLOCATABLE_BY_NODE = 'kube_node_status_allocatable{resource=~"nvidia_com.+"}'
 SHARED_TOTAL_EXCEPT = 'sum(kube_node_status_allocatable{{resource="' + ksm_resource(GPU_SHARED) + '",node!="{node}"}})'
 SHARED_ALLOCATED = f'sum(kube_resourcequota{{resource="{quota_key(GPU_SHARED)}",type="hard"}})'
