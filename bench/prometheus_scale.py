@@ -11,8 +11,9 @@ HTTP page for the whole cluster instead of one per node: the same series) and th
 time-sliced at 4 replicas with 4 pods on each of half their GPUs). Prints:
 
 * series: Prometheus' head series and the DCGM_FI_DEV_GPU_UTIL series;
-* the watcher's DCGM fetch per interval (metrics.DeviceFeed.fetch: its 3 instant queries,
-  decoded): median of --repeat, and each query's time and rows;
+* the watcher's DCGM fetch per interval (metrics.DeviceFeed.fetch: its 2 instant queries,
+  decoded, of the recorded series when the rules have been evaluated): median of --repeat,
+  and each query's time and rows, recorded and computed;
 * each utilisation chart's range query (cluster, a GPU type, a node, a Workspace) over the
   last hour, 120 points, cache bypassed: median of --repeat (only the minutes this run
   scraped hold data: a day's range evaluates as many steps, over emptier windows);
@@ -269,6 +270,9 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, default=4, help="scraping before the measurements")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--views", type=int, default=10)
+    ap.add_argument(
+        "--charts", action=argparse.BooleanOptionalAction, default=True, help="time the charts' range queries"
+    )
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop Prometheus and remove its data on the way out
     if not shutil.which("prometheus"):
@@ -308,35 +312,43 @@ def main() -> int:
 
         feed = metrics.DeviceFeed(settings.BRICK_METRICS_INTERVAL)
         fetch_s, _ = timed(feed.fetch, args.repeat)
+        recorded = bool(metrics.query(f"count({metrics.DEVICE_UTILISATION_RECORDED})"))
         print(
-            f"watcher's DCGM fetch per interval (3 queries, decoded): median {fetch_s * 1000:.0f} ms of {args.repeat}; "
+            f"watcher's DCGM fetch per interval (2 queries, decoded; {'recorded series' if recorded else 'computed'}): "
+            f"median {fetch_s * 1000:.0f} ms of {args.repeat}; "
             f"{sum(len(d) for d in (feed.devices or {}).values())} GPUs, {len(feed.usage or {})} pods measured"
         )
         print(
             "  each query: Prometheus' answer (HTTP, the server's evaluation and the transfer) / decoded by the client"
         )
         for name, promql in (
-            ("physical GPUs", metrics.PHYSICAL_GPUS),
-            ("pod utilisation", metrics.POD_UTILISATION),
-            ("pod memory", metrics.POD_MEMORY_USED),
+            ("devices, recorded", metrics.DEVICE_UTILISATION_RECORDED),
+            ("devices, computed", metrics.DEVICE_UTILISATION),
+            ("memory, recorded", metrics.POD_MEMORY_USED_RECORDED),
+            ("memory, computed", metrics.POD_MEMORY_USED),
         ):
             raw_s, body = timed(lambda q=promql: raw_query(url, q), args.repeat)
             s, rows = timed(lambda q=promql: metrics.query(q), args.repeat)
             print(
-                f"  {name:<16} {raw_s * 1000:>7.0f} ms answer ({len(body) / 1e6:.1f} MB) / "
+                f"  {name:<18} {raw_s * 1000:>7.0f} ms answer ({len(body) / 1e6:.1f} MB) / "
                 f"{s * 1000:>7.0f} ms with decoding  {len(rows or []):>6} rows"
             )
 
         example_node = next(iter(hardware))
         example_ns = pods[0]["metadata"]["namespace"]
         start, end, step = metrics.window("hour")
-        print("utilisation charts, last hour (120 points), cache bypassed:")
+        if args.charts:
+            print("utilisation charts, last hour (120 points), cache bypassed:")
         for scope, subject in (
-            ("cluster", ""),
-            ("type", dp.GPU),
-            ("type", dp.GPU_SHARED),
-            ("node", example_node),
-            ("workspace", example_ns),
+            (
+                ("cluster", ""),
+                ("type", dp.GPU),
+                ("type", dp.GPU_SHARED),
+                ("node", example_node),
+                ("workspace", example_ns),
+            )
+            if args.charts
+            else ()
         ):
             for label, promql in (
                 ("from DCGM", metrics.utilisation_query(scope, subject)),

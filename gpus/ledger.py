@@ -351,6 +351,11 @@ class Ledger:
         return None
 
     @property
+    def timeslicing_replicas(self) -> list[int]:
+        """The replicas the time-slicing nodes give each GPU, each once, ascending."""
+        return sorted({n.replicas for n in self.nodes if n.mode == "timeslicing" and n.replicas})
+
+    @property
     def cordoned_nodes(self) -> list[NodeLedger]:
         return [n for n in self.nodes if n.cordoned]
 

@@ -468,7 +468,11 @@ class ViewWorkspace(models.Model):
 
     class Meta:
         ordering = ["namespace"]
-        indexes = [models.Index(fields=["quota", "namespace"])]
+        indexes = [
+            models.Index(fields=["quota", "namespace"]),
+            # what a requester holds (the approval queue's cards, a user's list): by owner label
+            models.Index(fields=["owner", "namespace"], name="view_workspace_owner"),
+        ]
 
     def __str__(self):
         return self.namespace

@@ -35,11 +35,14 @@ def serve_metrics(body) -> http.server.ThreadingHTTPServer:
     return exporter
 
 
-def start_prometheus(binary: str, tmp: Path, exporter) -> tuple[subprocess.Popen, str]:
-    """Prometheus scraping ``exporter`` every second (its labels kept), data under ``tmp``."""
+def start_prometheus(binary: str, tmp: Path, exporter, rules: Path | None = None) -> tuple[subprocess.Popen, str]:
+    """Prometheus scraping ``exporter`` every second (its labels kept), data under ``tmp``;
+    with ``rules``, a rule file it evaluates every second."""
     port = free_port()
+    rule_files = f"rule_files: ['{rules}']\n" if rules else ""
     (tmp / "prometheus.yml").write_text(
-        "global: {scrape_interval: 1s}\nscrape_configs:\n- job_name: dcgm\n  honor_labels: true\n"
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n" + rule_files + "scrape_configs:\n"
+        "- job_name: dcgm\n  honor_labels: true\n"
         f"  static_configs: [{{targets: ['127.0.0.1:{exporter.server_address[1]}']}}]\n"
     )
     proc = subprocess.Popen(

@@ -229,7 +229,7 @@ def gpu_choices(ledger) -> list[GpuChoice]:
     in the ledger's order. Only resource names matching GPU_RESOURCE_RE can appear."""
     if ledger is None:
         return []
-    replicas = sorted({n.replicas for n in ledger.nodes if n.mode == "timeslicing" and n.replicas})
+    replicas = ledger.timeslicing_replicas
     out = []
     for row in ledger.by_resource:
         if not GPU_RESOURCE_RE.match(row.resource) or not (row.logical or row.allocated):

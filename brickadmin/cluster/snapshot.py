@@ -120,10 +120,10 @@ def _read(gateway, use_prometheus: bool) -> Snapshot:
         namespaces=gateway.list_namespaces(),
         source=gateway.name,
     )
-    measured = metrics.physical_gpus() if use_prometheus else None
+    measured, usage = metrics.measure_devices() if use_prometheus else (None, None)
     if measured is not None:
         snap.devices, snap.device_source = measured, "dcgm"
-        snap.usage = metrics.pod_usage()
+        snap.usage = usage
     else:
         facts = gateway.gpu_devices()
         if facts is not None:

@@ -78,3 +78,66 @@ def test_without_prometheus_the_numbers_are_derived_and_the_page_says_so(setting
     assert "Prometheus query failed" in snap.device_note
     html = admin_client.get(reverse("dashboard")).content.decode()
     assert "not measured" in html
+
+
+# A time-sliced GPU used by two pods (its series repeated per pod), a MIG instance, an idle
+# GPU, and the memory each pod's device uses.
+DCGM_WITH_MEMORY = (
+    DCGM
+    + """DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-sss",modelName="NVIDIA A30",Hostname="dev-a1-ws04",pod="nb-1",namespace="ws-shared"} 40
+DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-sss",modelName="NVIDIA A30",Hostname="dev-a1-ws04",pod="nb-2",namespace="ws-shared"} 40
+# TYPE DCGM_FI_DEV_FB_USED gauge
+DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-aaa",modelName="NVIDIA A30",Hostname="dev-a1-ws04",pod="train-0",namespace="ws-exclusive"} 2048
+DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-mmm",modelName="RTX",Hostname="mig-node",GPU_I_PROFILE="1g.24gb",GPU_I_ID="1",pod="llm",namespace="inf"} 512
+DCGM_FI_DEV_FB_USED{gpu="1",UUID="GPU-sss",modelName="NVIDIA A30",Hostname="dev-a1-ws04",pod="nb-1",namespace="ws-shared"} 9000
+DCGM_FI_DEV_FB_USED{gpu="1",UUID="GPU-sss",modelName="NVIDIA A30",Hostname="dev-a1-ws04",pod="nb-2",namespace="ws-shared"} 9000
+"""
+)
+
+
+def test_the_watcher_reads_the_same_devices_from_the_chart_recording_rules(tmp_path, settings, monkeypatch):
+    """With the chart's recording rules loaded, the watcher's feed reads the recorded series
+    and gets what it computes from the DCGM series without them."""
+    binary = shutil.which("prometheus") or "/usr/bin/prometheus"
+    require_service(shutil.which(binary) is not None, "Prometheus (Debian package prometheus)")
+    from pathlib import Path
+
+    rules = Path(__file__).resolve().parents[2] / "deploy" / "chart" / "files" / "brickadmin-rules.yaml"
+    exporter = serve_metrics(lambda: DCGM_WITH_MEMORY)
+    proc, url = start_prometheus(binary, tmp_path, exporter, rules=rules)
+    settings.PROMETHEUS_URL = url
+    try:
+        deadline = time.monotonic() + 60
+        while (
+            len(metrics.query(metrics.POD_MEMORY_USED_RECORDED) or []) < 4
+            or len(metrics.query(metrics.DEVICE_UTILISATION_RECORDED) or []) < 6
+        ):
+            assert time.monotonic() < deadline, "Prometheus did not record the series within 60 s"
+            time.sleep(0.5)
+        recorded = metrics.measure_devices()
+        monkeypatch.setattr(metrics, "DEVICE_UTILISATION_RECORDED", "brick:absent_device_series")
+        monkeypatch.setattr(metrics, "POD_MEMORY_USED_RECORDED", "brick:absent_memory_series")
+        computed = metrics.measure_devices()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        exporter.shutdown()
+
+    def in_order(devices):
+        return {
+            host: sorted((d | {"pods": sorted(d["pods"])} for d in devs), key=lambda d: d["uuid"])
+            for host, devs in devices.items()
+        }
+
+    assert in_order(recorded[0]) == in_order(computed[0])
+    assert (
+        recorded[1]
+        == computed[1]
+        == {
+            "ws-exclusive/train-0": {"GPU-aaa": [87.0, 2048.0]},
+            "inf/llm": {"GPU-mmm/1": [50.0, 512.0]},
+            "ws-shared/nb-1": {"GPU-sss": [40.0, 9000.0]},
+            "ws-shared/nb-2": {"GPU-sss": [40.0, 9000.0]},
+        }
+    )
+    assert sorted(d["uuid"] for d in recorded[0]["dev-a1-ws04"]) == ["GPU-aaa", "GPU-sss"]

@@ -150,3 +150,36 @@ def test_approving_several_is_for_admins_and_needs_the_csrf_token(twin, alice, a
     assert strict.post(reverse("approve_requests"), data).status_code == 403
     a.refresh_from_db()
     assert a.status == "pending"
+
+
+def as_admin_sees(available: int) -> str:
+    return str(available) if available >= 0 else f"none available; over-allocated by {-available}"
+
+
+def test_the_queue_shows_the_figures_of_the_cluster_as_it_is(twin, alice, bob, admin_client, make_request):
+    """Each card's GPU types (total, allocated, after approving, physical equivalent by the
+    time-slicing nodes' replicas) and holdings, read from the stored view, are the figures
+    of the cluster itself (its ledger computed from a fresh read)."""
+    from brickadmin.cluster.snapshot import take_snapshot
+    from gpus.ledger import compute
+    from workspaces import services
+
+    make_request(bob, "bob-more", gpu=2)
+    make_request(alice, "alice-first", gpu=3)
+    html = admin_client.get(reverse("approval_queue")).content.decode()
+    choices = services.gpu_choices(compute(take_snapshot(TwinGateway())))
+    assert any(c.gpu_type == "shared" and c.replicas for c in choices)  # the seed time-slices some GPUs
+    for name, gpu in (("bob-more", 2), ("alice-first", 3)):
+        rows = re.findall(r"<tr class=[^>]*>.*?</tr>", card(html, name), re.S)
+        shown = {re.search(r'name="r\d+-resource" value="([^"]+)"', r).group(1): r for r in rows}
+        assert sorted(shown) == sorted(c.resource for c in choices)
+        for c in choices:
+            cells = [text(td) for td in re.findall(r"<td[^>]*>.*?</td>", shown[c.resource], re.S)]
+            assert cells[2:] == [
+                str(c.total),
+                str(c.allocated),
+                as_admin_sees(c.available),
+                as_admin_sees(c.leaves(gpu)),
+                c.physical_text(gpu),
+            ]
+    assert "bob already holds: ws-shared 1 × nvidia.com/gpu.shared" in text(card(html, "bob-more"))
