@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("gpus", "0014_view_fencing_service_beat"),
+        ("gpus", "0015_view_rows_sharing_strategy"),
     ]
 
     operations = [
