@@ -160,9 +160,8 @@ def _upsert_months(rows: list[ShowbackMonth]) -> None:
     month = connection.ops.adapt_datefield_value(rows[0].month)  # one month's rows
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            types = {"month": "date", "namespace": "text", "hours": "integer", "used_hours": "integer"}
-            types["unmeasurable_hours"] = "integer"
-            arrays = ", ".join(f"%s::{types.get(name, 'double precision')}[]" for name in names)
+            fields = (ShowbackMonth._meta.get_field(name) for name in names)
+            arrays = ", ".join(f"%s::{field.db_type(connection)}[]" for field in fields)
             columns = [[month] * len(rows), [r.namespace for r in rows]]
             columns += [[getattr(r, name) for r in rows] for name in SUMMED]
             cursor.execute(head + f"SELECT * FROM UNNEST({arrays})" + tail, columns)
