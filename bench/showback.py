@@ -10,11 +10,19 @@ rollups, and one hour's rollup of a cluster of 5,000 GPU nodes.
    replacement), medians of 5.
 2. The page: 12 months of hourly figures for 1,000 Workspaces (8,760 hours, summed per month
    as the rollups sum them), then the server time of the page (first page, sorted by requested,
-   searched) and of the whole month's CSV, median of 20 (5 for CSV), with SQL queries per page.
+   searched) and of the whole month's CSV, median and p95 of 20 (5 for CSV), with SQL queries
+   per page and the part of the time spent in SQL (at the cursor: the query sent, its rows
+   fetched as far as the driver fetches them there).
+3. The Workspace pages (the owner's and the admin's detail) with 5 and with 50 GPU pods, half
+   Pending (unschedulable) and half Running: SQL queries counted at the cursor (a request's
+   start empties Django's query log) and server time, median of 20. The count must not grow.
 
-Run: .venv/bin/python bench/showback.py (its own SQLite file under /tmp unless DATABASE_URL is set).
+Run: .venv/bin/python bench/showback.py [--postgres] [--parts rollup,page,pods]
+(its own SQLite file under /tmp unless DATABASE_URL is set; --postgres: a throwaway PostgreSQL
+cluster of its own, as bin/test starts it, where the database's time is another process's).
 """
 
+import argparse
 import os
 import statistics
 import sys
@@ -24,7 +32,20 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("BRICK_VAR_DIR", tempfile.mkdtemp(prefix="brick-bench-"))
+import throwaway  # noqa: E402  (bench/, the script's own directory)
+
+PARTS = ("rollup", "page", "pods")
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--postgres", action="store_true", help="a throwaway PostgreSQL instead of SQLite")
+parser.add_argument("--parts", default=",".join(PARTS), help=f"which parts to run, of {','.join(PARTS)}")
+ARGS = parser.parse_args()
+VAR = Path(tempfile.mkdtemp(prefix="brick-bench-"))
+PG = None
+if ARGS.postgres:
+    PG = throwaway.Postgres(VAR)
+    PG.start()
+    os.environ["DATABASE_URL"] = PG.url
+os.environ.setdefault("BRICK_VAR_DIR", str(VAR))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "brickadmin.settings")
 os.environ["BRICK_CLUSTER"] = "twin"
 
@@ -51,16 +72,34 @@ N_EXCLUSIVE, N_SLICED, N_MIG, GPUS = 3000, 1000, 1000, 8
 WORKSPACES = 1000
 
 
+def backend_cpu() -> float:
+    """Seconds of CPU the PostgreSQL backend of this connection has used (0 on SQLite, which
+    runs in this process): its ticks in /proc, 10 ms each."""
+    if connection.vendor != "postgresql":
+        return 0.0
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def timed(fn, n):
-    """(wall, CPU) milliseconds, medians of n: the CPU time this process spent (its own and
-    the database's, SQLite running in it) tells the cost apart from waiting for a busy core."""
+    """(wall, CPU, wall's p95) milliseconds, medians of n: the CPU time spent (this process's, with SQLite
+    running in it, and on PostgreSQL its backend's too) tells the cost apart from waiting for
+    a busy core. On PostgreSQL the CPU figure's median counts the backend in 10 ms ticks."""
     wall, cpu = [], []
     for _ in range(n):
+        b = backend_cpu()
         t, c = time.perf_counter(), time.process_time()
         fn()
         wall.append((time.perf_counter() - t) * 1000)
-        cpu.append((time.process_time() - c) * 1000)
-    return statistics.median(wall), statistics.median(cpu)
+        cpu.append((time.process_time() - c + backend_cpu() - b) * 1000)
+    p95 = statistics.quantiles(wall, n=20, method="inclusive")[-1] if n > 1 else wall[0]
+    return statistics.median(wall), statistics.median(cpu), p95
 
 
 # --- 1. the rollup of 5,000 nodes -------------------------------------------------------
@@ -181,7 +220,10 @@ def bench_rollup() -> dict:
     again = timed(lambda: showback_rollups.roll_up(base), 5)  # the same hour, replaced each time
     hour = ShowbackHour.objects.get(hour=base)
     month = ShowbackMonth.objects.get(month=date(2026, 11, 1), namespace="")
+    # where a new hour's time goes (after the month above was read: it adds hours)
+    sql, rest = split(lambda: showback_rollups.roll_up(base + timedelta(hours=next(new_hours))), 5)
     return {
+        "split": (sql, rest),
         "cold": cold,
         "new": first,
         "again": again,
@@ -242,6 +284,31 @@ PAGES = {
 }
 
 
+class Cursor:
+    """The SQL a block sends, counted at the cursor, and the time spent in it (the query
+    sent, run and its rows fetched, as far as the cursor fetches them on execute)."""
+
+    def __init__(self):
+        self.sql: list[str] = []
+        self.seconds = 0.0
+
+    def __call__(self, execute, sql, params, many, context):
+        self.sql.append(sql)
+        t = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            self.seconds += time.perf_counter() - t
+
+    def __enter__(self):
+        self._wrapped = connection.execute_wrapper(self)
+        self._wrapped.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._wrapped.__exit__(*exc)
+
+
 def fetch(client, url):
     resp = client.get(url)
     assert resp.status_code == 200, (url, resp.status_code)
@@ -250,9 +317,113 @@ def fetch(client, url):
     return resp.content
 
 
+def split(fn, n) -> tuple[float, float]:
+    """Medians of n: (ms in SQL at the cursor, ms of the rest: Python, templates)."""
+    sql, rest = [], []
+    for _ in range(n):
+        with Cursor() as cur:
+            t = time.perf_counter()
+            fn()
+            total = time.perf_counter() - t
+        sql.append(cur.seconds * 1000)
+        rest.append((total - cur.seconds) * 1000)
+    return statistics.median(sql), statistics.median(rest)
+
+
+# --- 3. the Workspace pages with 5 and 50 GPU pods ----------------------------------------
+
+
+def add_pods(gateway, namespace: str, first: int, last: int) -> None:
+    """Pods first..last-1: every other one Pending (unschedulable), the others Running."""
+    for i in range(first, last):
+        if i % 2:
+            pod = s.gpu_pod(namespace, f"sweep-{i}", "", vocab.GPU, 1, phase="Pending")
+            del pod["spec"]["nodeName"]
+            pod["status"]["conditions"] = [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
+                }
+            ]
+        else:
+            pod = s.gpu_pod(namespace, f"sweep-{i}", "gpu-h100-01", vocab.GPU, 1)
+        gateway._create(pod)
+
+
+def bench_pods(admin) -> None:
+    from django.utils import timezone
+
+    from brickadmin.cluster.twin import TwinGateway
+    from workspaces.models import WorkspaceRequest
+
+    gateway = TwinGateway()
+    gateway.load(*s.read("waiting"))  # ws-full: a GPU quota of 4 and two Running pods
+    owner, _ = get_user_model().objects.get_or_create(username="bench-owner")
+    WorkspaceRequest.objects.filter(name="ws-full").delete()
+    ws = WorkspaceRequest.objects.create(
+        name="ws-full",
+        requester=owner,
+        requester_name=owner.get_username(),
+        gpu=4,
+        cpu=8,
+        memory_gib=32,
+        storage_gib=20,
+        status=WorkspaceRequest.Status.APPROVED,
+        decided_at=timezone.now(),
+        decided_by_name="bench-admin",
+        gpu_resource=vocab.GPU,
+        gpu_type="exclusive",
+    )
+    pages = {
+        "owner's page": (f"/workspaces/{ws.pk}/", owner),
+        "admin's detail": ("/workspaces/cluster/ws-full/", admin),
+    }
+    clients = {}
+    for name, (_url, user) in pages.items():
+        clients[name] = Client(HTTP_HOST="localhost")
+        clients[name].force_login(user)
+    print("\nthe Workspace pages, GPU pods half Pending, half Running:")
+    counts: dict[str, list[int]] = {}
+    for pods, (first, last) in ((5, (2, 5)), (50, (5, 50))):
+        add_pods(gateway, "ws-full", first, last)
+        for name, (url, _user) in pages.items():
+            fetch(clients[name], url)  # the twin's view brought up to date
+            with Cursor() as cur:
+                fetch(clients[name], url)
+            ms, cpu, p95 = timed(lambda c=clients[name], url=url: fetch(c, url), 20)
+            counts.setdefault(name, []).append(len(cur.sql))
+            print(
+                f"  {name:15s} {pods:3d} pods {ms:7.1f} ms wall (p95 {p95:6.1f}) {cpu:6.1f} ms CPU (medians)"
+                f"   {len(cur.sql):3d} SQL"
+            )
+    for name, (few, many) in counts.items():
+        print(f"  {name}: {'the same count' if few == many else f'GROWS: {few} -> {many}'} at 5 and 50 pods")
+
+
 def main():
+    try:
+        run(set(ARGS.parts.split(",")))
+    finally:
+        if PG is not None:
+            connection.close()
+            PG.stop()
+
+
+def run(parts):
     call_command("migrate", verbosity=0)
     print(f"database: {connection.vendor}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    admin, _ = get_user_model().objects.get_or_create(username="bench-admin", defaults={"is_staff": True})
+    if "rollup" in parts:
+        rollup()
+    if "page" in parts:
+        page(admin)
+    if "pods" in parts:
+        bench_pods(admin)
+
+
+def rollup():
     r = bench_rollup()
     m = r["month"]
     print(
@@ -262,13 +433,15 @@ def main():
     print(f"  the first of a process   {r['cold'][0]:7.1f} ms wall {r['cold'][1]:7.1f} ms CPU (every node line read)")
     print(f"  a new hour               {r['new'][0]:7.1f} ms wall {r['new'][1]:7.1f} ms CPU (medians; nodes unchanged)")
     print(f"  the same hour again      {r['again'][0]:7.1f} ms wall {r['again'][1]:7.1f} ms CPU (medians; replaces it)")
+    print(f"  a new hour: {r['split'][0]:.1f} ms in SQL at the cursor, {r['split'][1]:.1f} ms the rest (medians)")
     print(
         f"  the month after 5 new hours and the first replaced 5 times: {m.hours} hours, "
         f"{m.physical:.0f} physical GPU-hours, {m.allocated:.1f} allocated"
     )
 
+
+def page(admin):
     hours = twelve_months()
-    admin, _ = get_user_model().objects.get_or_create(username="bench-admin", defaults={"is_staff": True})
     client = Client(HTTP_HOST="localhost")
     client.force_login(admin)
     print(
@@ -277,12 +450,16 @@ def main():
     )
     for name, url in PAGES.items():
         fetch(client, url)
-        queries = []  # counted at the cursor: the request's start resets Django's query log
-        with connection.execute_wrapper(lambda execute, sql, *a, q=queries: q.append(sql) or execute(sql, *a)):
+        with Cursor() as cur:  # counted at the cursor: the request's start resets Django's query log
             body = fetch(client, url)
-        ms, cpu = timed(lambda url=url: fetch(client, url), 5 if "CSV" in name else 20)
+        n = 5 if "CSV" in name else 20
+        ms, cpu, p95 = timed(lambda url=url: fetch(client, url), n)
+        sql, rest = split(lambda url=url: fetch(client, url), n)
         extra = f"   {len(body.splitlines()) - 1} rows" if "CSV" in name else ""
-        print(f"  {name:22s} {ms:7.1f} ms wall {cpu:7.1f} ms CPU (medians)   {len(queries):3d} SQL{extra}")
+        print(
+            f"  {name:22s} {ms:7.1f} ms wall (p95 {p95:6.1f}) {cpu:6.1f} ms CPU (medians)  {len(cur.sql):3d} SQL "
+            f"{sql:6.1f} ms in SQL, {rest:6.1f} ms the rest{extra}"
+        )
 
 
 if __name__ == "__main__":

@@ -223,11 +223,11 @@ class PromQLCounter:
 
 
 def cost(client, url):
-    """(SQL queries, PromQL queries) of one request. SQL is counted at the cursor: Django empties
-    its query log when a request starts (request_started), so CaptureQueriesContext says 0."""
-    sql = []
+    """(SQL queries, PromQL queries) of one request. SQL is counted at the cursor: a
+    request's start empties Django's query log, which CaptureQueriesContext reads."""
+    sql: list[str] = []
     with (
-        connection.execute_wrapper(lambda execute, *a: sql.append(1) or execute(*a)),
+        connection.execute_wrapper(lambda execute, query, *a: sql.append(query) or execute(query, *a)),
         PromQLCounter() as prom,
     ):
         resp = client.get(url)
