@@ -28,6 +28,22 @@ from .base import ClusterError, Conflict, NotFound
 log = logging.getLogger(__name__)
 
 
+# A standby's attempt is made this long after the Lease it watches expires by its clock
+# (a timer may fire a little early; an attempt before expiry would be wasted).
+EXPIRY_MARGIN = 0.05
+
+
+def next_attempt_in(retry_wait: float, expires_in: float | None) -> float:
+    """Seconds until a candidate's next attempt: its (jittered) retry period, or sooner, just
+    after the Lease another holds expires (``expires_in``, by the candidate's clock; None:
+    nobody else holds it). Polling alone would take over up to a retry period after expiry:
+    the Lease's duration counts from the last renewal the candidate saw, so it takes over
+    then, as client-go's isLeaseValid allows, not a poll later."""
+    if expires_in is None:
+        return retry_wait
+    return min(retry_wait, max(expires_in, 0.0) + EXPIRY_MARGIN)
+
+
 def _micro_time(dt: datetime | None = None) -> str:
     return (dt or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -136,13 +152,22 @@ class LeaderElector:
     def _lost(self) -> bool:
         return False
 
+    def expires_in(self) -> float | None:
+        """Seconds until the Lease another holds expires by this candidate's clock (the
+        record seen unchanged for its duration); None when nobody else holds it."""
+        spec = self._observed_spec or {}
+        if (spec.get("holderIdentity") or "") in ("", self.identity):
+            return None
+        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        return self._observed_at + duration - self.clock()
+
     # ------------------------------------------------------------------ loops
     def acquire(self, stop: threading.Event) -> bool:
         """Block until this identity leads (True) or ``stop`` is set (False)."""
         while not stop.is_set():
             if self._attempt():
                 return True
-            stop.wait(self.retry_period * random.uniform(1.0, 1.2))
+            stop.wait(next_attempt_in(self.retry_period * random.uniform(1.0, 1.2), self.expires_in()))
         return False
 
     def keep(self, stop: threading.Event, lost: threading.Event) -> None:
