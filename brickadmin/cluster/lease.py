@@ -31,17 +31,23 @@ log = logging.getLogger(__name__)
 # A standby's attempt is made this long after the Lease it watches expires by its clock
 # (a timer may fire a little early; an attempt before expiry would be wasted).
 EXPIRY_MARGIN = 0.05
+# While another holds the Lease, a standby reads it this many times per retry period: the
+# duration counts from the renewal it last saw, so a renewal seen a retry period late
+# would make it take over up to a retry period late. Reads only (a GET of one Lease); it
+# writes only once the Lease expired.
+OBSERVATIONS_PER_RETRY = 4
 
 
 def next_attempt_in(retry_wait: float, expires_in: float | None) -> float:
-    """Seconds until a candidate's next attempt: its (jittered) retry period, or sooner, just
-    after the Lease another holds expires (``expires_in``, by the candidate's clock; None:
-    nobody else holds it). Polling alone would take over up to a retry period after expiry:
-    the Lease's duration counts from the last renewal the candidate saw, so it takes over
-    then, as client-go's isLeaseValid allows, not a poll later."""
+    """Seconds until a candidate's next look at the Lease: its (jittered) retry period when
+    nobody else holds it (``expires_in`` None); while another holds it, a fraction of that
+    (OBSERVATIONS_PER_RETRY), and no later than just after the Lease expires by the
+    candidate's clock. Polling every retry period alone took over up to two retry periods
+    after the Lease's duration (a renewal seen late, then the expiry seen late); client-go's
+    isLeaseValid allows the takeover right when the duration since the last seen renewal ends."""
     if expires_in is None:
         return retry_wait
-    return min(retry_wait, max(expires_in, 0.0) + EXPIRY_MARGIN)
+    return min(retry_wait / OBSERVATIONS_PER_RETRY, max(expires_in, 0.0) + EXPIRY_MARGIN)
 
 
 def _micro_time(dt: datetime | None = None) -> str:

@@ -10,7 +10,7 @@ from django.db import transaction
 
 from brickadmin.cluster import Conflict, Gone, TransientClusterError, scenarios
 from brickadmin.cluster import twin as twin_mod
-from brickadmin.cluster.lease import EXPIRY_MARGIN, LeaderElector, next_attempt_in
+from brickadmin.cluster.lease import EXPIRY_MARGIN, OBSERVATIONS_PER_RETRY, LeaderElector, next_attempt_in
 from brickadmin.cluster.models import TwinEvent, TwinState
 from brickadmin.cluster.snapshot import Snapshot
 from brickadmin.cluster.twin import TwinGateway
@@ -286,14 +286,12 @@ def test_a_standby_takes_over_as_the_lease_expires_by_its_clock_not_a_poll_later
     "retry_wait,expires_in,expected",
     [
         (2.2, None, 2.2),  # nobody else holds it: the retry period
-        (2.2, 9.0, 2.2),  # expires later than the next poll: poll
-        (2.2, 1.0, 1.0 + EXPIRY_MARGIN),  # expires before the next poll: try just after it expires
-        (2.2, -3.0, EXPIRY_MARGIN),  # already expired: try at once
+        (2.2, 9.0, 2.2 / OBSERVATIONS_PER_RETRY),  # held by another: looked at more often, reads only
+        (2.2, 0.1, 0.1 + EXPIRY_MARGIN),  # expires before the next look: just after it expires
+        (2.2, -3.0, EXPIRY_MARGIN),  # already expired: at once
     ],
 )
-def test_a_candidate_s_next_attempt_is_the_retry_period_or_the_lease_s_expiry_if_sooner(
-    retry_wait, expires_in, expected
-):
+def test_a_candidate_looks_at_a_lease_held_by_another_often_and_right_as_it_expires(retry_wait, expires_in, expected):
     assert next_attempt_in(retry_wait, expires_in) == pytest.approx(expected)
 
 
