@@ -585,7 +585,7 @@ def main():
                     flag = (
                         ""
                         if r["status"] == "succeeded" and not (r["twice"] or r["sent_twice"] or r["wrong"])
-                        else " <-- !"
+                        else f" <-- ! twice {r['twice']} sent twice {r['sent_twice']} wrong {r['wrong'] or '-'}"
                     )
                     rec = "-" if r["recover"] is None else f"{r['recover']:.1f}s"
                     print(
