@@ -6,7 +6,9 @@ gives up leadership (stops working) before the Lease can expire (``lease_duratio
 two leaders never overlap as long as renew_deadline < lease_duration. A candidate takes
 the Lease only when it has seen the same record unchanged for ``lease_duration`` on its
 own clock (no trust in the other's clock), and writes are conditional on the
-resourceVersion read (a lost race is a 409 Conflict: try again later).
+resourceVersion read (a lost race is a 409 Conflict: try again later). A standby reads a
+Lease held by another several times per retry period and tries right as it expires, so it
+takes over a Lease's duration after the last renewal it saw, not up to two polls later.
 
 ``token`` is the fencing token of the current leadership (the Lease's leaseTransitions
 when this identity took it: every change of holder raises it), and ``holds()`` says
