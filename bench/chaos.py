@@ -27,8 +27,14 @@ for approvals: a quota or decision missing), and the time to recover, median and
 the dependency being back to the run's next recorded event (for approvals: to the
 approval recorded).
 
+``--cluster lab``: the same on the Kubernetes lab (lab/up; its lock is held meanwhile), the
+"demo" scenario loaded again before every repetition (lab/load_scenario.py), with the fault
+"apiserver": the lab's kube-apiserver stopped and started again on the same etcd (the worker,
+the approvals and the reaper lose the API server, never the database).
+
 Run: .venv/bin/python bench/chaos.py [--reps 5] [--faults postgres,redis,beat] [--down 2]
      [--seed N] [--pause 0.7] [--approval-pause 0.3] [--kinds A,approval]
+     [--cluster lab --faults apiserver --targets 1]
 Everything lives under a fresh temp dir; every process it starts is ended on exit.
 """
 
@@ -50,6 +56,12 @@ sys.path.insert(0, str(REPO))
 import throwaway  # noqa: E402  (bench/, the script's own directory)
 
 VAR = Path(tempfile.mkdtemp(prefix="brick-bench-chaos-"))
+# The cluster is chosen before Django is set up (the settings read it from the environment).
+ON_LAB = "--cluster=lab" in sys.argv or any(
+    a == "--cluster" and sys.argv[i + 1 : i + 2] == ["lab"] for i, a in enumerate(sys.argv)
+)
+LAB_DIR = Path(os.environ.get("BRICK_LAB_DIR", "/tmp/brickadmin-lab"))
+LAB_KUBECONFIG = os.environ.get("BRICK_LAB_KUBECONFIG", str(LAB_DIR / "kubeconfig"))
 
 for _name in (
     "BRICK_RUN_HEARTBEAT_STALE_SECONDS",
@@ -106,11 +118,18 @@ os.environ.update(
         "DATABASE_URL": PG.url,
         "REDIS_URL": REDIS.url,
         "DJANGO_SETTINGS_MODULE": "brickadmin.settings",
-        "BRICK_CLUSTER": "twin",
+        "BRICK_CLUSTER": "kube" if ON_LAB else "twin",
         "CELERY_TASK_ALWAYS_EAGER": "0",
         "LOG_LEVEL": "WARNING",
     }
 )
+
+if ON_LAB:
+    os.environ["BRICK_KUBECONFIG"] = LAB_KUBECONFIG
+    sys.path.insert(0, str(REPO / "lab"))
+    import lablock  # noqa: E402
+
+    lablock.hold(600)  # one lab per machine: tests and benches take turns
 
 import django  # noqa: E402
 
@@ -244,7 +263,11 @@ class Fault:
         self.name, self.fleet = name, fleet
 
     def down(self):
-        if self.name == "postgres":
+        if self.name == "apiserver":
+            import lab as lab_mod
+
+            lab_mod.stop("kube-apiserver")
+        elif self.name == "postgres":
             PG.stop("fast")
         elif self.name == "redis":
             REDIS.stop()
@@ -252,7 +275,9 @@ class Fault:
             self.fleet.stop_beat()
 
     def up(self):
-        if self.name == "postgres":
+        if self.name == "apiserver":
+            start_lab_apiserver()
+        elif self.name == "postgres":
             PG.start()
         elif self.name == "redis":
             REDIS.start()
@@ -269,7 +294,21 @@ class Fault:
         return timezone.now()
 
 
-# --- the twin ----------------------------------------------------------------------------------
+def start_lab_apiserver():
+    """The lab's kube-apiserver started again as lab/lab.py starts it, on the same etcd (lab/up
+    would build a fresh control plane when its core is not all running), until ready."""
+    import lab as lab_mod
+
+    token = lab_mod.ADMIN_TOKEN_FILE.read_text().strip()
+    for name, argv, ready, timeout in lab_mod.components(lab_mod.bin_dir(), token):
+        if name == "kube-apiserver":
+            lab_mod.start(name, argv)
+            lab_mod.wait_for(name, ready, timeout, name)
+            return
+    raise RuntimeError("the lab has no kube-apiserver component")
+
+
+# --- the cluster: the twin, or the lab --------------------------------------------------------
 
 
 def ledger_counts(gw):
@@ -288,8 +327,8 @@ def ledger_counts(gw):
 
 
 class Twin:
-    def __init__(self, rng):
-        self.rng = rng
+    def __init__(self, rng, targets=0):
+        self.rng, self.targets = rng, targets
         self.objects, self.hardware, self.plugin_configs = scenarios.read("demo")
         self.gw = TwinGateway()
 
@@ -314,18 +353,35 @@ class Twin:
             run = service.start_run("A", n.name, params, actor_name="bench-chaos-rehearsal", dispatch=False)
             if engine.execute(run.pk, gateway=self.gw) == "succeeded":
                 self.expected[n.name] = (params, ledger_counts(self.gw))
+                if self.targets and len(self.expected) >= self.targets:
+                    break
         print(f"  A targets on the demo: {sorted(self.expected)}")
         if not self.expected:
             raise RuntimeError("procedure A has no valid target on the demo")
 
 
+class Lab(Twin):
+    """The Kubernetes lab: the demo loaded as lab/load_scenario.py loads it."""
+
+    def __init__(self, rng, targets=0):
+        from brickadmin.cluster.kube import KubeGateway
+
+        self.rng, self.targets = rng, targets
+        self.gw = KubeGateway(LAB_KUBECONFIG)
+
+    def reset(self):
+        import load_scenario
+
+        load_scenario.load("demo", LAB_KUBECONFIG)
+
+
 class SlowTwin:
-    """The twin with a pause before every write, so a fault lands inside an approval."""
+    """The cluster's gateway with a pause before every write, so a fault lands inside an approval."""
 
     WRITES = {"create_namespace", "create_resource_quota", "apply", "create_priority_class", "delete"}
 
-    def __init__(self, pause):
-        self._gw, self._pause = TwinGateway(), pause
+    def __init__(self, pause, gw=None):
+        self._gw, self._pause = gw or TwinGateway(), pause
         self.writes = 0  # writes begun (an approval makes about five)
 
     def __getattr__(self, name):
@@ -390,9 +446,9 @@ def one_run(fault, twin, rng, args):
 
 def one_approval(fault, twin, rng, args, admin, requester, n):
     twin.reset()
-    gw = SlowTwin(args.approval_pause)
-    ws.get_gateway = lambda: gw  # the approval's cluster: the slowed twin
-    choice = db(lambda: ws.gpu_choices(LiveRead(TwinGateway()).ledger())[0])
+    gw = SlowTwin(args.approval_pause, twin.gw)
+    ws.get_gateway = lambda: gw  # the approval's cluster, slowed
+    choice = db(lambda: ws.gpu_choices(LiveRead(twin.gw).ledger())[0])
     req = db(
         lambda: ws.create_request(
             requester, name=f"chaos-{n}-{rng.randrange(10**6)}", gpu=1, cpu=1, memory_gib=1, storage_gib=1
@@ -435,9 +491,9 @@ def one_approval(fault, twin, rng, args, admin, requester, n):
     r["status"] = "succeeded" if req.status == WorkspaceRequest.Status.APPROVED else req.status
     decisions = db(lambda: Decision.objects.filter(workspace_id=req.pk, action=Decision.Action.APPROVE).count())
     r["twice"] = ["approval recorded twice"] if decisions > 1 else []
-    namespaces = db(lambda: [x for x in TwinGateway().list_namespaces() if x["metadata"]["name"] == req.namespace])
+    namespaces = db(lambda: [x for x in twin.gw.list_namespaces() if x["metadata"]["name"] == req.namespace])
     r["sent_twice"] = ["namespace twice"] if len(namespaces) > 1 else []
-    quotas = db(lambda: TwinGateway().list_resource_quotas(namespace=req.namespace))
+    quotas = db(lambda: twin.gw.list_resource_quotas(namespace=req.namespace))
     want = ws.quota_hard(req, choice.resource)
     have = {}
     for q in quotas:
@@ -485,6 +541,8 @@ def main():
     parser.add_argument("--approval-pause", type=float, default=0.3, help="seconds before each approval write")
     parser.add_argument("--timeout", type=float, default=120)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--cluster", choices=("twin", "lab"), default="twin", help="where the runs go")
+    parser.add_argument("--targets", type=int, default=0, help="rehearse at most this many A targets (0: all)")
     args = parser.parse_args()
     args.seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
     rng = random.Random(args.seed)
@@ -496,7 +554,7 @@ def main():
 
     print(
         f"bench/chaos.py: {args.reps} restarts of each of {', '.join(faults)} during {' and '.join(kinds)} "
-        f"on the twin (demo); down {args.down:g}s each; seed {args.seed}"
+        f"on the {'lab' if ON_LAB else 'twin'} (demo); down {args.down:g}s each; seed {args.seed}"
     )
     print(
         f"  own PostgreSQL {PG.url} ({PG.bin}), own Redis {REDIS.url}; worker prefork x2, beat apart; "
@@ -506,7 +564,7 @@ def main():
     User = get_user_model()
     admin = User.objects.create_superuser("chaos-admin", "", "x")
     requester = User.objects.create_user("chaos-user", "", "x")
-    twin = Twin(rng)
+    twin = (Lab if ON_LAB else Twin)(rng, args.targets)
     twin.rehearse()
     fleet = Fleet(args.pause)
     fleet.start_worker()
@@ -527,7 +585,7 @@ def main():
                     flag = (
                         ""
                         if r["status"] == "succeeded" and not (r["twice"] or r["sent_twice"] or r["wrong"])
-                        else " <-- !"
+                        else f" <-- ! twice {r['twice']} sent twice {r['sent_twice']} wrong {r['wrong'] or '-'}"
                     )
                     rec = "-" if r["recover"] is None else f"{r['recover']:.1f}s"
                     print(

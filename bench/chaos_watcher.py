@@ -26,7 +26,8 @@ Printed: faults, views torn right after a fault (must be 0), wrong counts after 
 (view vs fresh list; must be 0), writes by a former leader after the takeover (must be 0),
 watchers that exited on a database restart (must be 0), how often the pages' "behind"
 banner was up between the fault and the recovery, the time a new holder claimed the view
-(takeover), and the time to recover (from the fault to the view equal to a fresh list of
+(takeover; also counted from the Lease's last renewal before the fault, which is what
+the Lease's duration bounds), and the time to recover (from the fault to the view equal to a fresh list of
 the cluster as changed after the fault, polled every 0.1 s), median / max per fault, with
 the Lease settings in force. The change after the fault is written (in a thread) while
 the takeover is watched ("change_written_s" per fault).
@@ -317,6 +318,22 @@ def behind_shown() -> bool:
     return bool(fresh and (fresh.behind or fresh.watcher_down))
 
 
+def seconds_since_renewal() -> float | None:
+    """How long ago the Lease was last renewed (its renewTime; this machine's clock is the
+    watchers' too), read right after a fault: a takeover counted from it is what the
+    Lease's duration bounds (a standby cannot know of a renewal before it sees it)."""
+    from datetime import UTC, datetime
+
+    from brickadmin.cluster.twin import TwinGateway
+    from gpus.management.commands.watch_cluster import LEASE_NAME
+
+    spec = retrying(lambda: TwinGateway().get_lease(LEASE_NAMESPACE, LEASE_NAME)).get("spec") or {}
+    if not spec.get("renewTime"):
+        return None
+    renewed = datetime.strptime(spec["renewTime"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    return (datetime.now(UTC) - renewed).total_seconds()
+
+
 def holder() -> str:
     from gpus.models import ViewState
 
@@ -421,6 +438,7 @@ def main() -> int:
                 elif kind == "pg-restart-mid-publish":
                     pg.restart()
                 connection.close()
+                renewed_before = seconds_since_renewal() if kind != "pg-restart-mid-publish" else None
                 right_after = retrying(stored)
                 was_torn = torn(right_after)
                 toggles += 1
@@ -476,6 +494,9 @@ def main() -> int:
                         "recover_s": round(recovered, 2),
                         "change_written_s": round(changed, 2) if changed is not None else None,
                         "takeover_s": round(takeover, 2) if takeover is not None else None,
+                        "takeover_after_renewal_s": round(takeover + renewed_before, 2)
+                        if takeover is not None and renewed_before is not None
+                        else None,
                         "new_holder": view[1],
                     }
                 )
@@ -512,6 +533,17 @@ def summarise(results: list[dict], args) -> dict:
             for k in by_kind
             if (v := [r["takeover_s"] for r in results if r["fault"] == k and r["takeover_s"] is not None])
         },
+        "takeover_after_renewal_s": {
+            k: {"median": statistics.median(v), "max": max(v), "n": len(v)}
+            for k in by_kind
+            if (
+                v := [
+                    r["takeover_after_renewal_s"]
+                    for r in results
+                    if r["fault"] == k and r.get("takeover_after_renewal_s") is not None
+                ]
+            )
+        },
         "lease": {
             "duration": args.lease_duration,
             "renew_deadline": args.renew_deadline,
@@ -541,6 +573,11 @@ def print_summary(s: dict) -> None:
     for kind, t in s["takeover_s"].items():
         print(
             f"{kind:24s} a new holder claimed the view: median {t['median']:.1f} s, max {t['max']:.1f} s (n={t['n']})"
+        )
+    for kind, t in s["takeover_after_renewal_s"].items():
+        print(
+            f"{kind:24s} ... counted from the Lease's last renewal: median {t['median']:.1f} s,"
+            f" max {t['max']:.1f} s (n={t['n']})"
         )
 
 

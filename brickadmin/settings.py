@@ -67,6 +67,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "brickadmin.middleware.ClusterErrorMiddleware",
     "brickadmin.middleware.DatabaseErrorMiddleware",  # read-only or unreachable database: a 503 page
+    "gpus.middleware.OneGenerationMiddleware",  # a page reads one generation of the cluster view
     "django.contrib.auth.middleware.LoginRequiredMiddleware",  # every view needs a login unless marked
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks: the lockout page
 ]

@@ -9,10 +9,13 @@ watcher at its start; on the twin, ``gpus.reading`` at once).
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone, translation
 
 from . import health as health_mod
@@ -21,9 +24,68 @@ from . import occupancy as occupancy_mod
 from .models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, ViewTypeRow, ViewWorkspace
 from .view_publish import BEHIND_SECONDS, SCHEMA_VERSION
 
+# --- one generation per page --------------------------------------------------------------
+# The watcher rewrites the view's rows in one transaction, but a page reads the state row and
+# the rows in separate statements, lazily, while it renders: a publication committed between
+# two of them would show a mix of generations (totals of one, nodes of the next). So a page
+# (gpus.middleware.OneGenerationMiddleware) reads the view in one snapshot: its first read
+# of the view opens a REPEATABLE READ transaction on PostgreSQL, which every later statement
+# of the page reads in, until the response is rendered. It is not READ ONLY: a page may still
+# record its own things (a settings row created on first use). On SQLite, and inside a
+# transaction already open, the statements are read as they come.
+_page = threading.local()  # the connection is per thread too
+
+
+class PageGeneration:
+    """The scope of one page: the snapshot it reads the view in, opened at its first read."""
+
+    def __init__(self):
+        self.stack = contextlib.ExitStack()
+        self.holding = False
+
+    def __enter__(self):
+        _page.current = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.end(*exc)
+
+    def end(self, *exc) -> None:
+        """Close the snapshot (an exception rolls it back); the rest of the request reads as it comes."""
+        if getattr(_page, "current", None) is self:
+            _page.current = None
+        self.stack.__exit__(*(exc or (None, None, None)))
+
+
+def hold_generation() -> None:
+    """Within a page: from now on every read of the view sees the generation it sees now."""
+    page = getattr(_page, "current", None)
+    if page is None or page.holding:
+        return
+    page.holding = True
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        return
+    page.stack.enter_context(transaction.atomic())
+    with connection.cursor() as cursor:  # must be the transaction's first statement
+        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
+
+def holding_generation() -> bool:
+    """This page already reads one generation (the twin is then not published again for it)."""
+    page = getattr(_page, "current", None)
+    return page is not None and page.holding
+
+
+def end_page_generation(exception: BaseException) -> None:
+    """A page's view raised: its snapshot is rolled back before the error page renders."""
+    page = getattr(_page, "current", None)
+    if page is not None:
+        page.end(type(exception), exception, exception.__traceback__)
+
 
 def stored_gpu_capacity() -> dict[str, dict]:
     """The stored ``gpu_capacity`` (one query); {} before a view that keeps it."""
+    hold_generation()
     state = ViewState.objects.filter(pk=1).only("extra").first()
     return ((state.extra or {}).get("gpu_capacity") or {}) if state else {}
 
@@ -230,7 +292,8 @@ def _problem(row: ViewProblem, lang: str) -> health_mod.Problem:
 def stored_view(*, live: bool = False) -> StoredView:
     """The current view: three queries (state, type rows, resource rows). Raises
     ViewUnavailable when nothing was published yet, ViewOutdated when what was published
-    is of an older form."""
+    is of an older form. Within a page, it and every later read of the view see one generation."""
+    hold_generation()
     state = ViewState.objects.filter(pk=1).first()
     if state is None or not state.generation:
         raise ViewUnavailable()
@@ -288,6 +351,7 @@ def has_view() -> bool:
 
 def gpu_nodes(*, mode: str = "", model: str = ""):
     """The GPU nodes as a QuerySet, filtered in SQL (the Nodes table sorts, searches and pages it there)."""
+    hold_generation()
     qs = ViewNode.objects.filter(is_gpu=True)
     if mode:
         qs = qs.filter(mode=mode)
@@ -311,6 +375,7 @@ def nodes_serving(resource: str) -> list[ServingNode]:
     mode), schedulable ones first, from the stored view: one query, no API call."""
     if not resource:
         return []
+    hold_generation()
     rows = ViewNode.objects.filter(is_gpu=True).values_list(
         "name", "cordoned", "ledger__model", "ledger__ready", "ledger__resources"
     )
@@ -335,12 +400,14 @@ def jobs(keys) -> dict[tuple[str, str], dict]:
     wanted = set(keys)
     if not wanted:
         return {}
+    hold_generation()
     rows = ViewJob.objects.filter(name__in={name for _ns, name in wanted}).values_list("namespace", "name", "status")
     return {(ns, name): {"status": st} for ns, name, st in rows if (ns, name) in wanted}
 
 
 def freshness(*, live: bool = False) -> Freshness | None:
     """The view's freshness from its state row alone (no view rows), or None without a view."""
+    hold_generation()
     state = (
         ViewState.objects.filter(pk=1)
         .only("as_of", "published_at", "watcher", "watcher_seen_at", "watcher_status", "source", "generation")
@@ -398,7 +465,16 @@ def record_problems(nodes=None) -> list[health_mod.Problem]:
     if nodes is None:  # the cluster-wide findings: is the reaper (Celery beat and a worker) running?
         from .models import ServiceBeat
 
-        inputs.service_beats = dict(ServiceBeat.objects.values_list("name", "beat_at"))
+        beats = dict(ServiceBeat.objects.values_list("name", "beat_at"))
+        if health_mod.CONSOLE_UP not in beats:  # the first look: from now on a beat never recorded is due
+            beats[health_mod.CONSOLE_UP] = timezone.now()
+            try:
+                with transaction.atomic():
+                    rows = [ServiceBeat(name=health_mod.CONSOLE_UP, beat_at=beats[health_mod.CONSOLE_UP])]
+                    ServiceBeat.objects.bulk_create(rows, ignore_conflicts=True)
+            except DatabaseError:  # another page's first look at the same moment: it recorded it
+                pass
+        inputs.service_beats = beats
         inputs.service_late_after = timedelta(seconds=float(getattr(settings, "BRICK_REAPER_STALE_SECONDS", 120)))
     found = health_mod.problems(inputs, reads="records")
     return found if nodes is not None else health_mod.ordered(found + [p for read in RECORD_READERS for p in read()])
@@ -410,6 +486,7 @@ def idle_by_resource(now=None) -> dict[str, int]:
     from django.conf import settings as dj_settings
 
     now = now or datetime.now(UTC)
+    hold_generation()
     hours = float(getattr(dj_settings, "BRICK_IDLE_HOURS", 24))
     lines = ViewWorkspace.objects.filter(quota__gt=0, idle_since__lte=now - timedelta(hours=hours)).only(
         "namespace", "quota", "gpu_quotas", "idle_since"

@@ -118,8 +118,9 @@ class HealthInputs:
     now: datetime | None = None
     # The Workspace records against the view's Workspace lines (workspaces.health.WorkspaceInputs)
     workspaces: object = None
-    # When each periodic service last ran ({"reaper": datetime}; none: never ran here), and
-    # how long without a run is too long (the reaper is scheduled every 5 s).
+    # When each periodic service last ran ({"reaper": datetime}; none: never ran here), with
+    # CONSOLE_UP, since when the console has been looking for them, and how long without a
+    # run is too long (the reaper is scheduled every 5 s).
     service_beats: dict[str, datetime] | None = None
     service_late_after: timedelta = timedelta(minutes=2)
 
@@ -674,6 +675,11 @@ def run_left_cordoned(inputs: HealthInputs) -> Iterable[Problem]:
             )
 
 
+# The ServiceBeat row that says since when the console has been looking for the periodic
+# services' beats (written at its first look): a beat never recorded past the grace is due.
+CONSOLE_UP = "console-up"
+
+
 @check(
     "reaper-stopped",
     gettext_lazy("Background tasks not running"),
@@ -685,24 +691,34 @@ def run_left_cordoned(inputs: HealthInputs) -> Iterable[Problem]:
     ),
 )
 def reaper_stopped(inputs: HealthInputs) -> Iterable[Problem]:
-    last = (inputs.service_beats or {}).get("reaper")
+    beats = inputs.service_beats or {}
+    last, up_since = beats.get("reaper"), beats.get(CONSOLE_UP)
     now = inputs.now or datetime.now(UTC)
     if last is not None and now - last > inputs.service_late_after:
-        yield Problem(
-            "bad",
-            "reaper-stopped",
-            _("background tasks"),
-            _(
-                "The reaper last ran at %(when)s (it runs every few seconds): Celery beat or the "
-                "worker is not running, so runs whose worker died stay stuck and are not resumed."
-            )
-            % {"when": last.strftime("%Y-%m-%d %H:%M:%S UTC")},
-            _(
-                "Start or restart the worker with beat (celery -A brickadmin worker --beat, or the "
-                "worker and beat Deployments) and check their logs; the reaper resumes stuck runs by itself."
-            ),
-            subject_type=RESOURCE,
-        )
+        message = _(
+            "The reaper last ran at %(when)s (it runs every few seconds): Celery beat or the "
+            "worker is not running, so runs whose worker died stay stuck and are not resumed."
+        ) % {"when": last.strftime("%Y-%m-%d %H:%M:%S UTC")}
+    elif last is None and up_since is not None and now - up_since > inputs.service_late_after:
+        # A beat that never started is as silent as one that stopped: no run was ever recorded.
+        message = _(
+            "The reaper has never run, though brickadmin has been up since %(when)s (it runs every few "
+            "seconds): Celery beat or the worker was never started, so runs whose worker died stay stuck "
+            "and are not resumed."
+        ) % {"when": up_since.strftime("%Y-%m-%d %H:%M:%S UTC")}
+    else:
+        return
+    yield Problem(
+        "bad",
+        "reaper-stopped",
+        _("background tasks"),
+        message,
+        _(
+            "Start or restart the worker with beat (celery -A brickadmin worker --beat, or the "
+            "worker and beat Deployments) and check their logs; the reaper resumes stuck runs by itself."
+        ),
+        subject_type=RESOURCE,
+    )
 
 
 CHECKLIST_WAIT = timedelta(days=1)

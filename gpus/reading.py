@@ -107,7 +107,7 @@ def read_cluster(gateway=None) -> clusterview.StoredView:
     """The stored view for a page. Raises ClusterError when there is none to show."""
     gateway = gateway or get_gateway()
     live = gateway.name == "twin"
-    if live:
+    if live and not clusterview.holding_generation():  # a page reads the generation it began with
         _bring_twin_view_up_to_date(gateway)
     try:
         return clusterview.stored_view(live=live)

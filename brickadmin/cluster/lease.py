@@ -6,7 +6,9 @@ gives up leadership (stops working) before the Lease can expire (``lease_duratio
 two leaders never overlap as long as renew_deadline < lease_duration. A candidate takes
 the Lease only when it has seen the same record unchanged for ``lease_duration`` on its
 own clock (no trust in the other's clock), and writes are conditional on the
-resourceVersion read (a lost race is a 409 Conflict: try again later).
+resourceVersion read (a lost race is a 409 Conflict: try again later). A standby reads a
+Lease held by another several times per retry period and tries right as it expires, so it
+takes over a Lease's duration after the last renewal it saw, not up to two polls later.
 
 ``token`` is the fencing token of the current leadership (the Lease's leaseTransitions
 when this identity took it: every change of holder raises it), and ``holds()`` says
@@ -26,6 +28,28 @@ from datetime import UTC, datetime
 from .base import ClusterError, Conflict, NotFound
 
 log = logging.getLogger(__name__)
+
+
+# A standby's attempt is made this long after the Lease it watches expires by its clock
+# (a timer may fire a little early; an attempt before expiry would be wasted).
+EXPIRY_MARGIN = 0.05
+# While another holds the Lease, a standby reads it this many times per retry period: the
+# duration counts from the renewal it last saw, so a renewal seen a retry period late
+# would make it take over up to a retry period late. Reads only (a GET of one Lease); it
+# writes only once the Lease expired.
+OBSERVATIONS_PER_RETRY = 4
+
+
+def next_attempt_in(retry_wait: float, expires_in: float | None) -> float:
+    """Seconds until a candidate's next look at the Lease: its (jittered) retry period when
+    nobody else holds it (``expires_in`` None); while another holds it, a fraction of that
+    (OBSERVATIONS_PER_RETRY), and no later than just after the Lease expires by the
+    candidate's clock. Polling every retry period alone took over up to two retry periods
+    after the Lease's duration (a renewal seen late, then the expiry seen late); client-go's
+    isLeaseValid allows the takeover right when the duration since the last seen renewal ends."""
+    if expires_in is None:
+        return retry_wait
+    return min(retry_wait / OBSERVATIONS_PER_RETRY, max(expires_in, 0.0) + EXPIRY_MARGIN)
 
 
 def _micro_time(dt: datetime | None = None) -> str:
@@ -136,13 +160,22 @@ class LeaderElector:
     def _lost(self) -> bool:
         return False
 
+    def expires_in(self) -> float | None:
+        """Seconds until the Lease another holds expires by this candidate's clock (the
+        record seen unchanged for its duration); None when nobody else holds it."""
+        spec = self._observed_spec or {}
+        if (spec.get("holderIdentity") or "") in ("", self.identity):
+            return None
+        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        return self._observed_at + duration - self.clock()
+
     # ------------------------------------------------------------------ loops
     def acquire(self, stop: threading.Event) -> bool:
         """Block until this identity leads (True) or ``stop`` is set (False)."""
         while not stop.is_set():
             if self._attempt():
                 return True
-            stop.wait(self.retry_period * random.uniform(1.0, 1.2))
+            stop.wait(next_attempt_in(self.retry_period * random.uniform(1.0, 1.2), self.expires_in()))
         return False
 
     def keep(self, stop: threading.Event, lost: threading.Event) -> None:

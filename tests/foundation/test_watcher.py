@@ -10,7 +10,7 @@ from django.db import transaction
 
 from brickadmin.cluster import Conflict, Gone, TransientClusterError, scenarios
 from brickadmin.cluster import twin as twin_mod
-from brickadmin.cluster.lease import LeaderElector
+from brickadmin.cluster.lease import EXPIRY_MARGIN, OBSERVATIONS_PER_RETRY, LeaderElector, next_attempt_in
 from brickadmin.cluster.models import TwinEvent, TwinState
 from brickadmin.cluster.snapshot import Snapshot
 from brickadmin.cluster.twin import TwinGateway
@@ -262,6 +262,39 @@ def test_the_lease_elects_one_leader_and_the_standby_takes_over_when_it_expires(
     assert a.try_acquire_or_renew() is True  # released: taken at once
 
 
+def test_a_standby_takes_over_as_the_lease_expires_by_its_clock_not_a_poll_later(db):
+    """The Lease's duration counts from the last renewal the standby saw: it takes over
+    then, not up to a retry period later (a fake clock: each wait moves it on)."""
+    gw = TwinGateway()
+    now = [1000.0]
+    clock = lambda: now[0]  # noqa: E731
+    a = LeaderElector(gw, "brickadmin", "watch", "a", lease_duration=15, renew_deadline=10, clock=clock)
+    b = LeaderElector(gw, "brickadmin", "watch", "b", lease_duration=15, renew_deadline=10, clock=clock)
+    assert a.try_acquire_or_renew() is True  # and a dies at once, never renewing again
+
+    class Waits(threading.Event):
+        def wait(self, timeout=None):
+            now[0] += timeout
+            return False
+
+    assert b.acquire(Waits()) is True
+    assert gw.get_lease("brickadmin", "watch")["spec"]["holderIdentity"] == "b"
+    assert 1015 <= now[0] <= 1015 + 2 * EXPIRY_MARGIN
+
+
+@pytest.mark.parametrize(
+    "retry_wait,expires_in,expected",
+    [
+        (2.2, None, 2.2),  # nobody else holds it: the retry period
+        (2.2, 9.0, 2.2 / OBSERVATIONS_PER_RETRY),  # held by another: looked at more often, reads only
+        (2.2, 0.1, 0.1 + EXPIRY_MARGIN),  # expires before the next look: just after it expires
+        (2.2, -3.0, EXPIRY_MARGIN),  # already expired: at once
+    ],
+)
+def test_a_candidate_looks_at_a_lease_held_by_another_often_and_right_as_it_expires(retry_wait, expires_in, expected):
+    assert next_attempt_in(retry_wait, expires_in) == pytest.approx(expected)
+
+
 def test_lease_updates_are_conditional_on_the_resource_version(db):
     gw = TwinGateway()
     gw.create_lease("ns", {"metadata": {"name": "l"}, "spec": {"holderIdentity": "a"}})
@@ -285,7 +318,9 @@ def test_watch_cluster_once_publishes_one_snapshot(demo, monkeypatch):
     from gpus import view_publish
 
     got = []
-    monkeypatch.setattr(view_publish, "publish", lambda snap, *, watcher="": got.append((snap, watcher)) or 7)
+    monkeypatch.setattr(
+        view_publish, "publish", lambda snap, *, watcher="", fence=None: got.append((snap, watcher)) or 7
+    )
     call_command("watch_cluster", "--once", "--identity", "test-1")
     assert len(got) == 1 and got[0][1] == "test-1"
     snap = got[0][0]

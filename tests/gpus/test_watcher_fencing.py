@@ -217,3 +217,67 @@ def test_two_candidates_creating_the_lease_at_once_get_one_lease_and_one_conflic
             t.join()
         holder = TwinGateway().get_lease("ns", "l")["spec"]["holderIdentity"]
         assert sorted(outcomes) == sorted([holder, "conflict"])
+
+
+def test_watch_cluster_once_publishes_as_the_lease_holder_and_gives_the_lease_back(load_scenario):
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from gpus.management.commands.watch_cluster import LEASE_NAME
+
+    gw = load_scenario("seed-example")
+    call_command("watch_cluster", "--once", "--identity", "once-1")
+    state = ViewState.objects.get(pk=1)
+    assert (state.generation, state.holder) == (1, "once-1")
+    assert not gw.get_lease(settings.BRICK_LEASE_NAMESPACE, LEASE_NAME)["spec"]["holderIdentity"]
+
+
+def test_a_watch_cluster_once_that_lost_the_lease_while_listing_publishes_nothing(load_scenario, monkeypatch):
+    """A --once run whose Lease another watcher took over while it listed the cluster (it was
+    paused, or the list took long): its publication is refused like a former leader's."""
+    from django.conf import settings
+    from django.core.management import CommandError, call_command
+
+    from gpus.management.commands import watch_cluster
+
+    gw = load_scenario("seed-example")
+    clock = Clock()
+    other = LeaderElector(
+        TwinGateway(), settings.BRICK_LEASE_NAMESPACE, watch_cluster.LEASE_NAME, "watcher-b", clock=clock
+    )
+    listing = watch_cluster.ClusterWatcher.prime
+
+    def list_while_another_takes_the_lease_over(self):
+        listing(self)
+        assert not other.try_acquire_or_renew()  # the --once run holds it
+        clock.now += 16  # by the other's clock, the Lease has not been renewed for its duration
+        assert other.try_acquire_or_renew()
+        view_publish.claim(fence_of(other))
+
+    monkeypatch.setattr(watch_cluster.ClusterWatcher, "prime", list_while_another_takes_the_lease_over)
+    gw.cordon("dev-a1-ws02")
+    with pytest.raises(CommandError, match="refused"):
+        call_command("watch_cluster", "--once", "--identity", "once-1")
+    state = ViewState.objects.get(pk=1)
+    assert (state.generation, state.holder, state.fencing_token) == (0, "watcher-b", other.token)
+    assert gw.get_lease(settings.BRICK_LEASE_NAMESPACE, watch_cluster.LEASE_NAME)["spec"]["holderIdentity"] == (
+        "watcher-b"
+    )
+
+
+def test_a_reaper_that_never_started_is_on_the_health_page_once_the_console_has_been_up_a_while(
+    load_scenario, admin_client
+):
+    load_scenario("seed-example")
+    assert "reaper-stopped" not in admin_client.get(reverse("health")).content.decode(), "just started: not yet"
+    ServiceBeat.objects.filter(name="console-up").update(beat_at=timezone.now() - timedelta(minutes=5))
+    html = admin_client.get(reverse("health")).content.decode()
+    row = html[html.index('data-kind="reaper-stopped"') :].split("</tr>")[0]
+    assert "The reaper has never run" in row and "celery -A brickadmin worker --beat" in row
+    admin_client.cookies["django_language"] = "ko"
+    ko = admin_client.get(reverse("health"), HTTP_ACCEPT_LANGUAGE="ko").content.decode()
+    assert "reaper가 한 번도 실행되지 않았습니다" in ko
+    from gpus.procedures import reaper
+
+    reaper.beat()  # beat started at last
+    assert "reaper-stopped" not in admin_client.get(reverse("health")).content.decode()

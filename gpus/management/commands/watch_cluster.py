@@ -6,7 +6,8 @@ to ``gpus.view_publish.publish`` (at most once per debounce window). Its first p
 right after the first list, rewrites a stored view of an older form (an upgrade) in full;
 until then the pages say the numbers are being rebuilt. DCGM devices are fetched
 from Prometheus every BRICK_METRICS_INTERVAL seconds when PROMETHEUS_URL is set and merged
-into the snapshot before publishing. ``--once``: list, publish once, exit (for scripts).
+into the snapshot before publishing. ``--once``: take the Lease, list, publish once through
+the same fence, release the Lease and exit (for scripts).
 SIGTERM/SIGINT stop cleanly and release the Lease so the standby takes over at once.
 
 Fencing: on taking the Lease the watcher first claims the view with its fencing token
@@ -61,21 +62,21 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         feed = metrics.DeviceFeed(settings.BRICK_METRICS_INTERVAL)
 
-        def on_change(snap, fence=None):
-            if fence is None:
-                return view_publish.publish(feed.merge(snap), watcher=identity)
+        def on_change(snap, fence):
             with view_publish.reconnecting():
                 return view_publish.publish(feed.merge(snap), watcher=identity, fence=fence)
 
+        elector = LeaderElector(
+            gateway,
+            settings.BRICK_LEASE_NAMESPACE,
+            LEASE_NAME,
+            identity,
+            lease_duration=lease_duration,
+            renew_deadline=renew_deadline,
+            retry_period=retry_period,
+        )
         if once:
-            watcher = ClusterWatcher(gateway)
-            try:
-                watcher.prime()
-            except ClusterError as exc:
-                raise CommandError(f"listing the cluster failed: {exc}") from exc
-            if feed.enabled:
-                feed.fetch()
-            generation = on_change(watcher.snapshot())
+            generation = self._once(gateway, elector, feed, on_change)
             self.stdout.write(f"published generation {generation}")
             return
 
@@ -87,15 +88,6 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
-        elector = LeaderElector(
-            gateway,
-            settings.BRICK_LEASE_NAMESPACE,
-            LEASE_NAME,
-            identity,
-            lease_duration=lease_duration,
-            renew_deadline=renew_deadline,
-            retry_period=retry_period,
-        )
         self.stdout.write(f"{identity}: waiting for the lease {settings.BRICK_LEASE_NAMESPACE}/{LEASE_NAME}")
         try:
             while not stop.is_set():
@@ -111,18 +103,52 @@ class Command(BaseCommand):
         self.stdout.write(f"{identity}: stopped")
 
     @staticmethod
+    def _once(gateway, elector, feed, on_change) -> int:
+        """List and publish once, as the Lease's holder and through the same fence as the
+        long-running watcher: a watcher that leads is waited for (its Lease may be a dead
+        one's) at most a Lease's duration, and a publication after another took the Lease
+        over is refused. The Lease is released at the end."""
+        from gpus import view_publish
+
+        stop = threading.Event()
+        timer = threading.Timer(elector.lease_duration + 2 * elector.retry_period, stop.set)
+        timer.start()
+        try:
+            acquired = elector.acquire(stop)
+        finally:
+            timer.cancel()
+        if not acquired:
+            raise CommandError(
+                f"another watcher holds the lease {settings.BRICK_LEASE_NAMESPACE}/{LEASE_NAME} and keeps the view "
+                "up to date: nothing published"
+            )
+        try:
+            fence, refused = _claim_as_holder(elector, threading.Event())
+            if refused is not None:
+                raise CommandError(f"the view was not claimed: {refused}")
+            watcher = ClusterWatcher(gateway)
+            try:
+                watcher.prime()
+            except ClusterError as exc:
+                raise CommandError(f"listing the cluster failed: {exc}") from exc
+            if feed.enabled:
+                feed.fetch()
+            elector.try_acquire_or_renew()  # listing took time: renewed, or refused below
+            try:
+                return on_change(watcher.snapshot(), fence)
+            except view_publish.StalePublisher as exc:
+                raise CommandError(f"the publication was refused: {exc}") from exc
+        finally:
+            elector.release()
+
+    @staticmethod
     def _lead(gateway, elector, feed, on_change, stop, debounce) -> bool:
         """Watch while leading; returns True when the lease was lost (not stopped)."""
         from gpus import view_publish
 
         work = threading.Event()
         lost = threading.Event()
-        fence = view_publish.Fence(elector.identity, elector.token, holds=elector.holds)
-        refused = _claim(fence, stop)
-        if refused is not None and refused.token is not None and elector.raise_token(refused.token + 1):
-            # the view saw a larger token than this Lease's (the Lease was created again)
-            fence = view_publish.Fence(elector.identity, elector.token, holds=elector.holds)
-            refused = _claim(fence, stop)
+        fence, refused = _claim_as_holder(elector, stop)
         if refused is not None:
             stop.wait(elector.retry_period)
             return not stop.is_set()
@@ -161,6 +187,19 @@ class Command(BaseCommand):
             for t in threads:
                 t.join(timeout=5)
         return lost.is_set()
+
+
+def _claim_as_holder(elector, stop: threading.Event):
+    """(the fence of this leadership, None) once it claimed the view, else (fence, why not)."""
+    from gpus import view_publish
+
+    fence = view_publish.Fence(elector.identity, elector.token, holds=elector.holds)
+    refused = _claim(fence, stop)
+    if refused is not None and refused.token is not None and elector.raise_token(refused.token + 1):
+        # the view saw a larger token than this Lease's (the Lease was created again)
+        fence = view_publish.Fence(elector.identity, elector.token, holds=elector.holds)
+        refused = _claim(fence, stop)
+    return fence, refused
 
 
 def _claim(fence, stop: threading.Event):
