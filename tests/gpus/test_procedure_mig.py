@@ -257,7 +257,11 @@ def test_a_missing_configmap_is_named_as_the_cluster_policy_names_it(mig, admin_
     cluster_policy(mig, "nowhere-mig-config")
     page = admin_client.get(reverse("wizard_pick", args=["M"]), {"node": NODE}).content.decode()
     assert "all-3g.40gb" not in page  # not the default ConfigMap's layouts: mig-manager reads another
-    assert mig_configs(mig) == ({}, "ConfigMap gpu-operator/nowhere-mig-config (mig-manager's layouts) does not exist.")
+    configs, why = mig_configs(mig)
+    assert (
+        configs == {}
+        and str(why) == "ConfigMap gpu-operator/nowhere-mig-config (mig-manager's layouts) does not exist."
+    )
 
 
 DEFAULT_LAYOUTS = "default-mig-parted-config"  # the GPU Operator's

@@ -72,9 +72,7 @@ class _HeldPublication:
         assert self.error is None and self.generation == 2
 
 
-def test_a_page_shows_one_generation_whole_while_the_next_is_published(
-    admin_client, unreachable, monkeypatch
-):
+def test_a_page_shows_one_generation_whole_while_the_next_is_published(admin_client, unreachable, monkeypatch):
     view_publish.publish(_snapshot("seed-example"), watcher="watcher-1")
     before = _dashboard_counts(admin_client.get(reverse("dashboard")).content.decode())
     publication = _HeldPublication(monkeypatch, _snapshot("demo"))
