@@ -190,6 +190,7 @@ def _with_query(path: str, query: str) -> str:
     return path + ("&" if "?" in path else "?") + query
 
 
+@pytest.mark.slow  # every page and export, each with a NUL: a fuzzing sweep
 def test_a_nul_in_any_page_s_query_or_export_is_a_400_saying_so(load_scenario, admin_user, alice, bob):
     """Every page of the console (tests/foundation/pages.py, so pages added there are covered),
     as a search, an export and an extra parameter: a NUL made PostgreSQL fail the query (500)
@@ -264,6 +265,7 @@ def test_a_manifest_of_more_documents_than_the_bound_says_the_bound(twin, admin_
     assert manifest.current().version == 1
 
 
+@pytest.mark.slow  # 10,000 documents through the pure-Python YAML reader
 def test_validation_names_each_repeated_document_once_however_many_there_are():
     base = manifest.parse(manifest.MANIFEST_FILE.read_text())
     many = base * 2500  # 10,000 documents, each name 2,500 times

@@ -48,6 +48,7 @@ def prometheus(tmp_path_factory):
     exporter.shutdown()
 
 
+@pytest.mark.slow  # starts a real Prometheus and waits for its scrape
 def test_physical_gpus_from_dcgm_accepts_both_host_labels_and_mig_instances(prometheus, settings):
     settings.PROMETHEUS_URL = prometheus
     devices = metrics.physical_gpus()
@@ -59,6 +60,7 @@ def test_physical_gpus_from_dcgm_accepts_both_host_labels_and_mig_instances(prom
     }
 
 
+@pytest.mark.slow  # starts a real Prometheus and waits for its scrape
 def test_ledger_takes_physical_from_dcgm_when_prometheus_answers(prometheus, settings, twin, admin_client):
     settings.PROMETHEUS_URL = prometheus
     snap = take_snapshot(twin)
@@ -95,6 +97,7 @@ DCGM_FI_DEV_FB_USED{gpu="1",UUID="GPU-sss",modelName="NVIDIA A30",Hostname="dev-
 )
 
 
+@pytest.mark.slow  # starts a real Prometheus and waits for its scrape
 def test_the_watcher_reads_the_same_devices_from_the_chart_recording_rules(tmp_path, settings, monkeypatch):
     """With the chart's recording rules loaded, the watcher's feed reads the recorded series
     and gets what it computes from the DCGM series without them."""

@@ -49,6 +49,7 @@ def test_the_simulated_cluster_exports_every_gpu_and_every_pod_holding_one(load_
                 )
 
 
+@pytest.mark.slow  # starts a real Prometheus and waits for its scrape
 def test_the_demo_shows_measured_utilisation_with_the_same_gpu_figures(load_scenario, settings, tmp_path):
     binary = shutil.which("prometheus") or "/usr/bin/prometheus"
     require_service(shutil.which(binary) is not None, "Prometheus (Debian package prometheus)")

@@ -165,6 +165,7 @@ def test_the_simulated_exporter_moves_per_pod_over_time():
     assert idle and idle[0].endswith(" 0")
 
 
+@pytest.mark.slow  # starts a real Prometheus and waits for its scrape
 def test_a_range_query_returns_at_most_120_points_of_real_data(measured):
     for range_key in ("hour", "day", "week"):
         series = metrics.utilisation("cluster", "", range_key, now=NOW)
@@ -178,6 +179,7 @@ def test_a_range_query_returns_at_most_120_points_of_real_data(measured):
     assert 5 <= len(day.points) <= 12  # two hours of data, a point every 12 min
 
 
+@pytest.mark.slow  # starts a real Prometheus and waits for its scrape
 def test_each_scope_asks_for_its_own_gpus(measured):
     def mean(scope, subject):
         pts = metrics.utilisation(scope, subject, "hour", now=NOW).points
@@ -195,6 +197,7 @@ def test_each_scope_asks_for_its_own_gpus(measured):
     assert metrics.utilisation("workspace", "ws-nobody", "hour", now=NOW).points == []
 
 
+@pytest.mark.slow  # starts a real Prometheus and waits for its scrape
 def test_the_chart_draws_the_points_prometheus_returned(measured, admin_client, twin):
     resp = admin_client.get(reverse("utilisation_chart", args=["cluster"]), {"range": "hour"})
     html = resp.content.decode()
@@ -209,6 +212,7 @@ def test_the_chart_draws_the_points_prometheus_returned(measured, admin_client, 
     assert 'hx-get="/charts/utilisation/cluster/?range=week"' in html and 'aria-pressed="true">Last hour<' in html
 
 
+@pytest.mark.slow  # starts a real Prometheus and waits for its scrape
 def test_a_workspace_chart_is_for_its_owner_and_admins(measured, client, alice, charlie, admin_user, twin):
     WorkspaceRequest.objects.create(
         name="ws-nb",

@@ -71,6 +71,7 @@ def wait_for(url, promql, deadline=60):
     pytest.fail(f"Prometheus had no {promql} within {deadline} s")
 
 
+@pytest.mark.slow  # starts a real Prometheus and waits for its scrape
 def test_the_workspaces_page_shows_dcgm_utilisation_and_memory_per_workspace(
     twin, approved, alice, admin_user, admin_client, prometheus_of, settings, monkeypatch
 ):
