@@ -33,4 +33,14 @@ PHRASES = {
     "workspace_step.pods_request_too_much": _("Start the change again once the pods request less."),
     "workspace_step.quota": _("quota %(res)s: %(n)d"),
     "workspace_step.fix_quota_by_hand": _("Set it by hand: %(cmd)s"),
+    # the quota change's pre-checks, recorded as its run's step 0 (workspaces/procedures.py)
+    "workspace_precheck.quota_change": _(
+        "Workspace %(ws)s (owner %(owner)s): %(res)s quota %(a)d → %(b)d; its pods request %(r)d."
+    ),
+    "workspace_precheck.capacity_after": _("Capacity after the change:"),
+    "workspace_precheck.no_gpu_quota": _("This Workspace holds no GPU quota to change."),
+    "workspace_precheck.negative_quota": _("A quota cannot be negative."),
+    "workspace_precheck.below_requests": _(
+        "Its pods request %(r)d %(res)s now: the quota cannot go below that. Ask the owner to stop some first."
+    ),
 }

@@ -346,15 +346,15 @@ class ProcedureSetQuota(ProcedureDef):
         checks = [
             Check(
                 True,
-                _("Workspace %(ws)s (owner %(owner)s): %(res)s quota %(a)d → %(b)d; its pods request %(r)d.")
-                % {
-                    "ws": seen.workspace,
-                    "owner": seen.owner or "?",
-                    "res": seen.resource,
-                    "a": seen.before,
-                    "b": seen.after,
-                    "r": seen.requested,
-                },
+                said(
+                    "workspace_precheck.quota_change",
+                    ws=seen.workspace,
+                    owner=seen.owner or "?",
+                    res=seen.resource,
+                    a=seen.before,
+                    b=seen.after,
+                    r=seen.requested,
+                ),
                 items=[f"{p.name} ({p.phase}): {p.amount}" for p in seen.pods],
             )
         ]
@@ -364,7 +364,7 @@ class ProcedureSetQuota(ProcedureDef):
             checks.append(
                 Check(
                     True,
-                    _("Capacity after the change:"),
+                    said("workspace_precheck.capacity_after"),
                     level="info",
                     capacity=seen.capacity,
                     items=[capacity_line_text(line) for line in seen.capacity if line.changes],

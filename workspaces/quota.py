@@ -13,6 +13,7 @@ from django.utils.translation import gettext as _
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import pod_gpu_requests
 from brickadmin.cluster.gateway import get_gateway
+from brickadmin.wording import Said, said
 from gpus import capacity as capacity_mod
 from gpus.live import LiveRead
 from gpus.models import ProcedureRun, RunStatus
@@ -56,17 +57,16 @@ class QuotaPreview:
         return self.after != self.before
 
 
-def quota_problem(resource: str, after: int, requested: int) -> str:
+def quota_problem(resource: str, after: int, requested: int) -> Said | str:
     """Why a quota of ``after`` cannot be set ('' when it can): never below what the pods
-    request (the API server would keep them, but the Workspace could start none again)."""
+    request (the API server would keep them, but the Workspace could start none again). A
+    message, so a run that records it reads in each reader's language."""
     if not resource:
-        return _("This Workspace holds no GPU quota to change.")
+        return said("workspace_precheck.no_gpu_quota")
     if after < 0:
-        return _("A quota cannot be negative.")
+        return said("workspace_precheck.negative_quota")
     if after < requested:
-        return _(
-            "Its pods request %(r)d %(res)s now: the quota cannot go below that. Ask the owner to stop some first."
-        ) % {"r": requested, "res": resource}
+        return said("workspace_precheck.below_requests", r=requested, res=resource)
     return ""
 
 
