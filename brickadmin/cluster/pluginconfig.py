@@ -24,6 +24,8 @@ import functools
 import json
 import math
 
+from .vocabulary import dns1123_subdomain_shaped
+
 NVIDIA_PREFIX = "nvidia.com/"  # consts.go ResourceNamePrefix + "/"
 MAX_RESOURCE_NAME_LENGTH = 63  # consts.go MaxResourceNameLength
 DNS1123_SUBDOMAIN_MAX_LENGTH = 253
@@ -39,8 +41,6 @@ _DNS1123_SUBDOMAIN_MSG = (
     "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation "
     "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
 )
-_LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
-_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 # The plain (non-pointer-to-custom) fields of flags.go, by JSON kind.
@@ -442,10 +442,7 @@ def dns1123_subdomain_errors(value: str) -> list[str]:
     errs = []
     if len(value.encode()) > DNS1123_SUBDOMAIN_MAX_LENGTH:
         errs.append(f"must be no more than {DNS1123_SUBDOMAIN_MAX_LENGTH} characters")
-    if not all(
-        label and set(label) <= _LABEL_CHARS and label[0] in _ALNUM and label[-1] in _ALNUM
-        for label in value.split(".")
-    ):
+    if not dns1123_subdomain_shaped(value):
         errs.append(_DNS1123_SUBDOMAIN_MSG)
     return errs
 

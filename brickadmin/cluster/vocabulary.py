@@ -533,16 +533,21 @@ def _label_name_ok(name: str) -> bool:
     return bool(name) and set(name) <= _LABEL_NAME_CHARS and name[0] in _ALPHANUMERIC and name[-1] in _ALPHANUMERIC
 
 
+def dns1123_subdomain_shaped(value: str) -> bool:
+    """Dot-separated labels of [a-z0-9-], each starting and ending with [a-z0-9] (length apart)."""
+    return all(
+        part and set(part) <= _DNS_LABEL_CHARS and part[0] in _DNS_ALPHANUMERIC and part[-1] in _DNS_ALPHANUMERIC
+        for part in value.split(".")
+    )
+
+
 def dns1123_subdomain_errors(value: str) -> list[str]:
     """content.IsDNS1123Subdomain: dot-separated labels of [a-z0-9-], each starting and
     ending with [a-z0-9], at most 253 bytes."""
     errs = []
     if len(value.encode()) > DNS1123_SUBDOMAIN_MAX:
         errs.append(f"must be no more than {DNS1123_SUBDOMAIN_MAX} bytes")
-    if not all(
-        part and set(part) <= _DNS_LABEL_CHARS and part[0] in _DNS_ALPHANUMERIC and part[-1] in _DNS_ALPHANUMERIC
-        for part in value.split(".")
-    ):
+    if not dns1123_subdomain_shaped(value):
         label = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
         errs.append(
             _regex_error(
