@@ -39,9 +39,9 @@ from .base import (
     PermanentClusterError,
     RolloutStatus,
     TransientClusterError,
-    look_up_daemonsets,
 )
 from .deviceplugin import pod_gpu_requests
+from .drain import look_up_daemonsets
 from .vocabulary import (
     CLUSTER_POLICY_PATH,
     MIRROR_ANNOTATION,

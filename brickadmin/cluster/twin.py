@@ -39,8 +39,8 @@ from .base import (
     PermanentClusterError,
     RolloutStatus,
     TransientClusterError,
-    look_up_daemonsets,
 )
+from .drain import look_up_daemonsets
 from .models import TwinEvent, TwinHardware, TwinObject, TwinState
 from .vocabulary import (
     GPU_OPERATOR_NAMESPACE,

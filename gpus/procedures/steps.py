@@ -8,7 +8,7 @@ import json
 from django.utils.translation import gettext as _
 
 from brickadmin import metrics
-from brickadmin.cluster.base import look_up_daemonsets
+from brickadmin.cluster.drain import look_up_daemonsets
 from brickadmin.cluster.vocabulary import (
     COMPONENT_LABEL,
     EVICT,
