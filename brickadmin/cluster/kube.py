@@ -41,18 +41,18 @@ from .base import (
     TransientClusterError,
 )
 from .deviceplugin import pod_gpu_requests
+from .drain import look_up_daemonsets
 from .vocabulary import (
     CLUSTER_POLICY_PATH,
-    EVICT,
     MIRROR_ANNOTATION,
     NVIDIA_PREFIX,
+    PRODUCT_DRAIN,
     QUOTA_LIMITS_PREFIX,
     QUOTA_REQUESTS_PREFIX,
     RESTARTED_AT_ANNOTATION,
-    drain_decision,
-    is_terminal,
+    drain_list,
     json_pointer_escape,
-    uses_emptydir,
+    pod_key,
 )
 
 # MIRROR_ANNOTATION is read from here too.
@@ -574,20 +574,13 @@ class KubeGateway:
         self.cordon(node)
         result = DrainResult()
         pods = self.list_pods(field_selector=f"spec.nodeName={node}")
-        pending: dict[str, dict] = {}
-        for pod in pods:
-            md = pod["metadata"]
-            key = f"{md['namespace']}/{md['name']}"
-            if drain_decision(pod) != EVICT:
-                result.skipped.append(key)
-                continue
-            if md.get("deletionTimestamp"):
-                pending[key] = pod  # already going: just wait for it
-                continue
-            if uses_emptydir(pod) and not delete_emptydir_data and not is_terminal(pod):
-                result.blocked[key] = "uses emptyDir (local data would be deleted); allow deleting emptyDir data"
-                continue
-            pending[key] = pod
+        flags = PRODUCT_DRAIN._replace(delete_emptydir_data=delete_emptydir_data)
+        listed = drain_list(pods, flags, daemonsets=look_up_daemonsets(self, pods))
+        result.skipped = [pod_key(p) for p in listed.skipped]
+        if listed.errors:  # as kubectl: a pod it may not delete stops the drain before any eviction
+            result.blocked.update(listed.errors)
+            return result
+        pending: dict[str, dict] = {pod_key(p): p for p in listed.delete}
 
         to_evict = {k: p for k, p in pending.items() if not p["metadata"].get("deletionTimestamp")}
         waiting: dict[str, str] = {k: p["metadata"]["uid"] for k, p in pending.items()}

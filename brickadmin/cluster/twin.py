@@ -40,9 +40,9 @@ from .base import (
     RolloutStatus,
     TransientClusterError,
 )
+from .drain import look_up_daemonsets
 from .models import TwinEvent, TwinHardware, TwinObject, TwinState
 from .vocabulary import (
-    EVICT,
     GPU_OPERATOR_NAMESPACE,
     HOSTNAME_LABEL,
     MIG_CONFIG_LABEL,
@@ -53,13 +53,14 @@ from .vocabulary import (
     NVIDIA_PREFIX,
     PLUGIN_CONFIG_KEY,
     PLUGIN_NAMESPACE,
+    PRODUCT_DRAIN,
     QUOTA_LIMITS_PREFIX,
     RESTARTED_AT_ANNOTATION,
     UNSCHEDULABLE_TAINT_KEY,
     EvictionRefusal,
     SelectorError,
     controller_of,
-    drain_decision,
+    drain_list,
     eviction_refusal,
     format_quantity,
     is_terminal,
@@ -70,10 +71,10 @@ from .vocabulary import (
     parse_selector_requirements,
     pdb_status,
     pdbs_for,
+    pod_key,
     requirement_matches,
     split_selector_terms,
     tolerates,
-    uses_emptydir,
 )
 from .vocabulary import GPU_TYPE_LABEL as GPU_NODE_LABEL
 
@@ -493,15 +494,15 @@ class TwinGateway:
         self._get("Node", node)
         result = DrainResult()
         pdbs = self.list_pod_disruption_budgets()
-        pods = [p for p in self.list_pods(field_selector=f"spec.nodeName={node}") if not is_terminal(p)]
-        for pod in pods:
-            key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-            if drain_decision(pod) != EVICT:
-                result.skipped.append(key)
-                continue
-            if not delete_emptydir_data and uses_emptydir(pod):
-                result.blocked[key] = "pod uses emptyDir volumes (local data would be deleted)"
-                continue
+        pods = self.list_pods(field_selector=f"spec.nodeName={node}")
+        flags = PRODUCT_DRAIN._replace(delete_emptydir_data=delete_emptydir_data)
+        listed = drain_list(pods, flags, daemonsets=look_up_daemonsets(self, pods))
+        result.skipped = [pod_key(p) for p in listed.skipped]
+        if listed.errors:  # as kubectl: a pod it may not delete stops the drain before any eviction
+            result.blocked.update(listed.errors)
+            return result
+        for pod in listed.delete:
+            key = pod_key(pod)
             refusal = self._eviction_refusal(pod, pdbs)
             if refusal:
                 result.blocked[key] = " ".join(filter(None, [refusal.message, refusal.cause]))

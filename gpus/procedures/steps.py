@@ -8,6 +8,7 @@ import json
 from django.utils.translation import gettext as _
 
 from brickadmin import metrics
+from brickadmin.cluster.drain import look_up_daemonsets
 from brickadmin.cluster.vocabulary import (
     COMPONENT_LABEL,
     EVICT,
@@ -17,6 +18,7 @@ from brickadmin.cluster.vocabulary import (
     NVIDIA_PREFIX,
     PLUGIN_NAMESPACE,
     SHARING_LABEL,
+    daemonset_to_look_up,
     drain_decision,
     is_terminal,
     json_pointer_escape,
@@ -143,9 +145,12 @@ class Cordon(Step):
         )
 
 
-def _evictable(pod: dict) -> bool:
-    """A pod the drain still has to move: a finished pod is as good as gone."""
-    return not is_terminal(pod) and drain_decision(pod) == EVICT
+def _evictable(pod: dict, daemonsets: dict | None = None) -> bool:
+    """A pod the drain still has to move: a finished pod is as good as gone. ``daemonsets``:
+    what the drain's DaemonSet lookups gave (an orphaned DaemonSet pod is moved too)."""
+    wanted = daemonset_to_look_up(pod)
+    found = (daemonsets or {}).get(wanted, True) if wanted else True
+    return not is_terminal(pod) and drain_decision(pod, daemonset=found) == EVICT
 
 
 class Drain(Step):
@@ -160,7 +165,9 @@ class Drain(Step):
         return f"kubectl drain {run.node} --ignore-daemonsets --delete-emptydir-data"
 
     def _left(self, ctx):
-        return [p for p in ctx.gateway.list_pods(field_selector=f"spec.nodeName={ctx.node}") if _evictable(p)]
+        pods = ctx.gateway.list_pods(field_selector=f"spec.nodeName={ctx.node}")
+        daemonsets = look_up_daemonsets(ctx.gateway, pods)
+        return [p for p in pods if _evictable(p, daemonsets)]
 
     def ensure(self, ctx):
         left = self._left(ctx)

@@ -12,7 +12,8 @@ NODE = "parity-node"
 DS = "parity-ds"
 ROLE = "parity-role"
 
-# role -> what ``drain(node, delete_emptydir_data=False)`` does with it, on every gateway
+# role -> what the product's drain (``kubectl drain --ignore-daemonsets --force
+# --delete-emptydir-data``) does with it, on every gateway
 EXPECTED = {
     "mirror": "skipped",
     "daemonset-controller": "skipped",
@@ -21,12 +22,17 @@ EXPECTED = {
     "pdb-match-labels": "blocked",
     "pdb-match-expressions": "blocked",
     "pdb-allows": "evicted",
-    "emptydir": "blocked",
+    "emptydir": "evicted",
+    "completed": "evicted",  # finished: deleted through the Eviction API, which no budget guards
+    "daemonset-finished": "evicted",  # kubectl: "Any finished pod can be removed"
+    "daemonset-orphan": "evicted",  # its DaemonSet is gone: deleted with a warning under --force
 }
-# A finished pod is not in the way anywhere, but the gateways say so differently: the real
-# gateway deletes it through the Eviction API (no budget applies), the twin leaves it be.
 COMPLETED = "completed"
-KUBE_COMPLETED, TWIN_COMPLETED = "evicted", "untouched"
+# On a real cluster the DaemonSet controller deletes a finished daemon pod, and the garbage
+# collector a pod whose owner is gone, within moments (which is why kubectl meets them
+# rarely): the lab cannot hold them still, so only the twin and the stand-in API drain them.
+ONLY_SIMULATED = {"daemonset-finished", "daemonset-orphan"}
+ORPHAN_DS = "parity-ds-deleted"
 
 
 def node(labels: dict | None = None) -> dict:
@@ -121,6 +127,16 @@ def pods(ds_uid: str = "ds-uid", node_uid: str = "node-uid") -> dict[str, dict]:
         "pdb-allows": _pod("relaxed", "pdb-allows", labels={"app": "relaxed"}),
         "emptydir": _pod("scratch", "emptydir", emptydir=True),
         COMPLETED: _pod("finished", COMPLETED, phase="Succeeded"),
+        "daemonset-finished": _pod(
+            f"{DS}-done", "daemonset-finished", labels={"app": DS}, owners=[ds_owner(ds_uid, True)], phase="Succeeded"
+        ),
+        "daemonset-orphan": _pod(
+            f"{ORPHAN_DS}-q4m1z",
+            "daemonset-orphan",
+            owners=[
+                {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ORPHAN_DS, "uid": "gone", "controller": True}
+            ],
+        ),
     }
 
 

@@ -101,8 +101,12 @@ def test_drain_honours_pdbs_and_skips_daemonset_pods(load_scenario):
 
 def test_drain_refuses_emptydir_pods_unless_allowed(load_scenario):
     gw = load_scenario("demo")
+    before = {p["metadata"]["name"] for p in gw.list_pods(field_selector="spec.nodeName=gpu-h100-04")}
     kept = gw.drain("gpu-h100-04", delete_emptydir_data=False)
     assert set(kept.blocked) == {"ws-notebooks/jupyter-bob", "ws-notebooks/jupyter-erin"}
+    # as kubectl drain: nothing is evicted while a pod it may not delete is on the node
+    assert kept.evicted == []
+    assert {p["metadata"]["name"] for p in gw.list_pods(field_selector="spec.nodeName=gpu-h100-04")} == before
     assert gw.drain("gpu-h100-04").done
 
 

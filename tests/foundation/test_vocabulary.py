@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from brickadmin.cluster import vocabulary as v
-from brickadmin.cluster.base import NotFound, TransientClusterError
+from brickadmin.cluster.base import Forbidden, NotFound, TransientClusterError
 from brickadmin.cluster.kube import KubeGateway
 from brickadmin.cluster.twin import TwinGateway
 from tests.foundation import drain_pods as fx
@@ -60,8 +60,8 @@ def test_old_import_paths_still_work():
 
 # --- drain decision ---------------------------------------------------------------------
 
-DS_CONTROLLER = {"kind": "DaemonSet", "name": "ds", "controller": True}
-DS_NOT_CONTROLLER = {"kind": "DaemonSet", "name": "ds"}
+DS_CONTROLLER = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "controller": True}
+DS_NOT_CONTROLLER = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds"}
 
 
 @pytest.mark.parametrize(
@@ -76,10 +76,112 @@ DS_NOT_CONTROLLER = {"kind": "DaemonSet", "name": "ds"}
         (pod(owners=[{"kind": "Job", "controller": False}, DS_CONTROLLER]), v.SKIP_DAEMONSET),
         (pod(annotations={v.MIRROR_ANNOTATION: ""}, owners=[DS_CONTROLLER]), v.SKIP_MIRROR),
         (pod(phase="Succeeded"), v.EVICT),  # terminal pods are the caller's business
+        (pod(owners=[DS_CONTROLLER], phase="Succeeded"), v.EVICT),  # "Any finished pod can be removed"
+        (pod(owners=[DS_CONTROLLER], phase="Failed"), v.EVICT),
+        # kubectl's isControllerRefDaemonSet wants kind *and* apiVersion apps/v1
+        (pod(owners=[{**DS_CONTROLLER, "apiVersion": "extensions/v1beta1"}]), v.EVICT),
     ],
 )
 def test_drain_decision(p, decision):
     assert v.drain_decision(p) == decision
+
+
+# kubectl's own drain table (k8s.io/kubectl pkg/cmd/drain/drain_test.go TestDrain), flag by
+# flag: (case, pod, flags, delete?, fatal?). "fatal" is kubectl's "cannot delete ...", which
+# stops the whole drain; the rest go or stay (with a warning where kubectl prints one).
+RC = {"apiVersion": "v1", "kind": "ReplicationController", "name": "rc", "controller": True}
+RS = {"apiVersion": "v1", "kind": "ReplicaSet", "name": "rs", "controller": True}
+JOB = {"apiVersion": "v1", "kind": "Job", "name": "job", "controller": True}
+SCRATCH = [{"name": "scratch", "emptyDir": {"medium": ""}}]
+NO_FLAGS = v.DrainFlags(force=False, ignore_daemonsets=False, delete_emptydir_data=False)
+FORCE = NO_FLAGS._replace(force=True)
+IGNORE_DS = NO_FLAGS._replace(ignore_daemonsets=True)
+KUBECTL_DRAIN_TABLE = [
+    ("RC-managed pod", pod(owners=[RC]), NO_FLAGS, True, False),
+    ("DS-managed pod", pod(owners=[DS_CONTROLLER]), NO_FLAGS, False, True),
+    ("DS-managed terminated pod", pod(owners=[DS_CONTROLLER], phase="Succeeded"), NO_FLAGS, True, False),
+    ("orphaned DS-managed pod", pod(), NO_FLAGS, False, True),
+    ("orphaned DS-managed pod with --force", pod(), FORCE, True, False),
+    ("DS-managed pod with --ignore-daemonsets", pod(owners=[DS_CONTROLLER]), IGNORE_DS, False, False),
+    (
+        "DS-managed pod with emptyDir with --ignore-daemonsets",
+        pod(owners=[DS_CONTROLLER], volumes=SCRATCH),
+        IGNORE_DS,
+        False,
+        False,
+    ),
+    (
+        "Job-managed pod with local storage",
+        pod(owners=[JOB], volumes=SCRATCH),
+        FORCE._replace(delete_emptydir_data=True),
+        True,
+        False,
+    ),
+    ("Job-managed terminated pod", pod(owners=[JOB], volumes=SCRATCH, phase="Succeeded"), NO_FLAGS, True, False),
+    ("RS-managed pod", pod(owners=[RS]), NO_FLAGS, True, False),
+    ("naked pod", pod(), NO_FLAGS, False, True),
+    ("naked pod with --force", pod(), FORCE, True, False),
+    ("pod with EmptyDir", pod(volumes=SCRATCH), FORCE, False, True),
+    ("terminated pod with emptyDir", pod(volumes=SCRATCH, phase="Failed"), NO_FLAGS, True, False),
+    (
+        "pod with EmptyDir and --delete-emptydir-data",
+        pod(volumes=SCRATCH),
+        FORCE._replace(delete_emptydir_data=True),
+        True,
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize("case, p, flags, delete, fatal", KUBECTL_DRAIN_TABLE, ids=[c[0] for c in KUBECTL_DRAIN_TABLE])
+def test_kubectls_drain_table(case, p, flags, delete, fatal):
+    listed = v.drain_list([p], flags)
+    assert bool(listed.delete) == delete
+    assert bool(listed.errors) == fatal
+
+
+def test_kubectls_drain_warnings():
+    """The warnings kubectl prints (its test's expectWarning), by filter."""
+    orphan_forced = v.drain_list([pod()], FORCE)
+    assert orphan_forced.warnings == {"deleting Pods that declare no controller": ["ns/p"]}
+    ds_scratch = v.drain_list([pod(owners=[DS_CONTROLLER], volumes=SCRATCH)], IGNORE_DS)
+    assert ds_scratch.warnings == {"ignoring DaemonSet-managed Pods": ["ns/p"]} and ds_scratch.skipped
+    assert v.drain_list([pod()], NO_FLAGS).errors == {
+        "ns/p": "cannot delete Pods that declare no controller (use --force to override)"
+    }
+    assert v.drain_list([pod(owners=[DS_CONTROLLER])], NO_FLAGS).errors == {
+        "ns/p": "cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore)"
+    }
+
+
+def test_a_daemonset_pod_whose_daemonset_is_gone():
+    """kubectl's daemonSetFilter: the GET of the DaemonSet says NotFound. Without --force that
+    is an error; with --force the orphan is deleted (the filters after it drop the warning, as
+    kubectl's own TODO there says)."""
+    orphan = pod(owners=[DS_CONTROLLER])
+    refused = v.pod_delete_status(orphan, NO_FLAGS, daemonset=False)
+    assert (refused.delete, refused.reason, refused.message) == (False, v.DRAIN_ERROR, 'daemonsets.apps "ds" not found')
+    assert v.pod_delete_status(orphan, FORCE, daemonset=False) == (True, v.DRAIN_OKAY, "")
+
+
+@pytest.mark.parametrize("age, delete", [(0, True), (1, True), (100, False)])
+def test_kubectls_skip_deleted_filter(age, delete):
+    """TestSkipDeletedFilter: --skip-wait-for-delete-timeout=20 leaves a pod deleted long ago."""
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+    p = pod(owners=[RS])
+    if age:
+        stamp = (now - timedelta(seconds=age)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        p["metadata"]["deletionTimestamp"] = stamp
+    flags = v.PRODUCT_DRAIN._replace(skip_wait_for_delete_timeout=20)
+    assert v.pod_delete_status(p, flags, now=now).delete == delete
+
+
+def test_drain_decision_for_an_orphaned_or_unreadable_daemonset():
+    orphan = pod(owners=[DS_CONTROLLER])
+    assert v.drain_decision(orphan, daemonset=False) == v.EVICT
+    assert v.drain_decision(orphan, daemonset='daemonsets.apps "ds" is forbidden') == v.BLOCKED
 
 
 def test_pod_facts():
@@ -98,6 +200,7 @@ def test_the_steps_count_what_the_drain_still_has_to_move():
     assert not _evictable(pod(owners=[DS_CONTROLLER]))
     assert not _evictable(pod(annotations={v.MIRROR_ANNOTATION: "x"}))
     assert not _evictable(pod(phase="Succeeded")) and not _evictable(pod(phase="Failed"))
+    assert _evictable(pod(owners=[DS_CONTROLLER]), {("ns", "ds"): False})  # an orphan: the drain moves it
 
 
 # --- selectors --------------------------------------------------------------------------
@@ -302,7 +405,8 @@ class StandInApi(KubeGateway):
     """KubeGateway with its HTTP replaced by a tiny API server over the fixtures: the drain
     code runs unchanged. Eviction: vocabulary.eviction_refusal, the Eviction API's decision."""
 
-    def __init__(self, pods, pdbs):  # no super(): no kubeconfig, no transport
+    def __init__(self, pods, pdbs, daemonset_error=None):  # no super(): no kubeconfig, no transport
+        self.daemonset_error = daemonset_error
         self.pods = {v.pod_key(p): copy.deepcopy(p) for p in pods}
         for i, p in enumerate(self.pods.values()):
             p["metadata"].setdefault("uid", f"uid-{i}")  # the API server gives every object one
@@ -315,6 +419,13 @@ class StandInApi(KubeGateway):
     def list_pods(self, namespace=None, label_selector=None, field_selector=None):
         assert field_selector == f"spec.nodeName={fx.NODE}"
         return [copy.deepcopy(p) for p in self.pods.values()]
+
+    def get_daemonset(self, namespace, name):
+        if self.daemonset_error:
+            raise self.daemonset_error
+        if (namespace, name) != (fx.NS, fx.DS):
+            raise NotFound(f'daemonsets.apps "{name}" not found', status=404)
+        return fx.daemonset()
 
     def get_pod(self, namespace, name):
         try:
@@ -336,7 +447,7 @@ class StandInApi(KubeGateway):
         return {}
 
 
-def _twin_drain(ds_uid="ds-uid"):
+def _twin_drain(ds_uid="ds-uid", delete_emptydir_data=True):
     pods = fx.pods(ds_uid)
     gw = TwinGateway()
     objects = [
@@ -347,26 +458,25 @@ def _twin_drain(ds_uid="ds-uid"):
         *fx.pdbs(),
     ]
     gw.load(objects, {})
-    result = gw.drain(fx.NODE, delete_emptydir_data=False, timeout_seconds=5)
+    result = gw.drain(fx.NODE, delete_emptydir_data=delete_emptydir_data, timeout_seconds=5)
     return result, {v.pod_key(p): p for p in pods.values()}, gw
 
 
 def test_kube_drain_answers_from_the_shared_decision():
     pods = fx.pods()
     api = StandInApi(pods.values(), fx.pdbs())
-    result = api.drain(fx.NODE, delete_emptydir_data=False, timeout_seconds=2)
+    result = api.drain(fx.NODE, timeout_seconds=2)
     got = fx.answers(result, {v.pod_key(p): p for p in pods.values()})
-    assert got == {**fx.EXPECTED, fx.COMPLETED: fx.KUBE_COMPLETED}
+    assert got == fx.EXPECTED
     assert api.cordoned and not result.done
     assert "disruption budget" in result.blocked[f"{fx.NS}/guarded-expr"]
-    assert "emptyDir" in result.blocked[f"{fx.NS}/scratch"]
 
 
 @pytest.mark.django_db
 def test_twin_drain_gives_the_real_gateways_answers():
     result, by_key, gw = _twin_drain()
     got = fx.answers(result, by_key)
-    assert got == {**fx.EXPECTED, fx.COMPLETED: fx.TWIN_COMPLETED}
+    assert got == fx.EXPECTED
     assert not result.done
     assert result.blocked[f"{fx.NS}/guarded-expr"] == (
         "Cannot evict pod as it would violate the pod's disruption budget. "
@@ -379,13 +489,37 @@ def test_twin_drain_gives_the_real_gateways_answers():
 @pytest.mark.django_db
 def test_twin_and_kube_agree_pod_by_pod():
     twin_result, by_key, _ = _twin_drain()
-    kube_result = StandInApi(fx.pods().values(), fx.pdbs()).drain(
-        fx.NODE, delete_emptydir_data=False, timeout_seconds=2
-    )
-    twin, kube = fx.answers(twin_result, by_key), fx.answers(kube_result, by_key)
-    # the one deliberate difference: a finished pod (deleted by the real drain, left by the twin)
-    assert twin.pop(fx.COMPLETED) == fx.TWIN_COMPLETED and kube.pop(fx.COMPLETED) == fx.KUBE_COMPLETED
-    assert twin == kube
+    kube_result = StandInApi(fx.pods().values(), fx.pdbs()).drain(fx.NODE, timeout_seconds=2)
+    assert fx.answers(twin_result, by_key) == fx.answers(kube_result, by_key)
+
+
+@pytest.mark.django_db
+def test_a_pod_kubectl_may_not_delete_stops_the_drain_before_any_eviction():
+    """kubectl drain without --delete-emptydir-data: "cannot delete Pods with local storage",
+    and nothing on the node is evicted (the filters run before the first eviction)."""
+    pods = fx.pods()
+    api = StandInApi(pods.values(), fx.pdbs())
+    kube = api.drain(fx.NODE, delete_emptydir_data=False, timeout_seconds=2)
+    twin, by_key, gw = _twin_drain(delete_emptydir_data=False)
+    for result in (kube, twin):
+        assert result.evicted == [] and not result.done
+        assert result.blocked == {
+            f"{fx.NS}/scratch": "cannot delete Pods with local storage (use --delete-emptydir-data to override)"
+        }
+    assert len(api.pods) == len(pods)
+    assert len(gw.list_pods(field_selector=f"spec.nodeName={fx.NODE}")) == len(pods)
+
+
+def test_a_daemonset_the_drain_cannot_read_stops_it_before_any_eviction():
+    pods = fx.pods()
+    api = StandInApi(pods.values(), fx.pdbs(), daemonset_error=Forbidden('daemonsets.apps "parity-ds" is forbidden'))
+    result = api.drain(fx.NODE, timeout_seconds=2)
+    assert result.evicted == [] and len(api.pods) == len(pods)
+    # every running pod whose DaemonSet it had to read (kubectl GETs each one)
+    assert result.blocked == {
+        v.pod_key(pods[role]): 'cannot delete daemonsets.apps "parity-ds" is forbidden'
+        for role in ("daemonset-controller", "daemonset-orphan")
+    }
 
 
 def test_daemonset_pods_tolerate_the_node_conditions_the_controller_adds_by_itself():

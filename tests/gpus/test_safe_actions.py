@@ -50,6 +50,21 @@ def busy(twin):
     twin.apply(pod("train-0", "ws-alice", gpu=1))
     twin.apply(pod("notebook", "ws-bob", gpu=1))
     twin.apply(pod("cpu-only", "ws-bob"))
+    # a node agent: its DaemonSet exists, so the drain leaves its pod (an orphan would go)
+    twin.apply(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "x", "namespace": "kube-system"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {
+                    "metadata": {"labels": {"app": "agent"}},
+                    "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+                },
+            },
+        }
+    )
     twin.apply(pod("agent", "kube-system", owner_kind="DaemonSet"))
     return twin
 

@@ -224,15 +224,18 @@ def test_drain_evicts_skips_daemonset_pods_and_waits(seeded, gw):
 def test_drain_leaves_emptydir_pods_unless_allowed(seeded, gw):
     node = _drain_node(seeded, f"gw-drain-2-{gw.tag}")
     make_pod(seeded, NS, f"scratch-2-{gw.tag}", node, emptydir=True)
+    make_pod(seeded, NS, f"plain-2-{gw.tag}", node)
     result = gw.drain(node, delete_emptydir_data=False, timeout_seconds=10)
     assert not result.done
-    assert (
-        list(result.blocked) == [f"{NS}/scratch-2-{gw.tag}"]
-        and "emptyDir" in result.blocked[f"{NS}/scratch-2-{gw.tag}"]
-    )
-    assert seeded.admin.get_pod(NS, f"scratch-2-{gw.tag}")["metadata"].get("deletionTimestamp") is None
+    # as kubectl drain: the pod it may not delete stops the drain before any eviction
+    assert result.blocked == {
+        f"{NS}/scratch-2-{gw.tag}": "cannot delete Pods with local storage (use --delete-emptydir-data to override)"
+    }
+    assert result.evicted == []
+    for name in (f"scratch-2-{gw.tag}", f"plain-2-{gw.tag}"):
+        assert seeded.admin.get_pod(NS, name)["metadata"].get("deletionTimestamp") is None
     result = gw.drain(node, delete_emptydir_data=True, timeout_seconds=30)
-    assert result.done and result.evicted == [f"{NS}/scratch-2-{gw.tag}"]
+    assert result.done and sorted(result.evicted) == [f"{NS}/plain-2-{gw.tag}", f"{NS}/scratch-2-{gw.tag}"]
     with pytest.raises(NotFound):
         seeded.admin.get_pod(NS, f"scratch-2-{gw.tag}")
 
