@@ -456,7 +456,8 @@ class ViewWorkspace(models.Model):
     gpu_type = models.CharField(max_length=64, blank=True, default="")
     quota = models.IntegerField(default=0)  # Allocated to the Workspace: hard requests.nvidia.com/*
     gpu_quotas = models.JSONField(default=dict, blank=True)  # {resource: hard}
-    quotas = models.JSONField(default=list, blank=True)  # [{"name", "hard": {}, "used": {}}] every ResourceQuota
+    # [{"name", "hard": {}, "used": {}, "scopes": [selector, ...]}]: every ResourceQuota
+    quotas = models.JSONField(default=list, blank=True)
     requested = models.IntegerField(default=0)  # Requested by its Running pods now
     physical = models.IntegerField(default=0)  # In use physically: distinct GPUs its Running pods hold
     utilisation = models.FloatField(null=True, blank=True)  # %, DCGM; None: not measured
