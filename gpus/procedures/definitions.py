@@ -1623,13 +1623,9 @@ class TellOwner(Step):
         pods = ctx.gateway.list_pods(namespace=ns, field_selector=f"metadata.name={name}")
         status = (pods[0].get("status") or {}) if pods else {}
         owner = LiveRead(ctx.gateway).owners().get(ns, "")
-        why = status.get("message") or status.get("reason") or _("it failed")
-        # the owner's notice is a text of its own (the Workspace page and the mail say it as written)
-        message = _(
-            "Pod %(pod)s failed on node %(node)s and was not started: %(why)s An admin (%(who)s) deleted it "
-            "so it no longer holds your Workspace's resources. Recreate it once you have read why it "
-            "failed."
-        ) % {"pod": subject, "node": ctx.node, "why": why, "who": ctx.run.actor_name}
+        why = status.get("message") or status.get("reason") or said("notice.it_failed")
+        # kept as a message: the owner's page says it in its reader's language, the mail in theirs
+        message = said("notice.failed_pod_deleted", pod=subject, node=ctx.node, why=why, who=ctx.run.actor_name)
         OwnerNotice.objects.create(
             namespace=ns,
             owner_name=owner,

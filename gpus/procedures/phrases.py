@@ -182,6 +182,15 @@ PHRASES = {
     "step.no_label_to_put_back": _("no label to put back"),
     "step.notice_recorded": _("notice recorded for %(owner)s on Workspace %(ns)s"),
     "step.owner_already_told": _("the owner was already told by this run"),
+    # what a fix tells the Workspace's owner (gpus.models.OwnerNotice, and the notification)
+    "notice.it_failed": _("it failed"),
+    "notice.admin_acted_subject": _("An admin acted on %(subject)s"),
+    "notice.by_admin": _("%(message)s (by %(admin)s)"),
+    "notice.failed_pod_deleted": _(
+        "Pod %(pod)s failed on node %(node)s and was not started: %(why)s An admin (%(who)s) deleted it "
+        "so it no longer holds your Workspace's resources. Recreate it once you have read why it "
+        "failed."
+    ),
     "step.notice_shown": _("the owner's Workspace page shows the notice"),
     "step.no_notice_recorded": _("no notice recorded"),
     "step.pod_already_gone": _("pod already gone"),
