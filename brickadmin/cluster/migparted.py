@@ -18,7 +18,7 @@ lab/gpusim.py loads this module too.
 
 from __future__ import annotations
 
-from .mig import layout_error
+from .mig import layout_error, reason
 
 
 class MigPartedError(ValueError):
@@ -88,7 +88,7 @@ def layout(configs: dict[str, list[dict]], name: str, gpus: list[dict]) -> tuple
     GPUs, "") or (None, why mig-manager refuses). A GPU no entry
     selects is left as it is; of several entries selecting one GPU the last one counts."""
     if name not in configs:
-        return None, f"no MIG config named {name!r} in the mig-parted config"
+        return None, reason("mig.no_config", name=name)
     out = [dict(g) for g in gpus]
     for index, gpu in enumerate(gpus):
         chosen = [e for e in configs[name] if _selects(e, index, gpu)]
@@ -97,9 +97,9 @@ def layout(configs: dict[str, list[dict]], name: str, gpus: list[dict]) -> tuple
         entry = chosen[-1]
         devices = {str(p): int(n) for p, n in (entry.get("mig-devices") or {}).items()}
         if entry["mig-enabled"]:
-            reason = layout_error(gpu.get("model", ""), devices)
-            if reason:
-                return None, f"GPU {index}: {reason}"
+            refused = layout_error(gpu.get("model", ""), devices)
+            if refused:
+                return None, reason("mig.gpu_reason", index=index, reason=refused)
             out[index]["mig"] = [p for p, n in devices.items() for _ in range(n)]
         else:
             out[index].pop("mig", None)

@@ -182,6 +182,14 @@ PHRASES = {
     "step.no_label_to_put_back": _("no label to put back"),
     "step.notice_recorded": _("notice recorded for %(owner)s on Workspace %(ns)s"),
     "step.owner_already_told": _("the owner was already told by this run"),
+    # why mig-manager refuses a layout (brickadmin/cluster/mig.py REASONS: the same English)
+    "mig.no_profiles": _("%(model)s has no MIG profiles"),
+    "mig.model_no_profiles": _("this GPU model has no MIG profiles"),
+    "mig.no_profile": _("%(model)s has no MIG profile %(profile)s"),
+    "mig.at_most": _("%(model)s holds at most %(most)s × %(profile)s"),
+    "mig.slices": _("%(model)s has %(total)s compute slices; this layout needs %(used)s"),
+    "mig.no_config": _("no MIG config named '%(name)s' in the mig-parted config"),
+    "mig.gpu_reason": "GPU %(index)s: %(reason)s",  # no words of its own
     # what a fix tells the Workspace's owner (gpus.models.OwnerNotice, and the notification)
     "notice.it_failed": _("it failed"),
     "notice.admin_acted_subject": _("An admin acted on %(subject)s"),

@@ -279,3 +279,30 @@ DEFAULT_LAYOUTS = "default-mig-parted-config"  # the GPU Operator's
 )
 def test_the_layouts_configmap_name(policies, configured, name):
     assert vocab.mig_parted_configmap(policies, configured) == name
+
+
+def test_why_mig_manager_refuses_reads_in_the_readers_language(mig, admin_client):
+    """The refusal of a layout (the wizard's list, a plan's pre-check and the run that records
+    it) is a message: in Korean it reads in Korean, whatever language the run was started in."""
+    from django.urls import reverse
+    from django.utils import translation
+
+    from brickadmin import wording
+    from brickadmin.cluster import mig as mig_mod
+
+    english = "NVIDIA A100 80GB PCIe has no MIG profile 1g.5gb"
+    korean = "NVIDIA A100 80GB PCIe에는 MIG 프로필 1g.5gb이(가) 없습니다"
+    admin_client.cookies["django_language"] = "ko"
+    page = admin_client.get(reverse("wizard_pick", args=["M"]), {"node": NODE}, HTTP_ACCEPT_LANGUAGE="ko")
+    html = page.content.decode()
+    assert f"all-1g.5gb — mig-manager가 거부합니다: GPU 0: {korean}" in html and english not in html
+    with translation.override("en"):
+        (check,) = get("M").prechecks(TwinGateway(), NODE, {"mig_config": "all-1g.5gb"})
+        recorded = wording.record_of(check.detail)  # what step 0 of a run keeps
+    with translation.override("ko"):
+        said_ko = wording.render(recorded)
+    assert korean in said_ko and english not in said_ko
+    # every code the pure module words a refusal with is registered with the same English
+    for code, template in mig_mod.REASONS.items():
+        with translation.override("en"):
+            assert str(wording.PHRASES[code]) == template
