@@ -156,6 +156,15 @@ REASONS = {
     "mig.slices": "%(model)s has %(total)s compute slices; this layout needs %(used)s",
     "mig.no_config": "no MIG config named '%(name)s' in the mig-parted config",
     "mig.gpu_reason": "GPU %(index)s: %(reason)s",
+    # the mig-parted config file itself (migparted.parse)
+    "mig.not_yaml": "not YAML: %(err)s",
+    "mig.no_parted_config": "no mig-parted config",
+    "mig.unknown_version": "unknown version %(version)s (mig-parted reads v1)",
+    "mig.no_mig_configs": "no mig-configs",
+    "mig.config_not_a_list": "%(name)s: a config is a list of device entries",
+    "mig.bad_devices": "%(name)s: devices must be 'all' or a list of GPU indexes",
+    "mig.bad_mig_enabled": "%(name)s: mig-enabled must be true or false",
+    "mig.bad_mig_devices": "%(name)s: mig-devices maps a profile to a count",
 }
 
 

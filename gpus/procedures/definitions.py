@@ -947,7 +947,9 @@ def mig_configs(gateway) -> tuple[dict, str]:
     try:
         return migparted.parse((cm.get("data") or {}).get(vocab.MIG_PARTED_CONFIG_KEY)), ""
     except migparted.MigPartedError as exc:
-        return {}, said("precheck.mig_configmap_invalid", **where, err=str(exc))
+        return {}, said(
+            "precheck.mig_configmap_invalid", **where, err=reason_said(exc.args[0] if exc.args else str(exc))
+        )
 
 
 def node_gpus(gateway, node: str, n=None) -> list[dict]:

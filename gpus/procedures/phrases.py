@@ -190,6 +190,14 @@ PHRASES = {
     "mig.slices": _("%(model)s has %(total)s compute slices; this layout needs %(used)s"),
     "mig.no_config": _("no MIG config named '%(name)s' in the mig-parted config"),
     "mig.gpu_reason": "GPU %(index)s: %(reason)s",  # no words of its own
+    "mig.not_yaml": _("not YAML: %(err)s"),
+    "mig.no_parted_config": _("no mig-parted config"),
+    "mig.unknown_version": _("unknown version %(version)s (mig-parted reads v1)"),
+    "mig.no_mig_configs": _("no mig-configs"),
+    "mig.config_not_a_list": _("%(name)s: a config is a list of device entries"),
+    "mig.bad_devices": _("%(name)s: devices must be 'all' or a list of GPU indexes"),
+    "mig.bad_mig_enabled": _("%(name)s: mig-enabled must be true or false"),
+    "mig.bad_mig_devices": _("%(name)s: mig-devices maps a profile to a count"),
     # what a fix tells the Workspace's owner (gpus.models.OwnerNotice, and the notification)
     "notice.it_failed": _("it failed"),
     "notice.admin_acted_subject": _("An admin acted on %(subject)s"),

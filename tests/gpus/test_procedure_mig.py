@@ -306,3 +306,16 @@ def test_why_mig_manager_refuses_reads_in_the_readers_language(mig, admin_client
     for code, template in mig_mod.REASONS.items():
         with translation.override("en"):
             assert str(wording.PHRASES[code]) == template
+
+
+def test_a_mig_parted_config_mig_manager_cannot_read_says_why_in_the_readers_language():
+    from django.utils import translation
+
+    from brickadmin.cluster import migparted
+    from gpus.procedures.definitions import reason_said
+
+    with pytest.raises(migparted.MigPartedError) as refused:
+        migparted.parse({"version": "v1", "mig-configs": {"all-1g.10gb": [{"devices": "all", "mig-enabled": "yes"}]}})
+    assert str(refused.value) == "all-1g.10gb: mig-enabled must be true or false"  # the pure module's English
+    with translation.override("ko"):
+        assert str(reason_said(refused.value.args[0])) == "all-1g.10gb: mig-enabled는 true 또는 false여야 합니다"
