@@ -474,7 +474,8 @@ class ProcedureB(_Conversion):
         allocated = live.measured(metrics.SHARED_ALLOCATED)
         source = "Prometheus"
         if total_except is None or allocated is None:
-            source = said("precheck.source_cluster", why=metrics.last_error() or said("precheck.not_configured"))
+            why = (metrics_configured() and metrics.last_error()) or said("precheck.not_configured")
+            source = said("precheck.source_cluster", why=why)
             total_except = sum(
                 r.allocatable for x in led.nodes if x.name != node for r in x.served if r.resource == GPU_SHARED
             )
@@ -911,6 +912,12 @@ class ProcedureD(ProcedureDef):
 
 def mig_manager_runs(labels: dict) -> bool:
     return (labels or {}).get(vocab.MIG_MANAGER_DEPLOY_LABEL) == "true"
+
+
+def metrics_configured() -> bool:
+    from django.conf import settings
+
+    return bool(settings.PROMETHEUS_URL)
 
 
 def reason_said(reason):
