@@ -456,7 +456,8 @@ class ViewWorkspace(models.Model):
     gpu_type = models.CharField(max_length=64, blank=True, default="")
     quota = models.IntegerField(default=0)  # Allocated to the Workspace: hard requests.nvidia.com/*
     gpu_quotas = models.JSONField(default=dict, blank=True)  # {resource: hard}
-    quotas = models.JSONField(default=list, blank=True)  # [{"name", "hard": {}, "used": {}}] every ResourceQuota
+    # [{"name", "hard": {}, "used": {}, "scopes": [selector, ...]}]: every ResourceQuota
+    quotas = models.JSONField(default=list, blank=True)
     requested = models.IntegerField(default=0)  # Requested by its Running pods now
     physical = models.IntegerField(default=0)  # In use physically: distinct GPUs its Running pods hold
     utilisation = models.FloatField(null=True, blank=True)  # %, DCGM; None: not measured
@@ -533,6 +534,9 @@ class OwnerNotice(models.Model):
     owner_name = models.CharField(max_length=150, blank=True, default="")
     subject = models.CharField(max_length=300)  # namespace/pod
     message = models.TextField()
+    # The message as a code and parameters (brickadmin/wording.py), said in the reader's language;
+    # None: a text without one, or a notice written before codes (the message is shown as written).
+    message_said = models.JSONField(null=True, blank=True)
     run = models.ForeignKey(ProcedureRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="notices")
     actor_name = models.CharField(max_length=150, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -543,3 +547,16 @@ class OwnerNotice(models.Model):
 
     def __str__(self):
         return f"notice to {self.owner_name or '?'} about {self.subject}"
+
+    def save(self, *args, **kwargs):
+        # A message given as a code keeps it; its text is written in the site's language.
+        if isinstance(self.message, wording.Said):
+            self.message_said = self.message.as_record()
+            with translation.override(settings.LANGUAGE_CODE):
+                self.message = str(self.message)
+        super().save(*args, **kwargs)
+
+    @property
+    def shown_message(self) -> str:
+        """The message in the reader's language (as written when it has no code)."""
+        return wording.shown(self.message_said, self.message)

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from brickadmin import metrics
+from brickadmin.cluster import quotascope
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import pod_gpu_requests
 from brickadmin.cluster.vocabulary import KubeObject, quantity
@@ -36,7 +37,7 @@ class Occupancy:
     owner: str = ""
     labelled: bool = False
     gpu_quotas: dict[str, int] = field(default_factory=dict)
-    quotas: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "hard", "used"}]
+    quotas: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "hard", "used", "scopes"}]
     requested: int = 0
     physical: int = 0
     utilisation: float | None = None
@@ -132,6 +133,7 @@ def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = No
                 "name": md.get("name", ""),
                 "hard": {k: str(v) for k, v in hard.items()},
                 "used": {k: str(v) for k, v in ((q.get("status") or {}).get("used") or {}).items()},
+                "scopes": quotascope.scope_selectors(q.get("spec") or {}),
             }
         )
     if not out:
@@ -262,6 +264,7 @@ def _fill(
                 "requests": pod_gpu_requests(pod),
                 "gpus": sorted({f"{node} · GPU {i}" + (f" ({uuid})" if uuid else "") for node, i, uuid in at}),
                 "created": md.get("creationTimestamp") or "",
+                "scope": quotascope.pod_facts(pod),  # what the quotas' scopes read of it
             }
             wait = pod_waits.facts(pod)
             if wait is not None:

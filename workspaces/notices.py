@@ -4,9 +4,9 @@ request or a Job to its requester, in the requester's language."""
 from __future__ import annotations
 
 from django.urls import reverse
-from django.utils.translation import gettext as _
 
 from brickadmin import notify
+from brickadmin.wording import said
 
 
 def workspace_decided(req) -> None:
@@ -16,18 +16,15 @@ def workspace_decided(req) -> None:
 
         def words():
             return (
-                _("Workspace %(name)s approved") % {"name": req.name},
-                _(
-                    "%(admin)s approved your Workspace %(name)s: %(n)d GPU of %(res)s, namespace %(ns)s. You can "
-                    "create Jobs in it now."
-                )
-                % {
-                    "admin": req.decided_by_name,
-                    "name": req.name,
-                    "n": req.gpu,
-                    "res": req.gpu_resource or "-",
-                    "ns": req.namespace,
-                },
+                said("notify.workspace_approved_subject", name=req.name),
+                said(
+                    "notify.workspace_approved",
+                    admin=req.decided_by_name,
+                    name=req.name,
+                    n=req.gpu,
+                    res=req.gpu_resource or "-",
+                    ns=req.namespace,
+                ),
             )
 
         notify.notify(req.requester, "workspace-approved", words, link)
@@ -35,9 +32,8 @@ def workspace_decided(req) -> None:
 
         def words():
             return (
-                _("Workspace %(name)s rejected") % {"name": req.name},
-                _("%(admin)s rejected your Workspace request %(name)s: %(why)s")
-                % {"admin": req.decided_by_name, "name": req.name, "why": req.rejection_reason},
+                said("notify.workspace_rejected_subject", name=req.name),
+                said("notify.workspace_rejected", admin=req.decided_by_name, name=req.name, why=req.rejection_reason),
             )
 
         notify.notify(req.requester, "workspace-rejected", words, link)
@@ -50,9 +46,8 @@ def job_decided(job) -> None:
 
         def words():
             return (
-                _("Job %(job)s approved") % {"job": job.k8s_name},
-                _("%(admin)s approved your Job %(job)s; it was sent to the cluster (node %(node)s).")
-                % {"admin": job.decided_by_name or "-", "job": job.k8s_name, "node": job.node},
+                said("notify.job_approved_subject", job=job.k8s_name),
+                said("notify.job_approved", admin=job.decided_by_name or "-", job=job.k8s_name, node=job.node),
             )
 
         notify.notify(job.owner, "job-approved", words, link)
@@ -60,9 +55,8 @@ def job_decided(job) -> None:
 
         def words():
             return (
-                _("Job %(job)s rejected") % {"job": job.k8s_name},
-                _("%(admin)s rejected your Job %(job)s: %(why)s")
-                % {"admin": job.decided_by_name, "job": job.k8s_name, "why": job.rejection_reason},
+                said("notify.job_rejected_subject", job=job.k8s_name),
+                said("notify.job_rejected", admin=job.decided_by_name, job=job.k8s_name, why=job.rejection_reason),
             )
 
         notify.notify(job.owner, "job-rejected", words, link)

@@ -21,6 +21,36 @@ PHRASES = {
     "decision.job_approval_on": _("Job approval required: yes"),
     "decision.job_approval_off": _("Job approval required: no"),
     "decision.limit_deleted": _("deleted: %(limit)s"),
+    # what the owner is told (gpus.models.OwnerNotice on their Workspace page, and the notification)
+    "notice.quota_changed": _(
+        "An admin (%(who)s) changed the %(res)s quota of your Workspace from %(a)s to %(b)s: %(why)s"
+    ),
+    # the requester's notifications of a decision (workspaces/notices.py)
+    "notify.workspace_approved_subject": _("Workspace %(name)s approved"),
+    "notify.workspace_approved": _(
+        "%(admin)s approved your Workspace %(name)s: %(n)d GPU of %(res)s, namespace %(ns)s. You can "
+        "create Jobs in it now."
+    ),
+    "notify.workspace_rejected_subject": _("Workspace %(name)s rejected"),
+    "notify.workspace_rejected": _("%(admin)s rejected your Workspace request %(name)s: %(why)s"),
+    "notify.job_approved_subject": _("Job %(job)s approved"),
+    "notify.job_approved": _("%(admin)s approved your Job %(job)s; it was sent to the cluster (node %(node)s)."),
+    "notify.job_rejected_subject": _("Job %(job)s rejected"),
+    "notify.job_rejected": _("%(admin)s rejected your Job %(job)s: %(why)s"),
+    "reclaim.ask_subject": _("Does Workspace %(ws)s still need its GPUs? Answer by %(when)s"),
+    "reclaim.ask_body": _(
+        "An admin (%(who)s) asks whether Workspace %(ws)s still needs its %(n)d %(res)s: its pods "
+        "request %(r)d of them. Answer on this page by %(when)s (keep it until a date, or release "
+        "part or all); without an answer the quota may be reclaimed down to what the pods "
+        "request. %(msg)s"
+    ),
+    "reclaim.kept": _("%(who)s keeps %(n)d %(res)s until %(until)s: %(why)s"),
+    "reclaim.released": _("%(who)s releases %(n)d %(res)s (quota run #%(id)d)."),
+    "reclaim.reclaimed_subject": _("GPU quota of Workspace %(ws)s reclaimed"),
+    "reclaim.reclaimed_body": _(
+        "An admin (%(who)s) reclaims the %(res)s quota of Workspace %(ws)s down to %(n)d (quota run "
+        "#%(id)d): asked on %(when)s, with no answer by the deadline."
+    ),
     # what the Workspace procedures' steps found and did (workspaces/procedures.py)
     "workspace_step.namespace_exists": _("namespace %(ns)s exists"),
     "workspace_step.no_workspace": _("No approved Workspace named %(ws)s."),

@@ -290,14 +290,14 @@ class SetGpuQuota(Step):
             subject=subject,
             run_id=ctx.run.pk,
             actor_name=ctx.run.actor_name,
-            message=_("An admin (%(who)s) changed the %(res)s quota of your Workspace from %(a)s to %(b)s: %(why)s")
-            % {
-                "who": ctx.run.actor_name,
-                "res": resource,
-                "a": before,
-                "b": after,
-                "why": ctx.params.get("reason", ""),
-            },
+            message=said(
+                "notice.quota_changed",
+                who=ctx.run.actor_name,
+                res=resource,
+                a=before,
+                b=after,
+                why=ctx.params.get("reason", ""),
+            ),
         )
 
     def verify(self, ctx):

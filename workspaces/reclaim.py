@@ -25,7 +25,7 @@ class ReclaimError(Exception):
     pass
 
 
-def record_notice(ask: ReclaimAsk, message: str) -> None:
+def record_notice(ask: ReclaimAsk, message) -> None:
     """The question's notice on the owner's Workspace page."""
     reclaimed = ask.quota_run_id and ask.answer != ReclaimAsk.Answer.RELEASE
     OwnerNotice.objects.create(
@@ -40,9 +40,9 @@ def record_notice(ask: ReclaimAsk, message: str) -> None:
 def notify_owner(ask: ReclaimAsk, kind: str, words) -> None:
     """Tell the owner: the notice on their Workspace page, and through the notifications
     (in the product, and by email or webhook as they chose, in their language).
-    ``words()`` -> (subject, body), called once in the actor's language for the notice and
-    once in the owner's for the notification."""
-    record_notice(ask, str(words()[1]))
+    ``words()`` -> (subject, body), messages: the notice keeps the body's code (its reader's
+    language), the notification is worded in the owner's."""
+    record_notice(ask, words()[1])
     link = reverse("workspace_detail", args=[ask.workspace.pk]) if ask.workspace else ""
     owner_name = ask.workspace.requester_name if ask.workspace else ""
     notify.notify_owner(ask.namespace, kind, words, link, owner_name=owner_name)
@@ -100,16 +100,7 @@ def ask_owner(namespace: str, *, actor, days: int, message: str = "", gateway=No
         }
 
         def words():
-            return (
-                _("Does Workspace %(ws)s still need its GPUs? Answer by %(when)s") % facts,
-                _(
-                    "An admin (%(who)s) asks whether Workspace %(ws)s still needs its %(n)d %(res)s: its pods "
-                    "request %(r)d of them. Answer on this page by %(when)s (keep it until a date, or release "
-                    "part or all); without an answer the quota may be reclaimed down to what the pods "
-                    "request. %(msg)s"
-                )
-                % facts,
-            )
+            return said("reclaim.ask_subject", **facts), said("reclaim.ask_body", **facts)
 
         notify_owner(ask, "reclaim-ask", words)
     return ask
@@ -127,8 +118,9 @@ def answer_keep(ask: ReclaimAsk, user, *, until, reason: str) -> ReclaimAsk:
         ReclaimAsk.Answer.KEEP,
         keep_until=until,
         answer_reason=reason[:1000],
-        text=_("%(who)s keeps %(n)d %(res)s until %(until)s: %(why)s")
-        % {"who": user.get_username(), "n": ask.quota_at_ask, "res": ask.resource, "until": until, "why": reason},
+        text=said(
+            "reclaim.kept", who=user.get_username(), n=ask.quota_at_ask, res=ask.resource, until=str(until), why=reason
+        ),
     )
 
 
@@ -158,8 +150,7 @@ def answer_release(ask: ReclaimAsk, user, *, amount: int) -> ReclaimAsk:
         ReclaimAsk.Answer.RELEASE,
         released=amount,
         quota_run_id=run.pk,
-        text=_("%(who)s releases %(n)d %(res)s (quota run #%(id)d).")
-        % {"who": user.get_username(), "n": amount, "res": ask.resource, "id": run.pk},
+        text=said("reclaim.released", who=user.get_username(), n=amount, res=ask.resource, id=run.pk),
     )
 
 
@@ -223,14 +214,7 @@ def reclaim(ask: ReclaimAsk, *, actor, after: int, gateway=None) -> ReclaimAsk:
     }
 
     def words():
-        return (
-            _("GPU quota of Workspace %(ws)s reclaimed") % facts,
-            _(
-                "An admin (%(who)s) reclaims the %(res)s quota of Workspace %(ws)s down to %(n)d (quota run "
-                "#%(id)d): asked on %(when)s, with no answer by the deadline."
-            )
-            % facts,
-        )
+        return said("reclaim.reclaimed_subject", **facts), said("reclaim.reclaimed_body", **facts)
 
     notify_owner(ask, "reclaimed", words)
     return ask

@@ -36,6 +36,7 @@ class PreferenceForm(forms.Form):
     email_notifications = forms.BooleanField(
         label=_("Also by email"),
         required=False,
+        widget=forms.CheckboxInput(attrs={"aria-describedby": "help-email_notifications"}),
         help_text=_("Every notification is shown here in the console; this also sends it to your email address."),
     )
     # http(s) only: the worker posts Slack-compatible JSON there (Mattermost accepts it too).
@@ -46,6 +47,19 @@ class PreferenceForm(forms.Form):
         assume_scheme="https",
         help_text=_("A Slack or Mattermost incoming webhook URL (https://...); leave empty for none."),
     )
+
+    def __init__(self, *args, has_email: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not has_email:
+            # Nowhere to send it: off and not to be turned on. A disabled field ignores what is
+            # posted (a tampered form included) and keeps its initial value, so off is what is saved.
+            field = self.fields["email_notifications"]
+            field.disabled = True
+            self.initial["email_notifications"] = False
+            field.help_text = _(
+                "Your account has no email address: add one first (an administrator can, or your sign-in "
+                "provider gives it at your next sign-in); this can be turned on then."
+            )
 
     def clean_webhook_url(self):
         url = self.cleaned_data.get("webhook_url", "")

@@ -23,6 +23,7 @@ def profile(request):
             "email_notifications": pref.email_notifications if pref else True,
             "webhook_url": pref.webhook_url if pref else "",
         },
+        has_email=bool(request.user.email),
     )
     if request.method == "POST" and form.is_valid():
         Preference.objects.update_or_create(

@@ -132,6 +132,46 @@ def gpu_fraction(model: str, profile: str) -> float:
     return min(1.0, slices / (slices_per_gpu(model) or 7))
 
 
+class Reason(str):
+    """A refusal as its English text (the ``str`` itself: logs, the lab, comparisons), with the
+    message code and parameters it was worded from, so the console says it in its reader's
+    language (gpus/procedures/phrases.py registers each code with this same English template;
+    tests/foundation/test_migparted.py holds the two equal). A parameter may be a Reason."""
+
+    code: str
+    params: dict[str, object]
+
+    def __new__(cls, code: str, template: str, **params: object) -> Reason:
+        obj = super().__new__(cls, template % params)
+        obj.code, obj.params = code, params
+        return obj
+
+
+# code -> English template, of every Reason the pure modules give
+REASONS = {
+    "mig.no_profiles": "%(model)s has no MIG profiles",
+    "mig.model_no_profiles": "this GPU model has no MIG profiles",
+    "mig.no_profile": "%(model)s has no MIG profile %(profile)s",
+    "mig.at_most": "%(model)s holds at most %(most)s × %(profile)s",
+    "mig.slices": "%(model)s has %(total)s compute slices; this layout needs %(used)s",
+    "mig.no_config": "no MIG config named '%(name)s' in the mig-parted config",
+    "mig.gpu_reason": "GPU %(index)s: %(reason)s",
+    # the mig-parted config file itself (migparted.parse)
+    "mig.not_yaml": "not YAML: %(err)s",
+    "mig.no_parted_config": "no mig-parted config",
+    "mig.unknown_version": "unknown version %(version)s (mig-parted reads v1)",
+    "mig.no_mig_configs": "no mig-configs",
+    "mig.config_not_a_list": "%(name)s: a config is a list of device entries",
+    "mig.bad_devices": "%(name)s: devices must be 'all' or a list of GPU indexes",
+    "mig.bad_mig_enabled": "%(name)s: mig-enabled must be true or false",
+    "mig.bad_mig_devices": "%(name)s: mig-devices maps a profile to a count",
+}
+
+
+def reason(code: str, **params: object) -> Reason:
+    return Reason(code, REASONS[code], **params)
+
+
 def layout_error(model: str, devices: dict[str, int]) -> str:
     """Why one GPU of ``model`` cannot hold this set of instances ({profile: count}), or "".
 
@@ -140,20 +180,20 @@ def layout_error(model: str, devices: dict[str, int]) -> str:
     what tells a layout apart from a typo. Placement rules beyond that are NVIDIA's own."""
     profiles = profiles_of(model)
     if not profiles:
-        return f"{model or 'this GPU model'} has no MIG profiles"
+        return reason("mig.no_profiles", model=model) if model else reason("mig.model_no_profiles")
     used = 0
     total = slices_per_gpu(model) or 7
     for profile, count in devices.items():
         if count <= 0:
             continue
         if profile not in profiles:
-            return f"{model} has no MIG profile {profile}"
+            return reason("mig.no_profile", model=model, profile=profile)
         slices, most = profiles[profile]
         if count > most:
-            return f"{model} holds at most {most} × {profile}"
+            return reason("mig.at_most", model=model, most=most, profile=profile)
         used += slices * count
     if used > total:
-        return f"{model} has {total} compute slices; this layout needs {used}"
+        return reason("mig.slices", model=model, total=total, used=used)
     return ""
 
 

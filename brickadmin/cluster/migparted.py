@@ -18,7 +18,7 @@ lab/gpusim.py loads this module too.
 
 from __future__ import annotations
 
-from .mig import layout_error
+from .mig import layout_error, reason
 
 
 class MigPartedError(ValueError):
@@ -34,18 +34,18 @@ def parse(config: str | dict | None) -> dict[str, list[dict]]:
         try:
             config = yaml.safe_load(config)
         except yaml.YAMLError as exc:
-            raise MigPartedError(f"not YAML: {exc}") from None
+            raise MigPartedError(reason("mig.not_yaml", err=str(exc))) from None
     if not isinstance(config, dict):
-        raise MigPartedError("no mig-parted config")
+        raise MigPartedError(reason("mig.no_parted_config"))
     if str(config.get("version")) != "v1":
-        raise MigPartedError(f"unknown version {config.get('version')!r} (mig-parted reads v1)")
+        raise MigPartedError(reason("mig.unknown_version", version=repr(config.get("version"))))
     configs = config.get("mig-configs")
     if not isinstance(configs, dict):
-        raise MigPartedError("no mig-configs")
+        raise MigPartedError(reason("mig.no_mig_configs"))
     out: dict[str, list[dict]] = {}
     for name, entries in configs.items():
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-            raise MigPartedError(f"{name}: a config is a list of device entries")
+            raise MigPartedError(reason("mig.config_not_a_list", name=name))
         for entry in entries:
             _check_entry(str(name), entry)
         out[str(name)] = entries
@@ -55,14 +55,14 @@ def parse(config: str | dict | None) -> dict[str, list[dict]]:
 def _check_entry(name: str, entry: dict) -> None:
     devices = entry.get("devices", "all")
     if devices != "all" and not (isinstance(devices, list) and all(isinstance(d, int) for d in devices)):
-        raise MigPartedError(f"{name}: devices must be 'all' or a list of GPU indexes")
+        raise MigPartedError(reason("mig.bad_devices", name=name))
     if not isinstance(entry.get("mig-enabled"), bool):
-        raise MigPartedError(f"{name}: mig-enabled must be true or false")
+        raise MigPartedError(reason("mig.bad_mig_enabled", name=name))
     mig_devices = entry.get("mig-devices") or {}
     if not isinstance(mig_devices, dict) or not all(
         isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in mig_devices.values()
     ):
-        raise MigPartedError(f"{name}: mig-devices maps a profile to a count")
+        raise MigPartedError(reason("mig.bad_mig_devices", name=name))
 
 
 def _selects(entry: dict, index: int, gpu: dict) -> bool:
@@ -88,7 +88,7 @@ def layout(configs: dict[str, list[dict]], name: str, gpus: list[dict]) -> tuple
     GPUs, "") or (None, why mig-manager refuses). A GPU no entry
     selects is left as it is; of several entries selecting one GPU the last one counts."""
     if name not in configs:
-        return None, f"no MIG config named {name!r} in the mig-parted config"
+        return None, reason("mig.no_config", name=name)
     out = [dict(g) for g in gpus]
     for index, gpu in enumerate(gpus):
         chosen = [e for e in configs[name] if _selects(e, index, gpu)]
@@ -97,9 +97,9 @@ def layout(configs: dict[str, list[dict]], name: str, gpus: list[dict]) -> tuple
         entry = chosen[-1]
         devices = {str(p): int(n) for p, n in (entry.get("mig-devices") or {}).items()}
         if entry["mig-enabled"]:
-            reason = layout_error(gpu.get("model", ""), devices)
-            if reason:
-                return None, f"GPU {index}: {reason}"
+            refused = layout_error(gpu.get("model", ""), devices)
+            if refused:
+                return None, reason("mig.gpu_reason", index=index, reason=refused)
             out[index]["mig"] = [p for p, n in devices.items() for _ in range(n)]
         else:
             out[index].pop("mig", None)

@@ -12,7 +12,9 @@ stay Kubernetes-shaped, so the ledger cannot tell a projection from the full obj
   Not kept: annotations, managedFields, images, addresses, daemonEndpoints.
 - Pod (only GPU-requesting pods and device-plugin pods): name, namespace, uid, labels,
   ownerReferences, creation/deletion timestamps; spec.nodeName and, per container, its
-  name and nvidia.com/* requests and limits; status phase, reason, message, startTime,
+  name and nvidia.com/* requests and limits; what quota scopes read (spec.priorityClassName,
+  activeDeadlineSeconds, the cross-namespace pod affinity terms, status.qosClass: the API
+  server's, else computed as it computes it); status phase, reason, message, startTime,
   the Ready and PodScheduled conditions (the latter's message while the pod is not
   scheduled: why it waits) and each container's state summary (for failed-pod diagnosis
   and a waiting container's reason).
@@ -31,6 +33,7 @@ write or a managedFields timestamp changes nothing.
 
 from __future__ import annotations
 
+from . import quotascope
 from .deviceplugin import pod_gpu_requests
 from .vocabulary import MANAGED_BY, MANAGED_BY_LABEL, NVIDIA_PREFIX, PLUGIN_NAMESPACE
 
@@ -171,7 +174,15 @@ def pod(obj: dict) -> dict:
     s = {"containers": [_container(c) for c in spec.get("containers") or []]}
     if spec.get("nodeName"):
         s["nodeName"] = spec["nodeName"]
+    # what a ResourceQuota's scopes read of it (brickadmin/cluster/quotascope.py)
+    for key in ("priorityClassName", "activeDeadlineSeconds"):
+        if key in spec:
+            s[key] = spec[key]
+    affinity = quotascope.cross_namespace_affinity(spec)
+    if affinity:
+        s["affinity"] = affinity
     st = {k: status[k] for k in ("phase", "reason", "message", "startTime") if k in status}
+    st["qosClass"] = status.get("qosClass") or quotascope.qos_class(spec)  # the containers' cpu/memory are not kept
     ready = [_condition(c) for c in status.get("conditions") or [] if c.get("type") in ("Ready", "PodScheduled")]
     if ready:
         st["conditions"] = ready

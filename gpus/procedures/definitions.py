@@ -11,6 +11,7 @@ from django.utils.translation import gettext_lazy, ngettext
 
 from brickadmin import metrics
 from brickadmin.cluster import ClusterError, migparted
+from brickadmin.cluster import mig as mig_mod
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE, advertised_resources, pod_gpu_requests
 from brickadmin.cluster.gateway import get_gateway
@@ -473,7 +474,8 @@ class ProcedureB(_Conversion):
         allocated = live.measured(metrics.SHARED_ALLOCATED)
         source = "Prometheus"
         if total_except is None or allocated is None:
-            source = said("precheck.source_cluster", why=metrics.last_error() or said("precheck.not_configured"))
+            why = (metrics_configured() and metrics.last_error()) or said("precheck.not_configured")
+            source = said("precheck.source_cluster", why=why)
             total_except = sum(
                 r.allocatable for x in led.nodes if x.name != node for r in x.served if r.resource == GPU_SHARED
             )
@@ -912,6 +914,20 @@ def mig_manager_runs(labels: dict) -> bool:
     return (labels or {}).get(vocab.MIG_MANAGER_DEPLOY_LABEL) == "true"
 
 
+def metrics_configured() -> bool:
+    from django.conf import settings
+
+    return bool(settings.PROMETHEUS_URL)
+
+
+def reason_said(reason):
+    """A refusal of the pure MIG modules (brickadmin/cluster/mig.py ``Reason``) as a message, to
+    be said in its reader's language; any other text as it is."""
+    if isinstance(reason, mig_mod.Reason):
+        return said(reason.code, **{k: reason_said(v) for k, v in reason.params.items()})
+    return reason
+
+
 def mig_parted_configmap_name(gateway) -> str:
     """The ConfigMap mig-manager reads its layouts from: the ClusterPolicy's
     spec.migManager.config.name, else the BRICK_MIG_PARTED_CONFIGMAP setting, else the GPU
@@ -938,7 +954,9 @@ def mig_configs(gateway) -> tuple[dict, str]:
     try:
         return migparted.parse((cm.get("data") or {}).get(vocab.MIG_PARTED_CONFIG_KEY)), ""
     except migparted.MigPartedError as exc:
-        return {}, said("precheck.mig_configmap_invalid", **where, err=str(exc))
+        return {}, said(
+            "precheck.mig_configmap_invalid", **where, err=reason_said(exc.args[0] if exc.args else str(exc))
+        )
 
 
 def node_gpus(gateway, node: str, n=None) -> list[dict]:
@@ -1073,7 +1091,7 @@ class MigConfigApplied(Step):
             return Check(True, reported)
         if state == "failed":
             configs, unreadable = mig_configs(ctx.gateway)
-            why = unreadable or migparted.layout(configs, self.config, node_gpus(ctx.gateway, ctx.node))[1]
+            why = unreadable or reason_said(migparted.layout(configs, self.config, node_gpus(ctx.gateway, ctx.node))[1])
             refused = said(
                 "step.mig_refused",
                 reported=reported,
@@ -1104,7 +1122,7 @@ class MigResourcesAdvertised(Step):
         configs, unreadable = mig_configs(ctx.gateway)
         after, why = migparted.layout(configs, self.config, node_gpus(ctx.gateway, ctx.node))
         if after is None:
-            return Check(False, unreadable or why, unreadable or why)
+            return Check(False, unreadable or reason_said(why), unreadable or reason_said(why))
         want, got = mig_advertised(after, raw["metadata"].get("labels") or {}), advertised_now(raw)
         detail = said("step.mig_advertised", got=_resources_text(got), config=self.config, want=_resources_text(want))
         return Check(
@@ -1186,7 +1204,7 @@ class ProcedureMigLayout(ProcedureDef):
             return [Check(False, unreadable, said("precheck.fix_mig_configmap"))]
         after, why = migparted.layout(configs, config, node_gpus(live, node, n))
         if after is None:
-            refused = said("precheck.mig_would_refuse", config=config, node=node, why=why)
+            refused = said("precheck.mig_would_refuse", config=config, node=node, why=reason_said(why))
             return [Check(False, refused, joined([refused, said("precheck.fix_choose_layout")], " "))]
         now = {r.resource: r.allocatable for r in n.served}
         want = mig_advertised(after, n.labels)
@@ -1261,7 +1279,11 @@ def _config_choices(node: str = ""):
             out.append((name, name))
             continue
         after, why = migparted.layout(configs, name, gpus)
-        text = layout_summary(after) if after is not None else _("mig-manager would refuse it: %(why)s") % {"why": why}
+        text = (
+            layout_summary(after)
+            if after is not None
+            else _("mig-manager would refuse it: %(why)s") % {"why": reason_said(why)}
+        )
         if after is not None and not mig_advertised(after, labels):
             text = _("nothing advertised (%(what)s)") % {"what": text}
         out.append((name, f"{name} — {text}"))
@@ -1623,13 +1645,9 @@ class TellOwner(Step):
         pods = ctx.gateway.list_pods(namespace=ns, field_selector=f"metadata.name={name}")
         status = (pods[0].get("status") or {}) if pods else {}
         owner = LiveRead(ctx.gateway).owners().get(ns, "")
-        why = status.get("message") or status.get("reason") or _("it failed")
-        # the owner's notice is a text of its own (the Workspace page and the mail say it as written)
-        message = _(
-            "Pod %(pod)s failed on node %(node)s and was not started: %(why)s An admin (%(who)s) deleted it "
-            "so it no longer holds your Workspace's resources. Recreate it once you have read why it "
-            "failed."
-        ) % {"pod": subject, "node": ctx.node, "why": why, "who": ctx.run.actor_name}
+        why = status.get("message") or status.get("reason") or said("notice.it_failed")
+        # kept as a message: the owner's page says it in its reader's language, the mail in theirs
+        message = said("notice.failed_pod_deleted", pod=subject, node=ctx.node, why=why, who=ctx.run.actor_name)
         OwnerNotice.objects.create(
             namespace=ns,
             owner_name=owner,

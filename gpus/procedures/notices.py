@@ -8,6 +8,7 @@ import logging
 from django.utils.translation import gettext as _
 
 from brickadmin import notify
+from brickadmin.wording import said
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +38,13 @@ def run_ended(run_id: int) -> None:
     notify.notify(run.actor, "run-ended", words, run.get_absolute_url())
 
 
-def tell_owner(namespace: str, owner_name: str, subject: str, message: str, actor_name: str) -> None:
+def tell_owner(namespace: str, owner_name: str, subject: str, message, actor_name: str) -> None:
     """The Workspace's owner learns what an admin's fix did (the notice on their page, too)."""
 
     def words():
         return (
-            _("An admin acted on %(subject)s") % {"subject": subject},
-            _("%(message)s (by %(admin)s)") % {"message": message, "admin": actor_name or "-"},
+            said("notice.admin_acted_subject", subject=subject),
+            said("notice.by_admin", message=message, admin=actor_name or "-"),
         )
 
     notify.notify_owner(namespace, "fix-done", words, owner_name=owner_name)

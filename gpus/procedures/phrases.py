@@ -182,6 +182,31 @@ PHRASES = {
     "step.no_label_to_put_back": _("no label to put back"),
     "step.notice_recorded": _("notice recorded for %(owner)s on Workspace %(ns)s"),
     "step.owner_already_told": _("the owner was already told by this run"),
+    # why mig-manager refuses a layout (brickadmin/cluster/mig.py REASONS: the same English)
+    "mig.no_profiles": _("%(model)s has no MIG profiles"),
+    "mig.model_no_profiles": _("this GPU model has no MIG profiles"),
+    "mig.no_profile": _("%(model)s has no MIG profile %(profile)s"),
+    "mig.at_most": _("%(model)s holds at most %(most)s × %(profile)s"),
+    "mig.slices": _("%(model)s has %(total)s compute slices; this layout needs %(used)s"),
+    "mig.no_config": _("no MIG config named '%(name)s' in the mig-parted config"),
+    "mig.gpu_reason": "GPU %(index)s: %(reason)s",  # no words of its own
+    "mig.not_yaml": _("not YAML: %(err)s"),
+    "mig.no_parted_config": _("no mig-parted config"),
+    "mig.unknown_version": _("unknown version %(version)s (mig-parted reads v1)"),
+    "mig.no_mig_configs": _("no mig-configs"),
+    "mig.config_not_a_list": _("%(name)s: a config is a list of device entries"),
+    "mig.bad_devices": _("%(name)s: devices must be 'all' or a list of GPU indexes"),
+    "mig.bad_mig_enabled": _("%(name)s: mig-enabled must be true or false"),
+    "mig.bad_mig_devices": _("%(name)s: mig-devices maps a profile to a count"),
+    # what a fix tells the Workspace's owner (gpus.models.OwnerNotice, and the notification)
+    "notice.it_failed": _("it failed"),
+    "notice.admin_acted_subject": _("An admin acted on %(subject)s"),
+    "notice.by_admin": _("%(message)s (by %(admin)s)"),
+    "notice.failed_pod_deleted": _(
+        "Pod %(pod)s failed on node %(node)s and was not started: %(why)s An admin (%(who)s) deleted it "
+        "so it no longer holds your Workspace's resources. Recreate it once you have read why it "
+        "failed."
+    ),
     "step.notice_shown": _("the owner's Workspace page shows the notice"),
     "step.no_notice_recorded": _("no notice recorded"),
     "step.pod_already_gone": _("pod already gone"),

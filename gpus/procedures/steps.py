@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from django.conf import settings
 from django.utils.translation import gettext as _
 
 from brickadmin import metrics
@@ -449,7 +450,8 @@ def prometheus_check(ctx, node: str, resource: str, expected: int) -> Check:
     metric = ksm_resource(resource)
     values = metrics.node_allocatable(node)
     if values is None:
-        why = metrics.last_error() or said("step.prometheus_not_configured")
+        # not configured: said in each reader's language (a failure's own words are kept as they are)
+        why = (settings.PROMETHEUS_URL and metrics.last_error()) or said("step.prometheus_not_configured")
         raw = ctx.gateway.get_node(node)
         got = quantity(((raw.get("status") or {}).get("allocatable") or {}).get(resource, "0"))
         detail = said("step.prometheus_fell_back", why=why, res=resource, got=got, e=expected)

@@ -279,3 +279,43 @@ DEFAULT_LAYOUTS = "default-mig-parted-config"  # the GPU Operator's
 )
 def test_the_layouts_configmap_name(policies, configured, name):
     assert vocab.mig_parted_configmap(policies, configured) == name
+
+
+def test_why_mig_manager_refuses_reads_in_the_readers_language(mig, admin_client):
+    """The refusal of a layout (the wizard's list, a plan's pre-check and the run that records
+    it) is a message: in Korean it reads in Korean, whatever language the run was started in."""
+    from django.urls import reverse
+    from django.utils import translation
+
+    from brickadmin import wording
+    from brickadmin.cluster import mig as mig_mod
+
+    english = "NVIDIA A100 80GB PCIe has no MIG profile 1g.5gb"
+    korean = "NVIDIA A100 80GB PCIe에는 MIG 프로필 1g.5gb이(가) 없습니다"
+    admin_client.cookies["django_language"] = "ko"
+    page = admin_client.get(reverse("wizard_pick", args=["M"]), {"node": NODE}, HTTP_ACCEPT_LANGUAGE="ko")
+    html = page.content.decode()
+    assert f"all-1g.5gb — mig-manager가 거부합니다: GPU 0: {korean}" in html and english not in html
+    with translation.override("en"):
+        (check,) = get("M").prechecks(TwinGateway(), NODE, {"mig_config": "all-1g.5gb"})
+        recorded = wording.record_of(check.detail)  # what step 0 of a run keeps
+    with translation.override("ko"):
+        said_ko = wording.render(recorded)
+    assert korean in said_ko and english not in said_ko
+    # every code the pure module words a refusal with is registered with the same English
+    for code, template in mig_mod.REASONS.items():
+        with translation.override("en"):
+            assert str(wording.PHRASES[code]) == template
+
+
+def test_a_mig_parted_config_mig_manager_cannot_read_says_why_in_the_readers_language():
+    from django.utils import translation
+
+    from brickadmin.cluster import migparted
+    from gpus.procedures.definitions import reason_said
+
+    with pytest.raises(migparted.MigPartedError) as refused:
+        migparted.parse({"version": "v1", "mig-configs": {"all-1g.10gb": [{"devices": "all", "mig-enabled": "yes"}]}})
+    assert str(refused.value) == "all-1g.10gb: mig-enabled must be true or false"  # the pure module's English
+    with translation.override("ko"):
+        assert str(reason_said(refused.value.args[0])) == "all-1g.10gb: mig-enabled는 true 또는 false여야 합니다"

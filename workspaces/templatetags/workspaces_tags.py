@@ -16,6 +16,20 @@ def job_approval_off() -> bool:
     return row is False
 
 
+@register.simple_tag
+def quota_counting(line):
+    """Whether ``line``'s pods' GPUs count against its quota (workspaces/counting.py)."""
+    from workspaces import counting
+
+    return counting.of_line(line)
+
+
+@register.filter
+def note_of(counting, pod_name):
+    """The note of one pod of a quota_counting ('' when its GPUs are counted)."""
+    return counting.notes.get(pod_name, "")
+
+
 @register.filter
 def waiting(since):
     """How long something has waited, coarse: '3 d 4 h', '2 h 5 min', '4 min'."""
