@@ -3,14 +3,17 @@
 1. Engine overhead per step: procedures A and B run inline on the twin; the time the
    engine spends outside the steps' own ensure/verify work (claiming, recording each
    event in its own transaction, cancel checks, heartbeat), per executed step.
-2. Commit-to-browser latency of step state changes: the web process as deployed (gunicorn
-   with uvicorn workers, ASGI; `--server runserver` for Django's WSGI server), a real Celery
+2. Commit-to-browser latency of step state changes: the web process as the image runs it
+   (gunicorn with uvicorn workers, ASGI, DJANGO_DEBUG=0 and the collected static files;
+   `--debug` for DJANGO_DEBUG=1, `--server runserver` for Django's WSGI server), a real Celery
    worker on Redis, Debian's Chromium on the run page (its live stream: Server-Sent Events
-   woken by NOTIFY on PostgreSQL, a short poll on SQLite). For every event row that arrives
-   after the page loaded: the time the browser showed it minus the time the row was recorded
-   (just before its commit). Median and p95. Target p95 < 100 ms.
+   woken by NOTIFY on PostgreSQL, by the file's data_version on SQLite). For every event row
+   that arrives after the page loaded: the time the browser showed it minus the time the row
+   was recorded (just before its commit). Median, p95 and max, the load average, and the rows
+   committed while the page was still loading shown apart. Target p95 < 100 ms. `--hops`
+   times each hop (bench/stream_trace.py) and prints the slowest row's timeline.
 
-Run: .venv/bin/python bench/procedures.py [--runs N] [--browser-runs N] [--no-browser] [--server S]
+Run: .venv/bin/python bench/procedures.py [--runs N] [--browser-runs N] [--no-browser] [--server S] [--debug] [--hops]
 (own SQLite file under a temp dir unless DATABASE_URL is set; starts its own redis-server
 unless REDIS_URL is set.)
 """
