@@ -3,14 +3,15 @@
 Every step row written wakes the streams of its run: on PostgreSQL a NOTIFY sent in the
 row's own transaction (delivered only when it commits, so a woken stream always finds the
 row), on SQLite the file's ``data_version`` (changed by every commit of another connection)
-looked at every few milliseconds. A stream sends each row after the
-last sequence number its browser saw (``Last-Event-ID`` on a reconnect, ``?after=`` on the
-first connection) and ends when the run has ended and every row has been sent.
+looked at every few milliseconds. A stream sends each row after the last sequence number its
+browser saw (``Last-Event-ID`` on a reconnect, ``?after=`` on the first connection) and ends
+when the run has ended and every row has been sent.
 
 Under ASGI (uvicorn workers) a stream is an async iterator: an open page holds no worker
 thread, and one watcher per process (a LISTEN connection, or the SQLite file's version)
-wakes them all; a woken stream reads and renders its new rows in one trip to its thread. Under WSGI (``runserver``,
-the tests' live server) it falls back to a sync iterator with its own LISTEN connection.
+wakes them all; a woken stream reads and renders its new rows in one trip to its thread.
+Under WSGI (``runserver``, the tests' live server) it falls back to a sync iterator with its
+own LISTEN connection (on SQLite, its own look at the file's version).
 """
 
 from __future__ import annotations
