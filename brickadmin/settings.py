@@ -297,10 +297,11 @@ BRICK_RUN_RETENTION_DAYS = int(os.environ.get("BRICK_RUN_RETENTION_DAYS", "365")
 BRICK_APPROVAL_DATABASE_WAIT_SECONDS = float(os.environ.get("BRICK_APPROVAL_DATABASE_WAIT_SECONDS", "10"))
 # Showback (workspaces/showback_rollups.py): hourly and monthly physical GPU-hours kept this long.
 BRICK_SHOWBACK_RETENTION_DAYS = int(os.environ.get("BRICK_SHOWBACK_RETENTION_DAYS", "400"))
-# The run page's live stream (gpus/run_stream.py): on SQLite it polls the run this often (on
-# PostgreSQL a NOTIFY wakes it); a stream ends after BRICK_RUN_STREAM_SECONDS and the browser
-# reconnects after what it saw; a comment keeps an idle stream open through proxies.
-BRICK_RUN_STREAM_POLL_MS = int(os.environ.get("BRICK_RUN_STREAM_POLL_MS", "50"))
+# The run page's live stream (gpus/run_stream.py): on SQLite the web process looks at the file's
+# data_version this often, once for all its open pages (on PostgreSQL a NOTIFY wakes it); a
+# stream ends after BRICK_RUN_STREAM_SECONDS and the browser reconnects after what it saw; a
+# comment keeps an idle stream open through proxies.
+BRICK_RUN_STREAM_POLL_MS = int(os.environ.get("BRICK_RUN_STREAM_POLL_MS", "10"))
 BRICK_RUN_STREAM_SECONDS = int(os.environ.get("BRICK_RUN_STREAM_SECONDS", "300"))
 BRICK_RUN_STREAM_KEEPALIVE_SECONDS = int(os.environ.get("BRICK_RUN_STREAM_KEEPALIVE_SECONDS", "15"))
 # Health reports the reaper (Celery beat + a worker; scheduled every 5 s) stopped after this long.

@@ -2,13 +2,16 @@
 
 Every step row written wakes the streams of its run: on PostgreSQL a NOTIFY sent in the
 row's own transaction (delivered only when it commits, so a woken stream always finds the
-row), on SQLite a short poll of the run's ``last_seq``. A stream sends each row after the
-last sequence number its browser saw (``Last-Event-ID`` on a reconnect, ``?after=`` on the
-first connection) and ends when the run has ended and every row has been sent.
+row), on SQLite the file's ``data_version`` (changed by every commit of another connection)
+looked at every few milliseconds. A stream sends each row after the last sequence number its
+browser saw (``Last-Event-ID`` on a reconnect, ``?after=`` on the first connection) and ends
+when the run has ended and every row has been sent.
 
 Under ASGI (uvicorn workers) a stream is an async iterator: an open page holds no worker
-thread, and one LISTEN connection per process wakes them all. Under WSGI (``runserver``,
-the tests' live server) it falls back to a sync iterator with its own LISTEN connection.
+thread, and one watcher per process (a LISTEN connection, or the SQLite file's version)
+wakes them all; a woken stream reads and renders its new rows in one trip to its thread.
+Under WSGI (``runserver``, the tests' live server) it falls back to a sync iterator with its
+own LISTEN connection (on SQLite, its own look at the file's version).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 
 from django.conf import settings
 from django.db import connection
@@ -104,21 +108,67 @@ def listens() -> bool:
     return connection.vendor == "postgresql"
 
 
+# --- SQLite: a commit by any other connection changes the file's data_version -------------
+
+
+def sqlite_path() -> str | None:
+    """The database file a separate connection can watch (None: in memory, nothing to watch)."""
+    name = str(connection.settings_dict.get("NAME") or "")
+    if connection.vendor != "sqlite" or not name or name == ":memory:" or name.startswith("file:"):
+        return None
+    return name
+
+
+class DataVersion:
+    """``PRAGMA data_version`` on a connection of its own: it changes when another connection
+    commits (the worker writing a step row). Reading it touches no table and takes about 10 µs,
+    so it can be asked every few milliseconds where a query of the run, per open page, could not."""
+
+    def __init__(self, path: str):
+        import sqlite3
+
+        # A short timeout: a busy file answers "maybe changed" rather than keep the caller waiting.
+        self.conn = sqlite3.connect(path, timeout=0.05, isolation_level=None, check_same_thread=False)
+        self.last = self._read()
+
+    def _read(self):
+        try:
+            return self.conn.execute("PRAGMA data_version").fetchone()[0]
+        except Exception:  # locked, or gone: treated as a change; the stream's own read decides
+            return None
+
+    def changed(self) -> bool:
+        now = self._read()
+        changed = now is None or now != self.last
+        self.last = now
+        return changed
+
+    def close(self):
+        self.conn.close()
+
+
+def poll_seconds() -> float:
+    return knob("BRICK_RUN_STREAM_POLL_MS", 10) / 1000
+
+
 # --- sync (WSGI) waiting --------------------------------------------------------------
 
 
 class SyncWaker:
     """Blocks until the run may have new rows or ``timeout`` passes (a keep-alive is due):
-    a LISTEN on PostgreSQL, a short poll of the run's progress on SQLite."""
+    a LISTEN on PostgreSQL; on SQLite the file's data_version, looked at every
+    BRICK_RUN_STREAM_POLL_MS, then the run's progress when it changed."""
 
     def __init__(self, run_id: int, progress):
         self.run_id, self.progress = run_id, progress
-        self.conn = None
+        self.conn = self.version = None
         if listens():
             import psycopg
 
             self.conn = psycopg.connect(_conninfo(), autocommit=True)
             self.conn.execute(f"LISTEN {CHANNEL}")
+        elif (path := sqlite_path()) is not None:
+            self.version = DataVersion(path)
 
     def wait(self, seen, timeout: float) -> None:
         if self.conn is not None:
@@ -128,36 +178,41 @@ class SyncWaker:
                     if n.payload == str(self.run_id):
                         return
             return
-        poll = knob("BRICK_RUN_STREAM_POLL_MS", 50) / 1000
+        poll = poll_seconds()
         deadline = time.monotonic() + timeout
         # Look before the first sleep: a row committed while the last batch was read and sent
         # (a step's events come in bursts) goes out now, not a poll later.
-        while self.progress() == seen and time.monotonic() < deadline:
-            time.sleep(poll)
+        while time.monotonic() < deadline:
+            if (self.version is None or self.version.changed()) and self.progress() != seen:
+                return
+            time.sleep(poll if self.version is not None else max(poll, 0.05))
 
     def close(self):
         if self.conn is not None:
             self.conn.close()
+        if self.version is not None:
+            self.version.close()
 
 
-# --- async (ASGI) waiting: one LISTEN per process ------------------------------------
+# --- async (ASGI) waiting: one watcher per process -----------------------------------
 
 
-class Listener:
-    """One LISTEN connection per event loop, waking the streams of the run a NOTIFY names.
-    When it cannot listen, streams still wake on their keep-alive timeout (a slow poll)."""
+class Watcher:
+    """Wakes the streams of a process when their run may have new rows: one watcher per event
+    loop, whatever the number of open pages. ``ready`` is set once a commit made from then on
+    is sure to wake them (a stream that started before looks once more)."""
 
     def __init__(self):
         self.waiters: dict[int, set[asyncio.Event]] = {}
         self.task: asyncio.Task | None = None
-        self.listening = asyncio.Event()  # set once LISTEN is in force: no NOTIFY after it is missed
+        self.ready = asyncio.Event()
 
     def subscribe(self, run_id: int) -> asyncio.Event:
         event = asyncio.Event()
         self.waiters.setdefault(run_id, set()).add(event)
         if self.task is None or self.task.done():
-            self.listening.clear()
-            self.task = asyncio.get_running_loop().create_task(self._listen(_conninfo()))
+            self.ready.clear()
+            self.task = asyncio.get_running_loop().create_task(self.run())
         return event
 
     def unsubscribe(self, run_id: int, event: asyncio.Event) -> None:
@@ -166,59 +221,107 @@ class Listener:
         if not events:
             self.waiters.pop(run_id, None)
 
-    async def _listen(self, conninfo: str):
+    def wake(self, run_id: int | None = None) -> None:
+        """The streams of ``run_id`` (None: every stream)."""
+        groups = self.waiters.values() if run_id is None else [self.waiters.get(run_id, ())]
+        for events in groups:
+            for event in events:
+                event.set()
+
+    async def run(self):
+        raise NotImplementedError
+
+
+class Listener(Watcher):
+    """PostgreSQL: one LISTEN connection, waking the streams of the run a NOTIFY names. When it
+    cannot listen, streams still wake on their keep-alive timeout (a slow poll)."""
+
+    async def run(self):
         import psycopg
 
         try:
-            async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
+            async with await psycopg.AsyncConnection.connect(_conninfo(), autocommit=True) as conn:
                 await conn.execute(f"LISTEN {CHANNEL}")
-                self.listening.set()
+                self.ready.set()
                 async for n in conn.notifies():
                     if n.payload.isdigit():
-                        for event in self.waiters.get(int(n.payload), ()):
-                            event.set()
+                        self.wake(int(n.payload))
         except Exception:  # the streams fall back to their keep-alive wake-ups; the next subscriber retries
+            self.ready.set()
             logger.warning("run stream listener stopped", exc_info=True)
 
 
-_listeners: dict[int, Listener] = {}
+class VersionWatcher(Watcher):
+    """SQLite: the file's data_version, every BRICK_RUN_STREAM_POLL_MS while a stream is open;
+    any commit wakes every stream (each then reads its run: one query when nothing is new)."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+
+    async def run(self):
+        version = DataVersion(self.path)
+        self.ready.set()
+        try:
+            while self.waiters:
+                await asyncio.sleep(poll_seconds())
+                if version.changed():
+                    self.wake()
+        finally:
+            version.close()
 
 
-def listener() -> Listener:
+_watchers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> its Watcher (or None)
+
+
+def watcher() -> Watcher | None:
     loop = asyncio.get_running_loop()
-    return _listeners.setdefault(id(loop), Listener())
+    if loop not in _watchers:
+        if listens():
+            _watchers[loop] = Listener()
+        elif (path := sqlite_path()) is not None:
+            _watchers[loop] = VersionWatcher(path)
+        else:
+            _watchers[loop] = None
+    return _watchers[loop]
 
 
 class AsyncWaker:
-    def __init__(self, run_id: int, progress):
-        self.run_id, self.progress = run_id, progress
-        self.event = listener().subscribe(run_id) if listens() else None
+    def __init__(self, run_id: int):
+        self.run_id, self.watcher = run_id, watcher()
+        self.event = self.watcher.subscribe(run_id) if self.watcher is not None else None
+
+    def ready(self) -> bool:
+        return self.watcher is None or self.watcher.ready.is_set()
 
     async def start(self) -> None:
-        """Returns once the process's LISTEN is in force (or after 2 s: then the keep-alive
-        wake-ups stand in), so a row committed after the stream's first read wakes it."""
-        if self.event is not None:
+        """Returns once a commit from now on wakes this stream (or after 2 s: then the
+        keep-alive wake-ups stand in)."""
+        if self.watcher is not None:
             try:
-                await asyncio.wait_for(listener().listening.wait(), 2)
+                await asyncio.wait_for(self.watcher.ready.wait(), 2)
             except TimeoutError:
                 pass
 
-    async def wait(self, seen, timeout: float) -> None:
+    def arm(self) -> None:
+        """Before a read: a commit from here on wakes the next wait."""
         if self.event is not None:
-            try:
-                await asyncio.wait_for(self.event.wait(), timeout)
-            except TimeoutError:
-                pass
             self.event.clear()
-            return
-        poll = knob("BRICK_RUN_STREAM_POLL_MS", 50) / 1000
-        deadline = time.monotonic() + timeout
-        while await self.progress() == seen and time.monotonic() < deadline:  # look first, as above
-            await asyncio.sleep(poll)
+
+    async def wait(self, timeout: float) -> bool:
+        """False when ``timeout`` passed with nothing committed (a keep-alive is due)."""
+        if self.event is None:  # no watcher: look again after a poll
+            await asyncio.sleep(max(poll_seconds(), 0.05))
+            return True
+        try:
+            await asyncio.wait_for(self.event.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
 
     def close(self):
         if self.event is not None:
-            listener().unsubscribe(self.run_id, self.event)
+            self.watcher.unsubscribe(self.run_id, self.event)
 
 
 # --- the streams ------------------------------------------------------------------------
@@ -250,16 +353,18 @@ def sync_stream(run_id: int, after: int, fetch, progress):
         waker.close()
 
 
-async def async_stream(run_id: int, after: int, fetch, progress):
-    """The same stream for ASGI: ``fetch`` and ``progress`` are coroutines."""
+async def async_stream(run_id: int, after: int, fetch):
+    """The same stream for ASGI: ``fetch`` is a coroutine, run on each wake-up of the
+    process's watcher (it reads only the run's row when nothing is new). The first read does
+    not wait for the watcher to start; once it has, the stream looks once more."""
     yield retry_line(int(knob("BRICK_RUN_STREAM_RETRY_MS", 1000)))
-    waker = AsyncWaker(run_id, progress)
+    waker = AsyncWaker(run_id)
     try:
-        await waker.start()
         until = time.monotonic() + knob("BRICK_RUN_STREAM_SECONDS", 300)
         keep_alive = knob("BRICK_RUN_STREAM_KEEPALIVE_SECONDS", 15)
         while True:
-            seen = await progress()
+            ready = waker.ready()
+            waker.arm()
             chunks, after, finished = await fetch(after)
             for chunk in chunks:
                 yield chunk
@@ -268,7 +373,10 @@ async def async_stream(run_id: int, after: int, fetch, progress):
                 return
             if time.monotonic() >= until:
                 return
-            await waker.wait(seen, keep_alive)
-            yield KEEP_ALIVE
+            if not ready:
+                await waker.start()
+                continue  # a row committed before the watcher started woke nothing: look again
+            if not await waker.wait(keep_alive):
+                yield KEEP_ALIVE
     finally:
         waker.close()

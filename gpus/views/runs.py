@@ -232,7 +232,7 @@ def run_stream(request, pk):
     page_state = (request.GET.get("status", run.status), request.GET.get("cancel") == "1", None, None)
     fetch, progress = _stream_readers(request, run.pk, page_state)
     if isinstance(request, ASGIRequest):
-        content = stream.async_stream(run.pk, after, sync_to_async(fetch), sync_to_async(progress))
+        content = stream.async_stream(run.pk, after, sync_to_async(fetch))
     else:
         content = stream.sync_stream(run.pk, after, fetch, progress)
     response = StreamingHttpResponse(content, content_type="text/event-stream")

@@ -1,9 +1,13 @@
-"""The run page's stream, its pure parts: where a stream starts and how an event is written."""
+"""The run page's stream, its parts without a server: where a stream starts, how an event is
+written, and how a stream on SQLite learns that a row was committed."""
+
+import asyncio
+import sqlite3
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpus.run_stream import resume_after, sse_message
+from gpus.run_stream import DataVersion, VersionWatcher, resume_after, sse_message
 
 
 def test_a_reconnecting_browser_resumes_after_its_last_event_id():
@@ -24,3 +28,51 @@ def test_an_event_puts_every_line_of_its_data_on_a_data_line():
         == "event: step\nid: 5\ndata: <p>a</p>\ndata: <p>b</p>\n\n"
     )
     assert sse_message("", event="done") == "event: done\ndata: \n\n"
+
+
+def sqlite_file(tmp_path):
+    path = str(tmp_path / "run.sqlite3")
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("CREATE TABLE step (seq INTEGER)")
+    return path, writer
+
+
+def test_on_sqlite_a_commit_by_another_connection_is_seen_and_nothing_else_is(tmp_path):
+    path, writer = sqlite_file(tmp_path)
+    version = DataVersion(path)
+    assert not version.changed()  # nothing committed since it looked
+    writer.execute("INSERT INTO step VALUES (1)")  # the worker records a row
+    assert version.changed()
+    assert not version.changed()  # once per commit
+    writer.execute("BEGIN")
+    writer.execute("INSERT INTO step VALUES (2)")
+    assert not version.changed()  # not before it commits
+    writer.execute("COMMIT")
+    assert version.changed()
+    version.close()
+
+
+def test_on_sqlite_a_waiting_stream_wakes_when_a_row_commits_and_only_then(tmp_path):
+    path, writer = sqlite_file(tmp_path)
+
+    async def scenario():
+        watcher = VersionWatcher(path)
+        event = watcher.subscribe(7)
+        await asyncio.wait_for(watcher.ready.wait(), 5)
+        quiet = not await wait_set(event, 0.2)
+        writer.execute("INSERT INTO step VALUES (1)")
+        woke = await wait_set(event, 5)
+        watcher.unsubscribe(7, event)
+        await asyncio.wait_for(watcher.task, 5)  # no open stream: it stops looking
+        return quiet, woke
+
+    assert asyncio.run(scenario()) == (True, True)
+
+
+async def wait_set(event, timeout):
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+        return True
+    except TimeoutError:
+        return False

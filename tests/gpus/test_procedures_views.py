@@ -173,6 +173,48 @@ def test_run_stream_under_asgi_is_an_async_stream_resuming_after_last_event_id(t
     assert announced(events)[0].startswith("Run succeeded.")
 
 
+@pytest.mark.django_db(transaction=True)
+def test_an_open_stream_under_asgi_sends_the_rows_as_the_worker_commits_them(twin, admin_user, settings, monkeypatch):
+    import asyncio
+
+    from asgiref.sync import async_to_sync
+    from django.db import connections
+    from django.test import AsyncClient
+
+    monkeypatch.setenv("BRICK_PROCEDURE_STEP_PAUSE", "0.05")  # the rows come while the stream waits
+    settings.BRICK_RUN_STREAM_SECONDS = 60  # a stream nothing woke would end without "done"
+    settings.BRICK_RUN_STREAM_KEEPALIVE_SECONDS = 60
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    run.refresh_from_db()
+    planned = run.last_seq
+    client = AsyncClient()
+    client.force_login(admin_user)
+
+    def work():  # the worker, in a thread of its own (its connection closed after)
+        try:
+            execute_run(run.pk)
+        finally:
+            connections.close_all()
+
+    async def watch():
+        url = reverse("run_stream", args=[run.pk])
+        r = await client.get(url, {"after": planned, "status": "pending", "cancel": "0"})
+        chunks = aiter(r.streaming_content)
+        first = await anext(chunks)  # the stream is open (its retry line) before the worker starts
+        worker = asyncio.get_running_loop().run_in_executor(None, work)
+        rest = [chunk async for chunk in chunks]
+        await worker
+        return b"".join([first, *rest]).decode()
+
+    events = sse_events(async_to_sync(watch)())
+    run.refresh_from_db()
+    steps = [e for e in events if e["event"] == "step"]
+    shown = [int(n) for e in steps for n in re.findall(r'<li id="event-([0-9]+)"', e["data"])]
+    assert run.status == "succeeded" and shown == list(range(planned + 1, run.last_seq + 1))
+    assert len(steps) > 9  # sent as they came (each step at least), not all at the end
+    assert events[-1]["event"] == "done"
+
+
 def test_success_says_what_next_and_a_restored_run_offers_no_resume(twin, admin_client):
     a = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
     execute_run(a.pk)
