@@ -285,6 +285,19 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_timed(fn, repeat: int, pid: int) -> tuple[float, float, float]:
+    """(wall, this process's CPU, Prometheus' CPU) seconds, medians of ``repeat`` calls: on a
+    shared machine the wall time is mostly waiting for a core, the CPU times are the cost."""
+    walls, mine, theirs = [], [], []
+    for _ in range(repeat):
+        t0, c0, p0 = time.perf_counter(), time.process_time(), cpu_s(pid)
+        fn()
+        walls.append(time.perf_counter() - t0)
+        mine.append(time.process_time() - c0)
+        theirs.append(cpu_s(pid) - p0)
+    return statistics.median(walls), statistics.median(mine), statistics.median(theirs)
+
+
 def timed(fn, repeat: int):
     times, out = [], None
     for _ in range(repeat):
@@ -393,13 +406,14 @@ def main() -> int:
         )
 
         feed = metrics.DeviceFeed(settings.BRICK_METRICS_INTERVAL)
-        fetch_s, _ = timed(feed.fetch, args.repeat)
+        fetch_s, fetch_cpu, fetch_prom = cpu_timed(feed.fetch, args.repeat, prom.pid)
         recorded = bool(metrics.query(f"count({metrics.DEVICE_UTILISATION_RECORDED})"))
         interval = 30  # BRICK_METRICS_INTERVAL's default
         print(
             f"watcher's DCGM fetch per interval, Prometheus scraping meanwhile (2 queries, decoded; "
             f"{'recorded series' if recorded else 'computed'}): median {fetch_s * 1000:.0f} ms of {args.repeat} "
-            f"(interval {interval} s by default); "
+            f"(interval {interval} s by default); CPU: the watcher's {fetch_cpu * 1000:.0f} ms, Prometheus' "
+            f"{fetch_prom * 1000:.0f} ms (its scrapes' included); "
             f"{sum(len(d) for d in (feed.devices or {}).values())} GPUs, {len(feed.usage or {})} pods measured"
         )
         print_parts("scraping", fetch_parts(url, None, args.repeat))
@@ -411,17 +425,20 @@ def main() -> int:
             at = time.time() - 1
             write_config(None, args.scrape)
             os.kill(prom.pid, signal.SIGHUP)
+            time.sleep(10)  # the reload, its staleness markers written
             c0, t0 = cpu_s(prom.pid), time.monotonic()
             time.sleep(10)
             idle_cpu = (cpu_s(prom.pid) - c0) / (time.monotonic() - t0)
             with AtTime(at):
-                idle_s, _ = timed(feed.fetch, args.repeat)
+                idle_s, idle_cpu_mine, idle_prom = cpu_timed(feed.fetch, args.repeat, prom.pid)
             gpus_idle = sum(len(d) for d in (feed.devices or {}).values())
             print(
                 f"watcher's DCGM fetch per interval, scraping stopped (the series as of "
                 f"{time.strftime('%H:%M:%S', time.localtime(at))}; "
-                f"Prometheus idle at {idle_cpu * 100:.0f} % of a core before): median {idle_s * 1000:.0f} ms of "
-                f"{args.repeat}; {gpus_idle} GPUs, {len(feed.usage or {})} pods measured; load average "
+                f"Prometheus at {idle_cpu * 100:.0f} % of a core with nothing asked): median {idle_s * 1000:.0f} ms "
+                f"of {args.repeat}; CPU: the watcher's {idle_cpu_mine * 1000:.0f} ms, "
+                f"Prometheus' {idle_prom * 1000:.0f} ms; "
+                f"{gpus_idle} GPUs, {len(feed.usage or {})} pods measured; load average "
                 f"{os.getloadavg()[0]:.1f}"
             )
             print_parts("scraping stopped", fetch_parts(url, at, args.repeat))
