@@ -395,13 +395,16 @@ def main() -> int:
                 pass
             time.sleep(2)
         print(f"scraping every {args.scrape:g} s for {args.minutes:g} min ...", flush=True)
+        c0, t0 = cpu_s(prom.pid), time.monotonic()
         time.sleep(args.minutes * 60)
+        scraping_cores = (cpu_s(prom.pid) - c0) / (time.monotonic() - t0)
         head = api(url, "/api/v1/status/tsdb")["data"]["headStats"]
         util_series = int(float(metrics.query("count(DCGM_FI_DEV_GPU_UTIL)")[0]["value"][1]))
         scrape = metrics.query('scrape_duration_seconds{job="dcgm"}')
         print(
             f"series: {head['numSeries']} in Prometheus' head ({util_series} DCGM_FI_DEV_GPU_UTIL); "
-            f"last scrape took {float(scrape[0]['value'][1]):.2f} s; Prometheus RSS {rss_mib(prom.pid):.0f} MiB; "
+            f"last scrape took {float(scrape[0]['value'][1]):.2f} s; Prometheus used {scraping_cores:.2f} cores "
+            f"while scraping (its first series included); RSS {rss_mib(prom.pid):.0f} MiB; "
             f"load average {os.getloadavg()[0]:.1f} (2 cores)"
         )
 
