@@ -559,9 +559,22 @@ class Bench:
                 return
             time.sleep(0.25)
 
+    def build_cpu_s(self) -> float:
+        """CPU seconds used so far by the lab's processes and this one: what building costs,
+        whatever else shares the machine's cores."""
+        total = time.process_time()
+        for f in (LAB_DIR / "pids").glob("*"):
+            if f.suffix:
+                continue
+            try:
+                total += self.cpu_s(int(f.read_text().strip()))
+            except (OSError, ValueError):
+                pass
+        return total
+
     def grow(self, n_nodes: int, n_pods: int):
         s, vocab = self.s, self.vocab
-        t0 = time.time()
+        t0, cpu0, load0 = time.time(), self.build_cpu_s(), os.getloadavg()[0]
         old_nodes = len(self.nodes)
         new = []
         for i in range(old_nodes, n_nodes):
@@ -606,6 +619,7 @@ class Bench:
             self.make_ns(name, workspace_owner=f"bench{k}")
             self.namespaces.append(name)
         want = n_pods - n_nodes  # one device-plugin pod per node makes up the rest
+        old_pods = self.n_pods
         # a lab left by an interrupted run already has most pods: create only the missing ones
         existing = (
             set()
@@ -640,7 +654,9 @@ class Bench:
 
         # Prometheus scraping kube-state-metrics' series of every new pod took half a core and
         # slowed the build; nothing reads it until the measurement (the watcher runs without it)
-        self.pause_background(names=("prometheus", "kube-state-metrics"))
+        # With --populate direct gpusim serves none of the bench nodes, and its list of every
+        # pod (for the DCGM labels) cost the API server a tenth of the build: paused too.
+        self.pause_background(names=("prometheus", "kube-state-metrics") + (("gpusim",) if direct else ()))
         try:
             pmap(create_pod, range(self.n_pods, want), self.args.concurrency)
             log(
@@ -650,8 +666,16 @@ class Bench:
             self.n_pods = want
             self.settle(n_nodes, want)
         finally:
-            if not self.args.watcher_only:  # nothing measured then reads Prometheus: keep its CPU free
-                self.resume_background()
+            self.resume_background()
+            if self.args.watcher_only:  # nothing measured then reads Prometheus: keep its CPU free
+                self.pause_background(names=("prometheus", "kube-state-metrics"))
+        cpu = self.build_cpu_s() - cpu0
+        created = (n_nodes - old_nodes) + (want - old_pods)
+        log(
+            f"built {n_nodes - old_nodes} nodes and {want - old_pods} pods in {time.time() - t0:.0f} s "
+            f"(--populate {self.args.populate}); CPU of the lab and the bench {cpu:.0f} s, "
+            f"{cpu / max(1, created) * 1000:.1f} ms per object; load average {load0:.1f} -> {os.getloadavg()[0]:.1f}"
+        )
         return time.time() - t0
 
     def plugin_configs(self) -> dict:
