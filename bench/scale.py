@@ -43,12 +43,14 @@ and KWOK do it all; 48 minutes at 5,000 nodes).
 * one `kubectl get nodes -o json` (median of 5) and the Dashboard's median over it;
 * a count check: the watcher's kept pods and nodes against a fresh list.
 
-On this machine (2 cores, 24 GiB) 2,000 nodes / 60,000 pods build in about 15 minutes
-(pods created at ~130/s; KWOK, with lab/kwok.yaml's parallelism, runs them and renews 2,000
-node leases in time) and settle completely; the 1-minute load average stays at 5-10 while
-measuring. Prometheus and kube-state-metrics are paused while building (Prometheus held ~3 GiB
-at 2,000 nodes). 5,000 / 150,000 has not been run on the lab here; `--watcher-only` measures
-just the watcher there. `--settle-timeout` bounds the wait.
+On this machine (2 cores, 24 GiB, shared) 500 nodes / 15,000 pods build in 118 s with
+--populate direct (pods at 177/s, 12 ms of CPU per object for the lab and the bench) against
+486 s with --populate kwok (25 ms); 2,000 / 60,000 took about 15 minutes with KWOK and gpusim
+doing it. The build prints its CPU per object: on a shared machine that is the comparable
+figure. Prometheus and kube-state-metrics (and gpusim, with --populate direct) are paused while
+building (Prometheus held ~3 GiB at 2,000 nodes). 5,000 / 150,000 was built once, with
+--populate kwok (48 minutes); `--watcher-only` measures just the watcher. `--settle-timeout`
+bounds the wait.
 
 Everything it creates (namespaces bench-scale-*, nodes bench-scale-*, the lease namespace, the
 device-plugin objects when the lab had none, gpusim hardware entries) is removed at the end,
