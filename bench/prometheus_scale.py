@@ -13,7 +13,12 @@ time-sliced at 4 replicas with 4 pods on each of half their GPUs). Prints:
 * series: Prometheus' head series and the DCGM_FI_DEV_GPU_UTIL series;
 * the watcher's DCGM fetch per interval (metrics.DeviceFeed.fetch: its 2 instant queries,
   decoded, of the recorded series when the rules have been evaluated): median of --repeat,
-  and each query's time and rows, recorded and computed;
+  taken apart (Prometheus' answers, JSON decoding, rows made into devices and pod usage),
+  twice: while Prometheus scrapes, and (--idle, the default) after scraping has stopped (the
+  job removed and the config reloaded; the queries asked about the last moment the series
+  were fresh, with Prometheus' ``time`` parameter), which separates the queries' own cost
+  from the scrape's CPU on the same cores; then each query's time and rows, recorded and
+  computed;
 * each utilisation chart's range query (cluster, a GPU type, a node, a Workspace) over the
   last hour, 120 points, cache bypassed: median of --repeat (only the minutes this run
   scraped hold data: a day's range evaluates as many steps, over emptier windows);
@@ -33,6 +38,7 @@ removes their data (a temporary directory).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.server
 import json
 import os
@@ -155,16 +161,25 @@ class Exporter:
             self.make()
 
 
-def start_prometheus(port_target: int, scrape: float) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    shutil.copy(REPO / "deploy/chart/files/brickadmin-rules.yaml", TMP / "rules.yaml")
+def write_config(port_target: int | None, scrape: float) -> None:
+    """Prometheus' config: the rules, and the exporter's scrape (none when ``port_target`` is None)."""
     (TMP / "prometheus.yml").write_text(
         f"global: {{scrape_interval: {scrape:g}s, scrape_timeout: {min(scrape - 1, 10):g}s, "
         f"evaluation_interval: {scrape:g}s}}\n"
         f"rule_files: ['{TMP / 'rules.yaml'}']\n"
-        "scrape_configs:\n- job_name: dcgm\n  honor_labels: true\n"
-        f"  static_configs: [{{targets: ['127.0.0.1:{port_target}']}}]\n"
+        + (
+            "scrape_configs:\n- job_name: dcgm\n  honor_labels: true\n"
+            f"  static_configs: [{{targets: ['127.0.0.1:{port_target}']}}]\n"
+            if port_target is not None
+            else "scrape_configs: []\n"
+        )
     )
+
+
+def start_prometheus(port_target: int, scrape: float) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    shutil.copy(REPO / "deploy/chart/files/brickadmin-rules.yaml", TMP / "rules.yaml")
+    write_config(port_target, scrape)
     proc = subprocess.Popen(
         [
             shutil.which("prometheus") or "prometheus",
@@ -197,8 +212,9 @@ def query_requests(url: str) -> float:
     return total
 
 
-def raw_query(url: str, promql: str) -> bytes:
-    with urllib.request.urlopen(f"{url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}", timeout=300) as r:
+def raw_query(url: str, promql: str, at: float | None = None) -> bytes:
+    params = {"query": promql, **({"time": f"{at:.3f}"} if at is not None else {})}
+    with urllib.request.urlopen(f"{url}/api/v1/query?{urllib.parse.urlencode(params)}", timeout=300) as r:
         return r.read()
 
 
@@ -207,6 +223,79 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+class AtTime:
+    """Every instant query of brickadmin.metrics asked at one past moment (Prometheus' ``time``
+    parameter): the series as they were then, after scraping has stopped."""
+
+    def __init__(self, at: float):
+        self.at = at
+
+    def __enter__(self):
+        from prometheus_api_client import PrometheusConnect
+
+        self._orig = orig = PrometheusConnect.custom_query
+        at = self.at
+
+        def custom_query(client, query, params=None, timeout=None):
+            return orig(client, query, params={**(params or {}), "time": f"{at:.3f}"}, timeout=timeout)
+
+        PrometheusConnect.custom_query = custom_query
+        return self
+
+    def __exit__(self, *exc):
+        from prometheus_api_client import PrometheusConnect
+
+        PrometheusConnect.custom_query = self._orig
+
+
+def fetch_parts(url: str, at: float | None, repeat: int) -> dict:
+    """The watcher's fetch taken apart (recorded series): Prometheus' answers as bytes, their
+    JSON decoding, and the rows made into devices and pod usage (metrics.py's pure functions)."""
+    extra = {"time": f"{at:.3f}"} if at is not None else {}
+    out = {}
+
+    def answer():
+        bodies = []
+        for promql in (metrics.DEVICE_UTILISATION_RECORDED, metrics.POD_MEMORY_USED_RECORDED):
+            q = urllib.parse.urlencode({"query": promql, **extra})
+            with urllib.request.urlopen(f"{url}/api/v1/query?{q}", timeout=300) as r:
+                bodies.append(r.read())
+        return bodies
+
+    out["answer_s"], bodies = timed(answer, repeat)
+    out["bytes"] = sum(len(b) for b in bodies)
+    out["decode_s"], (util, memory) = timed(lambda: [json.loads(b)["data"]["result"] for b in bodies], repeat)
+    out["rows"] = len(util) + len(memory)
+    out["parse_s"], _ = timed(lambda: (metrics.devices_from_rows(util), metrics.usage_from_rows(util, memory)), repeat)
+    return out
+
+
+def print_parts(label: str, parts: dict) -> None:
+    print(
+        f"  {label}: Prometheus' answers {parts['answer_s'] * 1000:.0f} ms ({parts['bytes'] / 1e6:.1f} MB), "
+        f"JSON decoding {parts['decode_s'] * 1000:.0f} ms, rows to devices and pod usage "
+        f"{parts['parse_s'] * 1000:.0f} ms ({parts['rows']} rows)"
+    )
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_timed(fn, repeat: int, pid: int) -> tuple[float, float, float]:
+    """(wall, this process's CPU, Prometheus' CPU) seconds, medians of ``repeat`` calls: on a
+    shared machine the wall time is mostly waiting for a core, the CPU times are the cost."""
+    walls, mine, theirs = [], [], []
+    for _ in range(repeat):
+        t0, c0, p0 = time.perf_counter(), time.process_time(), cpu_s(pid)
+        fn()
+        walls.append(time.perf_counter() - t0)
+        mine.append(time.process_time() - c0)
+        theirs.append(cpu_s(pid) - p0)
+    return statistics.median(walls), statistics.median(mine), statistics.median(theirs)
 
 
 def timed(fn, repeat: int):
@@ -271,6 +360,12 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--views", type=int, default=10)
     ap.add_argument(
+        "--idle",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="after the measurement under scraping, stop scraping and ask again (the series as they were)",
+    )
+    ap.add_argument(
         "--charts", action=argparse.BooleanOptionalAction, default=True, help="time the charts' range queries"
     )
     args = ap.parse_args()
@@ -300,24 +395,56 @@ def main() -> int:
                 pass
             time.sleep(2)
         print(f"scraping every {args.scrape:g} s for {args.minutes:g} min ...", flush=True)
+        c0, t0 = cpu_s(prom.pid), time.monotonic()
         time.sleep(args.minutes * 60)
+        scraping_cores = (cpu_s(prom.pid) - c0) / (time.monotonic() - t0)
         head = api(url, "/api/v1/status/tsdb")["data"]["headStats"]
         util_series = int(float(metrics.query("count(DCGM_FI_DEV_GPU_UTIL)")[0]["value"][1]))
         scrape = metrics.query('scrape_duration_seconds{job="dcgm"}')
         print(
             f"series: {head['numSeries']} in Prometheus' head ({util_series} DCGM_FI_DEV_GPU_UTIL); "
-            f"last scrape took {float(scrape[0]['value'][1]):.2f} s; Prometheus RSS {rss_mib(prom.pid):.0f} MiB; "
+            f"last scrape took {float(scrape[0]['value'][1]):.2f} s; Prometheus used {scraping_cores:.2f} cores "
+            f"while scraping (its first series included); RSS {rss_mib(prom.pid):.0f} MiB; "
             f"load average {os.getloadavg()[0]:.1f} (2 cores)"
         )
 
         feed = metrics.DeviceFeed(settings.BRICK_METRICS_INTERVAL)
-        fetch_s, _ = timed(feed.fetch, args.repeat)
+        fetch_s, fetch_cpu, fetch_prom = cpu_timed(feed.fetch, args.repeat, prom.pid)
         recorded = bool(metrics.query(f"count({metrics.DEVICE_UTILISATION_RECORDED})"))
+        interval = 30  # BRICK_METRICS_INTERVAL's default
         print(
-            f"watcher's DCGM fetch per interval (2 queries, decoded; {'recorded series' if recorded else 'computed'}): "
-            f"median {fetch_s * 1000:.0f} ms of {args.repeat}; "
+            f"watcher's DCGM fetch per interval, Prometheus scraping meanwhile (2 queries, decoded; "
+            f"{'recorded series' if recorded else 'computed'}): median {fetch_s * 1000:.0f} ms of {args.repeat} "
+            f"(interval {interval} s by default); CPU: the watcher's {fetch_cpu * 1000:.0f} ms, Prometheus' "
+            f"{fetch_prom * 1000:.0f} ms (its scrapes' included); "
             f"{sum(len(d) for d in (feed.devices or {}).values())} GPUs, {len(feed.usage or {})} pods measured"
         )
+        print_parts("scraping", fetch_parts(url, None, args.repeat))
+        at = None
+        if args.idle:
+            # Scraping stopped (the job removed, config reloaded), then the same questions asked
+            # about the last moment the series were fresh: what the watcher's fetch costs
+            # Prometheus and the watcher themselves, without the scrape's CPU on the same cores.
+            at = time.time() - 1
+            write_config(None, args.scrape)
+            os.kill(prom.pid, signal.SIGHUP)
+            time.sleep(10)  # the reload, its staleness markers written
+            c0, t0 = cpu_s(prom.pid), time.monotonic()
+            time.sleep(10)
+            idle_cpu = (cpu_s(prom.pid) - c0) / (time.monotonic() - t0)
+            with AtTime(at):
+                idle_s, idle_cpu_mine, idle_prom = cpu_timed(feed.fetch, args.repeat, prom.pid)
+            gpus_idle = sum(len(d) for d in (feed.devices or {}).values())
+            print(
+                f"watcher's DCGM fetch per interval, scraping stopped (the series as of "
+                f"{time.strftime('%H:%M:%S', time.localtime(at))}; "
+                f"Prometheus at {idle_cpu * 100:.0f} % of a core with nothing asked): median {idle_s * 1000:.0f} ms "
+                f"of {args.repeat}; CPU: the watcher's {idle_cpu_mine * 1000:.0f} ms, "
+                f"Prometheus' {idle_prom * 1000:.0f} ms; "
+                f"{gpus_idle} GPUs, {len(feed.usage or {})} pods measured; load average "
+                f"{os.getloadavg()[0]:.1f}"
+            )
+            print_parts("scraping stopped", fetch_parts(url, at, args.repeat))
         print(
             "  each query: Prometheus' answer (HTTP, the server's evaluation and the transfer) / decoded by the client"
         )
@@ -327,8 +454,9 @@ def main() -> int:
             ("memory, recorded", metrics.POD_MEMORY_USED_RECORDED),
             ("memory, computed", metrics.POD_MEMORY_USED),
         ):
-            raw_s, body = timed(lambda q=promql: raw_query(url, q), args.repeat)
-            s, rows = timed(lambda q=promql: metrics.query(q), args.repeat)
+            raw_s, body = timed(lambda q=promql: raw_query(url, q, at), args.repeat)
+            with AtTime(at) if at is not None else contextlib.nullcontext():
+                s, rows = timed(lambda q=promql: metrics.query(q), args.repeat)
             print(
                 f"  {name:<18} {raw_s * 1000:>7.0f} ms answer ({len(body) / 1e6:.1f} MB) / "
                 f"{s * 1000:>7.0f} ms with decoding  {len(rows or []):>6} rows"
@@ -360,7 +488,9 @@ def main() -> int:
                 print(f"  {scope:<9} {subject[:18]:<18} {label:<9} {s * 1000:>7.0f} ms  {len(points or []):>4} points")
 
         print(f"Prometheus query requests per page view (mean of {args.views} views; demo's simulated cluster):")
-        for page, per_view in pages_per_view(url, args.views, example_node, example_ns):
+        with AtTime(at) if at is not None else contextlib.nullcontext():
+            per_page = pages_per_view(url, args.views, example_node, example_ns)
+        for page, per_view in per_page:
             print(f"  {page:<58} {per_view:>5.2f}")
         print(f"Prometheus RSS: {rss_mib(prom.pid):.0f} MiB; load average {os.getloadavg()[0]:.1f} (2 cores)")
     finally:

@@ -5,7 +5,8 @@ namespace with a GPU quota of 2 and a Running GPU pod per Workspace, every other
 approved record, a tenth as many pending requests). Prints median and p95 of --repeat
 requests per page and the SQL statements each sends, counted at the cursor (every statement
 the connection executes, whatever opened it); --profile prints the hottest functions of one
-request of each page.
+request of each page. CPU is this process's (the web code and, on SQLite, the database's),
+median: on a shared machine the wall time is mostly waiting for a core.
 
     .venv/bin/python bench/workspace_pages.py [--workspaces 10000] [--repeat 15] [--profile] [--postgres]
 
@@ -113,6 +114,7 @@ def main() -> int:
     bench_ws.generate(args.workspaces)
     bench_ws.records(args.workspaces, user)
     reading._twin.pop("watcher", None)
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print(f"generated {args.workspaces} Workspaces in {time.perf_counter() - t:.1f} s; database {connection.vendor}")
     t = time.perf_counter()
     fetch(admin_client, PAGES["Workspaces of the cluster"])  # the twin's view published
@@ -123,15 +125,16 @@ def main() -> int:
         with CursorCount() as sql:
             size = fetch(client, url)
         repeat = max(3, args.repeat // 3) if "CSV" in name else args.repeat
-        times = []
+        times, cpu = [], []
         for _ in range(repeat):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             fetch(client, url)
             times.append((time.perf_counter() - t) * 1000)
+            cpu.append((time.process_time() - c) * 1000)
         p95 = statistics.quantiles(times, n=20)[-1] if len(times) >= 2 else times[0]
         print(
             f"  {name:<28} median {statistics.median(times):8.1f} ms  p95 {p95:8.1f} ms  "
-            f"{sql.n:3d} SQL  {size / 1e3:8.1f} kB  (n={repeat})"
+            f"CPU {statistics.median(cpu):7.1f} ms  {sql.n:3d} SQL  {size / 1e3:8.1f} kB  (n={repeat})"
         )
         if args.profile:
             for ms, statement in sorted(sql.timed, reverse=True)[:4]:

@@ -25,14 +25,21 @@ NOT_MEASURED = gettext_lazy("not measured")
 NOT_MEASURABLE = gettext_lazy("not measurable per tenant (time-sliced GPU)")
 
 
-def _measured(value, measured: bool, sliced: bool = False):
-    """A DCGM figure for the CSV: the number, "not measured" (never 0), or on time-sliced
-    GPUs "not measurable per tenant" (never the device's figure)."""
+def _usage(attr: str, measured: bool):
+    """The CSV's value of a DCGM figure (``attr`` of the line): the number, "not measured"
+    (never 0), or on time-sliced GPUs "not measurable per tenant" (never the device's
+    figure). The phrases are translated once for every row, in the request's language."""
+    not_measured, not_measurable = str(NOT_MEASURED), str(NOT_MEASURABLE)
     if not measured:
-        return str(NOT_MEASURED)
-    if value is None:
-        return str(NOT_MEASURABLE) if sliced else ""
-    return round(value, 1)
+        return lambda w: not_measured
+
+    def value(w):
+        figure = getattr(w, attr)
+        if figure is None:
+            return not_measurable if w.shared_only and not w.no_pod else ""
+        return round(figure, 1)
+
+    return value
 
 
 def workspace_table(measured: bool) -> Table:
@@ -53,14 +60,14 @@ def workspace_table(measured: bool) -> Table:
             "utilisation",
             gettext_lazy("GPU utilisation (%)"),
             numeric=True,
-            value=lambda w: _measured(w.utilisation, measured, w.shared_only and not w.no_pod),
+            value=_usage("utilisation", measured),
         ),
         Column(
             "memory",
             gettext_lazy("GPU memory used (MiB)"),
             "memory_mib",
             numeric=True,
-            value=lambda w: _measured(w.memory_mib, measured, w.shared_only and not w.no_pod),
+            value=_usage("memory_mib", measured),
         ),
         Column("created", gettext_lazy("Age"), "created_at"),
         Column("idle_since", gettext_lazy("Idle since")),

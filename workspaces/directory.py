@@ -19,7 +19,6 @@ from django.db.models import (
     CharField,
     Exists,
     F,
-    IntegerField,
     OuterRef,
     Subquery,
     Value,
@@ -42,26 +41,27 @@ RECORDED = (WorkspaceRequest.Status.APPROVED, WorkspaceRequest.Status.APPROVING)
 
 
 def _record():
-    return WorkspaceRequest.objects.filter(name=OuterRef("namespace"), status__in=RECORDED).order_by("-id")
+    # At most one: a name is held once by a pending, approving or approved request
+    # (WorkspaceRequest's constraint workspace_name_held_once), so no order to pick by.
+    return WorkspaceRequest.objects.filter(name=OuterRef("namespace"), status__in=RECORDED).order_by()
 
 
 def lines():
-    """Every namespace holding a GPU quota, with its record when there is one: ``record_pk``
-    (None: no record, adoptable) and ``owner_name`` (the record's requester, else the
-    namespace's owner label). Sorted and searched in SQL."""
+    """Every namespace holding a GPU quota, with its record when there is one: ``adoptable``
+    (no record) and ``owner_name`` (the record's requester, else the namespace's owner
+    label). Sorted and searched in SQL. The record's requester is looked up by a subquery
+    per row that is not selected itself (an alias): each figure built from it repeats it."""
     return (
         ViewWorkspace.objects.filter(quota__gt=0)
-        .annotate(
-            record_pk=Subquery(_record().values("pk")[:1], output_field=IntegerField()),
-            record_owner=Subquery(_record().values("requester_name")[:1], output_field=CharField()),
-        )
+        .alias(record_owner=Subquery(_record().values("requester_name")[:1], output_field=CharField()))
         .annotate(
             owner_name=Coalesce(F("record_owner"), NullIf(F("owner"), Value("")), output_field=CharField()),
+            # a record's requester_name is never NULL: NULL here is no record
             adoptable=Case(
-                When(record_pk__isnull=True, then=Value(True)), default=Value(False), output_field=BooleanField()
+                When(record_owner__isnull=True, then=Value(True)), default=Value(False), output_field=BooleanField()
             ),
         )
-        .defer("pods", "quotas")
+        .defer("pods", "quotas", "gpu_quotas", "digest")  # no list shows these
     )
 
 

@@ -7,6 +7,8 @@ measured on its own. On the demo twin, with DCGM
 readings shaped as dcgm-exporter labels them (UUID, and GPU_I_ID for a MIG instance)."""
 
 import copy
+import csv as csv_module
+import io
 import re
 from html import unescape
 
@@ -79,3 +81,51 @@ def test_the_pages_say_not_measurable_per_tenant_instead_of_the_device_figure(me
     assert "not measurable per tenant" not in inference and ">40%<" in inference.replace("\n", "")
     csv = b"".join(admin_client.get(reverse("cluster_workspaces") + "?format=csv&q=ws-nlp-lab").streaming_content)
     assert "not measurable per tenant (time-sliced GPU)" in csv.decode()
+
+
+def _page_rows(admin_client):
+    html = unescape(admin_client.get(reverse("cluster_workspaces")).content.decode())
+    table = re.search(r'data-testid="cluster-workspaces".*?</table>', html, re.S).group(0)
+    return [
+        [text(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)]
+        for r in re.findall(r"<tr>(.*?)</tr>", table, re.S)
+        if "<td" in r
+    ]
+
+
+def _csv_rows(admin_client):
+    body = b"".join(admin_client.get(reverse("cluster_workspaces") + "?format=csv").streaming_content).decode()
+    return list(csv_module.DictReader(io.StringIO(body)))
+
+
+def _same_figure(page: str, cell: str, unit: str) -> bool:
+    """One DCGM figure as the page shows it (rounded, with its unit, or a phrase) and as the
+    CSV holds it (the number to a tenth, the same phrase, or empty where the page says why)."""
+    if page.endswith(unit) and page[: -len(unit)].replace(".", "", 1).isdigit():
+        return cell != "" and abs(float(page[: -len(unit)]) - float(cell)) <= 0.5
+    if page in ("no pod", "no DCGM series"):
+        return cell == ""
+    return page == cell
+
+
+def test_the_csv_says_what_the_page_shows_row_by_row_measured_or_not(measured_demo, admin_client):
+    snap, _led = measured_demo
+    for state in ("not measured", "measured"):
+        if state == "measured":
+            view_publish.publish(snap)  # the watcher's view, with DCGM's readings
+        page, rows = _page_rows(admin_client), _csv_rows(admin_client)
+        assert [r[0] for r in page] == [r["workspace"] for r in rows] and len(rows) >= 4
+        figures = set()
+        for shown, row in zip(page, rows, strict=True):
+            assert shown[1] == (row["owner"] or "?")
+            assert shown[2].startswith("no record") == (row["record"] == "none (adoptable)")
+            assert shown[3].startswith(row["resource"].split(" (")[0] + " ")
+            assert shown[4:7] == [row["allocated"], row["requested"], row["physical"]]
+            assert _same_figure(shown[7], row["utilisation"], "%"), (state, shown, row)
+            assert _same_figure(shown[8], row["memory"], " MiB"), (state, shown, row)
+            assert (shown[10] == "in use") == (row["idle_since"] == "")
+            figures.add(row["utilisation"])
+        if state == "measured":  # numbers and the time-sliced phrase both compared above
+            assert "not measurable per tenant (time-sliced GPU)" in figures and "40.0" in figures
+        else:
+            assert figures == {"not measured"}
