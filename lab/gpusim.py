@@ -240,14 +240,33 @@ class Simulator:
         self._save()
         log(f"plugin pod {md['name']} on {rec['node']}: CrashLoopBackOff (the plugin refuses its config)")
 
+    def running_plugin_pods(self, node: str) -> set[str]:
+        """The UIDs of the plugin pods Running on ``node`` now (asked of the API server, not of
+        the last sync, which may still show the pod a scenario load has just replaced)."""
+        pods = self.api.items(
+            f"/api/v1/namespaces/{dp.PLUGIN_NAMESPACE}/pods?fieldSelector=spec.nodeName%3D{urllib.parse.quote(node)}"
+        )
+        return {
+            p["metadata"]["uid"]
+            for p in pods
+            if (p["metadata"].get("labels") or {}).get(dp.COMPONENT_LABEL) in PLUGIN_COMPONENTS
+            and not p["metadata"].get("deletionTimestamp")
+            and (p.get("status") or {}).get("phase") == "Running"
+        }
+
     def override_configs(self, configs: dict[str, str]) -> list[str]:
-        """Pretend the plugin pod running on each node read ``configs[node]`` at start."""
+        """Pretend the plugin pod running on each node read ``configs[node]`` at start. A node
+        whose running plugin pod this simulator has not started yet (its sync has not seen it)
+        is returned as missing, to be asked again: an override given to the pod it replaced
+        would be lost, and the new pod would serve its ConfigMap instead."""
         missing = []
+        running = {node: self.running_plugin_pods(node) for node in configs}
         with self.lock:
             for node, text in configs.items():
-                uids = [u for u, rec in self.pod_configs.items() if rec.get("node") == node]
-                if not uids:
+                uids = [u for u, rec in self.pod_configs.items() if rec.get("node") == node and u in running[node]]
+                if not uids or not running[node] <= set(uids):
                     missing.append(node)
+                    continue
                 for u in uids:
                     self.pod_configs[u]["config"] = text
                     self.pod_configs[u]["overridden"] = True
