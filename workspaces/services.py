@@ -413,11 +413,11 @@ APPROVAL_RETRY_MAX_WAIT = 5  # backoffs: 1, 2, 4, 5, 5... seconds: an API server
 class _Made:
     """What this approval's attempts made or may have made, so that a retry recognises it as
     its own: the namespace (created, or continued from an interrupted approval), and the
-    quotas whose create got no answer (it may have been carried out)."""
+    quotas it created or whose create got no answer (it may have been carried out)."""
 
     namespace: bool = False
     continued: bool = False
-    unanswered: set[str] = field(default_factory=set)
+    quotas: set[str] = field(default_factory=set)
 
 
 def _make_workspace(gw, req: WorkspaceRequest, resource: str, made: _Made) -> None:
@@ -425,7 +425,7 @@ def _make_workspace(gw, req: WorkspaceRequest, resource: str, made: _Made) -> No
     goes through them again: what an earlier attempt made is found and kept, never made twice.
     A namespace in the way is continued only when it is what an approval of this request left
     (_left_by_an_interrupted_approval); a quota in the way only in such a namespace or when
-    this approval's own create of it got no answer."""
+    this approval created it, or sent its create and got no answer, in an earlier attempt."""
     ensure_priority_class(
         gw,
         USER_PRIORITY_CLASS,
@@ -448,12 +448,13 @@ def _make_workspace(gw, req: WorkspaceRequest, resource: str, made: _Made) -> No
             try:
                 gw.create_resource_quota(req.namespace, name, manifest["spec"]["hard"])
             except Conflict:
-                if not (made.continued or name in made.unanswered):
+                if not (made.continued or name in made.quotas):
                     raise
                 gw.apply(manifest)  # made by the interrupted approval: set to what this one says
             except TransientClusterError:
-                made.unanswered.add(name)
+                made.quotas.add(name)  # sent: it may have been carried out
                 raise
+            made.quotas.add(name)
         else:
             gw.apply(manifest)
 

@@ -271,6 +271,31 @@ def test_an_approval_continues_through_transient_api_failures_and_makes_everythi
     assert page.count("Workspace approval retried") == 6 and "connection reset by peer" in page
 
 
+def test_a_failure_after_the_quotas_were_made_keeps_them_and_makes_none_twice(
+    twin, alice, admin_user, make_request, monkeypatch, quick_retries
+):
+    # The last write (the LimitRange) fails once, after both quotas were created: the retry
+    # finds them, as this approval's own, and goes on.
+    req = make_request(alice, "team-a", gpu=1, storage_gib=50)
+    real = TwinGateway.apply
+    failed = []
+
+    def limit_range_fails_once(self, manifest, *a, **kw):
+        if manifest["kind"] == "LimitRange" and not failed:
+            failed.append(manifest["kind"])
+            raise ClusterUnreachable("connection refused")
+        return real(self, manifest, *a, **kw)
+
+    monkeypatch.setattr(TwinGateway, "apply", limit_range_fails_once)
+    services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    assert failed and WorkspaceRequest.objects.get(pk=req.pk).status == "approved"
+    quotas = twin.list_resource_quotas("team-a")
+    assert sorted(q["metadata"]["name"] for q in quotas) == ["workspace-compute", "workspace-storage"]
+    assert list(objects(twin, "LimitRange", "team-a")) == ["workspace-defaults"]
+    assert Decision.objects.filter(workspace=req, action="approve_retry").count() == 1
+    assert Decision.objects.filter(workspace=req, action="approve").count() == 1
+
+
 def test_an_approval_whose_api_server_stays_away_stops_with_the_reason_after_its_retries(
     twin, alice, admin_client, make_request, monkeypatch, settings
 ):
