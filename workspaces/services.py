@@ -28,6 +28,7 @@ import shlex
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -379,7 +380,7 @@ class _Retrying:
     most BRICK_APPROVAL_RETRY_SECONDS from the first one. Each retry is recorded on the request
     as a decision ("Workspace approval retried", with the error and the wait) before the wait."""
 
-    def __init__(self, actor, req: WorkspaceRequest):
+    def __init__(self, actor: Any, req: WorkspaceRequest) -> None:
         self.actor, self.req = actor, req
         self.retries = 0
         self.deadline: float | None = None
@@ -420,7 +421,7 @@ class _Made:
     quotas: set[str] = field(default_factory=set)
 
 
-def _make_workspace(gw, req: WorkspaceRequest, resource: str, made: _Made) -> None:
+def _make_workspace(gw: Any, req: WorkspaceRequest, resource: str, made: _Made) -> None:
     """The approval's cluster writes, each idempotent, so a retry after a transient failure
     goes through them again: what an earlier attempt made is found and kept, never made twice.
     A namespace in the way is continued only when it is what an approval of this request left
