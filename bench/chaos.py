@@ -440,8 +440,38 @@ def one_run(fault, twin, rng, args):
             sent[key] = sent.get(key, 0) + 1
     r["twice"] = [k for k, n in succeeded.items() if n > 1]
     r["sent_twice"] = [k for k, n in sent.items() if n > 1]
-    r["wrong"] = "" if run.status != "succeeded" or db(lambda: ledger_counts(twin.gw)) == expected else "ledger"
+    r["wrong"] = ""
+    if run.status == "succeeded":
+        got = db(lambda: ledger_counts(twin.gw))
+        if got != expected:
+            r["wrong"] = "ledger: " + ledger_difference(expected, got)
+            # Read again for a while: a difference that goes away by itself was read too early
+            # (the simulated kubelet catching up); one that stays is what the run left.
+            settle = time.monotonic() + args.settle
+            while time.monotonic() < settle and got != expected:
+                time.sleep(1)
+                got = db(lambda: ledger_counts(twin.gw))
+            r["wrong"] += (
+                f"; equal {args.settle - (settle - time.monotonic()):.0f}s later"
+                if got == expected
+                else f"; still after {args.settle:g}s: {ledger_difference(expected, got)}"
+            )
     return r
+
+
+def ledger_difference(expected, got):
+    """What differs between two ledger_counts, node by node: "node: field want -> got"."""
+    fields = ("mode", "replicas", "cordoned", "resources")
+    out = []
+    for node in sorted(set(expected) | set(got)):
+        want, have = expected.get(node), got.get(node)
+        if want == have:
+            continue
+        if want is None or have is None:
+            out.append(f"{node}: {'missing' if have is None else 'unexpected'}")
+            continue
+        out.extend(f"{node}: {f} {w!r} -> {h!r}" for f, w, h in zip(fields, want, have, strict=True) if w != h)
+    return "; ".join(out)
 
 
 def one_approval(fault, twin, rng, args, admin, requester, n):
@@ -540,6 +570,9 @@ def main():
     parser.add_argument("--pause", type=float, default=0.7, help="BRICK_PROCEDURE_STEP_PAUSE of the worker")
     parser.add_argument("--approval-pause", type=float, default=0.3, help="seconds before each approval write")
     parser.add_argument("--timeout", type=float, default=120)
+    parser.add_argument(
+        "--settle", type=float, default=30, help="seconds a wrong count is read again to see whether it goes away"
+    )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--cluster", choices=("twin", "lab"), default="twin", help="where the runs go")
     parser.add_argument("--targets", type=int, default=0, help="rehearse at most this many A targets (0: all)")

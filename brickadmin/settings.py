@@ -295,6 +295,9 @@ BRICK_DEFAULT_LIMITS = {"gpu": 4, "cpu": 16, "memory_gib": 64, "storage_gib": 20
 BRICK_RUN_RETENTION_DAYS = int(os.environ.get("BRICK_RUN_RETENTION_DAYS", "365"))
 # An approval whose database went away (restarted, failed over) waits this long for it and is made again once.
 BRICK_APPROVAL_DATABASE_WAIT_SECONDS = float(os.environ.get("BRICK_APPROVAL_DATABASE_WAIT_SECONDS", "10"))
+# A transient API failure during an approval (API server restarting, 429, 5xx, timeout) is retried
+# with backoff (1, 2, 4, then every 5 s) for this long from the first one, each retry recorded.
+BRICK_APPROVAL_RETRY_SECONDS = float(os.environ.get("BRICK_APPROVAL_RETRY_SECONDS", "30"))
 # Showback (workspaces/showback_rollups.py): hourly and monthly physical GPU-hours kept this long.
 BRICK_SHOWBACK_RETENTION_DAYS = int(os.environ.get("BRICK_SHOWBACK_RETENTION_DAYS", "400"))
 # The run page's live stream (gpus/run_stream.py): on SQLite the web process looks at the file's

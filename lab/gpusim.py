@@ -240,14 +240,36 @@ class Simulator:
         self._save()
         log(f"plugin pod {md['name']} on {rec['node']}: CrashLoopBackOff (the plugin refuses its config)")
 
+    def running_plugin_pod(self, node: str) -> str | None:
+        """The UID of the plugin pod serving ``node`` now, chosen as sync() chooses it (the
+        newest Running one), asked of the API server, not of the last sync, which may still
+        show the pod a scenario load has just replaced."""
+        pods = self.api.items(
+            f"/api/v1/namespaces/{dp.PLUGIN_NAMESPACE}/pods?fieldSelector=spec.nodeName%3D{urllib.parse.quote(node)}"
+        )
+        running = [
+            p
+            for p in pods
+            if (p["metadata"].get("labels") or {}).get(dp.COMPONENT_LABEL) in PLUGIN_COMPONENTS
+            and not p["metadata"].get("deletionTimestamp")
+            and (p.get("status") or {}).get("phase") == "Running"
+        ]
+        newest = max(running, key=lambda p: p["metadata"].get("creationTimestamp", ""), default=None)
+        return newest["metadata"]["uid"] if newest else None
+
     def override_configs(self, configs: dict[str, str]) -> list[str]:
-        """Pretend the plugin pod running on each node read ``configs[node]`` at start."""
+        """Pretend the plugin pod running on each node read ``configs[node]`` at start. A node
+        whose running plugin pod this simulator has not started yet (its sync has not seen it)
+        is returned as missing, to be asked again: an override given to the pod it replaced
+        would be lost, and the new pod would serve its ConfigMap instead."""
         missing = []
+        serving = {node: self.running_plugin_pod(node) for node in configs}
         with self.lock:
             for node, text in configs.items():
-                uids = [u for u, rec in self.pod_configs.items() if rec.get("node") == node]
-                if not uids:
+                if serving[node] not in self.pod_configs:
                     missing.append(node)
+                    continue
+                uids = [u for u, rec in self.pod_configs.items() if rec.get("node") == node]
                 for u in uids:
                     self.pod_configs[u]["config"] = text
                     self.pod_configs[u]["overridden"] = True
@@ -398,14 +420,17 @@ class Simulator:
             try:
                 self.sync()
                 self.last_error = ""
+                took = time.monotonic() - started
             except Exception as e:  # keep simulating through API hiccups
                 msg = f"{type(e).__name__}: {e}"
                 if msg != self.last_error:
                     log(f"sync failed: {msg}")
                     traceback.print_exc()
                 self.last_error = msg
-            # a sync of a large lab takes long: at least twice its time between syncs
-            time.sleep(max(self.interval, 2 * (time.monotonic() - started)))
+                took = 0.0  # a sync cut short by an API outage says nothing of the lab's size
+            # a sync of a large lab takes long: at least twice its time between syncs, but never
+            # more than a minute (a sync slowed by an API server starting up is not the lab's size)
+            time.sleep(max(self.interval, min(2 * took, 60.0)))
 
     # ---------------------------------------------------------------- DCGM metrics
     def assignments(self) -> dict[tuple[str, str], list[tuple[dict, str]]]:

@@ -127,6 +127,7 @@ class Decision(AppendOnlyModel):
     class Action(models.TextChoices):
         APPROVE = "approve", _("Approved Workspace")
         APPROVE_FAILED = "approve_failed", _("Workspace approval failed")
+        APPROVE_RETRY = "approve_retry", _("Workspace approval retried")
         REJECT = "reject", _("Rejected Workspace")
         JOB_APPROVE = "job_approve", _("Approved Job")
         JOB_FAILED = "job_failed", _("Job submission failed")

@@ -17,6 +17,9 @@ PHRASES = {
     ),
     "decision.adopted_with_note": "%(adopted)s %(note)s",  # the admin's note, in their own words
     "decision.approved": _("namespace %(ns)s; quota %(quota)s"),
+    "decision.approval_retry": _(
+        "Transient API error (%(err)s); retrying in %(d).1fs (retry %(a)d; retried for up to %(s)d s)."
+    ),
     "decision.job_approved": _("node %(node)s; namespace %(ns)s"),
     "decision.job_approval_on": _("Job approval required: yes"),
     "decision.job_approval_off": _("Job approval required: no"),

@@ -28,6 +28,7 @@ import shlex
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -35,7 +36,7 @@ from django.db.models import Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from brickadmin.cluster import ClusterError, Conflict, NotFound
+from brickadmin.cluster import ClusterError, Conflict, NotFound, TransientClusterError
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.cluster.vocabulary import (
     HOSTNAME_LABEL,
@@ -373,8 +374,99 @@ def _created(obj) -> datetime | None:
         return None
 
 
+class _Retrying:
+    """The transient API failures of one approval (TransientClusterError: 429, 5xx, timeouts,
+    connection refused or reset, as a run's steps classify them), retried with backoff for at
+    most BRICK_APPROVAL_RETRY_SECONDS from the first one. Each retry is recorded on the request
+    as a decision ("Workspace approval retried", with the error and the wait) before the wait."""
+
+    def __init__(self, actor: Any, req: WorkspaceRequest) -> None:
+        self.actor, self.req = actor, req
+        self.retries = 0
+        self.deadline: float | None = None
+
+    def again(self, exc: TransientClusterError) -> bool:
+        """Record the retry and wait for it; False (nothing recorded) once the time is up."""
+        window = float(getattr(settings, "BRICK_APPROVAL_RETRY_SECONDS", 30))
+        backoff = float(getattr(settings, "BRICK_APPROVAL_RETRY_BACKOFF", 1.0))
+        now = time.monotonic()
+        if self.deadline is None:
+            self.deadline = now + window
+        delay = min(backoff * 2**self.retries, APPROVAL_RETRY_MAX_WAIT * backoff)
+        if now + delay > self.deadline:
+            return False
+        self.retries += 1
+        _record(
+            self.actor,
+            Decision.Action.APPROVE_RETRY,
+            workspace=self.req,
+            subject=self.req.name,
+            detail=said("decision.approval_retry", err=str(exc)[:300], d=delay, a=self.retries, s=round(window)),
+        )
+        time.sleep(delay)
+        return True
+
+
+APPROVAL_RETRY_MAX_WAIT = 5  # backoffs: 1, 2, 4, 5, 5... seconds: an API server back is found within 5 s
+
+
+@dataclass
+class _Made:
+    """What this approval's attempts made or may have made, so that a retry recognises it as
+    its own: the namespace (created, or continued from an interrupted approval), and the
+    quotas it created or whose create got no answer (it may have been carried out)."""
+
+    namespace: bool = False
+    continued: bool = False
+    quotas: set[str] = field(default_factory=set)
+
+
+def _make_workspace(gw: Any, req: WorkspaceRequest, resource: str, made: _Made) -> None:
+    """The approval's cluster writes, each idempotent, so a retry after a transient failure
+    goes through them again: what an earlier attempt made is found and kept, never made twice.
+    A namespace in the way is continued only when it is what an approval of this request left
+    (_left_by_an_interrupted_approval); a quota in the way only in such a namespace or when
+    this approval created it, or sent its create and got no answer, in an earlier attempt."""
+    ensure_priority_class(
+        gw,
+        USER_PRIORITY_CLASS,
+        USER_PRIORITY_VALUE,
+        "BRICK Workspace workloads; may preempt Jobs (brick-job-priority).",
+        "PreemptLowerPriority",
+    )
+    if not made.namespace:
+        owner = owner_label_value(req.requester_name)
+        try:
+            gw.create_namespace(req.namespace, namespace_labels(req.requester_name))
+        except Conflict:
+            if not _left_by_an_interrupted_approval(gw, req, owner, resource):
+                raise
+            made.continued = True  # this request's earlier approval (or attempt) made it
+        made.namespace = True
+    for manifest in workspace_manifests(req, resource):
+        name = manifest["metadata"]["name"]
+        if manifest["kind"] == "ResourceQuota" and "scopeSelector" not in manifest["spec"]:
+            try:
+                gw.create_resource_quota(req.namespace, name, manifest["spec"]["hard"])
+            except Conflict:
+                if not (made.continued or name in made.quotas):
+                    raise
+                gw.apply(manifest)  # made by the interrupted approval: set to what this one says
+            except TransientClusterError:
+                made.quotas.add(name)  # sent: it may have been carried out
+                raise
+            made.quotas.add(name)
+        else:
+            gw.apply(manifest)
+
+
 def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledger=None) -> WorkspaceRequest:
     """Create the Workspace in the cluster, all or nothing, then record the decision (below).
+
+    A transient API failure (the API server restarting, 429, 5xx, a timeout) is retried with
+    backoff for up to BRICK_APPROVAL_RETRY_SECONDS (30), each retry recorded on the request;
+    what an attempt made is recognised as this approval's own and kept (_make_workspace).
+    After that the approval stops with the API server's error, nothing kept, as for a refusal.
 
     A database that goes away during it (restarted, failed over) is waited for, up to
     BRICK_APPROVAL_DATABASE_WAIT_SECONDS, and the approval made again: its transaction was
@@ -416,17 +508,21 @@ def _approve_once(req_id: int, actor, resource: str, *, overcommit: bool = False
     if req.status != Status.PENDING:  # no cluster read for a request already decided
         raise WorkspaceError(_("This request was already decided."))
     gw = get_gateway()
+    retrying = _Retrying(actor, req)
     choice, since = None, None
     if req.gpu:
-        if ledger is None:
+        while ledger is None:
             last_approval = Decision.objects.filter(action=Decision.Action.APPROVE).aggregate(last=Max("pk"))["last"]
             live = LiveRead(gw)
             try:
                 ledger = live.ledger()
+                since = (last_approval or 0, _quota_namespaces(live.snapshot().quotas, resource))
             except ClusterError as exc:
+                ledger = None
+                if isinstance(exc, TransientClusterError) and retrying.again(exc):
+                    continue
                 log.warning("cluster unreachable: %s", exc)
                 raise WorkspaceError(_("The cluster cannot be read; nothing was changed.")) from exc
-            since = (last_approval or 0, _quota_namespaces(live.snapshot().quotas, resource))
         choice = next((c for c in gpu_choices(ledger) if c.resource == resource), None)
         if choice is None:
             raise WorkspaceError(_("Choose a GPU type the cluster offers."))
@@ -448,37 +544,18 @@ def _approve_once(req_id: int, actor, resource: str, *, overcommit: bool = False
                 )
         overcommitted = bool(choice and req.gpu > available)
 
-        created_ns = False
+        made = _Made()
         try:
-            ensure_priority_class(
-                gw,
-                USER_PRIORITY_CLASS,
-                USER_PRIORITY_VALUE,
-                "BRICK Workspace workloads; may preempt Jobs (brick-job-priority).",
-                "PreemptLowerPriority",
-            )
-            owner = owner_label_value(req.requester_name)
-            continued = False
-            try:
-                gw.create_namespace(req.namespace, namespace_labels(req.requester_name))
-            except Conflict:
-                if not _left_by_an_interrupted_approval(gw, req, owner, resource):
-                    raise
-                continued = True  # this request's earlier approval made it, then stopped
-            created_ns = True
-            for manifest in workspace_manifests(req, resource):
-                if manifest["kind"] == "ResourceQuota" and "scopeSelector" not in manifest["spec"]:
-                    try:
-                        gw.create_resource_quota(req.namespace, manifest["metadata"]["name"], manifest["spec"]["hard"])
-                    except Conflict:
-                        if not continued:
-                            raise
-                        gw.apply(manifest)  # made by the interrupted approval: set to what this one says
-                else:
-                    gw.apply(manifest)
+            while True:
+                try:
+                    _make_workspace(gw, req, resource, made)
+                    break
+                except TransientClusterError as exc:
+                    if not retrying.again(exc):
+                        raise
         except ClusterError as exc:
             undo_error = ""
-            if created_ns:
+            if made.namespace:
                 try:
                     gw.delete("v1", "Namespace", req.namespace)  # takes the quotas and LimitRange with it
                 except ClusterError as undo_exc:

@@ -393,8 +393,10 @@ def _cancel_message(run, title, during=False):
 
 
 def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple[bool, str]:
-    max_attempts = int(knob("BRICK_PROCEDURE_MAX_ATTEMPTS", 5))
+    # 1, 2, 4, 8, then every 10 s: an API server away for up to 45 s (restarted, say) is waited for.
+    max_attempts = int(knob("BRICK_PROCEDURE_MAX_ATTEMPTS", 8))
     backoff = knob("BRICK_PROCEDURE_RETRY_BACKOFF", 1.0)
+    max_wait = knob("BRICK_PROCEDURE_RETRY_MAX_WAIT", 10.0)
     pause = knob("BRICK_PROCEDURE_STEP_PAUSE", 0.0)
     timeout = knob(step.wait_knob, 0 if ctx.gateway.name == "twin" else step.wait_default) if step.waits else 0
     attempt = 0
@@ -429,7 +431,7 @@ def _run_step(ctx: Context, index: int, step, title: str, kubectl: str) -> tuple
                 check = step.verify(ctx)
         except TransientClusterError as exc:
             if attempt < max_attempts:
-                delay = backoff * (2 ** (attempt - 1))
+                delay = min(backoff * (2 ** (attempt - 1)), max_wait * backoff)
                 rec.failed(said("step.transient", err=str(exc), d=delay, a=attempt, m=max_attempts))
                 ctx.sleep(delay)
                 continue

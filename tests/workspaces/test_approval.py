@@ -6,7 +6,7 @@ import re
 import pytest
 
 from brickadmin.audit import AppendOnlyViolation
-from brickadmin.cluster import PermanentClusterError, TransientClusterError
+from brickadmin.cluster import ClusterUnreachable, PermanentClusterError, TransientClusterError
 from brickadmin.cluster.snapshot import take_snapshot
 from brickadmin.cluster.twin import TwinGateway
 from gpus.ledger import compute
@@ -195,7 +195,8 @@ def test_all_or_nothing_when_a_kubernetes_call_fails(twin, alice, admin_client, 
     assert req.status == "approved" and req.last_error == ""
 
 
-def test_transient_failure_midway_leaves_nothing(twin, alice, admin_user, make_request, monkeypatch):
+def test_transient_failure_midway_leaves_nothing(twin, alice, admin_user, make_request, monkeypatch, settings):
+    settings.BRICK_APPROVAL_RETRY_SECONDS, settings.BRICK_APPROVAL_RETRY_BACKOFF = 0.2, 0.01
     req = make_request(alice, "team-a")
     monkeypatch.setattr(
         TwinGateway,
@@ -205,6 +206,134 @@ def test_transient_failure_midway_leaves_nothing(twin, alice, admin_user, make_r
     with pytest.raises(services.WorkspaceError):
         services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
     assert "team-a" not in objects(twin, "Namespace")
+
+
+def flaky(monkeypatch, method, *faults):
+    """The twin's ``method`` fails once per fault, in order, then answers as usual. A fault is
+    (when, error): "before" the API server carried the call out (refused, 429, 503), or "after"
+    (carried out, the answer lost: a timeout or a reset connection)."""
+    real = getattr(TwinGateway, method)
+    left = list(faults)
+
+    def call(self, *a, **kw):
+        if not left:
+            return real(self, *a, **kw)
+        when, error = left.pop(0)
+        if when == "after":
+            real(self, *a, **kw)
+        raise error
+
+    monkeypatch.setattr(TwinGateway, method, call)
+    return left
+
+
+@pytest.fixture
+def quick_retries(settings):
+    settings.BRICK_APPROVAL_RETRY_SECONDS, settings.BRICK_APPROVAL_RETRY_BACKOFF = 30, 0.01
+
+
+def test_an_approval_continues_through_transient_api_failures_and_makes_everything_once(
+    twin, alice, admin_client, make_request, monkeypatch, quick_retries
+):
+    req = make_request(alice, "team-a", gpu=1, storage_gib=50)
+    timeout = TransientClusterError("POST /api/v1/namespaces: timed out", reason="Timeout")
+    refused = ClusterUnreachable("connection refused")
+    faults = [
+        flaky(monkeypatch, "list_nodes", ("before", TransientClusterError("Too many requests", status=429))),
+        flaky(monkeypatch, "create_namespace", ("before", refused), ("after", timeout)),
+        flaky(
+            monkeypatch,
+            "create_resource_quota",
+            ("after", TransientClusterError("connection reset by peer")),
+            ("before", TransientClusterError("etcdserver: leader changed", status=500)),
+        ),
+        flaky(monkeypatch, "apply", ("before", TransientClusterError("service unavailable", status=503))),
+    ]
+    assert approve_post(admin_client, req).status_code == 302  # the admin pressed Approve once
+    assert not any(faults)  # every fault was met
+    req.refresh_from_db()
+    assert req.status == "approved" and req.last_error == ""
+    assert [n["metadata"]["name"] for n in twin.list_namespaces()].count("team-a") == 1
+    quotas = twin.list_resource_quotas("team-a")
+    assert sorted(q["metadata"]["name"] for q in quotas) == ["workspace-compute", "workspace-storage"]
+    by_name = {q["metadata"]["name"]: q["spec"]["hard"] for q in quotas}
+    assert by_name["workspace-compute"]["requests.nvidia.com/gpu.shared"] == "1"
+    assert by_name["workspace-storage"] == {"requests.storage": "50Gi"}
+    assert list(objects(twin, "LimitRange", "team-a")) == ["workspace-defaults"]
+    assert Decision.objects.filter(workspace=req, action="approve").count() == 1
+    assert not Decision.objects.filter(workspace=req, action="approve_failed").exists()
+    retries = list(Decision.objects.filter(workspace=req, action="approve_retry").order_by("id"))
+    assert len(retries) == 6
+    assert "Too many requests" in retries[0].detail and "retry 1" in retries[0].detail
+    assert "connection refused" in retries[1].detail and "timed out" in retries[2].detail
+    # Each retry is on the Workspace's history, as a run's retried steps are on its page.
+    page = text(admin_client.get("/workspaces/cluster/team-a/").content)
+    assert page.count("Workspace approval retried") == 6 and "connection reset by peer" in page
+
+
+def test_a_failure_after_the_quotas_were_made_keeps_them_and_makes_none_twice(
+    twin, alice, admin_user, make_request, monkeypatch, quick_retries
+):
+    # The last write (the LimitRange) fails once, after both quotas were created: the retry
+    # finds them, as this approval's own, and goes on.
+    req = make_request(alice, "team-a", gpu=1, storage_gib=50)
+    real = TwinGateway.apply
+    failed = []
+
+    def limit_range_fails_once(self, manifest, *a, **kw):
+        if manifest["kind"] == "LimitRange" and not failed:
+            failed.append(manifest["kind"])
+            raise ClusterUnreachable("connection refused")
+        return real(self, manifest, *a, **kw)
+
+    monkeypatch.setattr(TwinGateway, "apply", limit_range_fails_once)
+    services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    assert failed and WorkspaceRequest.objects.get(pk=req.pk).status == "approved"
+    quotas = twin.list_resource_quotas("team-a")
+    assert sorted(q["metadata"]["name"] for q in quotas) == ["workspace-compute", "workspace-storage"]
+    assert list(objects(twin, "LimitRange", "team-a")) == ["workspace-defaults"]
+    assert Decision.objects.filter(workspace=req, action="approve_retry").count() == 1
+    assert Decision.objects.filter(workspace=req, action="approve").count() == 1
+
+
+def test_an_approval_whose_api_server_stays_away_stops_with_the_reason_after_its_retries(
+    twin, alice, admin_client, make_request, monkeypatch, settings
+):
+    settings.BRICK_APPROVAL_RETRY_SECONDS, settings.BRICK_APPROVAL_RETRY_BACKOFF = 0.5, 0.01
+    req = make_request(alice, "team-a")
+    flaky(monkeypatch, "apply", *[("before", ClusterUnreachable("connection refused"))] * 1000)
+    r = approve_post(admin_client, req)
+    assert r.status_code == 400 and "connection refused" in text(r.content)
+    req.refresh_from_db()
+    assert req.status == "pending" and "Nothing was kept; the request is still pending" in req.last_error
+    assert "team-a" not in objects(twin, "Namespace")
+    assert Decision.objects.filter(workspace=req, action="approve_retry").count() >= 2
+    assert Decision.objects.filter(workspace=req, action="approve_failed").count() == 1
+    monkeypatch.undo()  # the API server is back: Approve again makes it
+    assert approve_post(admin_client, req).status_code == 302
+    assert WorkspaceRequest.objects.get(pk=req.pk).status == "approved"
+
+
+def test_a_namespace_someone_else_made_during_a_retry_is_not_taken_over(
+    twin, alice, admin_user, make_request, monkeypatch, quick_retries
+):
+    req = make_request(alice, "team-a")
+    real = TwinGateway.create_namespace
+    calls = []
+
+    def refused_then_taken(self, name, labels, *a, **kw):
+        calls.append(name)
+        if len(calls) == 1:  # the API server was away; meanwhile bob's namespace of that name appears
+            real(self, name, {"brick.cloud/workspace": "true", "brick.cloud/owner": "bob"})
+            raise ClusterUnreachable("connection refused")
+        return real(self, name, labels, *a, **kw)
+
+    monkeypatch.setattr(TwinGateway, "create_namespace", refused_then_taken)
+    with pytest.raises(services.WorkspaceError, match="already exists"):
+        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    assert objects(twin, "Namespace")["team-a"]["metadata"]["labels"]["brick.cloud/owner"] == "bob"
+    assert not objects(twin, "ResourceQuota", "team-a")
+    assert WorkspaceRequest.objects.get(pk=req.pk).status == "pending"
 
 
 def test_a_namespace_made_behind_our_back_is_never_deleted(twin, alice, admin_user, make_request):
