@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .base import ClusterError, ClusterGateway, NotFound
-from .vocabulary import daemonset_to_look_up
+from .base import ClusterError, ClusterGateway, DrainResult, NotFound
+from .vocabulary import PRODUCT_DRAIN, daemonset_to_look_up, drain_list, pod_key
 
 
 def look_up_daemonsets(gateway: ClusterGateway, pods: list[dict]) -> dict[tuple[str, str], bool | str]:
@@ -22,3 +22,18 @@ def look_up_daemonsets(gateway: ClusterGateway, pods: list[dict]) -> dict[tuple[
         except ClusterError as e:
             found[wanted] = e.message
     return found
+
+
+def pods_to_evict(
+    gateway: ClusterGateway, pods: list[dict], result: DrainResult, *, delete_emptydir_data: bool
+) -> list[dict]:
+    """kubectl drain's first half, before any eviction: the pods that go. The pods left alone
+    go in ``result.skipped``; a pod kubectl may not delete goes in ``result.blocked`` and stops
+    the drain there (nothing is evicted: the list is empty)."""
+    flags = PRODUCT_DRAIN._replace(delete_emptydir_data=delete_emptydir_data)
+    listed = drain_list(pods, flags, daemonsets=look_up_daemonsets(gateway, pods))
+    result.skipped = [pod_key(p) for p in listed.skipped]
+    if listed.errors:
+        result.blocked.update(listed.errors)
+        return []
+    return listed.delete

@@ -41,16 +41,14 @@ from .base import (
     TransientClusterError,
 )
 from .deviceplugin import pod_gpu_requests
-from .drain import look_up_daemonsets
+from .drain import pods_to_evict
 from .vocabulary import (
     CLUSTER_POLICY_PATH,
     MIRROR_ANNOTATION,
     NVIDIA_PREFIX,
-    PRODUCT_DRAIN,
     QUOTA_LIMITS_PREFIX,
     QUOTA_REQUESTS_PREFIX,
     RESTARTED_AT_ANNOTATION,
-    drain_list,
     json_pointer_escape,
     pod_key,
 )
@@ -574,13 +572,10 @@ class KubeGateway:
         self.cordon(node)
         result = DrainResult()
         pods = self.list_pods(field_selector=f"spec.nodeName={node}")
-        flags = PRODUCT_DRAIN._replace(delete_emptydir_data=delete_emptydir_data)
-        listed = drain_list(pods, flags, daemonsets=look_up_daemonsets(self, pods))
-        result.skipped = [pod_key(p) for p in listed.skipped]
-        if listed.errors:  # as kubectl: a pod it may not delete stops the drain before any eviction
-            result.blocked.update(listed.errors)
+        going = pods_to_evict(self, pods, result, delete_emptydir_data=delete_emptydir_data)
+        if result.blocked:  # as kubectl: a pod it may not delete stops the drain before any eviction
             return result
-        pending: dict[str, dict] = {pod_key(p): p for p in listed.delete}
+        pending: dict[str, dict] = {pod_key(p): p for p in going}
 
         to_evict = {k: p for k, p in pending.items() if not p["metadata"].get("deletionTimestamp")}
         waiting: dict[str, str] = {k: p["metadata"]["uid"] for k, p in pending.items()}

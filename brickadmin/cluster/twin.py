@@ -40,7 +40,7 @@ from .base import (
     RolloutStatus,
     TransientClusterError,
 )
-from .drain import look_up_daemonsets
+from .drain import pods_to_evict
 from .models import TwinEvent, TwinHardware, TwinObject, TwinState
 from .vocabulary import (
     GPU_OPERATOR_NAMESPACE,
@@ -53,14 +53,12 @@ from .vocabulary import (
     NVIDIA_PREFIX,
     PLUGIN_CONFIG_KEY,
     PLUGIN_NAMESPACE,
-    PRODUCT_DRAIN,
     QUOTA_LIMITS_PREFIX,
     RESTARTED_AT_ANNOTATION,
     UNSCHEDULABLE_TAINT_KEY,
     EvictionRefusal,
     SelectorError,
     controller_of,
-    drain_list,
     eviction_refusal,
     format_quantity,
     is_terminal,
@@ -495,13 +493,7 @@ class TwinGateway:
         result = DrainResult()
         pdbs = self.list_pod_disruption_budgets()
         pods = self.list_pods(field_selector=f"spec.nodeName={node}")
-        flags = PRODUCT_DRAIN._replace(delete_emptydir_data=delete_emptydir_data)
-        listed = drain_list(pods, flags, daemonsets=look_up_daemonsets(self, pods))
-        result.skipped = [pod_key(p) for p in listed.skipped]
-        if listed.errors:  # as kubectl: a pod it may not delete stops the drain before any eviction
-            result.blocked.update(listed.errors)
-            return result
-        for pod in listed.delete:
+        for pod in pods_to_evict(self, pods, result, delete_emptydir_data=delete_emptydir_data):
             key = pod_key(pod)
             refusal = self._eviction_refusal(pod, pdbs)
             if refusal:
