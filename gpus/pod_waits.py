@@ -190,18 +190,27 @@ def _live(phase: str) -> bool:
     return phase not in ("Succeeded", "Failed")
 
 
-def quota_used_up(gpu_quotas: dict[str, int], pods: list[dict]) -> list[Wait]:
+def quota_used_up(gpu_quotas: dict[str, int], pods: list[dict], quotas: list | None = None) -> list[Wait]:
     """The GPU quotas of a Workspace its pods hold whole: a new pod asking for that resource
     is refused by the API server (the ResourceQuota admission counts the requests of every
-    pod not Succeeded or Failed, Pending ones included)."""
+    pod not Succeeded or Failed, Pending ones included). With ``quotas`` (quotascope.QuotaScope,
+    from the view's line) each quota counts only the pods its scope selects, as the API server
+    does: a Job's pod, outside the Workspace quota's scope, holds none of it."""
+    if quotas:
+        limits = [(res, hard, q) for q in quotas for res, hard in sorted(q.gpu_hard.items())]
+    else:
+        limits = [(res, hard, None) for res, hard in sorted(gpu_quotas.items())]
     out = []
-    for res, hard in sorted(gpu_quotas.items()):
+    for res, hard, quota in limits:
         if hard <= 0:
             continue
         holders = [
             (p.get("name", ""), int((p.get("requests") or {}).get(res, 0)))
             for p in pods
-            if _live(p.get("phase") or "") and (p.get("requests") or {}).get(res)
+            if _live(p.get("phase") or "")
+            and (p.get("requests") or {}).get(res)
+            # a pod line stored before scope facts were kept is taken as in scope
+            and (quota is None or p.get("scope") is None or quota.in_scope(p["scope"]))
         ]
         used = sum(n for _name, n in holders)
         if used >= hard:
@@ -281,9 +290,11 @@ def classify(line: dict, capacity_by_resource: dict[str, dict]) -> Wait | None:
     return Wait(NO_FREE, name, {**base, **figures})
 
 
-def waits(pods: list[dict], gpu_quotas: dict[str, int], capacity_by_resource: dict[str, dict]) -> list[Wait]:
+def waits(
+    pods: list[dict], gpu_quotas: dict[str, int], capacity_by_resource: dict[str, dict], quotas: list | None = None
+) -> list[Wait]:
     """A Workspace's causes: its quotas held whole, then each waiting or failed pod's."""
-    found = quota_used_up(gpu_quotas, pods)
+    found = quota_used_up(gpu_quotas, pods, quotas)
     for line in pods:
         w = classify(line, capacity_by_resource)
         if w is not None:

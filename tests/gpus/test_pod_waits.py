@@ -97,6 +97,28 @@ def test_a_quota_is_used_up_by_its_live_pods_only():
     assert pw.quota_used_up({GPU: 5}, pods) == []
 
 
+def test_a_quota_is_used_up_only_by_the_pods_its_scope_selects():
+    """The Workspace quota's scope leaves the product's Jobs out (PriorityClass NotIn
+    brick-job-priority), so a Job's pod holds none of it, as the API server counts."""
+    from brickadmin.cluster import quotascope as qs
+
+    scope = {"scopeName": "PriorityClass", "operator": "NotIn", "values": ["brick-job-priority"]}
+    quota = qs.quota_scope("workspace-compute", {"requests.nvidia.com/gpu": "1"}, [scope])
+    facts = {"terminating": False, "best_effort": False, "cross_namespace_affinity": False}
+    job = {
+        "name": "job-pod",
+        "phase": "Running",
+        "requests": {GPU: 1},
+        "scope": {**facts, "priority_class": "brick-job-priority"},
+    }
+    own = {"name": "notebook", "phase": "Running", "requests": {GPU: 1}, "scope": {**facts, "priority_class": ""}}
+    assert pw.quota_used_up({GPU: 1}, [job], [quota]) == []
+    (full,) = pw.quota_used_up({GPU: 1}, [job, own], [quota])
+    assert full.facts["pods"] == [["notebook", 1]]
+    # without the quotas' scopes (an older view line) every live pod counts, as before
+    assert len(pw.quota_used_up({GPU: 1}, [job])) == 1
+
+
 @pytest.mark.parametrize(
     "message,expected",
     [

@@ -107,7 +107,10 @@ def test_the_workspaces_page_shows_dcgm_utilisation_and_memory_per_workspace(
     assert admin_client.get(reverse("cluster_workspace", args=["team-a"])).status_code == 200
     assert asked == []
     detail = text(admin_client.get(reverse("cluster_workspace", args=["team-a"])).content.decode())
+    assert "is used up" not in detail  # the Job's pod holds none of the Workspace's quota
     assert re.search(
-        rf"{job.k8s_name}\S* Running dev-a1-ws04 nvidia.com/gpu 1 dev-a1-ws04 · GPU 0 \(GPU-[^)]+\) \d+% \d+ MiB",
+        # a Job's pod: outside the Workspace quota's scope, and marked so
+        rf"{job.k8s_name}\S* Running dev-a1-ws04 nvidia.com/gpu 1 not counted in the quota "
+        rf"dev-a1-ws04 · GPU 0 \(GPU-[^)]+\) \d+% \d+ MiB",
         detail,
     )
