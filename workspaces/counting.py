@@ -79,22 +79,27 @@ def note(c: qs.Counting) -> str:
     return text
 
 
+def quota_scopes(line, *, scoped: bool = True) -> list[qs.QuotaScope]:
+    """The quotas stored on ``line`` (a gpus.models.ViewWorkspace) as the scope decision reads
+    them; ``scoped=False`` drops their scopes (every pod taken as selected)."""
+    return [
+        qs.quota_scope(q.get("name", ""), q.get("hard") or {}, (q.get("scopes") or []) if scoped else [])
+        for q in line.quotas or []
+    ]
+
+
 def of_line(line) -> QuotaCounting:
     """The counting of ``line``'s (a gpus.models.ViewWorkspace) pods against its quotas."""
     out = QuotaCounting()
     if line is None:
         return out
-    stored = line.quotas or []
+    scoped, unscoped = quota_scopes(line), quota_scopes(line, scoped=False)
     for p in line.pods or []:
         if p.get("phase") in TERMINAL or not p.get("requests"):
             continue  # a finished pod counts against no quota
         facts = p.get("scope")
-        quotas = [
-            # a pod line stored before scope facts were kept: its scopes are taken as matching
-            qs.quota_scope(q.get("name", ""), q.get("hard") or {}, (q.get("scopes") or []) if facts is not None else [])
-            for q in stored
-        ]
-        lines = qs.counting(p["requests"], facts or {}, quotas)
+        # a pod line stored before scope facts were kept: its scopes are taken as matching
+        lines = qs.counting(p["requests"], facts or {}, scoped if facts is not None else unscoped)
         words = [w for w in map(note, lines) if w]
         if words and (facts or {}).get("priority_class") == JOB_PRIORITY_CLASS:
             words.append(_("It is a Job's pod: Jobs run at the scavenging priority, outside Workspace quotas."))

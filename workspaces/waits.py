@@ -12,11 +12,12 @@ from django.urls import reverse
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 
-from brickadmin.cluster import quotascope as qs
 from gpus import health as health_mod
 from gpus import pod_waits as pw
 from gpus.clusterview import stored_gpu_capacity
 from gpus.models import ViewProblem
+
+from .counting import quota_scopes
 
 
 @dataclass
@@ -63,8 +64,7 @@ def causes(line, *, admin: bool) -> list[Cause]:
     pods = line.pods or []
     if not any((p.get("phase") in ("Pending", "Failed")) for p in pods) and not line.quota:
         return []
-    quotas = [qs.quota_scope(q.get("name", ""), q.get("hard") or {}, q.get("scopes") or []) for q in line.quotas or []]
-    found = pw.waits(pods, line.gpu_quotas or {}, stored_gpu_capacity(), quotas)
+    found = pw.waits(pods, line.gpu_quotas or {}, stored_gpu_capacity(), quota_scopes(line))
     diagnoses = _diagnoses(line.namespace) if any(w.kind == pw.ADMISSION for w in found) else {}
     return [_words(w, line.namespace, admin, diagnoses.get(w.pod)) for w in found]
 
