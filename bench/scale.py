@@ -88,6 +88,7 @@ PAGES = ("/", "/nodes/", "/availability/")
 MODELS = [("NVIDIA A30", 24576), ("NVIDIA A100 80GB PCIe", 81920), ("NVIDIA H100 80GB HBM3", 81559)]
 BACKGROUND = ("gpusim", "kwok", "kube-state-metrics", "kube-controller-manager", "kube-scheduler")
 MARK = "@@scale@@ "
+HEARTBEAT_S = 4  # gpus.view_publish.HEARTBEAT_SECONDS: how often the watcher's status reaches the view
 KWOK_STATUS = "kwok.x-k8s.io/status"  # =custom: KWOK leaves the pod's status alone (lab/lab.py)
 
 
@@ -929,6 +930,7 @@ class Bench:
         ws = st.get("watcher_status") or {}
         r["list_s"] = self._seconds(ws.get("started_at"), ws.get("primed_at"))
         r["view_nodes"], r["view_gpu_nodes"] = st.get("nodes"), st.get("gpu_nodes")
+        r["publish_first"] = next((t for n, t in ws.get("publish_seconds") or [] if n == 1), None)
         r["streams"] = {k: v.get("objects") for k, v in (ws.get("streams") or {}).items()}
         r["rss_settled"] = self.rss_mib(w.pid)
         log(f"view published after {r['first_view_s']:.1f}s; list {r['list_s']}; RSS {r['rss_primed']:.0f} MiB")
@@ -956,13 +958,20 @@ class Bench:
         finally:
             self.resume_background()
 
-        # -- label change to page
+        # -- label change to page; and how long each of those generations took to publish
+        n0, _ = self.publications()
         r["label"] = self.label_delays(n_nodes)
+        n1, times = self.publications()
+        r["publish_label"] = [t for n, t in times if n0 < n <= n1]
         r["label_paused"] = self.label_delays(n_nodes, paused=True)
+        n2, times = self.publications()
+        r["publish_label_paused"] = [t for n, t in times if n1 < n <= n2]
 
         # -- churn: the watcher's CPU
         r["churn"] = self.churn(w)
         r["rss_after_churn"] = self.rss_mib(w.pid)
+        n3, times = self.publications()
+        r["publish_churn"] = [t for n, t in times if n2 < n <= n3]
         r["counts"] = self.count_check()
 
         # -- API calls per page view (watcher stopped, lab's other clients paused)
@@ -972,6 +981,13 @@ class Bench:
         r["load"].append(os.getloadavg()[0])
         self.stop(self.wp)
         return r
+
+    def publications(self) -> tuple[int, list]:
+        """(publications so far, [(number, seconds it took), ...] of the recent ones), from the
+        watcher's next heartbeat: the time from its snapshot to the view's transaction committed."""
+        time.sleep(HEARTBEAT_S + 0.5)
+        ws = self.ask(cmd="state").get("watcher_status") or {}
+        return ws.get("published", 0), ws.get("publish_seconds") or []
 
     @staticmethod
     def _seconds(a, b):
@@ -1245,7 +1261,7 @@ def report(r: dict, targets: dict) -> None:
         peak = max(r["rss_primed"], r["rss_settled"], r["rss_after_churn"])
         print(
             f"(--watcher-only: the last memory figure is a minute after priming, without a churn)\n"
-            f"targets: watcher < 1 GiB: {'met' if peak < 1024 else 'NOT met'} ({peak:.0f} MiB)"
+            f"targets: watcher < 512 MiB: {'met' if peak < 512 else 'NOT met'} ({peak:.0f} MiB)"
         )
         sys.stdout.flush()
         return
@@ -1309,6 +1325,22 @@ def report(r: dict, targets: dict) -> None:
             f"answer to the start of the page request that showed it (a lower bound): median "
             f"{statistics.median(x['dash_read']):.2f} s, p95 {pct(x['dash_read'], 0.95):.2f} s"
         )
+    pubs = {
+        "label changes, simulators running": r["publish_label"],
+        "label changes, simulators paused": r["publish_label_paused"],
+        "the churn": r["publish_churn"],
+    }
+    first = f"{r['publish_first']:.2f} s" if r.get("publish_first") is not None else "n/a"
+    print(
+        "one generation's publish (the watcher's snapshot to the view's transaction committed, as the watcher "
+        f"timed it): the first (every row written) {first}; then "
+        + "; ".join(
+            f"during {what} {len(v)} generations, median {statistics.median(v):.3f} s, p95 {pct(v, 0.95):.3f} s, "
+            f"max {max(v):.3f} s"
+            for what, v in pubs.items()
+            if v
+        )
+    )
     ch = r["churn"]
     print(
         f"churn of 1,000 pod creations + deletions (1 in 10 GPU): watcher CPU {ch['cpu_s']:.2f} s over "
@@ -1337,12 +1369,21 @@ def report(r: dict, targets: dict) -> None:
             if not x["dash"]:
                 return "NOT met (not seen)", "n/a"
             p95 = pct(x["dash"], 0.95)
-            return ("met" if p95 < 2 and not x["missed"] else "NOT met"), f"{p95:.2f} s"
+            return ("met" if p95 < 1 and not x["missed"] else "NOT met"), f"{p95:.2f} s"
 
         (vp, fp), (vb, fb) = verdict(lp), verdict(lb)
-        t.append(f"change-to-page p95 < 2 s: {vp} ({fp}, simulators paused); {vb} with them running ({fb})")
+        # under 1 s at 2,000 nodes with the simulators running, and at 5,000 with them paused
+        if n >= 5000:
+            t.append(f"change-to-page p95 < 1 s, simulators paused: {vp} ({fp}; {fb} with them running)")
+        else:
+            t.append(f"change-to-page p95 < 1 s, simulators running: {vb} ({fb}; {fp} with them paused)")
+    every = [x for v in pubs.values() for x in v]
+    if every:
+        worst = max(every)
+        t.append(f"one generation's publish < 1 s: {'met' if worst < 1 else 'NOT met'} (max {worst:.3f} s)")
     if n >= 5000:
-        t.append(f"watcher < 1 GiB: {'met' if max(r['rss_primed'], r['rss_after_churn']) < 1024 else 'NOT met'}")
+        peak = max(r["rss_primed"], r["rss_settled"], r["rss_after_churn"])
+        t.append(f"watcher < 512 MiB: {'met' if peak < 512 else 'NOT met'} ({peak:.0f} MiB)")
     print("targets: " + "; ".join(t))
     sys.stdout.flush()
 

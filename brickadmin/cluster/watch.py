@@ -21,6 +21,7 @@ import logging
 import random
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -56,6 +57,9 @@ def _key(obj: dict) -> tuple[str, str]:
 def _label(watch: tuple[str, str | None]) -> str:
     kind, ns = watch
     return f"{kind}/{ns}" if ns else kind
+
+
+PUBLISH_TIMES_KEPT = 128  # the heartbeat carries them: about 3 KB
 
 
 @dataclass
@@ -106,6 +110,8 @@ class ClusterWatcher:
         self.last_error = ""
         self.last_error_at: datetime | None = None
         self.last_published_at: datetime | None = None
+        # (publication number, seconds it took): the recent ones, for the status and the benchmarks
+        self.publish_seconds: deque[tuple[int, float]] = deque(maxlen=PUBLISH_TIMES_KEPT)
         self.primed_at: datetime | None = None
         self.started_at = _now()
 
@@ -276,6 +282,7 @@ class ClusterWatcher:
                 "last_error": self.last_error,
                 "last_error_at": self.last_error_at,
                 "last_published_at": self.last_published_at,
+                "publish_seconds": [list(p) for p in self.publish_seconds],
                 "as_of": self.as_of(),
                 "behind": any(s.behind_since for s in self._streams.values()),
                 "streams": streams,
@@ -430,6 +437,7 @@ class ClusterWatcher:
             connection.close()
 
     def _publish(self, on_change) -> bool:
+        began = time.monotonic()
         try:
             on_change(self.snapshot())
         except Exception as exc:  # noqa: BLE001  (the view's failure must not stop the watcher)
@@ -441,4 +449,5 @@ class ClusterWatcher:
         with self._lock:
             self.counters["published"] += 1
             self.last_published_at = _now()
+            self.publish_seconds.append((self.counters["published"], round(time.monotonic() - began, 4)))
         return True
