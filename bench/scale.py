@@ -1249,7 +1249,8 @@ def report(r: dict, targets: dict) -> None:
     ls = f"{r['list_s']:.2f} s" if r.get("list_s") is not None else "n/a"
     print(
         f"watcher initial list (its started_at -> primed_at): {ls}; process start -> first published view: "
-        f"{r['first_view_s']:.1f} s"
+        f"{r['first_view_s']:.1f} s; the watcher's own CPU (user + system) by then {r['cpu_prime']:.1f} s "
+        "(the rest of the wall time is the API server's and the machine's other processes')"
     )
     print(
         f"watcher memory (VmRSS): {r['rss_primed']:.0f} MiB after priming, {r['rss_settled']:.0f} MiB 12 s later, "
