@@ -142,8 +142,7 @@ def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = No
 
     # Where each Running pod's GPUs are: the node maps of the nodes running pods of these namespaces.
     placed: dict[str, Placement] = {}  # "ns/pod" -> where its GPUs are
-    sliced = time_sliced_pods(ledger.nodes)
-    multi_tenant = pods_sharing_with_other_workspaces(ledger.nodes, sliced)
+    sliced, multi_tenant = _time_slicing(ledger.nodes, memo)
     last_maps, maps = memo.get("maps", {}), {}
     wanted = set(out)  # frozenset.isdisjoint walks a dict argument whole, a set it probes
     for n in ledger.nodes:
@@ -203,13 +202,7 @@ def pods_sharing_with_other_workspaces(nodes: list[NodeLedger], sliced: set[str]
     whose time-sliced pods are all one Workspace's gives it the devices' figures whole."""
     out: set[str] = set()
     for n in nodes:
-        keys = {
-            f"{(p.get('metadata') or {}).get('namespace', '')}/{(p.get('metadata') or {}).get('name', '')}"
-            for p in n.raw_pods
-        }
-        keys &= sliced
-        if len({key.split("/", 1)[0] for key in keys}) > 1:
-            out |= keys
+        out |= _node_time_slicing(n)[1] & sliced
     return frozenset(out)
 
 
@@ -220,14 +213,41 @@ def time_sliced_pods(nodes: list[NodeLedger]) -> set[str]:
     measurable there. A MIG instance that is not time-sliced is measured on its own."""
     out: set[str] = set()
     for n in nodes:
-        shared = {r for r, line in n.resources.items() if line.gpu_type == SHARED or n.replicas > 1}
-        if not shared:
-            continue
-        for pod in n.raw_pods:
-            if shared.intersection(pod_gpu_requests(pod)):
-                md = pod.get("metadata") or {}
-                out.add(f"{md.get('namespace', '')}/{md.get('name', '')}")
+        out |= _node_time_slicing(n)[0]
     return out
+
+
+def _node_time_slicing(n: NodeLedger) -> tuple[frozenset[str], frozenset[str]]:
+    """One node's time-sliced pods ("ns/pod"), and those of them that share the node's
+    devices with another namespace's time-sliced pods."""
+    shared = {r for r, line in n.resources.items() if line.gpu_type == SHARED or n.replicas > 1}
+    if not shared:
+        return frozenset(), frozenset()
+    keys = set()
+    for pod in n.raw_pods:
+        if shared.intersection(pod_gpu_requests(pod)):
+            md = pod.get("metadata") or {}
+            keys.add(f"{md.get('namespace', '')}/{md.get('name', '')}")
+    sliced = frozenset(keys)
+    namespaces = {key.split("/", 1)[0] for key in sliced}
+    return sliced, (sliced if len(namespaces) > 1 else frozenset())
+
+
+def _time_slicing(nodes: list[NodeLedger], memo: dict[str, Any]) -> tuple[set[str], frozenset[str]]:
+    """time_sliced_pods and pods_sharing_with_other_workspaces at once, a node's part
+    worked out again only when its ledger line is a new one (an unchanged node keeps its line)."""
+    last, kept = memo.get("slicing", {}), {}
+    sliced: set[str] = set()
+    multi: set[str] = set()
+    for n in nodes:
+        entry = last.get(n.name)
+        if entry is None or entry[0] is not n:
+            entry = (n, *_node_time_slicing(n))
+        kept[n.name] = entry
+        sliced |= entry[1]
+        multi |= entry[2]
+    memo["slicing"] = kept
+    return sliced, frozenset(multi)
 
 
 def _fill(

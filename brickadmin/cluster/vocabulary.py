@@ -9,6 +9,7 @@ lab/lab.py loads this file on its own (PyYAML is imported by the one function ne
 from __future__ import annotations
 
 import decimal
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -246,6 +247,7 @@ def parse_quantity_format(text: str) -> tuple[decimal.Decimal, str]:
     return _parse(text)[:2]
 
 
+@functools.lru_cache(maxsize=4096)  # a cluster writes few distinct quantities, read on every publication
 def _parse(text: str) -> tuple[decimal.Decimal, str, bool]:
     """(amount, format, whether String() gives ``text`` back unchanged): ParseQuantity
     keeps the input as its string when its int64 fast path finds it canonical."""
