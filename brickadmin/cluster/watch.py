@@ -407,7 +407,7 @@ class ClusterWatcher:
             t.start()
         self._dirty.set()  # publish the primed projection
         failures = 0
-        last = float("-inf")
+        last, last_sink = float("-inf"), None
         try:
             while not stop.is_set():
                 if not self._dirty.wait(timeout=1.0):
@@ -425,6 +425,8 @@ class ClusterWatcher:
                 sink = self._sink
                 if sink is None:
                     continue
+                if sink is not last_sink:  # a new leadership: its own backoff
+                    failures, last_sink = 0, sink
                 last = time.monotonic()
                 if self._publish(sink):
                     failures = 0
