@@ -26,14 +26,18 @@ Printed: faults, views torn right after a fault (must be 0), wrong counts after 
 (view vs fresh list; must be 0), writes by a former leader after the takeover (must be 0),
 watchers that exited on a database restart (must be 0), how often the pages' "behind"
 banner was up between the fault and the recovery, the time a new holder claimed the view
-(takeover; also counted from the Lease's last renewal before the fault, which is what
-the Lease's duration bounds), and the time to recover (from the fault to the view equal to a fresh list of
+(takeover) and the time of its first publication (a new generation in its name), each also
+counted from the Lease's last renewal before the fault, which is what the Lease's duration
+bounds, and the time to recover (from the fault to the view equal to a fresh list of
 the cluster as changed after the fault, polled every 0.1 s), median / max per fault, with
 the Lease settings in force. The change after the fault is written (in a thread) while
 the takeover is watched ("change_written_s" per fault).
 
+The watchers are warm standbys (they list and follow the cluster while standing by);
+--cold-standby runs them as before (a standby lists the cluster only once it takes the Lease).
+
 Run: .venv/bin/python bench/chaos_watcher.py [--rounds 3] [--fillers 300] [--lease-duration 15
-     --renew-deadline 10 --retry-period 2] [--json]
+     --renew-deadline 10 --retry-period 2] [--cold-standby] [--json]
 Everything lives in a temp dir; every process it starts is ended on exit, Ctrl-C included.
 """
 
@@ -145,8 +149,9 @@ def retrying(fn, *, timeout=60.0):
 class Watchers:
     """The watch_cluster subprocesses, by identity."""
 
-    def __init__(self, env: dict, lease: tuple[float, float, float]):
+    def __init__(self, env: dict, lease: tuple[float, float, float], cold: bool = False):
         self.env, self.lease, self.procs, self.logs, self.n = env, lease, {}, {}, 0
+        self.cold = cold
 
     def start(self) -> str:
         self.n += 1
@@ -155,7 +160,8 @@ class Watchers:
         d, r, p = self.lease
         self.procs[identity] = subprocess.Popen(
             [sys.executable, "manage.py", "watch_cluster", "--identity", identity, "--debounce", "0.2"]
-            + ["--lease-duration", str(d), "--renew-deadline", str(r), "--retry-period", str(p)],
+            + ["--lease-duration", str(d), "--renew-deadline", str(r), "--retry-period", str(p)]
+            + (["--cold-standby"] if self.cold else []),
             cwd=REPO,
             env=self.env,
             stdout=log,
@@ -166,11 +172,13 @@ class Watchers:
         return identity
 
     def standby(self) -> str:
-        """Start a replica and wait until it stands by and has read the Lease once (a
-        standby that is still starting would add its start-up to the next takeover)."""
+        """Start a replica and wait until it stands by, has listed the cluster (a warm
+        standby) and has read the Lease once (a standby that is still starting would add its
+        start-up to the next takeover)."""
         identity = self.start()
+        ready = "waiting for the lease" if self.cold else "the cluster is listed"
         deadline = time.monotonic() + 120
-        while "waiting for the lease" not in self.log(identity) and time.monotonic() < deadline:
+        while ready not in self.log(identity) and time.monotonic() < deadline:
             time.sleep(0.1)
         time.sleep(self.lease[2] * 1.5)
         return identity
@@ -389,6 +397,9 @@ def main() -> int:
     parser.add_argument(
         "--faults", default="kill-leader,pause-leader,kill-mid-publish,pause-mid-publish,pg-restart-mid-publish"
     )
+    parser.add_argument(
+        "--cold-standby", action="store_true", help="standbys list the cluster only once they take the Lease"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = parser.parse_args()
 
@@ -403,7 +414,7 @@ def main() -> int:
         "PYTHONUNBUFFERED": "1",
     }
     os.environ.update({k: env[k] for k in ("DATABASE_URL", "BRICK_CLUSTER", "DJANGO_SETTINGS_MODULE", "BRICK_VAR_DIR")})
-    watchers = Watchers(env, (args.lease_duration, args.renew_deadline, args.retry_period))
+    watchers = Watchers(env, (args.lease_duration, args.renew_deadline, args.retry_period), args.cold_standby)
     try:
         import django
 
@@ -444,7 +455,7 @@ def main() -> int:
                 toggles += 1
                 writer = threading.Thread(target=toggle, args=(toggles,))
                 writer.start()  # the change after the fault, written while the takeover is watched
-                fresh, changed, takeover = None, None, None
+                fresh, changed, takeover, published = None, None, None, None
                 banner = False
                 stale_writes = 0
                 deadline = t0 + args.recover_timeout
@@ -454,6 +465,8 @@ def main() -> int:
                     view = retrying(stored)
                     if takeover is None and view[1] not in ("", leader):
                         takeover = time.monotonic() - t0
+                    if published is None and view[1] not in ("", leader) and view[0] > right_after[0]:
+                        published = time.monotonic() - t0  # the new holder's first generation
                     if fresh is None:
                         if writer.is_alive():
                             time.sleep(0.1)
@@ -497,6 +510,10 @@ def main() -> int:
                         "takeover_after_renewal_s": round(takeover + renewed_before, 2)
                         if takeover is not None and renewed_before is not None
                         else None,
+                        "published_s": round(published, 2) if published is not None else None,
+                        "published_after_renewal_s": round(published + renewed_before, 2)
+                        if published is not None and renewed_before is not None
+                        else None,
                         "new_holder": view[1],
                     }
                 )
@@ -520,6 +537,14 @@ def summarise(results: list[dict], args) -> dict:
     by_kind: dict[str, list[float]] = {}
     for r in results:
         by_kind.setdefault(r["fault"], []).append(r["recover_s"])
+
+    def per_fault(figure: str) -> dict:
+        return {
+            k: {"median": statistics.median(v), "max": max(v), "n": len(v)}
+            for k in by_kind
+            if (v := [r[figure] for r in results if r["fault"] == k and r.get(figure) is not None])
+        }
+
     return {
         "faults": len(results),
         "torn": sum(r["torn"] for r in results),
@@ -528,22 +553,11 @@ def summarise(results: list[dict], args) -> dict:
         "exited": sum(r["exited"] for r in results),
         "banner": {k: sum(r["banner"] for r in results if r["fault"] == k) for k in by_kind},
         "recover_s": {k: {"median": statistics.median(v), "max": max(v), "n": len(v)} for k, v in by_kind.items()},
-        "takeover_s": {
-            k: {"median": statistics.median(v), "max": max(v), "n": len(v)}
-            for k in by_kind
-            if (v := [r["takeover_s"] for r in results if r["fault"] == k and r["takeover_s"] is not None])
-        },
-        "takeover_after_renewal_s": {
-            k: {"median": statistics.median(v), "max": max(v), "n": len(v)}
-            for k in by_kind
-            if (
-                v := [
-                    r["takeover_after_renewal_s"]
-                    for r in results
-                    if r["fault"] == k and r.get("takeover_after_renewal_s") is not None
-                ]
-            )
-        },
+        "takeover_s": per_fault("takeover_s"),
+        "takeover_after_renewal_s": per_fault("takeover_after_renewal_s"),
+        "published_s": per_fault("published_s"),
+        "published_after_renewal_s": per_fault("published_after_renewal_s"),
+        "standby": "cold" if args.cold_standby else "warm",
         "lease": {
             "duration": args.lease_duration,
             "renew_deadline": args.renew_deadline,
@@ -558,7 +572,7 @@ def print_summary(s: dict) -> None:
     lease = s["lease"]
     print(
         f"\nLease {lease['duration']} s, renew deadline {lease['renew_deadline']} s, retry {lease['retry_period']} s;"
-        f" demo scenario + {s['fillers']} plain nodes"
+        f" demo scenario + {s['fillers']} plain nodes; {s['standby']} standby"
     )
     print(f"faults: {s['faults']}")
     print(f"views torn right after a fault: {s['torn']}")
@@ -575,6 +589,16 @@ def print_summary(s: dict) -> None:
             f"{kind:24s} a new holder claimed the view: median {t['median']:.1f} s, max {t['max']:.1f} s (n={t['n']})"
         )
     for kind, t in s["takeover_after_renewal_s"].items():
+        print(
+            f"{kind:24s} ... counted from the Lease's last renewal: median {t['median']:.1f} s,"
+            f" max {t['max']:.1f} s (n={t['n']})"
+        )
+    for kind, t in s["published_s"].items():
+        print(
+            f"{kind:24s} the new holder's first publication: median {t['median']:.1f} s,"
+            f" max {t['max']:.1f} s (n={t['n']})"
+        )
+    for kind, t in s["published_after_renewal_s"].items():
         print(
             f"{kind:24s} ... counted from the Lease's last renewal: median {t['median']:.1f} s,"
             f" max {t['max']:.1f} s (n={t['n']})"

@@ -11,8 +11,10 @@ thread per stream, bookmarks on, streams rotated by the server after ``timeout_s
 a 410 Gone (or an ERROR event with code 410) lists that kind again; a broken stream
 reconnects from the last resourceVersion after an exponential backoff with jitter (capped,
 never a tight loop). A burst of events costs one ``on_change(snapshot)`` per debounce
-window, not one per event; a lone change is handed over at once. ``status()`` says how
-far behind the projection may be.
+window, not one per event; a lone change is handed over at once. ``publish_to(fn)`` changes
+where snapshots go while it runs: ``None`` keeps the projection current and hands nothing
+over (a warm standby), a function is handed the current projection at once, then every
+change (the standby took the Lease). ``status()`` says how far behind the projection may be.
 """
 
 from __future__ import annotations
@@ -95,6 +97,8 @@ class ClusterWatcher:
         self._lock = threading.RLock()
         self._streams = {w: _Stream(*w) for w in watches}
         self._dirty = threading.Event()
+        self._sink = None  # where snapshots go (run's on_change, or publish_to's); None: nowhere
+        self._kick = threading.Event()  # a new sink: cut a failed publication's backoff short
         self.counters = {
             "lists": 0,
             "watches": 0,
@@ -292,6 +296,15 @@ class ClusterWatcher:
         """Ask for an on_change at the next debounce window (e.g. new DCGM figures)."""
         self._dirty.set()
 
+    def publish_to(self, on_change) -> None:
+        """Hand snapshots to ``on_change`` from now on: the current projection at once (or
+        as soon as the first list is done), then every change. ``None``: hand nothing over
+        and keep following the cluster (a standby keeps its projection current)."""
+        self._sink = on_change
+        if on_change is not None:
+            self._kick.set()
+            self._dirty.set()
+
     # ------------------------------------------------------------------ running
     def backoff(self, attempt: int) -> float:
         """Exponential backoff with jitter: base·2^attempt, capped, times 0.5–1."""
@@ -374,11 +387,13 @@ class ClusterWatcher:
 
                 connection.close()  # this thread's own connection
 
-    def run(self, on_change, *, stop: threading.Event, debounce: float = 0.5) -> None:
+    def run(self, on_change=None, *, stop: threading.Event, debounce: float = 0.5) -> None:
         """Block until ``stop`` is set: prime (retrying with backoff), publish, then follow
         every kind in its own thread and call ``on_change(snapshot)`` at most once per
         ``debounce`` seconds while anything changes (at once for the first change after a
-        quiet spell)."""
+        quiet spell). ``on_change`` None: nothing is handed over until ``publish_to``."""
+        if on_change is not None:
+            self._sink = on_change
         attempt = 0
         while self.primed_at is None and not stop.is_set():
             try:
@@ -399,10 +414,13 @@ class ClusterWatcher:
             t.start()
         self._dirty.set()  # publish the primed projection
         failures = 0
-        last = float("-inf")
+        last, last_sink = float("-inf"), None
         try:
             while not stop.is_set():
                 if not self._dirty.wait(timeout=1.0):
+                    continue
+                if self._sink is None:  # standing by: publish_to() asks for the projection again
+                    self._dirty.clear()
                     continue
                 # A change after a quiet spell is published at once; while changes keep coming,
                 # at most once per debounce window (the rest of a burst is gathered meanwhile).
@@ -410,11 +428,17 @@ class ClusterWatcher:
                 if gather > 0:
                     stop.wait(gather)
                 self._dirty.clear()
+                self._kick.clear()
+                sink = self._sink
+                if sink is None:
+                    continue
+                if sink is not last_sink:  # a new leadership: its own backoff
+                    failures, last_sink = 0, sink
                 last = time.monotonic()
-                if self._publish(on_change):
+                if self._publish(sink):
                     failures = 0
                 else:
-                    stop.wait(self.backoff(failures))
+                    self._pause(self.backoff(failures), stop)
                     failures += 1
         finally:
             stop.set()
@@ -427,6 +451,12 @@ class ClusterWatcher:
                     pass
             for t in threads:
                 t.join(timeout=10)
+
+    def _pause(self, seconds: float, stop: threading.Event) -> None:
+        """A failed publication's backoff, cut short by ``stop`` or a new sink (publish_to)."""
+        deadline = time.monotonic() + seconds
+        while not stop.is_set() and not self._kick.is_set() and (left := deadline - time.monotonic()) > 0:
+            self._kick.wait(min(left, 0.25))
 
     def _reconnect_twin(self) -> None:
         """The twin is read from the database: after a failure this thread's connection is

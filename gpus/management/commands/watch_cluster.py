@@ -1,14 +1,22 @@
-"""manage.py watch_cluster [--once] [--debounce 0.5] [--identity NAME]
+"""manage.py watch_cluster [--once] [--debounce 0.5] [--identity NAME] [--cold-standby]
 
 The cluster watcher: elect a leader through a Lease (two replicas are safe, one is active),
-then list and watch the cluster (brickadmin/cluster/watch.py) and hand every new projection
-to ``gpus.view_publish.publish`` (at most once per debounce window). Its first publication,
-right after the first list, rewrites a stored view of an older form (an upgrade) in full;
-until then the pages say the numbers are being rebuilt. DCGM devices are fetched
-from Prometheus every BRICK_METRICS_INTERVAL seconds when PROMETHEUS_URL is set and merged
-into the snapshot before publishing. ``--once``: take the Lease, list, publish once through
-the same fence, release the Lease and exit (for scripts).
+list and watch the cluster (brickadmin/cluster/watch.py) and, while leading, hand every new
+projection to ``gpus.view_publish.publish`` (at most once per debounce window). Its first
+publication rewrites a stored view of an older form (an upgrade) in full; until then the
+pages say the numbers are being rebuilt. DCGM devices are fetched from Prometheus every
+BRICK_METRICS_INTERVAL seconds when PROMETHEUS_URL is set and merged into the snapshot
+before publishing. ``--once``: take the Lease, list, publish once through the same fence,
+release the Lease and exit (for scripts).
 SIGTERM/SIGINT stop cleanly and release the Lease so the standby takes over at once.
+
+Warm standby (the default): every replica lists the cluster once at start and follows it
+for its whole life (one ClusterWatcher, and the DCGM feed); the one that does not hold the
+Lease publishes nothing and writes nothing. When it takes the Lease it claims the view and
+publishes its current projection at once, without listing again; when it loses the Lease it
+keeps following the cluster and stands by. ``--cold-standby``: a replica lists and follows
+the cluster only while it leads (half the memory of a pair, but a takeover lists the whole
+cluster before its first publication).
 
 Fencing: on taking the Lease the watcher first claims the view with its fencing token
 (gpus.view_publish.claim); every publication and heartbeat is checked against it under the
@@ -49,12 +57,24 @@ class Command(BaseCommand):
         parser.add_argument("--lease-duration", type=float, default=15)
         parser.add_argument("--renew-deadline", type=float, default=10)
         parser.add_argument("--retry-period", type=float, default=2)
+        parser.add_argument(
+            "--cold-standby",
+            action="store_true",
+            help="list and watch the cluster only while leading (less memory; a takeover lists the cluster first)",
+        )
 
     def handle(
-        self, *args, once=False, debounce=0.5, identity="", lease_duration=15, renew_deadline=10, retry_period=2, **opts
+        self,
+        *args,
+        once=False,
+        debounce=0.5,
+        identity="",
+        lease_duration=15,
+        renew_deadline=10,
+        retry_period=2,
+        cold_standby=False,
+        **opts,
     ):
-        from gpus import view_publish
-
         identity = identity or f"{socket.gethostname()}-{os.getpid()}"
         try:
             gateway = get_gateway()
@@ -62,10 +82,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         feed = metrics.DeviceFeed(settings.BRICK_METRICS_INTERVAL)
 
-        def on_change(snap, fence):
-            with view_publish.reconnecting():
-                return view_publish.publish(feed.merge(snap), watcher=identity, fence=fence)
-
+        on_change = publisher(feed, identity)
         elector = LeaderElector(
             gateway,
             settings.BRICK_LEASE_NAMESPACE,
@@ -89,17 +106,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         self.stdout.write(f"{identity}: waiting for the lease {settings.BRICK_LEASE_NAMESPACE}/{LEASE_NAME}")
-        try:
-            while not stop.is_set():
-                if not elector.acquire(stop):
-                    break
-                self.stdout.write(f"{identity}: leading; watching the {gateway.name} cluster")
-                lost = self._lead(gateway, elector, feed, on_change, stop, debounce)
-                if lost and not stop.is_set():
-                    elector.is_leader = False  # leads again only by taking the Lease again
-                    self.stdout.write(f"{identity}: lost the lease; standing by")
-        finally:
-            elector.release()
+        serve(gateway, elector, feed, on_change, stop, debounce=debounce, warm=not cold_standby, say=self.stdout.write)
         self.stdout.write(f"{identity}: stopped")
 
     @staticmethod
@@ -141,52 +148,131 @@ class Command(BaseCommand):
         finally:
             elector.release()
 
-    @staticmethod
-    def _lead(gateway, elector, feed, on_change, stop, debounce) -> bool:
-        """Watch while leading; returns True when the lease was lost (not stopped)."""
-        from gpus import view_publish
 
-        work = threading.Event()
-        lost = threading.Event()
-        fence, refused = _claim_as_holder(elector, stop)
-        if refused is not None:
-            stop.wait(elector.retry_period)
-            return not stop.is_set()
-        watcher = ClusterWatcher(gateway)
+def _thread(name: str, target, *args) -> threading.Thread:
+    """A daemon thread that closes its own database connections when it ends."""
 
-        def publish(snap):
-            try:
-                return on_change(snap, fence)
-            except view_publish.StalePublisher:
-                log.warning("%s: no longer holds the lease; its publication was refused", elector.identity)
-                lost.set()
-                raise
+    def run():
+        from django.db import connections
 
-        threads = [threading.Thread(target=elector.keep, args=(work, lost), name="lease", daemon=True)]
+        try:
+            target(*args)
+        finally:
+            connections.close_all()
+
+    return threading.Thread(target=run, name=name, daemon=True)
+
+
+def publisher(feed, identity: str):
+    """on_change(snapshot, fence): the view's next generation, DCGM devices merged in."""
+    from gpus import view_publish
+
+    def on_change(snap, fence):
+        with view_publish.reconnecting():
+            return view_publish.publish(feed.merge(snap), watcher=identity, fence=fence)
+
+    return on_change
+
+
+class Watching:
+    """One ClusterWatcher following the cluster until ``stop`` (its first list, then its
+    watch streams, in a thread), and the DCGM feed beside it; it publishes nothing until
+    ``watcher.publish_to`` names where to."""
+
+    def __init__(self, gateway, feed, stop: threading.Event, debounce: float, say=None):
+        self.watcher, self.stop = ClusterWatcher(gateway), stop
         if feed.enabled:
-            threads.append(threading.Thread(target=feed.loop, args=(watcher, work), name="dcgm", daemon=True))
-
-        def relay():
-            while not work.is_set():
-                if stop.wait(0.2) or lost.is_set():
-                    work.set()
-
-        threads.append(threading.Thread(target=relay, name="relay", daemon=True))
-        threads.append(threading.Thread(target=_beat, args=(watcher, fence, work, lost), name="beat", daemon=True))
-        if feed.enabled:
             try:
-                feed.fetch()
+                feed.fetch()  # the first publication carries the devices
             except Exception:  # noqa: BLE001
                 log.exception("fetching DCGM devices failed")
-        for t in threads:
+        self.threads = [_thread("watcher", lambda: self.watcher.run(stop=stop, debounce=debounce))]
+        if feed.enabled:
+            self.threads.append(_thread("dcgm", feed.loop, self.watcher, stop))
+        if say is not None:
+            self.threads.append(_thread("listed", self._report, say))
+        for t in self.threads:
             t.start()
+
+    def _report(self, say) -> None:
+        """Say once when the cluster is listed (a standby is ready to take over at once)."""
+        while not self.stop.wait(0.2):
+            status = self.watcher.status()
+            if status["primed_at"] is not None:
+                objects = sum(s["objects"] for s in status["streams"].values())
+                say(f"the cluster is listed ({objects} objects, {status['lists']} lists) and followed")
+                return
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=15)
+
+
+def serve(gateway, elector, feed, on_change, stop: threading.Event, *, debounce=0.5, warm=True, say=log.info) -> None:
+    """Stand by and lead, in turn, until ``stop``. ``warm``: one Watching for the whole run,
+    handed to each leadership (a takeover publishes at once); else each leadership lists
+    the cluster anew and stops following it when it ends."""
+    identity = elector.identity
+    watching = Watching(gateway, feed, stop, debounce, say=lambda m: say(f"{identity}: {m}")) if warm else None
+    try:
+        while not stop.is_set():
+            if not elector.acquire(stop):
+                break
+            say(f"{identity}: leading; watching the {gateway.name} cluster")
+            lost = _lead(gateway, elector, feed, on_change, stop, debounce, watching)
+            if lost and not stop.is_set():
+                elector.is_leader = False  # leads again only by taking the Lease again
+                say(f"{identity}: lost the lease; standing by")
+    finally:
+        stop.set()
+        elector.release()  # a publication in flight is fenced: the next holder's claim waits for it
+        if watching is not None:
+            watching.close()
+
+
+def _lead(gateway, elector, feed, on_change, stop, debounce, watching: Watching | None) -> bool:
+    """Publish while leading; returns True when the lease was lost (not stopped)."""
+    from gpus import view_publish
+
+    fence, refused = _claim_as_holder(elector, stop)
+    if refused is not None:
+        stop.wait(elector.retry_period)
+        return not stop.is_set()
+    work, lost = threading.Event(), threading.Event()
+    own = watching is None  # a cold standby lists the cluster now, for this leadership only
+    if own:
+        watching = Watching(gateway, feed, work, debounce)
+    assert watching is not None
+    watcher = watching.watcher
+
+    def publish(snap):
         try:
-            watcher.run(publish, stop=work, debounce=debounce)
-        finally:
-            work.set()
-            for t in threads:
-                t.join(timeout=5)
-        return lost.is_set()
+            return on_change(snap, fence)
+        except view_publish.StalePublisher:
+            log.warning("%s: no longer holds the lease; its publication was refused", elector.identity)
+            lost.set()
+            raise
+
+    published_before = watcher.counters["published"]
+    threads = [
+        _thread("lease", elector.keep, work, lost),
+        _thread("beat", _beat, watcher, fence, work, lost, published_before),
+    ]
+    for t in threads:
+        t.start()
+    watcher.publish_to(publish)  # the current projection at once, then every change
+    try:
+        while not (stop.wait(0.2) or lost.is_set()):
+            pass
+    finally:
+        watcher.publish_to(None)
+        work.set()
+        for t in threads:
+            t.join(timeout=5)
+        if own:
+            watching.close()
+    return lost.is_set()
 
 
 def _claim_as_holder(elector, stop: threading.Event):
@@ -223,9 +309,10 @@ def _claim(fence, stop: threading.Event):
     return view_publish.StalePublisher(f"{fence.holder}: stopped or the Lease ran out before the view was claimed")
 
 
-def _beat(watcher: ClusterWatcher, fence, stop: threading.Event, lost: threading.Event) -> None:
+def _beat(watcher: ClusterWatcher, fence, stop: threading.Event, lost: threading.Event, published_before=0) -> None:
     """Tell the pages the watcher is alive (and how it is doing), changes or not; a beat
-    refused by the fence means the Lease is no longer this watcher's."""
+    refused by the fence means the Lease is no longer this watcher's. Catching up: nothing
+    published in this leadership yet (``published_before``: its publications before)."""
     import json
 
     from gpus import view_publish
@@ -233,7 +320,7 @@ def _beat(watcher: ClusterWatcher, fence, stop: threading.Event, lost: threading
     while True:
         try:
             status = json.loads(json.dumps(watcher.status(), default=str))
-            status["catching_up"] = not status.get("published")  # taken over, nothing published yet
+            status["catching_up"] = (status.get("published") or 0) <= published_before  # taken over, not published
             with view_publish.reconnecting():
                 written = view_publish.heartbeat(fence.holder, status, fence=fence)
             if not written:
