@@ -197,15 +197,12 @@ def _node_row(raw: dict, n, problems: int, last) -> tuple:
     return (raw, n, problems, base, data, digest, base_digest), data, digest
 
 
-def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0, fence: Fence | None = None) -> int:
-    """Materialise ``snapshot`` as the view's next generation; returns the generation.
-
-    One transaction: a publication cut short (the watcher killed, the database restarted)
-    leaves the previous generation whole. ``fence``: the watcher's Lease; a writer that no
-    longer holds it is refused (StalePublisher) and nothing is written.
-    ``position`` orders writers that may race (the twin's event id): a snapshot older than
-    the stored one is not written, unless the stored generation is of an older form
-    (``SCHEMA_VERSION``): then every row is written again, none kept as unchanged."""
+def prepare(snapshot: Snapshot):
+    """The pure part of a publication: (ledger, worded findings, node rows, occupancy), each
+    node's and namespace's part kept in this process for the next call (``_reuse``).
+    A warm standby calls it on its own projection while it waits, so that its first
+    publication after taking the Lease costs the changes since, not the whole cluster;
+    it writes nothing."""
     with without_gc_pauses(), _reuse.lock:
         led = ledger_mod.compute(snapshot, memo=_reuse.ledger)
         inputs = health_inputs(snapshot, led)
@@ -227,6 +224,19 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0, fence: 
             rows[name] = (n, data, digest)
         _reuse.rows = parts
         occupancy = occupancy_mod.compute(snapshot, led, memo=_reuse.occupancy)
+    return led, problems, rows, occupancy
+
+
+def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0, fence: Fence | None = None) -> int:
+    """Materialise ``snapshot`` as the view's next generation; returns the generation.
+
+    One transaction: a publication cut short (the watcher killed, the database restarted)
+    leaves the previous generation whole. ``fence``: the watcher's Lease; a writer that no
+    longer holds it is refused (StalePublisher) and nothing is written.
+    ``position`` orders writers that may race (the twin's event id): a snapshot older than
+    the stored one is not written, unless the stored generation is of an older form
+    (``SCHEMA_VERSION``): then every row is written again, none kept as unchanged."""
+    led, problems, rows, occupancy = prepare(snapshot)
     jobs = {(j["metadata"].get("namespace", ""), j["metadata"]["name"]): j.get("status") or {} for j in snapshot.jobs}
     jobs_digest = _digest(sorted((f"{ns}/{name}", st) for (ns, name), st in jobs.items()))
     now = timezone.now()

@@ -62,6 +62,7 @@ def _label(watch: tuple[str, str | None]) -> str:
 
 
 PUBLISH_TIMES_KEPT = 128  # the heartbeat carries them: about 3 KB
+REHEARSE_SECONDS = 5.0  # how often a standby works out the view's parts from what changed
 
 
 @dataclass
@@ -98,6 +99,9 @@ class ClusterWatcher:
         self._streams = {w: _Stream(*w) for w in watches}
         self._dirty = threading.Event()
         self._sink = None  # where snapshots go (run's on_change, or publish_to's); None: nowhere
+        # While no sink is set, the projection is handed here instead, at most every
+        # REHEARSE_SECONDS (a warm standby works out the view's parts without writing them).
+        self.rehearse = None
         self._kick = threading.Event()  # a new sink: cut a failed publication's backoff short
         self.counters = {
             "lists": 0,
@@ -414,13 +418,22 @@ class ClusterWatcher:
             t.start()
         self._dirty.set()  # publish the primed projection
         failures = 0
-        last, last_sink = float("-inf"), None
+        last, last_sink, rehearsed = float("-inf"), None, float("-inf")
         try:
             while not stop.is_set():
                 if not self._dirty.wait(timeout=1.0):
                     continue
                 if self._sink is None:  # standing by: publish_to() asks for the projection again
-                    self._dirty.clear()
+                    due = rehearsed + REHEARSE_SECONDS - time.monotonic()
+                    if self.rehearse is None:
+                        self._dirty.clear()
+                    elif due > 0:  # the change waits for the next rehearsal (or a sink)
+                        if self._kick.wait(min(due, 1.0)) and self._sink is None:
+                            self._kick.clear()  # left from an earlier leadership
+                    else:
+                        self._dirty.clear()
+                        rehearsed = time.monotonic()
+                        self._rehearse()
                     continue
                 # A change after a quiet spell is published at once; while changes keep coming,
                 # at most once per debounce window (the rest of a burst is gathered meanwhile).
@@ -451,6 +464,13 @@ class ClusterWatcher:
                     pass
             for t in threads:
                 t.join(timeout=10)
+
+    def _rehearse(self) -> None:
+        try:
+            self.rehearse(self.snapshot())
+        except Exception:  # noqa: BLE001  (a standby's rehearsal must not stop it)
+            log.exception("preparing the view while standing by failed")
+            self._reconnect_twin()
 
     def _pause(self, seconds: float, stop: threading.Event) -> None:
         """A failed publication's backoff, cut short by ``stop`` or a new sink (publish_to)."""

@@ -382,6 +382,40 @@ def test_a_lone_change_is_published_without_waiting_for_the_debounce_window(tran
     assert not t.is_alive()
 
 
+def test_a_standby_rehearses_on_its_projection_and_publishes_it_at_once_when_told(transactional_db, demo, monkeypatch):
+    """Standing by (no sink), the watcher hands its projection only to its rehearsal, at most
+    every REHEARSE_SECONDS, the latest change included; told where to publish, it publishes
+    the projection at once."""
+    from brickadmin.cluster import watch
+
+    monkeypatch.setattr(watch, "REHEARSE_SECONDS", 0.5)
+    gw = demo
+    rehearsed, published = [], []
+    stop = threading.Event()
+    w = ClusterWatcher(gw)
+    w.rehearse = rehearsed.append
+    t = threading.Thread(target=w.run, kwargs={"stop": stop, "debounce": 0.1})
+    t.start()
+    try:
+        wait_until(lambda: rehearsed, what="the first rehearsal, of the listed cluster")
+        node = gw.list_nodes()[0]["metadata"]["name"]
+        gw.label_node(node, {"brick.test/standby": "1"})
+
+        def labelled(snap):
+            return any(n["metadata"]["labels"].get("brick.test/standby") == "1" for n in snap.nodes)
+
+        wait_until(lambda: labelled(rehearsed[-1]), what="a rehearsal with the change")
+        rehearsals = len(rehearsed)
+        w.publish_to(published.append)
+        wait_until(lambda: published, timeout=3.0, what="the publication once told where")
+        assert labelled(published[0])
+        assert len(rehearsed) == rehearsals  # no rehearsal once publishing
+    finally:
+        stop.set()
+        t.join(timeout=20)
+    assert not t.is_alive()
+
+
 def _generation():
     from gpus.models import ViewState
 

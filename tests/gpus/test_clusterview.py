@@ -54,6 +54,23 @@ def test_publishing_rewrites_only_the_nodes_that_changed(load_scenario):
     assert clusterview.stored_view().ledger.node("gpu-a30-01").cordoned
 
 
+def test_preparing_a_view_writes_nothing_and_the_next_publication_is_the_changed_cluster(load_scenario):
+    """What a warm standby does while it waits: the view's parts worked out from its own
+    projection, nothing written; once it publishes, the view is the cluster as it is then."""
+    gw = load_scenario("demo")
+    view_publish.prepare(take_snapshot(gw))
+    assert not ViewState.objects.exists() and not ViewNode.objects.exists()
+    gw.cordon("gpu-a30-01")
+    view_publish.prepare(take_snapshot(gw))
+    gw.uncordon("gpu-a30-01")
+    gw.label_node("gpu-a100-01", {"brick.test/after": "prepared"})
+    view_publish.publish(take_snapshot(gw))
+    stored, live = clusterview.stored_view(), live_view(gw)
+    assert [ledger.node_to_dict(n) for n in stored.ledger.nodes] == [ledger.node_to_dict(n) for n in live.ledger.nodes]
+    assert not stored.ledger.node("gpu-a30-01").cordoned
+    assert stored.snapshot.node("gpu-a100-01")["metadata"]["labels"]["brick.test/after"] == "prepared"
+
+
 def test_an_older_position_does_not_overwrite_a_newer_view(load_scenario):
     gw = load_scenario("seed-example")
     view_publish.publish(take_snapshot(gw), position=10)

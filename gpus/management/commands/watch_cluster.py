@@ -174,13 +174,26 @@ def publisher(feed, identity: str):
     return on_change
 
 
+def preparer(feed):
+    """rehearse(snapshot): the view's parts worked out as a publication would, nothing written."""
+    from gpus import view_publish
+
+    def rehearse(snap):
+        with view_publish.reconnecting():  # it reads the managed manifest
+            view_publish.prepare(feed.merge(snap))
+
+    return rehearse
+
+
 class Watching:
     """One ClusterWatcher following the cluster until ``stop`` (its first list, then its
     watch streams, in a thread), and the DCGM feed beside it; it publishes nothing until
     ``watcher.publish_to`` names where to."""
 
-    def __init__(self, gateway, feed, stop: threading.Event, debounce: float, say=None):
+    def __init__(self, gateway, feed, stop: threading.Event, debounce: float, say=None, rehearse=False):
         self.watcher, self.stop = ClusterWatcher(gateway), stop
+        if rehearse:  # a warm standby: its first publication after a takeover costs only what changed
+            self.watcher.rehearse = preparer(feed)
         if feed.enabled:
             try:
                 feed.fetch()  # the first publication carries the devices
@@ -214,7 +227,9 @@ def serve(gateway, elector, feed, on_change, stop: threading.Event, *, debounce=
     handed to each leadership (a takeover publishes at once); else each leadership lists
     the cluster anew and stops following it when it ends."""
     identity = elector.identity
-    watching = Watching(gateway, feed, stop, debounce, say=lambda m: say(f"{identity}: {m}")) if warm else None
+    watching = (
+        Watching(gateway, feed, stop, debounce, say=lambda m: say(f"{identity}: {m}"), rehearse=True) if warm else None
+    )
     try:
         while not stop.is_set():
             if not elector.acquire(stop):
