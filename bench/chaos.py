@@ -53,15 +53,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-import throwaway  # noqa: E402  (bench/, the script's own directory)
+import labcluster  # noqa: E402  (bench/, the script's own directory)
+import throwaway  # noqa: E402
 
 VAR = Path(tempfile.mkdtemp(prefix="brick-bench-chaos-"))
 # The cluster is chosen before Django is set up (the settings read it from the environment).
-ON_LAB = "--cluster=lab" in sys.argv or any(
-    a == "--cluster" and sys.argv[i + 1 : i + 2] == ["lab"] for i, a in enumerate(sys.argv)
-)
-LAB_DIR = Path(os.environ.get("BRICK_LAB_DIR", "/tmp/brickadmin-lab"))
-LAB_KUBECONFIG = os.environ.get("BRICK_LAB_KUBECONFIG", str(LAB_DIR / "kubeconfig"))
+ON_LAB = labcluster.chosen()
 
 for _name in (
     "BRICK_RUN_HEARTBEAT_STALE_SECONDS",
@@ -125,11 +122,8 @@ os.environ.update(
 )
 
 if ON_LAB:
-    os.environ["BRICK_KUBECONFIG"] = LAB_KUBECONFIG
-    sys.path.insert(0, str(REPO / "lab"))
-    import lablock  # noqa: E402
-
-    lablock.hold(600)  # one lab per machine: tests and benches take turns
+    os.environ.update(labcluster.product_env())
+    labcluster.hold(600)  # one lab per machine: tests and benches take turns
 
 import django  # noqa: E402
 
@@ -264,9 +258,7 @@ class Fault:
 
     def down(self):
         if self.name == "apiserver":
-            import lab as lab_mod
-
-            lab_mod.stop("kube-apiserver")
+            labcluster.lab_module().stop("kube-apiserver")
         elif self.name == "postgres":
             PG.stop("fast")
         elif self.name == "redis":
@@ -297,8 +289,7 @@ class Fault:
 def start_lab_apiserver():
     """The lab's kube-apiserver started again as lab/lab.py starts it, on the same etcd (lab/up
     would build a fresh control plane when its core is not all running), until ready."""
-    import lab as lab_mod
-
+    lab_mod = labcluster.lab_module()
     token = lab_mod.ADMIN_TOKEN_FILE.read_text().strip()
     for name, argv, ready, timeout in lab_mod.components(lab_mod.bin_dir(), token):
         if name == "kube-apiserver":
@@ -367,12 +358,10 @@ class Lab(Twin):
         from brickadmin.cluster.kube import KubeGateway
 
         self.rng, self.targets = rng, targets
-        self.gw = KubeGateway(LAB_KUBECONFIG)
+        self.gw = KubeGateway(labcluster.KUBECONFIG)
 
     def reset(self):
-        import load_scenario
-
-        load_scenario.load("demo", LAB_KUBECONFIG)
+        labcluster.load("demo")
 
 
 class SlowTwin:

@@ -6,6 +6,16 @@ Started here, on loopback only, each on its own port and temp dir: PostgreSQL an
 Celery worker (prefork, concurrency 2, the beat inside it for the reaper) and the cluster
 watcher (manage.py watch_cluster), on the twin (scenario "demo").
 
+``--cluster lab``: the same against the Kubernetes lab (lab/up; bench/labcluster.py, as
+bench/chaos.py points at it): the product's gateway is the lab's API server and its Prometheus
+the lab's, the watcher watches the lab, runs execute on the lab's nodes (KWOK and lab/gpusim.py
+simulate the kubelets and the device plugin), approvals create real namespaces and quotas. The
+lab's lock is held meanwhile; the demo is loaded with lab/load_scenario.py before the load and
+again after it, which removes the namespaces the load approved and undoes the runs. Printed
+besides: the API server's requests during the load (its own ``apiserver_request_total``, all
+clients) and every request a web worker sent to it, per page (bench/counted_asgi.py; the
+target is 0 for pages that only show).
+
 Then, for ``--minutes`` (default 10): ``--users`` (50) people sign in and browse (Dashboard,
 Nodes, a node, Availability, their Workspaces, Jobs, Help, notifications), now and then
 requesting a Workspace; ``--admins`` (5) cluster admins read the approval queue and approve
@@ -19,6 +29,7 @@ how they ended; approvals; the resident memory of each web worker and of the wat
 start (after a warm-up) and at the end (flat: no growth beyond 10 %); the load average.
 
 Run: .venv/bin/python bench/load.py [--minutes 10] [--users 50] [--admins 5] [--think 3 8]
+     [--cluster lab] [--seed N]
 """
 
 import argparse
@@ -33,20 +44,29 @@ import sys
 import tempfile
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-import throwaway  # noqa: E402  (bench/, the script's own directory)
+import labcluster  # noqa: E402  (bench/, the script's own directory)
+import throwaway  # noqa: E402
 
 VAR = Path(tempfile.mkdtemp(prefix="brick-bench-load-"))
 PROCS: list[subprocess.Popen] = []
 PG = None  # the PostgreSQL this run started
+LAB_LOADED = False  # the demo was loaded into the lab: loaded again at the end (what the load made removed)
 LOGS = []
 PASSWORD = "load-bench-pw-8271"  # noqa: S105  (throwaway accounts of a throwaway database; sessions are made directly)
 
-for _name in ("DJANGO_SETTINGS_MODULE", "CELERY_TASK_ALWAYS_EAGER", "PROMETHEUS_URL", "BRICK_KUBECONFIG"):
+for _name in (
+    "DJANGO_SETTINGS_MODULE",
+    "CELERY_TASK_ALWAYS_EAGER",
+    "PROMETHEUS_URL",
+    "BRICK_KUBECONFIG",
+    "BRICK_IN_CLUSTER",
+    "BRICK_CLUSTER",
+):
     os.environ.pop(_name, None)
 
 
@@ -308,6 +328,58 @@ class Person(threading.Thread):
             self.fetch("run page", location)
 
 
+def page_shape(page: str) -> str:
+    """ "GET /nodes/gpu-a-1" -> "GET /nodes/…": the page, without the node, run or request it is about."""
+    method, _, path = page.partition(" ")
+    parts = [p for p in path.split("/") if p]
+    keep = []
+    for part in parts:
+        if part.isdigit() or (keep and keep[-1] == "nodes"):
+            keep.append("…")
+        else:
+            keep.append(part)
+    return f"{method} /{'/'.join(keep)}{'/' if path.endswith('/') and keep else ''}"
+
+
+def api_resource(path: str) -> str:
+    """ "/api/v1/namespaces/x/pods/y" -> "pods"; "/apis/apps/v1/daemonsets" -> "daemonsets"."""
+    seg = [p for p in path.split("/") if p]
+    seg = seg[2:] if seg[:1] == ["api"] else seg[3:] if seg[:1] == ["apis"] else seg
+    if seg[:1] == ["namespaces"] and len(seg) > 2:
+        seg = seg[2:]
+    return "/".join([seg[0], *seg[2:3]]) if seg else path
+
+
+def report_api(start, end, log: Path, elapsed: float) -> int:
+    """The lab API server's requests during the load (all its clients), and those the web
+    workers sent, per page. Returns how many came from pages that only show (GET), the
+    procedure pages apart (their pre-checks read the node live, before a change)."""
+    delta = end - start
+    total = sum(delta.values())
+    print(
+        f"\nthe lab's API server during the load (all clients: product, KWOK, controllers, gpusim, KSM): {total} "
+        f"requests ({total / elapsed:.1f}/s); by verb: "
+        + ", ".join(
+            f"{v} {n}" for v, n in sorted(sum((Counter({k[0]: n}) for k, n in delta.items()), Counter()).items())
+        )
+    )
+    import json
+
+    per_page: dict[str, Counter] = defaultdict(Counter)
+    for line in log.read_text().splitlines():
+        _pid, page, verb, path = json.loads(line)
+        per_page[page_shape(page)][f"{verb} {api_resource(path)}"] += 1
+    print(f"the web workers' requests to it: {sum(sum(c.values()) for c in per_page.values())}, per page:")
+    showing = 0
+    for page, calls in sorted(per_page.items()):
+        n = sum(calls.values())
+        print(f"  {n:6d}  {page:<24} {', '.join(f'{k} {v}' for k, v in sorted(calls.items()))}")
+        if page.startswith("GET ") and not page.startswith("GET /procedures/"):
+            showing += n
+    print(f"  from pages that only show (GET, the procedure pages apart): {showing}  (target 0)")
+    return showing
+
+
 # --- the product ---------------------------------------------------------------------------------
 
 
@@ -319,10 +391,17 @@ def main():
     parser.add_argument("--think", type=float, nargs=2, default=(3.0, 8.0), metavar=("MIN", "MAX"))
     parser.add_argument("--web-workers", type=int, default=3, help="gunicorn workers (the image: 3)")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--cluster", choices=("twin", "lab"), default="twin", help="the product's cluster")
     args = parser.parse_args()
     args.seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
+    on_lab = args.cluster == "lab"
 
-    global PG
+    global PG, LAB_LOADED
+    if on_lab:
+        labcluster.hold(600)  # one lab per machine: tests and benches take turns
+        LAB_LOADED = True
+        labcluster.load("demo")  # a fresh demo: what earlier loads approved or ran is gone
+        labcluster.release_namespace()
     pg = PG = throwaway.Postgres(VAR, max_connections=200)
     pg.start()
     redis = throwaway.Redis(VAR, PROCS)
@@ -337,6 +416,7 @@ def main():
         "BRICK_VAR_DIR": str(VAR),
         "BRICK_STATIC_ROOT": str(VAR / "static"),
         "BRICK_CLUSTER": "twin",
+        **(labcluster.product_env(prometheus=True) if on_lab else {}),
         "DJANGO_DEBUG": "0",
         "DJANGO_SECRET_KEY": "load-bench-only-" + os.urandom(24).hex(),
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
@@ -346,14 +426,15 @@ def main():
     manage = [py, "manage.py"]
     for step in (["migrate", "--noinput", "-v0"], ["collectstatic", "--noinput", "-v0"]):
         subprocess.run(manage + step, cwd=REPO, env=env, check=True)
-    # The twin loaded with the demo scenario (demo_setup runs only with DEBUG on; the site then runs with it off).
-    subprocess.run(
-        manage + ["demo_setup", "--scenario", "demo"],
-        cwd=REPO,
-        env={**env, "DJANGO_DEBUG": "1"},
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
+    if not on_lab:
+        # The twin loaded with the demo scenario (demo_setup runs only with DEBUG on; the site then runs with it off).
+        subprocess.run(
+            manage + ["demo_setup", "--scenario", "demo"],
+            cwd=REPO,
+            env={**env, "DJANGO_DEBUG": "1"},
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     users = [f"user{i:02d}" for i in range(args.users)]
     admins = [f"admin{i}" for i in range(args.admins)]
     # Each person gets a signed-in session made here, as the login page would make it: 55
@@ -389,13 +470,15 @@ def main():
 
     sessions = json.loads(sessions_file.read_text())
 
+    api_log = VAR / "web-api-requests.jsonl"
     web = spawn(
         "web",
         [
             py,
             "-m",
             "gunicorn",
-            "brickadmin.asgi:application",
+            *(["--pythonpath", str(REPO / "bench"), "counted_asgi:application"] if on_lab else []),
+            *([] if on_lab else ["brickadmin.asgi:application"]),
             "--worker-class",
             "uvicorn_worker.UvicornWorker",
             "--bind",
@@ -405,7 +488,7 @@ def main():
             "--timeout",
             "60",
         ],
-        env,
+        {**env, "BRICK_BENCH_API_LOG": str(api_log)},
     )
     worker = spawn(
         "worker",
@@ -470,10 +553,13 @@ def main():
         t.join()
     at_start = memory()
     load_start = os.getloadavg()
+    api_start = labcluster.apiserver_requests() if on_lab else None
+    api_log.write_text("")  # the web workers' API requests from here on (the warm-up's dropped)
     print(
         f"bench/load.py: {args.users} users and {args.admins} admins for {args.minutes:g} min, think "
         f"{args.think[0]:g}-{args.think[1]:g}s; gunicorn + uvicorn workers x{args.web_workers} (DEBUG off), "
-        f"PostgreSQL {pg.url}, Redis {redis.url}, worker (prefork x2, beat inside), watcher; twin (demo); "
+        f"PostgreSQL {pg.url}, Redis {redis.url}, worker (prefork x2, beat inside), watcher; "
+        f"{'the lab (demo; API server ' + labcluster.lab_module().API_URL + ')' if on_lab else 'twin (demo)'}; "
         f"seed {args.seed}; logs in {VAR}",
         flush=True,
     )
@@ -488,6 +574,7 @@ def main():
         time.sleep(5)
         loads.append(os.getloadavg()[0])
     at_end = memory()
+    api_end = labcluster.apiserver_requests() if on_lab else None
     elapsed = args.minutes * 60
 
     print("\n| page | count | p50 ms | p95 ms | p99 ms | errors | refused (4xx) |")
@@ -516,7 +603,7 @@ def main():
     from gpus.models import ProcedureRun
 
     ends = defaultdict(int)
-    deadline = time.monotonic() + 60  # the runs started last finish
+    deadline = time.monotonic() + (180 if on_lab else 60)  # the runs started last finish
     while time.monotonic() < deadline:
         states = list(ProcedureRun.objects.filter(pk__in=stats.runs).values_list("status", flat=True))
         if not any(s in ("pending", "running") for s in states):
@@ -530,6 +617,7 @@ def main():
         f"runs started: {len(stats.runs)} ({dict(ends)}); Workspaces requested: {stats.requested}, "
         f"approved: {stats.approved}"
     )
+    page_api = report_api(api_start, api_end, api_log, elapsed) if on_lab else 0
     grew = []
     print("\nresident memory (MiB), start -> end:")
     for pid, mib in sorted(at_start["web"].items()):
@@ -553,8 +641,14 @@ def main():
         if proc.poll() is not None:
             print(f"  the {name} process exited ({proc.returncode}): see {VAR / (name + '.log')}")
             grew.append(name)
-    ok = errors == 0 and not grew
-    print("\nresult:", "ok" if ok else f"FAIL ({errors} errors; memory grew or process gone: {grew})")
+    ok = errors == 0 and not grew and not page_api
+    print(
+        "\nresult:",
+        "ok"
+        if ok
+        else f"FAIL ({errors} errors; memory grew or process gone: {grew}; API requests of pages that only show: "
+        f"{page_api})",
+    )
     from django.db import connection
 
     connection.close()
@@ -571,6 +665,13 @@ if __name__ == "__main__":
         code = 130
     finally:
         cleanup(PG)
+        if LAB_LOADED:
+            try:
+                labcluster.load("demo")  # the lab as the load found it: its namespaces and runs undone
+                print("the lab: the demo loaded again (the namespaces the load approved removed, the runs undone)")
+            except Exception as exc:
+                print(f"the lab could not be reset: {exc!r}", file=sys.stderr)
+                code = code or 1
         if code == 0:
             shutil.rmtree(VAR, ignore_errors=True)
         else:
