@@ -26,7 +26,9 @@ person waits ``--think`` seconds (uniform) between pages.
 Printed: per page p50 / p95 / p99 time and count; errors (5xx or no answer: the target is
 0) and refusals (4xx, e.g. a run refused because another holds the node); runs started and
 how they ended; approvals; the resident memory of each web worker and of the watcher at the
-start (after a warm-up) and at the end (flat: no growth beyond 10 %); the load average.
+start (after a warm-up in which every person reads each page of its turns once) and at the
+end (flat: no growth beyond 10 %), and at each minute between (a leak keeps growing, a
+warm-up levels off); the load average.
 
 Run: .venv/bin/python bench/load.py [--minutes 10] [--users 50] [--admins 5] [--think 3 8]
      [--cluster lab] [--seed N]
@@ -232,9 +234,40 @@ class Person(threading.Thread):
     def pause(self):
         time.sleep(self.rng.uniform(*self.think))
 
+    USER_PAGES = (
+        ("dashboard", "/"),
+        ("availability", "/availability/"),
+        ("profile", "/profile/"),
+        ("workspaces", "/workspaces/"),
+        ("jobs", "/workspaces/jobs/"),
+        ("help", "/help/"),
+        ("notifications", "/notifications/"),
+    )
+
     def warm(self):
-        """A first page (before the measured load)."""
-        self.fetch("dashboard", "/")
+        """Every page this person's turns read, once, before the measured load: the memory at
+        start is then that of a site that has served each of them (templates compiled,
+        modules imported, caches filled), so what grows after it is the load's."""
+        for page, path in self.USER_PAGES + (("workspace request", "/workspaces/new/"),):
+            self.fetch(page, path)
+        if not self.admin:
+            return
+        for page, path in (
+            ("approval queue", "/workspaces/approvals/"),
+            ("runs", "/runs/"),
+            ("health", "/health/"),
+            ("all workspaces", "/workspaces/all/"),
+        ):
+            self.fetch(page, path)
+        r = self.fetch("nodes", "/nodes/")
+        names = [x.split('"')[0] for x in r.text.split('href="/nodes/')[1:]] if r is not None else []
+        if names and names[0]:
+            self.fetch("node", f"/nodes/{names[0]}")
+        for code in "AB":
+            r = self.fetch("procedure pick", f"/procedures/{code}/")
+            nodes = (parse(r.text).radios.get("node") or []) if r is not None and r.status_code == 200 else []
+            if nodes:
+                self.fetch("procedure plan", f"/procedures/{code}/plan/?node={nodes[0]}")
 
     def run(self):
         n = 0
@@ -248,16 +281,7 @@ class Person(threading.Thread):
             self.pause()
 
     def user_turn(self, n):
-        pages = [
-            ("dashboard", "/"),
-            ("availability", "/availability/"),
-            ("profile", "/profile/"),
-            ("workspaces", "/workspaces/"),
-            ("jobs", "/workspaces/jobs/"),
-            ("help", "/help/"),
-            ("notifications", "/notifications/"),
-        ]
-        page, path = self.rng.choice(pages)
+        page, path = self.rng.choice(self.USER_PAGES)
         self.fetch(page, path)
         if n % 20 == 5:  # now and then, a Workspace
             self.fetch("workspace request", "/workspaces/new/")
@@ -569,10 +593,13 @@ def main():
     for p in people:
         p.start()
         time.sleep(0.05)
-    loads = []
+    loads, trail, next_sample = [], [], time.monotonic() + 60
     while any(p.is_alive() for p in people):
         time.sleep(5)
         loads.append(os.getloadavg()[0])
+        if time.monotonic() >= next_sample:  # a leak grows minute after minute; a warm-up levels off
+            trail.append(memory())
+            next_sample += 60
     at_end = memory()
     api_end = labcluster.apiserver_requests() if on_lab else None
     elapsed = args.minutes * 60
@@ -619,15 +646,24 @@ def main():
     )
     page_api = report_api(api_start, api_end, api_log, elapsed) if on_lab else 0
     grew = []
-    print("\nresident memory (MiB), start -> end:")
+    print("\nresident memory (MiB), start (after every person's warm-up) -> end; then each minute of the load:")
     for pid, mib in sorted(at_start["web"].items()):
         end = at_end["web"].get(pid)
         change = (end / mib - 1) * 100 if end else float("nan")
-        print(f"  web worker {pid}: {mib:.0f} -> {end:.0f} ({change:+.1f} %)" if end else f"  web worker {pid}: gone")
+        minutes = " ".join(f"{m['web'].get(pid, float('nan')):.0f}" for m in trail)
+        print(
+            f"  web worker {pid}: {mib:.0f} -> {end:.0f} ({change:+.1f} %); by minute: {minutes}"
+            if end
+            else f"  web worker {pid}: gone"
+        )
         if not end or change > 10:
             grew.append(f"web {pid}")
     change = (at_end["watcher"] / at_start["watcher"] - 1) * 100
-    print(f"  watcher {watcher.pid}: {at_start['watcher']:.0f} -> {at_end['watcher']:.0f} ({change:+.1f} %)")
+    minutes = " ".join(f"{m['watcher']:.0f}" for m in trail)
+    print(
+        f"  watcher {watcher.pid}: {at_start['watcher']:.0f} -> {at_end['watcher']:.0f} ({change:+.1f} %); "
+        f"by minute: {minutes}"
+    )
     if change > 10:
         grew.append("watcher")
     new_web = set(at_end["web"]) - set(at_start["web"])
