@@ -76,6 +76,7 @@ class LeaderElector:
         self.clock = clock
         self._observed_spec: dict | None = None
         self._observed_at = 0.0
+        self._warned = ""  # the last lasting refusal logged (said once, not every retry)
         self._last_renew = 0.0  # clock() of the last successful acquire/renew
         self.is_leader = False
         self.token = -1  # leaseTransitions of the Lease this identity holds (its fencing token)
@@ -98,8 +99,17 @@ class LeaderElector:
                 self.gateway.create_lease(
                     self.namespace, {"metadata": {"name": self.name, "namespace": self.namespace}, "spec": spec_new}
                 )
-            except (Conflict, ClusterError) as exc:
+            except Conflict as exc:  # the other replica made it first: read next time
                 log.info("lease %s/%s: create failed: %s", self.namespace, self.name, exc)
+                return self._lost()
+            except ClusterError as exc:
+                why = f"lease {self.namespace}/{self.name}: cannot create it: {exc}"
+                if isinstance(exc, NotFound):  # the namespace is missing: nothing will lead until it exists
+                    why += (
+                        f" (the namespace {self.namespace} must exist: it is the chart's release namespace; "
+                        "set BRICK_LEASE_NAMESPACE to another one). No watcher can lead, so no view is published."
+                    )
+                self._warn_once(why)
                 return self._lost()
             return self._won(now, 0)
         except ClusterError as exc:
@@ -134,7 +144,14 @@ class LeaderElector:
         self._observed_spec, self._observed_at = dict(updated.get("spec") or spec_new), now
         return self._won(now, int(spec_new["leaseTransitions"]))
 
+    def _warn_once(self, why: str) -> None:
+        """A lasting refusal, said once (not at every retry) until it changes or the Lease is won."""
+        if why != self._warned:
+            log.warning("%s", why)
+            self._warned = why
+
     def _won(self, now: float, token: int) -> bool:
+        self._warned = ""
         if not self.is_leader:
             log.info("lease %s/%s: %s is the leader (token %s)", self.namespace, self.name, self.identity, token)
         self.is_leader, self._last_renew, self.token = True, now, token

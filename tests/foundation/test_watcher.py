@@ -245,6 +245,31 @@ def test_backoff_grows_to_its_cap_with_jitter():
     assert len({round(w.backoff(10), 6) for _ in range(20)}) > 1  # jitter
 
 
+def test_a_missing_lease_namespace_is_said_once_plainly_and_the_lease_is_taken_once_it_exists(db, caplog):
+    """On a real cluster a Lease's namespace must exist: the watcher cannot lead (and no view
+    is published) until it does. The log says so once, naming the namespace, not every retry."""
+    from brickadmin.cluster import NotFound
+
+    class NoNamespace(TwinGateway):
+        missing = True
+
+        def create_lease(self, namespace, body):
+            if self.missing:
+                raise NotFound(f'namespaces "{namespace}" not found')
+            return super().create_lease(namespace, body)
+
+    gw = NoNamespace()
+    a = LeaderElector(gw, "brickadmin", "watch", "a", lease_duration=15, renew_deadline=10)
+    with caplog.at_level("WARNING", logger="brickadmin.cluster.lease"):
+        assert [a.try_acquire_or_renew() for _ in range(5)] == [False] * 5
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(said) == 1, said
+    assert "the namespace brickadmin must exist" in said[0] and "no view is published" in said[0]
+    gw.missing = False
+    assert a.try_acquire_or_renew() is True
+    assert gw.get_lease("brickadmin", "watch")["spec"]["holderIdentity"] == "a"
+
+
 def test_the_lease_elects_one_leader_and_the_standby_takes_over_when_it_expires(db):
     gw = TwinGateway()
     now = [1000.0]
