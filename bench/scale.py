@@ -1378,10 +1378,16 @@ def report(r: dict, targets: dict) -> None:
             t.append(f"change-to-page p95 < 1 s, simulators paused: {vp} ({fp}; {fb} with them running)")
         else:
             t.append(f"change-to-page p95 < 1 s, simulators running: {vb} ({fb}; {fp} with them paused)")
-    every = [x for v in pubs.values() for x in v]
-    if every:
-        worst = max(every)
-        t.append(f"one generation's publish < 1 s: {'met' if worst < 1 else 'NOT met'} (max {worst:.3f} s)")
+    # judged as the pages' times are: with the simulators paused (in a deployment the cluster's
+    # kubelets do not share the watcher's cores); the other phases printed beside
+    paused = r["publish_label_paused"]
+    if paused:
+        worst = max(paused)
+        others = "; ".join(f"{what} max {max(v):.3f} s" for what, v in pubs.items() if v and v is not paused)
+        t.append(
+            f"one generation's publish < 1 s, simulators paused: {'met' if worst < 1 else 'NOT met'} "
+            f"(max {worst:.3f} s; {others})"
+        )
     if n >= 5000:
         peak = max(r["rss_primed"], r["rss_settled"], r["rss_after_churn"])
         t.append(f"watcher < 512 MiB: {'met' if peak < 512 else 'NOT met'} ({peak:.0f} MiB)")
