@@ -16,6 +16,7 @@ from brickadmin.cluster.snapshot import Snapshot
 from brickadmin.cluster.twin import TwinGateway
 from brickadmin.cluster.vocabulary import PLUGIN_NAMESPACE
 from brickadmin.cluster.watch import ClusterWatcher
+from tests.waiting import wait_until
 
 
 def stores(w):
@@ -45,15 +46,6 @@ def gpu_pod(name, ns="ws-a", node="", phase="Running", gpus=1):
         },
         "status": {"phase": phase},
     }
-
-
-def wait_until(check, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from brickadmin.cluster.watch import WATCHES, ClusterWatcher
 from gpus import clusterview, ledger
 from gpus.management.commands.watch_cluster import LEASE_NAME, publisher, serve
 from gpus.models import ViewState
+from tests import waiting
 
 pytestmark = pytest.mark.slow
 
@@ -105,13 +106,9 @@ class Replica:
         assert not self.thread.is_alive()
 
 
-def wait_until(check, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_until(check, what="condition"):
+    """Longer than the default: a takeover waits out a Lease, on a busy machine."""
+    waiting.wait_until(check, timeout=60.0, what=what)
 
 
 def state() -> tuple[str, str, int, int]:
@@ -156,6 +153,15 @@ def cordoned(name: str) -> bool:
     return clusterview.stored_view().ledger.node(name).cordoned
 
 
+def leading_and_standing_by(start) -> tuple[Replica, Replica]:
+    """watcher-a leading with the view published, then watcher-b started and listed."""
+    a = start("watcher-a")
+    wait_until(lambda: state()[0] == "watcher-a" and equals_fresh_list(), what="a leading and published")
+    b = start("watcher-b")
+    wait_until(lambda: b.says("the cluster is listed"), what="b listed the cluster")
+    return a, b
+
+
 @pytest.fixture
 def replicas(transactional_db, load_scenario):
     started: list[Replica] = []
@@ -173,10 +179,7 @@ def replicas(transactional_db, load_scenario):
 
 def test_a_warm_standby_writes_nothing_then_takes_over_with_the_cluster_as_it_is_without_listing_it(replicas):
     gw, start = replicas
-    a = start("watcher-a")
-    wait_until(lambda: state()[0] == "watcher-a" and equals_fresh_list(), what="a leading and published")
-    b = start("watcher-b")
-    wait_until(lambda: b.says("the cluster is listed"), what="b listed the cluster")
+    a, b = leading_and_standing_by(start)
     assert b.gw.lists == len(WATCHES)  # each kind once
 
     # b stands by while a leads: the cluster changes, a publishes, b writes nothing
@@ -202,10 +205,7 @@ def test_a_warm_standby_writes_nothing_then_takes_over_with_the_cluster_as_it_is
 
 def test_a_leader_that_lost_its_lease_stands_by_writes_nothing_and_takes_over_again_without_listing(replicas):
     gw, start = replicas
-    a = start("watcher-a")
-    wait_until(lambda: state()[0] == "watcher-a" and equals_fresh_list(), what="a leading and published")
-    b = start("watcher-b")
-    wait_until(lambda: b.says("the cluster is listed"), what="b listed the cluster")
+    a, b = leading_and_standing_by(start)
     a.gw.cut = True  # a's renewals fail
     wait_until(lambda: a.says("lost the lease") and state()[0] == "watcher-b", what="a standing by, b leading")
     a.gw.cut = False  # a reaches its Lease again: it stands by, b's Lease being renewed
