@@ -584,25 +584,14 @@ def print_summary(s: dict) -> None:
             f"{kind:24s} time to recover: median {t['median']:.1f} s, max {t['max']:.1f} s (n={t['n']});"
             f" 'behind' banner seen in {s['banner'][kind]}/{t['n']}"
         )
-    for kind, t in s["takeover_s"].items():
-        print(
-            f"{kind:24s} a new holder claimed the view: median {t['median']:.1f} s, max {t['max']:.1f} s (n={t['n']})"
-        )
-    for kind, t in s["takeover_after_renewal_s"].items():
-        print(
-            f"{kind:24s} ... counted from the Lease's last renewal: median {t['median']:.1f} s,"
-            f" max {t['max']:.1f} s (n={t['n']})"
-        )
-    for kind, t in s["published_s"].items():
-        print(
-            f"{kind:24s} the new holder's first publication: median {t['median']:.1f} s,"
-            f" max {t['max']:.1f} s (n={t['n']})"
-        )
-    for kind, t in s["published_after_renewal_s"].items():
-        print(
-            f"{kind:24s} ... counted from the Lease's last renewal: median {t['median']:.1f} s,"
-            f" max {t['max']:.1f} s (n={t['n']})"
-        )
+    for key, what in (
+        ("takeover_s", "a new holder claimed the view"),
+        ("takeover_after_renewal_s", "... counted from the Lease's last renewal"),
+        ("published_s", "the new holder's first publication"),
+        ("published_after_renewal_s", "... counted from the Lease's last renewal"),
+    ):
+        for kind, t in s[key].items():
+            print(f"{kind:24s} {what}: median {t['median']:.1f} s, max {t['max']:.1f} s (n={t['n']})")
 
 
 if __name__ == "__main__":
