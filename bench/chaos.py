@@ -140,12 +140,12 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 from brickadmin.cluster import scenarios  # noqa: E402
 from brickadmin.cluster.snapshot import take_snapshot  # noqa: E402
 from brickadmin.cluster.twin import TwinGateway  # noqa: E402
-from gpus import ledger as ledger_mod  # noqa: E402
-from gpus.live import LiveRead  # noqa: E402
 from gpus.models import ProcedureRun, StepRun  # noqa: E402
+from gpus.numbers import ledger as ledger_mod  # noqa: E402
 from gpus.procedures import engine, service  # noqa: E402
 from gpus.procedures.recording import RUN_EVENT  # noqa: E402
 from gpus.procedures.registry import get as get_procedure  # noqa: E402
+from gpus.view.live import LiveRead  # noqa: E402
 from workspaces import services as ws  # noqa: E402
 from workspaces.models import Decision, WorkspaceRequest  # noqa: E402
 

@@ -263,7 +263,7 @@ def fresh_list():
     """What a fresh list of the twin gives: (totals, {node: ledger line}, rounds)."""
     from brickadmin.cluster.twin import TwinGateway
     from brickadmin.cluster.watch import ClusterWatcher
-    from gpus import ledger
+    from gpus.numbers import ledger
 
     w = ClusterWatcher(TwinGateway())
     w.prime()
@@ -320,7 +320,7 @@ def torn(view) -> bool:
 
 
 def behind_shown() -> bool:
-    from gpus.clusterview import freshness
+    from gpus.view.stored import freshness
 
     fresh = retrying(lambda: freshness(live=False))
     return bool(fresh and (fresh.behind or fresh.watcher_down))

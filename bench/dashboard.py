@@ -43,7 +43,7 @@ from brickadmin.cluster import snapshot as snapshot_mod  # noqa: E402
 from brickadmin.cluster import vocabulary as vocab  # noqa: E402
 from brickadmin.cluster.models import TwinHardware, TwinObject, TwinState  # noqa: E402
 from brickadmin.cluster.twin import TwinGateway  # noqa: E402
-from gpus import ledger  # noqa: E402
+from gpus.numbers import ledger  # noqa: E402
 
 _args = argparse.ArgumentParser(description="Dashboard scale benchmark on a generated twin")
 _args.add_argument("--nodes", type=int, default=5000, help="GPU nodes (30 pods each; default 5,000)")
@@ -184,7 +184,7 @@ def main():
     ledger_ms = timed(lambda: ledger.compute(snap), 5)
     print(f"ledger compute (median of 5): {ledger_ms:.0f} ms")
 
-    from gpus import view_publish
+    from gpus.view import publish as view_publish
 
     t = time.perf_counter()
     view_publish.publish(snap)

@@ -131,13 +131,13 @@ from brickadmin.cluster import scenarios  # noqa: E402
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE  # noqa: E402
 from brickadmin.cluster.snapshot import take_snapshot  # noqa: E402
 from brickadmin.cluster.twin import TwinGateway  # noqa: E402
-from gpus import ledger as ledger_mod  # noqa: E402
-from gpus import reading  # noqa: E402
 from gpus.choices import GpuMode  # noqa: E402
 from gpus.models import ProcedureRun, StepRun  # noqa: E402
+from gpus.numbers import ledger as ledger_mod  # noqa: E402
 from gpus.procedures import engine, service  # noqa: E402
 from gpus.procedures.recording import RUN_EVENT  # noqa: E402
 from gpus.procedures.registry import get as get_procedure  # noqa: E402
+from gpus.view import reading  # noqa: E402
 
 TERMINAL = ("succeeded", "failed", "cancelled", "interrupted")
 

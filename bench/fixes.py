@@ -38,7 +38,7 @@ from brickadmin.cluster.twin import TwinGateway  # noqa: E402
 from gpus import manifest as manifest_mod  # noqa: E402
 from gpus.models import ProcedureRun  # noqa: E402
 from gpus.procedures import engine, service  # noqa: E402
-from gpus.reading import read_cluster, read_problems  # noqa: E402
+from gpus.view.reading import read_cluster, read_problems  # noqa: E402
 
 
 def main():

@@ -45,8 +45,8 @@ django.setup()
 from django.conf import settings  # noqa: E402
 
 from brickadmin import metrics  # noqa: E402
-from gpus import gpumap, pictures  # noqa: E402
-from gpus.ledger import node_from_dict  # noqa: E402
+from gpus.numbers import gpumap, pictures  # noqa: E402
+from gpus.numbers.ledger import node_from_dict  # noqa: E402
 
 
 def big_node():

@@ -88,7 +88,7 @@ PAGES = ("/", "/nodes/", "/availability/")
 MODELS = [("NVIDIA A30", 24576), ("NVIDIA A100 80GB PCIe", 81920), ("NVIDIA H100 80GB HBM3", 81559)]
 BACKGROUND = ("gpusim", "kwok", "kube-state-metrics", "kube-controller-manager", "kube-scheduler")
 MARK = "@@scale@@ "
-HEARTBEAT_S = 4  # gpus.view_publish.HEARTBEAT_SECONDS: how often the watcher's status reaches the view
+HEARTBEAT_S = 4  # gpus.view.publish.HEARTBEAT_SECONDS: how often the watcher's status reaches the view
 KWOK_STATUS = "kwok.x-k8s.io/status"  # =custom: KWOK leaves the pod's status alone (lab/lab.py)
 
 

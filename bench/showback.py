@@ -60,9 +60,9 @@ from django.test import Client  # noqa: E402
 
 from brickadmin.cluster import scenarios as s  # noqa: E402
 from brickadmin.cluster import vocabulary as vocab  # noqa: E402
-from gpus import ledger  # noqa: E402
 from gpus.models import ViewNode, ViewState, ViewWorkspace  # noqa: E402
-from gpus.view_publish import SCHEMA_VERSION  # noqa: E402
+from gpus.numbers import ledger  # noqa: E402
+from gpus.view.publish import SCHEMA_VERSION  # noqa: E402
 from workspaces import showback, showback_rollups  # noqa: E402
 from workspaces.models import ShowbackHour, ShowbackMonth  # noqa: E402
 

@@ -52,7 +52,7 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 
-from gpus import reading  # noqa: E402
+from gpus.view import reading  # noqa: E402
 
 PAGES = {
     "approval queue": "/workspaces/approvals/",

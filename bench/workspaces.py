@@ -49,7 +49,7 @@ from brickadmin import metrics  # noqa: E402
 from brickadmin.cluster import scenarios as s  # noqa: E402
 from brickadmin.cluster import vocabulary as vocab  # noqa: E402
 from brickadmin.cluster.models import TwinHardware, TwinObject, TwinState  # noqa: E402
-from gpus import reading  # noqa: E402
+from gpus.view import reading  # noqa: E402
 from tests import prometheus_scrape  # noqa: E402
 from workspaces.models import WorkspaceRequest  # noqa: E402
 

@@ -2,8 +2,7 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from brickadmin.cluster.gateway import cluster_problem
-
-from .clusterview import freshness
+from gpus.view.stored import freshness
 
 
 def view_freshness(request):

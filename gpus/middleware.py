@@ -1,6 +1,6 @@
-"""A page reads one generation of the cluster view, never a mix (gpus.clusterview)."""
+"""A page reads one generation of the cluster view, never a mix (gpus.view.stored)."""
 
-from . import clusterview
+from gpus.view import stored as clusterview
 
 
 class OneGenerationMiddleware:

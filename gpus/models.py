@@ -370,7 +370,7 @@ class ViewNode(models.Model):
     convention = models.CharField(max_length=16, blank=True, default="")
     cordoned = models.BooleanField(default=False)
     problems = models.PositiveIntegerField(default=0)
-    ledger = models.JSONField(null=True, blank=True)  # gpus.ledger.node_to_dict
+    ledger = models.JSONField(null=True, blank=True)  # gpus.numbers.ledger.node_to_dict
     raw = models.JSONField(default=dict)  # the node's projection (labels, taints, status)
     digest = models.CharField(max_length=64, blank=True, default="")  # skip rewriting an unchanged node
 

@@ -15,7 +15,7 @@ from brickadmin.cluster.vocabulary import OWNER_LABEL
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
 from gpus.models import OwnerNotice
-from gpus.reading import read_cluster
+from gpus.view.reading import read_cluster
 
 from . import directory, waits
 from .forms import AdoptForm, QuotaForm

@@ -31,8 +31,8 @@ from django.utils.translation import gettext as _
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.cluster.vocabulary import NVIDIA_PREFIX, parse_quantity
 from brickadmin.wording import said
-from gpus import ledger as ledger_mod
 from gpus.models import ViewWorkspace
+from gpus.numbers import ledger as ledger_mod
 
 from .labels import owner_label_value
 from .models import Decision, WorkspaceRequest

@@ -6,7 +6,7 @@ from ``WorkspacesConfig.ready()``, after the checks of gpus. Read from the produ
 records at page time (``reads="records"``): an approval, an adoption or the passing of time
 changes them without the cluster changing. Their input, ``HealthInputs.workspaces``, is
 gathered once by ``workspace_problems`` (two queries: the records and the view's Workspace
-lines), which ``register()`` hands to ``gpus.clusterview.record_problems``; the checks
+lines), which ``register()`` hands to ``gpus.view.stored.record_problems``; the checks
 themselves are pure.
 """
 
@@ -26,11 +26,11 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from gpus import clusterview
-from gpus import health as health_mod
-from gpus.health import HealthInputs, Problem, check
 from gpus.models import ViewWorkspace
-from gpus.occupancy import idle_lines
+from gpus.numbers import health as health_mod
+from gpus.numbers.health import HealthInputs, Problem, check
+from gpus.numbers.occupancy import idle_lines
+from gpus.view import stored as clusterview
 
 from .models import WorkspaceRequest
 
@@ -51,7 +51,7 @@ class Record:
 @dataclass
 class WorkspaceInputs:
     records: list[Record]
-    # The view's lines (gpus.models.ViewWorkspace or gpus.occupancy.Occupancy): namespace,
+    # The view's lines (gpus.models.ViewWorkspace or gpus.numbers.occupancy.Occupancy): namespace,
     # owner, quota, gpu_quotas, quotas, requested, utilisation, idle_since (may be absent).
     lines: list = field(default_factory=list)
     idle_hours: float = 24.0

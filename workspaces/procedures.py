@@ -10,9 +10,9 @@ from django.utils.translation import gettext_lazy
 
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.wording import said
-from gpus.live import LiveRead
 from gpus.procedures.base import Check, Outcome, Param, ProcedureDef, Step, StepFailed
 from gpus.procedures.definitions import PrecheckStep, _Fix, _name_field
+from gpus.view.live import LiveRead
 
 from . import services as ws_services
 from .labels import namespace_labels

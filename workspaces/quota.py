@@ -14,10 +14,10 @@ from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import pod_gpu_requests
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.wording import Said, said
-from gpus import capacity as capacity_mod
-from gpus.live import LiveRead
 from gpus.models import ProcedureRun, RunStatus
+from gpus.numbers import capacity as capacity_mod
 from gpus.procedures import service
+from gpus.view.live import LiveRead
 
 SET_QUOTA = "Q"  # the procedure's code
 
@@ -42,7 +42,7 @@ class QuotaPreview:
     before: int
     after: int
     pods: list[PodRequest] = field(default_factory=list)  # pods requesting the resource, not finished
-    capacity: list = field(default_factory=list)  # gpus.capacity.CapacityLine per GPU type
+    capacity: list = field(default_factory=list)  # gpus.numbers.capacity.CapacityLine per GPU type
 
     @property
     def requested(self) -> int:

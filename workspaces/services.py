@@ -51,8 +51,8 @@ from brickadmin.cluster.vocabulary import (
 )
 from brickadmin.database import DATABASE_GONE, wait_for_database
 from brickadmin.wording import said
-from gpus import ledger as ledger_mod
-from gpus.live import LiveRead
+from gpus.numbers import ledger as ledger_mod
+from gpus.view.live import LiveRead
 
 from . import notices
 from .labels import namespace_labels, owner_label_value
@@ -491,7 +491,7 @@ def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledg
 def _approve_once(req_id: int, actor, resource: str, *, overcommit: bool = False, ledger=None) -> WorkspaceRequest:
     """Create the Workspace in the cluster, all or nothing, then record the decision.
 
-    The cluster and Prometheus are read first (gpus.live.LiveRead), without the lock, so an
+    The cluster and Prometheus are read first (gpus.view.live.LiveRead), without the lock, so an
     approval never makes the others wait on the cluster. Then approvals are serialised
     (_approval_lock) and each one claims its request (pending -> approving, a conditional
     UPDATE) before anything else: a second approval of the same request is told it was

@@ -1,15 +1,15 @@
 """Showback in physical GPU-hours: what each Workspace holds of the cluster's physical GPUs,
 hour by hour. Pure: plain numbers from the cluster view's node lines and Workspace lines.
 
-Every figure is in physical GPUs (gpus.ledger.physical_share): an exclusive GPU is 1, a
+Every figure is in physical GPUs (gpus.numbers.ledger.physical_share): an exclusive GPU is 1, a
 time-sliced replica 1/replicas of its GPU, a MIG instance its compute slices over its GPU's.
 An hour's figure in GPUs is that hour's GPU-hours.
 
-- allocated: the Workspace's quota (gpus.ledger.physical_shares: a quota names a resource,
+- allocated: the Workspace's quota (gpus.numbers.ledger.physical_shares: a quota names a resource,
   so each unit is worth the cluster's average of that resource);
 - requested: what its Running pods request, each on the node it runs on;
 - used: the GPUs its Running pods hold times their utilisation, as DCGM measured it. On a
-  time-sliced GPU that pods of other Workspaces share (gpus.occupancy) no tenant's own use
+  time-sliced GPU that pods of other Workspaces share (gpus.numbers.occupancy) no tenant's own use
   is measurable: ``used`` is then None with ``measurable`` False, never the device's figure.
 
 The cluster's physical GPUs are the ledger's; what no Workspace's quota holds is unallocated,
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any, Protocol
 
-from gpus import occupancy
-from gpus.ledger import NodeLedger, physical_share, physical_shares
+from gpus.numbers import occupancy
+from gpus.numbers.ledger import NodeLedger, physical_share, physical_shares
 
 
 class WorkspaceLine(Protocol):

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from gpus.ledger import SHARED, NodeLedger, ResourceLine
+from gpus.numbers.ledger import SHARED, NodeLedger, ResourceLine
 
 from . import showback
 from .models import ShowbackHour, ShowbackMonth
@@ -23,9 +23,9 @@ SUMMED = ("hours", "physical", "allocated", "requested", "used", "used_hours", "
 
 def roll_up(moment: datetime | None = None) -> ShowbackHour:
     """The hour of ``moment`` (now) from the cluster view as it is now. Raises
-    gpus.clusterview.ViewUnavailable before the watcher published one."""
-    from gpus.clusterview import stored_view
+    gpus.view.stored.ViewUnavailable before the watcher published one."""
     from gpus.models import ViewWorkspace
+    from gpus.view.stored import stored_view
 
     from .directory import measured as view_measured
 
@@ -99,7 +99,7 @@ def share_nodes(memo: dict[str, tuple[str, NodeLedger]] | None = None) -> list[N
                 mig_profile=mig_profile or "",
             )
             memo[name] = (digest, node)
-    # whose pods hold time-sliced GPUs (gpus.occupancy): read for the nodes that time-slice only
+    # whose pods hold time-sliced GPUs (gpus.numbers.occupancy): read for the nodes that time-slice only
     sliced = [
         name
         for name in changed

@@ -18,10 +18,10 @@ from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
 from brickadmin.wording import said
-from gpus import clusterview
 from gpus.choices import GpuType
 from gpus.models import OwnerNotice
-from gpus.reading import read_cluster, read_jobs
+from gpus.view import stored as clusterview
+from gpus.view.reading import read_cluster, read_jobs
 
 from . import directory, reclaim, services, showback_rollups, usage, waits
 from .forms import (

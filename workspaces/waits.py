@@ -12,10 +12,10 @@ from django.urls import reverse
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 
-from gpus import health as health_mod
-from gpus import pod_waits as pw
-from gpus.clusterview import stored_gpu_capacity
 from gpus.models import ViewProblem
+from gpus.numbers import health as health_mod
+from gpus.numbers import pod_waits as pw
+from gpus.view.stored import stored_gpu_capacity
 
 from .counting import quota_scopes
 

@@ -13,7 +13,7 @@ takes over a Lease's duration after the last renewal it saw, not up to two polls
 ``token`` is the fencing token of the current leadership (the Lease's leaseTransitions
 when this identity took it: every change of holder raises it), and ``holds()`` says
 whether the last successful renewal is within renew_deadline: the view's writes check both
-(gpus.view_publish.Fence), so a leader cut off from the API server stops writing before
+(gpus.view.publish.Fence), so a leader cut off from the API server stops writing before
 its Lease can expire, and a write from a former leader is refused.
 """
 

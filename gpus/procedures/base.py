@@ -58,7 +58,7 @@ class Check:
     ack: str = ""
     ack_label: str = ""
     ack_count: int = 0
-    capacity: list = field(default_factory=list)  # gpus.capacity.CapacityLine per GPU type, now and after
+    capacity: list = field(default_factory=list)  # gpus.numbers.capacity.CapacityLine per GPU type, now and after
 
     def __post_init__(self):
         if not self.level:

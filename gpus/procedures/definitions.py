@@ -16,11 +16,11 @@ from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE, advertised_resources, pod_gpu_requests
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.wording import joined, said
+from gpus.numbers import capacity as capacity_mod
+from gpus.numbers import ledger as ledger_mod
+from gpus.view.live import LiveRead
 
-from .. import capacity as capacity_mod
-from .. import ledger as ledger_mod
 from .. import manifest as manifest_mod
-from ..live import LiveRead
 from . import notices
 from .base import Check, NodeChoice, NothingToDo, Outcome, Param, ProcedureDef, Step, StepFailed
 from .recording import remembered

@@ -35,8 +35,8 @@ from brickadmin.cluster.deviceplugin import PLUGIN_NAMESPACE
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.database import DATABASE_GONE, wait_for_database
 from brickadmin.wording import StepRef, joined, said
+from gpus.view.live import LiveRead
 
-from ..live import LiveRead
 from ..models import ProcedureRun, RunStatus, StepRun, StepState
 from . import notices
 from .base import Check, NothingToDo, StepFailed, knob
@@ -135,7 +135,7 @@ class Context:
         return LiveRead(self.gateway).ledger()
 
     def replicas(self) -> int:
-        from .. import ledger as ledger_mod
+        from gpus.numbers import ledger as ledger_mod
 
         return ledger_mod.brick_replicas(self.gateway.list_configmaps(namespace=PLUGIN_NAMESPACE))
 

@@ -12,8 +12,8 @@ from django.utils.html import format_html
 from django.utils.translation import gettext as _
 
 from brickadmin.wording import said
+from gpus.view.live import LiveRead
 
-from ..live import LiveRead
 from ..models import ACTIVE_STATUSES, RESUMABLE_STATUSES, ProcedureLock, ProcedureRun, RunStatus, StepRun, StepState
 from .base import CLUSTER_LOCK
 from .definitions import NODE_BEFORE, node_state

@@ -30,8 +30,8 @@ from brickadmin.cluster.vocabulary import (
 from brickadmin.cluster.vocabulary import GPU_TYPE_LABEL as TYPE_LABEL
 from brickadmin.cluster.vocabulary import MIRROR_ANNOTATION as MIRROR
 from brickadmin.wording import joined, said
+from gpus.numbers import ledger as ledger_mod
 
-from .. import ledger as ledger_mod
 from .base import Check, Outcome, Step, StepFailed
 
 # The vocabulary the procedures use is read from here too (definitions.py).

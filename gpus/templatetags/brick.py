@@ -9,7 +9,8 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from .. import capacity
+from gpus.numbers import capacity
+
 from ..choices import GpuMode, GpuType
 
 register = template.Library()
@@ -202,7 +203,7 @@ def hidden_params(context, exclude="q page format"):
 def available(context, value):
     """Available as a page shows it: never below 0. An over-allocated type is "none available"
     to users, and says by how much to admins (they can lower quotas)."""
-    from ..capacity import shown_available
+    from gpus.numbers.capacity import shown_available
 
     try:
         shown, over = shown_available(int(value))
@@ -218,5 +219,5 @@ def available(context, value):
 
 @register.simple_tag
 def node_free(node):
-    """A node's logical GPUs no pod requests (gpus.capacity.free_units)."""
+    """A node's logical GPUs no pod requests (gpus.numbers.capacity.free_units)."""
     return capacity.free_units(node.logical, node.requested)

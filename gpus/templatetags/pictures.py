@@ -14,7 +14,8 @@ from django import template
 from django.urls import reverse
 from django.utils.http import urlencode
 
-from .. import gpumap, pictures
+from gpus.numbers import gpumap, pictures
+
 from ..choices import GpuType
 
 register = template.Library()
@@ -50,7 +51,7 @@ def capacity_picture(name, total, allocated, requested, subtitle=""):
 
 @register.inclusion_tag("components/pictures/capacity.html")
 def capacity_pictures(rows):
-    """A bar per resource row (``gpus.ledger.ResourceRow``: resource, logical, allocated, requested)."""
+    """A bar per resource row (``gpus.numbers.ledger.ResourceRow``: resource, logical, allocated, requested)."""
     return {"bars": [_bar(r.resource, r.logical, r.allocated, r.requested, GpuType.label_of(r.gpu_type)) for r in rows]}
 
 

@@ -8,8 +8,7 @@ from django.views.decorators.http import require_GET
 
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
-
-from ..reading import read_cluster, read_problems
+from gpus.view.reading import read_cluster, read_problems
 
 SEVERITY_RANK = {"bad": 0, "warn": 1, "info": 2}  # ascending: what to act on first
 

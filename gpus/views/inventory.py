@@ -8,12 +8,13 @@ from django.views.decorators.http import require_GET
 
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
+from gpus.numbers import capacity
+from gpus.numbers import health as health_mod
+from gpus.numbers import ledger as ledger_mod
+from gpus.view import stored as clusterview
+from gpus.view.reading import live_view, read_attention, read_cluster
 
-from .. import capacity, clusterview
-from .. import health as health_mod
-from .. import ledger as ledger_mod
 from ..choices import GpuMode
-from ..reading import live_view, read_attention, read_cluster
 
 
 @require_GET
@@ -150,7 +151,7 @@ def evidence(request):
     cluster shares GPUs by time-slicing or MIG), captured from the live cluster."""
     from django.http import HttpResponse
 
-    from .. import evidence as ev_mod
+    from gpus.numbers import evidence as ev_mod
 
     view = live_view()  # evidence is a capture of the cluster as it is now
     snapshot = view.snapshot

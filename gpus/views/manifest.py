@@ -15,12 +15,12 @@ from brickadmin.forms import ascii_number
 from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
+from gpus.view import publish as view_publish
+from gpus.view.reading import read_cluster
 
 from .. import manifest as manifest_mod
-from .. import view_publish
 from ..forms import ManifestForm
 from ..models import ManifestVersion
-from ..reading import read_cluster
 
 VERSION_TABLE = Table(
     Column("version", gettext_lazy("Version"), numeric=True),

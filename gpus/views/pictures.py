@@ -20,8 +20,7 @@ from django.views.decorators.http import require_GET
 
 from brickadmin import metrics
 from brickadmin.permissions import is_admin
-
-from .. import pictures
+from gpus.numbers import pictures
 
 SCOPES = ("cluster", "type", "node", "workspace")
 

@@ -20,6 +20,7 @@ from brickadmin.cluster import ClusterError
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
+from gpus.view.reading import read_cluster
 
 from .. import run_stream as stream
 from ..forms import RunFilterForm
@@ -28,7 +29,6 @@ from ..procedures import engine, registry, service
 from ..procedures.definitions import NODE_BEFORE, SHARING_LABEL
 from ..procedures.recording import params_text, remembered
 from ..procedures.service import refusal_message
-from ..reading import read_cluster
 
 RUN_TABLE = Table(
     Column("id", "#", "pk", numeric=True),

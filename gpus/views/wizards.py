@@ -15,15 +15,15 @@ from brickadmin.cluster import ClusterError
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.middleware import show_cluster_error
 from brickadmin.permissions import admin_required
+from gpus.numbers import capacity
+from gpus.view.live import LiveRead
+from gpus.view.reading import read_cluster
 
-from .. import capacity
 from ..forms import WizardForm
-from ..live import LiveRead
 from ..models import ProcedureRun
 from ..procedures import engine, registry, service
 from ..procedures.base import CLUSTER_LOCK
 from ..procedures.service import refusal_message
-from ..reading import read_cluster
 from .runs import RUN_TABLE
 
 

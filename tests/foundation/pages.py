@@ -64,7 +64,7 @@ def build_world(load_scenario, admin, alice, bob) -> dict:
         overcommit=True,
     )
     # an hour of showback from the cluster view, so its page and the Workspace pages show figures
-    from gpus.reading import read_cluster
+    from gpus.view.reading import read_cluster
     from workspaces import showback_rollups
 
     read_cluster()

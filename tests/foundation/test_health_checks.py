@@ -8,8 +8,8 @@ from datetime import UTC
 import pytest
 from django.urls import reverse
 
-from gpus import health, ledger
 from gpus.manifest import DriftItem
+from gpus.numbers import health, ledger
 
 from .inmemory import GPU, SHARED, gpu_pod, node, quota, snapshot
 
@@ -382,7 +382,7 @@ def test_dashboard_card_nodes_state_and_health_page_agree(admin_client, load_sce
 def test_drift_from_the_snapshot_is_the_live_drift(load_scenario):
     from brickadmin.cluster.snapshot import take_snapshot
     from gpus import manifest
-    from gpus.reading import ClusterView, health_inputs
+    from gpus.view.reading import ClusterView, health_inputs
 
     demo = load_scenario("demo")
     snap = take_snapshot(demo, use_prometheus=False)

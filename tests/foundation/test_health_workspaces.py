@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 
 from django.urls import reverse
 
-from gpus import health, ledger, occupancy
-from gpus.occupancy import idle_totals
+from gpus.numbers import health, ledger, occupancy
+from gpus.numbers.occupancy import idle_totals
 from workspaces.health import Record, WorkspaceInputs
 
 from .inmemory import GPU, SHARED, gpu_pod, node, quota, snapshot

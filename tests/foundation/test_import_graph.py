@@ -115,11 +115,11 @@ def _between(edges, source: str, target: str) -> list[str]:
 
 def test_the_graph_is_read_with_the_imports_inside_functions():
     edges = graph()
-    assert {"brickadmin.cluster.gateway", "gpus.clusterview", "workspaces.health"} <= set(edges)
+    assert {"brickadmin.cluster.gateway", "gpus.view.stored", "workspaces.health"} <= set(edges)
     assert not any("migrations" in m for m in edges)
-    assert "gpus.ledger" in edges["workspaces.services"]  # at the top
-    assert "gpus.live" in edges["workspaces.services"]  # at the top
-    assert "gpus.procedures.registry" in edges["gpus.clusterview"]  # inside a function
+    assert "gpus.numbers.ledger" in edges["workspaces.services"]  # at the top
+    assert "gpus.view.live" in edges["workspaces.services"]  # at the top
+    assert "gpus.procedures.registry" in edges["gpus.view.stored"]  # inside a function
     assert "brickadmin.cluster" in edges["brickadmin.cluster.kube"]  # its package runs first
 
 

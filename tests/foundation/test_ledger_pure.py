@@ -1,8 +1,8 @@
 """The ledger on plain in-memory snapshots: no database, no twin."""
 
-from gpus import ledger
 from gpus.choices import GpuMode, GpuType
-from gpus.reading import ledger_of
+from gpus.numbers import ledger
+from gpus.view.reading import ledger_of
 
 from .inmemory import GPU, SHARED, gpu_pod, node, plugin_pod, quota, snapshot
 
@@ -155,7 +155,7 @@ def test_occupancy_with_a_kept_memo_equals_a_fresh_one_after_changes():
     lines equal those computed afresh, and an untouched pod's line is the one kept."""
     import dataclasses
 
-    from gpus import occupancy
+    from gpus.numbers import occupancy
 
     nodes = [
         node("ex-1", physical=2),
@@ -199,7 +199,7 @@ def test_occupancy_keeps_an_untouched_workspace_and_redoes_one_whose_readings_ch
     equals a fresh computation."""
     import dataclasses
 
-    from gpus import occupancy
+    from gpus.numbers import occupancy
 
     nodes = [node("ex-1", physical=2), node("ex-2", physical=2)]
     quotas = [quota("ws-a", {GPU: 1}), quota("ws-b", {GPU: 1})]

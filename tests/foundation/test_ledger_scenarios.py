@@ -3,7 +3,7 @@
 import pytest
 
 from brickadmin.cluster.snapshot import take_snapshot
-from gpus import ledger
+from gpus.numbers import ledger
 
 
 def compute(gw):

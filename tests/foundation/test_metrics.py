@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from brickadmin import metrics
 from brickadmin.cluster.snapshot import take_snapshot
-from gpus import ledger
+from gpus.numbers import ledger
 from tests.conftest import require_service
 from tests.prometheus_scrape import free_port, serve_metrics, start_prometheus
 

@@ -6,7 +6,7 @@ import pytest
 
 from brickadmin.cluster import deviceplugin as dp
 from brickadmin.cluster import vocabulary as vocab
-from gpus import health, ledger
+from gpus.numbers import health, ledger
 from workspaces import services
 
 from .inmemory import GPU, SHARED, quota, snapshot

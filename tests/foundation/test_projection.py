@@ -11,9 +11,9 @@ from brickadmin.cluster import projection, scenarios
 from brickadmin.cluster.snapshot import OPERATOR_NAMESPACE, Snapshot, take_snapshot
 from brickadmin.cluster.vocabulary import PLUGIN_NAMESPACE
 from brickadmin.cluster.watch import ClusterWatcher
-from gpus import evidence as ev_mod
-from gpus import health
-from gpus import ledger as L
+from gpus.numbers import evidence as ev_mod
+from gpus.numbers import health
+from gpus.numbers import ledger as L
 
 SCENARIOS = ["seed-example", "qks", "demo", "waiting"]
 AT = datetime(2026, 12, 1, tzinfo=UTC)

@@ -43,7 +43,8 @@ def test_names_are_the_kubernetes_spellings():
 def test_old_import_paths_still_work():
     from brickadmin.cluster import deviceplugin as dp
     from brickadmin.cluster import kube, twin
-    from gpus import ledger, manifest
+    from gpus import manifest
+    from gpus.numbers import ledger
     from gpus.procedures import steps
 
     assert steps.GPU_SHARED == ledger.GPU_SHARED == dp.GPU_SHARED == v.GPU_SHARED
@@ -380,7 +381,8 @@ def test_time_slicing_parser():
 
 def test_configmap_replicas_and_its_callers():
     from brickadmin.cluster import deviceplugin as dp
-    from gpus import ledger, manifest
+    from gpus import manifest
+    from gpus.numbers import ledger
 
     assert v.configmap_replicas([cm("other"), cm()]) == 4
     assert v.configmap_replicas([cm("other")]) is None

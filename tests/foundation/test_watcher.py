@@ -336,7 +336,7 @@ def test_a_lease_renewal_does_not_change_the_twin_version(db):
 
 
 def test_watch_cluster_once_publishes_one_snapshot(demo, monkeypatch):
-    from gpus import view_publish
+    from gpus.view import publish as view_publish
 
     got = []
     monkeypatch.setattr(
@@ -451,7 +451,7 @@ def _rewrite_in_twin(gw, kind, namespace, name, change):
 
 
 def test_a_heartbeat_only_node_update_publishes_no_new_generation_and_a_label_change_does(demo):
-    from gpus import reading
+    from gpus.view import reading
 
     gw = demo
     reading.read_cluster(gw)
@@ -480,7 +480,7 @@ def test_a_heartbeat_only_node_update_publishes_no_new_generation_and_a_label_ch
 
 
 def test_a_daemonset_status_write_publishes_no_new_generation_and_a_config_change_does(demo):
-    from gpus import reading
+    from gpus.view import reading
 
     gw = demo
     reading.read_cluster(gw)

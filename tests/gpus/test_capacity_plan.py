@@ -6,8 +6,8 @@ from django.test import Client
 from django.urls import reverse
 
 from brickadmin.cluster import vocabulary as vocab
-from gpus import capacity, ledger
 from gpus.models import ProcedureRun
+from gpus.numbers import capacity, ledger
 from gpus.procedures import service
 from gpus.tasks import execute_run
 
@@ -148,7 +148,7 @@ def test_c_plan_shows_the_shared_total_after(twin, admin_client):
 
 
 def test_a_cordoned_node_is_uncordoned_by_a_fix(twin, admin_client):
-    from gpus import health
+    from gpus.numbers import health
 
     twin.cordon("dev-a1-ws04")
     problem = health.Problem("info", "cordoned", "dev-a1-ws04", "cordoned", "uncordon").resolve_fixes()
@@ -165,7 +165,7 @@ def test_a_cordoned_node_is_uncordoned_by_a_fix(twin, admin_client):
 
 
 def test_quota_over_the_total_links_to_the_workspaces_quotas(twin):
-    from gpus import health
+    from gpus.numbers import health
 
     _over_allocate_exclusive(twin, -2)
     snap = __import__("brickadmin.cluster.snapshot", fromlist=["x"]).take_snapshot(twin)

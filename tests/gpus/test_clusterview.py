@@ -14,9 +14,11 @@ from django.utils import timezone, translation
 
 from brickadmin.cluster.models import TwinEvent, TwinHardware, TwinObject, TwinState
 from brickadmin.cluster.snapshot import take_snapshot
-from gpus import clusterview, health, ledger, view_publish
 from gpus.models import ViewNode, ViewState
-from gpus.reading import health_inputs, live_view
+from gpus.numbers import health, ledger
+from gpus.view import publish as view_publish
+from gpus.view import stored as clusterview
+from gpus.view.reading import health_inputs, live_view
 from tests import scenario_copies
 
 
@@ -188,7 +190,7 @@ def test_the_manifest_page_reads_its_drift_from_the_view(db, admin_client, real_
 def test_the_watcher_and_a_live_view_gather_the_health_inputs_in_one_place(load_scenario, monkeypatch):
     """A check's new input is gathered once (view_publish.health_inputs), for the stored view's
     findings and for a live view's alike."""
-    from gpus import reading
+    from gpus.view import reading
 
     gathered = []
     real = view_publish.health_inputs

@@ -9,8 +9,8 @@ import shutil
 import pytest
 
 from brickadmin.cluster.vocabulary import NVIDIA_PREFIX
-from gpus import reading
 from gpus.models import ViewState, ViewWorkspace
+from gpus.view import reading
 from tests.conftest import require_service
 from tests.prometheus_scrape import serve_metrics, start_prometheus
 from tests.workspaces.test_utilisation import wait_for

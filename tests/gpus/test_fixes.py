@@ -377,7 +377,7 @@ def test_a_restore_fix_whose_node_was_uncordoned_meanwhile_says_nothing_to_do(de
 def test_a_workspace_finding_points_to_its_recreate_fix_by_its_subject():
     """The Workspace findings name the Workspace as their subject: that is
     the fix's parameter, without the check naming a procedure."""
-    from gpus import health
+    from gpus.numbers import health
 
     problem = health.Problem(
         "bad", "workspace-namespace-missing", "team-a", "gone", "re-create it", subject_type="workspace"

@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 from django.urls import reverse
 
-from gpus import health, ledger
 from gpus.models import ProcedureRun
+from gpus.numbers import health, ledger
 from tests.foundation.inmemory import GPU, SHARED, gpu_pod, node, snapshot
 
 

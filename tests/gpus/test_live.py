@@ -7,9 +7,10 @@ import pytest
 
 from brickadmin.cluster import NotFound
 from brickadmin.cluster.snapshot import take_snapshot
-from gpus import ledger, live
-from gpus.live import LiveRead
+from gpus.numbers import ledger
 from gpus.procedures.registry import get
+from gpus.view import live
+from gpus.view.live import LiveRead
 
 SHARED = "nvidia.com/gpu.shared"
 

@@ -7,7 +7,7 @@ import re
 from django.test import Client
 from django.urls import reverse
 
-from gpus import reading
+from gpus.view import reading
 
 
 def text(html):

@@ -5,8 +5,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from gpus import gpumap, pictures
-from gpus.ledger import node_from_dict, node_to_dict
+from gpus.numbers import gpumap, pictures
+from gpus.numbers.ledger import node_from_dict, node_to_dict
 
 
 def _rects(svg, kind):
@@ -246,7 +246,7 @@ def test_node_detail_shows_the_gpu_map_with_its_pods(demo, admin_client):
 
 @pytest.mark.parametrize("scenario", ["seed-example", "qks", "demo"])
 def test_every_gpu_node_of_every_scenario_has_a_tile_per_physical_gpu(load_scenario, scenario):
-    from gpus.reading import read_cluster
+    from gpus.view.reading import read_cluster
 
     load_scenario(scenario)
     for node in read_cluster().ledger.nodes:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gpus import pod_waits as pw
+from gpus.numbers import pod_waits as pw
 
 GPU, SHARED, MIG = "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-3g.40gb"
 

@@ -153,7 +153,7 @@ def test_a_layout_that_leaves_approved_quotas_without_capacity_is_blocked(mig):
 
 def test_offered_only_where_mig_manager_runs(mig):
     from gpus.procedures.registry import get as proc
-    from gpus.reading import read_cluster
+    from gpus.view.reading import read_cluster
 
     view = read_cluster()
     choices = {c.name: c.reason for c in proc("M").node_choices(view.ledger, view.snapshot)}

@@ -136,7 +136,8 @@ def test_a_fix_removes_a_stale_resource_then_finds_nothing_to_do_on_the_lab(on_l
 
 
 def findings(lab, kind, subject=""):
-    from gpus import health, reading
+    from gpus.numbers import health
+    from gpus.view import reading
 
     found = health.problems(reading.health_inputs(reading.live_view(lab.admin)), reads="cluster")
     return [p for p in found if p.kind == kind and (not subject or p.subject == subject)]

@@ -7,8 +7,9 @@ import pytest
 import yaml
 
 from brickadmin.cluster.snapshot import take_snapshot
-from gpus import health, manifest
-from gpus import ledger as ledger_mod
+from gpus import manifest
+from gpus.numbers import health
+from gpus.numbers import ledger as ledger_mod
 
 FILE = manifest.MANIFEST_FILE.read_text()
 

@@ -215,8 +215,8 @@ def test_the_run_page_offers_restore_from_the_view_without_an_api_call(
     from django.utils import timezone
 
     from brickadmin.cluster.snapshot import take_snapshot
-    from gpus import view_publish
     from gpus.models import ViewState
+    from gpus.view import publish as view_publish
 
     view_publish.publish(take_snapshot(twin), watcher="watcher-1")
     ViewState.objects.filter(pk=1).update(watcher_seen_at=timezone.now())

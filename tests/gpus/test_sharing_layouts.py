@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from brickadmin.cluster.snapshot import take_snapshot
-from gpus import ledger
+from gpus.numbers import ledger
 
 A30, A100, H100 = "NVIDIA A30", "NVIDIA A100 80GB PCIe", "NVIDIA H100 80GB HBM3"
 
@@ -96,7 +96,8 @@ def test_replicated_resources_keep_their_replicas_and_strategy(sharing):
 
 
 def test_the_stored_view_keeps_each_rows_sharing_strategy(sharing):
-    from gpus import clusterview, view_publish
+    from gpus.view import publish as view_publish
+    from gpus.view import stored as clusterview
 
     view_publish.publish(take_snapshot(sharing, use_prometheus=False))
     rows = clusterview.stored_view().ledger.by_type

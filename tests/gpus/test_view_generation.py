@@ -1,6 +1,6 @@
 """A page reads one generation of the cluster view, never a mix: the watcher may publish the
 next one while a page reads, in another connection, and the page still shows the numbers of
-one generation whole (gpus.clusterview's page snapshot, gpus.middleware)."""
+one generation whole (gpus.view.stored's page snapshot, gpus.middleware)."""
 
 import re
 import threading
@@ -12,7 +12,7 @@ from django.urls import reverse
 from brickadmin.cluster import scenarios
 from brickadmin.cluster.snapshot import take_snapshot
 from brickadmin.cluster.twin import TwinGateway
-from gpus import view_publish
+from gpus.view import publish as view_publish
 from tests.conftest import require_service
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]

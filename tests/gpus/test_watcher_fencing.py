@@ -13,8 +13,9 @@ from django.utils import timezone
 from brickadmin.cluster.lease import LeaderElector
 from brickadmin.cluster.snapshot import take_snapshot
 from brickadmin.cluster.twin import TwinGateway
-from gpus import clusterview, view_publish
 from gpus.models import ServiceBeat, ViewNode, ViewState
+from gpus.view import publish as view_publish
+from gpus.view import stored as clusterview
 
 
 class Clock:

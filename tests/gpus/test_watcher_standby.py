@@ -19,9 +19,10 @@ from brickadmin.cluster import TransientClusterError
 from brickadmin.cluster.lease import LeaderElector
 from brickadmin.cluster.twin import TwinGateway
 from brickadmin.cluster.watch import WATCHES, ClusterWatcher
-from gpus import clusterview, ledger
 from gpus.management.commands.watch_cluster import LEASE_NAME, publisher, serve
 from gpus.models import ViewState
+from gpus.numbers import ledger
+from gpus.view import stored as clusterview
 from tests import waiting
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ import pytest
 from brickadmin.cluster import scenarios
 from brickadmin.cluster.snapshot import take_snapshot
 from brickadmin.cluster.twin import TwinGateway
-from gpus import ledger as ledger_mod
+from gpus.numbers import ledger as ledger_mod
 
 from .conftest import wait_until
 

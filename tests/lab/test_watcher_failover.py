@@ -140,7 +140,8 @@ def view():
 
 def equals_fresh_list(gw: KubeGateway) -> bool:
     """The stored view's totals and node lines against a fresh list of the cluster."""
-    from gpus import clusterview, ledger
+    from gpus.numbers import ledger
+    from gpus.view import stored as clusterview
 
     w = ClusterWatcher(gw)
     w.prime()

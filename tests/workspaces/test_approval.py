@@ -9,7 +9,7 @@ from brickadmin.audit import AppendOnlyViolation
 from brickadmin.cluster import ClusterUnreachable, PermanentClusterError, TransientClusterError
 from brickadmin.cluster.snapshot import take_snapshot
 from brickadmin.cluster.twin import TwinGateway
-from gpus.ledger import compute
+from gpus.numbers.ledger import compute
 from workspaces import services
 from workspaces.models import Decision, WorkspaceRequest
 

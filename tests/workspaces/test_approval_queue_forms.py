@@ -161,7 +161,7 @@ def test_the_queue_shows_the_figures_of_the_cluster_as_it_is(twin, alice, bob, a
     time-slicing nodes' replicas) and holdings, read from the stored view, are the figures
     of the cluster itself (its ledger computed from a fresh read)."""
     from brickadmin.cluster.snapshot import take_snapshot
-    from gpus.ledger import compute
+    from gpus.numbers.ledger import compute
     from workspaces import services
 
     make_request(bob, "bob-more", gpu=2)

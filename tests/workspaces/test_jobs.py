@@ -54,7 +54,7 @@ def test_node_list_exactly_as_seed_2_4(ws, login, alice):
 
 def test_mig_nodes_are_disabled_with_their_reason(load_scenario):
     from brickadmin.cluster.snapshot import take_snapshot
-    from gpus.ledger import compute
+    from gpus.numbers.ledger import compute
 
     gw = load_scenario("qks")
     opts = {o.name: o for o in services.job_node_options(compute(take_snapshot(gw)))}
@@ -226,7 +226,7 @@ def test_an_exclusive_node_with_mig_partitions_offers_its_whole_gpus_to_jobs(loa
     """Gpu-a100-05 has 4 A100s, two split into MIG instances and two whole
     (mixed strategy): its 2 whole GPUs are offered; a node with MIG only stays disabled."""
     from brickadmin.cluster.snapshot import take_snapshot
-    from gpus.ledger import compute
+    from gpus.numbers.ledger import compute
 
     gw = load_scenario("demo")
     opts = {o.name: o for o in services.job_node_options(compute(take_snapshot(gw)))}

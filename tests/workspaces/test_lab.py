@@ -12,7 +12,7 @@ import pytest
 
 from brickadmin.cluster import ClusterError, PermanentClusterError
 from brickadmin.cluster.snapshot import take_snapshot
-from gpus.ledger import Ledger, ResourceRow, compute
+from gpus.numbers.ledger import Ledger, ResourceRow, compute
 from tests.conftest import require_service
 from workspaces import services
 from workspaces.models import JOB_PRIORITY_CLASS, USER_PRIORITY_CLASS

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from brickadmin.cluster.snapshot import take_snapshot
-from gpus import ledger
+from gpus.numbers import ledger
 from workspaces import services
 
 from .conftest import text

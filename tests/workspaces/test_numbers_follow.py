@@ -4,7 +4,7 @@ from quotas) and Jobs (requested, from pods)."""
 import pytest
 
 from brickadmin.cluster.snapshot import take_snapshot
-from gpus.ledger import compute
+from gpus.numbers.ledger import compute
 from workspaces import services
 
 from .conftest import text

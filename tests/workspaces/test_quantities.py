@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from brickadmin.cluster import scenarios
 from brickadmin.cluster.snapshot import take_snapshot
-from gpus.ledger import compute
+from gpus.numbers.ledger import compute
 from workspaces.models import WorkspaceRequest
 
 from .conftest import objects, text

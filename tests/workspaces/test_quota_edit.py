@@ -143,7 +143,7 @@ def test_pods_started_after_the_preview_stop_the_run_before_any_change(team, adm
 def test_an_idle_allocation_links_to_the_quota_page(db):
     from datetime import datetime, timedelta
 
-    from gpus import health as health_mod
+    from gpus.numbers import health as health_mod
     from workspaces import health
 
     now = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
@@ -169,7 +169,7 @@ def test_the_quota_messages_read_in_korean():
 
     with translation.override("ko"):
         assert str(quota.quota_problem(SHARED, 0, 1)).startswith("현재 파드가")
-        from gpus.capacity import shown_available  # noqa: F401  (the template tag reads it)
+        from gpus.numbers.capacity import shown_available  # noqa: F401  (the template tag reads it)
         from gpus.templatetags.brick import available
 
         assert available({"request": None}, -2) == "사용 가능 없음"

@@ -141,7 +141,7 @@ def test_cluster_unreachable_approval_changes_nothing(twin, alice, admin_user, m
     def down(*a, **kw):
         raise ClusterUnreachable("connection refused")
 
-    monkeypatch.setattr("gpus.live.take_snapshot", down)  # the decision's cluster read fails
+    monkeypatch.setattr("gpus.view.live.take_snapshot", down)  # the decision's cluster read fails
     with pytest.raises(services.WorkspaceError, match="cannot be read"):
         services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
     req.refresh_from_db()

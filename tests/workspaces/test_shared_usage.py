@@ -16,8 +16,9 @@ import pytest
 from django.urls import reverse
 
 from brickadmin.cluster.snapshot import take_snapshot
-from gpus import ledger as ledger_mod
-from gpus import occupancy, view_publish
+from gpus.numbers import ledger as ledger_mod
+from gpus.numbers import occupancy
+from gpus.view import publish as view_publish
 
 from .conftest import text
 

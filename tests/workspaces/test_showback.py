@@ -13,8 +13,8 @@ from django.urls import reverse
 from brickadmin.cluster import mig
 from brickadmin.cluster import scenarios as s
 from brickadmin.cluster import vocabulary as vocab
-from gpus import ledger
-from gpus.reading import read_cluster
+from gpus.numbers import ledger
+from gpus.view.reading import read_cluster
 from workspaces import showback, showback_rollups
 from workspaces.models import ShowbackHour, ShowbackMonth
 

@@ -96,7 +96,7 @@ class Command(BaseCommand):
             problems = "; ".join(f"{flags.get(name, name)}: {' '.join(errors)}" for name, errors in form.errors.items())
             raise CommandError(f"procedure {proc.code}: {problems}")
         if proc.fixes and not proc.listed:  # a Fix: completed from the records as on its plan page
-            from gpus.live import LiveRead
+            from gpus.view.live import LiveRead
 
             return service.fix_params(proc, o["node"], form.params(), LiveRead())
         return form.params()
@@ -143,7 +143,7 @@ class Command(BaseCommand):
 
     # --- actions -----------------------------------------------------------------
     def do_plan(self, o):
-        from gpus.live import LiveRead
+        from gpus.view.live import LiveRead
 
         code, params = o["procedure"], self._params(o)
         self.stdout.write(f"Procedure {code} on {o['node'] or 'the time-slicing nodes'} {params}")

@@ -2,7 +2,7 @@
 
 The cluster watcher: elect a leader through a Lease (two replicas are safe, one is active),
 list and watch the cluster (brickadmin/cluster/watch.py) and, while leading, hand every new
-projection to ``gpus.view_publish.publish`` (at most once per debounce window). Its first
+projection to ``gpus.view.publish.publish`` (at most once per debounce window). Its first
 publication rewrites a stored view of an older form (an upgrade) in full; until then the
 pages say the numbers are being rebuilt. DCGM devices are fetched from Prometheus every
 BRICK_METRICS_INTERVAL seconds when PROMETHEUS_URL is set and merged into the snapshot
@@ -19,7 +19,7 @@ the cluster only while it leads (half the memory of a pair, but a takeover lists
 cluster before its first publication).
 
 Fencing: on taking the Lease the watcher first claims the view with its fencing token
-(gpus.view_publish.claim); every publication and heartbeat is checked against it under the
+(gpus.view.publish.claim); every publication and heartbeat is checked against it under the
 view's row lock and against the Lease's renew deadline, so a leader cut off from the API
 server stops writing before its Lease can expire and a former leader's write is refused.
 A lost database connection (PostgreSQL restarted) is reopened, with backoff, in process."""
@@ -115,7 +115,7 @@ class Command(BaseCommand):
         long-running watcher: a watcher that leads is waited for (its Lease may be a dead
         one's) at most a Lease's duration, and a publication after another took the Lease
         over is refused. The Lease is released at the end."""
-        from gpus import view_publish
+        from gpus.view import publish as view_publish
 
         stop = threading.Event()
         timer = threading.Timer(elector.lease_duration + 2 * elector.retry_period, stop.set)
@@ -165,7 +165,7 @@ def _thread(name: str, target, *args) -> threading.Thread:
 
 def publisher(feed, identity: str):
     """on_change(snapshot, fence): the view's next generation, DCGM devices merged in."""
-    from gpus import view_publish
+    from gpus.view import publish as view_publish
 
     def on_change(snap, fence):
         with view_publish.reconnecting():
@@ -176,7 +176,7 @@ def publisher(feed, identity: str):
 
 def preparer(feed):
     """rehearse(snapshot): the view's parts worked out as a publication would, nothing written."""
-    from gpus import view_publish
+    from gpus.view import publish as view_publish
 
     def rehearse(snap):
         with view_publish.reconnecting():  # it reads the managed manifest
@@ -248,7 +248,7 @@ def serve(gateway, elector, feed, on_change, stop: threading.Event, *, debounce=
 
 def _lead(gateway, elector, feed, on_change, stop, debounce, watching: Watching | None) -> bool:
     """Publish while leading; returns True when the lease was lost (not stopped)."""
-    from gpus import view_publish
+    from gpus.view import publish as view_publish
 
     fence, refused = _claim_as_holder(elector, stop)
     if refused is not None:
@@ -292,7 +292,7 @@ def _lead(gateway, elector, feed, on_change, stop, debounce, watching: Watching 
 
 def _claim_as_holder(elector, stop: threading.Event):
     """(the fence of this leadership, None) once it claimed the view, else (fence, why not)."""
-    from gpus import view_publish
+    from gpus.view import publish as view_publish
 
     fence = view_publish.Fence(elector.identity, elector.token, holds=elector.holds)
     refused = _claim(fence, stop)
@@ -306,7 +306,7 @@ def _claim_as_holder(elector, stop: threading.Event):
 def _claim(fence, stop: threading.Event):
     """Claim the view for this leadership (retrying while the database is away). None when
     claimed; else why not (a StalePublisher: a newer token claimed it, or the Lease ran out)."""
-    from gpus import view_publish
+    from gpus.view import publish as view_publish
 
     attempt = 0
     while not stop.is_set() and fence.holds():
@@ -330,7 +330,7 @@ def _beat(watcher: ClusterWatcher, fence, stop: threading.Event, lost: threading
     published in this leadership yet (``published_before``: its publications before)."""
     import json
 
-    from gpus import view_publish
+    from gpus.view import publish as view_publish
 
     while True:
         try:

@@ -20,9 +20,8 @@ from brickadmin.cluster import quotascope
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import pod_gpu_requests
 from brickadmin.cluster.vocabulary import KubeObject, quantity
-
-from . import gpumap, pod_waits
-from .ledger import SHARED, Ledger, NodeLedger, gpu_type_of
+from gpus.numbers import gpumap, pod_waits
+from gpus.numbers.ledger import SHARED, Ledger, NodeLedger, gpu_type_of
 
 if TYPE_CHECKING:
     from brickadmin.cluster.snapshot import Snapshot
@@ -89,7 +88,7 @@ def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = No
     """namespace -> Occupancy, for Workspace namespaces and every namespace with a GPU quota.
 
     ``memo``: kept by the caller between calls (the cluster view's publish). A node's GPU
-    map is drawn again only when its ledger line is a new one (gpus.ledger.compute reuses
+    map is drawn again only when its ledger line is a new one (gpus.numbers.ledger.compute reuses
     the line of an unchanged node); a namespace's Occupancy is the last call's object
     when nothing it is made of changed (its quotas, owner, pods and where their GPUs are,
     their DCGM readings), and a pod's line is made again only when the pod (the same

@@ -6,7 +6,7 @@ each new projection, as a ``Snapshot``, to ``publish()``. ``publish`` computes t
 and the health findings (pure functions) and writes them to the database as the next
 generation: a row per node (rewritten only when it changed), per model × type, per
 resource and per finding, with ``SCHEMA_VERSION``, the form of what it wrote. The pages
-read it back through ``gpus.clusterview``, which serves only a generation of this form.
+read it back through ``gpus.view.stored``, which serves only a generation of this form.
 """
 
 from __future__ import annotations
@@ -25,17 +25,16 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from brickadmin.cluster.snapshot import Snapshot, without_gc_pauses
-
-from . import health as health_mod
-from . import ledger as ledger_mod
-from . import manifest as manifest_mod
-from . import occupancy as occupancy_mod
-from . import pod_waits as pod_waits_mod
-from .models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, ViewTypeRow, ViewWorkspace
+from gpus import manifest as manifest_mod
+from gpus.models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, ViewTypeRow, ViewWorkspace
+from gpus.numbers import health as health_mod
+from gpus.numbers import ledger as ledger_mod
+from gpus.numbers import occupancy as occupancy_mod
+from gpus.numbers import pod_waits as pod_waits_mod
 
 # The form of what a generation holds (its rows, their JSON, ViewState.totals and .extra).
 # Raise it when that changes: a generation of an older form is never read as is
-# (gpus.clusterview refuses it) but published again by the new code, in full.
+# (gpus.view.stored refuses it) but published again by the new code, in full.
 # 2: extra["gpu_capacity"], what each GPU resource offers (why pods wait); 3: type rows' sharing strategy
 SCHEMA_VERSION = 3
 

@@ -9,7 +9,7 @@ cluster only the watcher (``manage.py watch_cluster``) writes the view; pages sa
 is behind or down.
 
 ``live_view()`` reads the cluster itself, for the conformance evidence capture; what
-decides a write (pre-checks, fixes, approvals) reads it through ``gpus.live.LiveRead``.
+decides a write (pre-checks, fixes, approvals) reads it through ``gpus.view.live.LiveRead``.
 Both raise ``brickadmin.cluster.ClusterError`` when the cluster cannot be read;
 ``brickadmin.middleware.ClusterErrorMiddleware`` turns it into the 503 page with the banner."""
 
@@ -25,10 +25,10 @@ from django.utils.translation import gettext as _
 from brickadmin.cluster import ClusterUnreachable
 from brickadmin.cluster.gateway import cluster_problem, get_gateway
 from brickadmin.cluster.snapshot import Snapshot, take_snapshot, without_gc_pauses
-
-from . import clusterview, view_publish
-from . import health as health_mod
-from . import ledger as ledger_mod
+from gpus.numbers import health as health_mod
+from gpus.numbers import ledger as ledger_mod
+from gpus.view import publish as view_publish
+from gpus.view import stored as clusterview
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def ledger_of(snapshot: Snapshot) -> ledger_mod.Ledger:
 
 
 def live_view(gateway=None) -> ClusterView:
-    """The cluster read now (API calls): the evidence capture (decisions use gpus.live.LiveRead)."""
+    """The cluster read now (API calls): the evidence capture (decisions use gpus.view.live.LiveRead)."""
     snapshot = take_snapshot(gateway)
     return ClusterView(snapshot=snapshot, ledger=ledger_of(snapshot))
 
@@ -140,7 +140,7 @@ def health_inputs(view: ClusterView, *, drift: bool = True) -> health_mod.Health
     """What the health checks read, gathered as the watcher's publish gathers them
     (view_publish.health_inputs: no API call), with this view's Workspace lines for the
     Workspace checks, which compare the records with the view's namespaces and quotas."""
-    from . import occupancy
+    from gpus.numbers import occupancy
 
     inputs = view_publish.health_inputs(view.snapshot, view.ledger, drift=drift)
     lines = list(occupancy.compute(view.snapshot, view.ledger).values())

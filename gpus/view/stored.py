@@ -1,10 +1,10 @@
 """Reading the materialised cluster view: what the pages read instead of the API server.
 
-``stored_view()`` reads the current generation (written by ``gpus.view_publish``) for a
+``stored_view()`` reads the current generation (written by ``gpus.view.publish``) for a
 page with a constant number of queries, whatever the cluster's size, and no API call. A
 generation of an older form than this code publishes (``view_publish.SCHEMA_VERSION``) is
 never served: ``stored_view()`` raises ``ViewOutdated`` until it is published again (the
-watcher at its start; on the twin, ``gpus.reading`` at once).
+watcher at its start; on the twin, ``gpus.view.reading`` at once).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone, translation
 
-from . import health as health_mod
-from . import ledger as ledger_mod
-from . import occupancy as occupancy_mod
-from .models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, ViewTypeRow, ViewWorkspace
-from .view_publish import BEHIND_SECONDS, SCHEMA_VERSION
+from gpus.models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, ViewTypeRow, ViewWorkspace
+from gpus.numbers import health as health_mod
+from gpus.numbers import ledger as ledger_mod
+from gpus.numbers import occupancy as occupancy_mod
+from gpus.view.publish import BEHIND_SECONDS, SCHEMA_VERSION
 
 # --- one generation per page --------------------------------------------------------------
 # The watcher rewrites the view's rows in one transaction, but a page reads the state row and
@@ -141,7 +141,7 @@ class Freshness:
 
 
 class StoredLedger:
-    """The stored ledger, with the attributes of ``gpus.ledger.Ledger`` the pages read.
+    """The stored ledger, with the attributes of ``gpus.numbers.ledger.Ledger`` the pages read.
     Totals and the per-type and per-resource rows are loaded with the state; nodes only
     when a page asks for them (then all at once, or one by name)."""
 
@@ -430,7 +430,7 @@ def freshness(*, live: bool = False) -> Freshness | None:
 # registers a reader from its AppConfig.ready() (Workspaces: their approval records against
 # the view's Workspace lines), so gpus never imports them. [() -> list[Problem]]
 RECORD_READERS: list = []
-# What those apps add to a live view's health inputs from its Workspace lines (gpus.reading.
+# What those apps add to a live view's health inputs from its Workspace lines (gpus.view.reading.
 # health_inputs). [(HealthInputs, [Occupancy]) -> None]
 LIVE_INPUT_READERS: list = []
 
@@ -440,8 +440,8 @@ def record_problems(nodes=None) -> list[health_mod.Problem]:
     from the view: two queries whatever the number of runs and nodes."""
     from django.db.models import Exists, OuterRef
 
-    from .models import RESUMABLE_STATUSES, ProcedureRun
-    from .procedures import registry
+    from gpus.models import RESUMABLE_STATUSES, ProcedureRun
+    from gpus.procedures import registry
 
     repairs = registry.repair_codes()  # a fix that neither cordons nor relabels: not the node's last conversion
     later = ProcedureRun.objects.filter(node=OuterRef("node"), created_at__gt=OuterRef("created_at")).exclude(
@@ -463,7 +463,7 @@ def record_problems(nodes=None) -> list[health_mod.Problem]:
     )
     inputs = health_mod.HealthInputs(ledger=None, stopped_runs=[(r, r.node in cordoned) for r in stopped])
     if nodes is None:  # the cluster-wide findings: is the reaper (Celery beat and a worker) running?
-        from .models import ServiceBeat
+        from gpus.models import ServiceBeat
 
         beats = dict(ServiceBeat.objects.values_list("name", "beat_at"))
         if health_mod.CONSOLE_UP not in beats:  # the first look: from now on a beat never recorded is due

@@ -26,7 +26,7 @@ from brickadmin.cluster.deviceplugin import pod_gpu_requests
 from brickadmin.cluster.vocabulary import MIG_PREFIX, is_terminal
 
 if TYPE_CHECKING:
-    from .ledger import NodeLedger
+    from gpus.numbers.ledger import NodeLedger
 
 STATE_TEXT = {
     "free": _("free"),
@@ -83,7 +83,7 @@ class NodeMap:
 
 
 def node_map(node: NodeLedger) -> NodeMap:
-    """The map of a ``gpus.ledger.NodeLedger``."""
+    """The map of a ``gpus.numbers.ledger.NodeLedger``."""
     devices = list(node.raw_devices) or [{"uuid": "", "model": node.model} for _i in range(node.physical)]
     replicas = max(1, node.replicas) if node.mode == "timeslicing" else 1
     tiles = []

@@ -8,9 +8,9 @@ To add a check: write one function ``def my_check(inputs: HealthInputs) -> Itera
 decorated with ``@check("my-kind", gettext_lazy("Short title"))``. Nothing else: the card
 groups by kind with that title, the Health page lists it, and a problem whose subject is a
 node shows on that node's row. If its input is not in the snapshot or the ledger, add it
-to ``HealthInputs`` and gather it in ``gpus.view_publish.health_inputs`` (the one place both the
+to ``HealthInputs`` and gather it in ``gpus.view.publish.health_inputs`` (the one place both the
 watcher's publish and a live view gather from; effects live there, not here), or, for a check
-of the product's records (``reads="records"``), in ``gpus.clusterview.record_problems``.
+of the product's records (``reads="records"``), in ``gpus.view.stored.record_problems``.
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ from django.utils.translation import gettext_lazy
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.pluginconfig import plugin_config_errors
 from brickadmin.cluster.vocabulary import KubeObject
-
-from .ledger import PLUGIN_DOWN, Ledger, NodeLedger
-from .procedures import registry
+from gpus.numbers.ledger import PLUGIN_DOWN, Ledger, NodeLedger
+from gpus.procedures import registry
 
 if TYPE_CHECKING:
     from brickadmin.cluster.snapshot import Snapshot
@@ -107,7 +106,7 @@ class Problem:
 
 @dataclass
 class HealthInputs:
-    """Everything the checks read, gathered once before they run (gpus.reading.health_inputs)."""
+    """Everything the checks read, gathered once before they run (gpus.view.reading.health_inputs)."""
 
     ledger: Ledger
     snapshot: Snapshot | None = None

@@ -23,8 +23,7 @@ from brickadmin import metrics
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.cluster.snapshot import Snapshot, take_snapshot
 from brickadmin.cluster.vocabulary import OWNER_LABEL
-
-from . import ledger as ledger_mod
+from gpus.numbers import ledger as ledger_mod
 
 
 class LiveRead:

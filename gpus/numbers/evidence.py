@@ -18,8 +18,7 @@ from brickadmin.cluster.vocabulary import (
     NODE_ROLE_PREFIX,
     SHARING_LABEL,
 )
-
-from . import ledger as L
+from gpus.numbers import ledger as L
 
 
 @dataclass

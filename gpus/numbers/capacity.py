@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import ledger as ledger_mod
+from gpus.numbers import ledger as ledger_mod
 
 
 @dataclass(frozen=True, slots=True)
