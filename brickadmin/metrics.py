@@ -181,15 +181,6 @@ def pod_usage() -> dict[str, dict[str, list]] | None:
     return usage_from_rows(rows, recorded_or_computed(POD_MEMORY_USED_RECORDED, POD_MEMORY_USED) or [])
 
 
-def usage_of(devices: dict[str, list]) -> tuple[float | None, float | None]:
-    """(mean utilisation, memory used) of some devices, each counted once; None: not measured."""
-    if not devices:
-        return None, None
-    util = [u for u, _m in devices.values()]
-    mem = [m for _u, m in devices.values() if m is not None]
-    return sum(util) / len(util), (sum(mem) if mem else None)
-
-
 def scalar(promql: str) -> float | None:
     rows = query(promql)
     if rows is None:

@@ -28,3 +28,13 @@ class GpusConfig(AppConfig):
         from .run_stream import connect_signals
 
         connect_signals()
+
+        # The pure numbers (gpus/numbers) import no Django: their words go through Django's
+        # translation and their findings' links and fixes through the pages' presenter.
+        from django.utils import translation
+
+        from .numbers import health, words
+        from .views.remedies import PageRemedies
+
+        words.install(translation.gettext, translation.override)
+        health.install_remedies(PageRemedies())

@@ -50,7 +50,9 @@ class CapacityLine:
 
 
 def capacity_after(
-    ledger, total_change: dict[str, int] | None = None, allocated_change: dict[str, int] | None = None
+    ledger: ledger_mod.Ledger | None,
+    total_change: dict[str, int] | None = None,
+    allocated_change: dict[str, int] | None = None,
 ) -> list[CapacityLine]:
     """Every GPU type the cluster serves or has allocated, plus any the change names, with
     its Total and Allocated now (from the ledger) and after adding the changes (a Total never
@@ -81,7 +83,7 @@ def left_over(lines: list[CapacityLine]) -> list[CapacityLine]:
     return [line for line in lines if line.leaves_over]
 
 
-def node_served(node) -> dict[str, int]:
+def node_served(node: ledger_mod.NodeLedger) -> dict[str, int]:
     """What a node adds to each type's Total now (its served resources' allocatable)."""
     out: dict[str, int] = {}
     for r in node.served:
@@ -90,13 +92,13 @@ def node_served(node) -> dict[str, int]:
     return out
 
 
-def whole_gpus(node) -> int:
+def whole_gpus(node: ledger_mod.NodeLedger) -> int:
     """The node's GPUs that are not MIG-partitioned (what time-slicing multiplies)."""
     devices = node.devices
     return sum(1 for d in devices if not d.mig) if devices else node.physical
 
 
-def conversion_change(node, target_resource: str, per_gpu: int) -> dict[str, int]:
+def conversion_change(node: ledger_mod.NodeLedger, target_resource: str, per_gpu: int) -> dict[str, int]:
     """A node converted to serve ``target_resource``, ``per_gpu`` of it per whole GPU:
     what it serves now goes from the Totals, its whole GPUs × per_gpu come in."""
     change = {res: -n for res, n in node_served(node).items()}

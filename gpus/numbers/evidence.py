@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-
-from django.utils.translation import gettext as _
+from typing import Any
 
 from brickadmin.cluster.vocabulary import (
     DEVICE_PLUGIN_CONFIG_LABEL,
@@ -19,6 +18,7 @@ from brickadmin.cluster.vocabulary import (
     SHARING_LABEL,
 )
 from gpus.numbers import ledger as L
+from gpus.numbers.words import gettext as _
 
 
 @dataclass
@@ -42,7 +42,7 @@ class Evidence:
         return bool(self.strategies)
 
 
-def _age(node: dict, now: datetime) -> str:
+def _age(node: dict[str, Any], now: datetime) -> str:
     created = node["metadata"].get("creationTimestamp")
     if not created:
         return "<unknown>"
@@ -53,7 +53,7 @@ def _age(node: dict, now: datetime) -> str:
     return f"{days}d"
 
 
-def _roles(labels: dict) -> str:
+def _roles(labels: dict[str, str]) -> str:
     roles = sorted(k.split("/", 1)[1] for k in labels if k.startswith(NODE_ROLE_PREFIX))
     return ",".join(roles) or "<none>"
 
@@ -63,7 +63,7 @@ def _table(rows: list[list[str]]) -> str:
     return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows)
 
 
-def build(snapshot, led: L.Ledger, configmaps: list[dict]) -> Evidence:
+def build(snapshot: Any, led: L.Ledger, configmaps: list[dict[str, Any]]) -> Evidence:
     now = snapshot.taken_at
     gpu_names = {n.name for n in led.nodes}
     strategies = []

@@ -18,12 +18,11 @@ order, first free slot), like the ledger's ``_devices_in_use`` and lab/gpusim.py
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-from django.utils.translation import gettext_lazy as _
+from typing import TYPE_CHECKING, Any
 
 from brickadmin.cluster.deviceplugin import pod_gpu_requests
 from brickadmin.cluster.vocabulary import MIG_PREFIX, is_terminal
+from gpus.numbers.words import gettext_lazy as _
 
 if TYPE_CHECKING:
     from gpus.numbers.ledger import NodeLedger
@@ -48,7 +47,7 @@ class Slot:
     def state_text(self) -> str:
         return str(STATE_TEXT[self.state])
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"label": self.label, "state": self.state, "pod": self.pod, "state_text": self.state_text}
 
 
@@ -110,13 +109,13 @@ def node_map(node: NodeLedger) -> NodeMap:
             (p.get("metadata") or {}).get("name", ""),
         ),
     )
-    measured = {}  # pod -> device indexes DCGM names it on
+    measured: dict[str, list[int]] = {}  # pod -> device indexes DCGM names it on
     if node.physical_source == "dcgm":
         for i, d in enumerate(devices):
             for who in d.get("pods") or []:
                 measured.setdefault(who, []).append(i)
 
-    def free_slot(resource: str, on: list[int] | None):
+    def free_slot(resource: str, on: list[int] | None) -> Slot | None:
         candidates = on if on is not None else range(len(tiles))
         for i in candidates:
             t = tiles[i]

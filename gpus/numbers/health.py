@@ -18,18 +18,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
-
-from django.urls import reverse
-from django.utils import translation
-from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from typing import TYPE_CHECKING, Any, Protocol
 
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.pluginconfig import plugin_config_errors
 from brickadmin.cluster.vocabulary import KubeObject
+from gpus.numbers import words
 from gpus.numbers.ledger import PLUGIN_DOWN, Ledger, NodeLedger
-from gpus.procedures import registry
+from gpus.numbers.words import Text, gettext_lazy
+from gpus.numbers.words import gettext as _
 
 if TYPE_CHECKING:
     from brickadmin.cluster.snapshot import Snapshot
@@ -70,38 +67,71 @@ class Problem:
 
     @property
     def subject_url(self) -> str:
-        from django.urls import reverse
-
-        if self.subject_type == NODE:
-            return str(reverse("node_detail", args=[self.subject]))
-        if self.subject_type == MANIFEST:
-            return str(reverse("manifest"))
-        return ""
+        return remedies.subject_url(self)
 
     @property
     def fix_url(self) -> str:
         """The pick page of the procedure that fixes it (with this node chosen when the
         procedure runs on a node), or ''."""
-        if not self.wizard:
-            return ""
-        proc = registry.find(self.wizard)
-        return proc.pick_url(self.node) if proc else ""
+        return remedies.fix_url(self) if self.wizard else ""
 
     @property
     def fix_plan_url(self) -> str:
         """The plan page of the fix run that repairs it (with the finding's facts), or ''."""
-        proc = registry.find(self.fix) if self.fix else None
-        return proc.fix_url(self.node, self.fix_params) if proc else ""
+        return remedies.fix_plan_url(self) if self.fix else ""
 
     def resolve_fixes(self) -> Problem:
         """Point to the procedures that declare they fix this kind: the first listed one as
         the wizard, the first unlisted one as the Fix."""
-        for proc, facts in registry.fixers(self.kind, self.fix_params, self.subject):
-            if proc.listed and not self.wizard:
-                self.wizard = proc.code
-            elif not proc.listed and not self.fix:
-                self.fix, self.fix_params = proc.code, facts
+        for code, listed, facts in remedies.fixers(self.kind, self.fix_params, self.subject):
+            if listed and not self.wizard:
+                self.wizard = code
+            elif not listed and not self.fix:
+                self.fix, self.fix_params = code, facts
         return self
+
+
+class Remedies(Protocol):
+    """What the pages and the procedures offer for a finding: its links and its fixes. The
+    numbers name procedures by code only; ``GpusConfig.ready()`` installs the presenter
+    (gpus/views/remedies.py) that knows the URLs and the procedure registry."""
+
+    def subject_url(self, problem: Problem) -> str: ...
+    def fix_url(self, problem: Problem) -> str: ...
+    def fix_plan_url(self, problem: Problem) -> str: ...
+    def page_url(self, name: str) -> str: ...
+    def fixers(self, kind: str, params: dict[str, Any], subject: str) -> Iterable[tuple[str, bool, dict[str, Any]]]: ...
+    def waits_for_checklist(self, run: Any) -> bool: ...
+
+
+class NoRemedies:
+    """Before the presenter is installed (a pure test): no links, no fixes."""
+
+    def subject_url(self, problem: Problem) -> str:
+        return ""
+
+    def fix_url(self, problem: Problem) -> str:
+        return ""
+
+    def fix_plan_url(self, problem: Problem) -> str:
+        return ""
+
+    def page_url(self, name: str) -> str:
+        return ""
+
+    def fixers(self, kind: str, params: dict[str, Any], subject: str) -> Iterable[tuple[str, bool, dict[str, Any]]]:
+        return ()
+
+    def waits_for_checklist(self, run: Any) -> bool:
+        return False
+
+
+remedies: Remedies = NoRemedies()
+
+
+def install_remedies(presenter: Remedies) -> None:
+    global remedies
+    remedies = presenter
 
 
 @dataclass
@@ -127,12 +157,12 @@ class HealthInputs:
 @dataclass(frozen=True)
 class HealthCheck:
     kind: str
-    title: str
+    title: Text
     run: Callable[[HealthInputs], Iterable[Problem]]
     # "cluster": computed from the cluster when the view is published; "records": from the
     # product's own records when a page is read (they change without the cluster changing).
     reads: str = "cluster"
-    explain: str = ""  # the in-app help: symptom, cause, fix in a sentence or two
+    explain: Text = ""  # the in-app help: symptom, cause, fix in a sentence or two
 
 
 REGISTRY: dict[str, HealthCheck] = {}
@@ -142,7 +172,7 @@ CheckFunction = Callable[[HealthInputs], Iterable[Problem]]
 
 
 def check(
-    kind: str, title: str, *, reads: str = "cluster", explain: str = ""
+    kind: str, title: Text, *, reads: str = "cluster", explain: Text = ""
 ) -> Callable[[CheckFunction], CheckFunction]:
     """Register a check (in definition order) under the kind of problem it reports;
     ``explain`` is its entry on the Help page."""
@@ -207,11 +237,11 @@ def worded(
         if reads is not None and entry.reads != reads:
             continue
         for code in languages:
-            with translation.override(code):
-                words = [(p.resolve_fixes(), str(p.message), str(p.remedy)) for p in entry.run(inputs)]
-            if not words:
+            with words.override(code):
+                said = [(p.resolve_fixes(), str(p.message), str(p.remedy)) for p in entry.run(inputs)]
+            if not said:
                 break
-            found[code].extend(words)
+            found[code].extend(said)
     if languages:  # the same findings in every language: the first decides which stand
         kept = {id(p) for p in one_per_cause([w[0] for w in found[languages[0]]])}
         positions = [i for i, w in enumerate(found[languages[0]]) if id(w[0]) in kept]
@@ -581,7 +611,7 @@ def quota_over_total(inputs: HealthInputs) -> Iterable[Problem]:
                 + (" " + _("Held by: %(held)s.") % {"held": held} if held else ""),
                 _("Replicas were lowered or nodes converted: lower Workspace quotas of this type."),
                 subject_type=RESOURCE,
-                link=reverse("cluster_workspaces"),
+                link=remedies.page_url("cluster_workspaces"),
                 link_text=_("Edit the Workspaces' quotas"),
             )
 
@@ -735,13 +765,7 @@ CHECKLIST_WAIT = timedelta(days=1)
 def checklist_waiting(inputs: HealthInputs) -> Iterable[Problem]:
     now = inputs.now or datetime.now(UTC)
     for run, _cordoned in inputs.stopped_runs:
-        proc = registry.find(run.procedure)
-        waiting = (
-            proc is not None
-            and proc.checklist
-            and run.current_step in {s.key for s in proc.steps(run.params or {}) if s.manual}
-        )
-        if waiting and run.finished_at and now - run.finished_at > CHECKLIST_WAIT:
+        if remedies.waits_for_checklist(run) and run.finished_at and now - run.finished_at > CHECKLIST_WAIT:
             yield Problem(
                 "info",
                 "checklist-waiting",

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from brickadmin import metrics
 from brickadmin.cluster import quotascope
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import pod_gpu_requests
 from brickadmin.cluster.vocabulary import KubeObject, quantity
 from gpus.numbers import gpumap, pod_waits
 from gpus.numbers.ledger import SHARED, Ledger, NodeLedger, gpu_type_of
+from gpus.numbers.usage import usage_of
 
 if TYPE_CHECKING:
     from brickadmin.cluster.snapshot import Snapshot
@@ -299,17 +299,17 @@ def _fill(
             readings = usage.get(key) or {}
             if key in sliced:
                 line["utilisation"], line["memory_mib"] = None, None
-                line["device_utilisation"], line["device_memory_mib"] = metrics.usage_of(readings)
+                line["device_utilisation"], line["device_memory_mib"] = usage_of(readings)
                 if key not in multi_tenant:  # the Workspace's own device: its figure is the Workspace's
                     devices.update(readings)
             else:
-                line["utilisation"], line["memory_mib"] = metrics.usage_of(readings)
+                line["utilisation"], line["memory_mib"] = usage_of(readings)
                 devices.update(readings)
         occ.pods.append(line)
     occ.physical = len(held)
     occ.pods.sort(key=lambda p: p["name"])
     if usage is not None:
-        occ.utilisation, occ.memory_mib = metrics.usage_of(devices)
+        occ.utilisation, occ.memory_mib = usage_of(devices)
 
 
 def created(occ: Occupancy) -> datetime | None:

@@ -2,7 +2,7 @@
 
 No chart framework runs in the browser. Every function here takes numbers and words
 (already translated by the caller or through gettext), escapes every piece of text it
-puts into the markup, and returns a ``SafeString``. Colours are never written here:
+puts into the markup, and returns a ``Markup``. Colours are never written here:
 each shape carries a CSS class (``pic-*``) that static/css/brickadmin.css colours
 through its custom properties, so the dark theme applies to the pictures too.
 
@@ -24,10 +24,10 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 from html import escape as _esc
+from typing import Any
 
-from django.utils.html import format_html
-from django.utils.safestring import SafeString, mark_safe
-from django.utils.translation import gettext as _
+from gpus.numbers.markup import Markup, format_html, mark_safe
+from gpus.numbers.words import gettext as _
 
 # --- the stacked capacity bar ----------------------------------------------------------
 
@@ -84,7 +84,7 @@ def capacity_summary(name: str, total: int, allocated: int, requested: int) -> s
     return text
 
 
-def capacity_bar(name: str, total: int, allocated: int, requested: int) -> SafeString:
+def capacity_bar(name: str, total: int, allocated: int, requested: int) -> Markup:
     """A stacked bar of allocated / requested / free against Total, overcommit beyond it."""
     segments, marker, over = capacity_segments(total, allocated, requested)
     label = capacity_summary(name, total, allocated, requested)
@@ -161,7 +161,7 @@ def fit(text: str, width: float, char_width: float = CHAR_WIDTH) -> str:
     return "".join(out) + "…" if out else ""
 
 
-def gpu_tile(title: str, slots: list[dict], *, caption: str = "") -> SafeString:
+def gpu_tile(title: str, slots: list[dict[str, Any]], *, caption: str = "") -> Markup:
     """One physical GPU: a head naming it, then one row per slot (time-slicing replica
     or MIG instance; a whole GPU is one slot), each with its state's class and, where a
     pod holds it, the pod's name (visible, shortened to fit; whole in the title).
@@ -226,9 +226,7 @@ def line_segments(
     return runs
 
 
-def line_chart(
-    points: list[tuple[float, float | None]], start: float, end: float, step: float, label: str
-) -> SafeString:
+def line_chart(points: list[tuple[float, float | None]], start: float, end: float, step: float, label: str) -> Markup:
     """Utilisation (0–100 %) over [start, end]: a line per run of consecutive samples,
     horizontal guides at 25/50/75 %. The SVG stretches to its box (strokes keep their
     width); the axis labels are HTML around it, so they wrap in any language."""

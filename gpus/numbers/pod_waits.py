@@ -14,7 +14,9 @@ then refuses new pods, so those never exist to wait). The words are the pages'
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from brickadmin.cluster.vocabulary import GPU_SHARED
 
@@ -40,13 +42,13 @@ class Wait:
 
     kind: str
     pod: str = ""
-    facts: dict = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
 
 
 # --- what the watcher keeps of a waiting pod ---------------------------------------------
 
 
-def facts(pod: dict) -> dict | None:
+def facts(pod: dict[str, Any]) -> dict[str, Any] | None:
     """What a Pending or Failed pod line keeps of why it is so (None for other phases)."""
     status = pod.get("status") or {}
     phase = status.get("phase") or ""
@@ -80,7 +82,7 @@ def facts(pod: dict) -> dict | None:
 # --- what each GPU resource offers now (stored with the view) -----------------------------
 
 
-def capacity(nodes, ignored_taints) -> dict[str, dict]:
+def capacity(nodes: Iterable[Any], ignored_taints: Iterable[str]) -> dict[str, dict[str, Any]]:
     """resource -> {"exist", "free", "most_free", "tainted_most_free", "taints", "tainted_nodes",
     "cordoned", "cordoned_most_free", "cordoned_nodes"} from the ledger's node lines.
 
@@ -88,7 +90,7 @@ def capacity(nodes, ignored_taints) -> dict[str, dict]:
     NoExecute taint other than ``ignored_taints`` (the GPU taint every GPU pod tolerates);
     a pod's GPUs come from one node, so ``most_free`` (the most on one node) says whether it
     fits. The tainted and cordoned nodes' room is counted apart: room there is the cause."""
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     for n in nodes:
         taints = sorted(
             {
@@ -151,7 +153,7 @@ UNTOLERATED = "node(s) had untolerated taint"
 UNSCHEDULABLE = "node(s) were unschedulable"
 
 
-def scheduler_reasons(message: str) -> dict:
+def scheduler_reasons(message: str) -> dict[str, Any]:
     """{"nodes": N, "reasons": [(count, text)], "insufficient": {resource: count},
     "taint_keys": [...], "untolerated": count, "unschedulable": count} of a FitError message;
     {} for any other message."""
@@ -164,7 +166,7 @@ def scheduler_reasons(message: str) -> dict:
         m = _REASON.fullmatch(part.strip())
         if m:
             reasons.append((int(m.group(1)), m.group(2)))
-    out = {
+    out: dict[str, Any] = {
         "nodes": int(head.group(1)),
         "reasons": reasons,
         "insufficient": {},
@@ -190,7 +192,9 @@ def _live(phase: str) -> bool:
     return phase not in ("Succeeded", "Failed")
 
 
-def quota_used_up(gpu_quotas: dict[str, int], pods: list[dict], quotas: list | None = None) -> list[Wait]:
+def quota_used_up(
+    gpu_quotas: dict[str, int], pods: list[dict[str, Any]], quotas: list[Any] | None = None
+) -> list[Wait]:
     """The GPU quotas of a Workspace its pods hold whole: a new pod asking for that resource
     is refused by the API server (the ResourceQuota admission counts the requests of every
     pod not Succeeded or Failed, Pending ones included). With ``quotas`` (quotascope.QuotaScope,
@@ -231,7 +235,7 @@ def _resource_of(requests: dict[str, int]) -> tuple[str, int]:
     return res, int(requests[res])
 
 
-def classify(line: dict, capacity_by_resource: dict[str, dict]) -> Wait | None:
+def classify(line: dict[str, Any], capacity_by_resource: dict[str, dict[str, Any]]) -> Wait | None:
     """The cause of one pod line (``name``, ``phase``, ``node``, ``requests``, ``wait``:
     ``facts``), or None for a pod that neither waits nor failed."""
     phase = line.get("phase") or ""
@@ -249,7 +253,7 @@ def classify(line: dict, capacity_by_resource: dict[str, dict]) -> Wait | None:
             if res == GPU_SHARED and want > 1:
                 return Wait(SHARED_MANY, name, {**base, "refused": True})
             return Wait(ADMISSION, name, {**base, "node": line.get("node", ""), "message": why.get("message", "")})
-        ended = next((c for c in why.get("containers") or [] if c.get("state") == "terminated"), {})
+        ended: dict[str, Any] = next((c for c in why.get("containers") or [] if c.get("state") == "terminated"), {})
         return Wait(
             FAILED,
             name,
@@ -291,7 +295,10 @@ def classify(line: dict, capacity_by_resource: dict[str, dict]) -> Wait | None:
 
 
 def waits(
-    pods: list[dict], gpu_quotas: dict[str, int], capacity_by_resource: dict[str, dict], quotas: list | None = None
+    pods: list[dict[str, Any]],
+    gpu_quotas: dict[str, int],
+    capacity_by_resource: dict[str, dict[str, Any]],
+    quotas: list[Any] | None = None,
 ) -> list[Wait]:
     """A Workspace's causes: its quotas held whole, then each waiting or failed pod's."""
     found = quota_used_up(gpu_quotas, pods, quotas)
