@@ -18,6 +18,8 @@ class GpuMode(models.TextChoices):
     # every MIG device as nvidia.com/gpu.
     MIG = "mig", _("MIG mixed")
     MIG_SINGLE = "mig-single", _("MIG single")
+    # GPUs published by NVIDIA's DRA driver as ResourceSlices, not by the device plugin
+    DRA = "dra", _("DRA")
     UNLABELLED = "unlabelled", _("Unrecognised labels")
 
     @property

@@ -540,7 +540,7 @@ def used_devices(claims: Iterable[Mapping[str, Any]]) -> dict[DeviceID, DeviceUs
 # --------------------------------------------------------------------------
 
 
-def _physical_key(device: Mapping[str, Any]) -> str | None:
+def physical_key(device: Mapping[str, Any]) -> str | None:
     """Identity of the physical GPU behind a published device.
 
     Counter-consuming devices (dynamic MIG, KEP-4815) -> their counter set (one per
@@ -558,7 +558,7 @@ def _physical_key(device: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _dynamic_mig_pool(pool: ClusterPool) -> bool:
+def dynamic_mig_pool(pool: ClusterPool) -> bool:
     return bool(pool.shared_counters)
 
 
@@ -577,17 +577,17 @@ def physical_gpus_by_node(
             continue
         node = pool.node_name or ""
         keys = out.setdefault(node, set())
-        if _dynamic_mig_pool(pool):
+        if dynamic_mig_pool(pool):
             keys.update("counterset:" + str(cs.get("name")) for cs in pool.shared_counters)
             # GPUs of the pool that are not MIG-capable publish no counter set.
             for d in pool.devices:
                 if not _list(d.get("consumesCounters")):
-                    k = _physical_key(d)
+                    k = physical_key(d)
                     if k:
                         keys.add(k)
             continue
         for d in pool.devices:
-            k = _physical_key(d)
+            k = physical_key(d)
             if k:
                 keys.add(k)
     return {n: len(k) for n, k in sorted(out.items())}
@@ -627,7 +627,7 @@ def shares_units(device: Mapping[str, Any]) -> int | None:
     return best
 
 
-def _device_is_shared(device: Mapping[str, Any]) -> bool:
+def device_is_shared(device: Mapping[str, Any]) -> bool:
     return _truthy(device.get("allowMultipleAllocations"))
 
 
@@ -761,7 +761,7 @@ def logical_capacity(
         node = pool.node_name or ""
         groups: dict[str, list[JSON]] = {}
         for d in pool.devices:
-            k = _physical_key(d)
+            k = physical_key(d)
             if k is not None:
                 groups.setdefault(k, []).append(d)
         used_names = {i.device for i in in_use if i.driver == pool.id.driver and i.pool == pool.id.pool}
@@ -787,17 +787,17 @@ def logical_capacity(
                 continue
             migs = [d for d in devs if device_type(d) == "mig"]
             if migs:
-                if any(_device_is_shared(d) for d in migs):
+                if any(device_is_shared(d) for d in migs):
                     units: int | None = 0
                     for d in migs:
-                        u = shares_units(d) if _device_is_shared(d) else 1
+                        u = shares_units(d) if device_is_shared(d) else 1
                         units = None if (u is None or units is None) else units + u
                     out.append(GpuCapacity(node, pool.id, gpu, "shared", units, [str(d["name"]) for d in migs]))
                 else:
                     out.append(GpuCapacity(node, pool.id, gpu, "static-mig", len(migs), [str(d["name"]) for d in migs]))
                 continue
             whole = [d for d in devs if device_type(d) == "gpu"]
-            if whole and _device_is_shared(whole[0]):
+            if whole and device_is_shared(whole[0]):
                 out.append(GpuCapacity(node, pool.id, gpu, "shared", shares_units(whole[0]), names))
             elif whole:
                 out.append(GpuCapacity(node, pool.id, gpu, "whole", 1, names))

@@ -44,6 +44,13 @@ class Snapshot:
     # DCGM per pod ("ns/pod" -> utilisation, memory_mib, devices), when Prometheus answered;
     # None: not measured (the pages say so, never 0)
     usage: dict | None = None
+    # Dynamic Resource Allocation (resource.k8s.io): what NVIDIA's DRA driver publishes and
+    # what claims hold, projected (brickadmin/cluster/projection.py)
+    resource_slices: list[dict] = field(default_factory=list)
+    resource_claims: list[dict] = field(default_factory=list)
+    device_classes: list[dict] = field(default_factory=list)
+    resource_claim_templates: list[dict] = field(default_factory=list)
+    device_taint_rules: list[dict] = field(default_factory=list)
 
 
 _cache_lock = threading.Lock()

@@ -40,6 +40,7 @@ from brickadmin.cluster.vocabulary import (
     quantity,
 )
 from brickadmin.cluster.vocabulary import NVIDIA_PREFIX as NVIDIA
+from gpus.numbers.dra_lines import CONSUMABLE_SHARES, DraNode, dra_lines, dra_nodes, is_dra_resource, stack_of
 
 if TYPE_CHECKING:
     from brickadmin.cluster.snapshot import Snapshot
@@ -74,7 +75,7 @@ def gpu_type_of(resource: str, node_shared_plain: bool = False) -> str:
 def type_label(model: str, gpu_type: str, sharing_strategy: str = "") -> str:
     """How the Dashboard names a row: 'NVIDIA A30', 'NVIDIA A30 (Shared)', 'NVIDIA A30 (MPS)',
     'NVIDIA A30 MIG 1g.5gb', 'NVIDIA A30 MIG 1g.5gb (Shared)' (time-sliced MIG devices)."""
-    suffix = " (MPS)" if sharing_strategy == MPS else " (Shared)"
+    suffix = {MPS: " (MPS)", CONSUMABLE_SHARES: " (Consumable shares)"}.get(sharing_strategy, " (Shared)")
     if gpu_type == SHARED:
         return model + suffix
     if gpu_type.startswith("mig-"):
@@ -95,6 +96,9 @@ class ResourceLine:
     # and how it shares them (SHARING_NONE, TIME_SLICING or MPS).
     replicas: int = 1
     sharing_strategy: str = SHARING_NONE
+    # Consumable shares without a limit (DRA): each GPU takes any number of claims; allocatable
+    # then counts the claims held, and the pages show the capacity as unlimited.
+    unlimited: bool = False
 
     @property
     def stale_severity(self) -> str:
@@ -184,6 +188,9 @@ class NodeLedger:
     mig_error: str = ""
     # How the node's plugin shares what it replicates: SHARING_NONE, TIME_SLICING or MPS.
     sharing_strategy: str = SHARING_NONE
+    # Which stack publishes its GPUs: device-plugin, dra, both (a finding) or '' (none yet)
+    stack: str = ""
+    dra: DraNode | None = None  # its GPUs published through DRA, when it has any
 
     @property
     def shared_replicas(self) -> int:
@@ -245,6 +252,11 @@ class TypeRow:
     cordoned_logical: int = 0
     nodes: int = 0
     sharing_strategy: str = SHARING_NONE  # how the row's GPUs are shared (MPS is a row of its own)
+    # Of the row, what DRA nodes publish (the rest is the device plugin's): one row per model
+    # and type whichever stack serves it, with the split shown.
+    dra_logical: int = 0
+    dra_physical: int = 0
+    unlimited: bool = False  # consumable shares without a limit are among its GPUs
 
     @property
     def label(self) -> str:
@@ -455,6 +467,7 @@ def node_ledger(
     pods: Sequence[KubeObject] = (),
     plugin_pods: Sequence[KubeObject] = (),
     brick_sharing: str = TIME_SLICING,
+    dra_node: DraNode | None = None,
 ) -> NodeLedger:
     meta = node["metadata"]
     labels = meta.get("labels") or {}
@@ -505,8 +518,15 @@ def node_ledger(
         if name not in resources:
             resources[name] = ResourceLine(name, gpu_type_of(name, shared_plain), 0, 0, amount, stale=True)
 
+    plugin_served = any(not r.stale and (r.capacity or r.allocatable) for r in resources.values())
+    stack = stack_of(plugin_served, dra_node)
+    if dra_node is not None:
+        _add_dra_lines(resources, dra_node)
+
     has_mig = any(r.gpu_type.startswith("mig-") and r.allocatable > 0 for r in resources.values())
-    if mig_profile or mig_error:
+    if stack == "dra":
+        mode = "dra"
+    elif mig_profile or mig_error:
         mode = "mig-single"
     elif convention == "brick":
         mode = "timeslicing" if sharing == "timeslicing" else ("mig" if has_mig else "exclusive")
@@ -522,9 +542,11 @@ def node_ledger(
         SHARING_NONE,
     )
     devs = devices or []
-    model = _node_model(labels, devs)
+    model = _node_model(labels, devs) if devs or not dra_node else _dra_model(labels, dra_node)
     if devs:
         physical, source = len(devs), device_source
+    elif stack == "dra" and dra_node is not None:
+        physical, source = dra_node.physical, "dra"  # the driver's devices: distinct GPUs behind them
     elif mode == "mig-single":
         # gpu.count counts MIG devices here: physical GPUs come from the geometry instead.
         physical, source = _physical_from_mig(model, mig_profile, resources, replicas, labels), "derived"
@@ -541,7 +563,9 @@ def node_ledger(
         shared_line.replicas = replicas  # what the running plugin serves, not what the config now says
     in_use = _devices_in_use(devs, resources, replicas, device_source)
     physical_used = len(in_use)
-    if not devs:
+    if not devs and stack == "dra" and dra_node is not None:
+        physical_used = sum(1 for g in dra_node.gpus if g.used)
+    elif not devs:
         physical_used = _derived_physical_used(resources, replicas, physical)
 
     return NodeLedger(
@@ -573,6 +597,40 @@ def node_ledger(
         mig_profile=mig_profile,
         mig_error=mig_error,
         sharing_strategy=node_sharing,
+        stack=stack,
+        dra=dra_node,
+    )
+
+
+def _add_dra_lines(resources: dict[str, ResourceLine], dra_node: DraNode) -> None:
+    """A node's DRA GPUs as one line per DeviceClass, named as quota names them
+    (<class>.deviceclass.resource.k8s.io/devices); a class of several types (MIG profiles)
+    is one line of the first type (the Dashboard's rows are per type: see _contribution)."""
+    for line in dra_lines(dra_node):
+        r = resources.get(line.resource)
+        if r is None:
+            resources[line.resource] = ResourceLine(
+                line.resource,
+                line.gpu_type,
+                line.logical,
+                line.logical,
+                line.used,
+                sharing_strategy=line.sharing_strategy,
+                unlimited=line.unlimited,
+            )
+        else:
+            r.capacity += line.logical
+            r.allocatable += line.logical
+            r.requested += line.used
+            r.unlimited = r.unlimited or line.unlimited
+
+
+def _dra_model(labels: dict[str, str], dra_node: DraNode) -> str:
+    """A DRA node's model: GFD's product label if any, else the driver's productName."""
+    return (
+        _node_model(labels, [])
+        if labels.get(vocab.GPU_PRODUCT_LABEL)
+        else next((d.model for d in dra_node.devices if d.model), _node_model(labels, []))
     )
 
 
@@ -705,6 +763,8 @@ def allocated_by_namespace(quotas: list[KubeObject]) -> dict[str, dict[str, int]
             if key.startswith("requests." + NVIDIA):
                 res = key[len("requests.") :]
                 out[ns][res] = out[ns].get(res, 0) + quantity(value)
+            elif is_dra_resource(key):  # <class>.deviceclass.resource.k8s.io/devices: devices of a class
+                out[ns][key] = out[ns].get(key, 0) + quantity(value)
     return dict(out)
 
 
@@ -726,6 +786,8 @@ def _contribution(n: NodeLedger) -> Contribution:
     only if that row exists once this node's resources are in."""
     served: list[Served] = []
     for r in n.served:
+        if is_dra_resource(r.resource):
+            continue  # per type below, from the driver's devices
         if not (r.capacity or r.allocatable or r.requested):
             continue  # e.g. "nvidia.com/gpu: 0" on a MIG node: nothing to show
         # time-sliced without a rename (GPU Operator): the resource row says where
@@ -742,6 +804,14 @@ def _contribution(n: NodeLedger) -> Contribution:
         row_key = (n.model, r.gpu_type, r.sharing_strategy)
         served.append((row_key, r.resource, r.allocatable, r.requested, n.cordoned, shared, mig_on))
     physical: dict[RowKey, int] = {}
+    dra_physical: list[tuple[RowKey, int]] = []
+    for line in dra_lines(n.dra) if n.dra is not None else []:
+        row_key = (n.model, line.gpu_type, line.sharing_strategy)
+        served.append((row_key, line.resource, line.logical, line.used, n.cordoned, None, None))
+        if n.stack == "dra":
+            dra_physical.append((row_key, line.gpus))
+    if n.stack == "dra":
+        return served, dra_physical
     if n.mig_error:  # the plugin refuses the node: its GPUs are of no type it offers
         return served, []
     sharing_of = _sharing_by_type(n)
@@ -765,7 +835,7 @@ def _sharing_by_type(n: NodeLedger) -> dict[str, str]:
     """GPU type -> how the node shares it, for the types it serves."""
     out: dict[str, str] = {}
     for r in n.served:
-        if r.capacity or r.allocatable:
+        if (r.capacity or r.allocatable) and not is_dra_resource(r.resource):
             out.setdefault(r.gpu_type, r.sharing_strategy)
     return out
 
@@ -774,15 +844,16 @@ def _physical_by_type(n: NodeLedger) -> dict[RowKey, int]:
     """A node's physical GPUs per model × type without per-device data: whole GPUs first
     (exclusive, or shared over the replicas), then each MIG profile's GPUs from the MIG
     geometry (its devices over the most one GPU holds), within the node's physical count."""
-    mig_lines = [r for r in n.served if r.gpu_type.startswith("mig-") and r.capacity]
+    plugin_lines = [r for r in n.served if not is_dra_resource(r.resource)]
+    mig_lines = [r for r in plugin_lines if r.gpu_type.startswith("mig-") and r.capacity]
     if not mig_lines:
-        whole_line = next((r for r in n.served if r.gpu_type in (EXCLUSIVE, SHARED) and r.capacity), None)
+        whole_line = next((r for r in plugin_lines if r.gpu_type in (EXCLUSIVE, SHARED) and r.capacity), None)
         if whole_line is not None:
             return {(n.model, whole_line.gpu_type, whole_line.sharing_strategy): n.physical}
         return {(n.model, SHARED if n.mode == "timeslicing" else EXCLUSIVE, n.sharing_strategy): n.physical}
     out: dict[RowKey, int] = {}
     left = n.physical
-    for r in n.served:
+    for r in plugin_lines:
         if r.gpu_type in (EXCLUSIVE, SHARED) and r.capacity:
             per_gpu = max(r.replicas if r.replicas > 1 else (n.replicas if r.gpu_type == SHARED else 1), 1)
             whole = min(left, math.ceil(r.capacity / per_gpu))
@@ -825,16 +896,23 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
         plugin_pods_by_node[(p.get("spec") or {}).get("nodeName", "")].append(p)
     ts_replicas = brick_replicas(snapshot.plugin_configmaps)
     brick_sharing = brick_sharing_strategy(snapshot.plugin_configmaps)
+    dra_by_node = (
+        dra_nodes(snapshot.resource_slices, snapshot.resource_claims, snapshot.device_taint_rules)
+        if snapshot.resource_slices
+        else {}
+    )
 
     kept = {}
     for node in snapshot.nodes:
         name = node["metadata"]["name"]
         pods, plugin_pods = pods_by_node.get(name, []), plugin_pods_by_node.get(name, [])
-        key = (node, pods, plugin_pods, snapshot.devices.get(name), snapshot.device_source, ts_replicas, brick_sharing)
+        dra_node = dra_by_node.get(name)
+        devices = snapshot.devices.get(name)
+        key = (node, pods, plugin_pods, devices, snapshot.device_source, ts_replicas, brick_sharing, dra_node)
         last = memo.get(name) if memo is not None else None
         if last is not None and last[0] == key:
             entry = last
-        elif not is_gpu_node(node):
+        elif not is_gpu_node(node) and dra_node is None:
             continue
         else:
             convention_guess = "brick" if (node["metadata"].get("labels") or {}).get(GPU_TYPE_LABEL) else "other"
@@ -848,6 +926,7 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
                 pods=pods,
                 plugin_pods=plugin_pods,
                 brick_sharing=brick_sharing,
+                dra_node=dra_node,
             )
             entry = (key, line, _contribution(line))
         kept[name] = entry
@@ -869,6 +948,9 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
             row.logical += allocatable
             row.requested += requested
             row.nodes += 1
+            if is_dra_resource(resource):
+                row.dra_logical += allocatable
+                row.unlimited = row.unlimited or bool(line.resources[resource].unlimited)
             if cordoned:
                 row.cordoned_logical += allocatable
             rrow = by_resource.get(resource)
@@ -886,6 +968,8 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
         for row_key, count in physical:
             if row_key in by_type:
                 by_type[row_key].physical += count
+                if line.stack == "dra":
+                    by_type[row_key].dra_physical += count
 
     allocated = allocated_by_namespace(snapshot.quotas)
     for per_ns in allocated.values():
@@ -930,7 +1014,17 @@ def node_to_dict(n: NodeLedger) -> dict[str, Any]:
         "tainted": n.tainted,
         "plugin_state": n.plugin_state,
         "resources": [
-            [r.resource, r.gpu_type, r.capacity, r.allocatable, r.requested, r.stale, r.replicas, r.sharing_strategy]
+            [
+                r.resource,
+                r.gpu_type,
+                r.capacity,
+                r.allocatable,
+                r.requested,
+                r.stale,
+                r.replicas,
+                r.sharing_strategy,
+                r.unlimited,
+            ]
             for r in n.resources.values()
         ],
         "raw_devices": n.raw_devices,
@@ -945,6 +1039,8 @@ def node_to_dict(n: NodeLedger) -> dict[str, Any]:
         "mig_profile": n.mig_profile,
         "mig_error": n.mig_error,
         "sharing_strategy": n.sharing_strategy,
+        "stack": n.stack,
+        "dra": n.dra.to_dict() if n.dra is not None else None,
     }
 
 
@@ -952,6 +1048,7 @@ def node_from_dict(d: dict[str, Any]) -> NodeLedger:
     fields = dict(d)
     fields["resources"] = {r[0]: ResourceLine(*r) for r in d["resources"]}
     fields["in_use"] = frozenset(d["in_use"])
+    fields["dra"] = DraNode.from_dict(d["dra"]) if d.get("dra") else None
     return NodeLedger(**fields)
 
 
