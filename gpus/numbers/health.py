@@ -24,6 +24,7 @@ from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.pluginconfig import plugin_config_errors
 from brickadmin.cluster.vocabulary import KubeObject
 from gpus.numbers import words
+from gpus.numbers.dra_lines import is_dra_resource
 from gpus.numbers.ledger import PLUGIN_DOWN, Ledger, NodeLedger
 from gpus.numbers.words import Text, gettext_lazy
 from gpus.numbers.words import gettext as _
@@ -779,6 +780,156 @@ def checklist_waiting(inputs: HealthInputs) -> Iterable[Problem]:
                 link=run.get_absolute_url(),
                 link_text=_("Open run #%(id)d") % {"id": run.pk},
             )
+
+
+# --- GPUs published through Dynamic Resource Allocation (NVIDIA's DRA driver) -------------
+
+
+@check(
+    "dra-pool-incomplete",
+    gettext_lazy("DRA pool not seen whole"),
+    explain=gettext_lazy(
+        "A node's ResourceSlices say how many slices its pool has (resourceSliceCount); fewer "
+        "were seen at its newest generation. The scheduler allocates nothing from such a pool, "
+        "so its GPUs are not counted. Usually the driver is publishing a new generation, or its "
+        "kubelet plugin stopped half way: look at the plugin's logs on the node."
+    ),
+)
+def dra_pool_incomplete(inputs: HealthInputs) -> Iterable[Problem]:
+    for n in inputs.ledger.nodes:
+        for pool in n.dra.incomplete_pools if n.dra is not None else []:
+            yield Problem(
+                "warn",
+                "dra-pool-incomplete",
+                n.name,
+                _(
+                    "Pool %(pool)s of %(driver)s: %(seen)d of %(expected)d ResourceSlices seen at generation "
+                    "%(generation)d. Its devices are not counted and the scheduler allocates none of them."
+                )
+                % {
+                    "pool": pool.name,
+                    "driver": pool.driver,
+                    "seen": pool.seen,
+                    "expected": pool.expected,
+                    "generation": pool.generation,
+                },
+                _(
+                    "Check the DRA kubelet plugin on the node (kubectl -n nvidia-dra-driver-gpu logs on its "
+                    "pod); the pool counts again once every slice of one generation is published."
+                ),
+            )
+
+
+@check(
+    "dra-both-stacks",
+    gettext_lazy("GPUs published by both the device plugin and DRA"),
+    explain=gettext_lazy(
+        "The node advertises nvidia.com/* through the device plugin and also publishes GPUs "
+        "through NVIDIA's DRA driver. Each stack hands out the same GPUs without knowing of the "
+        "other, so one GPU can go to two pods. Run one stack per node: convert the node to DRA "
+        "or back to the device plugin."
+    ),
+)
+def dra_both_stacks(inputs: HealthInputs) -> Iterable[Problem]:
+    for n in inputs.ledger.nodes:
+        if n.stack == "both":
+            plugin = sorted(r.resource for r in n.served if not is_dra_resource(r.resource) and r.allocatable)
+            yield Problem(
+                "bad",
+                "dra-both-stacks",
+                n.name,
+                _(
+                    "Served by the device plugin (%(resources)s) and by the DRA driver (%(devices)d devices): "
+                    "the same GPU can be given to a pod of each."
+                )
+                % {"resources": ", ".join(plugin) or "nvidia.com/gpu", "devices": len(n.dra.devices) if n.dra else 0},
+                _(
+                    "Keep one stack on the node: stop the device plugin there (remove the label its DaemonSet "
+                    "selects) or the DRA kubelet plugin, after draining it."
+                ),
+            )
+
+
+@check(
+    "dra-stranded-gpu",
+    gettext_lazy("GPU without a DRA device"),
+    explain=gettext_lazy(
+        "DCGM sees more GPUs on a DRA node than the driver publishes: a GPU in MIG mode with no "
+        "MIG devices created, or one the plugin could not read, is offered to nobody. It is "
+        "counted as physical here, never as a silent zero."
+    ),
+)
+def dra_stranded_gpu(inputs: HealthInputs) -> Iterable[Problem]:
+    for n in inputs.ledger.nodes:
+        if n.stack != "dra" or n.dra is None or not n.raw_devices or n.dra.incomplete_pools:
+            continue
+        published = {g.gpu for g in n.dra.gpus}
+        stranded = [d for d in n.raw_devices if d.get("uuid") and d.get("uuid") not in published]
+        if len(n.raw_devices) > n.dra.physical and stranded:
+            yield Problem(
+                "warn",
+                "dra-stranded-gpu",
+                n.name,
+                _("DCGM sees %(seen)d GPUs, the DRA driver publishes %(published)d: %(uuids)s offered to nobody.")
+                % {
+                    "seen": len(n.raw_devices),
+                    "published": n.dra.physical,
+                    "uuids": ", ".join(str(d["uuid"]) for d in stranded[:4]),
+                },
+                _(
+                    "If the GPU is in MIG mode with no MIG devices, create its partitions (or disable MIG); "
+                    "otherwise restart the DRA kubelet plugin on the node and read its logs."
+                ),
+            )
+
+
+@check(
+    "dra-device-taint",
+    gettext_lazy("Tainted DRA device"),
+    explain=gettext_lazy(
+        "A device carries a taint, set by the driver (an unhealthy GPU) or by a DeviceTaintRule. "
+        "NoSchedule keeps new claims off it, NoExecute also evicts the pods using it; effect None "
+        "changes nothing and is the rule's dry run: the finding says which pods it would evict."
+    ),
+)
+def dra_device_taint(inputs: HealthInputs) -> Iterable[Problem]:
+    for n in inputs.ledger.nodes:
+        for d in n.dra.devices if n.dra is not None else []:
+            for t in d.taints:
+                effect, rule = str(t.get("effect", "")), str(t.get("rule", ""))
+                taint = (
+                    f"{t.get('key', '')}={t.get('value', '')}:{effect}"
+                    if t.get("value")
+                    else f"{t.get('key')}:{effect}"
+                )
+                pods = ", ".join(d.pods[:5]) or _("no pod")
+                if effect == "None":
+                    message = _("DeviceTaintRule %(rule)s (dry run) on %(device)s would evict: %(pods)s.") % {
+                        "rule": rule,
+                        "device": d.name,
+                        "pods": pods,
+                    }
+                    severity = "info"
+                else:
+                    by = (_("by DeviceTaintRule %(rule)s") % {"rule": rule}) if rule else _("by the driver")
+                    message = _("%(device)s is tainted %(taint)s %(by)s; pods on it: %(pods)s.") % {
+                        "device": d.name,
+                        "taint": taint,
+                        "by": by,
+                        "pods": pods,
+                    }
+                    severity = "bad" if effect == "NoExecute" and d.pods else "warn"
+                yield Problem(
+                    severity,
+                    "dra-device-taint",
+                    n.name,
+                    message,
+                    _(
+                        "If the GPU is healthy, delete the rule or the taint; if not, let its pods move and "
+                        "have the GPU replaced or reset."
+                    ),
+                    fix_params={"device": d.name, "pool": d.pool},
+                )
 
 
 def _owners(snapshot: Snapshot | None) -> dict[str, str]:
