@@ -35,6 +35,8 @@ class DraDevice:
     profile: str = ""
     shared: bool = False  # allowMultipleAllocations (consumable shares)
     claims: list[str] = field(default_factory=list)  # ns/name of the claims allocated it (not admin access)
+    # Units the claims hold of a shared device: the shares they consumed, else one each
+    units_held: int = 0
     admin_claims: list[str] = field(default_factory=list)
     pods: list[str] = field(default_factory=list)
     taints: list[dict[str, Any]] = field(default_factory=list)  # the slice's and matching DeviceTaintRules'
@@ -160,6 +162,7 @@ def dra_nodes(
                     profile=str(dra.attribute_value(d, "profile") or ""),
                     shared=dra.device_is_shared(d),
                     claims=list(use.claims) if use else [],
+                    units_held=_units_held(use),
                     admin_claims=admin.get(did, []),
                     pods=list(use.pods) if use else [],
                     taints=_taints(pid.driver, pid.pool, d, taint_rules),
@@ -170,9 +173,10 @@ def dra_nodes(
     for cap in dra.logical_capacity(trusted, claims):
         node = out[cap.node]
         devices = [x for x in node.devices if x.name in set(cap.devices) and x.pool == cap.pool.pool]
-        used = (
-            len({c for x in devices for c in x.claims}) if cap.mode == SHARES else sum(1 for x in devices if x.claims)
-        )
+        if cap.mode == SHARES:  # a shared device's claims hold the shares they consumed
+            used = sum(x.units_held for x in devices)
+        else:
+            used = sum(1 for x in devices if x.claims)
         node.gpus.append(
             DraGpu(
                 gpu=cap.gpu,
@@ -185,6 +189,13 @@ def dra_nodes(
             )
         )
     return dict(out)
+
+
+def _units_held(use: dra.DeviceUse | None) -> int:
+    if use is None:
+        return 0
+    shares = use.consumed_capacity.get("shares")
+    return int(shares) if shares is not None else len(use.claims)
 
 
 def _admin_uses(claims: Sequence[KubeObject]) -> dict[dra.DeviceID, list[str]]:

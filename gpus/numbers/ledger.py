@@ -520,8 +520,6 @@ def node_ledger(
 
     plugin_served = any(not r.stale and (r.capacity or r.allocatable) for r in resources.values())
     stack = stack_of(plugin_served, dra_node)
-    if dra_node is not None:
-        _add_dra_lines(resources, dra_node)
 
     has_mig = any(r.gpu_type.startswith("mig-") and r.allocatable > 0 for r in resources.values())
     if stack == "dra":
@@ -567,6 +565,8 @@ def node_ledger(
         physical_used = sum(1 for g in dra_node.gpus if g.used)
     elif not devs:
         physical_used = _derived_physical_used(resources, replicas, physical)
+    if dra_node is not None:  # after the device plugin's figures, which its lines alone make
+        _add_dra_lines(resources, dra_node)
 
     return NodeLedger(
         name=meta["name"],
@@ -626,12 +626,8 @@ def _add_dra_lines(resources: dict[str, ResourceLine], dra_node: DraNode) -> Non
 
 
 def _dra_model(labels: dict[str, str], dra_node: DraNode) -> str:
-    """A DRA node's model: GFD's product label if any, else the driver's productName."""
-    return (
-        _node_model(labels, [])
-        if labels.get(vocab.GPU_PRODUCT_LABEL)
-        else next((d.model for d in dra_node.devices if d.model), _node_model(labels, []))
-    )
+    """A DRA node's model: its devices' productName, named as DCGM's and GFD's are."""
+    return _node_model(labels, [{"model": d.model} for d in dra_node.devices if d.model])
 
 
 def _line_sharing(
