@@ -11,7 +11,7 @@ from django.utils.translation import gettext_lazy
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.wording import said
 from gpus.procedures.base import Check, Outcome, Param, ProcedureDef, Step, StepFailed
-from gpus.procedures.definitions import PrecheckStep, _Fix, _name_field
+from gpus.procedures.catalogue.common import Fix, PrecheckStep, name_field
 from gpus.view.live import LiveRead
 
 from . import services as ws_services
@@ -117,7 +117,7 @@ class RecreateQuotas(Step):
         return Check(not missing, "\n".join(lines), said("workspace_step.missing_quotas", q=", ".join(missing)))
 
 
-class ProcedureRecreateWorkspace(_Fix):
+class ProcedureRecreateWorkspace(Fix):
     code = "W"
     label = gettext_lazy("Re-create a Workspace's namespace and quotas")
     description = gettext_lazy(
@@ -127,7 +127,7 @@ class ProcedureRecreateWorkspace(_Fix):
     needs_node = False
     fixes = ("workspace-namespace-missing", "workspace-quota-missing")
     subject_param = "workspace"  # those findings name the Workspace as their subject
-    params = (Param("workspace", _name_field(gettext_lazy("Workspace"))),)
+    params = (Param("workspace", name_field(gettext_lazy("Workspace"))),)
 
     def lock_key(self, node):
         return "workspaces"  # one Workspace repair at a time (the approval record is read, not locked)
@@ -321,7 +321,7 @@ class ProcedureSetQuota(ProcedureDef):
     )
     needs_node = False
     listed = False
-    params = (Param("workspace", _name_field(gettext_lazy("Workspace"))),)
+    params = (Param("workspace", name_field(gettext_lazy("Workspace"))),)
 
     def lock_key(self, node):
         return "workspaces"
@@ -333,7 +333,7 @@ class ProcedureSetQuota(ProcedureDef):
         return f"kubectl -n {run.params.get('workspace')} get resourcequota,pods"
 
     def prechecks(self, gateway, node, params):
-        from gpus.procedures.definitions import capacity_line_text
+        from gpus.procedures.catalogue.common import capacity_line_text
 
         from . import quota as quota_mod
 

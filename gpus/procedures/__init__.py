@@ -5,8 +5,11 @@ Layout
                   equivalent, idempotent ``ensure``, ``verify``).
 - steps.py        the node steps shared by A, B and D (cordon, drain, label, plugin pod,
                   allocatable, status patch, no-stale, uncordon, Prometheus check).
-- definitions.py  A, B, C, D: ordered step lists, pre-checks, and what the pages and the
-                  terminal need (label, description, parameters, nodes offered, checklist, lock).
+- catalogue/      the built-in procedures, one module per family (conversions A, B, D; the
+                  device plugin's C, P, T; MIG layout M; Restore R; the Fixes S, F, U; common):
+                  ordered step lists, pre-checks, and what the pages and the terminal need
+                  (label, description, parameters, nodes offered, checklist, lock).
+- definitions.py  BUILT_IN, the built-in procedures GpusConfig.ready() registers.
 - registry.py     the procedures by code; what everything outside this package asks.
 - recording.py    record (one event per transaction, numbered per run), StepRecorder (one
                   step attempt, bound once), the plan and its pending rows, completed steps.
@@ -17,7 +20,7 @@ Layout
 - service.py      start / resume / cancel / confirm-checklist: what the wizard views and the
                   ``procedure`` management command share.
 
-Imports form a DAG (tests/gpus/test_import_graph.py): base <- steps <- definitions;
+Imports form a DAG (tests/gpus/test_import_graph.py): base <- steps <- catalogue <- definitions;
 base <- registry <- recording <- queue <- reaper <- engine <- gpus/tasks.py; service uses
 recording and queue. The registry imports no definition: GpusConfig.ready() registers
 definitions.BUILT_IN, WorkspacesConfig.ready() the Workspace repair (workspaces/procedures.py).

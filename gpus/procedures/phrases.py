@@ -64,7 +64,7 @@ PHRASES = {
     # the notes runs leave on the manifest versions they save
     "manifest.replicas_set": _("procedure C run #%(id)d: replicas %(have)s -> %(want)d"),
     "manifest.toleration_added": _("fix run #%(id)d: tolerate %(taint)s"),
-    # what a step found and did (its output, its check, what to fix): steps.py, definitions.py
+    # what a step found and did (its output, its check, what to fix): steps.py, catalogue/
     "step.no_nvidia_resource": _("(no nvidia.com resource)"),
     "step.already_cordoned": _("node/%(node)s already cordoned"),
     "step.fix_cordon": _("Cordon the node: kubectl cordon %(node)s"),
@@ -220,7 +220,7 @@ PHRASES = {
         "No Running plugin pod on %(node)s yet: another taint may be untolerated, or the sharing label "
         "selects no DaemonSet. Read the Health page, then resume."
     ),
-    # what a procedure's pre-checks find (the plan page, and step 0 of its run): definitions.py
+    # what a procedure's pre-checks find (the plan page, and step 0 of its run): catalogue/
     "precheck.line": "[%(level)s] %(text)s",  # a check's level before what it found
     "precheck.item": "%(first)s\n  %(rest)s",  # a check and the lines it lists, indented under it
     "precheck.none": _("none"),

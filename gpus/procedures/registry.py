@@ -1,7 +1,7 @@
 """The procedures the product offers, by code. Everything outside ``gpus/procedures/``
 asks here (never compares a code): the pages, the forms, the terminal, the engine.
 A plain dict, filled when the apps are ready: ``GpusConfig.ready()`` registers the built-in
-ones of ``definitions.py``, ``WorkspacesConfig.ready()`` the Workspace repair; ``register()``
+ones ``definitions.BUILT_IN`` lists, ``WorkspacesConfig.ready()`` the Workspace repair; ``register()``
 also adds a test's throw-away procedure (in that process only). It imports no definition,
 so the models can ask it for their choices without importing the procedures."""
 

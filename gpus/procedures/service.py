@@ -16,7 +16,7 @@ from gpus.view.live import LiveRead
 
 from ..models import ACTIVE_STATUSES, RESUMABLE_STATUSES, ProcedureLock, ProcedureRun, RunStatus, StepRun, StepState
 from .base import CLUSTER_LOCK
-from .definitions import NODE_BEFORE, node_state
+from .catalogue.common import NODE_BEFORE, node_state
 from .queue import enqueue
 from .recording import RUN_EVENT, record, record_plan, remembered
 from .registry import all_procedures, find, repair_codes

@@ -34,7 +34,7 @@ from gpus.numbers import ledger as ledger_mod
 
 from .base import Check, Outcome, Step, StepFailed
 
-# The vocabulary the procedures use is read from here too (definitions.py).
+# The vocabulary the procedures use is read from here too (catalogue/).
 __all__ = [
     "COMPONENT_LABEL",
     "EVICT",

@@ -26,9 +26,10 @@ from .. import run_stream as stream
 from ..forms import RunFilterForm
 from ..models import ProcedureRun, StepRun
 from ..procedures import engine, registry, service
-from ..procedures.definitions import NODE_BEFORE, SHARING_LABEL
+from ..procedures.catalogue.common import NODE_BEFORE
 from ..procedures.recording import params_text, remembered
 from ..procedures.service import refusal_message
+from ..procedures.steps import SHARING_LABEL
 
 RUN_TABLE = Table(
     Column("id", "#", "pk", numeric=True),
