@@ -51,7 +51,7 @@ class Problem:
     link: str = ""  # a page that deals with it (a run to resume), with link_text
     link_text: str = ""
     # The facts a fix needs (a resource, a pod, a taint), for the procedures that declare they
-    # fix this kind (``fixes`` in gpus/procedures/definitions.py); ``fix`` is the code of the
+    # fix this kind (``fixes`` in gpus/procedures/catalogue/); ``fix`` is the code of the
     # unlisted one offered as "Fix" (resolved by ``problems()``).
     fix_params: dict[str, Any] = field(default_factory=dict)
     fix: str = ""
