@@ -19,10 +19,13 @@ import uuid
 
 from django.db import transaction
 
-from brickadmin.cluster import deviceplugin, migparted, scenarios
+from brickadmin.cluster import deviceplugin, migparted, scenarios, twin_api, twin_controllers, twin_store
 from brickadmin.cluster import twin as twin_mod
 from brickadmin.cluster.models import TwinEvent, TwinHardware, TwinObject, TwinState
 from brickadmin.cluster.twin import TwinGateway
+
+# The twin's modules that make uids and read the time (each has its own ``uuid`` and ``now_iso``).
+_TWIN_MODULES = (twin_store, twin_controllers, twin_api)
 
 # What the recorded load wrote for "now" and for each new uid; replaced by the real ones on
 # each copy. The timestamp is a valid one (nothing during a load reads it back).
@@ -34,10 +37,10 @@ _recorded: dict[str, str] = {}  # scenario name -> the rows its load wrote, as J
 
 
 def _twin_code() -> dict[str, object]:
-    """What a load runs: the twin's module, its gateway class and the device plugin's model."""
+    """What a load runs: the twin's modules, its gateway class and its parts, and the device plugin's model."""
     return {
         f"{space.__name__}.{name}": value
-        for space in (twin_mod, TwinGateway, deviceplugin, migparted)
+        for space in (twin_mod, *_TWIN_MODULES, *TwinGateway.__mro__[:-1], deviceplugin, migparted)
         for name, value in vars(space).items()
     }
 
@@ -61,8 +64,9 @@ def _record(name: str) -> str:
     recorded_uuid = types.SimpleNamespace(
         uuid4=lambda: uuid.UUID(f"{next(counter):05x}000-{_UID_TAIL}")
     )  # pod name suffixes (hex[:5]) stay distinct
-    saved_uuid, saved_now = twin_mod.uuid, twin_mod.now_iso
-    twin_mod.uuid, twin_mod.now_iso = recorded_uuid, lambda: _RECORDED_NOW
+    saved = [(module, module.uuid, module.now_iso) for module in _TWIN_MODULES]
+    for module in _TWIN_MODULES:
+        module.uuid, module.now_iso = recorded_uuid, lambda: _RECORDED_NOW
     try:
         with transaction.atomic():
             TwinGateway().load(*scenarios.read(name))
@@ -84,7 +88,8 @@ def _record(name: str) -> str:
     except _Rollback:
         pass
     finally:
-        twin_mod.uuid, twin_mod.now_iso = saved_uuid, saved_now
+        for module, saved_uuid, saved_now in saved:
+            module.uuid, module.now_iso = saved_uuid, saved_now
     return json.dumps(rows)
 
 

@@ -8,8 +8,7 @@ import re
 
 import pytest
 
-from brickadmin.cluster import scenarios
-from brickadmin.cluster import twin as twin_mod
+from brickadmin.cluster import scenarios, twin_store
 from brickadmin.cluster.models import TwinEvent, TwinHardware, TwinObject, TwinState
 from brickadmin.cluster.twin import TwinGateway
 from tests import scenario_copies
@@ -79,7 +78,7 @@ def test_a_scenario_is_loaded_for_real_while_a_test_replaced_the_twins_code(db, 
     scenario_copies.load("seed-example")  # recorded before the replacement
     for model in (TwinEvent, TwinObject, TwinHardware, TwinState):
         model.objects.all().delete()
-    monkeypatch.setattr(twin_mod, "now_iso", lambda: "2030-01-01T00:00:00Z")
+    monkeypatch.setattr(twin_store, "now_iso", lambda: "2030-01-01T00:00:00Z")
     scenario_copies.load("seed-example")
     stamps = {o.body["metadata"]["creationTimestamp"] for o in TwinObject.objects.all()}
     assert stamps == {"2030-01-01T00:00:00Z"}

@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.db import transaction
 
-from brickadmin.cluster import Conflict, Gone, TransientClusterError, scenarios
+from brickadmin.cluster import Conflict, Gone, TransientClusterError, scenarios, twin_store
 from brickadmin.cluster import twin as twin_mod
 from brickadmin.cluster.lease import EXPIRY_MARGIN, OBSERVATIONS_PER_RETRY, LeaderElector, next_attempt_in
 from brickadmin.cluster.models import TwinEvent, TwinState
@@ -130,8 +130,8 @@ def test_loading_another_scenario_makes_every_watch_list_again(load_scenario):
 
 
 def test_the_event_log_is_bounded(demo, monkeypatch):
-    monkeypatch.setattr(twin_mod, "EVENT_LOG_KEEP", 50)
-    monkeypatch.setattr(twin_mod, "PRUNE_EVERY", 10)
+    monkeypatch.setattr(twin_store, "EVENT_LOG_KEEP", 50)
+    monkeypatch.setattr(twin_store, "PRUNE_EVERY", 10)
     gw = demo
     node = gw.list_nodes()[0]["metadata"]["name"]
     for i in range(60):

@@ -1,0 +1,268 @@
+"""The twin's controllers: what a control plane does after a write, run on demand.
+
+The DaemonSet controller places and replaces the brick-nvidia device-plugin pods and writes
+their DaemonSet's status; the device plugin and kubelet advertise the GPUs (deviceplugin.py);
+the GPU Operator's mig-manager repartitions a node's GPUs; the disruption controller gives
+each budget the status the Eviction API decides from.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import uuid
+
+from . import deviceplugin as dp
+from . import migparted
+from .base import NotFound
+from .models import TwinHardware, TwinObject
+from .twin_store import now_iso
+from .vocabulary import (
+    GPU_OPERATOR_NAMESPACE,
+    MIG_CONFIG_LABEL,
+    MIG_CONFIG_STATE_LABEL,
+    MIG_MANAGER_DEPLOY_LABEL,
+    MIG_PARTED_CONFIG_KEY,
+    MIG_STRATEGY_LABEL,
+    PLUGIN_CONFIG_KEY,
+    PLUGIN_NAMESPACE,
+    EvictionRefusal,
+    controller_of,
+    eviction_refusal,
+    mig_parted_configmap,
+    pdb_status,
+    pdbs_for,
+    tolerates,
+)
+from .vocabulary import GPU_TYPE_LABEL as GPU_NODE_LABEL
+
+
+def _template_hash(ds: dict) -> str:
+    raw = json.dumps(ds["spec"]["template"], sort_keys=True).encode()
+    return hashlib.sha256(raw).hexdigest()[:10]
+
+
+class TwinControllers:
+    """The simulated controllers, run by the API's writes for what they touched."""
+
+    # --- the disruption controller, as the Eviction API asks it -----------------
+    def _eviction_refusal(self, pod, pdbs) -> EvictionRefusal | None:
+        """The Eviction API's decision, each guarding budget with the status the disruption
+        controller would give it now (the twin runs that controller on demand; an evicted pod's
+        row goes at once, so no eviction is left to remember in status.disruptedPods)."""
+        guarding = [dict(b, status=self.pdb_status(b)) for b in pdbs_for(pod, pdbs)]
+        return eviction_refusal(pod, guarding)
+
+    def pdb_status(self, pdb) -> dict:
+        """What the disruption controller would write in this budget's status now."""
+        namespace = pdb["metadata"]["namespace"]
+        pods = self.list_pods(namespace=namespace)
+        return pdb_status(pdb, pods, self._workloads(namespace, pods))
+
+    def _workloads(self, namespace, pods) -> list[dict]:
+        """The objects the pods' owner references may lead to (ReplicaSet -> Deployment)."""
+        kinds = {"ReplicationController", "ReplicaSet", "Deployment", "StatefulSet"}
+        kinds |= {ref["kind"] for ref in filter(None, map(controller_of, pods))}
+        return list(TwinObject.objects.filter(namespace=namespace, kind__in=kinds).values_list("body", flat=True))
+
+    # --- the GPU Operator's mig-manager ----------------------------------------
+    def _mig_manager(self, node: str) -> dict:
+        """What mig-manager does when a node's nvidia.com/mig.config changes, on a node where
+        the operator runs it (nvidia.com/gpu.deploy.mig-manager=true): state ``pending``, then
+        the GPUs repartitioned and the device plugin restarted, then ``success``; ``failed``
+        (GPUs unchanged) for a config name it does not know or a layout a GPU cannot hold."""
+        body = self._get("Node", node)
+        if (body["metadata"].get("labels") or {}).get(MIG_MANAGER_DEPLOY_LABEL) != "true":
+            return body
+        self._set_mig_state(body, "pending")
+        state = self._reconfigure_migs(node)
+        return self._set_mig_state(self._get("Node", node), state)
+
+    def _set_mig_state(self, body: dict, state: str) -> dict:
+        body["metadata"].setdefault("labels", {})[MIG_CONFIG_STATE_LABEL] = state
+        return self._save(body)
+
+    def _reconfigure_migs(self, node: str) -> str:
+        """Repartition the node's GPUs as its mig.config label says; the state it ends in."""
+        body = self._get("Node", node)
+        labels = body["metadata"].get("labels") or {}
+        hw = TwinHardware.objects.filter(node=node).first()
+        try:
+            name = mig_parted_configmap(self.list_cluster_policies())
+            cm = self._get("ConfigMap", name, GPU_OPERATOR_NAMESPACE)
+            configs = migparted.parse((cm.get("data") or {}).get(MIG_PARTED_CONFIG_KEY))
+        except (NotFound, migparted.MigPartedError):
+            return "failed"
+        gpus, _why = migparted.layout(configs, labels.get(MIG_CONFIG_LABEL, ""), hw.gpus if hw else [])
+        if gpus is None or hw is None:
+            return "failed"
+        hw.gpus = gpus
+        hw.plugin_pod_uid = ""  # the device plugin restarts and reads the new MIG devices
+        hw.save()
+        if labels.get(GPU_NODE_LABEL):
+            self._reconcile(nodes=[node])
+        else:  # the GPU Operator's own device plugin (not simulated as a pod): its advertisement
+            strategy = labels.get(MIG_STRATEGY_LABEL) or "mixed"
+            advertised = dp.advertised_resources(gpus, {"flags": {"migStrategy": strategy}})
+            body["status"] = dp.kubelet_status(body.get("status") or {}, advertised)
+            self._save(body)
+        return "success"
+
+    # --- the simulated controllers ------------------------------------------
+    def _reconcile(self, nodes: list[str] | None = None):
+        """DaemonSet controller for brick-nvidia, then device plugin + kubelet."""
+        daemonsets = self.list_daemonsets(namespace=PLUGIN_NAMESPACE)
+        node_rows = TwinObject.objects.filter(kind="Node")
+        if nodes is not None:
+            node_rows = node_rows.filter(name__in=nodes)
+        hardware = {h.node: h for h in TwinHardware.objects.all() if nodes is None or h.node in nodes}
+        plugin_pods = {}
+        for row in TwinObject.objects.filter(kind="Pod", namespace=PLUGIN_NAMESPACE):
+            owner = (row.body["metadata"].get("ownerReferences") or [{}])[0]
+            if owner.get("kind") == "DaemonSet":
+                plugin_pods.setdefault(row.node_name, []).append(row.body)
+        for row in node_rows:
+            node = row.body
+            name = node["metadata"]["name"]
+            wanted = None
+            if (node["metadata"].get("labels") or {}).get(GPU_NODE_LABEL):
+                wanted = dp.daemonset_for_node(node, daemonsets)
+            tolerations = wanted["spec"]["template"]["spec"].get("tolerations") if wanted else None
+            taints = (node.get("spec") or {}).get("taints")
+            running = None
+            for pod in plugin_pods.get(name, []):
+                owner = pod["metadata"]["ownerReferences"][0]["name"]
+                current_hash = pod["metadata"]["labels"].get("controller-revision-hash")
+                # Like the DaemonSet controller: an untolerated NoSchedule taint stops new
+                # pods but leaves a running one; only NoExecute evicts it.
+                if (
+                    wanted
+                    and owner == wanted["metadata"]["name"]
+                    and current_hash == _template_hash(wanted)
+                    and tolerates([t for t in taints or [] if t.get("effect") == "NoExecute"], tolerations)
+                ):
+                    running = pod
+                else:
+                    self._delete_row("Pod", pod["metadata"]["name"], PLUGIN_NAMESPACE)
+            if wanted and running is None and tolerates(taints, tolerations):
+                running = self._start_plugin_pod(wanted, name)
+            self._kubelet_sync(row, hardware.get(name), running)
+        for ds in daemonsets:
+            self._update_ds_status(ds)
+
+    def _start_plugin_pod(self, ds, node_name):
+        tmpl = copy.deepcopy(ds["spec"]["template"])
+        labels = {**(tmpl["metadata"].get("labels") or {}), "controller-revision-hash": _template_hash(ds)}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{ds['metadata']['name']}-{uuid.uuid4().hex[:5]}",
+                "namespace": ds["metadata"]["namespace"],
+                "labels": labels,
+                "annotations": tmpl["metadata"].get("annotations") or {},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "DaemonSet",
+                        "controller": True,
+                        "name": ds["metadata"]["name"],
+                        "uid": ds["metadata"].get("uid", ""),
+                    }
+                ],
+            },
+            "spec": {**tmpl["spec"], "nodeName": node_name},
+            "status": {"phase": "Running", "startTime": now_iso(), "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        return self._save(pod)
+
+    def _kubelet_sync(self, node_row, hw: TwinHardware | None, plugin_pod: dict | None):
+        if hw is None or not (node_row.body["metadata"].get("labels") or {}).get(GPU_NODE_LABEL):
+            return  # not a node the twin's plugin serves (e.g. GPU Operator convention)
+        if plugin_pod is None:
+            advertised = None
+            hw.plugin_pod_uid, hw.advertised = "", None
+        elif plugin_pod["metadata"]["uid"] != hw.plugin_pod_uid:
+            # The plugin reads its config once, at start.
+            ds = self._get("DaemonSet", plugin_pod["metadata"]["ownerReferences"][0]["name"], PLUGIN_NAMESPACE)
+            cm_name = dp.config_map_name(ds)
+            try:
+                config = self._get("ConfigMap", cm_name, PLUGIN_NAMESPACE)["data"].get(PLUGIN_CONFIG_KEY)
+            except NotFound:
+                config = None
+            advertised = dp.advertised_resources(hw.gpus, config)
+            hw.plugin_pod_uid, hw.advertised = plugin_pod["metadata"]["uid"], advertised
+            if dp.plugin_config_errors(config):
+                self._crash_loop(plugin_pod)
+        else:
+            advertised = hw.advertised
+        hw.save()
+        node = node_row.body
+        new_status = dp.kubelet_status(node.get("status") or {}, advertised)
+        if new_status != node.get("status"):
+            node["status"] = new_status
+            self._save(node)
+
+    def _crash_loop(self, pod):
+        """The plugin exits at start (a config it refuses): kubelet restarts its container
+        with a back-off; the pod stays Running, never Ready."""
+        containers = pod["spec"].get("containers") or [{}]
+        pod["status"] = {
+            **pod["status"],
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
+            "containerStatuses": [
+                {
+                    "name": c.get("name", ""),
+                    "ready": False,
+                    "restartCount": 1,
+                    "state": {
+                        "waiting": {
+                            "reason": "CrashLoopBackOff",
+                            "message": f"back-off 10s restarting failed container={c.get('name', '')} "
+                            f"pod={pod['metadata']['name']}",
+                        }
+                    },
+                    "lastState": {"terminated": {"reason": "Error", "exitCode": 1}},
+                }
+                for c in containers
+            ],
+        }
+        self._save(pod)
+
+    def _plugin_pod_by_uid(self, uid):
+        for pod in self.list_pods(namespace=PLUGIN_NAMESPACE):
+            if pod["metadata"]["uid"] == uid:
+                return pod
+        return None
+
+    def _update_ds_status(self, ds):
+        name = ds["metadata"]["name"]
+        ns = ds["metadata"]["namespace"]
+        pods = [
+            p
+            for p in self.list_pods(namespace=ns)
+            if (p["metadata"].get("ownerReferences") or [{}])[0].get("name") == name
+        ]
+        h = _template_hash(ds)
+        updated = sum(1 for p in pods if p["metadata"]["labels"].get("controller-revision-hash") == h)
+        ready = sum(
+            1
+            for p in pods
+            if any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (p.get("status") or {}).get("conditions") or []
+            )
+        )
+        status = {
+            "desiredNumberScheduled": len(pods),
+            "currentNumberScheduled": len(pods),
+            "updatedNumberScheduled": updated,
+            "numberReady": ready,
+            "numberAvailable": ready,
+            "observedGeneration": ds["metadata"].get("generation", 1),
+        }
+        if ds.get("status") != status:
+            ds["status"] = status
+            self._save(ds)
