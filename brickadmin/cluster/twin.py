@@ -30,6 +30,8 @@ from django.db.models import F
 from . import deviceplugin as dp
 from . import migparted
 from .base import (
+    DRA_CLUSTER_SCOPED,
+    DRA_KINDS,
     WATCHED_KINDS,
     Conflict,
     DrainResult,
@@ -91,12 +93,13 @@ API_VERSIONS = {
     "ServiceAccount": "v1",
     "LimitRange": "v1",
     "Lease": "coordination.k8s.io/v1",
+    **DRA_KINDS,
 }
 # The event log keeps about this many events (pruned every PRUNE_EVERY writes); a watch
 # from an older version gets 410 Gone, as after an etcd compaction.
 EVENT_LOG_KEEP = 20_000
 PRUNE_EVERY = 500
-CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass", "ClusterPolicy"}
+CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass", "ClusterPolicy", *DRA_CLUSTER_SCOPED}
 
 
 def _bound_idle_in_transaction() -> None:
