@@ -1,9 +1,10 @@
-"""Writes seed-example.yaml, qks.yaml, demo.yaml, layouts.yaml, waiting.yaml, sharing.yaml.
+"""Writes seed-example.yaml, qks.yaml, demo.yaml, layouts.yaml, waiting.yaml, sharing.yaml, dra.yaml.
 Run: python scenarios/build.py
 
 The YAML files are committed; this script is how they were made (and how to change them).
 """
 
+import copy
 import sys
 from pathlib import Path
 
@@ -617,6 +618,491 @@ def sharing():
     )
 
 
+# --- Dynamic Resource Allocation: NVIDIA's GPU DRA driver (gpu.nvidia.com) ------------------
+# Objects as the API server returns them, in the shapes of tests/dra_objects.py (copied, not
+# imported: kubernetes-sigs/dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/{deviceinfo,mig,
+# partitions,consumable_shares,driver}.go): one pool per node named after it, slices owned by
+# the Node, devices gpu-<minor> and gpu-<minor>-mig-<profile>-<GI profile id>-<placement start>.
+DRA_DRIVER = "gpu.nvidia.com"
+DRA_API = "resource.k8s.io/v1"
+DRA_PLUGIN_LABEL = "nvidia.com/dra-kubelet-plugin"  # what NVIDIA's chart schedules its kubelet plugin on
+L40S = "NVIDIA L40S"
+# name, GI profile id, placements (start, size), memory MiB, SMs, CE, DEC, ENC, JPEG, OFA
+A100_MIG = {"1g.10gb": (19, [(i, 1) for i in range(7)], 9728, 14, 1, 0, 0, 0, 0)}
+H100_MIG = {
+    "1g.10gb": (19, [(i, 1) for i in range(7)], 9984, 16, 1, 1, 0, 1, 0),
+    "1g.20gb": (15, [(0, 2), (2, 2), (4, 2), (6, 2)], 20096, 26, 1, 1, 0, 1, 0),
+    "2g.20gb": (14, [(0, 2), (2, 2), (4, 2)], 20096, 32, 2, 2, 0, 2, 0),
+    "3g.40gb": (9, [(0, 4), (4, 4)], 40320, 60, 3, 3, 0, 3, 0),
+    "4g.40gb": (5, [(0, 4)], 40320, 64, 4, 4, 0, 4, 0),
+    "7g.80gb": (0, [(0, 8)], 80896, 132, 8, 7, 0, 7, 1),
+}
+GPU_ARCH = {A100: ("Ampere", "8.0.0"), H100: ("Hopper", "9.0.0"), L40S: ("Ada Lovelace", "8.9.0")}
+
+
+def _uid(*parts):
+    import uuid
+
+    return str(uuid.uuid5(uuid.NAMESPACE_DNS, ".".join(parts)))
+
+
+def _mib(n):
+    return f"{n // 1024}Gi" if n % 1024 == 0 else f"{n}Mi"
+
+
+def _dra_attrs(model, minor, type_, **extra):
+    arch, cc = GPU_ARCH[model]
+    attrs = {
+        "addressingMode": {"string": "None"},
+        "architecture": {"string": arch},
+        "brand": {"string": "Nvidia"},
+        "cudaComputeCapability": {"version": cc},
+        "cudaDriverVersion": {"version": "13.0.0"},
+        "driverVersion": {"version": "580.95.5"},
+        "productName": {"string": model},
+        "resource.kubernetes.io/pciBusID": {"string": f"0000:{0x07 + 0x40 * minor:02x}:00.0"},
+        "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{0x40 * minor:02x}"},
+        "type": {"string": type_},
+    }
+    attrs.update({k: {"string": v} for k, v in extra.items()})
+    return attrs
+
+
+def _dra_gpu(gpu, minor, memory):
+    return {
+        "name": f"gpu-{minor}",
+        "attributes": _dra_attrs(gpu["model"], minor, "gpu", uuid=gpu["uuid"]),
+        "capacity": {"memory": {"value": memory}},
+    }
+
+
+def _mig_caps(p):
+    _pid, _places, mem, sm, ce, dec, enc, jpg, ofa = p
+    caps = {"copyEngines": ce, "decoders": dec, "encoders": enc, "jpegEngines": jpg, "multiprocessors": sm}
+    out = {k: {"value": str(v)} for k, v in caps.items()}
+    out["memory"] = {"value": _mib(mem)}
+    out["ofaEngines"] = {"value": str(ofa)}
+    return dict(sorted(out.items()))
+
+
+def _mig_name(minor, profile, pid, start):
+    return f"gpu-{minor}-mig-{profile.replace('.', '')}-{pid}-{start}"
+
+
+def _static_mig(gpu, minor, profile, start, mig_uuid):
+    p = A100_MIG[profile]
+    caps = _mig_caps(p)
+    for i in range(start, start + dict(p[1])[start]):
+        caps[f"memorySlice{i}"] = {"value": "1"}
+    attrs = _dra_attrs(gpu["model"], minor, "mig", parentUUID=gpu["uuid"], profile=profile, uuid=mig_uuid)
+    return {"name": _mig_name(minor, profile, p[0], start), "attributes": attrs, "capacity": caps}
+
+
+def _counters(caps):
+    renamed = {"copyEngines": "copy-engines", "jpegEngines": "jpeg-engines", "ofaEngines": "ofa-engines"}
+    return {renamed.get(k, k): {"value": v["value"]} for k, v in caps.items()}
+
+
+def _dynamic_mig_devices(gpu, minor):
+    """The whole GPU and every (profile, placement), each consuming the GPU's counter set."""
+    cset = f"gpu-{minor}-counter-set"
+    full_caps = {}
+    for p in H100_MIG.values():  # the full GPU's capacity: per dimension the max over all profiles
+        for k, v in _mig_caps(p).items():
+            if k not in full_caps or vocab.parse_quantity(v["value"]) > vocab.parse_quantity(full_caps[k]["value"]):
+                full_caps[k] = v
+    full = _counters(full_caps)
+    for i in range(8):
+        full[f"memory-slice-{i}"] = {"value": "1"}
+    devices = [
+        {
+            "name": f"gpu-{minor}",
+            "attributes": _dra_attrs(gpu["model"], minor, "gpu", uuid=gpu["uuid"]),
+            "capacity": full_caps,
+            "consumesCounters": [{"counterSet": cset, "counters": copy.deepcopy(full)}],
+        }
+    ]
+    for profile, p in H100_MIG.items():
+        for start, size in p[1]:
+            cost = _counters(_mig_caps(p))
+            for i in range(start, start + size):
+                cost[f"memory-slice-{i}"] = {"value": "1"}
+            devices.append(
+                {
+                    "name": _mig_name(minor, profile, p[0], start),
+                    "attributes": _dra_attrs(gpu["model"], minor, "mig", parentUUID=gpu["uuid"], profile=profile),
+                    "capacity": _mig_caps(p),
+                    "consumesCounters": [{"counterSet": cset, "counters": cost}],
+                }
+            )
+    return [{"name": cset, "counters": full}], devices
+
+
+def _shared(device, memory, shares):
+    """--consumable-shares: N (shares > 0), or unlimited (shares None)."""
+    device["allowMultipleAllocations"] = True
+    device["capacity"] = {
+        "memory": {
+            "requestPolicy": {"default": "0", "validRange": {"max": memory, "min": "0", "step": "1Mi"}},
+            "value": memory,
+        }
+    }
+    if shares:
+        device["capacity"]["shares"] = {
+            "requestPolicy": {"default": "1", "validRange": {"max": str(shares), "min": "1", "step": "1"}},
+            "value": str(shares),
+        }
+    return device
+
+
+def _slice(node, suffix, devices=None, *, count=1, shared=None):
+    spec = {
+        "driver": DRA_DRIVER,
+        "nodeName": node,
+        "pool": {"generation": 1, "name": node, "resourceSliceCount": count},
+    }
+    if shared is not None:
+        spec["sharedCounters"] = shared
+    if devices is not None:
+        spec["devices"] = sorted(devices, key=lambda d: d["name"])
+    owner = {"apiVersion": "v1", "controller": True, "kind": "Node", "name": node, "uid": _uid("node", node)}
+    return {
+        "apiVersion": DRA_API,
+        "kind": "ResourceSlice",
+        "metadata": {
+            "name": f"{node}-{DRA_DRIVER}-{suffix}",
+            "generateName": f"{node}-{DRA_DRIVER}-",
+            "ownerReferences": [owner],
+        },
+        "spec": spec,
+    }
+
+
+def _request(name, cls, count=1, *, admin=False, capacity=None):
+    exactly = {"allocationMode": "ExactCount", "count": count, "deviceClassName": cls}
+    if admin:
+        exactly["adminAccess"] = True
+    if capacity:
+        exactly["capacity"] = {"requests": capacity}
+    return {"exactly": exactly, "name": name}
+
+
+def _result(request, node, device, *, admin=False, share=None, consumed=None):
+    r = {"device": device, "driver": DRA_DRIVER, "pool": node, "request": request}
+    if admin:
+        r["adminAccess"] = True
+    if share:
+        r["shareID"] = share
+    if consumed:
+        r["consumedCapacity"] = consumed
+    return r
+
+
+def _claim(ns, name, requests, results, node, pods, *, owner_pod=None, annotations=None):
+    """A claim as the scheduler leaves it: allocated on ``node``, reserved for ``pods``."""
+    meta = {"name": name, "namespace": ns, "uid": _uid("claim", ns, name)}
+    if annotations:
+        meta["annotations"] = annotations
+    if owner_pod:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "v1",
+                "blockOwnerDeletion": True,
+                "controller": True,
+                "kind": "Pod",
+                "name": owner_pod,
+                "uid": _uid("pod", ns, owner_pod),
+            }
+        ]
+    match = {"key": "metadata.name", "operator": "In", "values": [node]}
+    return {
+        "apiVersion": DRA_API,
+        "kind": "ResourceClaim",
+        "metadata": meta,
+        "spec": {"devices": {"requests": requests}},
+        "status": {
+            "allocation": {
+                "allocationTimestamp": "2026-08-10T09:05:01Z",
+                "devices": {"results": results},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [match]}]},
+            },
+            "reservedFor": [{"name": p, "resource": "pods", "uid": _uid("pod", ns, p)} for p in pods],
+        },
+    }
+
+
+def _claim_pod(ns, name, node, claim, *, template=None, image="nvcr.io/nvidia/pytorch:24.05-py3"):
+    """A Running pod using one claim (by name, or made from ``template`` as ``claim``)."""
+    ref = (
+        {"name": "gpu", "resourceClaimTemplateName": template}
+        if template
+        else {"name": "gpu", "resourceClaimName": claim}
+    )
+    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    if template:
+        status["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": claim}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": name}, "uid": _uid("pod", ns, name)},
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Always",
+            "resourceClaims": [ref],
+            "containers": [{"name": "main", "image": image, "resources": {"claims": [{"name": "gpu"}]}}],
+        },
+        "status": status,
+    }
+
+
+def _device_class(name, type_, extended=None):
+    """As NVIDIA's chart installs it (deployments/helm/.../templates/deviceclass-*.yaml)."""
+    expr = f"device.driver == '{DRA_DRIVER}' && device.attributes['{DRA_DRIVER}'].type == '{type_}'"
+    spec = {"selectors": [{"cel": {"expression": expr}}]}
+    if extended:
+        spec["extendedResourceName"] = extended
+    return {"apiVersion": DRA_API, "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+
+
+def _dra_node(name, *, extra_labels=None, extra_status=None):
+    labels = {vocab.GPU_PRESENT_LABEL: "true", DRA_PLUGIN_LABEL: "true", **(extra_labels or {})}
+    n = s.node(name, labels=labels, extra_status=extra_status)
+    n["status"]["nodeInfo"]["kubeletVersion"] = "v1.36.3"
+    return n
+
+
+def dra():
+    objects = s.device_plugin_manifest(replicas=2)
+    hardware = {}
+    # device-plugin nodes beside the DRA ones (shapes of the demo)
+    for name, model, count, mem, sharing in (
+        ("gpu-a100-01", A100, 4, 81920, "none"),
+        ("gpu-a30-03", A30, 4, 24576, "timeslicing"),
+    ):
+        objects.append(s.node(name, model=model, sharing=sharing, gpu_count=count, taints=[GPU_TAINT]))
+        hardware[name] = s.gpus(name, model, count, mem)
+    slices = []
+    # whole GPUs
+    hw = hardware["dra-a100-01"] = s.gpus("dra-a100-01", A100, 2, 81920)
+    slices.append(_slice("dra-a100-01", "x7k2p", [_dra_gpu(g, i, "80Gi") for i, g in enumerate(hw)]))
+    # static MIG: 7 x 1g.10gb on each of 2 GPUs
+    hw = hardware["dra-a100-mig-01"] = s.gpus("dra-a100-mig-01", A100, 2, 81920, mig=[["1g.10gb"] * 7] * 2)
+    migs = [
+        _static_mig(g, i, "1g.10gb", start, "MIG-" + _uid("mig", "dra-a100-mig-01", str(i), str(start)))
+        for i, g in enumerate(hw)
+        for start in range(7)
+    ]
+    slices.append(_slice("dra-a100-mig-01", "m3q8z", migs))
+    # dynamic MIG (k8s >= 1.35: a counter slice and a device slice per GPU); two MIG devices made for claims
+    hw = hardware["dra-h100-dyn-01"] = s.gpus("dra-h100-dyn-01", H100, 1, 81559, mig=[["3g.40gb", "1g.10gb"]])
+    counter_sets, devices = _dynamic_mig_devices(hw[0], 0)
+    slices.append(_slice("dra-h100-dyn-01", "c0unt", count=2, shared=counter_sets))
+    slices.append(_slice("dra-h100-dyn-01", "d3v1c", devices, count=2))
+    # consumable shares: --consumable-shares=4, and unlimited
+    for node, shares in (("dra-l40s-shares-01", 4), ("dra-l40s-unlimited-01", None)):
+        hw = hardware[node] = s.gpus(node, L40S, 2, 46068)
+        slices.append(
+            _slice(node, "s4r3d", [_shared(_dra_gpu(g, i, "46068Mi"), "46068Mi", shares) for i, g in enumerate(hw)])
+        )
+    # an incomplete pool: two slices declared, one seen
+    hw = hardware["dra-incomplete-01"] = s.gpus("dra-incomplete-01", A100, 2, 81920)
+    slices.append(_slice("dra-incomplete-01", "h4lf1", [_dra_gpu(hw[0], 0, "80Gi")], count=2))
+    # a stranded GPU: MIG mode on without MIG devices, so the driver advertises only gpu-0
+    hw = hardware["dra-stranded-01"] = s.gpus("dra-stranded-01", A100, 2, 81920)
+    slices.append(_slice("dra-stranded-01", "str4n", [_dra_gpu(hw[0], 0, "80Gi")]))
+    # both stacks: the device plugin's nvidia.com/gpu and the DRA driver's slices on one node
+    hw = hardware["dra-both-01"] = s.gpus("dra-both-01", A100, 2, 81920)
+    slices.append(_slice("dra-both-01", "b0th1", [_dra_gpu(g, i, "80Gi") for i, g in enumerate(hw)]))
+    both = {"capacity": {vocab.GPU: "2"}, "allocatable": {vocab.GPU: "2"}}
+    for node in [n for n in hardware if n.startswith("dra-")]:
+        objects.append(_dra_node(node, extra_status=both if node == "dra-both-01" else None))
+    objects += slices
+    objects += [
+        _device_class("gpu.nvidia.com", "gpu", extended=vocab.GPU),
+        _device_class("mig.nvidia.com", "mig"),
+        {
+            "apiVersion": "resource.k8s.io/v1alpha3",
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": "dra-a100-01-gpu-1-maintenance"},
+            "spec": {
+                "deviceSelector": {"driver": DRA_DRIVER, "pool": "dra-a100-01", "device": "gpu-1"},
+                "taint": {"key": "brick.cloud/maintenance", "value": "planned", "effect": "None"},
+            },
+        },
+    ]
+    ns, gpu, mig = "ws-dra", "gpu.nvidia.com", "mig.nvidia.com"
+    monitoring = s.namespace("gpu-monitoring")
+    monitoring["metadata"]["labels"]["resource.kubernetes.io/admin-access"] = "true"
+    objects += [
+        s.namespace(ns, owner="alice"),
+        s.quota(ns, {f"{gpu}.deviceclass.resource.k8s.io/devices": 8, "count/resourceclaims.resource.k8s.io": 16}),
+        monitoring,
+        template := {
+            "apiVersion": DRA_API,
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-mig-1g10gb", "namespace": ns},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {
+                                "name": "gpu",
+                                "exactly": {
+                                    "allocationMode": "ExactCount",
+                                    "count": 1,
+                                    "deviceClassName": mig,
+                                    "selectors": [
+                                        {
+                                            "cel": {
+                                                "expression": f"device.attributes['{DRA_DRIVER}'].profile == '1g.10gb'"
+                                            }
+                                        }
+                                    ],
+                                },
+                            }
+                        ]
+                    }
+                }
+            },
+        },
+    ]
+    claims = [
+        _claim(
+            ns,
+            "train-gpu",
+            [_request("gpu", gpu)],
+            [_result("gpu", "dra-a100-01", "gpu-0")],
+            "dra-a100-01",
+            ["train-0"],
+        ),
+        # one claim shared by three pods
+        _claim(
+            ns,
+            "shared-gpu",
+            [_request("gpu", gpu)],
+            [_result("gpu", "dra-a100-01", "gpu-1")],
+            "dra-a100-01",
+            ["infer-0", "infer-1", "infer-2"],
+        ),
+        _claim(
+            ns,
+            "mig-small",
+            [_request("mig", mig, 2)],
+            [_result("mig", "dra-a100-mig-01", f"gpu-0-mig-1g10gb-19-{i}") for i in (0, 1)],
+            "dra-a100-mig-01",
+            ["mig-job-0"],
+        ),
+        _claim(
+            ns,
+            "dyn-3g",
+            [_request("mig", mig)],
+            [_result("mig", "dra-h100-dyn-01", "gpu-0-mig-3g40gb-9-0")],
+            "dra-h100-dyn-01",
+            ["dyn-0"],
+        ),
+        _claim(
+            ns,
+            "dyn-1g",
+            [_request("mig", mig)],
+            [_result("mig", "dra-h100-dyn-01", "gpu-0-mig-1g10gb-19-4")],
+            "dra-h100-dyn-01",
+            ["dyn-1"],
+        ),
+        _claim(
+            ns,
+            "share-1",
+            [_request("gpu", gpu)],
+            [
+                _result(
+                    "gpu",
+                    "dra-l40s-shares-01",
+                    "gpu-0",
+                    share=_uid("share", "1"),
+                    consumed={"memory": "0", "shares": "1"},
+                )
+            ],
+            "dra-l40s-shares-01",
+            ["share-pod-1"],
+        ),
+        _claim(
+            ns,
+            "share-2",
+            [_request("gpu", gpu, capacity={"shares": "2"})],
+            [
+                _result(
+                    "gpu",
+                    "dra-l40s-shares-01",
+                    "gpu-0",
+                    share=_uid("share", "2"),
+                    consumed={"memory": "0", "shares": "2"},
+                )
+            ],
+            "dra-l40s-shares-01",
+            ["share-pod-2"],
+        ),
+        _claim(
+            ns,
+            "unlimited-1",
+            [_request("gpu", gpu)],
+            [_result("gpu", "dra-l40s-unlimited-01", "gpu-0", share=_uid("share", "u1"), consumed={"memory": "0"})],
+            "dra-l40s-unlimited-01",
+            ["unlimited-pod-1"],
+        ),
+        _claim(
+            ns,
+            "both-gpu",
+            [_request("gpu", gpu)],
+            [_result("gpu", "dra-both-01", "gpu-1")],
+            "dra-both-01",
+            ["both-dra-0"],
+        ),
+        # made by the resourceclaim controller from the template for its pod
+        _claim(
+            ns,
+            "tmpl-0-gpu-q7w2x",
+            copy.deepcopy(template["spec"]["spec"]["devices"]["requests"]),
+            [_result("gpu", "dra-a100-mig-01", "gpu-1-mig-1g10gb-19-0")],
+            "dra-a100-mig-01",
+            ["tmpl-0"],
+            owner_pod="tmpl-0",
+            annotations={"resource.kubernetes.io/pod-claim-name": "gpu"},
+        ),
+        # admin access (monitoring): not use of the device
+        _claim(
+            "gpu-monitoring",
+            "dcgm-admin",
+            [_request("gpu", gpu, admin=True)],
+            [_result("gpu", "dra-a100-01", "gpu-1", admin=True)],
+            "dra-a100-01",
+            ["dcgm-exporter-dra-a100-01"],
+        ),
+    ]
+    objects += claims
+    for c in claims:
+        node = c["status"]["allocation"]["devices"]["results"][0]["pool"]
+        for ref in c["status"]["reservedFor"]:
+            template = "one-mig-1g10gb" if "ownerReferences" in c["metadata"] else None
+            image = (
+                "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3-4.1.3-ubuntu22.04"
+                if c["metadata"]["name"] == "dcgm-admin"
+                else None
+            )
+            pod = _claim_pod(c["metadata"]["namespace"], ref["name"], node, c["metadata"]["name"], template=template)
+            if image:
+                pod["spec"]["containers"][0]["image"] = image
+            objects.append(pod)
+    objects.append(s.gpu_pod(ns, "both-plugin-0", "dra-both-01", vocab.GPU, 1))  # the device plugin's stack
+    write(
+        "dra",
+        "NVIDIA GPUs through Dynamic Resource Allocation (resource.k8s.io/v1, NVIDIA's GPU DRA driver) beside "
+        "device-plugin nodes: whole GPUs, static MIG, dynamic MIG, consumable shares (4, and unlimited), a claim "
+        "shared by three pods, an admin-access claim, a claim made from a template, an incomplete pool, a "
+        "stranded GPU, a node with both stacks, a DeviceTaintRule (effect None) and a quota on device classes.",
+        objects,
+        hardware,
+    )
+
+
 if __name__ == "__main__":
     seed_example()
     qks()
@@ -624,4 +1110,5 @@ if __name__ == "__main__":
     layouts()
     waiting()
     sharing()
+    dra()
     print("wrote", ", ".join(p.name for p in sorted(OUT.glob("*.yaml"))))

@@ -171,7 +171,21 @@ WATCHED_KINDS = {
     "ConfigMap": "v1",
     "Namespace": "v1",
     "Job": "batch/v1",
+    # Dynamic Resource Allocation (brickadmin/cluster/dra.py counts them). A cluster may not
+    # serve them (no DRA, or DRA without DeviceTaintRule): the watcher then keeps them empty.
+    "ResourceSlice": "resource.k8s.io/v1",
+    "ResourceClaim": "resource.k8s.io/v1",
+    "DeviceClass": "resource.k8s.io/v1",
+    "ResourceClaimTemplate": "resource.k8s.io/v1",
+    "DeviceTaintRule": "resource.k8s.io/v1alpha3",
 }
+
+# The DRA kinds (apiVersion per kind), and those of them that are cluster-scoped.
+DRA_KINDS = {k: v for k, v in WATCHED_KINDS.items() if v.startswith("resource.k8s.io/")}
+DRA_CLUSTER_SCOPED = frozenset({"ResourceSlice", "DeviceClass", "DeviceTaintRule"})
+# Kinds whose API a cluster may not serve (404) or not let the product read (403): listed
+# as empty, never a failure, so a cluster without them works as one without the objects.
+OPTIONAL_KINDS = frozenset(DRA_KINDS)
 
 
 class WatchStream(Protocol):

@@ -10,20 +10,27 @@ stay Kubernetes-shaped, so the ledger cannot tell a projection from the full obj
 - Node: name, labels, creationTimestamp (no object keeps its resourceVersion); spec.unschedulable and taints; status
   capacity, allocatable, the conditions' type/status/reason, nodeInfo.kubeletVersion.
   Not kept: annotations, managedFields, images, addresses, daemonEndpoints.
-- Pod (only GPU-requesting pods and device-plugin pods): name, namespace, uid, labels,
-  ownerReferences, creation/deletion timestamps; spec.nodeName and, per container, its
-  name and nvidia.com/* requests and limits; what quota scopes read (spec.priorityClassName,
+- Pod (only GPU-requesting pods, pods using DRA ResourceClaims and device-plugin pods):
+  name, namespace, uid, labels, ownerReferences, creation/deletion timestamps; spec.nodeName
+  and, per container, its name, nvidia.com/* requests and limits and the claims it uses
+  (resources.claims); spec.resourceClaims; what quota scopes read (spec.priorityClassName,
   activeDeadlineSeconds, the cross-namespace pod affinity terms, status.qosClass: the API
   server's, else computed as it computes it); status phase, reason, message, startTime,
   the Ready and PodScheduled conditions (the latter's message while the pod is not
   scheduled: why it waits) and each container's state summary (for failed-pod diagnosis
-  and a waiting container's reason).
+  and a waiting container's reason, and its allocatedResourcesStatus: the health of the DRA
+  devices it was given); status.resourceClaimStatuses and extendedResourceClaimStatus (the
+  claims made for the pod and for its extended resources).
 - ResourceQuota: name, namespace; spec and status whole (a few keys).
 - Namespace: name and labels (a Workspace's owner).
 - DaemonSet and ConfigMap of the device plugin / the GPU Operator: whole (the manifest
   drift compares their spec and data), except ``metadata.managedFields``, the metadata that
   every write changes (resourceVersion, generation) and a DaemonSet's status (its controller
   rewrites the pod counts whenever a plugin pod comes or goes; the pods themselves are kept).
+- Dynamic Resource Allocation (resource.k8s.io, counted by brickadmin/cluster/dra.py):
+  ResourceSlice: name, uid, ownerReferences and spec whole; ResourceClaim: name, namespace,
+  uid, annotations, ownerReferences, spec.devices, status.allocation, reservedFor and devices;
+  DeviceClass and DeviceTaintRule: name and spec; ResourceClaimTemplate: name, namespace, spec.
 
 What the view keeps is what decides whether an event is worth a new generation: the watcher
 compares an object's projection before and after each event and publishes only when it
@@ -34,6 +41,7 @@ write or a managedFields timestamp changes nothing.
 from __future__ import annotations
 
 from . import quotascope
+from .base import DRA_KINDS
 from .deviceplugin import pod_gpu_requests
 from .vocabulary import MANAGED_BY, MANAGED_BY_LABEL, NVIDIA_PREFIX, PLUGIN_NAMESPACE
 
@@ -45,11 +53,13 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 _META_KEEP = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp")
 
 
-def _meta(obj: dict, *, labels: bool = True, owners: bool = False) -> dict:
+def _meta(obj: dict, *, labels: bool = True, owners: bool = False, annotations: bool = False) -> dict:
     src = obj.get("metadata") or {}
     out = {k: src[k] for k in _META_KEEP if k in src}
     if labels and src.get("labels"):
         out["labels"] = dict(src["labels"])
+    if annotations and src.get("annotations"):
+        out["annotations"] = dict(src["annotations"])
     if owners and src.get("ownerReferences"):
         out["ownerReferences"] = [
             {k: o[k] for k in ("apiVersion", "kind", "name", "uid", "controller") if k in o}
@@ -84,8 +94,13 @@ def is_terminal(pod: dict) -> bool:
     return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
 
 
+def uses_claims(pod: dict) -> bool:
+    """Whether a pod uses DRA ResourceClaims (spec.resourceClaims), whatever it requests."""
+    return bool((pod.get("spec") or {}).get("resourceClaims"))
+
+
 def keeps_pod(pod: dict) -> bool:
-    return is_gpu_pod(pod) or is_plugin_pod(pod)
+    return is_gpu_pod(pod) or is_plugin_pod(pod) or uses_claims(pod)
 
 
 # A pod the watcher keeps names an nvidia.com/ resource or one of the two namespaces in its
@@ -96,11 +111,13 @@ def keeps_pod(pod: dict) -> bool:
 # image name, a toleration) is decoded and dropped, as before.
 _NVIDIA = NVIDIA_PREFIX.split(".", 1)[0].encode()
 _OPERATOR = f'"{OPERATOR_NAMESPACE}"'.encode()
+# a pod using DRA claims names them in spec.resourceClaims (immutable, like its requests)
+_CLAIMS = b'"resourceClaims"'
 assert _NVIDIA in NVIDIA_PREFIX.encode() and _NVIDIA in PLUGIN_NAMESPACE.encode()
 
 
 def _pod_line_worth_decoding(line: bytes) -> bool:
-    return _NVIDIA in line or _OPERATOR in line
+    return _NVIDIA in line or _OPERATOR in line or _CLAIMS in line
 
 
 def worth_decoding(kind: str):
@@ -144,6 +161,8 @@ def _container(c: dict) -> dict:
         picked = {k: v for k, v in (res.get(section) or {}).items() if k.startswith(NVIDIA_PREFIX)}
         if picked:
             slim[section] = picked
+    if res.get("claims"):
+        slim["claims"] = [dict(c) for c in res["claims"]]
     if slim:
         out["resources"] = slim
     return out
@@ -157,6 +176,8 @@ def _container_status(cs: dict) -> dict:
             ((which, detail),) = list(state.items())[:1]
             detail = detail or {}
             out[key] = {which: {k: detail[k] for k in ("reason", "message", "exitCode") if k in detail}}
+    if cs.get("allocatedResourcesStatus"):  # the health of its DRA devices (KEP-4680)
+        out["allocatedResourcesStatus"] = cs["allocatedResourcesStatus"]
     return out
 
 
@@ -174,6 +195,8 @@ def pod(obj: dict) -> dict:
     s = {"containers": [_container(c) for c in spec.get("containers") or []]}
     if spec.get("nodeName"):
         s["nodeName"] = spec["nodeName"]
+    if spec.get("resourceClaims"):
+        s["resourceClaims"] = [dict(c) for c in spec["resourceClaims"]]
     # what a ResourceQuota's scopes read of it (brickadmin/cluster/quotascope.py)
     for key in ("priorityClassName", "activeDeadlineSeconds"):
         if key in spec:
@@ -188,6 +211,9 @@ def pod(obj: dict) -> dict:
         st["conditions"] = ready
     if status.get("containerStatuses"):
         st["containerStatuses"] = [_container_status(cs) for cs in status["containerStatuses"]]
+    for key in ("resourceClaimStatuses", "extendedResourceClaimStatus"):
+        if status.get(key):
+            st[key] = status[key]
     return {**_head(obj, "Pod"), "metadata": _meta(obj, owners=True), "spec": s, "status": st}
 
 
@@ -211,6 +237,36 @@ def job(obj: dict) -> dict | None:
     if labels.get(MANAGED_BY_LABEL) != MANAGED_BY:
         return None
     return {**_head(obj, "Job", "batch/v1"), "metadata": _meta(obj, labels=False), "status": obj.get("status") or {}}
+
+
+# --- Dynamic Resource Allocation (resource.k8s.io) -----------------------------------
+
+
+def resource_slice(obj: dict) -> dict:
+    """A driver's published devices: name, uid, owner (the Node) and the spec whole."""
+    return {
+        **_head(obj, "ResourceSlice", DRA_KINDS["ResourceSlice"]),
+        "metadata": _meta(obj, labels=False, owners=True),
+        "spec": obj.get("spec") or {},
+    }
+
+
+def resource_claim(obj: dict) -> dict:
+    """What a claim asks for (spec.devices) and what it was given: the scheduler's allocation,
+    the pods it is reserved for, and the devices' status the driver writes."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    out = {
+        **_head(obj, "ResourceClaim", DRA_KINDS["ResourceClaim"]),
+        "metadata": _meta(obj, labels=False, owners=True, annotations=True),
+        "spec": {"devices": spec["devices"]} if "devices" in spec else {},
+    }
+    out["status"] = {k: status[k] for k in ("allocation", "reservedFor", "devices") if k in status}
+    return out
+
+
+def _named_spec(obj: dict, kind: str) -> dict:
+    """DeviceClass, ResourceClaimTemplate, DeviceTaintRule: name (and namespace) and spec."""
+    return {**_head(obj, kind, DRA_KINDS[kind]), "metadata": _meta(obj, labels=False), "spec": obj.get("spec") or {}}
 
 
 # Metadata every write changes (or the server's bookkeeping): never read from the view.
@@ -242,6 +298,12 @@ def project(kind: str, obj: dict) -> dict | None:
         return namespace(obj)
     if kind == "Job":
         return job(obj)
+    if kind == "ResourceSlice":
+        return resource_slice(obj)
+    if kind == "ResourceClaim":
+        return resource_claim(obj)
+    if kind in DRA_KINDS:
+        return _named_spec(obj, kind)
     return whole(obj, kind)
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from . import vocabulary as vocab
+from .base import DRA_KINDS
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 SCENARIO_DIR = BASE_DIR / "scenarios"
@@ -43,7 +44,10 @@ KNOWN_KINDS = {
     "ServiceAccount",
     "LimitRange",
     "ClusterPolicy",  # the GPU Operator's (nvidia.com/v1): names mig-manager's layouts ConfigMap
+    *DRA_KINDS,  # Dynamic Resource Allocation (resource.k8s.io): ResourceSlice, ResourceClaim, ...
 }
+NAMESPACED_DRA_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
+SLICE_NODE_FIELDS = ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection")
 
 
 class ScenarioError(ValueError):
@@ -160,6 +164,8 @@ def _validate_object(obj, where, seen):
                         raise ScenarioError(
                             f"{label}: spec.containers[{i}].resources.{section}[{res}]: {value!r} is not a whole number"
                         )
+    if kind in DRA_KINDS:
+        _validate_dra(obj, kind, meta, label)
     if kind == "ResourceQuota":
         hard = (obj.get("spec") or {}).get("hard")
         if not isinstance(hard, dict):
@@ -174,6 +180,48 @@ def _validate_object(obj, where, seen):
                     f"{label}: spec.hard[{res}]: extended resources are quota'd as "
                     f"requests.{res.split(vocab.NVIDIA_PREFIX)[0]}{vocab.NVIDIA_PREFIX}…"
                 )
+
+
+def _validate_dra(obj, kind, meta, label):
+    """The essentials the API server holds a DRA object to, so a scenario cannot hold one it refuses."""
+    if kind in NAMESPACED_DRA_KINDS and not (isinstance(meta.get("namespace"), str) and meta["namespace"]):
+        raise ScenarioError(f"{label}: metadata.namespace is required ({kind} is namespaced)")
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        raise ScenarioError(f"{label}: spec must be a mapping")
+    if kind == "ResourceSlice":
+        if not isinstance(spec.get("driver"), str) or not spec["driver"]:
+            raise ScenarioError(f"{label}: spec.driver is required (the DRA driver's name, e.g. gpu.nvidia.com)")
+        pool = spec.get("pool")
+        if not isinstance(pool, dict):
+            raise ScenarioError(f"{label}: spec.pool is required (name, generation, resourceSliceCount)")
+        if not isinstance(pool.get("name"), str) or not pool["name"]:
+            raise ScenarioError(f"{label}: spec.pool.name is required")
+        for field, least in (("generation", 0), ("resourceSliceCount", 1)):
+            value = pool.get(field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ScenarioError(f"{label}: spec.pool.{field}: {value!r} must be a whole number of at least {least}")
+        chosen = [f for f in SLICE_NODE_FIELDS if spec.get(f) not in (None, False, "")]
+        if len(chosen) != 1:
+            said = ", ".join(chosen) if chosen else "none"
+            raise ScenarioError(
+                f"{label}: spec: exactly one of nodeName, nodeSelector, allNodes, perDeviceNodeSelection "
+                f"must be set (set: {said})"
+            )
+        devices = spec.get("devices", [])
+        if not isinstance(devices, list):
+            raise ScenarioError(f"{label}: spec.devices must be a list")
+        for i, d in enumerate(devices):
+            if not isinstance(d, dict) or not isinstance(d.get("name"), str) or not d["name"]:
+                raise ScenarioError(f"{label}: spec.devices[{i}].name is required")
+    if kind == "ResourceClaim" and not isinstance((spec.get("devices") or {}).get("requests", []), list):
+        raise ScenarioError(f"{label}: spec.devices.requests must be a list")
+    if kind == "ResourceClaimTemplate" and not isinstance(spec.get("spec"), dict):
+        raise ScenarioError(f"{label}: spec.spec is required (the claim's spec)")
+    if kind == "DeviceTaintRule":
+        effect = (spec.get("taint") or {}).get("effect")
+        if effect not in ("NoSchedule", "NoExecute", "None"):
+            raise ScenarioError(f"{label}: spec.taint.effect: {effect!r} is not NoSchedule, NoExecute or None")
 
 
 # --- builders (the demo and benchmark generators use these) -----------------

@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 from django.conf import settings
 
 from . import deviceplugin as dp
+from . import projection
+from .base import Forbidden, NotFound
 
 OPERATOR_NAMESPACE = "gpu-operator"
 
@@ -44,13 +46,26 @@ class Snapshot:
     # DCGM per pod ("ns/pod" -> utilisation, memory_mib, devices), when Prometheus answered;
     # None: not measured (the pages say so, never 0)
     usage: dict | None = None
-    # Dynamic Resource Allocation (resource.k8s.io): what NVIDIA's DRA driver publishes and
-    # what claims hold, projected (brickadmin/cluster/projection.py)
+    # Dynamic Resource Allocation (resource.k8s.io; projected as projection.py says; empty where
+    # the cluster does not serve the kind): what brickadmin/cluster/dra.py counts
     resource_slices: list[dict] = field(default_factory=list)
     resource_claims: list[dict] = field(default_factory=list)
     device_classes: list[dict] = field(default_factory=list)
     resource_claim_templates: list[dict] = field(default_factory=list)
     device_taint_rules: list[dict] = field(default_factory=list)
+    # non-terminal pods that use ResourceClaims (spec.resourceClaims), whether or not they also
+    # request an nvidia.com/* resource (those are in gpu_pods as well)
+    claim_pods: list[dict] = field(default_factory=list)
+
+
+# Snapshot field -> the watched kind it holds
+DRA_FIELDS = {
+    "resource_slices": "ResourceSlice",
+    "resource_claims": "ResourceClaim",
+    "device_classes": "DeviceClass",
+    "resource_claim_templates": "ResourceClaimTemplate",
+    "device_taint_rules": "DeviceTaintRule",
+}
 
 
 _cache_lock = threading.Lock()
@@ -127,6 +142,7 @@ def _read(gateway, use_prometheus: bool) -> Snapshot:
         namespaces=gateway.list_namespaces(),
         source=gateway.name,
     )
+    _read_dra(gateway, snap)
     measured, usage = metrics.measure_devices() if use_prometheus else (None, None)
     if measured is not None:
         snap.devices, snap.device_source = measured, "dcgm"
@@ -139,3 +155,26 @@ def _read(gateway, use_prometheus: bool) -> Snapshot:
             snap.device_source = "labels"
         snap.device_note = metrics.last_error() or ""
     return snap
+
+
+def _read_dra(gateway, snap: Snapshot) -> None:
+    """The DRA objects, projected as the watcher keeps them; a kind the cluster does not
+    serve (404) or lets the product not read (403) is empty. Pods using claims are listed
+    only when there are claims (on a cluster without DRA, no extra list of every pod)."""
+    for name, kind in DRA_FIELDS.items():
+        try:
+            items, _rv = gateway.list_with_version(kind, keep=projection.keeper(kind))
+        except (NotFound, Forbidden):
+            items = []
+        setattr(snap, name, sorted(items, key=_ns_name))
+    if snap.resource_claims:
+        snap.claim_pods = [
+            projection.pod(p)
+            for p in gateway.list_pods(field_selector="status.phase!=Succeeded,status.phase!=Failed")
+            if projection.uses_claims(p) and not projection.is_terminal(p)
+        ]
+
+
+def _ns_name(obj: dict) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace", ""), meta.get("name", "")

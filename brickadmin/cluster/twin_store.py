@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from django.db.models import F
 
 from . import deviceplugin as dp
-from .base import WATCHED_KINDS, Gone, NotFound, PermanentClusterError
+from .base import DRA_CLUSTER_SCOPED, DRA_KINDS, WATCHED_KINDS, Gone, NotFound, PermanentClusterError
 from .models import TwinEvent, TwinObject, TwinState
 from .vocabulary import (
     SelectorError,
@@ -37,12 +37,13 @@ API_VERSIONS = {
     "ServiceAccount": "v1",
     "LimitRange": "v1",
     "Lease": "coordination.k8s.io/v1",
+    **DRA_KINDS,
 }
 # The event log keeps about this many events (pruned every PRUNE_EVERY writes); a watch
 # from an older version gets 410 Gone, as after an etcd compaction.
 EVENT_LOG_KEEP = 20_000
 PRUNE_EVERY = 500
-CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass", "ClusterPolicy"}
+CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass", "ClusterPolicy", *DRA_CLUSTER_SCOPED}
 
 
 def now_iso() -> str:

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from . import projection
-from .base import ClusterError, Gone
-from .snapshot import OPERATOR_NAMESPACE, Snapshot
+from .base import OPTIONAL_KINDS, ClusterError, Forbidden, Gone, NotFound
+from .snapshot import DRA_FIELDS, OPERATOR_NAMESPACE, Snapshot
 from .vocabulary import PLUGIN_NAMESPACE
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,16 @@ WATCHES: tuple[tuple[str, str | None], ...] = (
     ("DaemonSet", PLUGIN_NAMESPACE),
     ("ConfigMap", PLUGIN_NAMESPACE),
     ("ConfigMap", OPERATOR_NAMESPACE),
+    # Dynamic Resource Allocation: a kind the cluster does not serve is kept empty (OPTIONAL_KINDS)
+    ("ResourceSlice", None),
+    ("ResourceClaim", None),
+    ("DeviceClass", None),
+    ("ResourceClaimTemplate", None),
+    ("DeviceTaintRule", None),
 )
+# How often a kind the cluster did not serve (or let the product read) is listed again: DRA
+# may be enabled, or the product's RBAC widened, while the watcher runs.
+UNSERVED_RETRY_SECONDS = 300.0
 
 
 def _now() -> datetime:
@@ -79,6 +88,9 @@ class _Stream:
     stream: object = None  # the open watch stream, for close()
     events: int = 0  # events applied (not bookmarks, not skipped pods)
     changes: int = 0  # of them (and of lists), those that changed the projection: which kind keeps publishing
+    # an optional kind the cluster does not serve (404) or lets us not read (403): kept empty,
+    # not watched, listed again every UNSERVED_RETRY_SECONDS; the reason, else ""
+    unserved: str = ""
 
 
 class ClusterWatcher:
@@ -132,14 +144,23 @@ class ClusterWatcher:
 
     def _relist(self, w) -> bool:
         kind, ns = w
-        items, rv = self.gateway.list_with_version(
-            kind, ns, keep=projection.keeper(kind), worth=projection.worth_decoding(kind)
-        )
+        unserved = ""
+        try:
+            items, rv = self.gateway.list_with_version(
+                kind, ns, keep=projection.keeper(kind), worth=projection.worth_decoding(kind)
+            )
+        except (NotFound, Forbidden) as exc:
+            if kind not in OPTIONAL_KINDS:
+                raise
+            # no DRA (or no DeviceTaintRule) on this cluster, or no right to read it: no objects
+            items, rv, unserved = [], "", str(exc) or type(exc).__name__
+            if not self._streams[w].unserved:
+                log.info("%s is not served or not readable (%s): kept empty", _label(w), unserved)
         store = {_key(o): o for o in items}
         with self._lock:
             s = self._streams[w]
             changed = store != s.items
-            s.items, s.rv = store, rv
+            s.items, s.rv, s.unserved = store, rv, unserved
             s.behind_since, s.current_at = None, _now()
             self.counters["lists"] += 1
             if changed:
@@ -204,6 +225,8 @@ class ClusterWatcher:
         for w, s in self._streams.items():
             try:
                 if not s.rv:
+                    if s.unserved and s.current_at and (_now() - s.current_at).total_seconds() < UNSERVED_RETRY_SECONDS:
+                        continue  # not served when last asked: asked again later
                     changed |= self._relist(w)
                     continue
                 stream = self._watch(w, s, timeout)
@@ -252,6 +275,8 @@ class ClusterWatcher:
                 operator_configmaps=items("ConfigMap", OPERATOR_NAMESPACE),
                 source=self.gateway.name,
                 taken_at=self.as_of(),
+                claim_pods=[p for p in pods if projection.uses_claims(p) and not projection.is_terminal(p)],
+                **{name: items(kind) for name, kind in DRA_FIELDS.items()},
             )
         if self.gateway.name == "twin":
             snap.devices, snap.device_source = self.gateway.gpu_devices() or {}, "twin"
@@ -262,7 +287,7 @@ class ClusterWatcher:
     def as_of(self) -> datetime:
         with self._lock:
             behind = [s.behind_since for s in self._streams.values() if s.behind_since is not None]
-            never = any(not s.rv for s in self._streams.values())
+            never = any(not s.rv and not s.unserved for s in self._streams.values())
         if never and not behind:
             return self.primed_at or self.started_at
         return min(behind) if behind else _now()
@@ -279,6 +304,7 @@ class ClusterWatcher:
                     "changes": s.changes,
                     "behind_since": s.behind_since,
                     "current_at": s.current_at,
+                    "unserved": s.unserved,
                 }
                 for w, s in self._streams.items()
             }
@@ -338,6 +364,10 @@ class ClusterWatcher:
                     if not s.rv:
                         if self._relist(w):
                             self._dirty.set()
+                    if s.unserved:  # nothing to watch: look again later
+                        stop.wait(UNSERVED_RETRY_SECONDS)
+                        s.rv = ""
+                        continue
                     stream = self._watch(w, s, self.timeout_seconds)
                     with self._lock:
                         s.stream, s.connected = stream, True

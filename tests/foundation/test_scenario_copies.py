@@ -48,7 +48,7 @@ def twin_rows() -> dict:
     }
 
 
-@pytest.mark.parametrize("name", ["seed-example", "demo"])
+@pytest.mark.parametrize("name", ["seed-example", "demo", "dra"])
 def test_a_copied_scenario_is_the_twin_its_load_leaves(db, name):
     TwinGateway().load(*scenarios.read(name))
     loaded = twin_rows()

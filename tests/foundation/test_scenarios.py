@@ -66,7 +66,7 @@ def test_malformed_scenario_names_object_and_field_and_loads_nothing(twin, tmp_p
 
 
 def test_unknown_scenario_lists_the_known_ones(db):
-    with pytest.raises(CommandError, match="Known scenarios: demo, layouts, qks, seed-example"):
+    with pytest.raises(CommandError, match="Known scenarios: demo, dra, layouts, qks, seed-example"):
         call_command("load_scenario", "nope")
 
 

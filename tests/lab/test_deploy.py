@@ -38,6 +38,11 @@ EXPECTED_CLUSTER_RULES = {
     ("batch", "jobs"): {"list", "watch", "create", "delete"},  # delete: cancelling a submitted Job
     ("scheduling.k8s.io", "priorityclasses"): {"list", "create"},
     ("nvidia.com", "clusterpolicies"): {"list"},  # the GPU Operator's: mig-manager's layouts ConfigMap
+    ("resource.k8s.io", "resourceslices"): {"list", "watch"},  # the watcher (DRA)
+    ("resource.k8s.io", "resourceclaims"): {"list", "watch"},  # the watcher (DRA)
+    ("resource.k8s.io", "deviceclasses"): {"list", "watch"},  # the watcher (DRA)
+    ("resource.k8s.io", "resourceclaimtemplates"): {"list", "watch"},  # the watcher (DRA)
+    ("resource.k8s.io", "devicetaintrules"): {"list", "watch"},  # the watcher (DRA)
 }
 EXPECTED_PLUGIN_RULES = {("", "configmaps"): {"create", "patch"}, ("apps", "daemonsets"): {"create", "patch", "delete"}}
 EXPECTED_LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
