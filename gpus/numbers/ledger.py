@@ -561,7 +561,9 @@ def node_ledger(
         shared_line.replicas = replicas  # what the running plugin serves, not what the config now says
     in_use = _devices_in_use(devs, resources, replicas, device_source)
     physical_used = len(in_use)
-    if not devs and stack == "dra" and dra_node is not None:
+    if stack == "dra" and dra_node is not None:  # in use: a GPU some claim holds a device of
+        held = {g.gpu for g in dra_node.gpus if g.used}
+        in_use = frozenset(i for i, d in enumerate(devs) if d.get("uuid") in held)
         physical_used = sum(1 for g in dra_node.gpus if g.used)
     elif not devs:
         physical_used = _derived_physical_used(resources, replicas, physical)
