@@ -7,15 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.conf import settings
 from django.urls import reverse
-from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 
-from gpus.models import ViewProblem
-from gpus.numbers import health as health_mod
 from gpus.numbers import pod_waits as pw
-from gpus.view.stored import stored_gpu_capacity
+from gpus.view.reading import pod_admission_findings, stored_gpu_capacity
 
 from .counting import quota_scopes
 
@@ -30,42 +26,20 @@ class Cause:
     said: str = ""  # the scheduler's own words, shown beside
 
 
-def _diagnoses(namespace: str) -> dict[str, health_mod.Problem]:
-    """pod name -> the stored kubelet-refusal finding of that pod (its words and Fix)."""
-    lang = get_language() or settings.LANGUAGE_CODE
-    out = {}
-    for row in ViewProblem.objects.filter(kind="pod-admission-failed", fix_params__pod_namespace=namespace):
-
-        def text(d):
-            return d.get(lang) or d.get(settings.LANGUAGE_CODE) or next(iter(d.values()), "")
-
-        out[(row.fix_params or {}).get("pod_name", "")] = health_mod.Problem(
-            severity=row.severity,
-            kind=row.kind,
-            subject=row.subject,
-            message=text(row.message),
-            remedy=text(row.remedy),
-            wizard=row.wizard,
-            subject_type=row.subject_type,
-            fix=row.fix,
-            fix_params=row.fix_params or {},
-        )
-    return out
-
-
 def _names(pods) -> str:
     return ", ".join(f"{name} ({n})" for name, n in pods)
 
 
 def causes(line, *, admin: bool) -> list[Cause]:
-    """The causes of ``line``'s (a gpus.models.ViewWorkspace) waiting and failed GPU pods."""
+    """The causes of ``line``'s waiting and failed GPU pods (``line``: a Workspace line of the
+    view, gpus.view.reading.workspace_line)."""
     if line is None:
         return []
     pods = line.pods or []
     if not any((p.get("phase") in ("Pending", "Failed")) for p in pods) and not line.quota:
         return []
     found = pw.waits(pods, line.gpu_quotas or {}, stored_gpu_capacity(), quota_scopes(line))
-    diagnoses = _diagnoses(line.namespace) if any(w.kind == pw.ADMISSION for w in found) else {}
+    diagnoses = pod_admission_findings(line.namespace) if any(w.kind == pw.ADMISSION for w in found) else {}
     return [_words(w, line.namespace, admin, diagnoses.get(w.pod)) for w in found]
 
 
