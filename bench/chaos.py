@@ -11,7 +11,7 @@ For each fault (postgres, redis, beat), ``--reps`` repetitions of each of:
   the ledger the run must end with), started through the queue; the dependency is stopped
   at a random point after the worker claimed the run, kept down ``--down`` seconds, started
   again on the same port and data directory;
-- a Workspace approval (workspaces.services.approve, as the approval page calls it) through
+- a Workspace approval (workspaces.approvals.approve, as the approval page calls it) through
   a twin whose writes are slowed (``--approval-pause`` per write) so the fault lands at a
   random point of it; an approval that failed is tried again, as the admin would, once
   the page answers.
@@ -146,7 +146,7 @@ from gpus.procedures import engine, service  # noqa: E402
 from gpus.procedures.recording import RUN_EVENT  # noqa: E402
 from gpus.procedures.registry import get as get_procedure  # noqa: E402
 from gpus.view.live import LiveRead  # noqa: E402
-from workspaces import services as ws  # noqa: E402
+from workspaces import approvals as ws  # noqa: E402
 from workspaces.models import Decision, WorkspaceRequest  # noqa: E402
 
 TERMINAL = ("succeeded", "failed", "cancelled", "interrupted")

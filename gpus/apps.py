@@ -12,6 +12,10 @@ class GpusConfig(AppConfig):
 
         for proc in definitions.BUILT_IN:
             registry.register(proc)
+        # The stopped runs' findings, handed to the cluster view's (which imports no procedure).
+        from .procedures import findings
+
+        findings.register()
         # The messages runs record as codes, said in each reader's language (brickadmin/wording.py).
         from brickadmin import wording
 

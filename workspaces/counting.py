@@ -80,7 +80,7 @@ def note(c: qs.Counting) -> str:
 
 
 def quota_scopes(line, *, scoped: bool = True) -> list[qs.QuotaScope]:
-    """The quotas stored on ``line`` (a gpus.models.ViewWorkspace) as the scope decision reads
+    """The quotas stored on ``line`` (a Workspace line of the view) as the scope decision reads
     them; ``scoped=False`` drops their scopes (every pod taken as selected)."""
     return [
         qs.quota_scope(q.get("name", ""), q.get("hard") or {}, (q.get("scopes") or []) if scoped else [])
@@ -89,7 +89,7 @@ def quota_scopes(line, *, scoped: bool = True) -> list[qs.QuotaScope]:
 
 
 def of_line(line) -> QuotaCounting:
-    """The counting of ``line``'s (a gpus.models.ViewWorkspace) pods against its quotas."""
+    """The counting of ``line``'s (a Workspace line of the view) pods against its quotas."""
     out = QuotaCounting()
     if line is None:
         return out

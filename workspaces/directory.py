@@ -1,5 +1,5 @@
-"""Every Workspace of the cluster: the view's Workspace lines (gpus.models.ViewWorkspace, kept
-by the watcher) beside the product's records, and adoption of a namespace the product has
+"""Every Workspace of the cluster: the view's Workspace lines (gpus.view.reading.workspace_lines,
+kept by the watcher) beside the product's records, and adoption of a namespace the product has
 no record of.
 
 The lists read the view in SQL (one query per page, whatever the number of Workspaces, no
@@ -31,8 +31,8 @@ from django.utils.translation import gettext as _
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.cluster.vocabulary import NVIDIA_PREFIX, parse_quantity
 from brickadmin.wording import said
-from gpus.models import ViewWorkspace
 from gpus.numbers import ledger as ledger_mod
+from gpus.view import reading
 
 from .labels import owner_label_value
 from .models import Decision, WorkspaceRequest
@@ -52,7 +52,8 @@ def lines():
     label). Sorted and searched in SQL. The record's requester is looked up by a subquery
     per row that is not selected itself (an alias): each figure built from it repeats it."""
     return (
-        ViewWorkspace.objects.filter(quota__gt=0)
+        reading.workspace_lines()
+        .filter(quota__gt=0)
         .alias(record_owner=Subquery(_record().values("requester_name")[:1], output_field=CharField()))
         .annotate(
             owner_name=Coalesce(F("record_owner"), NullIf(F("owner"), Value("")), output_field=CharField()),
@@ -65,30 +66,33 @@ def lines():
     )
 
 
-def held_without_record(user) -> list[ViewWorkspace]:
+def held_without_record(user) -> list:
     """The namespaces of the cluster labelled as ``user``'s (the owner label approval writes)
     that the product has no approved record of: a user holds them even without a request
     (one query, from the view)."""
 
     recorded = WorkspaceRequest.objects.filter(name=OuterRef("namespace"), status__in=RECORDED)
     return list(
-        ViewWorkspace.objects.filter(owner=owner_label_value(user.get_username()))
+        reading.workspace_lines()
+        .filter(owner=owner_label_value(user.get_username()))
         .exclude(Exists(recorded))
         .only("namespace", "resource", "gpu_type", "quota", "created_at")
         .order_by("namespace")
     )
 
 
-def held_by_owner(usernames) -> dict[str, list[ViewWorkspace]]:
+def held_by_owner(usernames) -> dict[str, list]:
     """{username: the namespaces labelled as theirs, with a GPU quota} for these users (one
     query, from the view): what a requester already holds, beside a new request."""
 
     by_label: dict[str, list[str]] = {}
     for name in set(usernames):
         by_label.setdefault(owner_label_value(name), []).append(name)
-    out: dict[str, list[ViewWorkspace]] = {}
-    rows = ViewWorkspace.objects.filter(owner__in=list(by_label), quota__gt=0).only(
-        "namespace", "owner", "resource", "quota"
+    out: dict[str, list] = {}
+    rows = (
+        reading.workspace_lines()
+        .filter(owner__in=list(by_label), quota__gt=0)
+        .only("namespace", "owner", "resource", "quota")
     )
     for row in rows.order_by("namespace"):
         for name in by_label.get(row.owner, []):
@@ -114,8 +118,9 @@ def owner_from_label(label: str):
     return found[0] if len(found) == 1 else None
 
 
-def line(namespace: str) -> ViewWorkspace | None:
-    return ViewWorkspace.objects.filter(namespace=namespace).first()
+def line(namespace: str):
+    """The view's Workspace line of ``namespace``, or None."""
+    return reading.workspace_line(namespace)
 
 
 def record_of(namespace: str) -> WorkspaceRequest | None:
@@ -124,10 +129,7 @@ def record_of(namespace: str) -> WorkspaceRequest | None:
 
 def measured() -> bool:
     """Whether the view's utilisation figures come from DCGM (Prometheus answered)."""
-    from gpus.models import ViewState
-
-    state = ViewState.objects.filter(pk=1).only("extra").first()
-    return bool(state and (state.extra or {}).get("usage_measured"))
+    return reading.usage_measured()
 
 
 # --- adoption ------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from brickadmin.cluster import ClusterError
 from brickadmin.forms import ascii_number
 
-from . import services
+from . import approvals
 from .models import ResourceLimit, WorkspaceRequest
 
 AMOUNT_FIELDS = (
@@ -80,7 +80,7 @@ class WorkspaceRequestForm(forms.Form):
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
         self.user = user
-        self.limits = services.limits_for(user)
+        self.limits = approvals.limits_for(user)
         for key, _label, unit in AMOUNT_FIELDS:
             f = self.fields[key]
             f.max_value = self.limits[key]
@@ -91,11 +91,11 @@ class WorkspaceRequestForm(forms.Form):
 
     def clean_name(self):
         name = self.cleaned_data["name"]
-        problem = services.name_problem(name)
+        problem = approvals.name_problem(name)
         if problem:
             raise forms.ValidationError(problem, code="invalid")
         try:
-            taken = services.name_taken(name)
+            taken = approvals.name_taken(name)
         except ClusterError:
             raise forms.ValidationError(
                 _("The cluster cannot be read to check this name; try again."), code="unavailable"

@@ -6,7 +6,7 @@ from ``WorkspacesConfig.ready()``, after the checks of gpus. Read from the produ
 records at page time (``reads="records"``): an approval, an adoption or the passing of time
 changes them without the cluster changing. Their input, ``HealthInputs.workspaces``, is
 gathered once by ``workspace_problems`` (two queries: the records and the view's Workspace
-lines), which ``register()`` hands to ``gpus.view.stored.record_problems``; the checks
+lines), which ``register()`` hands to ``gpus.view.reading`` (RECORD_READERS); the checks
 themselves are pure.
 """
 
@@ -19,18 +19,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from django.conf import settings as dj_settings
-from django.db.models import TextField
-from django.db.models.functions import Cast
 from django.urls import reverse
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from gpus.models import ViewWorkspace
 from gpus.numbers import health as health_mod
 from gpus.numbers.health import HealthInputs, Problem, check
 from gpus.numbers.occupancy import idle_lines
-from gpus.view import stored as clusterview
+from gpus.view import reading
 
 from .models import WorkspaceRequest
 
@@ -51,7 +48,7 @@ class Record:
 @dataclass
 class WorkspaceInputs:
     records: list[Record]
-    # The view's lines (gpus.models.ViewWorkspace or gpus.numbers.occupancy.Occupancy): namespace,
+    # The view's lines (gpus.view.reading.workspace_lines or gpus.numbers.occupancy.Occupancy): namespace,
     # owner, quota, gpu_quotas, quotas, requested, utilisation, idle_since (may be absent).
     lines: list = field(default_factory=list)
     idle_hours: float = 24.0
@@ -268,11 +265,7 @@ def workspace_problems() -> list[health_mod.Problem]:
     idle settings or the minute (idleness is a duration) differ from this process's last
     call, so a Dashboard view does not rebuild hundreds of findings that did not change."""
     records = _workspace_records()
-    rows = tuple(
-        ViewWorkspace.objects.annotate(
-            gpu_quotas_text=Cast("gpu_quotas", TextField()), quotas_text=Cast("quotas", TextField())
-        ).values_list(*_LINE_SCALARS, "gpu_quotas_text", "quotas_text")
-    )
+    rows = tuple(reading.workspace_rows(*_LINE_SCALARS, text=("gpu_quotas", "quotas")))
     key = (
         records,
         rows,
@@ -298,7 +291,7 @@ def workspace_problems() -> list[health_mod.Problem]:
 
 @dataclass(frozen=True)
 class _Line:
-    """A ViewWorkspace row with the fields the Workspace checks read."""
+    """A Workspace line of the view with the fields the Workspace checks read."""
 
     namespace: str
     owner: str
@@ -338,7 +331,7 @@ def workspace_inputs(lines=None, records=None):
     quota = reverse("workspace_quota", args=["-ns-"])
     if lines is None:
         lines = list(
-            ViewWorkspace.objects.only(
+            reading.workspace_lines().only(
                 "namespace",
                 "owner",
                 "quota",
@@ -369,7 +362,7 @@ def add_live_inputs(inputs: HealthInputs, lines) -> None:
 
 def register() -> None:
     """Hand the Workspace findings to the cluster view (from ``WorkspacesConfig.ready()``)."""
-    if workspace_problems not in clusterview.RECORD_READERS:
-        clusterview.RECORD_READERS.append(workspace_problems)
-    if add_live_inputs not in clusterview.LIVE_INPUT_READERS:
-        clusterview.LIVE_INPUT_READERS.append(add_live_inputs)
+    if workspace_problems not in reading.RECORD_READERS:
+        reading.RECORD_READERS.append(workspace_problems)
+    if add_live_inputs not in reading.LIVE_INPUT_READERS:
+        reading.LIVE_INPUT_READERS.append(add_live_inputs)

@@ -1,6 +1,6 @@
 """The procedures about a Workspace: "Re-create a Workspace's namespace and quotas" (W), the
 Fix of the Workspace findings (workspaces/health.py). They read the Workspace's approval
-record and send what its approval sent (workspaces/services.py); registered with the
+record and send what its approval sent (workspaces/approvals.py); registered with the
 procedures from ``WorkspacesConfig.ready()``, so gpus never imports Workspaces."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from gpus.procedures.base import Check, Outcome, Param, ProcedureDef, Step, Step
 from gpus.procedures.catalogue.common import Fix, PrecheckStep, name_field
 from gpus.view.live import LiveRead
 
-from . import services as ws_services
+from . import approvals
 from .labels import namespace_labels
 from .models import WorkspaceRequest
 
@@ -33,7 +33,7 @@ def _quota_names(gateway, name) -> set[str]:
 
 
 def _expected_quotas(req) -> list[dict]:
-    return [m for m in ws_services.workspace_manifests(req, req.gpu_resource) if m["kind"] == "ResourceQuota"]
+    return [m for m in approvals.workspace_manifests(req, req.gpu_resource) if m["kind"] == "ResourceQuota"]
 
 
 class RecreateNamespace(Step):
@@ -56,10 +56,10 @@ class RecreateNamespace(Step):
         req = _approved_workspace(name)
         if req is None:
             raise StepFailed(said("workspace_step.no_workspace", ws=name))
-        ws_services.ensure_priority_class(
+        approvals.ensure_priority_class(
             ctx.gateway,
-            ws_services.USER_PRIORITY_CLASS,
-            ws_services.USER_PRIORITY_VALUE,
+            approvals.USER_PRIORITY_CLASS,
+            approvals.USER_PRIORITY_VALUE,
             "BRICK Workspace workloads; may preempt Jobs (brick-job-priority).",
             "PreemptLowerPriority",
         )
@@ -88,7 +88,7 @@ class RecreateQuotas(Step):
             raise StepFailed(said("workspace_step.no_workspace", ws=name))
         have = _quota_names(ctx.gateway, name)
         sent, lines = [], []
-        for manifest in ws_services.workspace_manifests(req, req.gpu_resource):
+        for manifest in approvals.workspace_manifests(req, req.gpu_resource):
             kind, obj = manifest["kind"], manifest["metadata"]["name"]
             if kind == "ResourceQuota" and obj in have:
                 continue

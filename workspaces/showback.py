@@ -28,7 +28,7 @@ from gpus.numbers.ledger import NodeLedger, physical_share, physical_shares
 
 
 class WorkspaceLine(Protocol):
-    """A Workspace line of the cluster view (gpus.models.ViewWorkspace) or alike."""
+    """A Workspace line of the cluster view (gpus.view.reading.workspace_lines) or alike."""
 
     namespace: str
     gpu_quotas: dict[str, int]

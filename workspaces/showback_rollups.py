@@ -23,17 +23,14 @@ SUMMED = ("hours", "physical", "allocated", "requested", "used", "used_hours", "
 
 def roll_up(moment: datetime | None = None) -> ShowbackHour:
     """The hour of ``moment`` (now) from the cluster view as it is now. Raises
-    gpus.view.stored.ViewUnavailable before the watcher published one."""
-    from gpus.models import ViewWorkspace
-    from gpus.view.stored import stored_view
+    gpus.view.reading.ViewUnavailable before the watcher published one."""
+    from gpus.view import reading
 
-    from .directory import measured as view_measured
-
-    view = stored_view()
+    view = reading.stored_view()
     nodes = share_nodes()
     # plain tuples, not model instances: a rollup reads every Workspace line
-    lines = ViewWorkspace.objects.values_list("namespace", "gpu_quotas", "pods", "utilisation")
-    measured = view_measured()
+    lines = reading.workspace_rows("namespace", "gpu_quotas", "pods", "utilisation")
+    measured = reading.usage_measured()
     figures = showback.hour_figures(nodes, (_Line(*row) for row in lines.iterator(chunk_size=2000)), measured=measured)
     return store_hour(moment or timezone.now(), float(view.ledger.physical), measured, figures)
 
@@ -58,15 +55,16 @@ def share_nodes(memo: dict[str, tuple[str, NodeLedger]] | None = None) -> list[N
     replicas, MIG profile, resources; pods only where GPUs are time-sliced), those parts
     taken out of the stored ledger in SQL (the whole line of 5,000 nodes, with devices,
     labels and pods, takes seconds to decode), and only for nodes changed since ``memo``."""
-    from gpus.models import ViewNode
+    from gpus.view import reading
 
     memo = _NODE_MEMO if memo is None else memo
-    digests = dict(ViewNode.objects.filter(is_gpu=True).values_list("name", "digest"))
+    digests = reading.gpu_node_digests()
     changed = [name for name, digest in digests.items() if not digest or memo.get(name, ("",))[0] != digest]
     for gone in set(memo) - set(digests):
         del memo[gone]
     for start in range(0, len(changed), 1000):
-        rows = ViewNode.objects.filter(name__in=changed[start : start + 1000]).values_list(
+        rows = reading.node_rows(
+            changed[start : start + 1000],
             "name",
             "digest",
             "model",
@@ -107,8 +105,7 @@ def share_nodes(memo: dict[str, tuple[str, NodeLedger]] | None = None) -> list[N
         and (memo[name][1].replicas > 1 or any(r.gpu_type == SHARED for r in memo[name][1].resources.values()))
     ]
     for start in range(0, len(sliced), 1000):
-        chunk = ViewNode.objects.filter(name__in=sliced[start : start + 1000])
-        for name, pods in chunk.values_list("name", "ledger__raw_pods"):
+        for name, pods in reading.node_rows(sliced[start : start + 1000], "name", "ledger__raw_pods"):
             memo[name][1].raw_pods = pods or []
     return [memo[name][1] for name in sorted(digests) if name in memo]
 

@@ -10,7 +10,7 @@ log = logging.getLogger(__name__)
 
 @shared_task(name="workspaces.tasks.roll_up_showback")
 def roll_up_showback() -> str:
-    from gpus.view.stored import ViewUnavailable
+    from gpus.view.reading import ViewUnavailable
 
     from . import showback_rollups
 

@@ -1,6 +1,6 @@
 """How to use an approved Workspace: the example pod its owner can copy, and how many GPUs
 one pod of it can ask for. Pure: the resource names are the vocabulary's, the amounts the
-Workspace's record and the nodes' from the cluster view (gpus.view.stored.nodes_serving)."""
+Workspace's record and the nodes' from the cluster view (gpus.view.reading.nodes_serving)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Thin views: read the form, call services, render. Users see only their own rows."""
+"""Thin views: read the form, call approvals and jobs, render. Users see only their own rows."""
 
 from django.conf import settings
 from django.contrib import messages
@@ -20,10 +20,9 @@ from brickadmin.tables import Column, Table
 from brickadmin.wording import said
 from gpus.choices import GpuType
 from gpus.models import OwnerNotice
-from gpus.view import stored as clusterview
-from gpus.view.reading import read_cluster, read_jobs
+from gpus.view.reading import nodes_serving, read_cluster, read_jobs
 
-from . import directory, reclaim, services, showback_rollups, usage, waits
+from . import approvals, directory, jobs, reclaim, showback_rollups, usage, waits
 from .forms import (
     AMOUNT_FIELDS,
     ApproveForm,
@@ -178,8 +177,8 @@ def workspace_request(request):
     form = WorkspaceRequestForm(request.POST if request.method == "POST" else None, user=request.user, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
-            ws = services.create_request(request.user, **form.cleaned_data)
-        except services.WorkspaceError as exc:
+            ws = approvals.create_request(request.user, **form.cleaned_data)
+        except approvals.WorkspaceError as exc:
             form.add_error("name", str(exc))
         else:
             messages.success(
@@ -204,8 +203,8 @@ def workspace_request(request):
 def workspace_withdraw(request, pk):
     ws = get_object_or_404(WorkspaceRequest, pk=pk, requester=request.user)
     try:
-        services.withdraw(ws.pk, request.user)
-    except services.WorkspaceError as exc:
+        approvals.withdraw(ws.pk, request.user)
+    except approvals.WorkspaceError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, _("Request %(name)s withdrawn.") % {"name": ws.name})
@@ -269,7 +268,7 @@ def _how_to_use(ws, line) -> dict:
     quota = ws.gpu
     if line is not None and resource and resource in (line.gpu_quotas or {}):
         quota = int(line.gpu_quotas[resource])  # an admin may have changed it since the approval
-    nodes = clusterview.nodes_serving(resource) if resource and quota else []
+    nodes = nodes_serving(resource) if resource and quota else []
     plan = usage.pod_plan(resource if quota else "", quota, max((n.allocatable for n in nodes), default=0))
     return {
         "namespace": ws.namespace,
@@ -304,7 +303,7 @@ def job_list(request):
     cluster = _cluster_jobs_or_banner(request, page)
     for job in page:
         job.cluster_state = (
-            services.job_state((cluster or {}).get((job.workspace.namespace, job.k8s_name)))
+            jobs.job_state((cluster or {}).get((job.workspace.namespace, job.k8s_name)))
             if cluster is not None
             else None
         )
@@ -318,7 +317,7 @@ def job_list(request):
 @require_http_methods(["GET", "POST"])
 def job_create(request):
     ledger, snapshot = _ledger_or_banner(request)
-    options = services.job_node_options(ledger)
+    options = jobs.job_node_options(ledger)
     initial = {}
     if request.GET.get("workspace", "").isdigit():
         initial["workspace"] = request.GET["workspace"]
@@ -328,10 +327,10 @@ def job_create(request):
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
         try:
-            job = services.create_job(
+            job = jobs.create_job(
                 request.user, d["workspace"], node=d["node"], image=d["image"], command=d["command"], gpu=d["gpu"]
             )
-        except services.WorkspaceError as exc:
+        except approvals.WorkspaceError as exc:
             messages.error(request, str(exc))
             return redirect("job_list")
         if job.status == WorkspaceJob.Status.PENDING:
@@ -359,7 +358,7 @@ def job_create(request):
 def job_detail(request, pk):
     job = get_object_or_404(_jobs_for(request.user), pk=pk)
     cluster = _cluster_jobs_or_banner(request, [job])
-    job.cluster_state = services.job_state((cluster or {}).get((job.workspace.namespace, job.k8s_name)))
+    job.cluster_state = jobs.job_state((cluster or {}).get((job.workspace.namespace, job.k8s_name)))
     return render(request, "workspaces/job_detail.html", {"job": job, "cluster_ok": cluster is not None})
 
 
@@ -368,8 +367,8 @@ def job_cancel(request, pk):
     """The owner or an admin cancels a Job (deleted from the cluster once sent; recorded)."""
     job = get_object_or_404(_jobs_for(request.user), pk=pk)
     try:
-        services.cancel_job(job.pk, request.user)
-    except services.WorkspaceError as exc:
+        jobs.cancel_job(job.pk, request.user)
+    except approvals.WorkspaceError as exc:
         messages.error(request, str(exc))
     except ClusterError as exc:
         messages.error(
@@ -455,7 +454,7 @@ def _queue_context(request, forms_by_pk=None, errors_by_pk=None, open_pks=()):
     """The queue page's context; the cards of ``open_pks`` (a decision just refused) and of
     any request with an error come unfolded."""
     ledger, snapshot = _ledger_or_banner(request)
-    choices = services.gpu_choices(ledger)
+    choices = approvals.gpu_choices(ledger)
     table = REQUEST_TABLE.bind(request, WorkspaceRequest.objects.filter(status=WorkspaceRequest.Status.PENDING))
     page = table.page
     forms_by_pk = forms_by_pk or {}
@@ -505,18 +504,18 @@ def _back_to_queue(request):
 def approve_request(request, pk):
     req = get_object_or_404(WorkspaceRequest, pk=pk)
     ledger, _snap = _ledger_or_banner(request)
-    choices = services.gpu_choices(ledger)
+    choices = approvals.gpu_choices(ledger)
     form = ApproveForm(request.POST, request_obj=req, choices=choices, prefix=f"r{req.pk}")
     if form.is_valid():
         try:
             # No ledger passed: the service reads availability afresh, inside its approval lock.
-            services.approve(
+            approvals.approve(
                 req.pk,
                 request.user,
                 form.cleaned_data.get("resource") or "",
                 overcommit=form.cleaned_data["overcommit"],
             )
-        except services.WorkspaceError as exc:
+        except approvals.WorkspaceError as exc:
             messages.error(request, _("%(name)s not approved: %(why)s") % {"name": req.name, "why": exc})
             req.refresh_from_db()
             if req.last_error != str(exc):  # a cluster's refusal is on the card already, as its last error
@@ -549,7 +548,7 @@ def approve_requests(request):
         messages.error(request, _("Tick the pending requests to approve together first."))
         return _back_to_queue(request)
     ledger, snapshot = _ledger_or_banner(request)
-    choices = services.gpu_choices(ledger)
+    choices = approvals.gpu_choices(ledger)
     choosing = "choose" not in request.POST  # straight from the queue: nothing chosen yet
     forms = {
         req.pk: ApproveForm(None if choosing else request.POST, request_obj=req, choices=choices, prefix=f"r{req.pk}")
@@ -565,8 +564,8 @@ def approve_requests(request):
         for req in reqs:
             data = forms[req.pk].cleaned_data
             try:
-                services.approve(req.pk, request.user, data.get("resource") or "", overcommit=data["overcommit"])
-            except services.WorkspaceError as exc:
+                approvals.approve(req.pk, request.user, data.get("resource") or "", overcommit=data["overcommit"])
+            except approvals.WorkspaceError as exc:
                 results.append((req, False, str(exc)))
             else:
                 results.append((req, True, ""))
@@ -604,8 +603,8 @@ def reject_request(request, pk):
     form = RejectForm(request.POST, prefix=f"r{req.pk}")
     if form.is_valid():
         try:
-            services.reject(req.pk, request.user, form.cleaned_data["reason"])
-        except services.WorkspaceError as exc:
+            approvals.reject(req.pk, request.user, form.cleaned_data["reason"])
+        except approvals.WorkspaceError as exc:
             messages.error(request, str(exc))
         else:
             messages.success(request, _("%(name)s rejected.") % {"name": req.name})
@@ -626,7 +625,7 @@ def job_queue(request):
         return table.csv_response("job-requests")
     page = table.page
     ledger, snapshot = _ledger_or_banner(request)
-    options = {o.name: o for o in services.job_node_options(ledger)}
+    options = {o.name: o for o in jobs.job_node_options(ledger)}
     for job in page:
         job.option = options.get(job.node)
         job.reject_form = RejectForm(prefix=f"j{job.pk}")
@@ -642,8 +641,8 @@ def job_queue(request):
 def approve_job(request, pk):
     job = get_object_or_404(WorkspaceJob, pk=pk)
     try:
-        services.approve_job(job.pk, request.user)
-    except services.WorkspaceError as exc:
+        jobs.approve_job(job.pk, request.user)
+    except approvals.WorkspaceError as exc:
         messages.error(request, _("%(name)s not approved: %(why)s") % {"name": job.k8s_name, "why": exc})
     else:
         messages.success(request, _("%(name)s approved and sent to the cluster.") % {"name": job.k8s_name})
@@ -657,8 +656,8 @@ def reject_job(request, pk):
     form = RejectForm(request.POST, prefix=f"j{job.pk}")
     if form.is_valid():
         try:
-            services.reject_job(job.pk, request.user, form.cleaned_data["reason"])
-        except services.WorkspaceError as exc:
+            jobs.reject_job(job.pk, request.user, form.cleaned_data["reason"])
+        except approvals.WorkspaceError as exc:
             messages.error(request, str(exc))
         else:
             messages.success(request, _("%(name)s rejected.") % {"name": job.k8s_name})
@@ -676,8 +675,8 @@ def workspace_settings(request):
         initial={"approval_required": s.approval_required, "access_text": s.access_text},
     )
     if request.method == "POST" and form.is_valid():
-        services.set_job_approval(request.user, form.cleaned_data["approval_required"])
-        services.set_access_text(request.user, form.cleaned_data["access_text"])
+        jobs.set_job_approval(request.user, form.cleaned_data["approval_required"])
+        jobs.set_access_text(request.user, form.cleaned_data["access_text"])
         messages.success(request, _("Settings saved."))
         return redirect("workspace_settings")
     limits = ResourceLimit.objects.select_related("user", "group").order_by("group__name", "user__username")

@@ -1,5 +1,7 @@
-"""The one read path of the pages: the materialised cluster view (read by gpus/clusterview.py,
-published by gpus/view_publish.py).
+"""The one read path of the pages: the materialised cluster view (read by gpus/view/stored.py,
+published by gpus/view/publish.py). Every module outside gpus/view reads the view through
+this module: ``read_cluster()`` and the functions below, and what it re-exports from
+``gpus.view.stored`` (``__all__``); none queries the view's rows itself.
 
 ``read_cluster()`` returns the stored view: its ledger, a projection of the cluster, its
 health findings and how fresh they are, with no API call and a constant number of
@@ -29,6 +31,53 @@ from gpus.numbers import health as health_mod
 from gpus.numbers import ledger as ledger_mod
 from gpus.view import publish as view_publish
 from gpus.view import stored as clusterview
+from gpus.view.stored import (
+    LIVE_INPUT_READERS,
+    RECORD_READERS,
+    RUN_READERS,
+    StoredView,
+    ViewUnavailable,
+    cordoned_among,
+    gpu_node_digests,
+    node_rows,
+    nodes_serving,
+    pod_admission_findings,
+    stored_gpu_capacity,
+    stored_view,
+    usage_measured,
+    workspace_line,
+    workspace_lines,
+    workspace_rows,
+)
+
+__all__ = [
+    # defined here
+    "ClusterView",
+    "health_inputs",
+    "ledger_of",
+    "live_view",
+    "read_attention",
+    "read_cluster",
+    "read_jobs",
+    "read_problems",
+    # the stored view's, read through this module
+    "LIVE_INPUT_READERS",
+    "RECORD_READERS",
+    "RUN_READERS",
+    "StoredView",
+    "ViewUnavailable",
+    "cordoned_among",
+    "gpu_node_digests",
+    "node_rows",
+    "nodes_serving",
+    "pod_admission_findings",
+    "stored_gpu_capacity",
+    "stored_view",
+    "usage_measured",
+    "workspace_line",
+    "workspace_lines",
+    "workspace_rows",
+]
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone, translation
 
 from gpus.models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, ViewTypeRow, ViewWorkspace
@@ -273,6 +273,8 @@ class StoredView:
 
 
 def _problem(row: ViewProblem, lang: str) -> health_mod.Problem:
+    """A stored finding in ``lang`` (else the site's language, else any it was stored in)."""
+
     def text(d):
         return d.get(lang) or d.get(settings.LANGUAGE_CODE) or next(iter(d.values()), "")
 
@@ -426,9 +428,12 @@ def freshness(*, live: bool = False) -> Freshness | None:
     )
 
 
-# What other apps read from their own records at page time, beside the stopped runs: each
-# registers a reader from its AppConfig.ready() (Workspaces: their approval records against
-# the view's Workspace lines), so gpus never imports them. [() -> list[Problem]]
+# What the product's records add to the findings at page time: each app registers a reader
+# from its AppConfig.ready(), so the view imports none of them. The stopped runs (gpus:
+# gpus/procedures/findings.py), per node or cluster-wide: [(nodes or None) -> list[Problem]].
+RUN_READERS: list = []
+# The Workspaces' (their approval records against the view's Workspace lines), cluster-wide
+# only: [() -> list[Problem]]
 RECORD_READERS: list = []
 # What those apps add to a live view's health inputs from its Workspace lines (gpus.view.reading.
 # health_inputs). [(HealthInputs, [Occupancy]) -> None]
@@ -436,48 +441,63 @@ LIVE_INPUT_READERS: list = []
 
 
 def record_problems(nodes=None) -> list[health_mod.Problem]:
-    """The checks that read the product's records (stopped runs), with the cordoned state
-    from the view: two queries whatever the number of runs and nodes."""
-    from django.db.models import Exists, OuterRef
-
-    from gpus.models import RESUMABLE_STATUSES, ProcedureRun
-    from gpus.procedures import registry
-
-    repairs = registry.repair_codes()  # a fix that neither cordons nor relabels: not the node's last conversion
-    later = ProcedureRun.objects.filter(node=OuterRef("node"), created_at__gt=OuterRef("created_at")).exclude(
-        procedure__in=repairs
-    )
-    stopped = (
-        ProcedureRun.objects.filter(status__in=RESUMABLE_STATUSES)
-        .exclude(node="")
-        .exclude(procedure__in=repairs)
-        .exclude(Exists(later))
-    )
-    if nodes is not None:
-        stopped = stopped.filter(node__in=list(nodes))
-    stopped = list(stopped)
-    cordoned = (
-        set(ViewNode.objects.filter(name__in=[r.node for r in stopped], cordoned=True).values_list("name", flat=True))
-        if stopped
-        else set()
-    )
-    inputs = health_mod.HealthInputs(ledger=None, stopped_runs=[(r, r.node in cordoned) for r in stopped])
-    if nodes is None:  # the cluster-wide findings: is the reaper (Celery beat and a worker) running?
-        from gpus.models import ServiceBeat
-
-        beats = dict(ServiceBeat.objects.values_list("name", "beat_at"))
-        if health_mod.CONSOLE_UP not in beats:  # the first look: from now on a beat never recorded is due
-            beats[health_mod.CONSOLE_UP] = timezone.now()
-            try:
-                with transaction.atomic():
-                    rows = [ServiceBeat(name=health_mod.CONSOLE_UP, beat_at=beats[health_mod.CONSOLE_UP])]
-                    ServiceBeat.objects.bulk_create(rows, ignore_conflicts=True)
-            except DatabaseError:  # another page's first look at the same moment: it recorded it
-                pass
-        inputs.service_beats = beats
-        inputs.service_late_after = timedelta(seconds=float(getattr(settings, "BRICK_REAPER_STALE_SECONDS", 120)))
-    found = health_mod.problems(inputs, reads="records")
+    """The findings of the product's records (stopped runs; cluster-wide, also the
+    Workspaces'), from the readers registered above."""
+    found = [p for read in RUN_READERS for p in read(nodes)]
     return found if nodes is not None else health_mod.ordered(found + [p for read in RECORD_READERS for p in read()])
+
+
+def cordoned_among(names) -> set[str]:
+    """The nodes among ``names`` that the view holds cordoned (one query)."""
+    return set(ViewNode.objects.filter(name__in=list(names), cordoned=True).values_list("name", flat=True))
+
+
+def pod_admission_findings(namespace: str) -> dict[str, health_mod.Problem]:
+    """{pod name: the stored kubelet-refusal finding of that pod of ``namespace``} (one query),
+    in the language of the request."""
+    lang = translation.get_language() or settings.LANGUAGE_CODE
+    rows = ViewProblem.objects.filter(kind="pod-admission-failed", fix_params__pod_namespace=namespace)
+    return {(row.fix_params or {}).get("pod_name", ""): _problem(row, lang) for row in rows}
+
+
+def workspace_lines():
+    """Every Workspace line of the view (``ViewWorkspace``) as a QuerySet, to filter, annotate,
+    sort and page in SQL, as ``gpu_nodes()`` is (no query until it is read)."""
+    return ViewWorkspace.objects.all()
+
+
+def workspace_line(namespace: str) -> ViewWorkspace | None:
+    """One Workspace line of the view, or None (one query)."""
+    return ViewWorkspace.objects.filter(namespace=namespace).first()
+
+
+def workspace_rows(*fields: str, text: tuple[str, ...] = ()):
+    """The Workspace lines as tuples of ``fields``, then the JSON fields named in ``text`` read
+    as text (undecoded): a values_list QuerySet (one query when read)."""
+    from django.db.models import TextField
+    from django.db.models.functions import Cast
+
+    qs = ViewWorkspace.objects.all()
+    if text:
+        qs = qs.annotate(**{f"{name}_text": Cast(name, TextField()) for name in text})
+    return qs.values_list(*fields, *(f"{name}_text" for name in text))
+
+
+def usage_measured() -> bool:
+    """Whether the view's utilisation figures come from DCGM (Prometheus answered; one query)."""
+    state = ViewState.objects.filter(pk=1).only("extra").first()
+    return bool(state and (state.extra or {}).get("usage_measured"))
+
+
+def gpu_node_digests() -> dict[str, str]:
+    """{name: digest} of the view's GPU nodes: a node's digest changes whenever its ledger line does (one query)."""
+    return dict(ViewNode.objects.filter(is_gpu=True).values_list("name", "digest"))
+
+
+def node_rows(names, *fields: str):
+    """The view's nodes named ``names`` as tuples of ``fields`` (a field may reach into the
+    stored ledger line, ``ledger__replicas``): a values_list QuerySet, one query when read."""
+    return ViewNode.objects.filter(name__in=list(names)).values_list(*fields)
 
 
 def idle_by_resource(now=None) -> dict[str, int]:

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from gpus.procedures import service
 from gpus.tasks import execute_run
-from workspaces import services
+from workspaces import approvals as ws_approvals
+from workspaces import jobs as ws_jobs
 
 EXCLUSIVE_NODE = "dev-a1-ws04"
 SHARED_NODE = "dev-a1-ws02"
@@ -24,27 +25,27 @@ def build_world(load_scenario, admin, alice, bob) -> dict:
     rejected request, a Job waiting and one approved, a finished run and a pending one.
     Returns the ids."""
     load_scenario("seed-example")
-    ws = services.approve(
-        services.create_request(alice, name="team-alpha", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+    ws = ws_approvals.approve(
+        ws_approvals.create_request(alice, name="team-alpha", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
         admin,
         "nvidia.com/gpu.shared",
         overcommit=True,
     )
-    services.approve(
-        services.create_request(
+    ws_approvals.approve(
+        ws_approvals.create_request(
             bob, name="team-bravo-with-a-rather-long-name", gpu=1, cpu=4, memory_gib=16, storage_gib=50
         ).pk,
         admin,
         "nvidia.com/gpu",
         overcommit=True,
     )
-    services.create_request(alice, name="team-charlie", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
-    services.reject(
-        services.create_request(bob, name="team-delta", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+    ws_approvals.create_request(alice, name="team-charlie", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
+    ws_approvals.reject(
+        ws_approvals.create_request(bob, name="team-delta", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
         admin,
         "No budget this quarter",
     )
-    job = services.create_job(
+    job = ws_jobs.create_job(
         alice,
         ws,
         node=EXCLUSIVE_NODE,
@@ -52,13 +53,13 @@ def build_world(load_scenario, admin, alice, bob) -> dict:
         command="python train.py --epochs 10",
         gpu=1,
     )
-    services.approve_job(job.pk, admin)
-    waiting = services.create_job(alice, ws, node=EXCLUSIVE_NODE, image="busybox", command="sleep 60", gpu=1)
+    ws_jobs.approve_job(job.pk, admin)
+    waiting = ws_jobs.create_job(alice, ws, node=EXCLUSIVE_NODE, image="busybox", command="sleep 60", gpu=1)
     done = service.start_run("C", "", {"replicas": 2}, actor_name=admin.get_username(), dispatch=False)
     execute_run(done.pk)
     pending = service.start_run("B", SHARED_NODE, {}, actor_name=admin.get_username(), dispatch=False)
-    own = services.approve(
-        services.create_request(admin, name="ops-tools", gpu=1, cpu=1, memory_gib=4, storage_gib=10).pk,
+    own = ws_approvals.approve(
+        ws_approvals.create_request(admin, name="ops-tools", gpu=1, cpu=1, memory_gib=4, storage_gib=10).pk,
         admin,
         "nvidia.com/gpu.shared",
         overcommit=True,

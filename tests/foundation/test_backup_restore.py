@@ -24,7 +24,7 @@ from brickadmin.cluster.twin import TwinGateway
 from gpus.models import ProcedureRun, StepRun
 from gpus.procedures import engine, service
 from tests.conftest import require_service
-from workspaces import services as ws
+from workspaces import approvals
 from workspaces.models import Decision, WorkspaceRequest
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -93,7 +93,7 @@ from django.db.models import Count
 from brickadmin.audit import AppendOnlyViolation
 from gpus.models import ProcedureRun, StepRun
 from gpus.procedures import reaper
-from workspaces import services as ws
+from workspaces import approvals
 from workspaces.models import Decision, WorkspaceRequest
 from django.contrib.auth import get_user_model
 
@@ -128,7 +128,7 @@ out["seqs"] = {
     for r in ProcedureRun.objects.all()
 }
 admin = get_user_model().objects.get(username="root")
-out["approved_after"] = ws.approve(pending_request, admin, "").status
+out["approved_after"] = approvals.approve(pending_request, admin, "").status
 out["approvals_of_it"] = Decision.objects.filter(workspace_id=pending_request, action="approve").count()
 print(json.dumps(out))
 """
@@ -146,7 +146,7 @@ def test_a_dump_taken_mid_run_and_mid_approval_restores_into_a_database_the_prod
     admin = django_user_model.objects.create_user("root", password="pw-root-123", is_staff=True)
     alice = django_user_model.objects.create_user("alice", password="pw-alice-123")
     limits = {"gpu": 0, "cpu": 1, "memory_gib": 1, "storage_gib": 1}
-    ws.approve(ws.create_request(alice, name="team-done", **limits).pk, admin, "")
+    approvals.approve(approvals.create_request(alice, name="team-done", **limits).pk, admin, "")
     done = service.start_run("A", NODE, {}, actor_name="root", dispatch=False)
     assert engine.execute(done.pk, gateway=TwinGateway()) == "succeeded"
     TwinGateway().load(*scenarios.read("seed-example"))  # the node as it was, for the run in progress
@@ -157,10 +157,10 @@ def test_a_dump_taken_mid_run_and_mid_approval_restores_into_a_database_the_prod
     run_thread = in_thread(lambda: engine.execute(run.pk, gateway=run_gw))
     assert run_gw.reached.wait(60)
     # An approval half-way: its claim and its namespace are written, not yet committed.
-    half = ws.create_request(alice, name="team-half", **limits)
+    half = approvals.create_request(alice, name="team-half", **limits)
     approval_gw = HeldAt("create_resource_quota")
-    monkeypatch.setattr(ws, "get_gateway", lambda: approval_gw)
-    approval_thread = in_thread(lambda: ws.approve(half.pk, admin, ""))
+    monkeypatch.setattr(approvals, "get_gateway", lambda: approval_gw)
+    approval_thread = in_thread(lambda: approvals.approve(half.pk, admin, ""))
     assert approval_gw.reached.wait(60)
 
     at_dump = {

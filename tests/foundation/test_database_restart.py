@@ -12,7 +12,7 @@ from brickadmin.cluster import scenarios
 from brickadmin.cluster.twin import TwinGateway
 from gpus.models import StepRun
 from gpus.procedures import engine, service
-from workspaces import services as ws
+from workspaces import approvals
 from workspaces.models import Decision, WorkspaceRequest
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_engine")]
@@ -64,9 +64,9 @@ def test_a_run_whose_database_went_away_mid_step_continues_from_that_step(seed, 
 def test_an_approval_whose_database_went_away_is_made_again_once(seed, django_user_model, monkeypatch):
     admin = django_user_model.objects.create_user("root", password="pw-root-123", is_staff=True)
     alice = django_user_model.objects.create_user("alice", password="pw-alice-123")
-    req = ws.create_request(alice, name="team-a", gpu=0, cpu=1, memory_gib=1, storage_gib=1)
+    req = approvals.create_request(alice, name="team-a", gpu=0, cpu=1, memory_gib=1, storage_gib=1)
     gone_once(monkeypatch, TwinGateway, "create_resource_quota")
-    ws.approve(req.pk, admin, "")
+    approvals.approve(req.pk, admin, "")
     assert WorkspaceRequest.objects.get(pk=req.pk).status == "approved"
     assert Decision.objects.filter(workspace_id=req.pk, action="approve").count() == 1
     assert [n["metadata"]["name"] for n in seed.list_namespaces()].count("team-a") == 1

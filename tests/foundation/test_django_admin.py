@@ -12,7 +12,7 @@ from brickadmin.admin import AuditAdmin
 from gpus.models import ProcedureRun, StepRun
 from gpus.procedures import service
 from gpus.tasks import execute_run
-from workspaces import services
+from workspaces import approvals
 from workspaces.models import Decision
 
 NOTHING = "permission to view or edit anything"
@@ -20,14 +20,14 @@ NOTHING = "permission to view or edit anything"
 
 @pytest.fixture
 def records(twin, admin_user, alice):
-    ws = services.approve(
-        services.create_request(alice, name="team-alpha", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+    ws = approvals.approve(
+        approvals.create_request(alice, name="team-alpha", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
         admin_user,
         "nvidia.com/gpu.shared",
         overcommit=True,
     )
-    services.reject(
-        services.create_request(alice, name="team-beta", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+    approvals.reject(
+        approvals.create_request(alice, name="team-beta", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
         admin_user,
         "No budget",
     )

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from gpus.models import ProcedureRun
 from gpus.procedures import registry, service
-from workspaces import services
+from workspaces import approvals, jobs
 from workspaces.models import JobSettings, ReclaimAsk, ResourceLimit
 
 pytestmark = pytest.mark.django_db
@@ -229,13 +229,13 @@ def test_every_url_is_fuzzed_or_read_only():
 @pytest.fixture
 def objects(twin, admin_user, alice, django_user_model):
     """A pending and an approved Workspace of alice, a Job awaiting approval, a limit, a run."""
-    pending = services.create_request(alice, name="team-p", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
-    ws = services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
-    services.approve(ws.pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
+    pending = approvals.create_request(alice, name="team-p", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
+    ws = approvals.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
+    approvals.approve(ws.pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
     settings_row = JobSettings.load()
     settings_row.approval_required = True
     settings_row.save()
-    job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="true", gpu=1)
+    job = jobs.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="true", gpu=1)
     limit = ResourceLimit.objects.create(user=alice, gpu=1, cpu=1, memory_gib=1, storage_gib=1)
     run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
     ask = ReclaimAsk.objects.create(

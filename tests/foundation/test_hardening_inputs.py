@@ -404,16 +404,16 @@ def _csv(client, path, **query):
 
 
 def test_workspaces_and_all_workspaces_export_csv_like_the_other_lists(twin, admin_user, alice, bob):
-    from workspaces import services
+    from workspaces import approvals
 
-    services.approve(
-        services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+    approvals.approve(
+        approvals.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
         admin_user,
         "nvidia.com/gpu.shared",
         overcommit=True,
     )
-    services.reject(
-        services.create_request(bob, name="team-b", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+    approvals.reject(
+        approvals.create_request(bob, name="team-b", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
         admin_user,
         "=no budget",
     )

@@ -117,9 +117,10 @@ def test_the_graph_is_read_with_the_imports_inside_functions():
     edges = graph()
     assert {"brickadmin.cluster.gateway", "gpus.view.stored", "workspaces.health"} <= set(edges)
     assert not any("migrations" in m for m in edges)
-    assert "gpus.numbers.ledger" in edges["workspaces.services"]  # at the top
-    assert "gpus.view.live" in edges["workspaces.services"]  # at the top
-    assert "gpus.procedures.registry" in edges["gpus.view.stored"]  # inside a function
+    assert "gpus.numbers.ledger" in edges["workspaces.approvals"]  # at the top
+    assert "gpus.view.live" in edges["workspaces.approvals"]  # at the top
+    assert "gpus.procedures.registry" in edges["gpus.procedures.findings"]  # at the top
+    assert "gpus.view.stored" in edges["gpus.view.reading"]
     assert "brickadmin.cluster" in edges["brickadmin.cluster.kube"]  # its package runs first
 
 
@@ -129,6 +130,45 @@ def test_no_import_cycle_in_the_product():
 
 def test_a_cycle_is_found():
     assert tangles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_view_never_imports_the_procedures():
+    """The stopped runs' findings are handed to the view from GpusConfig.ready()."""
+    edges = graph()
+    found = [
+        f"{m} -> {t}" for m in edges if m.startswith("gpus.view") for t in edges[m] if t.startswith("gpus.procedures")
+    ]
+    assert found == []
+
+
+VIEW_ROWS = {"ViewNode", "ViewState", "ViewWorkspace", "ViewJob", "ViewProblem", "ViewResourceRow", "ViewTypeRow"}
+
+
+def test_only_the_view_reads_its_rows():
+    """Pages and the Workspaces read the view through gpus.view.reading, never its rows."""
+    found = []
+    for module, path in MODULES.items():
+        if module.startswith("gpus.view") or module in ("gpus.models", "gpus.admin"):
+            continue
+        for node in ast.walk(parsed(path)):
+            if isinstance(node, ast.ImportFrom) and node.module == "gpus.models":
+                found += [f"{module}:{node.lineno} {a.name}" for a in node.names if a.name in VIEW_ROWS]
+    assert found == []
+
+
+def test_no_private_name_is_imported_from_another_app():
+    """A name shared between apps is public."""
+    found = set()
+    for module, path in MODULES.items():
+        for node in ast.walk(parsed(path)):
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                if _app(node.module) != _app(module):
+                    found |= {f"{module}: {node.module}.{a.name}" for a in node.names if a.name.startswith("_")}
+    # being renamed with the split of the procedure definitions
+    assert found <= {
+        "workspaces.procedures: gpus.procedures.definitions._Fix",
+        "workspaces.procedures: gpus.procedures.definitions._name_field",
+    }
 
 
 def test_gpus_never_imports_workspaces():

@@ -88,11 +88,11 @@ def test_runs_sort_by_duration_search_and_export(world, admin_user):
 
 
 def test_jobs_a_user_sees_and_exports_only_their_own_an_admin_everyone(world, admin_user, alice, bob):
-    from workspaces import services
+    from workspaces import jobs as ws_jobs
     from workspaces.models import WorkspaceRequest
 
     bobs = WorkspaceRequest.objects.get(name__startswith="team-bravo")
-    services.create_job(bob, bobs, node=EXCLUSIVE_NODE, image="bob/image:1", command="true", gpu=1)
+    ws_jobs.create_job(bob, bobs, node=EXCLUSIVE_NODE, image="bob/image:1", command="true", gpu=1)
     mine = exported(client_of(alice), "/workspaces/jobs/")
     assert len(mine) == 2 and "owner" not in mine[0] and {r["workspace"] for r in mine} == {"team-alpha"}
     everyone = exported(client_of(admin_user), "/workspaces/jobs/", sort="owner")
@@ -106,9 +106,9 @@ def test_jobs_a_user_sees_and_exports_only_their_own_an_admin_everyone(world, ad
 
 
 def test_the_approval_queues_sort_search_and_export(world, admin_user, alice):
-    from workspaces import services
+    from workspaces import approvals as ws_approvals
 
-    services.create_request(alice, name="team-echo", gpu=4, cpu=2, memory_gib=8, storage_gib=20)
+    ws_approvals.create_request(alice, name="team-echo", gpu=4, cpu=2, memory_gib=8, storage_gib=20)
     admin = client_of(admin_user)
     rows = exported(admin, "/workspaces/approvals/", sort="-gpu")
     assert [r["name"] for r in rows] == ["team-echo", "team-charlie"]

@@ -7,7 +7,7 @@ import pytest
 from brickadmin.cluster import deviceplugin as dp
 from brickadmin.cluster import vocabulary as vocab
 from gpus.numbers import health, ledger
-from workspaces import services
+from workspaces import approvals, jobs
 
 from .inmemory import GPU, SHARED, quota, snapshot
 
@@ -190,7 +190,7 @@ def test_one_model_row_per_physical_model_with_mig_single_beside_whole_gpus():
     assert led.physical == 6
     gpu_row = led.resource(GPU)
     assert (gpu_row.logical, gpu_row.gpu_type, gpu_row.mig_on) == (18, ledger.MIXED, [["sliced", "1g.5gb", 14]])
-    choice = next(c for c in services.gpu_choices(led) if c.resource == GPU)
+    choice = next(c for c in approvals.gpu_choices(led) if c.resource == GPU)
     text = choice.physical_text(2)
     assert "MIG" in text and "sliced" in text and "cannot tell them apart" in text
 
@@ -201,7 +201,7 @@ def test_jobs_are_refused_on_mig_single_nodes_with_the_seed_reason():
             [operator_node("whole", gpus(2), config()), operator_node("sliced", gpus(2, ["1g.5gb"] * 7), SINGLE_CFG)]
         )
     )
-    options = {o.name: o for o in services.job_node_options(led)}
+    options = {o.name: o for o in jobs.job_node_options(led)}
     assert options["whole"].selectable
     assert not options["sliced"].selectable and str(options["sliced"].reason) == "MIG nodes do not support Jobs"
 

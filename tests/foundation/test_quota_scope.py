@@ -231,7 +231,7 @@ def test_scopes_and_the_scope_selector_are_one_list():
     ]
 
 
-# What an approval writes (workspaces/services.py workspace_manifests): the compute quota names
+# What an approval writes (workspaces/approvals.py workspace_manifests): the compute quota names
 # the approved GPU resource only, scoped to every pod but the product's Jobs.
 WORKSPACE_SCOPE = [{"scopeName": "PriorityClass", "operator": "NotIn", "values": ["brick-job-priority"]}]
 

@@ -258,12 +258,12 @@ def test_every_pattern_in_the_source_is_found():
     found = {p.pattern for p in patterns}
     # The patterns that check user input are among them (a sanity check of the discovery itself).
     from brickadmin.cluster import twin
+    from workspaces import approvals, labels
     from workspaces import forms as ws_forms
-    from workspaces import labels, services
 
     for p in (
-        services.GPU_RESOURCE_RE,
-        services.DNS1123_LABEL,
+        approvals.GPU_RESOURCE_RE,
+        approvals.DNS1123_LABEL,
         labels.LABEL_VALUE_BAD,
         twin._LABEL_VALUE_RE,
         ws_forms.IMAGE_PATH_COMPONENT,

@@ -8,7 +8,8 @@ import pytest
 from django.test import Client
 
 from gpus.models import ViewState
-from workspaces import services
+from workspaces import approvals as ws_approvals
+from workspaces import jobs as ws_jobs
 
 from .pages import EXCLUSIVE_NODE
 
@@ -46,14 +47,14 @@ def test_the_banner_speaks_korean(admin_client, unreachable):
 
 def test_no_list_says_the_cluster_is_empty_when_it_could_not_be_read(request, load_scenario, admin_user, alice):
     load_scenario("seed-example")
-    ws = services.approve(
-        services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+    ws = ws_approvals.approve(
+        ws_approvals.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
         admin_user,
         "nvidia.com/gpu.shared",
         overcommit=True,
     )
-    services.create_request(alice, name="team-b", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
-    services.create_job(alice, ws, node=EXCLUSIVE_NODE, image="busybox", command="sleep 60", gpu=1)
+    ws_approvals.create_request(alice, name="team-b", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
+    ws_jobs.create_job(alice, ws, node=EXCLUSIVE_NODE, image="busybox", command="sleep 60", gpu=1)
     ViewState.objects.all().delete()  # the watcher never published: nothing to show but the truth
     port = request.getfixturevalue("unreachable")
     admin, user = Client(), Client()
@@ -91,12 +92,12 @@ def test_no_list_says_the_cluster_is_empty_when_it_could_not_be_read(request, lo
     "path,shown", [("/workspaces/jobs/new/", EXCLUSIVE_NODE), ("/workspaces/approvals/", "nvidia.com/gpu.shared")]
 )
 def test_with_the_cluster_read_the_lists_are_as_before(admin_client, twin, admin_user, path, shown):
-    services.approve(
-        services.create_request(admin_user, name="ops", gpu=1, cpu=1, memory_gib=4, storage_gib=10).pk,
+    ws_approvals.approve(
+        ws_approvals.create_request(admin_user, name="ops", gpu=1, cpu=1, memory_gib=4, storage_gib=10).pk,
         admin_user,
         "nvidia.com/gpu.shared",
         overcommit=True,
     )
-    services.create_request(admin_user, name="ops-2", gpu=1, cpu=1, memory_gib=4, storage_gib=10)
+    ws_approvals.create_request(admin_user, name="ops-2", gpu=1, cpu=1, memory_gib=4, storage_gib=10)
     page = text(admin_client.get(path).content.decode())
     assert "could not be read" not in page and shown in page

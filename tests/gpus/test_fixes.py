@@ -297,10 +297,10 @@ def test_a_fix_from_the_terminal_writes_the_same_record(demo, capsys):
 
 
 def test_recreate_a_missing_workspace_namespace_and_quota_from_its_approval(twin, admin_client, admin_user, alice):
-    from workspaces import services as ws_services
+    from workspaces import approvals
 
-    req = ws_services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
-    ws_services.approve(req.pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
+    req = approvals.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
+    approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
     before = {q["metadata"]["name"]: q["spec"] for q in twin.list_resource_quotas("team-a")}
     twin.delete("v1", "Namespace", "team-a")  # removed by hand: its quotas went with it
     assert twin.list_resource_quotas("team-a") == []

@@ -355,16 +355,16 @@ def test_a_fix_recreates_a_missing_workspace_namespace_and_quotas_on_the_lab(on_
     from django.contrib.auth import get_user_model
 
     from tests.lab.conftest import wait_until
-    from workspaces import services as ws_services
+    from workspaces import approvals
 
     lab = on_lab
-    monkeypatch.setattr(ws_services, "get_gateway", lambda: lab.admin)
+    monkeypatch.setattr(approvals, "get_gateway", lambda: lab.admin)
     User = get_user_model()
     admin = User.objects.create_user("root-fixlab", is_staff=True)
     carol = User.objects.create_user("carol-fixlab")
     name = f"team-fixlab-{uuid.uuid4().hex[:6]}"
-    req = ws_services.create_request(carol, name=name, gpu=1, cpu=2, memory_gib=8, storage_gib=20)
-    ws_services.approve(req.pk, admin, SHARED, overcommit=True)
+    req = approvals.create_request(carol, name=name, gpu=1, cpu=2, memory_gib=8, storage_gib=20)
+    approvals.approve(req.pk, admin, SHARED, overcommit=True)
     try:
         quotas = lambda: {q["metadata"]["name"]: q["spec"]["hard"] for q in lab.admin.list_resource_quotas(name)}  # noqa: E731
         before = quotas()
@@ -379,7 +379,7 @@ def test_a_fix_recreates_a_missing_workspace_namespace_and_quotas_on_the_lab(on_
         assert fix.status == "succeeded", fix.message
         ns = next(n for n in lab.admin.list_namespaces() if n["metadata"]["name"] == name)
         assert ns["metadata"]["labels"]["brick.cloud/workspace"] == "true"
-        assert ns["metadata"]["labels"]["brick.cloud/owner"] == ws_services.owner_label_value("carol-fixlab")
+        assert ns["metadata"]["labels"]["brick.cloud/owner"] == approvals.owner_label_value("carol-fixlab")
         assert quotas() == before
         nothing_left(lab, "W", "", {"workspace": name})
     finally:

@@ -145,10 +145,10 @@ def test_availability_and_the_dashboard_say_mps_not_time_slicing(sharing, admin_
 
 
 def test_jobs_are_refused_on_shared_nodes_with_the_strategy_named(sharing):
-    from workspaces import services
+    from workspaces import jobs
 
     led = ledger.compute(take_snapshot(sharing, use_prometheus=False))
-    options = {o.name: (o.selectable, str(o.reason)) for o in services.job_node_options(led)}
+    options = {o.name: (o.selectable, str(o.reason)) for o in jobs.job_node_options(led)}
     assert options["gpu-mps"] == (False, "MPS nodes do not support Jobs")
     assert options["gpu-ts"] == (False, "Time-slicing nodes do not support Jobs")
     assert options["gpu-mixed-ts"] == (False, "MIG nodes do not support Jobs")

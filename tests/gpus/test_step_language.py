@@ -106,10 +106,10 @@ def test_the_step_texts_differ_between_the_languages(twin, admin_client):
 
 @pytest.mark.parametrize("started_in,read_in", LANGUAGES)
 def test_a_decisions_detail_reads_in_the_readers_language(admin_user, admin_client, started_in, read_in):
-    from workspaces import services
+    from workspaces import jobs
 
     with translation.override(started_in):
-        services.set_job_approval(admin_user, False)  # on by default
+        jobs.set_job_approval(admin_user, False)  # on by default
     page = page_in(admin_client, reverse("workspace_audit"), read_in)
     wanted = {"en": "Job approval required: no", "ko": "Job 승인 필요: 아니요"}
     assert wanted[read_in] in page

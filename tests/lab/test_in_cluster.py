@@ -174,7 +174,7 @@ class Browser:
 
 def test_web_and_worker_in_cluster_run_procedure_a_and_approve_a_workspace(lab, pod, admin_user, alice):
     from gpus.models import ProcedureRun
-    from workspaces import services
+    from workspaces import approvals as ws_approvals
     from workspaces.models import WorkspaceRequest
 
     # Who the in-cluster configuration makes the product: the chart's ServiceAccount.
@@ -268,7 +268,7 @@ def test_web_and_worker_in_cluster_run_procedure_a_and_approve_a_workspace(lab, 
 
     # A Workspace approval on the web: the namespace and quotas made as the ServiceAccount
     name = f"ws-incluster-{uuid.uuid4().hex[:6]}"
-    req = services.create_request(alice, name=name, gpu=1, cpu=2, memory_gib=4, storage_gib=10)
+    req = ws_approvals.create_request(alice, name=name, gpu=1, cpu=2, memory_gib=4, storage_gib=10)
     try:
         wait_until(
             lambda: "nvidia.com/gpu.shared" in browser.get("/workspaces/approvals/").text,

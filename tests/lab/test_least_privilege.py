@@ -376,7 +376,8 @@ def product_as_the_service_account(sa, settings, monkeypatch):
 def test_the_products_job_submission_and_cancel_work_in_a_workspace_and_not_elsewhere(
     seeded, sa, product_as_the_service_account, alice, admin_user
 ):
-    from workspaces import services
+    from workspaces import approvals
+    from workspaces import jobs as ws_jobs
     from workspaces.models import WorkspaceJob, WorkspaceRequest
 
     def workspace(name):
@@ -398,10 +399,10 @@ def test_the_products_job_submission_and_cancel_work_in_a_workspace_and_not_else
 
     ns = _workspace(seeded, sa)
     try:
-        job = services.submit_job(pending_job(workspace(ns)), admin_user)
+        job = ws_jobs.submit_job(pending_job(workspace(ns)), admin_user)
         assert job.status == WorkspaceJob.Status.SUBMITTED
         assert job.k8s_name in {j["metadata"]["name"] for j in seeded.admin.list_jobs(ns)}
-        services.cancel_job(job.pk, admin_user)
+        ws_jobs.cancel_job(job.pk, admin_user)
         wait_until(
             lambda: job.k8s_name not in {j["metadata"]["name"] for j in seeded.admin.list_jobs(ns)},
             60,
@@ -411,8 +412,8 @@ def test_the_products_job_submission_and_cancel_work_in_a_workspace_and_not_else
         sa.delete("v1", "Namespace", ns)
     # a record naming kube-system (however it came to be) reaches nothing there
     stray = pending_job(workspace("kube-system"))
-    with pytest.raises(services.WorkspaceError, match="only in Workspace namespaces"):
-        services.submit_job(stray, admin_user)
+    with pytest.raises(approvals.WorkspaceError, match="only in Workspace namespaces"):
+        ws_jobs.submit_job(stray, admin_user)
     stray.refresh_from_db()
     assert stray.status == WorkspaceJob.Status.PENDING and "only in Workspace namespaces" in stray.last_error
     assert stray.k8s_name not in {j["metadata"]["name"] for j in seeded.admin.list_jobs("kube-system")}

@@ -24,7 +24,7 @@ from brickadmin.sso import discovery
 from brickadmin.sso.backend import ProviderBackend
 from brickadmin.sso.models import ProviderIdentity
 from tests.sso.conftest import ADMIN_GROUP, CLIENT_ID, enable_sso
-from workspaces.services import limits_for
+from workspaces.approvals import limits_for
 
 ISSUER = "https://idp.example.test/realms/brick"
 KID = "key-1"

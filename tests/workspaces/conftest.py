@@ -5,13 +5,13 @@ import re
 import pytest
 from celery import current_app
 
-from workspaces import services
+from workspaces import approvals as ws_approvals
 
 
 @pytest.fixture
 def make_request(db):
     def _make(user, name, gpu=1, cpu=2, memory_gib=8, storage_gib=20):
-        return services.create_request(
+        return ws_approvals.create_request(
             user, name=name, gpu=gpu, cpu=cpu, memory_gib=memory_gib, storage_gib=storage_gib
         )
 
@@ -24,7 +24,7 @@ def approved(make_request, admin_user, twin):
 
     def _approved(user, name, resource="nvidia.com/gpu.shared", gpu=1, overcommit=True):
         req = make_request(user, name, gpu=gpu)
-        return services.approve(req.pk, admin_user, resource, overcommit=overcommit)
+        return ws_approvals.approve(req.pk, admin_user, resource, overcommit=overcommit)
 
     return _approved
 

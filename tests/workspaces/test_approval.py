@@ -10,7 +10,7 @@ from brickadmin.cluster import ClusterUnreachable, PermanentClusterError, Transi
 from brickadmin.cluster.snapshot import take_snapshot
 from brickadmin.cluster.twin import TwinGateway
 from gpus.numbers.ledger import compute
-from workspaces import services
+from workspaces import approvals as ws_approvals
 from workspaces.models import Decision, WorkspaceRequest
 
 from .conftest import objects, text
@@ -32,7 +32,7 @@ def test_queue_lists_pending_oldest_first_with_requester_amounts_and_waiting(
     first = make_request(bob, "older", gpu=2, cpu=4, memory_gib=16, storage_gib=50)
     make_request(alice, "newer")
     done = make_request(alice, "decided")
-    services.reject(done.pk, admin_user, "no")
+    ws_approvals.reject(done.pk, admin_user, "no")
     WorkspaceRequest.objects.filter(pk=first.pk).update(created_at=first.created_at.replace(year=2020))
     page = text(admin_client.get(QUEUE).content)
     assert page.index("older") < page.index("newer")
@@ -57,13 +57,13 @@ def test_queue_shows_each_choice_with_total_allocated_available_after_and_physic
 
 def test_two_shared_at_replicas_two_is_one_physical(twin, alice):
     ledger = compute(take_snapshot(twin))
-    shared = next(c for c in services.gpu_choices(ledger) if c.gpu_type == "shared")
+    shared = next(c for c in ws_approvals.gpu_choices(ledger) if c.gpu_type == "shared")
     assert shared.physical_text(2) == "2 shared = 1 physical GPU (replicas 2)"
 
 
 def test_mig_profiles_are_choices(load_scenario):
     gw = load_scenario("qks")
-    choices = {c.resource: c for c in services.gpu_choices(compute(take_snapshot(gw)))}
+    choices = {c.resource: c for c in ws_approvals.gpu_choices(compute(take_snapshot(gw)))}
     assert {"nvidia.com/mig-1g.24gb", "nvidia.com/mig-4g.96gb"} <= set(choices)
     assert choices["nvidia.com/mig-1g.24gb"].total == 4
     assert "MIG instance" in choices["nvidia.com/mig-1g.24gb"].physical_text(1)
@@ -150,8 +150,8 @@ def test_approving_more_than_available_needs_the_overcommit_box(twin, alice, adm
     assert "team-a" not in objects(twin, "Namespace")
     req.refresh_from_db()
     assert req.status == "pending"
-    with pytest.raises(services.WorkspaceError, match="overcommit"):
-        services.approve(req.pk, admin_user, "nvidia.com/gpu")  # the service refuses too
+    with pytest.raises(ws_approvals.WorkspaceError, match="overcommit"):
+        ws_approvals.approve(req.pk, admin_user, "nvidia.com/gpu")  # the service refuses too
     r = approve_post(admin_client, req, "nvidia.com/gpu", overcommit=True)
     assert r.status_code == 302
     req.refresh_from_db()
@@ -203,8 +203,8 @@ def test_transient_failure_midway_leaves_nothing(twin, alice, admin_user, make_r
         "create_resource_quota",
         lambda self, *a, **kw: (_ for _ in ()).throw(TransientClusterError("503", status=503)),
     )
-    with pytest.raises(services.WorkspaceError):
-        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    with pytest.raises(ws_approvals.WorkspaceError):
+        ws_approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
     assert "team-a" not in objects(twin, "Namespace")
 
 
@@ -287,7 +287,7 @@ def test_a_failure_after_the_quotas_were_made_keeps_them_and_makes_none_twice(
         return real(self, manifest, *a, **kw)
 
     monkeypatch.setattr(TwinGateway, "apply", limit_range_fails_once)
-    services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    ws_approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
     assert failed and WorkspaceRequest.objects.get(pk=req.pk).status == "approved"
     quotas = twin.list_resource_quotas("team-a")
     assert sorted(q["metadata"]["name"] for q in quotas) == ["workspace-compute", "workspace-storage"]
@@ -329,8 +329,8 @@ def test_a_namespace_someone_else_made_during_a_retry_is_not_taken_over(
         return real(self, name, labels, *a, **kw)
 
     monkeypatch.setattr(TwinGateway, "create_namespace", refused_then_taken)
-    with pytest.raises(services.WorkspaceError, match="already exists"):
-        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    with pytest.raises(ws_approvals.WorkspaceError, match="already exists"):
+        ws_approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
     assert objects(twin, "Namespace")["team-a"]["metadata"]["labels"]["brick.cloud/owner"] == "bob"
     assert not objects(twin, "ResourceQuota", "team-a")
     assert WorkspaceRequest.objects.get(pk=req.pk).status == "pending"
@@ -339,8 +339,8 @@ def test_a_namespace_someone_else_made_during_a_retry_is_not_taken_over(
 def test_a_namespace_made_behind_our_back_is_never_deleted(twin, alice, admin_user, make_request):
     req = make_request(alice, "team-a")
     twin.create_namespace("team-a", {"someone": "else"})
-    with pytest.raises(services.WorkspaceError, match="already exists"):
-        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    with pytest.raises(ws_approvals.WorkspaceError, match="already exists"):
+        ws_approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
     assert objects(twin, "Namespace")["team-a"]["metadata"]["labels"] == {"someone": "else"}
 
 
@@ -352,7 +352,7 @@ def test_an_approval_cut_short_after_the_cluster_answered_is_continued_by_the_ne
     req = make_request(alice, "team-a", gpu=1, storage_gib=50)
     twin.create_namespace("team-a", {"brick.cloud/workspace": "true", "brick.cloud/owner": "alice"})
     twin.create_resource_quota("team-a", "workspace-storage", {"requests.storage": "10Gi"})
-    services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    ws_approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
     req.refresh_from_db()
     assert req.status == "approved"
     quotas = objects(twin, "ResourceQuota", "team-a")
@@ -364,8 +364,8 @@ def test_an_approval_cut_short_after_the_cluster_answered_is_continued_by_the_ne
 def test_another_owners_workspace_namespace_in_the_way_is_not_continued(twin, alice, admin_user, make_request):
     req = make_request(alice, "team-a")
     twin.create_namespace("team-a", {"brick.cloud/workspace": "true", "brick.cloud/owner": "bob"})
-    with pytest.raises(services.WorkspaceError, match="already exists"):
-        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    with pytest.raises(ws_approvals.WorkspaceError, match="already exists"):
+        ws_approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
     assert objects(twin, "Namespace")["team-a"]["metadata"]["labels"]["brick.cloud/owner"] == "bob"
     assert WorkspaceRequest.objects.get(pk=req.pk).status == "pending"
 
@@ -389,24 +389,24 @@ def test_reject_needs_a_reason_which_the_user_sees(twin, alice, login, admin_cli
 
 def test_a_decided_request_cannot_be_decided_again(twin, alice, admin_user, admin_client, make_request):
     req = make_request(alice, "team-a")
-    services.reject(req.pk, admin_user, "no")
+    ws_approvals.reject(req.pk, admin_user, "no")
     approve_post(admin_client, req)
     req.refresh_from_db()
     assert req.status == "rejected" and "team-a" not in objects(twin, "Namespace")
-    with pytest.raises(services.WorkspaceError, match="already decided"):
-        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    with pytest.raises(ws_approvals.WorkspaceError, match="already decided"):
+        ws_approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
 
 
 def test_zero_gpu_workspace_gets_no_gpu_key(twin, alice, admin_user, make_request):
     req = make_request(alice, "cpu-only", gpu=0)
-    services.approve(req.pk, admin_user, "")
+    ws_approvals.approve(req.pk, admin_user, "")
     hard = objects(twin, "ResourceQuota", "cpu-only")["workspace-compute"]["spec"]["hard"]
     assert hard == {"requests.cpu": "2", "requests.memory": "8Gi"}
 
 
 def test_audit_records_are_append_only(twin, alice, admin_user, make_request, django_user_model):
     req = make_request(alice, "team-a")
-    services.reject(req.pk, admin_user, "no")
+    ws_approvals.reject(req.pk, admin_user, "no")
     d = Decision.objects.get()
     d.detail = "rewritten"
     with pytest.raises(AppendOnlyViolation):
@@ -433,11 +433,11 @@ def test_every_choice_of_every_scenario_yields_only_enforced_keys(
     load_scenario, alice, admin_user, make_request, scenario
 ):
     gw = load_scenario(scenario)
-    choices = services.gpu_choices(compute(take_snapshot(gw)))
+    choices = ws_approvals.gpu_choices(compute(take_snapshot(gw)))
     assert choices
     for i, choice in enumerate(choices):
         req = make_request(alice, f"ws-{i}")
-        services.approve(req.pk, admin_user, choice.resource, overcommit=True)
+        ws_approvals.approve(req.pk, admin_user, choice.resource, overcommit=True)
         hard = objects(gw, "ResourceQuota", f"ws-{i}")["workspace-compute"]["spec"]["hard"]
         gpu_keys = [k for k in hard if "nvidia.com" in k]
         assert gpu_keys == ["requests." + choice.resource]
@@ -473,10 +473,10 @@ def test_the_form_cannot_yield_another_key(twin, alice, admin_client, make_reque
 def test_service_refuses_a_resource_that_is_not_a_choice(twin, alice, admin_user, make_request):
     req = make_request(alice, "team-a")
     for bad in ("limits.nvidia.com/gpu", "nvidia.com/foo", "cpu"):
-        with pytest.raises(services.WorkspaceError):
-            services.approve(req.pk, admin_user, bad, overcommit=True)
-    with pytest.raises(services.WorkspaceError):
-        services.quota_hard(req, "limits.nvidia.com/gpu")
+        with pytest.raises(ws_approvals.WorkspaceError):
+            ws_approvals.approve(req.pk, admin_user, bad, overcommit=True)
+    with pytest.raises(ws_approvals.WorkspaceError):
+        ws_approvals.quota_hard(req, "limits.nvidia.com/gpu")
     assert "team-a" not in objects(twin, "Namespace")
 
 
@@ -545,8 +545,8 @@ def test_a_request_rejected_while_being_approved_leaves_no_namespace(
         return real_apply(self, manifest, **kw)
 
     monkeypatch.setattr(TwinGateway, "apply", reject_meanwhile)
-    with pytest.raises(services.WorkspaceError, match="already decided"):
-        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    with pytest.raises(ws_approvals.WorkspaceError, match="already decided"):
+        ws_approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
     assert "team-a" not in objects(twin, "Namespace")
     assert not Decision.objects.filter(workspace=req, action="approve").exists()
 
@@ -554,7 +554,7 @@ def test_a_request_rejected_while_being_approved_leaves_no_namespace(
 def test_an_email_username_becomes_a_valid_owner_label(twin, admin_user, make_request, django_user_model):
     eve = django_user_model.objects.create_user("eve+ml@example.com", password="x")
     req = make_request(eve, "eve-ws")
-    services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    ws_approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
     assert objects(twin, "Namespace")["eve-ws"]["metadata"]["labels"]["brick.cloud/owner"] == "eve_ml_example.com"
     req.refresh_from_db()
     assert req.requester_name == "eve+ml@example.com"
@@ -571,7 +571,7 @@ def test_gpu_operator_time_sliced_gpus_are_not_offered_as_whole(load_scenario, a
     nvidia.com/gpu, qcs06 one whole GPU. The choice says which nodes' nvidia.com/gpu is shared,
     is not called Exclusive, and its physical equivalent uses the replicas."""
     gw = load_scenario("qks")
-    choices = {c.resource: c for c in services.gpu_choices(compute(take_snapshot(gw)))}
+    choices = {c.resource: c for c in ws_approvals.gpu_choices(compute(take_snapshot(gw)))}
     gpu = choices["nvidia.com/gpu"]
     assert (gpu.gpu_type, gpu.total, gpu.shared_logical) == ("mixed", 6, 5)
     assert gpu.shared_nodes_text == "qcs05 (replicas 5: 5 of 6)"
@@ -603,6 +603,6 @@ def test_gpu_operator_time_sliced_gpus_are_not_offered_as_whole(load_scenario, a
 def test_only_time_sliced_plain_gpus_are_shared_with_their_replicas(load_scenario):
     gw = load_scenario("qks")
     gw.delete("v1", "Node", "qcs06")  # only the time-sliced node serves nvidia.com/gpu now
-    gpu = next(c for c in services.gpu_choices(compute(take_snapshot(gw))) if c.resource == "nvidia.com/gpu")
+    gpu = next(c for c in ws_approvals.gpu_choices(compute(take_snapshot(gw))) if c.resource == "nvidia.com/gpu")
     assert (gpu.gpu_type, gpu.total, gpu.replicas) == ("shared", 5, [5])
     assert gpu.physical_text(5) == "5 shared = 1 physical GPU (replicas 5)"

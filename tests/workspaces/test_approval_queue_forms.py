@@ -162,12 +162,12 @@ def test_the_queue_shows_the_figures_of_the_cluster_as_it_is(twin, alice, bob, a
     of the cluster itself (its ledger computed from a fresh read)."""
     from brickadmin.cluster.snapshot import take_snapshot
     from gpus.numbers.ledger import compute
-    from workspaces import services
+    from workspaces import approvals as ws_approvals
 
     make_request(bob, "bob-more", gpu=2)
     make_request(alice, "alice-first", gpu=3)
     html = admin_client.get(reverse("approval_queue")).content.decode()
-    choices = services.gpu_choices(compute(take_snapshot(TwinGateway())))
+    choices = ws_approvals.gpu_choices(compute(take_snapshot(TwinGateway())))
     assert any(c.gpu_type == "shared" and c.replicas for c in choices)  # the seed time-slices some GPUs
     for name, gpu in (("bob-more", 2), ("alice-first", 3)):
         rows = re.findall(r"<tr class=[^>]*>.*?</tr>", card(html, name), re.S)

@@ -4,7 +4,7 @@ message beside the field, echoed back escaped, and harmless to the database."""
 import pytest
 from django.utils.html import escape
 
-from workspaces import services
+from workspaces import jobs as ws_jobs
 from workspaces.models import Decision, ResourceLimit, WorkspaceJob, WorkspaceRequest
 
 from .conftest import text
@@ -144,7 +144,7 @@ def test_command_with_markup_is_data_not_markup_nor_a_shell(ws, login, alice, ad
     r = login(alice).post("/workspaces/jobs/new/", job_data(ws, command=cmd))
     assert r.status_code == 302
     job = WorkspaceJob.objects.get()
-    services.approve_job(job.pk, admin_user)
+    ws_jobs.approve_job(job.pk, admin_user)
     container = twin._list("Job", "team-a")[0]["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["python", "-c", "print(1)", "<script>alert(x)</script>"]
     r = login(alice).get(f"/workspaces/jobs/{job.pk}/")

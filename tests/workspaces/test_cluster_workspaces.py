@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from gpus.models import ViewWorkspace
-from workspaces import services
+from workspaces import approvals, jobs
 from workspaces.models import Decision, WorkspaceRequest
 
 from .conftest import text
@@ -37,8 +37,8 @@ def health_kinds(client):
 
 
 def test_every_namespace_with_a_gpu_quota_is_listed_records_or_not(twin, admin_client, alice, admin_user):
-    services.approve(
-        services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+    approvals.approve(
+        approvals.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
         admin_user,
         "nvidia.com/gpu.shared",
         overcommit=True,
@@ -55,8 +55,8 @@ def test_every_namespace_with_a_gpu_quota_is_listed_records_or_not(twin, admin_c
 
 
 def test_the_list_sorts_searches_and_exports_csv(twin, admin_client, alice, admin_user):
-    services.approve(
-        services.create_request(alice, name="team-a", gpu=2, cpu=2, memory_gib=8, storage_gib=20).pk,
+    approvals.approve(
+        approvals.create_request(alice, name="team-a", gpu=2, cpu=2, memory_gib=8, storage_gib=20).pk,
         admin_user,
         "nvidia.com/gpu",
         overcommit=True,
@@ -75,14 +75,14 @@ def test_the_list_sorts_searches_and_exports_csv(twin, admin_client, alice, admi
 def test_a_running_job_shows_requested_and_physical_on_the_workspace_and_its_detail(
     twin, admin_client, alice, admin_user
 ):
-    ws = services.approve(
-        services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+    ws = approvals.approve(
+        approvals.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
         admin_user,
         "nvidia.com/gpu",
         overcommit=True,
     )
-    job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
-    services.approve_job(job.pk, admin_user)
+    job = jobs.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
+    jobs.approve_job(job.pk, admin_user)
     got = {r[0]: r for r in rows(admin_client.get(reverse("cluster_workspaces")).content.decode())}
     assert got["team-a"][4:7] == ["1", "1", "1"]  # allocated, requested by pods, in use physically
     assert got["team-a"][-1] == "in use"
@@ -129,8 +129,8 @@ def test_an_admin_adopts_a_namespace_into_a_workspace_record_with_an_owner(twin,
 
 def test_workspaces_out_of_step_with_the_cluster_are_findings(twin, admin_client, alice, admin_user):
     for name in ("team-gone", "team-edited", "team-noquota"):
-        services.approve(
-            services.create_request(alice, name=name, gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+        approvals.approve(
+            approvals.create_request(alice, name=name, gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
             admin_user,
             "nvidia.com/gpu.shared",
             overcommit=True,
@@ -180,8 +180,8 @@ def test_an_allocation_idle_for_the_window_is_a_finding_and_the_dashboard_shows_
 
 
 def test_idleness_survives_a_new_generation_and_ends_with_a_running_pod(twin, admin_client, alice, admin_user):
-    ws = services.approve(
-        services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+    ws = approvals.approve(
+        approvals.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
         admin_user,
         "nvidia.com/gpu",
         overcommit=True,
@@ -192,21 +192,21 @@ def test_idleness_survives_a_new_generation_and_ends_with_a_running_pod(twin, ad
     twin.cordon("dev-a1-ws02")  # the cluster moves on: a new generation, still no pod in team-a
     admin_client.get(reverse("cluster_workspaces"))
     assert ViewWorkspace.objects.get(namespace="team-a").idle_since == long_ago
-    job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
-    services.approve_job(job.pk, admin_user)
+    job = jobs.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
+    jobs.approve_job(job.pk, admin_user)
     admin_client.get(reverse("cluster_workspaces"))
     assert ViewWorkspace.objects.get(namespace="team-a").idle_since is None
 
 
 def test_a_users_workspace_page_shows_quota_pods_and_utilisation_from_the_view(twin, alice, admin_user, login):
-    ws = services.approve(
-        services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+    ws = approvals.approve(
+        approvals.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
         admin_user,
         "nvidia.com/gpu",
         overcommit=True,
     )
-    job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
-    services.approve_job(job.pk, admin_user)
+    job = jobs.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
+    jobs.approve_job(job.pk, admin_user)
     html = login(alice).get(reverse("workspace_detail", args=[ws.pk])).content.decode()
     assert re.search(r'data-testid="ws-allocated">1 <code>nvidia.com/gpu</code>', html)
     assert 'data-testid="ws-requested">1<' in html and 'data-testid="ws-physical">1<' in html
@@ -218,8 +218,8 @@ def test_a_users_workspace_page_shows_quota_pods_and_utilisation_from_the_view(t
 
 
 def test_users_see_only_their_own_workspace(twin, alice, bob, admin_user, login):
-    ws = services.approve(
-        services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+    ws = approvals.approve(
+        approvals.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
         admin_user,
         "nvidia.com/gpu",
         overcommit=True,

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from brickadmin.cluster.twin import TwinGateway
-from workspaces import services
+from workspaces import jobs as ws_jobs
 from workspaces.models import Decision, WorkspaceJob
 
 from .conftest import objects, text
@@ -23,15 +23,15 @@ def ws(approved, alice):
 
 @pytest.fixture
 def running_job(ws, alice, admin_user):
-    job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="sleep 1000", gpu=1)
-    services.approve_job(job.pk, admin_user)
+    job = ws_jobs.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="sleep 1000", gpu=1)
+    ws_jobs.approve_job(job.pk, admin_user)
     return job
 
 
 def test_admin_sees_every_users_jobs_and_their_detail(ws, approved, bob, alice, admin_user, login):
     bws = approved(bob, "team-b")
-    a = services.create_job(alice, ws, node="dev-a1-ws04", image="alice-image", command="", gpu=1)
-    b = services.create_job(bob, bws, node="dev-a1-ws04", image="bob-image", command="", gpu=1)
+    a = ws_jobs.create_job(alice, ws, node="dev-a1-ws04", image="alice-image", command="", gpu=1)
+    b = ws_jobs.create_job(bob, bws, node="dev-a1-ws04", image="bob-image", command="", gpu=1)
     admin = login(admin_user)
     page = text(admin.get("/workspaces/jobs/").content)
     assert f"{a.k8s_name} alice team-a" in page and f"{b.k8s_name} bob team-b" in page
@@ -67,7 +67,7 @@ def test_owner_cancels_a_running_job_deleted_from_the_cluster_and_recorded(runni
 
 
 def test_admin_cancels_a_users_waiting_job(ws, alice, admin_user, login, twin):
-    job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
+    job = ws_jobs.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
     r = login(admin_user).post(f"/workspaces/jobs/{job.pk}/cancel/")
     assert r.status_code == 302
     job.refresh_from_db()
@@ -139,9 +139,9 @@ def test_a_cancelled_job_keeps_who_decided_it_and_names_who_cancelled_it(running
 def test_the_audit_log_says_a_decisions_detail_in_the_readers_language(ws, alice, admin_user, login, twin):
     from django.utils import translation
 
-    job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
+    job = ws_jobs.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
     with translation.override("ko"):  # decided by an admin reading Korean
-        services.cancel_job(job.pk, admin_user)
+        ws_jobs.cancel_job(job.pk, admin_user)
     assert Decision.objects.get(action=Decision.Action.JOB_CANCEL).detail == "withdrawn before approval"  # as written
     admin = login(admin_user)
     english = text(admin.get("/workspaces/audit/", HTTP_ACCEPT_LANGUAGE="en").content)

@@ -7,14 +7,14 @@ import re
 
 import pytest
 
-from workspaces import services
+from workspaces import jobs as ws_jobs
 
 pytestmark = pytest.mark.django_db
 
 
 def test_approve_and_reject_of_a_job_ask_once_naming_it(approved, alice, admin_client):
     ws = approved(alice, "team-a")
-    job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="sleep 60", gpu=1)
+    job = ws_jobs.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="sleep 60", gpu=1)
     page = admin_client.get("/workspaces/approvals/jobs/").content.decode()
     asks = [html.unescape(a) for a in re.findall(r'data-confirm="([^"]+)"', page)]
     assert asks == [

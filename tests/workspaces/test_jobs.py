@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from workspaces import services
+from workspaces import approvals as ws_approvals
+from workspaces import jobs as ws_jobs
 from workspaces.models import Decision, JobSettings, WorkspaceJob
 
 from .conftest import objects, text
@@ -57,7 +58,7 @@ def test_mig_nodes_are_disabled_with_their_reason(load_scenario):
     from gpus.numbers.ledger import compute
 
     gw = load_scenario("qks")
-    opts = {o.name: o for o in services.job_node_options(compute(take_snapshot(gw)))}
+    opts = {o.name: o for o in ws_jobs.job_node_options(compute(take_snapshot(gw)))}
     assert not opts["qcs07"].selectable and opts["qcs07"].reason == "MIG nodes do not support Jobs"
     assert opts["qcs07"].resource.startswith("nvidia.com/mig-")
     assert not opts["qcs05"].selectable and "Time-slicing" in opts["qcs05"].reason
@@ -107,8 +108,8 @@ def test_job_waits_for_approval_then_becomes_a_pinned_low_priority_batch_job(ws,
 
 
 def test_job_list_shows_the_state_read_from_the_cluster(ws, twin, admin_user, alice, login):
-    job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="true", gpu=1)
-    services.approve_job(job.pk, admin_user)
+    job = ws_jobs.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="true", gpu=1)
+    ws_jobs.approve_job(job.pk, admin_user)
     twin.set_job_status(
         "team-a", job.k8s_name, {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
     )
@@ -154,17 +155,17 @@ def test_gpu_count_must_fit_the_free_gpus_and_the_node_must_be_selectable(ws, lo
 
 
 def test_a_node_that_filled_up_is_refused_at_approval(ws, twin, alice, admin_user):
-    first = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
-    second = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
-    services.approve_job(first.pk, admin_user)
-    with pytest.raises(services.WorkspaceError, match="No free GPU"):
-        services.approve_job(second.pk, admin_user)
+    first = ws_jobs.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
+    second = ws_jobs.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
+    ws_jobs.approve_job(first.pk, admin_user)
+    with pytest.raises(ws_approvals.WorkspaceError, match="No free GPU"):
+        ws_jobs.approve_job(second.pk, admin_user)
     second.refresh_from_db()
     assert second.status == "pending" and second.k8s_name not in objects(twin, "Job", "team-a")
 
 
 def test_reject_job_needs_a_reason(ws, alice, admin_user, login):
-    job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
+    job = ws_jobs.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
     admin = login(admin_user)
     admin.post(f"/workspaces/approvals/jobs/{job.pk}/reject/", {f"j{job.pk}-reason": ""})
     job.refresh_from_db()
@@ -192,7 +193,7 @@ def test_failed_submission_keeps_the_job_pending_and_shows_the_error(ws, twin, a
     from brickadmin.cluster import PermanentClusterError
     from brickadmin.cluster.twin import TwinGateway
 
-    job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
+    job = ws_jobs.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
     monkeypatch.setattr(
         TwinGateway,
         "create_job",
@@ -208,8 +209,8 @@ def test_failed_submission_keeps_the_job_pending_and_shows_the_error(ws, twin, a
 def test_job_pages_read_the_state_the_watcher_keeps_not_the_api_server(ws, twin, admin_user, alice, login, request):
     """The watcher keeps the product's Jobs: with the API server gone, the Jobs
     pages still show each Job's last known state, and say nothing about the cluster."""
-    job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="true", gpu=1)
-    services.approve_job(job.pk, admin_user)
+    job = ws_jobs.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="true", gpu=1)
+    ws_jobs.approve_job(job.pk, admin_user)
     twin.set_job_status(
         "team-a", job.k8s_name, {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
     )
@@ -229,12 +230,12 @@ def test_an_exclusive_node_with_mig_partitions_offers_its_whole_gpus_to_jobs(loa
     from gpus.numbers.ledger import compute
 
     gw = load_scenario("demo")
-    opts = {o.name: o for o in services.job_node_options(compute(take_snapshot(gw)))}
+    opts = {o.name: o for o in ws_jobs.job_node_options(compute(take_snapshot(gw)))}
     mixed = opts["gpu-a100-05"]
     assert mixed.selectable and mixed.resource == "nvidia.com/gpu" and (mixed.free, mixed.allocatable) == (2, 2)
 
     gw = load_scenario("qks")
-    opts = {o.name: o for o in services.job_node_options(compute(take_snapshot(gw)))}
+    opts = {o.name: o for o in ws_jobs.job_node_options(compute(take_snapshot(gw)))}
     assert not opts["qcs07"].selectable and opts["qcs07"].reason == "MIG nodes do not support Jobs"
 
 

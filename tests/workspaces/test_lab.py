@@ -14,7 +14,8 @@ from brickadmin.cluster import ClusterError, PermanentClusterError
 from brickadmin.cluster.snapshot import take_snapshot
 from gpus.numbers.ledger import Ledger, ResourceRow, compute
 from tests.conftest import require_service
-from workspaces import services
+from workspaces import approvals
+from workspaces import jobs as ws_jobs
 from workspaces.models import JOB_PRIORITY_CLASS, USER_PRIORITY_CLASS
 
 pytestmark = [pytest.mark.lab, pytest.mark.django_db]
@@ -39,7 +40,8 @@ def kube(monkeypatch):
     from tests.lab.conftest import hold_lab
 
     hold_lab()  # the lab is one cluster per machine: take turns with other runs (lab/lablock.py)
-    monkeypatch.setattr(services, "get_gateway", lambda: gw)
+    monkeypatch.setattr(approvals, "get_gateway", lambda: gw)
+    monkeypatch.setattr(ws_jobs, "get_gateway", lambda: gw)
     created = []
     yield gw, created
     for ns in created:
@@ -74,11 +76,11 @@ def test_approval_creates_an_enforced_workspace_on_the_lab(kube, alice, admin_us
         allocated_by_namespace={},
         device_source="labels",
     )
-    (choice,) = services.gpu_choices(ledger)
+    (choice,) = approvals.gpu_choices(ledger)
     name = f"ws-lab-{uuid.uuid4().hex[:6]}"
     created.append(name)
     req = make_request(alice, name, gpu=1, cpu=2, memory_gib=4, storage_gib=10)
-    services.approve(req.pk, admin_user, choice.resource, overcommit=True, ledger=ledger)
+    approvals.approve(req.pk, admin_user, choice.resource, overcommit=True, ledger=ledger)
 
     ns = next(n for n in gw.list_namespaces() if n["metadata"]["name"] == name)
     assert ns["metadata"]["labels"]["brick.cloud/workspace"] == "true"
@@ -106,7 +108,7 @@ def test_approval_creates_an_enforced_workspace_on_the_lab(kube, alice, admin_us
         gw.apply(pod(name, "p3", gpu))
     # ...while a scavenging Job's pod runs outside the Workspace quota
     # (docs/operator-guide.md#jobs).
-    services.ensure_priority_class(gw, JOB_PRIORITY_CLASS, -10, "jobs", "Never")
+    approvals.ensure_priority_class(gw, JOB_PRIORITY_CLASS, -10, "jobs", "Never")
     exclusive = {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}
     # The API server's Priority admission reads PriorityClasses from its informer: a class
     # created a moment ago may not be there yet (a Job's controller retries the same way).
@@ -127,16 +129,16 @@ def test_a_real_422_midway_leaves_nothing(kube, alice, admin_user, make_request,
     name = f"ws-lab-{uuid.uuid4().hex[:6]}"
     created.append(name)
     req = make_request(alice, name, gpu=0)
-    real = services.workspace_manifests
+    real = approvals.workspace_manifests
 
     def with_an_invalid_quota(r, resource):
         out = real(r, resource)
         out[0]["spec"]["hard"]["requests.storage"] = "1Gi"  # PriorityClass scope on storage: 422
         return out
 
-    monkeypatch.setattr(services, "workspace_manifests", with_an_invalid_quota)
-    with pytest.raises(services.WorkspaceError, match="unsupported scope"):
-        services.approve(req.pk, admin_user, "", ledger=ledger)
+    monkeypatch.setattr(approvals, "workspace_manifests", with_an_invalid_quota)
+    with pytest.raises(approvals.WorkspaceError, match="unsupported scope"):
+        approvals.approve(req.pk, admin_user, "", ledger=ledger)
     assert gone_or_terminating(gw, name)
     req.refresh_from_db()
     assert req.status == "pending"
@@ -145,13 +147,13 @@ def test_a_real_422_midway_leaves_nothing(kube, alice, admin_user, make_request,
 def test_an_approved_job_is_a_pinned_batch_job_on_the_lab(kube, alice, admin_user, make_request):
     gw, created = kube
     ledger = compute(take_snapshot(gw, use_prometheus=False))
-    node = next((o.name for o in services.job_node_options(ledger) if o.allocatable), "dev-a1-ws04")
+    node = next((o.name for o in ws_jobs.job_node_options(ledger) if o.allocatable), "dev-a1-ws04")
     name = f"ws-lab-{uuid.uuid4().hex[:6]}"
     created.append(name)
     req = make_request(alice, name, gpu=0)
-    ws = services.approve(req.pk, admin_user, "", ledger=ledger)
-    job = services.create_job(alice, ws, node=node, image="busybox", command="sleep 1", gpu=1)
-    services.submit_job(job, admin_user)  # the node may be busy with other tests' pods: no free check here
+    ws = approvals.approve(req.pk, admin_user, "", ledger=ledger)
+    job = ws_jobs.create_job(alice, ws, node=node, image="busybox", command="sleep 1", gpu=1)
+    ws_jobs.submit_job(job, admin_user)  # the node may be busy with other tests' pods: no free check here
     k8s = next(j for j in gw.list_jobs(name) if j["metadata"]["name"] == job.k8s_name)
     spec = k8s["spec"]["template"]["spec"]
     assert spec["nodeSelector"] == {"kubernetes.io/hostname": node}
@@ -159,4 +161,4 @@ def test_an_approved_job_is_a_pinned_batch_job_on_the_lab(kube, alice, admin_use
     assert spec["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     pcs = {p["metadata"]["name"]: p for p in gw.list_priority_classes()}
     assert pcs[JOB_PRIORITY_CLASS]["value"] <= 0 < pcs[USER_PRIORITY_CLASS]["value"]
-    assert services.job_state(k8s) in ("Pending", "Running", "Complete", "Failed", "Suspended")
+    assert ws_jobs.job_state(k8s) in ("Pending", "Running", "Complete", "Failed", "Suspended")

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from brickadmin.cluster.snapshot import take_snapshot
 from gpus.numbers import ledger
-from workspaces import services
+from workspaces import jobs
 
 from .conftest import text
 
@@ -49,7 +49,7 @@ def test_approval_queue_tells_slices_from_gpus(layouts, alice, admin_client, mak
 
 def test_job_node_list_disables_every_node_without_whole_gpus(layouts):
     led = ledger.compute(take_snapshot(layouts, use_prometheus=False))
-    options = {o.name: (o.selectable, str(o.reason)) for o in services.job_node_options(led)}
+    options = {o.name: (o.selectable, str(o.reason)) for o in jobs.job_node_options(led)}
     assert options["gpu-whole-01"] == (True, "")
     assert options["gpu-mixed-01"] == (True, "")  # its whole GPU, beside the MIG instances
     assert options["gpu-single-01"] == (False, "MIG nodes do not support Jobs")

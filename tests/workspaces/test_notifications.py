@@ -18,7 +18,7 @@ from brickadmin.accounts.models import Delivery, Notification, Preference
 from brickadmin.cluster.scenarios import gpu_pod
 from gpus.models import ProcedureRun
 from gpus.procedures import engine, service
-from workspaces import services
+from workspaces import approvals
 from workspaces.models import WorkspaceRequest
 
 from .conftest import text
@@ -105,9 +105,9 @@ def test_an_approval_reaches_the_requester_in_korean_in_the_product_by_email_and
         {"time_zone": "", "language": "ko", "email_notifications": "on", "webhook_url": receiver["url"]},
     )
     assert page.status_code == 302
-    req = services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
+    req = approvals.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
     with django_capture_on_commit_callbacks(execute=True):
-        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
+        approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
 
     ((rcpt, mail),) = smtp.messages
     assert rcpt == ["alice@example.test"] and mail["Subject"] == "Workspace team-a 승인됨"
@@ -132,9 +132,9 @@ def test_a_rejection_says_why_in_english_and_only_in_the_product_when_the_user_c
     alice.email = "alice@example.test"
     alice.save()
     choose(alice, email_notifications=False)
-    req = services.create_request(alice, name="team-b", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
+    req = approvals.create_request(alice, name="team-b", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
     with django_capture_on_commit_callbacks(execute=True):
-        services.reject(req.pk, admin_user, "No A100 left this quarter")
+        approvals.reject(req.pk, admin_user, "No A100 left this quarter")
     assert smtp.messages == [] and not Delivery.objects.exists()
     note = Notification.objects.get(recipient=alice)
     assert (note.subject, note.body) == (
@@ -154,9 +154,9 @@ def test_a_failed_send_is_retried_then_shown_to_admins_and_the_approval_stands(
     settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", free_port(), 2  # nobody listens
     receiver["status"] = 500
     choose(alice, webhook_url=receiver["url"])
-    req = services.create_request(alice, name="team-c", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
+    req = approvals.create_request(alice, name="team-c", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
     with django_capture_on_commit_callbacks(execute=True):
-        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
+        approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
 
     assert WorkspaceRequest.objects.get(pk=req.pk).status == "approved"
     assert len(receiver["bodies"]) == 3  # the first attempt and two retries

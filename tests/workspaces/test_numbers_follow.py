@@ -5,7 +5,8 @@ import pytest
 
 from brickadmin.cluster.snapshot import take_snapshot
 from gpus.numbers.ledger import compute
-from workspaces import services
+from workspaces import approvals as ws_approvals
+from workspaces import jobs
 
 from .conftest import text
 
@@ -21,7 +22,7 @@ def test_approval_moves_allocated_and_available(twin, alice, admin_user, make_re
     assert numbers(twin, "nvidia.com/gpu.shared") == (2, 1, 1, 0)
     req = make_request(alice, "team-a", gpu=1)
     assert numbers(twin, "nvidia.com/gpu.shared") == (2, 1, 1, 0)  # a request alone allocates nothing
-    services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    ws_approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
     assert numbers(twin, "nvidia.com/gpu.shared") == (2, 2, 0, 0)
     page = text(login(alice).get("/availability/").content)
     assert "nvidia.com/gpu.shared Shared (time-slicing) 2 2 0 None available: approval may be delayed" in page
@@ -33,13 +34,13 @@ def test_approval_moves_allocated_and_available(twin, alice, admin_user, make_re
     # approving would leave it 1 short: never a negative Available, admins are told by how much
     assert "Shared (time-slicing) nvidia.com/gpu.shared" in q and "2 2 0 none available; over-allocated by 1" in q
     # A rejection changes nothing.
-    services.reject(other.pk, admin_user, "full")
+    ws_approvals.reject(other.pk, admin_user, "full")
     assert numbers(twin, "nvidia.com/gpu.shared") == (2, 2, 0, 0)
 
 
 def test_overcommit_shows_negative_available(twin, alice, admin_user, make_request):
     req = make_request(alice, "team-a", gpu=2)
-    services.approve(req.pk, admin_user, "nvidia.com/gpu", overcommit=True)
+    ws_approvals.approve(req.pk, admin_user, "nvidia.com/gpu", overcommit=True)
     assert numbers(twin, "nvidia.com/gpu") == (1, 3, -2, 0)
 
 
@@ -48,15 +49,15 @@ def test_a_running_job_moves_requested_on_the_dashboard_not_allocated(approved, 
     before = numbers(twin, "nvidia.com/gpu")
     page = login(alice).get("/").content.decode()
     assert 'data-testid="gpu-used">0<' in page
-    job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
-    services.approve_job(job.pk, admin_user)
+    job = jobs.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
+    jobs.approve_job(job.pk, admin_user)
     logical, allocated, available, requested = numbers(twin, "nvidia.com/gpu")
     assert (logical, allocated, available) == before[:3]  # Jobs run outside quotas
     assert requested == 1
     page = login(alice).get("/").content.decode()
     assert 'data-testid="gpu-used">1<' in page
     # The Job node list now shows the GPU as taken.
-    opts = {o.name: o for o in services.job_node_options(compute(take_snapshot(twin)))}
+    opts = {o.name: o for o in jobs.job_node_options(compute(take_snapshot(twin)))}
     assert (opts["dev-a1-ws04"].free, opts["dev-a1-ws04"].allocatable, opts["dev-a1-ws04"].selectable) == (0, 1, False)
     # Deleting the Job gives it back.
     twin.delete("batch/v1", "Job", job.k8s_name, "team-a")

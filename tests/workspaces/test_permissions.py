@@ -13,7 +13,7 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from workspaces import services
+from workspaces import jobs as ws_jobs
 from workspaces.models import ResourceLimit, WorkspaceJob, WorkspaceRequest
 
 from .conftest import objects
@@ -78,9 +78,9 @@ def concrete(route, values):
 def world(approved, alice, admin_user, make_request):
     """Alice owns an approved Workspace with a Job, and a pending request; a limit exists."""
     ws = approved(alice, SECRET_WS)
-    job = services.create_job(alice, ws, node="dev-a1-ws04", image=SECRET_IMAGE, command="", gpu=1)
-    services.approve_job(job.pk, admin_user)
-    pending_job = services.create_job(alice, ws, node="dev-a1-ws04", image=SECRET_IMAGE, command="", gpu=1)
+    job = ws_jobs.create_job(alice, ws, node="dev-a1-ws04", image=SECRET_IMAGE, command="", gpu=1)
+    ws_jobs.approve_job(job.pk, admin_user)
+    pending_job = ws_jobs.create_job(alice, ws, node="dev-a1-ws04", image=SECRET_IMAGE, command="", gpu=1)
     pending = make_request(alice, "alice-pending-ws")
     limit = ResourceLimit.objects.create(user=alice, gpu=1, cpu=1, memory_gib=1, storage_gib=1)
     return {"ws": ws, "job": job, "pending_job": pending_job, "pending": pending, "limit": limit}

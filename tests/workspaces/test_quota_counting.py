@@ -1,5 +1,5 @@
 """A Workspace's pods against its quota, on its owner's page and the admin's detail: an approval
-caps only the GPU resource it approved (workspaces/services.py quota_hard), so a pod of the
+caps only the GPU resource it approved (workspaces/approvals.py quota_hard), so a pod of the
 namespace asking for another GPU resource is neither counted nor limited there, and the
 page says so on that pod's row and beside "Requested by pods"; a pod asking for the approved
 resource gets no such note. In English and Korean."""
@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 
 from brickadmin.cluster.scenarios import gpu_pod
-from workspaces import services
+from workspaces import approvals, jobs
 from workspaces.models import USER_PRIORITY_CLASS
 
 from .conftest import text
@@ -36,8 +36,8 @@ def user_pod(name, node, resource):
 @pytest.fixture
 def shared_workspace(twin, alice, admin_user):
     """team-a approved for one time-sliced GPU; one pod asks for it, another for a whole GPU."""
-    ws = services.approve(
-        services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+    ws = approvals.approve(
+        approvals.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
         admin_user,
         "nvidia.com/gpu.shared",
         overcommit=True,
@@ -75,15 +75,15 @@ def test_the_owner_reads_which_pod_is_outside_the_quota_and_why(shared_workspace
 
 
 def test_the_admins_detail_says_so_of_a_job_asking_for_a_whole_gpu(twin, alice, admin_user, admin_client):
-    ws = services.approve(
-        services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
+    ws = approvals.approve(
+        approvals.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20).pk,
         admin_user,
         "nvidia.com/gpu.shared",
         overcommit=True,
     )
     twin.apply(user_pod("notebook", SHARED_NODE, "nvidia.com/gpu.shared"))
-    job = services.create_job(alice, ws, node=EXCLUSIVE_NODE, image="busybox", command="", gpu=1)
-    services.approve_job(job.pk, admin_user)
+    job = jobs.create_job(alice, ws, node=EXCLUSIVE_NODE, image="busybox", command="", gpu=1)
+    jobs.approve_job(job.pk, admin_user)
     html = page_in(admin_client, reverse("cluster_workspace", args=["team-a"]))
     ((pod, note),) = notes(html).items()  # the notebook has none
     assert pod.startswith(job.k8s_name + "-") and note == f"{NOT_CAPPED} {JOB}"
@@ -91,8 +91,8 @@ def test_the_admins_detail_says_so_of_a_job_asking_for_a_whole_gpu(twin, alice, 
 
 
 def test_a_workspace_whose_pods_all_ask_for_its_resource_has_no_note(twin, alice, admin_user, login):
-    ws = services.approve(
-        services.create_request(alice, name="team-a", gpu=2, cpu=2, memory_gib=8, storage_gib=20).pk,
+    ws = approvals.approve(
+        approvals.create_request(alice, name="team-a", gpu=2, cpu=2, memory_gib=8, storage_gib=20).pk,
         admin_user,
         "nvidia.com/gpu.shared",
         overcommit=True,

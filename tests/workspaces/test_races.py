@@ -10,7 +10,8 @@ from django.db import connection
 from brickadmin.cluster import PermanentClusterError
 from brickadmin.cluster.twin import TwinGateway
 from tests.conftest import require_service
-from workspaces import services
+from workspaces import approvals as ws_approvals
+from workspaces import jobs as ws_jobs
 from workspaces.models import Decision, WorkspaceJob, WorkspaceRequest
 
 from .conftest import objects
@@ -24,25 +25,25 @@ def ws(approved, alice):
 
 
 def job_of(alice, ws):
-    return services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
+    return ws_jobs.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
 
 
 def test_a_job_approved_twice_at_once_stays_submitted(ws, twin, alice, admin_user, monkeypatch):
     """The loser read the Job as pending; the winner submits it before the loser goes on."""
     job = job_of(alice, ws)
-    real_options = services.job_node_options
+    real_options = ws_jobs.job_node_options
     winner = []
 
     def winner_meanwhile(ledger):
         options = real_options(ledger)  # the loser's view: pending, node free
         if not winner:
             winner.append(True)
-            services.approve_job(job.pk, admin_user)
+            ws_jobs.approve_job(job.pk, admin_user)
         return options
 
-    monkeypatch.setattr(services, "job_node_options", winner_meanwhile)
-    with pytest.raises(services.WorkspaceError, match="already decided"):
-        services.approve_job(job.pk, admin_user)
+    monkeypatch.setattr(ws_jobs, "job_node_options", winner_meanwhile)
+    with pytest.raises(ws_approvals.WorkspaceError, match="already decided"):
+        ws_jobs.approve_job(job.pk, admin_user)
     job.refresh_from_db()
     assert (job.status, job.last_error, job.decided_by_name) == ("submitted", "", "root")
     assert list(objects(twin, "Job", "team-a")) == [job.k8s_name]
@@ -56,13 +57,13 @@ def test_a_job_the_cluster_refuses_goes_back_to_pending_and_can_be_retried(ws, t
         "create_job",
         lambda self, *a, **kw: (_ for _ in ()).throw(PermanentClusterError("jobs is forbidden")),
     )
-    with pytest.raises(services.WorkspaceError, match="forbidden"):
-        services.approve_job(job.pk, admin_user)
+    with pytest.raises(ws_approvals.WorkspaceError, match="forbidden"):
+        ws_jobs.approve_job(job.pk, admin_user)
     job.refresh_from_db()
     assert (job.status, job.decided_by_name) == ("pending", "") and "forbidden" in job.last_error
     assert [d.action for d in Decision.objects.filter(job=job)] == ["job_failed"]
     monkeypatch.undo()
-    services.approve_job(job.pk, admin_user)
+    ws_jobs.approve_job(job.pk, admin_user)
     job.refresh_from_db()
     assert (job.status, job.last_error) == ("submitted", "")
     assert list(objects(twin, "Job", "team-a")) == [job.k8s_name]
@@ -77,8 +78,8 @@ def test_a_job_rejected_while_the_cluster_call_fails_stays_rejected(ws, twin, al
         raise PermanentClusterError("boom")
 
     monkeypatch.setattr(TwinGateway, "create_job", reject_then_fail)
-    with pytest.raises(services.WorkspaceError):
-        services.approve_job(job.pk, admin_user)
+    with pytest.raises(ws_approvals.WorkspaceError):
+        ws_jobs.approve_job(job.pk, admin_user)
     job.refresh_from_db()
     assert (job.status, job.rejection_reason) == ("rejected", "by another admin")
 
@@ -90,24 +91,24 @@ def test_a_request_approved_twice_at_once_keeps_the_winners_record(twin, alice, 
     """Two approvals of one request, the second starting while the first is under way:
     one approves, the other is told "already decided" and writes nothing."""
     req = make_request(alice, "team-a")
-    real_choices = services.gpu_choices
+    real_choices = ws_approvals.gpu_choices
     other = {}
 
     def other_approval_meanwhile(ledger):
         if not other:
             other["started"] = True
             try:
-                services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+                ws_approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
                 other["result"] = "approved"
-            except services.WorkspaceError as exc:
+            except ws_approvals.WorkspaceError as exc:
                 other["result"] = str(exc)
         return real_choices(ledger)
 
-    monkeypatch.setattr(services, "gpu_choices", other_approval_meanwhile)
+    monkeypatch.setattr(ws_approvals, "gpu_choices", other_approval_meanwhile)
     try:
-        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+        ws_approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
         mine = "approved"
-    except services.WorkspaceError as exc:
+    except ws_approvals.WorkspaceError as exc:
         mine = str(exc)
     assert sorted([mine, other["result"]]) == ["This request was already decided.", "approved"]
     req.refresh_from_db()
@@ -120,16 +121,16 @@ def test_a_request_approved_twice_at_once_keeps_the_winners_record(twin, alice, 
 def test_a_claimed_request_is_already_decided_and_nothing_is_written(twin, alice, admin_user, make_request):
     req = make_request(alice, "team-a")
     WorkspaceRequest.objects.filter(pk=req.pk).update(status="approving")  # another approval under way
-    with pytest.raises(services.WorkspaceError, match="already decided"):
-        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
-    with pytest.raises(services.WorkspaceError, match="already decided"):
-        services.reject(req.pk, admin_user, "no")
+    with pytest.raises(ws_approvals.WorkspaceError, match="already decided"):
+        ws_approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    with pytest.raises(ws_approvals.WorkspaceError, match="already decided"):
+        ws_approvals.reject(req.pk, admin_user, "no")
     req.refresh_from_db()
     assert (req.status, req.last_error) == ("approving", "")
     assert not Decision.objects.exists()
     assert "team-a" not in objects(twin, "Namespace")
     # The claim holds the name, like pending and approved requests do.
-    with pytest.raises(services.WorkspaceError, match="already exists"):
+    with pytest.raises(ws_approvals.WorkspaceError, match="already exists"):
         make_request(alice, "team-a")
 
 
@@ -140,8 +141,8 @@ def test_a_refused_approval_releases_its_claim(twin, alice, admin_user, make_req
         "apply",
         lambda self, *a, **kw: (_ for _ in ()).throw(PermanentClusterError("limitranges is forbidden")),
     )
-    with pytest.raises(services.WorkspaceError, match="forbidden"):
-        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    with pytest.raises(ws_approvals.WorkspaceError, match="forbidden"):
+        ws_approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
     req.refresh_from_db()
     assert req.status == "pending" and "forbidden" in req.last_error
     assert [d.action for d in Decision.objects.filter(workspace=req)] == ["approve_failed"]
@@ -150,10 +151,10 @@ def test_a_refused_approval_releases_its_claim(twin, alice, admin_user, make_req
 
 def test_refusals_before_the_cluster_leave_the_request_pending(twin, alice, admin_user, make_request):
     req = make_request(alice, "team-a", gpu=2)
-    with pytest.raises(services.WorkspaceError, match="overcommit box"):
-        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
-    with pytest.raises(services.WorkspaceError, match="GPU type"):
-        services.approve(req.pk, admin_user, "nvidia.com/mig-1g.5gb")
+    with pytest.raises(ws_approvals.WorkspaceError, match="overcommit box"):
+        ws_approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    with pytest.raises(ws_approvals.WorkspaceError, match="GPU type"):
+        ws_approvals.approve(req.pk, admin_user, "nvidia.com/mig-1g.5gb")
     req.refresh_from_db()
     assert (req.status, req.last_error) == ("pending", "")
     assert not Decision.objects.exists()
@@ -180,7 +181,7 @@ def test_availability_is_read_after_the_approvals_before(
     def first_approved_meanwhile(*args, **kwargs):
         got = real_read(*args, **kwargs)  # this POST's view of the cluster: 1 shared available
         if first.status == "pending":
-            first.status = services.approve(first.pk, admin_user, "nvidia.com/gpu.shared").status
+            first.status = ws_approvals.approve(first.pk, admin_user, "nvidia.com/gpu.shared").status
         return got
 
     monkeypatch.setattr(views, "read_cluster", first_approved_meanwhile)
@@ -205,7 +206,7 @@ def test_simultaneous_approvals_of_different_requests_never_overcommit(
     admin = django_user_model.objects.create_user("root", is_staff=True)
     users = [django_user_model.objects.create_user(f"u{i}") for i in range(3)]
     reqs = [
-        services.create_request(u, name=f"ws-{i}", gpu=1, cpu=1, memory_gib=1, storage_gib=1)
+        ws_approvals.create_request(u, name=f"ws-{i}", gpu=1, cpu=1, memory_gib=1, storage_gib=1)
         for i, u in enumerate(users)
     ]
     allocated_before = shared_allocated(twin)
@@ -222,8 +223,8 @@ def test_simultaneous_approvals_of_different_requests_never_overcommit(
     def approve(req):
         try:
             barrier.wait()
-            approved.append(services.approve(req.pk, admin, "nvidia.com/gpu.shared").pk)
-        except services.WorkspaceError as exc:
+            approved.append(ws_approvals.approve(req.pk, admin, "nvidia.com/gpu.shared").pk)
+        except ws_approvals.WorkspaceError as exc:
             refused.append(str(exc))
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(repr(exc))
@@ -255,7 +256,7 @@ def test_an_approval_does_not_hold_the_lock_while_it_reads_the_cluster(
     twin = load_scenario("seed-example")
     admin = django_user_model.objects.create_user("root", is_staff=True)
     slow_req, other_req = (
-        services.create_request(
+        ws_approvals.create_request(
             django_user_model.objects.create_user(f"u{i}"), name=name, gpu=1, cpu=1, memory_gib=1, storage_gib=1
         )
         for i, name in enumerate(("ws-slow", "ws-other"))
@@ -271,12 +272,12 @@ def test_an_approval_does_not_hold_the_lock_while_it_reads_the_cluster(
                 release.wait(timeout=30)
             return super().list_resource_quotas(namespace)
 
-    monkeypatch.setattr(services, "get_gateway", SlowToRead)
+    monkeypatch.setattr(ws_approvals, "get_gateway", SlowToRead)
     outcome = {}
 
     def approve_slowly():
         try:
-            outcome["slow"] = services.approve(slow_req.pk, admin, "nvidia.com/gpu.shared", overcommit=True).status
+            outcome["slow"] = ws_approvals.approve(slow_req.pk, admin, "nvidia.com/gpu.shared", overcommit=True).status
         except Exception as exc:  # pragma: no cover - reported below
             outcome["slow"] = repr(exc)
         finally:
@@ -286,7 +287,7 @@ def test_an_approval_does_not_hold_the_lock_while_it_reads_the_cluster(
     thread.start()
     try:
         assert entered.wait(timeout=30), "the slow approval never read the cluster"
-        other = services.approve(other_req.pk, admin, "nvidia.com/gpu.shared", overcommit=True)
+        other = ws_approvals.approve(other_req.pk, admin, "nvidia.com/gpu.shared", overcommit=True)
         first_still_reading = "slow" not in outcome and not release.is_set()
     finally:
         release.set()

@@ -67,10 +67,10 @@ def test_name_taken_by_a_request_or_by_a_namespace(twin, alice_client, bob, clie
 
 
 def test_a_rejection_frees_the_name(twin, alice, alice_client, admin_user, make_request):
-    from workspaces import services
+    from workspaces import approvals
 
     req = make_request(alice, "team-a")
-    services.reject(req.pk, admin_user, "too big")
+    approvals.reject(req.pk, admin_user, "too big")
     assert post(alice_client).status_code == 302
     assert WorkspaceRequest.objects.filter(name="team-a").count() == 2
 
@@ -134,7 +134,7 @@ def test_cluster_unreachable_request_form_says_so_and_creates_nothing(twin, alic
 
 def test_cluster_unreachable_approval_changes_nothing(twin, alice, admin_user, make_request, monkeypatch):
     from brickadmin.cluster import ClusterUnreachable
-    from workspaces import services
+    from workspaces import approvals
 
     req = make_request(alice, "team-a")
 
@@ -142,8 +142,8 @@ def test_cluster_unreachable_approval_changes_nothing(twin, alice, admin_user, m
         raise ClusterUnreachable("connection refused")
 
     monkeypatch.setattr("gpus.view.live.take_snapshot", down)  # the decision's cluster read fails
-    with pytest.raises(services.WorkspaceError, match="cannot be read"):
-        services.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
+    with pytest.raises(approvals.WorkspaceError, match="cannot be read"):
+        approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared")
     req.refresh_from_db()
     assert req.status == "pending"
     assert "team-a" not in {n["metadata"]["name"] for n in twin.list_namespaces()}

@@ -6,7 +6,8 @@ import pytest
 
 from brickadmin.cluster.twin import TwinGateway
 from tests.conftest import browser_login
-from workspaces import services
+from workspaces import approvals as ws_approvals
+from workspaces import jobs as ws_jobs
 from workspaces.models import Decision, WorkspaceJob, WorkspaceRequest
 
 from .conftest import objects
@@ -24,8 +25,8 @@ def answer(page, accept: bool, seen: list):
 
 def test_approve_asks_once_and_needs_a_chosen_type(browser, live_server, load_scenario, alice, admin_user):
     load_scenario("seed-example")
-    services.create_request(alice, name="team-x", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
-    services.create_request(alice, name="team-y", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
+    ws_approvals.create_request(alice, name="team-x", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
+    ws_approvals.create_request(alice, name="team-y", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
     page = browser_login(browser, live_server, "root", "pw-root-123")
     page.goto(f"{live_server.url}/workspaces/approvals/")
     card = page.locator("[data-testid=request-team-x]")
@@ -73,10 +74,10 @@ def test_admin_sees_and_cancels_alices_job_charlie_cannot(
     browser, live_server, load_scenario, alice, charlie, admin_user
 ):
     load_scenario("seed-example")
-    req = services.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
-    ws = services.approve(req.pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
-    job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="sleep 1000", gpu=1)
-    services.approve_job(job.pk, admin_user)
+    req = ws_approvals.create_request(alice, name="team-a", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
+    ws = ws_approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
+    job = ws_jobs.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="sleep 1000", gpu=1)
+    ws_jobs.approve_job(job.pk, admin_user)
 
     other = browser_login(browser, live_server, "charlie", "pw-charlie-123")
     assert job.k8s_name not in other.goto(f"{live_server.url}/workspaces/jobs/").text()

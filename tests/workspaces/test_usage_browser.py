@@ -7,14 +7,14 @@ import pytest
 from brickadmin.cluster import PermanentClusterError
 from brickadmin.cluster.twin import TwinGateway
 from tests.conftest import browser_login
-from workspaces import services
+from workspaces import approvals as ws_approvals
 from workspaces.models import WorkspaceRequest
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def _request(user, name, gpu=1):
-    return services.create_request(user, name=name, gpu=gpu, cpu=2, memory_gib=8, storage_gib=20)
+    return ws_approvals.create_request(user, name=name, gpu=gpu, cpu=2, memory_gib=8, storage_gib=20)
 
 
 def test_the_approval_is_confirmed_after_the_form_is_valid_and_names_type_and_count(
@@ -87,7 +87,7 @@ def test_a_full_queue_page_is_folded(browser, live_server, load_scenario, bob, a
 
 def test_the_example_pod_is_copied_with_one_click(browser, live_server, load_scenario, alice, admin_user):
     load_scenario("seed-example")
-    ws = services.approve(_request(alice, "team-copy").pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
+    ws = ws_approvals.approve(_request(alice, "team-copy").pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
     user = browser_login(browser, live_server, "alice", "pw-alice-123")
     user.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
     user.goto(f"{live_server.url}/workspaces/{ws.pk}/")

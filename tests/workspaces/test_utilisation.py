@@ -16,7 +16,7 @@ from gpus.models import ViewWorkspace
 from tests.conftest import require_service
 from tests.gpus.test_utilisation import load_gpusim
 from tests.prometheus_scrape import serve_metrics, start_prometheus
-from workspaces import services
+from workspaces import jobs
 
 from .conftest import text
 
@@ -76,8 +76,8 @@ def test_the_workspaces_page_shows_dcgm_utilisation_and_memory_per_workspace(
     twin, approved, alice, admin_user, admin_client, prometheus_of, settings, monkeypatch
 ):
     ws = approved(alice, "team-a", resource="nvidia.com/gpu")
-    job = services.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
-    services.approve_job(job.pk, admin_user)
+    job = jobs.create_job(alice, ws, node="dev-a1-ws04", image="busybox", command="", gpu=1)
+    jobs.approve_job(job.pk, admin_user)
     url = prometheus_of(simulator_of(twin))
     wait_for(url, 'DCGM_FI_DEV_FB_USED{namespace="team-a"}')
     settings.PROMETHEUS_URL = url

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from brickadmin.accounts import webhooks
 from brickadmin.accounts.models import Delivery, Preference
-from workspaces import services
+from workspaces import approvals
 
 from .test_notifications import start_receiver
 
@@ -99,9 +99,9 @@ def test_an_address_refused_since_it_was_saved_is_not_posted_to_and_fails_at_onc
     try:
         Preference.objects.create(user=alice, webhook_url=got["url"])  # saved while loopback was allowed
         settings.BRICK_WEBHOOK_ALLOWED_HOSTS = []
-        req = services.create_request(alice, name="team-w", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
+        req = approvals.create_request(alice, name="team-w", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
         with django_capture_on_commit_callbacks(execute=True):
-            services.approve(req.pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
+            approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
     finally:
         server.shutdown()
         server.server_close()
@@ -120,9 +120,9 @@ def test_a_redirect_is_not_followed(
     try:
         got["status"], got["location"] = 307, other["url"]
         Preference.objects.create(user=alice, webhook_url=got["url"])
-        req = services.create_request(alice, name="team-r", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
+        req = approvals.create_request(alice, name="team-r", gpu=1, cpu=2, memory_gib=8, storage_gib=20)
         with django_capture_on_commit_callbacks(execute=True):
-            services.approve(req.pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
+            approvals.approve(req.pk, admin_user, "nvidia.com/gpu.shared", overcommit=True)
     finally:
         for s in (first, elsewhere):
             s.shutdown()

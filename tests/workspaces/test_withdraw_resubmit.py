@@ -3,7 +3,7 @@
 from django.test import Client
 from django.urls import reverse
 
-from workspaces import services
+from workspaces import approvals
 from workspaces.models import Decision, WorkspaceRequest
 
 from .conftest import text
@@ -28,12 +28,14 @@ def test_a_pending_request_is_withdrawn_by_its_requester_only(make_request, alic
     # the name is free again, and the form starts from what was asked
     again = login(alice).get(reverse("workspace_request"), {"again": req.pk}).content.decode()
     assert 'value="team-w"' in again
-    assert services.create_request(alice, name="team-w", gpu=1, cpu=2, memory_gib=8, storage_gib=20).status == "pending"
+    assert (
+        approvals.create_request(alice, name="team-w", gpu=1, cpu=2, memory_gib=8, storage_gib=20).status == "pending"
+    )
 
 
 def test_a_rejected_request_is_asked_for_again_from_its_figures(make_request, alice, bob, login, admin_user):
     req = make_request(alice, "team-r", gpu=3, cpu=4)
-    services.reject(req.pk, admin_user, "too many GPUs")
+    approvals.reject(req.pk, admin_user, "too many GPUs")
     page = login(alice).get(reverse("workspace_detail", args=[req.pk])).content.decode()
     assert f"?again={req.pk}" in page and 'data-testid="withdraw"' not in page
     form = login(alice).get(reverse("workspace_request"), {"again": req.pk}).content.decode()
@@ -44,6 +46,6 @@ def test_a_rejected_request_is_asked_for_again_from_its_figures(make_request, al
 
 def test_a_decided_request_cannot_be_withdrawn(make_request, alice, login, admin_user):
     req = make_request(alice, "team-x")
-    services.reject(req.pk, admin_user, "no")
+    approvals.reject(req.pk, admin_user, "no")
     login(alice).post(reverse("workspace_withdraw", args=[req.pk]))
     assert WorkspaceRequest.objects.get(pk=req.pk).status == "rejected"

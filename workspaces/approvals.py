@@ -1,4 +1,5 @@
-"""Workspace and Job logic: limits, GPU choices, approval through the gateway, Jobs.
+"""Workspace requests and their approval: limits, names, GPU choices, and the approval that
+creates the Workspace through the gateway, all or nothing, then records the decision.
 
 Views stay thin; everything that talks to the cluster or decides goes through here.
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import re
-import shlex
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -36,14 +36,11 @@ from django.db.models import Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from brickadmin.cluster import ClusterError, Conflict, NotFound, TransientClusterError
+from brickadmin.cluster import ClusterError, Conflict, TransientClusterError
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.cluster.vocabulary import (
-    HOSTNAME_LABEL,
-    JOB_ID_LABEL,
     MANAGED_BY,
     MANAGED_BY_LABEL,
-    MIG_PREFIX,
     NVIDIA_PREFIX,
     OWNER_LABEL,
     PLUGIN_NAMESPACE,
@@ -59,7 +56,6 @@ from .labels import namespace_labels, owner_label_value
 from .models import (
     COMPUTE_QUOTA,
     JOB_PRIORITY_CLASS,
-    JOB_PRIORITY_VALUE,
     LIMIT_RANGE,
     STORAGE_QUOTA,
     USER_PRIORITY_CLASS,
@@ -67,7 +63,6 @@ from .models import (
     Decision,
     JobSettings,
     ResourceLimit,
-    WorkspaceJob,
     WorkspaceRequest,
 )
 
@@ -306,7 +301,7 @@ def ensure_priority_class(gw, name: str, value: int, description: str, preemptio
     return True
 
 
-def _record(actor, action, *, workspace=None, job=None, subject="", **kw) -> Decision:
+def record_decision(actor, action, *, workspace=None, job=None, subject="", **kw) -> Decision:
     return Decision.objects.create(
         actor=actor, actor_name=actor.get_username(), action=action, workspace=workspace, job=job, subject=subject, **kw
     )
@@ -396,7 +391,7 @@ class _Retrying:
         if now + delay > self.deadline:
             return False
         self.retries += 1
-        _record(
+        record_decision(
             self.actor,
             Decision.Action.APPROVE_RETRY,
             workspace=self.req,
@@ -492,136 +487,192 @@ def _approve_once(req_id: int, actor, resource: str, *, overcommit: bool = False
     """Create the Workspace in the cluster, all or nothing, then record the decision.
 
     The cluster and Prometheus are read first (gpus.view.live.LiveRead), without the lock, so an
-    approval never makes the others wait on the cluster. Then approvals are serialised
+    approval never makes the others wait on the cluster (``_choose``). Then approvals are serialised
     (_approval_lock) and each one claims its request (pending -> approving, a conditional
-    UPDATE) before anything else: a second approval of the same request is told it was
+    UPDATE) before anything else (``_claim``): a second approval of the same request is told it was
     already decided and writes nothing. Under the lock only the database is read again: the
     approvals recorded since the cluster read whose quota that read did not show are
-    taken off what it found available; a namespace an interrupted approval of this request
-    left behind is continued, not refused, so an approval sees every approval committed before
-    it (``ledger`` overrides the read, for tests against a cluster whose nodes are not the
-    point).
+    taken off what it found available (``_weigh``); a namespace an interrupted approval of this request
+    left behind is continued, not refused (``_create_with_undo``), so an approval sees every approval
+    committed before it (``ledger`` overrides the read, for tests against a cluster whose nodes are
+    not the point). What came of it is recorded (``_record_refusal``, ``_record_approval``).
 
     Raises WorkspaceError (nothing created, request still pending, reason in the message)."""
-    Status = WorkspaceRequest.Status
-    req = WorkspaceRequest.objects.select_related("requester").get(pk=req_id)
-    if req.status != Status.PENDING:  # no cluster read for a request already decided
-        raise WorkspaceError(_("This request was already decided."))
+    req = _pending(req_id)
     gw = get_gateway()
     retrying = _Retrying(actor, req)
-    choice, since = None, None
-    if req.gpu:
-        while ledger is None:
-            last_approval = Decision.objects.filter(action=Decision.Action.APPROVE).aggregate(last=Max("pk"))["last"]
-            live = LiveRead(gw)
-            try:
-                ledger = live.ledger()
-                since = (last_approval or 0, _quota_namespaces(live.snapshot().quotas, resource))
-            except ClusterError as exc:
-                ledger = None
-                if isinstance(exc, TransientClusterError) and retrying.again(exc):
-                    continue
-                log.warning("cluster unreachable: %s", exc)
-                raise WorkspaceError(_("The cluster cannot be read; nothing was changed.")) from exc
-        choice = next((c for c in gpu_choices(ledger) if c.resource == resource), None)
-        if choice is None:
-            raise WorkspaceError(_("Choose a GPU type the cluster offers."))
-    else:
-        resource = ""
-    failure = None
+    chosen = _choose(gw, req, resource, retrying, ledger)
     with transaction.atomic():
-        _approval_lock()
-        if not WorkspaceRequest.objects.filter(pk=req.pk, status=Status.PENDING).update(status=Status.APPROVING):
-            raise WorkspaceError(_("This request was already decided."))
+        _claim(req)
         # Until the cluster is written to, a WorkspaceError rolls the claim back with the transaction.
-        available = None
-        if choice is not None:
-            available = choice.available - (_approved_since(since[0], resource, since[1]) if since else 0)
-            if req.gpu > available and not overcommit:
-                raise WorkspaceError(
-                    _("Only %(a)s %(r)s available now; approving %(n)s needs the explicit overcommit box.")
-                    % {"a": available, "r": resource, "n": req.gpu}
-                )
-        overcommitted = bool(choice and req.gpu > available)
-
-        made = _Made()
-        try:
-            while True:
-                try:
-                    _make_workspace(gw, req, resource, made)
-                    break
-                except TransientClusterError as exc:
-                    if not retrying.again(exc):
-                        raise
-        except ClusterError as exc:
-            undo_error = ""
-            if made.namespace:
-                try:
-                    gw.delete("v1", "Namespace", req.namespace)  # takes the quotas and LimitRange with it
-                except ClusterError as undo_exc:
-                    undo_error = str(undo_exc)
-            msg = _("Kubernetes refused: %(e)s. Nothing was kept; the request is still pending.") % {"e": exc}
-            if undo_error:
-                msg = _(
-                    "Kubernetes refused: %(e)s. Removing the half-created namespace %(ns)s also failed "
-                    "(%(u)s): delete it by hand."
-                ) % {"e": exc, "ns": req.namespace, "u": undo_error}
-            # Only while this call holds the claim; then the claim is given back.
-            if WorkspaceRequest.objects.filter(pk=req.pk, status=Status.APPROVING).update(
-                last_error=msg, status=Status.PENDING
-            ):
-                _record(
-                    actor,
-                    Decision.Action.APPROVE_FAILED,
-                    workspace=req,
-                    subject=req.name,
-                    gpu_resource=resource,
-                    amount=req.gpu,
-                    available_before=available,
-                    overcommit=overcommitted,
-                    detail=msg,
-                )
-            failure = (msg, exc)
-        else:
-            now = timezone.now()
-            updated = WorkspaceRequest.objects.filter(pk=req.pk, status=Status.APPROVING).update(
-                status=Status.APPROVED,
-                decided_at=now,
-                decided_by=actor,
-                decided_by_name=actor.get_username(),
-                gpu_type=choice.gpu_type if choice else "",
-                gpu_resource=resource,
-                overcommit=overcommitted,
-                last_error="",
-            )
-            if updated:
-                _record(
-                    actor,
-                    Decision.Action.APPROVE,
-                    workspace=req,
-                    subject=req.name,
-                    gpu_resource=resource,
-                    amount=req.gpu,
-                    available_before=available,
-                    overcommit=overcommitted,
-                    detail=said(
-                        "decision.approved",
-                        ns=req.namespace,
-                        quota=", ".join(f"{k}={v}" for k, v in quota_hard(req, resource).items())
-                        + f", requests.storage={req.storage_gib}Gi",
-                    ),
-                )
-            else:  # decided by someone else meanwhile: take back what this call created
-                try:
-                    gw.delete("v1", "Namespace", req.namespace)
-                except ClusterError:
-                    log.exception("could not remove namespace %s of a request decided meanwhile", req.namespace)
-                failure = (_("This request was already decided."), None)
+        _weigh(chosen, req, overcommit)
+        refused = _create_with_undo(gw, req, chosen.resource, retrying)
+        failure = _record_refusal(req, actor, chosen, refused) if refused else _record_approval(gw, req, actor, chosen)
     if failure is not None:
         raise WorkspaceError(failure[0]) from failure[1]
     req.refresh_from_db()
     notices.workspace_decided(req)
     return req
+
+
+@dataclass
+class _Chosen:
+    """What an approval gives: the GPU resource and its choice (none for a request of no GPU),
+    the approvals the cluster read had seen (the last one's id, the namespaces with a quota of
+    it), and, under the lock, what is available and whether the approval overcommits it."""
+
+    resource: str
+    choice: GpuChoice | None = None
+    since: tuple[int, set[str]] | None = None
+    available: int | None = None
+    overcommitted: bool = False
+
+
+def _pending(req_id: int) -> WorkspaceRequest:
+    """The request, still pending (the claim's first look: no cluster read for a request already decided)."""
+    req = WorkspaceRequest.objects.select_related("requester").get(pk=req_id)
+    if req.status != WorkspaceRequest.Status.PENDING:
+        raise WorkspaceError(_("This request was already decided."))
+    return req
+
+
+def _choose(gw: Any, req: WorkspaceRequest, resource: str, retrying: _Retrying, ledger) -> _Chosen:
+    """The GPU type the admin chose, as the cluster offers it now (read live, without the lock;
+    a transient failure retried); no resource for a request of no GPU."""
+    if not req.gpu:
+        return _Chosen(resource="")
+    since = None
+    while ledger is None:
+        last_approval = Decision.objects.filter(action=Decision.Action.APPROVE).aggregate(last=Max("pk"))["last"]
+        live = LiveRead(gw)
+        try:
+            ledger = live.ledger()
+            since = (last_approval or 0, _quota_namespaces(live.snapshot().quotas, resource))
+        except ClusterError as exc:
+            ledger = None
+            if isinstance(exc, TransientClusterError) and retrying.again(exc):
+                continue
+            log.warning("cluster unreachable: %s", exc)
+            raise WorkspaceError(_("The cluster cannot be read; nothing was changed.")) from exc
+    choice = next((c for c in gpu_choices(ledger) if c.resource == resource), None)
+    if choice is None:
+        raise WorkspaceError(_("Choose a GPU type the cluster offers."))
+    return _Chosen(resource=resource, choice=choice, since=since)
+
+
+def _claim(req: WorkspaceRequest) -> None:
+    """Under the approval lock (inside the transaction), the request goes pending -> approving,
+    or this approval stops: another decided it."""
+    Status = WorkspaceRequest.Status
+    _approval_lock()
+    if not WorkspaceRequest.objects.filter(pk=req.pk, status=Status.PENDING).update(status=Status.APPROVING):
+        raise WorkspaceError(_("This request was already decided."))
+
+
+def _weigh(chosen: _Chosen, req: WorkspaceRequest, overcommit: bool) -> None:
+    """What is available of the chosen resource, less what approvals since the cluster read
+    took; more than that only with the explicit overcommit."""
+    if chosen.choice is not None:
+        since = chosen.since
+        chosen.available = chosen.choice.available - (
+            _approved_since(since[0], chosen.resource, since[1]) if since else 0
+        )
+        if req.gpu > chosen.available and not overcommit:
+            raise WorkspaceError(
+                _("Only %(a)s %(r)s available now; approving %(n)s needs the explicit overcommit box.")
+                % {"a": chosen.available, "r": chosen.resource, "n": req.gpu}
+            )
+    chosen.overcommitted = bool(chosen.choice and req.gpu > chosen.available)
+
+
+def _create_with_undo(gw: Any, req: WorkspaceRequest, resource: str, retrying: _Retrying):
+    """The Workspace made in the cluster (namespace, quotas, LimitRange, priority class; a
+    transient failure retried): None. Refused: what was made is deleted, and (the message,
+    the refusal) returned."""
+    made = _Made()
+    try:
+        while True:
+            try:
+                _make_workspace(gw, req, resource, made)
+                return None
+            except TransientClusterError as exc:
+                if not retrying.again(exc):
+                    raise
+    except ClusterError as exc:
+        undo_error = ""
+        if made.namespace:
+            try:
+                gw.delete("v1", "Namespace", req.namespace)  # takes the quotas and LimitRange with it
+            except ClusterError as undo_exc:
+                undo_error = str(undo_exc)
+        msg = _("Kubernetes refused: %(e)s. Nothing was kept; the request is still pending.") % {"e": exc}
+        if undo_error:
+            msg = _(
+                "Kubernetes refused: %(e)s. Removing the half-created namespace %(ns)s also failed "
+                "(%(u)s): delete it by hand."
+            ) % {"e": exc, "ns": req.namespace, "u": undo_error}
+        return msg, exc
+
+
+def _record_refusal(req: WorkspaceRequest, actor, chosen: _Chosen, refused):
+    """The claim given back (only while this call holds it) and the refusal recorded: returns it."""
+    Status = WorkspaceRequest.Status
+    msg = refused[0]
+    if WorkspaceRequest.objects.filter(pk=req.pk, status=Status.APPROVING).update(
+        last_error=msg, status=Status.PENDING
+    ):
+        record_decision(
+            actor,
+            Decision.Action.APPROVE_FAILED,
+            workspace=req,
+            subject=req.name,
+            gpu_resource=chosen.resource,
+            amount=req.gpu,
+            available_before=chosen.available,
+            overcommit=chosen.overcommitted,
+            detail=msg,
+        )
+    return refused
+
+
+def _record_approval(gw: Any, req: WorkspaceRequest, actor, chosen: _Chosen):
+    """The request approved and the decision recorded: None. Decided by someone else meanwhile:
+    what this call created is taken back, and the failure returned."""
+    Status = WorkspaceRequest.Status
+    resource = chosen.resource
+    updated = WorkspaceRequest.objects.filter(pk=req.pk, status=Status.APPROVING).update(
+        status=Status.APPROVED,
+        decided_at=timezone.now(),
+        decided_by=actor,
+        decided_by_name=actor.get_username(),
+        gpu_type=chosen.choice.gpu_type if chosen.choice else "",
+        gpu_resource=resource,
+        overcommit=chosen.overcommitted,
+        last_error="",
+    )
+    if updated:
+        record_decision(
+            actor,
+            Decision.Action.APPROVE,
+            workspace=req,
+            subject=req.name,
+            gpu_resource=resource,
+            amount=req.gpu,
+            available_before=chosen.available,
+            overcommit=chosen.overcommitted,
+            detail=said(
+                "decision.approved",
+                ns=req.namespace,
+                quota=", ".join(f"{k}={v}" for k, v in quota_hard(req, resource).items())
+                + f", requests.storage={req.storage_gib}Gi",
+            ),
+        )
+        return None
+    try:
+        gw.delete("v1", "Namespace", req.namespace)
+    except ClusterError:
+        log.exception("could not remove namespace %s of a request decided meanwhile", req.namespace)
+    return (_("This request was already decided."), None)
 
 
 def reject(req_id: int, actor, reason: str) -> WorkspaceRequest:
@@ -639,7 +690,7 @@ def reject(req_id: int, actor, reason: str) -> WorkspaceRequest:
         )
         if not updated:
             raise WorkspaceError(_("This request was already decided."))
-        _record(actor, Decision.Action.REJECT, workspace=req, subject=req.name, amount=req.gpu, detail=reason)
+        record_decision(actor, Decision.Action.REJECT, workspace=req, subject=req.name, amount=req.gpu, detail=reason)
     req.refresh_from_db()
     notices.workspace_decided(req)
     return req
@@ -657,278 +708,6 @@ def withdraw(req_id: int, user) -> WorkspaceRequest:
         )
         if not updated:
             raise WorkspaceError(_("This request was already decided."))
-        _record(user, Decision.Action.WITHDRAW, workspace=req, subject=req.name, amount=req.gpu)
+        record_decision(user, Decision.Action.WITHDRAW, workspace=req, subject=req.name, amount=req.gpu)
     req.refresh_from_db()
     return req
-
-
-# --- Jobs --------------------------------------------------------------------------
-
-
-@dataclass
-class NodeOption:
-    name: str
-    resource: str
-    free: int
-    allocatable: int
-    selectable: bool
-    reason: str = ""
-
-
-def job_node_options(ledger) -> list[NodeOption]:
-    """The node list of the Job form: exclusive nodes selectable with free / allocatable;
-    time-slicing and MIG nodes, and nodes that cannot take pods, disabled with a reason."""
-    out = []
-    for n in ledger.nodes if ledger else []:
-        served = [r for r in n.served if r.allocatable or r.capacity]
-        if n.mode == "timeslicing":
-            res = next((r.resource for r in served), ledger_mod.GPU_SHARED)
-            why = _("MPS nodes do not support Jobs") if n.sharing_strategy == ledger_mod.MPS else None
-            out.append(NodeOption(n.name, res, 0, 0, False, why or _("Time-slicing nodes do not support Jobs")))
-            continue
-        line = n.resources.get(ledger_mod.GPU)
-        alloc = line.allocatable if line and not line.stale else 0
-        if n.mode == "mig-single" or (n.mode == "mig" and not alloc):
-            # Only MIG instances: no whole exclusive GPU a Job could use. A node with whole
-            # GPUs beside its MIG instances (mixed strategy) offers those whole GPUs; under
-            # MIG strategy single its nvidia.com/gpu are MIG instances, not whole GPUs.
-            res = next((r.resource for r in served if r.gpu_type.startswith("mig-")), f"{MIG_PREFIX}*")
-            out.append(NodeOption(n.name, res, 0, 0, False, _("MIG nodes do not support Jobs")))
-            continue
-        free = max(0, alloc - (line.requested if line else 0))
-        reason = ""
-        if n.mode not in ("exclusive", "mig"):
-            reason = _("The node's GPU sharing label is not recognised")
-        elif not n.ready:
-            reason = _("Node is not Ready")
-        elif n.cordoned:
-            reason = _("Node is cordoned (no new pods)")
-        elif n.plugin_state in ledger_mod.PLUGIN_DOWN:
-            reason = _("Device plugin is not running on this node")
-        elif alloc == 0:
-            reason = _("No nvidia.com/gpu is allocatable on this node")
-        elif free == 0:
-            reason = _("No free GPU on this node right now")
-        out.append(NodeOption(n.name, ledger_mod.GPU, free, alloc, not reason, reason))
-    out.sort(key=lambda o: (not o.selectable, o.name))  # selectable first, then the disabled ones
-    return out
-
-
-def job_manifest(job: WorkspaceJob) -> dict:
-    labels = {MANAGED_BY_LABEL: MANAGED_BY, JOB_ID_LABEL: str(job.pk), OWNER_LABEL: owner_label_value(job.owner_name)}
-    container = {
-        "name": "main",
-        "image": job.image,
-        "resources": {"limits": {ledger_mod.GPU: str(job.gpu)}, "requests": {ledger_mod.GPU: str(job.gpu)}},
-    }
-    if job.command.strip():
-        container["command"] = shlex.split(job.command)
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": job.k8s_name, "namespace": job.workspace.namespace, "labels": labels},
-        "spec": {
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "priorityClassName": JOB_PRIORITY_CLASS,
-                    "nodeSelector": {HOSTNAME_LABEL: job.node},
-                    "tolerations": [{"key": ledger_mod.GPU, "operator": "Exists", "effect": "NoSchedule"}],
-                    "containers": [container],
-                },
-            },
-        },
-    }
-
-
-def create_job(user, workspace: WorkspaceRequest, *, node: str, image: str, command: str, gpu: int) -> WorkspaceJob:
-    job = WorkspaceJob.objects.create(
-        workspace=workspace,
-        owner=user,
-        owner_name=user.get_username(),
-        node=node,
-        image=image,
-        command=command,
-        gpu=gpu,
-    )
-    if not JobSettings.load().approval_required:
-        submit_job(job, None)
-    return job
-
-
-def submit_job(job: WorkspaceJob, actor) -> WorkspaceJob:
-    """Create the Kubernetes Job (after approval, or at once when approval is off).
-
-    The Job is claimed first (pending -> submitted, one conditional UPDATE), so of two
-    decisions made at once only one reaches the cluster; the other is told it was already
-    decided and writes nothing. A refusal by the cluster takes the claim back with a
-    conditional UPDATE too (to pending for a retry, or to failed when no admin decided),
-    never by saving stale in-memory state over whatever the row holds now."""
-    Status = WorkspaceJob.Status
-    decider = actor.get_username() if actor is not None else ""
-    if not WorkspaceJob.objects.filter(pk=job.pk, status=Status.PENDING).update(
-        status=Status.SUBMITTED, last_error="", decided_by_name=decider
-    ):
-        raise WorkspaceError(_("This Job was already decided."))
-    gw = get_gateway()
-    try:
-        ensure_priority_class(
-            gw,
-            JOB_PRIORITY_CLASS,
-            JOB_PRIORITY_VALUE,
-            "BRICK Jobs: scavenging tier, preempted by Workspace pods.",
-            "Never",
-        )
-        gw.create_job(job.workspace.namespace, job_manifest(job))
-    except ClusterError as exc:
-        back = Status.FAILED if actor is None else Status.PENDING
-        WorkspaceJob.objects.filter(pk=job.pk, status=Status.SUBMITTED).update(
-            status=back, last_error=str(exc), decided_by_name=""
-        )
-        job.refresh_from_db()
-        if actor is not None:
-            _record(
-                actor,
-                Decision.Action.JOB_FAILED,
-                job=job,
-                subject=job.k8s_name,
-                gpu_resource=ledger_mod.GPU,
-                amount=job.gpu,
-                detail=str(exc),
-            )
-        raise WorkspaceError(_("Kubernetes refused the Job: %(e)s") % {"e": exc}) from exc
-    job.refresh_from_db()
-    if actor is not None:
-        _record(
-            actor,
-            Decision.Action.JOB_APPROVE,
-            job=job,
-            subject=job.k8s_name,
-            gpu_resource=ledger_mod.GPU,
-            amount=job.gpu,
-            detail=said("decision.job_approved", node=job.node, ns=job.workspace.namespace),
-        )
-    return job
-
-
-def approve_job(job_id: int, actor, ledger=None) -> WorkspaceJob:
-    job = WorkspaceJob.objects.select_related("workspace").get(pk=job_id)
-    if job.status != WorkspaceJob.Status.PENDING:
-        raise WorkspaceError(_("This Job was already decided."))
-    if ledger is None:
-        try:
-            ledger = LiveRead().ledger()  # a decision reads the cluster, not the view
-        except ClusterError as exc:
-            raise WorkspaceError(_("The cluster cannot be read; nothing was changed.")) from exc
-    option = next((o for o in job_node_options(ledger) if o.name == job.node), None)
-    if option is None or not option.selectable:
-        raise WorkspaceError(
-            _("Node %(n)s cannot take this Job now: %(why)s")
-            % {"n": job.node, "why": option.reason if option else _("node not found")}
-        )
-    if job.gpu > option.free:
-        raise WorkspaceError(
-            _("Node %(n)s has %(f)s free GPU; the Job asks for %(g)s.")
-            % {"n": job.node, "f": option.free, "g": job.gpu}
-        )
-    job = submit_job(job, actor)  # claims the Job: a second approval stops there
-    notices.job_decided(job)
-    return job
-
-
-def reject_job(job_id: int, actor, reason: str) -> WorkspaceJob:
-    reason = (reason or "").strip()
-    if not reason:
-        raise WorkspaceError(_("A rejection needs a reason; the user will see it."))
-    with transaction.atomic():
-        job = WorkspaceJob.objects.get(pk=job_id)
-        if not WorkspaceJob.objects.filter(pk=job.pk, status=WorkspaceJob.Status.PENDING).update(
-            status=WorkspaceJob.Status.REJECTED, decided_by_name=actor.get_username(), rejection_reason=reason
-        ):
-            raise WorkspaceError(_("This Job was already decided."))
-        _record(actor, Decision.Action.JOB_REJECT, job=job, subject=job.k8s_name, amount=job.gpu, detail=reason)
-    job.refresh_from_db()
-    notices.job_decided(job)
-    return job
-
-
-def cancel_job(job_id: int, actor) -> WorkspaceJob:
-    """Cancel a Job: one waiting for approval is withdrawn; one sent to the cluster is
-    deleted there (with its pods). Recorded as a decision with who did it."""
-    with transaction.atomic():
-        job = WorkspaceJob.objects.select_related("workspace").get(pk=job_id)
-        was = job.status
-        if not WorkspaceJob.objects.filter(
-            pk=job.pk, status__in=[WorkspaceJob.Status.PENDING, WorkspaceJob.Status.SUBMITTED]
-        ).update(status=WorkspaceJob.Status.CANCELLED, cancelled_by_name=actor.get_username()):
-            raise WorkspaceError(_("This Job is not waiting or running, so there is nothing to cancel."))
-        if was == WorkspaceJob.Status.SUBMITTED:
-            # Inside the transaction: when the cluster refuses, the Job stays as it was.
-            try:
-                get_gateway().delete("batch/v1", "Job", job.k8s_name, job.workspace.namespace)
-            except NotFound:
-                pass  # already gone from the cluster: cancelled all the same
-            detail = said("decision.job_deleted", ns=job.workspace.namespace)
-        else:
-            detail = said("decision.job_withdrawn")
-        _record(
-            actor,
-            Decision.Action.JOB_CANCEL,
-            job=job,
-            workspace=job.workspace,
-            subject=job.k8s_name,
-            amount=job.gpu,
-            detail=detail,
-        )
-    job.refresh_from_db()
-    return job
-
-
-def job_state(k8s_job: dict | None) -> str:
-    """A Job's state as kubectl would summarise it."""
-    if k8s_job is None:
-        return ""
-    status = k8s_job.get("status") or {}
-    for cond in status.get("conditions") or []:
-        if cond.get("status") == "True" and cond.get("type") in ("Complete", "SuccessCriteriaMet"):
-            return "Complete"
-        if cond.get("status") == "True" and cond.get("type") in ("Failed", "FailureTarget"):
-            return "Failed"
-        if cond.get("status") == "True" and cond.get("type") == "Suspended":
-            return "Suspended"
-    if status.get("active"):
-        return "Running"
-    if status.get("succeeded"):
-        return "Complete"
-    if status.get("failed"):
-        return "Failed"
-    return "Pending"
-
-
-def set_job_approval(actor, required: bool) -> JobSettings:
-    s = JobSettings.load()
-    if s.approval_required != required:
-        s.approval_required = required
-        s.updated_by_name = actor.get_username()
-        s.save()
-        _record(
-            actor,
-            Decision.Action.SETTING,
-            subject="job_approval_required",
-            detail=said("decision.job_approval_on" if required else "decision.job_approval_off"),
-        )
-    return s
-
-
-def set_access_text(actor, text: str) -> JobSettings:
-    """The text every approved Workspace's page gives for getting access to the cluster (audited)."""
-    s = JobSettings.load()
-    text = (text or "").strip()
-    if s.access_text != text:
-        s.access_text = text
-        s.updated_by_name = actor.get_username()
-        s.save()
-        _record(actor, Decision.Action.SETTING, subject="workspace_access_text", detail=text or "(default)")
-    return s
