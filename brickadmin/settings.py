@@ -298,6 +298,7 @@ BRICK_APPROVAL_DATABASE_WAIT_SECONDS = float(os.environ.get("BRICK_APPROVAL_DATA
 # A transient API failure during an approval (API server restarting, 429, 5xx, timeout) is retried
 # with backoff (1, 2, 4, then every 5 s) for this long from the first one, each retry recorded.
 BRICK_APPROVAL_RETRY_SECONDS = float(os.environ.get("BRICK_APPROVAL_RETRY_SECONDS", "30"))
+BRICK_APPROVAL_RETRY_BACKOFF = float(os.environ.get("BRICK_APPROVAL_RETRY_BACKOFF", "1.0"))  # first pause, doubled
 # Showback (workspaces/showback_rollups.py): hourly and monthly physical GPU-hours kept this long.
 BRICK_SHOWBACK_RETENTION_DAYS = int(os.environ.get("BRICK_SHOWBACK_RETENTION_DAYS", "400"))
 # The run page's live stream (gpus/run_stream.py): on SQLite the web process looks at the file's

@@ -382,8 +382,8 @@ class _Retrying:
 
     def again(self, exc: TransientClusterError) -> bool:
         """Record the retry and wait for it; False (nothing recorded) once the time is up."""
-        window = float(getattr(settings, "BRICK_APPROVAL_RETRY_SECONDS", 30))
-        backoff = float(getattr(settings, "BRICK_APPROVAL_RETRY_BACKOFF", 1.0))
+        window = float(settings.BRICK_APPROVAL_RETRY_SECONDS)
+        backoff = float(settings.BRICK_APPROVAL_RETRY_BACKOFF)
         now = time.monotonic()
         if self.deadline is None:
             self.deadline = now + window
@@ -468,7 +468,7 @@ def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledg
     rolled back whole, and a namespace it had created is continued. If the decision had
     committed before the error, it is not made twice. After that wait the error is raised
     (the page says the database is unavailable and nothing was saved)."""
-    wait = float(getattr(settings, "BRICK_APPROVAL_DATABASE_WAIT_SECONDS", 10))
+    wait = float(settings.BRICK_APPROVAL_DATABASE_WAIT_SECONDS)
     deadline = time.monotonic() + wait
     while True:
         try:

@@ -220,7 +220,7 @@ def adopt(namespace: str, owner, actor, note: str = "") -> WorkspaceRequest:
 
 
 def idle_window_hours() -> float:
-    return float(getattr(settings, "BRICK_IDLE_HOURS", 24))
+    return float(settings.BRICK_IDLE_HOURS)
 
 
 def adopted_detail(owner: str, facts: dict, note: str):

@@ -271,8 +271,8 @@ def workspace_problems() -> list[health_mod.Problem]:
         rows,
         translation.get_language(),
         int(timezone.now().timestamp() // 60),
-        getattr(dj_settings, "BRICK_IDLE_HOURS", 24),
-        getattr(dj_settings, "BRICK_IDLE_UTILISATION_PERCENT", 5),
+        dj_settings.BRICK_IDLE_HOURS,
+        dj_settings.BRICK_IDLE_UTILISATION_PERCENT,
     )
     with _workspace_found_lock:
         if _workspace_found.get("key") == key:
@@ -347,8 +347,8 @@ def workspace_inputs(lines=None, records=None):
         records=records_read,
         lines=lines,
         approving=approving,
-        idle_hours=float(getattr(dj_settings, "BRICK_IDLE_HOURS", 24)),
-        idle_percent=float(getattr(dj_settings, "BRICK_IDLE_UTILISATION_PERCENT", 5)),
+        idle_hours=float(dj_settings.BRICK_IDLE_HOURS),
+        idle_percent=float(dj_settings.BRICK_IDLE_UTILISATION_PERCENT),
         adopt_url={line.namespace: adopt.replace("-ns-", line.namespace) for line in lines if line.quota},
         detail_url={line.namespace: detail.replace("-ns-", line.namespace) for line in lines},
         quota_url={line.namespace: quota.replace("-ns-", line.namespace) for line in lines if line.quota},

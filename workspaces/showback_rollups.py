@@ -202,7 +202,7 @@ def store_hour(
 
 
 def retention_days() -> int:
-    return int(getattr(settings, "BRICK_SHOWBACK_RETENTION_DAYS", 400))
+    return int(settings.BRICK_SHOWBACK_RETENTION_DAYS)
 
 
 def prune(now: datetime | None = None) -> tuple[int, int]:

@@ -15,7 +15,7 @@ from .models import Delivery
 
 
 def _absolute(link: str) -> str:
-    base = getattr(settings, "BRICK_PUBLIC_URL", "").rstrip("/")
+    base = settings.BRICK_PUBLIC_URL.rstrip("/")
     return f"{base}{link}" if link and base else link
 
 

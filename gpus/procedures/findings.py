@@ -49,7 +49,7 @@ def stopped_run_problems(nodes=None) -> list[health_mod.Problem]:
             except DatabaseError:  # another page's first look at the same moment: it recorded it
                 pass
         inputs.service_beats = beats
-        inputs.service_late_after = timedelta(seconds=float(getattr(settings, "BRICK_REAPER_STALE_SECONDS", 120)))
+        inputs.service_late_after = timedelta(seconds=float(settings.BRICK_REAPER_STALE_SECONDS))
     return health_mod.problems(inputs, reads="records")
 
 

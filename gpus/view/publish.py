@@ -383,7 +383,7 @@ def _write_workspaces(occupancy: dict, gen: int, now, last: dict) -> dict:
     Returns what the next call is given."""
     from django.conf import settings as dj_settings
 
-    threshold = float(getattr(dj_settings, "BRICK_IDLE_UTILISATION_PERCENT", 5))
+    threshold = float(dj_settings.BRICK_IDLE_UTILISATION_PERCENT)
     stored = {
         ns: (since, digest)
         for ns, since, digest in ViewWorkspace.objects.values_list("namespace", "idle_since", "digest")

@@ -123,7 +123,7 @@ class Freshness:
     def watcher_down(self) -> bool:
         if self.live:
             return False
-        limit = timedelta(seconds=float(getattr(settings, "BRICK_WATCHER_STALE_SECONDS", 30)))
+        limit = timedelta(seconds=float(settings.BRICK_WATCHER_STALE_SECONDS))
         return self.watcher_seen_at is None or timezone.now() - self.watcher_seen_at > limit
 
     @property
@@ -507,7 +507,7 @@ def idle_by_resource(now=None) -> dict[str, int]:
 
     now = now or datetime.now(UTC)
     hold_generation()
-    hours = float(getattr(dj_settings, "BRICK_IDLE_HOURS", 24))
+    hours = float(dj_settings.BRICK_IDLE_HOURS)
     lines = ViewWorkspace.objects.filter(quota__gt=0, idle_since__lte=now - timedelta(hours=hours)).only(
         "namespace", "quota", "gpu_quotas", "idle_since"
     )

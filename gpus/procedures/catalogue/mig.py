@@ -57,7 +57,7 @@ def mig_parted_configmap_name(gateway) -> str:
         policies = LiveRead.of(gateway).list_cluster_policies()
     except ClusterError:  # unreadable here: the setting or the default
         policies = []
-    return vocab.mig_parted_configmap(policies, getattr(settings, "BRICK_MIG_PARTED_CONFIGMAP", ""))
+    return vocab.mig_parted_configmap(policies, settings.BRICK_MIG_PARTED_CONFIGMAP)
 
 
 def mig_configs(gateway) -> tuple[dict, str]:
