@@ -1061,6 +1061,8 @@ def physical_share(n: NodeLedger, resource: str) -> float:
     line = n.resources.get(resource)
     if line is None or line.stale:
         return 0.0
+    if is_dra_resource(resource):
+        return _dra_physical_share(n, resource)
     if line.gpu_type == EXCLUSIVE:
         return 1.0
     if line.gpu_type == SHARED:
@@ -1072,6 +1074,15 @@ def physical_share(n: NodeLedger, resource: str) -> float:
         replicated = bool(n.mig_profile) and resource in (GPU, GPU_SHARED) and n.replicas > 1
         return share / n.replicas if replicated else share
     return 0.0
+
+
+def _dra_physical_share(n: NodeLedger, resource: str) -> float:
+    """One unit of a DeviceClass on a DRA node: its GPUs over the units they offer (a whole GPU
+    1, a static MIG device its GPU over the GPU's devices, a share 1/N); unlimited shares count
+    the claims held as the units."""
+    lines = [x for x in dra_lines(n.dra) if x.resource == resource] if n.dra is not None else []
+    units = sum(x.logical for x in lines)
+    return sum(x.gpus for x in lines) / units if units else 0.0
 
 
 def physical_shares(nodes: Iterable[NodeLedger]) -> dict[str, float]:

@@ -130,3 +130,11 @@ def test_a_cluster_without_dra_is_counted_as_before():
     led = ledger.compute(Snapshot(nodes=[plugin], gpu_pods=[], quotas=[]))
     n = led.node("gpu-a100-01")
     assert (n.stack, n.dra, n.mode, n.logical) == ("device-plugin", None, "exclusive", 4)
+
+
+def test_a_dra_unit_stands_for_its_share_of_physical_gpus():
+    led = ledger.compute(snapshot())
+    assert ledger.physical_share(led.node("node-a100"), GPU_CLASS) == 1.0
+    assert ledger.physical_share(led.node("node-a100-shares"), GPU_CLASS) == 2 / 8  # 4 shares per GPU
+    mig = led.node("node-a100-mig")
+    assert ledger.physical_share(mig, MIG_CLASS) == 2 / mig.resources[MIG_CLASS].allocatable
