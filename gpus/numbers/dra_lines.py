@@ -131,19 +131,71 @@ def _taints(driver: str, pool: str, device: KubeObject, rules: Sequence[KubeObje
     return out
 
 
+@dataclass(slots=True, eq=False)
+class DraInputs:
+    """What one node's DRA GPUs are made of: its slices of NVIDIA's driver, the claims allocated
+    devices of its pools, the DeviceTaintRules. Objects are compared by identity (the watcher
+    replaces an object when it changes), so a node whose inputs are the same objects as at the
+    last publication keeps its DraNode: one claim changing costs one node."""
+
+    slices: list[KubeObject] = field(default_factory=list)
+    claims: list[KubeObject] = field(default_factory=list)
+    taint_rules: Sequence[KubeObject] = ()
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, DraInputs)
+            and _ids(self.slices) == _ids(other.slices)
+            and _ids(self.claims) == _ids(other.claims)
+            and _ids(self.taint_rules) == _ids(other.taint_rules)
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # compared, never a key
+
+
+def _ids(objects: Sequence[KubeObject]) -> list[int]:
+    return [id(o) for o in objects]
+
+
+def inputs_by_node(
+    slices: Iterable[KubeObject], claims: Iterable[KubeObject], taint_rules: Sequence[KubeObject] = ()
+) -> dict[str, DraInputs]:
+    """node name -> its DRA inputs: the driver's slices by their nodeName (a pool is one node's
+    under NVIDIA's driver), and each claim under every node whose pool its results name."""
+    out: dict[str, DraInputs] = {}
+    pool_node: dict[str, str] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        if spec.get("driver") != dra.DRIVER_NAME:
+            continue
+        node = str(spec.get("nodeName") or "")
+        out.setdefault(node, DraInputs(taint_rules=taint_rules)).slices.append(s)
+        pool_node[str((spec.get("pool") or {}).get("name", ""))] = node
+    for c in claims:
+        results = (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+        held_on = {pool_node.get(str(r.get("pool", ""))) for r in results if r.get("driver") == dra.DRIVER_NAME}
+        for name in held_on:
+            if name is not None:
+                out[name].claims.append(c)
+    return out
+
+
 def dra_nodes(
     slices: Iterable[KubeObject], claims: Sequence[KubeObject], taint_rules: Sequence[KubeObject] = ()
 ) -> dict[str, DraNode]:
     """node name -> its DRA GPUs (NVIDIA's driver, gpu.nvidia.com), from the cluster's slices and claims."""
-    slices = list(slices)
-    pools = dra.pools_from_slices(slices, dra.DRIVER_NAME)
+    return {name: dra_node(i) for name, i in inputs_by_node(slices, claims, taint_rules).items()}
+
+
+def dra_node(inputs: DraInputs) -> DraNode:
+    """One node's DRA GPUs from its inputs."""
+    claims, taint_rules = inputs.claims, inputs.taint_rules
+    pools = dra.pools_from_slices(inputs.slices, dra.DRIVER_NAME)
     uses = dra.used_devices(claims)
     admin = _admin_uses(claims)
-    out: dict[str, DraNode] = defaultdict(DraNode)
+    node = DraNode()
     trusted: list[KubeObject] = []
     for pid, pool in pools.items():
-        node_name = pool.node_name or ""
-        node = out[node_name]
         seen = len(pool.slices)
         node.pools.append(DraPool(pid.driver, pid.pool, pool.generation, seen, pool.expected_slice_count))
         if seen != pool.expected_slice_count:
@@ -168,11 +220,10 @@ def dra_nodes(
                     taints=_taints(pid.driver, pid.pool, d, taint_rules),
                 )
             )
-    for name, count in dra.physical_gpus_by_node(trusted).items():
-        out[name].physical = count
-    for cap in dra.logical_capacity(trusted, claims):
-        node = out[cap.node]
-        devices = [x for x in node.devices if x.name in set(cap.devices) and x.pool == cap.pool.pool]
+    node.physical = sum(dra.physical_gpus_by_node(trusted).values())
+    by_name = {(x.pool, x.name): x for x in node.devices}
+    for cap in dra.logical_capacity(trusted, claims, uses=uses):
+        devices = [by_name[(cap.pool.pool, name)] for name in cap.devices if (cap.pool.pool, name) in by_name]
         if cap.mode == SHARES:  # a shared device's claims hold the shares they consumed
             used = sum(x.units_held for x in devices)
         else:
@@ -188,7 +239,7 @@ def dra_nodes(
                 profiles=sorted(x.profile for x in devices if x.kind == "mig") if cap.mode == STATIC_MIG else [],
             )
         )
-    return dict(out)
+    return node
 
 
 def _units_held(use: dra.DeviceUse | None) -> int:

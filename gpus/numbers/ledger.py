@@ -40,7 +40,15 @@ from brickadmin.cluster.vocabulary import (
     quantity,
 )
 from brickadmin.cluster.vocabulary import NVIDIA_PREFIX as NVIDIA
-from gpus.numbers.dra_lines import CONSUMABLE_SHARES, DraNode, dra_lines, dra_nodes, is_dra_resource, stack_of
+from gpus.numbers.dra_lines import (
+    CONSUMABLE_SHARES,
+    DraNode,
+    dra_lines,
+    dra_node,
+    inputs_by_node,
+    is_dra_resource,
+    stack_of,
+)
 
 if TYPE_CHECKING:
     from brickadmin.cluster.snapshot import Snapshot
@@ -894,8 +902,8 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
         plugin_pods_by_node[(p.get("spec") or {}).get("nodeName", "")].append(p)
     ts_replicas = brick_replicas(snapshot.plugin_configmaps)
     brick_sharing = brick_sharing_strategy(snapshot.plugin_configmaps)
-    dra_by_node = (
-        dra_nodes(snapshot.resource_slices, snapshot.resource_claims, snapshot.device_taint_rules)
+    dra_inputs = (
+        inputs_by_node(snapshot.resource_slices, snapshot.resource_claims, snapshot.device_taint_rules)
         if snapshot.resource_slices
         else {}
     )
@@ -904,13 +912,13 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
     for node in snapshot.nodes:
         name = node["metadata"]["name"]
         pods, plugin_pods = pods_by_node.get(name, []), plugin_pods_by_node.get(name, [])
-        dra_node = dra_by_node.get(name)
+        dra_in = dra_inputs.get(name)
         devices = snapshot.devices.get(name)
-        key = (node, pods, plugin_pods, devices, snapshot.device_source, ts_replicas, brick_sharing, dra_node)
+        key = (node, pods, plugin_pods, devices, snapshot.device_source, ts_replicas, brick_sharing, dra_in)
         last = memo.get(name) if memo is not None else None
         if last is not None and last[0] == key:
             entry = last
-        elif not is_gpu_node(node) and dra_node is None:
+        elif not is_gpu_node(node) and dra_in is None:
             continue
         else:
             convention_guess = "brick" if (node["metadata"].get("labels") or {}).get(GPU_TYPE_LABEL) else "other"
@@ -924,7 +932,7 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
                 pods=pods,
                 plugin_pods=plugin_pods,
                 brick_sharing=brick_sharing,
-                dra_node=dra_node,
+                dra_node=dra_node(dra_in) if dra_in is not None else None,
             )
             entry = (key, line, _contribution(line))
         kept[name] = entry
