@@ -569,7 +569,7 @@ def physical_gpus_by_node(
     """Per node: number of physical GPUs.
 
     distinct uuid of whole GPUs (and VFIO devices) plus distinct parentUUID of MIG
-    devices -- a GPU advertised beside its own MIG devices (issue #719) is counted
+    devices -- a GPU advertised beside its own MIG devices (dra-driver-nvidia-gpu#719) is counted
     once. A pool that publishes sharedCounters (DynamicMIG) is counted by counter
     sets, not devices. Incomplete pools are skipped unless include_incomplete."""
     out: dict[str, set[str]] = {}
@@ -754,7 +754,7 @@ def logical_capacity(
     """Logical capacity per physical GPU (complete pools only).
 
     whole GPU -> 1; static MIG -> 1 per MIG device (a whole GPU published beside
-    its MIG devices is ignored, issue #719); dynamic MIG -> profiles allocatable
+    its MIG devices is ignored, dra-driver-nvidia-gpu#719); dynamic MIG -> profiles allocatable
     *now* from the counters (by_profile; units = the largest of those counts);
     consumable shares -> shares_units() (None = unlimited); VFIO -> 1."""
     used_in_pool: dict[tuple[str, str], set[str]] = {}

@@ -874,7 +874,7 @@ def test_physical_gpus_by_node() -> None:
     }
 
 
-def test_issue_719_whole_gpu_beside_its_mig_devices_counted_once() -> None:
+def test_a_whole_gpu_advertised_beside_its_mig_devices_is_counted_once() -> None:
     sl = ex.static_mig_node()
     sl[0]["spec"]["devices"].append(ex.whole_gpu(0, ex.GPU_M0))  # old driver: gpu-0 advertised too
     assert dra.physical_gpus_by_node(sl) == {"node-a100-mig": 2}
