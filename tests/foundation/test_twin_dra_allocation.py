@@ -10,7 +10,7 @@ import copy
 
 import pytest
 
-from brickadmin.cluster import dra_allocate, scenarios
+from brickadmin.cluster import dra_allocate, dra_publish, scenarios
 from brickadmin.cluster.models import TwinObject
 from brickadmin.cluster.twin import TwinGateway
 
@@ -115,3 +115,32 @@ def test_a_job_on_a_claim_template_is_bound_where_its_claim_is_allocated(twin):
     assert pod["status"]["phase"] == "Running" and pod["spec"]["nodeName"] == "dra-a100-mig-01"
     claim = _claims()[f"{pod['metadata']['name']}-gpu"]
     assert "-mig-1g10gb-" in claim["status"]["allocation"]["devices"]["results"][0]["device"]
+
+
+def test_before_1_35_a_gpus_counters_and_devices_share_one_slice():
+    objects, _, _ = scenarios.read("dra")
+    slices = [o for o in objects if o["kind"] == "ResourceSlice" and o["spec"]["nodeName"] == "dra-h100-dyn-01"]
+    assert len(slices) == 2  # the scenario: as 1.35 wants them, counters apart
+    assert dra_publish.slices_for_server(slices, 35) == slices
+    (combined,) = dra_publish.slices_for_server(slices, 34)
+    spec = combined["spec"]
+    assert spec["pool"]["resourceSliceCount"] == 1
+    assert [cs["name"] for cs in spec["sharedCounters"]] == ["gpu-0-counter-set"]
+    assert len(spec["devices"]) == 19
+    published = dra_publish.published("dra-h100-dyn-01", "uid-1", [combined], 7)[0]
+    assert published["spec"]["pool"] == {"name": "dra-h100-dyn-01", "generation": 7, "resourceSliceCount": 1}
+    assert published["metadata"]["ownerReferences"][0] == {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "name": "dra-h100-dyn-01",
+        "uid": "uid-1",
+        "controller": True,
+    }
+
+
+def test_the_legacy_path_publishes_whole_gpus_or_their_mig_devices():
+    gpus = scenarios.gpus("n1", "NVIDIA A100-SXM4-80GB", 2, 81920, mig=[[], ["1g.10gb", "1g.10gb"]])
+    (s,) = dra_publish.hardware_slices("n1", gpus)
+    kinds = [(d["name"], d["attributes"]["type"]["string"]) for d in s["spec"]["devices"]]
+    assert kinds == [("gpu-0", "gpu"), ("gpu-1-mig-1g10gb-0", "mig"), ("gpu-1-mig-1g10gb-1", "mig")]
+    assert s["spec"]["devices"][1]["attributes"]["parentUUID"]["string"] == gpus[1]["uuid"]
