@@ -238,6 +238,19 @@ def reset(gw: KubeGateway, keep_namespaces: dict[str, dict] | None = None) -> li
         return left or True
 
     wait("old pods to be gone", pods_gone, timeout=180)
+
+    def claims_gone():
+        """Claims wait for the resourceclaim controller to lift their finalizer once their
+        pods are gone: a scenario that makes the same claim again must not find the old one."""
+        try:
+            claims = gw._request("GET", "/apis/resource.k8s.io/v1/resourceclaims").get("items") or []
+        except ClusterError as e:
+            if e.status == 404:
+                return True
+            raise
+        return [c["metadata"]["name"] for c in claims if c["metadata"]["namespace"] in namespaces] or True
+
+    wait("old resource claims to be gone", claims_gone, timeout=60)
     busy = [ns for ns in deleted if ns in keep_namespaces]
     if busy:  # the next scenario needs these names
         wait_namespaces_gone(gw, busy)
