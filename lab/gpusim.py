@@ -14,6 +14,14 @@ and serves DCGM-exporter-format metrics.
   rollout restart changes nothing). A resource no longer served stays in capacity with
   allocatable "0" until a status patch removes it; no plugin pod -> nvidia resources
   allocatable 0. All of that is brickadmin.cluster.deviceplugin (shared with the twin).
+* NVIDIA's GPU DRA kubelet plugin (driver gpu.nvidia.com) on nodes labelled
+  nvidia.com/dra-kubelet-plugin=true: the node's ResourceSlices, one pool named after the
+  node, owned by the Node, ``pool.generation`` raised on each republish. The devices are those
+  ``PUT /draslices`` gave for the node (a scenario's slices: its driver settings, dynamic MIG,
+  shares, a pool seen in part), else what the driver's legacy path makes of the node's
+  hardware; in the form the API server's version accepts (brickadmin/cluster/dra_publish.py,
+  shared with the twin). A node that loses the label loses its slices (kubelet wipes them when
+  the plugin goes).
 * ``GET /metrics``: DCGM_FI_DEV_* per GPU (and per MIG instance), with pod/namespace/container
   labels for GPUs held by Running pods. ``GET /state``: what the simulator believes (JSON).
 """
@@ -39,7 +47,7 @@ sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
 
-from brickadmin.cluster import dcgm_exporter, migparted  # noqa: E402
+from brickadmin.cluster import dcgm_exporter, dra_publish, migparted  # noqa: E402
 from brickadmin.cluster import deviceplugin as dp  # noqa: E402
 from brickadmin.cluster import vocabulary as vocab  # noqa: E402
 from brickadmin.cluster.vocabulary import DEVICE_PLUGIN_CONFIG_LABEL  # noqa: E402
@@ -124,6 +132,12 @@ class Simulator:
         self.mig_applied: dict[str, str] = {}  # node -> the mig.config value mig-manager last acted on
         self.last_error = ""
         self.syncs = 0
+        # the DRA kubelet plugin: node -> the slices a scenario gave (PUT /draslices), and
+        # node -> what was last published there ({"content", "generation", "names"})
+        self.dra_path = hardware_path.with_name("dra-slices.json")
+        self.dra_given: dict[str, list[dict]] = json.loads(self.dra_path.read_text()) if self.dra_path.exists() else {}
+        self.dra_published: dict[str, dict] = {}
+        self.server_minor: int | None = None
         if state_path and state_path.exists():
             try:
                 self.pod_configs = json.loads(state_path.read_text())
@@ -287,6 +301,11 @@ class Simulator:
         ns = dp.PLUGIN_NAMESPACE
         nodes = {n["metadata"]["name"]: n for n in self.api.items("/api/v1/nodes")}
         self.play_mig_manager(nodes)
+        try:
+            self.play_dra_plugin(nodes)
+        except urllib.error.HTTPError as e:
+            if e.code != 404:  # an API server without resource.k8s.io/v1 has no slices to publish
+                raise
         # the GPU pods as list_gpu_pods last found them (one assignment there: read whole)
         pods = self.api.items(f"/api/v1/namespaces/{ns}/pods") + self._gpu_pods
         daemonsets = {d["metadata"]["name"]: d for d in self.api.items(f"/apis/apps/v1/namespaces/{ns}/daemonsets")}
@@ -392,6 +411,74 @@ class Simulator:
             self.mig_applied[name] = config
             log(f"mig-manager on {name}: {config} " + (f"failed: {why}" if gpus is None else "applied"))
 
+    # ---------------------------------------------------------------- DRA kubelet plugin
+    def set_dra_slices(self, data: dict) -> None:
+        tmp = self.dra_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, self.dra_path)
+        with self.lock:
+            self.dra_given = {str(k): list(v or []) for k, v in data.items()}
+
+    def play_dra_plugin(self, nodes: dict[str, dict]) -> None:
+        """Publish each DRA node's slices when they differ from what is published (a new
+        node, new hardware or slices, a slice deleted behind the plugin's back)."""
+        if self.server_minor is None:
+            version = self.api.request("GET", "/version")
+            self.server_minor = int("".join(c for c in str(version.get("minor", "0")) if c.isdigit()) or 0)
+        path = "/apis/resource.k8s.io/v1/resourceslices"
+        current = self.api.items(f"{path}?fieldSelector=spec.driver%3D{dra_publish.DRIVER_NAME}")
+        by_node: dict[str, list[dict]] = {}
+        for sl in current:
+            by_node.setdefault((sl.get("spec") or {}).get("nodeName") or "", []).append(sl)
+        with self.lock:
+            given = dict(self.dra_given)
+        for name in list(self.dra_published):
+            if name not in nodes:
+                del self.dra_published[name]  # the slices went with their Node
+        for name, node in nodes.items():
+            labels = node["metadata"].get("labels") or {}
+            have = by_node.get(name, [])
+            if labels.get(dra_publish.PLUGIN_NODE_LABEL) != "true" or (name not in given and name not in self.hardware):
+                if name in self.dra_published:
+                    for sl in have:
+                        self._delete_slice(sl["metadata"]["name"])
+                    del self.dra_published[name]
+                    log(f"DRA plugin on {name}: stopped, its slices removed")
+                continue
+            want = given.get(name) or dra_publish.hardware_slices(name, self.hardware.get(name) or [])
+            want = dra_publish.published(
+                name, node["metadata"]["uid"], dra_publish.slices_for_server(want, self.server_minor), 0
+            )
+            content = dra_publish.content(want)
+            generation = max((int(sl["spec"]["pool"].get("generation") or 0) for sl in have), default=0)
+            rec = self.dra_published.get(name)
+            names = sorted(sl["metadata"]["name"] for sl in have)
+            if rec and rec["content"] == content and rec["generation"] == generation and rec["names"] == names:
+                continue
+            for sl in have:
+                self._delete_slice(sl["metadata"]["name"])
+            generation += 1
+            for sl in dra_publish.published(
+                name,
+                node["metadata"]["uid"],
+                [{"metadata": w["metadata"], "spec": w["spec"]} for w in want],
+                generation,
+            ):
+                self.api.request("POST", path, sl)
+            self.dra_published[name] = {
+                "content": content,
+                "generation": generation,
+                "names": sorted(w["metadata"]["name"] for w in want),
+            }
+            log(f"DRA plugin on {name}: published {len(want)} slice(s), generation {generation}")
+
+    def _delete_slice(self, name: str) -> None:
+        try:
+            self.api.request("DELETE", f"/apis/resource.k8s.io/v1/resourceslices/{name}")
+        except urllib.error.HTTPError as e:
+            if e.code != 404:
+                raise
+
     def _label(self, node: str, labels: dict) -> None:
         self.api.request(
             "PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": labels}}, "application/merge-patch+json"
@@ -456,6 +543,9 @@ class Simulator:
                 "advertised": self.advertised,
                 "pluginPods": self.pod_configs,
                 "syncs": self.syncs,
+                "dra": {
+                    n: {"generation": r["generation"], "slices": r["names"]} for n, r in self.dra_published.items()
+                },
                 "lastError": self.last_error,
             }
 
@@ -502,6 +592,13 @@ def serve(sim: Simulator, listen: str) -> ThreadingHTTPServer:
             self._send(200, "ok\n")
 
         def do_PUT(self):
+            if self.path == "/draslices":  # node -> the slices its DRA plugin publishes
+                n = int(self.headers.get("Content-Length") or 0)
+                try:
+                    sim.set_dra_slices(json.loads(self.rfile.read(n) or b"{}"))
+                except (ValueError, OSError) as e:
+                    return self._send(400, f"bad slices: {e}\n")
+                return self._send(200, "ok\n")
             if self.path != "/hardware":
                 return self._send(404, "not found\n")
             n = int(self.headers.get("Content-Length") or 0)

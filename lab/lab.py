@@ -384,6 +384,13 @@ def python_for_tools() -> str:
     return "python3"
 
 
+# Dynamic Resource Allocation is GA on 1.34 (resource.k8s.io/v1); what NVIDIA's driver publishes
+# beyond whole GPUs needs alpha gates there (k8s.io/kubernetes v1.34.4 pkg/features/kube_features.go):
+# counters for dynamic MIG, device taints, consumable shares. DRAAdminAccess and
+# DRAPrioritizedList are beta and on. DeviceTaintRule is served from resource.k8s.io/v1alpha3.
+DRA_FEATURE_GATES = "--feature-gates=DRAPartitionableDevices=true,DRADeviceTaints=true,DRAConsumableCapacity=true"
+
+
 def components(bd: Path, token: str) -> list[tuple[str, list[str], callable, float]]:
     p = str(PKI)
     kc = str(KUBECONFIG)
@@ -423,6 +430,8 @@ def components(bd: Path, token: str) -> list[tuple[str, list[str], callable, flo
         "--profiling=false",
         "--endpoint-reconciler-type=none",
         "--event-ttl=10m",
+        DRA_FEATURE_GATES,
+        "--runtime-config=resource.k8s.io/v1alpha3=true",
         "--v=0",
     ]
     kcm = [
@@ -437,6 +446,7 @@ def components(bd: Path, token: str) -> list[tuple[str, list[str], callable, flo
         "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle",
         "--concurrent-daemonset-syncs=5",
         "--node-monitor-grace-period=60s",
+        DRA_FEATURE_GATES,
         "--v=0",
     ]
     sched = [
@@ -445,6 +455,7 @@ def components(bd: Path, token: str) -> list[tuple[str, list[str], callable, flo
         "--leader-elect=false",
         f"--bind-address={HOST}",
         f"--secure-port={PORTS['scheduler']}",
+        DRA_FEATURE_GATES,
         "--v=0",
     ]
     kwok = [

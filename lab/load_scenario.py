@@ -10,6 +10,13 @@
 * The hardware section goes to gpusim (the hardware file it watches); a node's
   ``pluginConfig`` (a rollout restart that was skipped) is handed to gpusim once the
   plugin pod runs there.
+* Dynamic Resource Allocation goes through the real scheduler: the ResourceSlices of nodes
+  labelled for NVIDIA's DRA kubelet plugin go to gpusim, which publishes them as the plugin
+  does (in the form the API server's version accepts); DeviceClasses and DeviceTaintRules are
+  created; claims are created without status, a claim the resourceclaim controller made from a
+  template is left for it to make again, and a pod using claims is created unbound, pinned to
+  its node by its nodeSelector, so that kube-scheduler allocates its claims there and binds it
+  (brickadmin/cluster/dra_allocate.py unallocated, which the twin's tests use too).
 * The previous scenario goes first: the namespaces this one has too are emptied and
   relabelled in place, the others emptied and deleted (see ``reset``).
 * Waits until the cluster settled: DaemonSets rolled out, pods Running, gpusim synced, the
@@ -33,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from brickadmin.cluster import deviceplugin as dp  # noqa: E402
-from brickadmin.cluster import scenarios  # noqa: E402
+from brickadmin.cluster import dra_allocate, dra_publish, scenarios  # noqa: E402
 from brickadmin.cluster.base import ClusterError  # noqa: E402
 from brickadmin.cluster.kube import KubeGateway  # noqa: E402
 from brickadmin.cluster.vocabulary import GPU_TYPE_LABEL, labels_match, tolerates  # noqa: E402
@@ -64,8 +71,13 @@ ORDER = [
     "ConfigMap",
     "LimitRange",
     "Node",
+    "DeviceClass",
+    "DeviceTaintRule",
+    "ResourceSlice",
     "DaemonSet",
     "PodDisruptionBudget",
+    "ResourceClaimTemplate",
+    "ResourceClaim",
     "Pod",
     "Job",
     "ResourceQuota",
@@ -210,6 +222,7 @@ def reset(gw: KubeGateway, keep_namespaces: dict[str, dict] | None = None) -> li
     for ns in reused:
         relabel_namespace(gw, namespaces[ns], keep_namespaces[ns])
     empty_namespaces(gw, {"default": True}, [("/api/v1", "pods", True)])
+    delete_dra_cluster_objects(gw)
     for pc in gw.list_priority_classes():
         if not pc["metadata"]["name"].startswith("system-"):
             gw.delete("scheduling.k8s.io/v1", "PriorityClass", pc["metadata"]["name"])
@@ -225,6 +238,19 @@ def reset(gw: KubeGateway, keep_namespaces: dict[str, dict] | None = None) -> li
         return left or True
 
     wait("old pods to be gone", pods_gone, timeout=180)
+
+    def claims_gone():
+        """Claims wait for the resourceclaim controller to lift their finalizer once their
+        pods are gone: a scenario that makes the same claim again must not find the old one."""
+        try:
+            claims = gw._request("GET", "/apis/resource.k8s.io/v1/resourceclaims").get("items") or []
+        except ClusterError as e:
+            if e.status == 404:
+                return True
+            raise
+        return [c["metadata"]["name"] for c in claims if c["metadata"]["namespace"] in namespaces] or True
+
+    wait("old resource claims to be gone", claims_gone, timeout=60)
     busy = [ns for ns in deleted if ns in keep_namespaces]
     if busy:  # the next scenario needs these names
         wait_namespaces_gone(gw, busy)
@@ -232,6 +258,31 @@ def reset(gw: KubeGateway, keep_namespaces: dict[str, dict] | None = None) -> li
         gw.delete("v1", "Node", node["metadata"]["name"])
     wait("old nodes to be gone", lambda: not gw.list_nodes() or [n["metadata"]["name"] for n in gw.list_nodes()])
     return [ns for ns in deleted if ns not in keep_namespaces]
+
+
+DRA_CLUSTER_KINDS = (
+    ("/apis/resource.k8s.io/v1", "resourceslices"),
+    ("/apis/resource.k8s.io/v1", "deviceclasses"),
+    ("/apis/resource.k8s.io/v1alpha3", "devicetaintrules"),
+)
+
+
+def delete_dra_cluster_objects(gw: KubeGateway) -> None:
+    """A scenario's cluster-wide DRA objects (slices also go with their Nodes)."""
+    for prefix, plural in DRA_CLUSTER_KINDS:
+        try:
+            gw._request("DELETE", f"{prefix}/{plural}", body={"propagationPolicy": "Background"})
+        except ClusterError as e:
+            if e.status not in (404, 405):  # not served here
+                raise
+
+
+def dra_plugin_nodes(objects) -> set[str]:
+    return {
+        o["metadata"]["name"]
+        for o in objects
+        if o["kind"] == "Node" and (o["metadata"].get("labels") or {}).get(dra_publish.PLUGIN_NODE_LABEL) == "true"
+    }
 
 
 def relabel_namespace(gw: KubeGateway, current: dict, wanted: dict) -> None:
@@ -280,6 +331,15 @@ def create(gw: KubeGateway, obj: dict) -> None:
                 content_type="application/merge-patch+json",
             )
         return
+    if kind == "ResourceSlice":
+        gw._request("POST", "/apis/resource.k8s.io/v1/resourceslices", body=body)
+        return
+    if kind == "DeviceTaintRule":
+        try:
+            gw._request("POST", "/apis/resource.k8s.io/v1alpha3/devicetaintrules", body=body)
+        except ClusterError as e:  # effect None is served from 1.35
+            log(f"DeviceTaintRule {md['name']} not created: {e.message}")
+        return
     if kind == "Pod":
         phase = (status or {}).get("phase", "Running")
         if phase != "Running":
@@ -316,12 +376,28 @@ def create(gw: KubeGateway, obj: dict) -> None:
 def load(name: str, kubeconfig: str, *, do_wait: bool = True, timeout: float = 180) -> dict:
     t0 = time.time()
     objects, hardware, plugin_configs = scenarios.read(name)
+    scenario_objects = objects
     gw = KubeGateway(kubeconfig)
     gw.ping()
     leaving = reset(gw, {o["metadata"]["name"]: o for o in objects if o["kind"] == "Namespace"})
     log(f"previous scenario removed in {time.time() - t0:.1f}s")
     gpusim("PUT", "/hardware", hardware)
+    # DRA: the plugin nodes' slices are gpusim's to publish; claims go to the scheduler
+    objects = dra_allocate.unallocated(objects)
+    plugin_nodes = dra_plugin_nodes(objects)
+    given: dict[str, list] = {}
+    for o in objects:
+        if o["kind"] == "ResourceSlice" and (o.get("spec") or {}).get("nodeName") in plugin_nodes:
+            given.setdefault(o["spec"]["nodeName"], []).append(clean(o))
+    gpusim("PUT", "/draslices", given)
+    minor = int("".join(c for c in str(gw._request("GET", "/version").get("minor", "0")) if c.isdigit()) or 0)
+    others = dra_publish.slices_for_server(
+        [o for o in objects if o["kind"] == "ResourceSlice" and o["spec"].get("nodeName") not in plugin_nodes], minor
+    )
+    objects = [o for o in objects if o["kind"] != "ResourceSlice"] + others
     for kind in ORDER:
+        if kind == "ResourceClaimTemplate" and plugin_nodes:
+            wait("gpusim to publish the DRA nodes' slices", lambda: dra_published(gw, plugin_nodes), timeout)
         for obj in objects:
             if obj["kind"] == kind:
                 create(gw, obj)
@@ -332,7 +408,14 @@ def load(name: str, kubeconfig: str, *, do_wait: bool = True, timeout: float = 1
         # them in the meantime: a few seconds after their deletion)
         wait_namespaces_gone(gw, leaving)
     log(f"scenario {name} loaded in {time.time() - t0:.1f}s")
-    return {"objects": objects, "hardware": hardware, "plugin_configs": plugin_configs}
+    return {"objects": scenario_objects, "hardware": hardware, "plugin_configs": plugin_configs}
+
+
+def dra_published(gw: KubeGateway, nodes: set[str]):
+    """True once every DRA plugin node has slices; else the nodes still without."""
+    slices = gw._request("GET", "/apis/resource.k8s.io/v1/resourceslices").get("items") or []
+    have = {(s.get("spec") or {}).get("nodeName") for s in slices}
+    return sorted(nodes - have) or True
 
 
 def settle(gw: KubeGateway, objects, hardware, plugin_configs, timeout: float) -> None:

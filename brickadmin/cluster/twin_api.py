@@ -571,7 +571,13 @@ class TwinApi:
             "spec": {**tmpl["spec"], "nodeName": node},
             "status": {"phase": "Running" if node else "Pending", "startTime": now_iso()},
         }
-        self._save(pod)
+        if tmpl["spec"].get("resourceClaims"):  # the scheduler binds it where its claims are allocated
+            del pod["spec"]["nodeName"]
+            if node:
+                pod["spec"]["nodeSelector"] = {**(pod["spec"].get("nodeSelector") or {}), HOSTNAME_LABEL: node}
+            self._schedule_claim_pod(self._save(pod))
+        else:
+            self._save(pod)
         self._bump()
         return created
 
@@ -619,6 +625,7 @@ class TwinApi:
                         part["hard"] = _canonical_hard(part["hard"])
             self._save(obj)
         self._reconcile()
+        self._schedule_claim_pods()
         for node, config in (plugin_configs or {}).items():
             hw = TwinHardware.objects.get(node=node)
             if hw.plugin_pod_uid:

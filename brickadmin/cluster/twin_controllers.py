@@ -3,7 +3,9 @@
 The DaemonSet controller places and replaces the brick-nvidia device-plugin pods and writes
 their DaemonSet's status; the device plugin and kubelet advertise the GPUs (deviceplugin.py);
 the GPU Operator's mig-manager repartitions a node's GPUs; the disruption controller gives
-each budget the status the Eviction API decides from.
+each budget the status the Eviction API decides from; the resourceclaim controller makes a
+pod's claims from their templates and kube-scheduler's DRA plugin allocates them
+(dra_allocate.py) before the pod is bound.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 import uuid
 
 from . import deviceplugin as dp
-from . import migparted
+from . import dra_allocate, migparted
 from .base import NotFound
 from .models import TwinHardware, TwinObject
 from .twin_store import now_iso
@@ -37,13 +39,170 @@ from .vocabulary import (
 )
 from .vocabulary import GPU_TYPE_LABEL as GPU_NODE_LABEL
 
+POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"  # the resourceclaim controller's
+
 
 def _template_hash(ds: dict) -> str:
     raw = json.dumps(ds["spec"]["template"], sort_keys=True).encode()
     return hashlib.sha256(raw).hexdigest()[:10]
 
 
-class TwinControllers:
+class TwinClaimScheduling:
+    """The resourceclaim controller and kube-scheduler's DRA plugin, for pods that use
+    ResourceClaims: a template's claim is made for its pod (``<pod>-<claim>``, owned by the
+    pod), the claims are allocated on the first node where they all fit (the pod's own node
+    when it names one) and reserved for the pod, which is bound and Running; when they fit
+    nowhere the pod stays Pending with the scheduler's message."""
+
+    def _schedule_claim_pods(self) -> None:
+        """Every pod using claims that are not all allocated and reserved for it (a load)."""
+        for row in TwinObject.objects.filter(kind="Pod").order_by("id"):
+            pod = row.body
+            if not (pod.get("spec") or {}).get("resourceClaims") or (pod.get("status") or {}).get("phase") in (
+                "Succeeded",
+                "Failed",
+            ):
+                continue
+            claims = self._pod_claims(pod, create=False)
+            if any(c is None or not self._reserved_for(c, pod) for c in claims):
+                self._schedule_claim_pod(pod)
+
+    def _pod_claims(self, pod: dict, *, create: bool) -> list[dict | None]:
+        """The pod's claims in the order of spec.resourceClaims; a template's claim is made
+        when ``create`` (None where a claim does not exist)."""
+        ns = pod["metadata"]["namespace"]
+        made = {
+            s["name"]: s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+        }
+        out: list[dict | None] = []
+        for ref in pod["spec"].get("resourceClaims") or []:
+            name = ref.get("resourceClaimName") or made.get(ref["name"])
+            if not name and ref.get("resourceClaimTemplateName"):
+                name = f"{pod['metadata']['name']}-{ref['name']}"
+            try:
+                out.append(self._get("ResourceClaim", name, ns))
+                continue
+            except NotFound:
+                pass
+            if not (create and ref.get("resourceClaimTemplateName")):
+                out.append(None)
+                continue
+            try:
+                template = self._get("ResourceClaimTemplate", ref["resourceClaimTemplateName"], ns)
+            except NotFound:
+                out.append(None)
+                continue
+            out.append(self._save(self._claim_from_template(pod, ref["name"], name, template)))
+        return out
+
+    @staticmethod
+    def _claim_from_template(pod: dict, pod_claim: str, name: str, template: dict) -> dict:
+        md = pod["metadata"]
+        owner = {"apiVersion": "v1", "kind": "Pod", "name": md["name"], "uid": md.get("uid", "")}
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {
+                "name": name,
+                "namespace": md["namespace"],
+                "annotations": {POD_CLAIM_NAME_ANNOTATION: pod_claim},
+                "ownerReferences": [{**owner, "controller": True, "blockOwnerDeletion": True}],
+            },
+            "spec": copy.deepcopy(template["spec"].get("spec") or {}),
+        }
+
+    @staticmethod
+    def _reserved_for(claim: dict, pod: dict) -> bool:
+        return any(
+            r.get("resource") == "pods" and r.get("name") == pod["metadata"]["name"]
+            for r in (claim.get("status") or {}).get("reservedFor") or []
+        )
+
+    def _claim_nodes(self, pod: dict) -> list[str]:
+        """The nodes the pod may go to, in name order: its own when it names one, else those
+        its nodeSelector matches, schedulable, whose NoSchedule taints it tolerates."""
+        if pod["spec"].get("nodeName"):
+            return [pod["spec"]["nodeName"]]
+        selector = pod["spec"].get("nodeSelector") or {}
+        out = []
+        for node in sorted(self.list_nodes(), key=lambda n: n["metadata"]["name"]):
+            labels = node["metadata"].get("labels") or {}
+            spec = node.get("spec") or {}
+            taints = [t for t in spec.get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
+            if any(labels.get(k) != v for k, v in selector.items()) or spec.get("unschedulable"):
+                continue
+            if tolerates(taints, pod["spec"].get("tolerations")):
+                out.append(node["metadata"]["name"])
+        return out
+
+    def _schedule_claim_pod(self, pod: dict) -> dict:
+        """Allocate and reserve the pod's claims, then bind it (Running); Pending with the
+        scheduler's message when no node holds them all."""
+        claims = self._pod_claims(pod, create=True)
+        pod.setdefault("status", {})["resourceClaimStatuses"] = [
+            {"name": ref["name"], "resourceClaimName": c["metadata"]["name"]}
+            for ref, c in zip(pod["spec"].get("resourceClaims") or [], claims, strict=True)
+            if c is not None and ref.get("resourceClaimTemplateName")
+        ]
+        nodes = self._claim_nodes(pod)
+        missing = [c for c in claims if c is None]
+        if missing:
+            return self._unschedulable(pod, "waiting for resource claims to be created", len(nodes))
+        slices = list(TwinObject.objects.filter(kind="ResourceSlice").values_list("body", flat=True))
+        everything = list(TwinObject.objects.filter(kind="ResourceClaim").values_list("body", flat=True))
+        for node in nodes:
+            pending = [c for c in claims if not ((c or {}).get("status") or {}).get("allocation")]
+            placed = [c for c in claims if c not in pending]
+            if any(not self._allocated_on(c, node) for c in placed):
+                continue
+            others = [c for c in everything if (c.get("status") or {}).get("allocation")]
+            results = dra_allocate.allocate(pending, slices, node, others)
+            if results is None:
+                continue
+            stamp = now_iso()
+            for claim, got in zip(pending, results, strict=True):
+                claim.setdefault("status", {})["allocation"] = dra_allocate.allocation(got, node, stamp)
+            for claim in claims:
+                assert claim is not None
+                ref = {"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"].get("uid", "")}
+                reserved = claim.setdefault("status", {}).setdefault("reservedFor", [])
+                if not self._reserved_for(claim, pod):
+                    reserved.append(ref)
+                self._save(claim)
+            pod["spec"]["nodeName"] = node
+            pod["status"] = {
+                **{k: v for k, v in pod["status"].items() if k not in ("conditions", "message", "reason")},
+                "phase": "Running",
+                "startTime": pod["status"].get("startTime") or stamp,
+                "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
+            }
+            return self._save(pod)
+        return self._unschedulable(pod, dra_allocate.UNSCHEDULABLE_MESSAGE, len(nodes) or len(self.list_nodes()))
+
+    @staticmethod
+    def _allocated_on(claim: dict, node: str) -> bool:
+        terms = (((claim.get("status") or {}).get("allocation") or {}).get("nodeSelector") or {}).get(
+            "nodeSelectorTerms"
+        )
+        if not terms:
+            return True
+        return any(
+            f.get("key") == "metadata.name" and node in (f.get("values") or [])
+            for t in terms
+            for f in t.get("matchFields") or []
+        )
+
+    def _unschedulable(self, pod: dict, why: str, nodes: int) -> dict:
+        message = f"0/{nodes} nodes are available: {nodes} {why}."
+        pod["status"] = {
+            **pod.get("status", {}),
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}],
+        }
+        return self._save(pod)
+
+
+class TwinControllers(TwinClaimScheduling):
     """The simulated controllers, run by the API's writes for what they touched."""
 
     # --- the disruption controller, as the Eviction API asks it -----------------

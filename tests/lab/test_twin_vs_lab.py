@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from brickadmin.cluster import scenarios
+from brickadmin.cluster import dra_allocate, scenarios
 from brickadmin.cluster.snapshot import take_snapshot
 from brickadmin.cluster.twin import TwinGateway
 from gpus.numbers import ledger as ledger_mod
@@ -230,3 +230,42 @@ def test_twin_reacts_like_the_lab(lab):
     both(lambda g: g.label_node("dev-a1-ws02", {"brick.cloud/gpu.sharing": "time-slicing"}))
     wait_until(lambda: lab.nvidia("dev-a1-ws02").get("nvidia.com/gpu") == "0", 60, "no plugin on ws02")
     compare("label typo (no plugin)")
+
+
+def dra_numbers(gw) -> dict:
+    """What DRA's pages show per node (physical GPUs, logical and used units per DeviceClass
+    line) and how many claims are allocated, from a snapshot of ``gw``."""
+    snap = take_snapshot(gw, use_prometheus=False)
+    led = ledger_mod.compute(snap)
+    claims = [c for c in snap.resource_claims if c["metadata"]["namespace"] in ("ws-dra", "gpu-monitoring")]
+    return {
+        "claims allocated": sum(1 for c in claims if (c.get("status") or {}).get("allocation")),
+        "pods reserved": sorted(r["name"] for c in claims for r in (c.get("status") or {}).get("reservedFor") or []),
+        "nodes": {
+            n.name: {
+                "physical": n.physical,
+                "physical_used": n.physical_used,
+                "lines": {
+                    k: (r.capacity, r.allocatable, r.requested)
+                    for k, r in sorted(n.resources.items())
+                    if "deviceclass" in k
+                },
+            }
+            for n in led.nodes
+            if n.dra is not None
+        },
+    }
+
+
+def test_dra_claims_allocate_alike(lab, settings):
+    """The dra scenario submitted without allocations: the twin's allocator and the lab's
+    kube-scheduler allocate the same number of claims, for the same pods, giving every DRA
+    node the same physical, logical and used figures."""
+    settings.BRICK_SNAPSHOT_CACHE_SECONDS = 0
+    lab.load("dra")
+    objects, hardware, plugin_configs = scenarios.read("dra")
+    twin = TwinGateway()
+    twin.load(dra_allocate.unallocated(objects), hardware, plugin_configs)
+    want = dra_numbers(twin)
+    assert want["claims allocated"] == 11
+    wait_until(lambda: dra_numbers(lab.admin) == want, 30, "the lab's DRA figures to equal the twin's")
