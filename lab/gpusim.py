@@ -15,7 +15,7 @@ and serves DCGM-exporter-format metrics.
   allocatable "0" until a status patch removes it; no plugin pod -> nvidia resources
   allocatable 0. All of that is brickadmin.cluster.deviceplugin (shared with the twin).
 * NVIDIA's GPU DRA kubelet plugin (driver gpu.nvidia.com) on nodes labelled
-  nvidia.com/dra-kubelet-plugin=true: the node's ResourceSlices, one pool named after the
+  nvidia.com/gpu.deploy.dra-driver=true: the node's ResourceSlices, one pool named after the
   node, owned by the Node, ``pool.generation`` raised on each republish. The devices are those
   ``PUT /draslices`` gave for the node (a scenario's slices: its driver settings, dynamic MIG,
   shares, a pool seen in part), else what the driver's legacy path makes of the node's
@@ -426,7 +426,7 @@ class Simulator:
             version = self.api.request("GET", "/version")
             self.server_minor = int("".join(c for c in str(version.get("minor", "0")) if c.isdigit()) or 0)
         path = "/apis/resource.k8s.io/v1/resourceslices"
-        current = self.api.items(f"{path}?fieldSelector=spec.driver%3D{dra_publish.DRIVER_NAME}")
+        current = self.api.items(f"{path}?fieldSelector=spec.driver%3D{dra_publish.DRIVER}")
         by_node: dict[str, list[dict]] = {}
         for sl in current:
             by_node.setdefault((sl.get("spec") or {}).get("nodeName") or "", []).append(sl)

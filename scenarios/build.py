@@ -625,7 +625,7 @@ def sharing():
 # the Node, devices gpu-<minor> and gpu-<minor>-mig-<profile>-<GI profile id>-<placement start>.
 DRA_DRIVER = "gpu.nvidia.com"
 DRA_API = "resource.k8s.io/v1"
-DRA_PLUGIN_LABEL = "nvidia.com/dra-kubelet-plugin"  # what NVIDIA's chart schedules its kubelet plugin on
+DRA_PLUGIN_LABEL = vocab.DRA_DRIVER_DEPLOY_LABEL  # the DRA kubelet plugin DaemonSet's nodeSelector (GPU Operator)
 L40S = "NVIDIA L40S"
 # name, GI profile id, placements (start, size), memory MiB, SMs, CE, DEC, ENC, JPEG, OFA
 A100_MIG = {"1g.10gb": (19, [(i, 1) for i in range(7)], 9728, 14, 1, 0, 0, 0, 0)}

@@ -28,6 +28,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from .base import (
+    DRA_KINDS,
     WATCHED_KINDS,
     ClusterError,
     ClusterUnreachable,
@@ -375,6 +376,19 @@ class KubeGateway:
         except (NotFound, Forbidden):  # no GPU Operator (no CRD), or not allowed: the default applies
             return []
 
+    def _dra_list(self, kind: str, field_selector: str | None = None) -> list[dict]:
+        try:
+            path = self._path_for(DRA_KINDS[kind], kind, None, None)
+            return self._list(path, field_selector=field_selector)
+        except (NotFound, Forbidden):  # no DRA served (or not this kind): none
+            return []
+
+    def list_resource_slices(self, node: str | None = None) -> list[dict]:
+        return self._dra_list("ResourceSlice", f"spec.nodeName={node}" if node else None)
+
+    def list_device_taint_rules(self) -> list[dict]:
+        return self._dra_list("DeviceTaintRule")
+
     def gpu_devices(self) -> dict[str, list[dict]] | None:
         return None  # a real cluster's hardware is known from DCGM metrics (metrics.py)
 
@@ -646,6 +660,12 @@ class KubeGateway:
             self._request("DELETE", path, body={"propagationPolicy": "Background"})
         except NotFound:
             return
+
+    def apply_device_taint_rule(self, rule: dict) -> dict:
+        return self.apply({**rule, "apiVersion": DRA_KINDS["DeviceTaintRule"], "kind": "DeviceTaintRule"})
+
+    def delete_device_taint_rule(self, name: str) -> None:
+        self.delete(DRA_KINDS["DeviceTaintRule"], "DeviceTaintRule", name)
 
     def rollout_restart_daemonset(self, namespace: str, name: str) -> None:
         patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: _now_rfc3339()}}}}}

@@ -16,6 +16,7 @@ from django.db import connection, transaction
 
 from . import deviceplugin as dp
 from .base import (
+    DRA_KINDS,
     WATCHED_KINDS,
     Conflict,
     DrainResult,
@@ -220,6 +221,13 @@ class TwinApi:
     def gpu_devices(self):
         return {h.node: h.gpus for h in TwinHardware.objects.all()}
 
+    def list_resource_slices(self, node=None):
+        slices = self._list("ResourceSlice")
+        return [s for s in slices if not node or (s.get("spec") or {}).get("nodeName") == node]
+
+    def list_device_taint_rules(self):
+        return self._list("DeviceTaintRule")
+
     def exporter_page(self, now: float | None = None) -> str:
         """What the simulated cluster's exporters serve Prometheus (the demo scrapes it: the
         charts and idle findings then read Prometheus, as in production): dcgm-exporter's
@@ -349,6 +357,7 @@ class TwinApi:
             self._reconcile(nodes=[node])
             if current.get(MIG_CONFIG_LABEL) != before.get(MIG_CONFIG_LABEL):
                 body = self._mig_manager(node)
+            self._dra_kubelet_plugin(node, before, current)
             self._bump()
         return body
 
@@ -436,6 +445,15 @@ class TwinApi:
             for pod in self.list_pods(namespace=ns, label_selector=f"job-name={name}"):
                 self._delete_row("Pod", pod["metadata"]["name"], ns)
         self._bump()
+
+    def apply_device_taint_rule(self, rule):
+        return self.apply({**rule, "apiVersion": DRA_KINDS["DeviceTaintRule"], "kind": "DeviceTaintRule"})
+
+    def delete_device_taint_rule(self, name):
+        try:
+            self.delete(DRA_KINDS["DeviceTaintRule"], "DeviceTaintRule", name)
+        except NotFound:
+            return
 
     @transaction.atomic
     def rollout_restart_daemonset(self, namespace, name):

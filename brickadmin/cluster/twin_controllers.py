@@ -5,7 +5,8 @@ their DaemonSet's status; the device plugin and kubelet advertise the GPUs (devi
 the GPU Operator's mig-manager repartitions a node's GPUs; the disruption controller gives
 each budget the status the Eviction API decides from; the resourceclaim controller makes a
 pod's claims from their templates and kube-scheduler's DRA plugin allocates them
-(dra_allocate.py) before the pod is bound.
+(dra_allocate.py) before the pod is bound; NVIDIA's DRA kubelet plugin publishes a node's
+ResourceSlices where the node is labelled for it (dra_publish.py).
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ import json
 import uuid
 
 from . import deviceplugin as dp
-from . import dra_allocate, migparted
+from . import dra_allocate, dra_publish, migparted
 from .base import NotFound
 from .models import TwinHardware, TwinObject
 from .twin_store import now_iso
 from .vocabulary import (
+    DRA_DRIVER_DEPLOY_LABEL,
     GPU_OPERATOR_NAMESPACE,
     MIG_CONFIG_LABEL,
     MIG_CONFIG_STATE_LABEL,
@@ -267,6 +269,41 @@ class TwinControllers(TwinClaimScheduling):
             body["status"] = dp.kubelet_status(body.get("status") or {}, advertised)
             self._save(body)
         return "success"
+
+    # --- NVIDIA's DRA kubelet plugin (kept apart from the device plugin's controllers) ----
+    def _dra_kubelet_plugin(self, node: str, before: dict, after: dict) -> None:
+        """The DRA driver's kubelet plugin, run where the node is labelled for it
+        (DRA_DRIVER_DEPLOY_LABEL=true, its DaemonSet's nodeSelector): started by the label, it
+        publishes the node's pool from its GPUs (a new generation, the old slices replaced);
+        stopped by the label's removal, its slices go (the kubelet wipes an unregistered
+        driver's slices). The device plugin's resource is the device plugin's own business:
+        it goes when that plugin stops serving the node (its labels), not here."""
+        was = before.get(DRA_DRIVER_DEPLOY_LABEL) == "true"
+        now = after.get(DRA_DRIVER_DEPLOY_LABEL) == "true"
+        if was == now:
+            return
+        old = self._dra_slices_of(node)
+        if now:
+            hw = TwinHardware.objects.filter(node=node).first()
+            if hw is None:
+                return  # no GPU: the plugin publishes nothing
+            uid = (self._get("Node", node).get("metadata") or {}).get("uid", "")
+            generation = dra_publish.pool_generation(old, node) + 1
+            fresh = dra_publish.resource_slices(node, hw.gpus, generation=generation, node_uid=uid)
+            for body in fresh:
+                self._save(body)
+            keep = {b["metadata"]["name"] for b in fresh}
+            old = [s for s in old if s["metadata"]["name"] not in keep]
+        for s in old:
+            self._delete_row("ResourceSlice", s["metadata"]["name"])
+
+    def _dra_slices_of(self, node: str) -> list[dict]:
+        return [
+            body
+            for body in TwinObject.objects.filter(kind="ResourceSlice").values_list("body", flat=True)
+            if (body.get("spec") or {}).get("nodeName") == node
+            and (body.get("spec") or {}).get("driver") == dra_publish.DRIVER
+        ]
 
     # --- the simulated controllers ------------------------------------------
     def _reconcile(self, nodes: list[str] | None = None):

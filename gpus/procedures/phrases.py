@@ -365,4 +365,68 @@ PHRASES = {
         "%(node)s is cordoned: %(n)d logical GPU(s) take no new pods. Uncordon it only when no "
         "maintenance is under way on it."
     ),
+    # GPUs under DRA: a DeviceTaintRule on one GPU (G, X), a node between the stacks (K, L)
+    "dra.rule_already": _("DeviceTaintRule %(name)s already has this taint"),
+    "dra.rule_created_by_run": _("DeviceTaintRule %(name)s is created by this run (Restore deletes it)"),
+    "dra.rule_missing": _("No DeviceTaintRule %(name)s."),
+    "dra.fix_rule_api": _(
+        "Check that the cluster serves DeviceTaintRule (Kubernetes 1.37, or the DRADeviceTaintRules gate), "
+        "then create it: %(cmd)s"
+    ),
+    "dra.no_rule_left": _("no DeviceTaintRule left to delete"),
+    "dra.rules_left": _("DeviceTaintRules still there: %(names)s"),
+    "dra.fix_delete_rule": _("Delete them by hand: kubectl delete devicetaintrule %(names)s"),
+    "dra.no_rule_on_device": _(
+        "No DeviceTaintRule selects %(device)s of %(pool)s now (a taint the driver set itself goes when the "
+        "GPU is healthy again)."
+    ),
+    "dra.rules_to_delete": _("%(n)d DeviceTaintRule(s) on %(device)s will be deleted:"),
+    "dra.driver_taint_stays": _(
+        "%(device)s also carries a taint set by the driver (an unhealthy GPU): it stays until the GPU is healthy again."
+    ),
+    "dra.no_dra_device": _("This node publishes no GPU through DRA."),
+    "dra.choose_effect": _("Choose the effect: None, NoSchedule or NoExecute."),
+    "dra.no_such_device": _("%(node)s publishes no DRA device named %(device)s."),
+    "dra.fix_pick_device": _("Pick one of the node's devices on the node's page."),
+    "dra.rules_already_on": _("DeviceTaintRules already on %(device)s: %(rules)s"),
+    "dra.pod_on_device": _("%(pod)s uses %(device)s"),
+    "dra.dry_run": _(
+        "Dry run (effect None): nothing changes. With NoExecute, %(n)d pod(s) using %(device)s would be evicted:"
+    ),
+    "dra.no_schedule": _("NoSchedule: no new claim is allocated %(device)s; the %(n)d pod(s) using it keep running."),
+    "dra.no_execute_evicts": _("NoExecute: the %(n)d pod(s) using %(device)s will be evicted:"),
+    "dra.no_execute_nobody": _("NoExecute: no pod uses %(device)s, so nothing is evicted."),
+    "dra.not_gpu_node": _("%(node)s serves no GPU through the device plugin or DRA."),
+    "dra.already_dra": _("The node is already served by DRA only."),
+    "dra.already_device_plugin": _("The node is already served by the device plugin only."),
+    "dra.operator": _("GPU Operator labels"),
+    "dra.brick": _("BRICK labels"),
+    "dra.move_summary": _("%(node)s: stack now %(stack)s (%(convention)s); labels to set: %(labels)s"),
+    "dra.quota_loses": _("%(ws)d Workspace(s) hold quota on %(res)s: the %(n)d this node serves leave the Total."),
+    "dra.no_slices": _("%(node)s publishes no ResourceSlice of gpu.nvidia.com."),
+    "dra.fix_no_slices": _(
+        "Check that NVIDIA's DRA kubelet plugin runs on %(node)s (its DaemonSet selects %(label)s=true) and "
+        "that its logs show the GPUs, then resume."
+    ),
+    "dra.pool_seen": _("pool %(pool)s generation %(gen)d: %(seen)d of %(expected)d slice(s) seen"),
+    "dra.devices_published": _("%(n)d device(s) published"),
+    "dra.fix_incomplete_pool": _(
+        "The pool of %(node)s is not complete yet (the scheduler allocates nothing from it): wait for the "
+        "plugin to publish all its slices, then resume."
+    ),
+    "dra.no_plugin_resource": _("no nvidia.com/* resource in node status"),
+    "dra.plugin_resources_left": _("still in allocatable: %(res)s"),
+    "dra.fix_plugin_still_serves": _(
+        "The device plugin still serves %(node)s: check that its DaemonSet no longer selects the node, then resume."
+    ),
+    "dra.slices_left": _("slices still published: %(names)s"),
+    "dra.fix_slices_left": _(
+        "NVIDIA's DRA kubelet plugin still runs on %(node)s: check that its DaemonSet selects only "
+        "%(label)s=true (the standalone chart's default selects every GPU node), then resume."
+    ),
+    "dra.fix_plugin_not_back": _(
+        "The device plugin does not advertise %(res)s on %(node)s: check its pod there (labels, taints), then resume."
+    ),
+    "dra.fix_labels": _("Set the labels exactly: %(cmd)s"),
+    "step.rules_deleted_by_restore": _("DeviceTaintRules the run created: %(names)s"),
 }

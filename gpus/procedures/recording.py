@@ -198,6 +198,8 @@ class WriteAheadGateway:
             "create_resource_quota",
             "create_priority_class",
             "create_job",
+            "apply_device_taint_rule",
+            "delete_device_taint_rule",
         }
     )
 

@@ -17,6 +17,7 @@ from gpus.view.live import LiveRead
 from ..models import ACTIVE_STATUSES, RESUMABLE_STATUSES, ProcedureLock, ProcedureRun, RunStatus, StepRun, StepState
 from .base import CLUSTER_LOCK
 from .catalogue.common import NODE_BEFORE, node_state
+from .catalogue.dra import CREATED_RULES
 from .queue import enqueue
 from .recording import RUN_EVENT, record, record_plan, remembered
 from .registry import all_procedures, find, repair_codes
@@ -247,9 +248,23 @@ def restore_params(run: ProcedureRun, gateway=None, *, seen: dict | None = None)
         labels = before.get("labels") or {}
         uncordon = not before.get("unschedulable")
     relabelled = any(now["labels"].get(k) != v for k, v in labels.items())
-    if not relabelled and not (uncordon and now["unschedulable"]):
+    rules = created_rules(run, gateway if seen is None else None)
+    if not relabelled and not (uncordon and now["unschedulable"]) and not rules:
         return None
-    return {"restore_of": run.pk, "labels": labels, "uncordon": uncordon}
+    params = {"restore_of": run.pk, "labels": labels, "uncordon": uncordon}
+    if rules:
+        params["delete_rules"] = rules
+    return params
+
+
+def created_rules(run: ProcedureRun, gateway=None) -> list[str]:
+    """The DeviceTaintRules a run created (recorded when it sent them): with a gateway, those
+    still there."""
+    names = remembered(run, CREATED_RULES) or []
+    if not names or gateway is None:
+        return list(names)
+    there = {r["metadata"]["name"] for r in LiveRead.of(gateway).gateway.list_device_taint_rules()}
+    return [n for n in names if n in there]
 
 
 def fix_params(proc, node: str, params: dict, gateway) -> dict:

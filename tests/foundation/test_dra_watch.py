@@ -76,7 +76,7 @@ def test_the_watcher_hands_the_dra_objects_of_a_scenario_to_the_snapshot_project
     nodes = {n["metadata"]["name"]: n for n in snap.nodes}
     assert "nvidia.com/gpu" not in nodes["dra-a100-01"]["status"]["capacity"]
     assert nodes["dra-both-01"]["status"]["capacity"]["nvidia.com/gpu"] == "2"
-    assert nodes["dra-a100-01"]["metadata"]["labels"]["nvidia.com/dra-kubelet-plugin"] == "true"
+    assert nodes["dra-a100-01"]["metadata"]["labels"]["nvidia.com/gpu.deploy.dra-driver"] == "true"
     assert len(snap.devices["dra-stranded-01"]) == 2  # the hardware: 2 GPUs, 1 advertised
 
 

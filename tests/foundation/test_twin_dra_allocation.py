@@ -142,5 +142,6 @@ def test_the_legacy_path_publishes_whole_gpus_or_their_mig_devices():
     gpus = scenarios.gpus("n1", "NVIDIA A100-SXM4-80GB", 2, 81920, mig=[[], ["1g.10gb", "1g.10gb"]])
     (s,) = dra_publish.hardware_slices("n1", gpus)
     kinds = [(d["name"], d["attributes"]["type"]["string"]) for d in s["spec"]["devices"]]
-    assert kinds == [("gpu-0", "gpu"), ("gpu-1-mig-1g10gb-0", "mig"), ("gpu-1-mig-1g10gb-1", "mig")]
+    # the driver's names: gpu-<minor>-mig-<profile without dots>-<GI profile id>-<placement start>
+    assert kinds == [("gpu-0", "gpu"), ("gpu-1-mig-1g10gb-19-0", "mig"), ("gpu-1-mig-1g10gb-19-1", "mig")]
     assert s["spec"]["devices"][1]["attributes"]["parentUUID"]["string"] == gpus[1]["uuid"]

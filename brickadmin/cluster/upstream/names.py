@@ -54,6 +54,19 @@ MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"  # mig-manager writes pending | success | failed
 MIG_MANAGER_DEPLOY_LABEL = "nvidia.com/gpu.deploy.mig-manager"  # "true": the operator runs mig-manager there
 GPU_OPERATOR_NAMESPACE = "gpu-operator"  # the GPU Operator's Helm default
+# The labels NVIDIA's charts schedule a node's GPU stack by. The GPU Operator runs each operand
+# on the nodes labelled nvidia.com/gpu.deploy.<operand>=true (its DaemonSets' nodeSelector): the
+# device plugin (ClusterPolicy) and, since the operator ships the DRA driver (GPUCluster,
+# manifests/state-dra-driver), its kubelet plugin on nvidia.com/gpu.deploy.dra-driver. Where both
+# stacks are installed, the operator's node-labelling controller sets those from the node's
+# allocation mode (device-plugin | dra), and removes the DRA kubelet plugin's label last, once no
+# pod holds a gpu.nvidia.com claim there. The standalone chart (kubernetes-sigs/
+# dra-driver-nvidia-gpu) selects GPU nodes by nvidia.com/gpu.present or NFD's PCI labels, with
+# no per-node switch: give it kubeletPlugin.nodeSelector {nvidia.com/gpu.deploy.dra-driver: "true"}.
+DEVICE_PLUGIN_DEPLOY_LABEL = "nvidia.com/gpu.deploy.device-plugin"
+DRA_DRIVER_DEPLOY_LABEL = "nvidia.com/gpu.deploy.dra-driver"
+GPU_ALLOCATION_MODE_LABEL = "nvidia.com/gpu-operator.resource-allocation.mode"
+GPU_ALLOCATION_MODES = ("device-plugin", "dra")  # its values
 MIG_PARTED_CONFIGMAP = "default-mig-parted-config"  # mig-manager's named MIG layouts (mig-parted format)
 MIG_PARTED_CONFIG_KEY = "config.yaml"
 # The GPU Operator's one cluster-wide config (cluster-scoped, nvidia.com/v1): its

@@ -236,7 +236,10 @@ def blast_radius(live, node):
     for p in pods:
         ns = p["metadata"].get("namespace", "")
         labels = namespaces.get(ns, {})
-        gpus = pod_gpu_requests(p)
+        gpus = pod_gpu_requests(p) or {
+            f"ResourceClaim {c.get('resourceClaimName') or c.get('resourceClaimTemplateName') or c.get('name')}": 1
+            for c in (p.get("spec") or {}).get("resourceClaims") or []
+        }
         rows.append(
             (
                 not gpus,

@@ -1,5 +1,6 @@
 """R: restore a node after a run that stopped: its GPU labels as they were before that run
-(recorded by its pre-check), mig-manager's layout among them, and uncordon. A layout put back
+(recorded by its pre-check), mig-manager's layout among them, the DeviceTaintRules it created
+deleted, and uncordon. A layout put back
 is waited for with M's own step (``MigConfigApplied``)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from gpus.view.live import LiveRead
 from ..base import Check, Outcome, Param, ProcedureDef, Step
 from ..steps import SHARING_LABEL, TYPE_LABEL, Skipped, Uncordon
 from .common import PrecheckStep, node_state
+from .dra import DeleteTaintRules
 from .mig import MigConfigApplied
 
 
@@ -107,6 +109,10 @@ class ProcedureRestore(ProcedureDef):
         relabelled = any(now["labels"].get(k) != v for k, v in labels.items())
         if relabelled or (params.get("uncordon") and now["unschedulable"]):
             return ""
+        if params.get("delete_rules"):
+            there = {r["metadata"]["name"] for r in LiveRead.of(gateway).gateway.list_device_taint_rules()}
+            if there & set(params["delete_rules"]):
+                return ""
         return said("precheck.nothing_to_restore", node=node, id=params.get("restore_of"))
 
     def steps(self, params):
@@ -118,6 +124,8 @@ class ProcedureRestore(ProcedureDef):
                 RestoreMigConfig(labels),
                 MigConfigApplied(labels[vocab.MIG_CONFIG_LABEL], offer_back=False),
             ]
+        if params.get("delete_rules"):  # the DeviceTaintRules the run created (G)
+            steps.append(DeleteTaintRules(names=params["delete_rules"]))
         if params.get("uncordon", True):
             steps.append(RestoreUncordon())
         else:
