@@ -8,17 +8,51 @@ from django.conf import settings
 from django.shortcuts import render
 
 
+class UnusableForwardedAddress(ValueError):
+    """The address to count failures for is not an IP address (brickadmin.middleware answers 400)."""
+
+
+def address_of(text: str) -> str | None:
+    """An IP address as a proxy may write it: bare, IPv4 with a port (``203.0.113.7:51234``)
+    or bracketed IPv6 with or without one (``[2001:db8::7]:443``); None when it is none of these."""
+    import ipaddress
+
+    text = text.strip()
+    if len(text) > 64:
+        return None
+    candidates = [text]
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else None
+        candidates = [host] if rest == "" or (port and port.isascii() and port.isdigit()) else []
+    elif text.count(":") == 1:
+        host, _, port = text.partition(":")
+        candidates = [host] if port.isascii() and port.isdigit() else []
+    for candidate in candidates:
+        try:
+            return str(ipaddress.ip_address(candidate))
+        except ValueError:
+            return None
+    return None
+
+
 def client_ip(request) -> str:
     """The address failures are counted for: REMOTE_ADDR, or with BRICK_TRUSTED_PROXY_COUNT
     proxies in front, the address the outermost of them saw (X-Forwarded-For, counted from
-    the right, so a client cannot choose it by sending the header itself)."""
+    the right, so a client cannot choose it by sending the header itself). Raises
+    UnusableForwardedAddress when that entry is not an address (a misconfigured proxy, or a
+    client writing what a count too large reads): django-axes would store it in an address
+    column, which PostgreSQL refuses."""
     remote = request.META.get("REMOTE_ADDR", "")
     count = settings.BRICK_TRUSTED_PROXY_COUNT
     if count > 0:
         forwarded = [a.strip() for a in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if a.strip()]
         if len(forwarded) >= count:
-            return forwarded[-count]
-    return remote
+            address = address_of(forwarded[-count])
+            if address is None:
+                raise UnusableForwardedAddress(forwarded[-count][:80])
+            return address
+    return address_of(remote) or remote
 
 
 def cooloff_minutes() -> int:

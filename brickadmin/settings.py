@@ -166,6 +166,9 @@ if BRICK_OIDC_ENABLED and not (OIDC_RP_CLIENT_ID and OIDC_RP_CLIENT_SECRET):
     raise RuntimeError("BRICK_OIDC_ISSUER is set: BRICK_OIDC_CLIENT_ID and BRICK_OIDC_CLIENT_SECRET are required")
 BRICK_OIDC_ADMIN_GROUP = os.environ.get("BRICK_OIDC_ADMIN_GROUP", "")  # empty: nobody is admin by the provider
 BRICK_OIDC_GROUPS_CLAIM = os.environ.get("BRICK_OIDC_GROUPS_CLAIM", "groups")  # dotted: realm_access.roles
+# The most groups one sign-in makes a user a member of (and creates): the admin group and
+# existing groups first. A token naming more is logged; the admin role still reads it whole.
+BRICK_OIDC_GROUPS_MAX = int(os.environ.get("BRICK_OIDC_GROUPS_MAX", "200"))
 BRICK_OIDC_PROVIDER_NAME = os.environ.get("BRICK_OIDC_PROVIDER_NAME", "")  # the button; default: the issuer's host
 OIDC_RP_SCOPES = os.environ.get("BRICK_OIDC_SCOPES", "openid profile email groups")
 BRICK_OIDC_DISCOVERY_CACHE_SECONDS = int(os.environ.get("BRICK_OIDC_DISCOVERY_CACHE_SECONDS", "3600"))
