@@ -199,7 +199,13 @@ def test_network_policies_expose_only_the_web_port_and_redis_to_the_product(docs
     }
     web = pols["brickadmin-web"]["spec"]
     assert web["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "web"
-    assert web["ingress"] == [{"ports": [{"port": "http", "protocol": "TCP"}]}]
+    # only the ingress controller's pods reach the web port: no other pod forges X-Forwarded-For
+    assert web["ingress"] == [
+        {
+            "ports": [{"port": "http", "protocol": "TCP"}],
+            "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}],
+        }
+    ]
     redis = pols["brickadmin-redis"]["spec"]
     assert redis["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "redis"
     ((rule,),) = [r["from"] for r in redis["ingress"]]
@@ -220,6 +226,20 @@ def test_network_policies_expose_only_the_web_port_and_redis_to_the_product(docs
     assert by_kind(only_ingress, "NetworkPolicy")["brickadmin-web"]["spec"]["ingress"][0]["from"] == [
         {"namespaceSelector": {"matchLabels": {"team": "ingress"}}}
     ]
+
+
+def test_the_web_server_believes_forwarded_headers_only_from_the_configured_proxies(docs):
+    def web_command(rendered):
+        (web,) = [d for n, d in by_kind(rendered, "Deployment").items() if n.endswith("-web")]
+        (container,) = web["spec"]["template"]["spec"]["containers"]
+        return container["command"], env_of(container)
+
+    command, env = web_command(docs)
+    assert command[command.index("--forwarded-allow-ips") + 1] == ""  # no peer, loopback included
+    assert env["BRICK_TRUSTED_PROXIES"]["value"] == ""
+    command, env = web_command(render_chart("trustedProxies={10.42.0.0/16,10.43.0.10}"))
+    assert command[command.index("--forwarded-allow-ips") + 1] == "10.42.0.0/16,10.43.0.10"
+    assert env["BRICK_TRUSTED_PROXIES"]["value"] == "10.42.0.0/16,10.43.0.10"
 
 
 def test_migrations_run_once_in_a_pre_install_and_pre_upgrade_hook_job(docs):
