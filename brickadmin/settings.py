@@ -272,6 +272,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_IGNORE_RESULT = True
+# Notifications go out on their own queue and worker (the chart's notify worker; bin/demo's):
+# procedures and the reaper never wait behind a slow mail server or webhook.
+CELERY_TASK_ROUTES = {"brickadmin.accounts.tasks.deliver": {"queue": "notify"}}
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-runs": {
         "task": "gpus.tasks.reap_stale_runs",
@@ -347,7 +350,10 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "brickadmin@localhost"
 BRICK_PUBLIC_URL = os.environ.get("BRICK_PUBLIC_URL", "")  # links in emails and webhooks: https://console.example
 BRICK_NOTIFY_RETRIES = int(os.environ.get("BRICK_NOTIFY_RETRIES", "4"))  # after the first attempt
 BRICK_NOTIFY_RETRY_SECONDS = float(os.environ.get("BRICK_NOTIFY_RETRY_SECONDS", "30"))  # doubled each retry
-BRICK_NOTIFY_TIMEOUT = float(os.environ.get("BRICK_NOTIFY_TIMEOUT", "10"))  # a webhook's answer
+BRICK_NOTIFY_TIMEOUT = float(os.environ.get("BRICK_NOTIFY_TIMEOUT", "10"))  # a webhook's answer, per read
+# One send (an email or a webhook post), connecting and answering included: then it is cut and
+# retried later. A peer trickling a header line every few seconds never trips a per-read timeout.
+BRICK_NOTIFY_DEADLINE_SECONDS = float(os.environ.get("BRICK_NOTIFY_DEADLINE_SECONDS", "20"))
 # Hosts chat webhooks may post to (comma-separated); empty: any host not on a loopback or
 # link-local address (brickadmin/accounts/webhooks.py).
 BRICK_WEBHOOK_ALLOWED_HOSTS = [h for h in os.environ.get("BRICK_WEBHOOK_ALLOWED_HOSTS", "").split(",") if h.strip()]

@@ -20,7 +20,7 @@ from .conftest import CHART, NAMESPACE, REPO, ensure_release_namespace, helm, re
 pytestmark = pytest.mark.lab
 
 RULES = CHART / "files" / "brickadmin-rules.yaml"
-PRODUCT = ("web", "worker", "beat", "watcher")
+PRODUCT = ("web", "worker", "notify", "beat", "watcher")
 
 # exactly what brickadmin/cluster/kube.py calls (watch: the cluster watcher's streams),
 # cluster-wide; the plugin's and the Lease's writes are Roles (below)
@@ -119,6 +119,8 @@ def test_the_chart_renders_web_worker_beat_watcher_redis_with_the_service_accoun
     # beat sends periodic tasks and never calls the API server: no token in its pod
     beat = deployments["brickadmin-beat"]["spec"]["template"]["spec"]
     assert beat["automountServiceAccountToken"] is False and "serviceAccountName" not in beat
+    notify = deployments["brickadmin-notify"]["spec"]["template"]["spec"]  # emails and webhooks: no token either
+    assert notify["automountServiceAccountToken"] is False and "serviceAccountName" not in notify
     assert deployments["brickadmin-redis"]["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
     assert set(by_kind(docs, "Service")) == {"brickadmin-web", "brickadmin-redis"}
     assert by_kind(docs, "ServiceAccount")["brickadmin"]["metadata"]["namespace"] == NAMESPACE
@@ -213,7 +215,7 @@ def test_network_policies_expose_only_the_web_port_and_redis_to_the_product(docs
     assert exprs == {
         "app.kubernetes.io/name": ["brickadmin"],
         "app.kubernetes.io/instance": ["brickadmin"],
-        "app.kubernetes.io/component": ["web", "worker", "beat", "watcher"],
+        "app.kubernetes.io/component": ["web", "worker", "notify", "beat", "watcher"],
     }
     assert "namespaceSelector" not in rule  # the release's own namespace only
     # the pods carry the labels the policies select
@@ -240,6 +242,15 @@ def test_the_web_server_believes_forwarded_headers_only_from_the_configured_prox
     command, env = web_command(render_chart("trustedProxies={10.42.0.0/16,10.43.0.10}"))
     assert command[command.index("--forwarded-allow-ips") + 1] == "10.42.0.0/16,10.43.0.10"
     assert env["BRICK_TRUSTED_PROXIES"]["value"] == "10.42.0.0/16,10.43.0.10"
+
+
+def test_notifications_have_a_worker_of_their_own_and_procedures_never_wait_behind_them(docs):
+    deployments = by_kind(docs, "Deployment")
+    (worker,) = deployments["brickadmin-worker"]["spec"]["template"]["spec"]["containers"]
+    (notify,) = deployments["brickadmin-notify"]["spec"]["template"]["spec"]["containers"]
+    assert worker["command"][worker["command"].index("-Q") + 1] == "celery"
+    assert notify["command"][notify["command"].index("-Q") + 1] == "notify"
+    assert env_of(notify)["REDIS_URL"] == env_of(worker)["REDIS_URL"]
 
 
 def test_migrations_run_once_in_a_pre_install_and_pre_upgrade_hook_job(docs):
