@@ -35,6 +35,7 @@ class ClusterErrorMiddleware:
 # --- what a request may carry ----------------------------------------------------------
 
 QUERY_VALUE_MAX = 1000  # characters of one query parameter: more than any page needs (search uses 100)
+HEADER_VALUE_MAX = 100  # characters of Last-Event-ID: a sequence number has at most 18 digits
 # C0 control characters but tab, line feed and carriage return (a text area holds those):
 # PostgreSQL refuses a NUL in text, and none of them belongs in a name, a search or a form field.
 _CONTROL = frozenset(chr(c) for c in range(32)) - {"\t", "\n", "\r"}
@@ -54,6 +55,17 @@ def refused_input(request) -> str | None:
 
     if has_control_character(request.path):
         return _("The address holds a control character (such as a NUL byte).")
+    if len(request.headers.get("Last-Event-ID", "")) > HEADER_VALUE_MAX:
+        return _("The Last-Event-ID header is longer than %(n)d characters.") % {"n": HEADER_VALUE_MAX}
+    from .lockout import UnusableForwardedAddress, client_ip
+
+    try:
+        client_ip(request)
+    except UnusableForwardedAddress:
+        return _(
+            "The X-Forwarded-For header does not end with the client's address as the proxy in front saw it; "
+            "the proxy or the number of trusted proxies is misconfigured."
+        )
     for name, values in request.GET.lists():
         if has_control_character(name) or any(has_control_character(v) for v in values):
             return _("The query parameter %(name)s holds a control character (such as a NUL byte).") % {
@@ -98,6 +110,27 @@ class SlidingSessionMiddleware(SessionMiddleware):
 
     REFRESH_SECONDS = 60
     REFRESHED = "_brick_refreshed"
+    KEY_MAX = 64  # characters: Django's keys have 32 (a-z, 0-9)
+
+    def process_request(self, request):
+        """A cookie no session could have (a NUL byte, which PostgreSQL refuses in a query,
+        another control or non-ASCII character, or a length no key has) is no session: the page
+        answers as to someone not signed in, instead of failing on the lookup."""
+        name = self.settings_cookie_name()
+        key = request.COOKIES.get(name)
+        if key is not None and not self.usable_key(key):
+            request.COOKIES = {k: v for k, v in request.COOKIES.items() if k != name}
+        super().process_request(request)
+
+    @staticmethod
+    def settings_cookie_name() -> str:
+        from django.conf import settings
+
+        return settings.SESSION_COOKIE_NAME
+
+    @classmethod
+    def usable_key(cls, key: str) -> bool:
+        return 0 < len(key) <= cls.KEY_MAX and key.isascii() and key.isprintable() and " " not in key
 
     def process_response(self, request, response):
         session = getattr(request, "session", None)

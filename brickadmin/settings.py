@@ -6,6 +6,7 @@ DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS, DATABASE_URL, REDIS_URL and either
 BRICK_KUBECONFIG or BRICK_IN_CLUSTER=1.
 """
 
+import ipaddress
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -61,6 +62,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "brickadmin.middleware.NoStoreMiddleware",  # Cache-Control: no-store for whoever is signed in
     "brickadmin.middleware.RequestInputMiddleware",  # NUL, control characters, overlong queries: a 400
+    "brickadmin.lockout.AccountBudgetMiddleware",  # sign-in: an account's guesses across addresses
     "brickadmin.accounts.middleware.TimezoneMiddleware",  # the chosen zone, else the browser's, else TIME_ZONE_DISPLAY
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -137,6 +139,12 @@ AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("BRICK_LOGIN_COOLOFF_MI
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # the pair: a username from one address
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # the wait is not restarted by more failures
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
+# An account's budget across every address (brickadmin/lockout.py): past SLOW_AFTER failures
+# within the cool-off an attempt from a browser that never signed in to it waits 1, 2, 4 ... 60 s
+# after the last failure; at FAILURE_LIMIT such browsers are locked out of it until failures
+# age out of the cool-off or an admin unlocks it. Browsers that signed in to it before are not.
+BRICK_LOGIN_ACCOUNT_SLOW_AFTER = int(os.environ.get("BRICK_LOGIN_ACCOUNT_SLOW_AFTER", "10"))
+BRICK_LOGIN_ACCOUNT_FAILURE_LIMIT = int(os.environ.get("BRICK_LOGIN_ACCOUNT_FAILURE_LIMIT", "20"))
 AXES_HANDLER = "brickadmin.lockout.LockoutHandler"  # failures refused while locked are logged too
 AXES_ENABLE_ADMIN = False  # its records are shown read-only by brickadmin/admin.py
 AXES_LOCKOUT_CALLABLE = "brickadmin.lockout.lockout_response"
@@ -146,6 +154,15 @@ AXES_WHITELIST_CALLABLE = "brickadmin.lockout.provider_sign_in"  # single sign-o
 # append to X-Forwarded-For (the chart's trustedProxyCount) so the client's own address is the
 # one locked out; addresses a client writes into the header itself are never read.
 BRICK_TRUSTED_PROXY_COUNT = int(os.environ.get("BRICK_TRUSTED_PROXY_COUNT", "0"))
+# The proxies' addresses or networks (comma-separated, the chart's trustedProxies): the header is
+# read only when the request comes from one of them; empty: from any peer (the chart's
+# NetworkPolicy then admits only the ingress controller's namespace).
+BRICK_TRUSTED_PROXIES = [p.strip() for p in os.environ.get("BRICK_TRUSTED_PROXIES", "").split(",") if p.strip()]
+for _proxy in BRICK_TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise RuntimeError(f"BRICK_TRUSTED_PROXIES: {_proxy!r} is not an address or a network") from None
 
 # --- sessions ----------------------------------------------------------------
 # A local sign-in lasts BRICK_SESSION_IDLE_HOURS without a request (8: a working day); a request
@@ -166,6 +183,9 @@ if BRICK_OIDC_ENABLED and not (OIDC_RP_CLIENT_ID and OIDC_RP_CLIENT_SECRET):
     raise RuntimeError("BRICK_OIDC_ISSUER is set: BRICK_OIDC_CLIENT_ID and BRICK_OIDC_CLIENT_SECRET are required")
 BRICK_OIDC_ADMIN_GROUP = os.environ.get("BRICK_OIDC_ADMIN_GROUP", "")  # empty: nobody is admin by the provider
 BRICK_OIDC_GROUPS_CLAIM = os.environ.get("BRICK_OIDC_GROUPS_CLAIM", "groups")  # dotted: realm_access.roles
+# The most groups one sign-in makes a user a member of (and creates): the admin group and
+# existing groups first. A token naming more is logged; the admin role still reads it whole.
+BRICK_OIDC_GROUPS_MAX = int(os.environ.get("BRICK_OIDC_GROUPS_MAX", "200"))
 BRICK_OIDC_PROVIDER_NAME = os.environ.get("BRICK_OIDC_PROVIDER_NAME", "")  # the button; default: the issuer's host
 OIDC_RP_SCOPES = os.environ.get("BRICK_OIDC_SCOPES", "openid profile email groups")
 BRICK_OIDC_DISCOVERY_CACHE_SECONDS = int(os.environ.get("BRICK_OIDC_DISCOVERY_CACHE_SECONDS", "3600"))
@@ -252,6 +272,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_IGNORE_RESULT = True
+# Notifications go out on their own queue and worker (the chart's notify worker; bin/demo's):
+# procedures and the reaper never wait behind a slow mail server or webhook.
+CELERY_TASK_ROUTES = {"brickadmin.accounts.tasks.deliver": {"queue": "notify"}}
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-runs": {
         "task": "gpus.tasks.reap_stale_runs",
@@ -328,7 +351,10 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "brickadmin@localhost"
 BRICK_PUBLIC_URL = os.environ.get("BRICK_PUBLIC_URL", "")  # links in emails and webhooks: https://console.example
 BRICK_NOTIFY_RETRIES = int(os.environ.get("BRICK_NOTIFY_RETRIES", "4"))  # after the first attempt
 BRICK_NOTIFY_RETRY_SECONDS = float(os.environ.get("BRICK_NOTIFY_RETRY_SECONDS", "30"))  # doubled each retry
-BRICK_NOTIFY_TIMEOUT = float(os.environ.get("BRICK_NOTIFY_TIMEOUT", "10"))  # a webhook's answer
+BRICK_NOTIFY_TIMEOUT = float(os.environ.get("BRICK_NOTIFY_TIMEOUT", "10"))  # a webhook's answer, per read
+# One send (an email or a webhook post), connecting and answering included: then it is cut and
+# retried later. A peer trickling a header line every few seconds never trips a per-read timeout.
+BRICK_NOTIFY_DEADLINE_SECONDS = float(os.environ.get("BRICK_NOTIFY_DEADLINE_SECONDS", "20"))
 # Hosts chat webhooks may post to (comma-separated); empty: any host not on a loopback or
 # link-local address (brickadmin/accounts/webhooks.py).
 BRICK_WEBHOOK_ALLOWED_HOSTS = [h for h in os.environ.get("BRICK_WEBHOOK_ALLOWED_HOSTS", "").split(",") if h.strip()]

@@ -41,9 +41,10 @@ def knob(name: str, default: float) -> float:
 
 def resume_after(last_event_id: str | None, after: str | None) -> int:
     """The sequence number a stream starts after: the browser's Last-Event-ID (a reconnect)
-    wins over the page's ``?after=`` (the first connection); anything else starts at 0."""
+    wins over the page's ``?after=`` (the first connection); anything else starts at 0, a
+    number of more digits than a sequence number has too (int() refuses over 4,300 of them)."""
     for value in (last_event_id, after):
-        number = ascii_number((value or "").strip(), max_digits=None)
+        number = ascii_number((value or "").strip())
         if number is not None:
             return number
     return 0

@@ -3,12 +3,17 @@ retrying with backoff; after the last attempt it stays failed, for admins to see
 
 from __future__ import annotations
 
+import http.client
 import json
+import socket
+import threading
+import time
 import urllib.request
+from contextlib import contextmanager
 
 from celery import shared_task
 from django.conf import settings
-from django.core.mail import EmailMessage
+from django.core.mail import EmailMessage, get_connection
 
 from . import webhooks
 from .models import Delivery
@@ -19,12 +24,84 @@ def _absolute(link: str) -> str:
     return f"{base}{link}" if link and base else link
 
 
+class DeadlinePassed(TimeoutError):
+    """The peer did not take the notification within BRICK_NOTIFY_DEADLINE_SECONDS."""
+
+
+@contextmanager
+def deadline(sockets: list):
+    """A total deadline for one send: a per-read timeout lets a peer that trickles a byte every
+    few seconds hold the worker for ever, so when BRICK_NOTIFY_DEADLINE_SECONDS have passed the
+    connection's sockets (appended to ``sockets`` as they open) are shut, whatever they wait for."""
+    seconds = settings.BRICK_NOTIFY_DEADLINE_SECONDS
+    passed = threading.Event()
+
+    def cut():
+        passed.set()
+        for sock in list(sockets):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    timer = threading.Timer(seconds, cut)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield time.monotonic() + seconds
+    except Exception as exc:
+        if passed.is_set():
+            raise DeadlinePassed(f"no answer within {seconds:g} s") from exc
+        raise
+    finally:
+        timer.cancel()
+    if passed.is_set():
+        raise DeadlinePassed(f"no answer within {seconds:g} s")
+
+
 def send_email(d: Delivery) -> None:
     note = d.notification
     body = note.body + (f"\n\n{_absolute(note.link)}" if note.link else "")
-    EmailMessage(subject=note.subject, body=body, to=[d.address], from_email=settings.DEFAULT_FROM_EMAIL).send(
-        fail_silently=False
-    )
+    sockets: list = []
+    with deadline(sockets) as until:
+        backend = get_connection(fail_silently=False, timeout=min(settings.EMAIL_TIMEOUT, until - time.monotonic()))
+        backend.open()
+        if backend.connection is not None and backend.connection.sock is not None:
+            sockets.append(backend.connection.sock)
+        try:
+            EmailMessage(
+                subject=note.subject,
+                body=body,
+                to=[d.address],
+                from_email=settings.DEFAULT_FROM_EMAIL,
+                connection=backend,
+            ).send(fail_silently=False)
+        finally:
+            backend.close()
+
+
+def _opener(sockets: list):
+    """webhooks.opener (no redirects), its connections' sockets recorded for the deadline."""
+
+    class Connection(http.client.HTTPConnection):
+        def connect(self):
+            super().connect()
+            sockets.append(self.sock)
+
+    class SecureConnection(http.client.HTTPSConnection):
+        def connect(self):
+            super().connect()
+            sockets.append(self.sock)
+
+    class Handler(urllib.request.HTTPHandler):
+        def http_open(self, req):
+            return self.do_open(Connection, req)
+
+    class SecureHandler(urllib.request.HTTPSHandler):
+        def https_open(self, req):
+            return self.do_open(SecureConnection, req, context=self._context)
+
+    return urllib.request.build_opener(webhooks.NoRedirects, Handler, SecureHandler)
 
 
 def webhook_payload(d: Delivery) -> dict:
@@ -42,15 +119,27 @@ def send_webhook(d: Delivery) -> None:
     req = urllib.request.Request(
         d.address, data=data, method="POST", headers={"Content-Type": "application/json", "User-Agent": "brickadmin"}
     )
-    with webhooks.opener.open(req, timeout=settings.BRICK_NOTIFY_TIMEOUT) as resp:  # a 3xx is an error here
-        if resp.status >= 300:
-            raise OSError(f"HTTP {resp.status}")
+    sockets: list = []
+    with deadline(sockets) as until:
+        timeout = min(settings.BRICK_NOTIFY_TIMEOUT, until - time.monotonic())
+        with _opener(sockets).open(req, timeout=timeout) as resp:  # a 3xx is an error here
+            if resp.status >= 300:
+                raise OSError(f"HTTP {resp.status}")
+            resp.read(65536)  # the answer, within the deadline too
 
 
 SENDERS = {Delivery.Channel.EMAIL: send_email, Delivery.Channel.WEBHOOK: send_webhook}
 
 
-@shared_task(name="brickadmin.accounts.tasks.deliver", bind=True, acks_late=True)
+# On its own queue (settings.CELERY_TASK_ROUTES: "notify", its own worker), so a slow peer never
+# holds the worker that runs procedures and the reaper; the hard time limit is a last resort
+# behind the deadline above.
+@shared_task(
+    name="brickadmin.accounts.tasks.deliver",
+    bind=True,
+    acks_late=True,
+    time_limit=int(settings.BRICK_NOTIFY_DEADLINE_SECONDS) + 30,
+)
 def deliver(self, delivery_id: int) -> str:
     d = Delivery.objects.select_related("notification").filter(pk=delivery_id).first()
     if d is None or d.status == Delivery.Status.SENT:

@@ -64,11 +64,11 @@ def refusal(url: str, allowed_hosts: Iterable[str], resolver: Resolver = resolve
     return ""
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
+class NoRedirects(urllib.request.HTTPRedirectHandler):
     """A redirect could point the post somewhere the address check never saw."""
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         return None
 
 
-opener = urllib.request.build_opener(_NoRedirects)
+opener = urllib.request.build_opener(NoRedirects)

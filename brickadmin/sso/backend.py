@@ -38,6 +38,33 @@ log = logging.getLogger(__name__)
 SIGN_ALGORITHM = "RS256"
 USERNAME_MAX = 150  # django.contrib.auth's User.username
 GROUP_NAME_MAX = 150  # django.contrib.auth's Group.name
+IDENTIFIER_MAX = 255  # ProviderIdentity.issuer and .subject
+EMAIL_MAX = 254  # django.contrib.auth's User.email
+
+
+def has_control(text: str) -> bool:
+    return any(unicodedata.category(c) == "Cc" for c in text)
+
+
+def usable_identifier(value) -> bool:
+    """`sub` and `iss` as stored: a non-empty string of at most 255 characters, on one line and
+    without a NUL (PostgreSQL refuses one in text)."""
+    return isinstance(value, str) and 0 < len(value) <= IDENTIFIER_MAX and not has_control(value)
+
+
+def email_from(claims: dict) -> str | None:
+    """The `email` claim when it is one address Django accepts (no NUL, no CR or LF, which
+    would add headers to a notification's email, at most 254 characters); None otherwise."""
+    from django.core.validators import validate_email
+
+    value = claims.get("email")
+    if not isinstance(value, str) or len(value) > EMAIL_MAX or has_control(value):
+        return None
+    try:
+        validate_email(value)
+    except ValidationError:
+        return None
+    return value
 
 
 def username_from(claims: dict) -> str:
@@ -79,10 +106,27 @@ def groups_from(claims: dict) -> list[str]:
             and name
             and len(name) <= GROUP_NAME_MAX
             and name not in names
-            and not any(unicodedata.category(c) == "Cc" for c in name)
+            and not has_control(name)
         ):
             names.append(name)
     return names
+
+
+def groups_kept(groups: list[str]) -> list[str]:
+    """The groups a sign-in makes the user a member of: at most BRICK_OIDC_GROUPS_MAX, the admin
+    group and groups that already exist first, then new ones in the token's order. A token
+    naming thousands of groups creates no more than that; the admin role is read from the
+    whole claim (update_user)."""
+    cap = settings.BRICK_OIDC_GROUPS_MAX
+    if len(groups) <= cap:
+        return groups
+    wanted = set(groups)
+    first = [settings.BRICK_OIDC_ADMIN_GROUP] if settings.BRICK_OIDC_ADMIN_GROUP in wanted else []
+    existing = set(Group.objects.filter(name__in=groups).values_list("name", flat=True))
+    ordered = first + [g for g in groups if g in existing and g not in first]
+    ordered += [g for g in groups if g not in existing and g not in first]
+    log.warning("single sign-on: a token names %d groups; the first %d are kept", len(groups), cap)
+    return ordered[:cap]
 
 
 class ProviderBackend(OIDCAuthenticationBackend):
@@ -170,7 +214,10 @@ class ProviderBackend(OIDCAuthenticationBackend):
 
     # --- the user ----------------------------------------------------------------------
     def verify_claims(self, claims):
-        return bool(claims.get("sub")) and bool(claims.get("iss"))
+        if not (usable_identifier(claims.get("sub")) and usable_identifier(claims.get("iss"))):
+            log.warning("single sign-on refused: sub or iss is empty, over 255 characters or holds a control character")
+            return False
+        return True
 
     def describe_user_by_claims(self, claims):
         return f"subject {claims.get('sub')} of {claims.get('iss')}"
@@ -201,16 +248,20 @@ class ProviderBackend(OIDCAuthenticationBackend):
             and not self.UserModel.objects.filter(username__iexact=wanted).exclude(pk=user.pk).exists()
         ):
             user.username = wanted  # renamed at the provider
-        if isinstance(claims.get("email"), str):
-            user.email = claims["email"][:254]
+        email = email_from(claims)
+        if email is not None:
+            user.email = email
+        elif "email" in claims:
+            log.warning("single sign-on: the email claim of %s is not one address; not stored", user.username)
         groups = groups_from(claims)
         admin_group = settings.BRICK_OIDC_ADMIN_GROUP
         was_admin = user.is_staff
         user.is_staff = bool(admin_group) and admin_group in groups
         user.is_superuser = False  # the console's admin role is is_staff; nothing more from a claim
         user.save()
-        user.groups.set([Group.objects.get_or_create(name=name)[0] for name in groups])
-        ProviderIdentity.objects.filter(user=user).update(last_login_groups=groups)
+        kept = groups_kept(groups)
+        user.groups.set([Group.objects.get_or_create(name=name)[0] for name in kept])
+        ProviderIdentity.objects.filter(user=user).update(last_login_groups=kept)
         if was_admin != user.is_staff:
             log.info("single sign-on: %s %s the admin role", user.username, "gains" if user.is_staff else "loses")
         return user

@@ -197,3 +197,86 @@ def test_behind_a_proxy_each_client_is_locked_alone_and_cannot_choose_its_addres
     # alice at another desk behind the same proxy signs in
     client, r = through_proxy("203.0.113.8", "pw-alice-123")
     assert r.status_code == 302 and signed_in(client)
+
+
+# --- an account's budget across addresses ------------------------------------------------------
+
+
+def test_eighty_guesses_from_twenty_addresses_lock_the_account_for_unknown_browsers(admin_user, settings, capsys):
+    settings.BRICK_LOGIN_ACCOUNT_SLOW_AFTER = 1000  # the slowing is the next test's
+    earlier, r = attempt("10.0.0.7", "root", "pw-root-123")  # the admin signed in with this browser before
+    assert r.status_code == 302
+    admins_browser = Client(REMOTE_ADDR="10.0.0.7")  # signed out; the browser keeps its device cookie
+    admins_browser.cookies["brick_device"] = earlier.cookies["brick_device"].value
+    for i in range(20):
+        for _ in range(4):  # under the per-address limit of 5
+            attempt(f"198.51.100.{i + 1}", "root", "guess")
+    # the right password from a 21st address, a browser that never signed in: refused
+    client, r = attempt("198.51.100.99", "root", "pw-root-123")
+    assert r.status_code == 429 and not signed_in(client) and int(r["Retry-After"]) > 0
+    assert "from several addresses" in r.content.decode()
+    # the admin's own browser is not locked out by the attacker
+    r = admins_browser.post(reverse("login"), {"username": "root", "password": "pw-root-123"})
+    assert r.status_code == 302 and signed_in(admins_browser)
+    # a browser holding another account's device cookie is still unknown for root
+    other = Client(REMOTE_ADDR="198.51.100.98")
+    other.cookies["brick_device"] = "forged"
+    r = other.post(reverse("login"), {"username": "root", "password": "pw-root-123"})
+    assert r.status_code == 429
+    # the break-glass command unlocks the account
+    call_command("unlock_sign_in", "root")
+    client, r = attempt("198.51.100.99", "root", "pw-root-123")
+    assert r.status_code == 302 and signed_in(client)
+
+
+def test_past_the_slowing_point_each_attempt_waits_longer(alice, settings):
+    from django.utils import timezone
+
+    settings.BRICK_LOGIN_ACCOUNT_SLOW_AFTER = 3
+    start = timezone.now()
+    with at(start):
+        for i in range(3):
+            attempt(f"192.0.2.{i + 1}", "alice", "wrong")
+        _c, r = attempt("192.0.2.10", "alice", "wrong")  # the 4th failure: 1 s after the 3rd at the earliest
+    with at(start + timedelta(seconds=0.5)):
+        client, r = attempt("192.0.2.11", "alice", "pw-alice-123")
+        assert r.status_code == 429 and not signed_in(client) and r["Retry-After"] in ("1", "2")
+    with at(start + timedelta(seconds=3)):
+        client, r = attempt("192.0.2.11", "alice", "pw-alice-123")
+        assert r.status_code == 302 and signed_in(client)
+
+
+def test_refused_attempts_are_not_counted_and_the_lock_ages_out(alice, settings):
+    from django.utils import timezone
+
+    settings.BRICK_LOGIN_ACCOUNT_SLOW_AFTER = 1000
+    settings.BRICK_LOGIN_ACCOUNT_FAILURE_LIMIT = 6
+    start = timezone.now()
+    with at(start):
+        for i in range(6):
+            attempt(f"192.0.2.{i + 1}", "alice", "wrong")
+    with at(start + timedelta(minutes=10)):
+        for i in range(30):  # the attacker keeps going while it is locked: refused, not counted
+            assert attempt(f"192.0.2.{i + 50}", "alice", "wrong")[1].status_code == 429
+    with at(start + settings.AXES_COOLOFF_TIME + timedelta(seconds=1)):
+        client, r = attempt("192.0.2.99", "alice", "pw-alice-123")
+        assert r.status_code == 302 and signed_in(client)
+
+
+def test_the_forwarded_address_is_read_only_from_the_configured_proxies(settings):
+    from brickadmin.lockout import client_ip
+
+    settings.BRICK_TRUSTED_PROXY_COUNT = 1
+    settings.BRICK_TRUSTED_PROXIES = ["10.42.0.0/16"]
+    through_ingress = RequestFactory().post("/login/", REMOTE_ADDR="10.42.3.4", HTTP_X_FORWARDED_FOR="203.0.113.7")
+    assert client_ip(through_ingress) == "203.0.113.7"
+    # another pod reaching the web pod directly, writing the header itself: its own address
+    direct = RequestFactory().post("/login/", REMOTE_ADDR="10.99.0.5", HTTP_X_FORWARDED_FOR="203.0.113.7")
+    assert client_ip(direct) == "10.99.0.5"
+    loopback = RequestFactory().post("/login/", REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="203.0.113.7")
+    assert client_ip(loopback) == "127.0.0.1"
+
+
+def test_the_demo_server_believes_no_forwarded_header():
+    demo = (ROOT / "bin" / "demo").read_text()
+    assert "--no-proxy-headers" in demo.split("uvicorn brickadmin.asgi:application", 1)[1].split("&\n", 1)[0]

@@ -20,7 +20,7 @@ from .conftest import CHART, NAMESPACE, REPO, ensure_release_namespace, helm, re
 pytestmark = pytest.mark.lab
 
 RULES = CHART / "files" / "brickadmin-rules.yaml"
-PRODUCT = ("web", "worker", "beat", "watcher")
+PRODUCT = ("web", "worker", "notify", "beat", "watcher")
 
 # exactly what brickadmin/cluster/kube.py calls (watch: the cluster watcher's streams),
 # cluster-wide; the plugin's and the Lease's writes are Roles (below)
@@ -124,6 +124,8 @@ def test_the_chart_renders_web_worker_beat_watcher_redis_with_the_service_accoun
     # beat sends periodic tasks and never calls the API server: no token in its pod
     beat = deployments["brickadmin-beat"]["spec"]["template"]["spec"]
     assert beat["automountServiceAccountToken"] is False and "serviceAccountName" not in beat
+    notify = deployments["brickadmin-notify"]["spec"]["template"]["spec"]  # emails and webhooks: no token either
+    assert notify["automountServiceAccountToken"] is False and "serviceAccountName" not in notify
     assert deployments["brickadmin-redis"]["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
     assert set(by_kind(docs, "Service")) == {"brickadmin-web", "brickadmin-redis"}
     assert by_kind(docs, "ServiceAccount")["brickadmin"]["metadata"]["namespace"] == NAMESPACE
@@ -204,7 +206,13 @@ def test_network_policies_expose_only_the_web_port_and_redis_to_the_product(docs
     }
     web = pols["brickadmin-web"]["spec"]
     assert web["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "web"
-    assert web["ingress"] == [{"ports": [{"port": "http", "protocol": "TCP"}]}]
+    # only the ingress controller's pods reach the web port: no other pod forges X-Forwarded-For
+    assert web["ingress"] == [
+        {
+            "ports": [{"port": "http", "protocol": "TCP"}],
+            "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}],
+        }
+    ]
     redis = pols["brickadmin-redis"]["spec"]
     assert redis["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "redis"
     ((rule,),) = [r["from"] for r in redis["ingress"]]
@@ -212,7 +220,7 @@ def test_network_policies_expose_only_the_web_port_and_redis_to_the_product(docs
     assert exprs == {
         "app.kubernetes.io/name": ["brickadmin"],
         "app.kubernetes.io/instance": ["brickadmin"],
-        "app.kubernetes.io/component": ["web", "worker", "beat", "watcher"],
+        "app.kubernetes.io/component": ["web", "worker", "notify", "beat", "watcher"],
     }
     assert "namespaceSelector" not in rule  # the release's own namespace only
     # the pods carry the labels the policies select
@@ -225,6 +233,29 @@ def test_network_policies_expose_only_the_web_port_and_redis_to_the_product(docs
     assert by_kind(only_ingress, "NetworkPolicy")["brickadmin-web"]["spec"]["ingress"][0]["from"] == [
         {"namespaceSelector": {"matchLabels": {"team": "ingress"}}}
     ]
+
+
+def test_the_web_server_believes_forwarded_headers_only_from_the_configured_proxies(docs):
+    def web_command(rendered):
+        (web,) = [d for n, d in by_kind(rendered, "Deployment").items() if n.endswith("-web")]
+        (container,) = web["spec"]["template"]["spec"]["containers"]
+        return container["command"], env_of(container)
+
+    command, env = web_command(docs)
+    assert command[command.index("--forwarded-allow-ips") + 1] == ""  # no peer, loopback included
+    assert env["BRICK_TRUSTED_PROXIES"]["value"] == ""
+    command, env = web_command(render_chart("trustedProxies={10.42.0.0/16,10.43.0.10}"))
+    assert command[command.index("--forwarded-allow-ips") + 1] == "10.42.0.0/16,10.43.0.10"
+    assert env["BRICK_TRUSTED_PROXIES"]["value"] == "10.42.0.0/16,10.43.0.10"
+
+
+def test_notifications_have_a_worker_of_their_own_and_procedures_never_wait_behind_them(docs):
+    deployments = by_kind(docs, "Deployment")
+    (worker,) = deployments["brickadmin-worker"]["spec"]["template"]["spec"]["containers"]
+    (notify,) = deployments["brickadmin-notify"]["spec"]["template"]["spec"]["containers"]
+    assert worker["command"][worker["command"].index("-Q") + 1] == "celery"
+    assert notify["command"][notify["command"].index("-Q") + 1] == "notify"
+    assert env_of(notify)["REDIS_URL"] == env_of(worker)["REDIS_URL"]
 
 
 def test_migrations_run_once_in_a_pre_install_and_pre_upgrade_hook_job(docs):
@@ -324,7 +355,20 @@ def test_admission_policies_name_the_workspace_label_and_the_service_account(doc
             }
         ]
         for v in p["spec"]["validations"]:
-            assert f"'{vocab.WORKSPACE_LABEL}'" in v["expression"] and v["reason"] == "Forbidden"
+            assert v["reason"] == "Forbidden"
+            names = (f"'{vocab.WORKSPACE_LABEL}'", "'pod-security.kubernetes.io/enforce'")
+            assert any(name in v["expression"] for name in names)
+    (pod_security,) = [
+        v
+        for v in policies["brickadmin-workspace-namespaces"]["spec"]["validations"]
+        if "pod-security" in v["expression"]
+    ]
+    assert "['baseline', 'restricted']" in pod_security["expression"]  # the chart's default level, or stricter
+    restricted = by_kind(render_chart("workspacePodSecurity=restricted"), "ValidatingAdmissionPolicy")
+    assert any(
+        "['restricted']" in v["expression"]
+        for v in restricted["brickadmin-workspace-namespaces"]["spec"]["validations"]
+    )
     quota_rules = policies["brickadmin-workspace-quotas"]["spec"]["matchConstraints"]["resourceRules"]
     assert quota_rules[0]["resources"] == ["resourcequotas", "limitranges"]
     workload_rules = policies["brickadmin-workspace-workloads"]["spec"]["matchConstraints"]["resourceRules"]

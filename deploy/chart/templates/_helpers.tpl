@@ -54,6 +54,8 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "brickadmin.serviceAcc
   value: {{ .Values.prometheus.url | quote }}
 - name: BRICK_TRUSTED_PROXY_COUNT  # the client address sign-in lockouts count (brickadmin/lockout.py)
   value: {{ .Values.trustedProxyCount | quote }}
+- name: BRICK_TRUSTED_PROXIES  # X-Forwarded-For is read only from these peers (empty: any)
+  value: {{ join "," .Values.trustedProxies | quote }}
 - name: BRICK_SESSION_IDLE_HOURS
   value: {{ .Values.sessionIdleHours | quote }}
 - name: DATABASE_URL
