@@ -133,6 +133,9 @@ def test_a_dra_node_shows_its_pools_gpus_and_devices(dra, admin_client):
     assert "observer gpu-monitoring/dcgm-admin" in gpu1
     assert "brick.cloud/maintenance=planned:None dry run · rule dra-a100-01-gpu-1-maintenance" in gpu1
     assert "Not used: NVIDIA's DRA driver publishes this node's GPUs" in text(html)
+    # the device plugin's GPU map is not shown (it would call claimed GPUs free); the pods card says where they are
+    assert 'id="gpu-map-title"' not in html
+    assert "the pods that hold GPUs through ResourceClaims are listed with their devices above" in text(html)
 
 
 def test_an_incomplete_pool_says_what_was_seen_and_counts_nothing(dra, admin_client):
