@@ -367,6 +367,8 @@ class ViewNode(models.Model):
     is_gpu = models.BooleanField(default=False)
     model = models.CharField(max_length=200, blank=True, default="")
     mode = models.CharField(max_length=16, blank=True, default="")
+    # Which stack publishes its GPUs: device-plugin | dra | both | "" (NodeLedger.stack)
+    stack = models.CharField(max_length=16, blank=True, default="")
     convention = models.CharField(max_length=16, blank=True, default="")
     cordoned = models.BooleanField(default=False)
     problems = models.PositiveIntegerField(default=0)
@@ -395,7 +397,12 @@ class ViewTypeRow(models.Model):
     physical = models.IntegerField(default=0)
     cordoned_logical = models.IntegerField(default=0)
     nodes = models.IntegerField(default=0)
-    sharing_strategy = models.CharField(max_length=16, default="none")  # none | time-slicing | mps
+    sharing_strategy = models.CharField(max_length=32, default="none")  # none | time-slicing | mps | consumable-shares
+    # Of the row, what nodes publishing through DRA add (the rest is the device plugin's),
+    # and whether unlimited consumable shares are among its GPUs (logical then counts claims).
+    dra_logical = models.IntegerField(default=0)
+    dra_physical = models.IntegerField(default=0)
+    unlimited = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["position"]

@@ -10,6 +10,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from gpus.numbers import capacity
+from gpus.numbers.dra_lines import is_dra_resource
 
 from ..choices import GpuMode, GpuType
 
@@ -115,8 +116,64 @@ def term(key, text=None):
 
 @register.filter
 def gpu_type_name(gpu_type):
-    """'Exclusive', 'Shared (time-slicing)', 'MIG 1g.5gb' (gpus.choices.GpuType)."""
+    """'Exclusive', 'Shared (time-slicing)', 'MIG 1g.5gb' (gpus.choices.GpuType); DRA's
+    dynamic MIG is 'MIG, dynamic'."""
+    if gpu_type == "mig-dynamic":
+        return gettext("MIG, dynamic")
     return GpuType.label_of(gpu_type)
+
+
+# How a GPU published through DRA is offered (gpus.numbers.dra_lines: DraGpu.mode)
+DRA_MODES = {
+    "whole": _("Whole GPU"),
+    "static-mig": _("MIG, static"),
+    "dynamic-mig": _("MIG, dynamic (partitioned when claimed)"),
+    "shared": _("Consumable shares"),
+    "vfio": _("VFIO passthrough"),
+}
+
+# Which stack publishes a node's GPUs (NodeLedger.stack)
+STACKS = {"device-plugin": _("Device plugin"), "dra": _("DRA"), "both": _("Both")}
+
+
+@register.filter
+def is_dra(resource):
+    """Whether a resource line counts a DeviceClass's devices (DRA), not a device plugin's resource."""
+    return is_dra_resource(str(resource or ""))
+
+
+@register.filter
+def dra_mode_name(mode):
+    """'Whole GPU', 'MIG, static', 'MIG, dynamic (...)', 'Consumable shares', 'VFIO passthrough'."""
+    return DRA_MODES.get(str(mode or ""), mode)
+
+
+@register.filter
+def fits_now(by_profile):
+    """Dynamic MIG: the MIG devices of each profile that fit in what is free now, those that
+    fit at all ('1g.10gb ×2, 1g.20gb ×1'); the whole GPU is named 'whole GPU'."""
+    return ", ".join(
+        f"{gettext('whole GPU') if profile == 'gpu' else profile} ×{n}"
+        for profile, n in (by_profile or {}).items()
+        if n
+    )
+
+
+@register.filter
+def stack_name(stack):
+    """'Device plugin', 'DRA', 'Both' ('' for a node that publishes no GPU yet)."""
+    return STACKS.get(str(stack or ""), "")
+
+
+@register.filter
+def type_row_label(row):
+    """A Dashboard model × type row as people read it: 'NVIDIA A30 (Shared)', 'NVIDIA H100 MIG,
+    dynamic', 'NVIDIA L40S (Consumable shares)' (the types DRA adds, in the reader's language)."""
+    if row.gpu_type == "mig-dynamic":
+        return gettext("%(model)s MIG, dynamic") % {"model": row.model}
+    if row.sharing_strategy == "consumable-shares":
+        return gettext("%(model)s (Consumable shares)") % {"model": row.model}
+    return row.label
 
 
 @register.filter

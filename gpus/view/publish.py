@@ -35,8 +35,9 @@ from gpus.numbers import pod_waits as pod_waits_mod
 # The form of what a generation holds (its rows, their JSON, ViewState.totals and .extra).
 # Raise it when that changes: a generation of an older form is never read as is
 # (gpus.view.stored refuses it) but published again by the new code, in full.
-# 2: extra["gpu_capacity"], what each GPU resource offers (why pods wait); 3: type rows' sharing strategy
-SCHEMA_VERSION = 3
+# 2: extra["gpu_capacity"], what each GPU resource offers (why pods wait); 3: type rows' sharing strategy;
+# 4: GPUs published through DRA (type rows' DRA part and unlimited shares, nodes' stack)
+SCHEMA_VERSION = 4
 
 # The watcher beats at least this often; a page says the numbers may be behind after
 # BEHIND_SECONDS without a beat (a leader lost, the standby not yet leading: shorter than
@@ -266,6 +267,9 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0, fence: 
                 cordoned_logical=r.cordoned_logical,
                 nodes=r.nodes,
                 sharing_strategy=r.sharing_strategy,
+                dra_logical=r.dra_logical,
+                dra_physical=r.dra_physical,
+                unlimited=r.unlimited,
             )
             for i, r in enumerate(led.by_type)
         )
@@ -364,6 +368,7 @@ def _write_nodes(rows: dict, gen: int) -> None:
                 is_gpu=n is not None,
                 model=n.model if n else "",
                 mode=n.mode if n else "",
+                stack=n.stack if n else "",
                 convention=n.convention if n else "",
                 cordoned=bool((data["raw"]["spec"] or {}).get("unschedulable")),
                 problems=data["problems"],

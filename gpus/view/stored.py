@@ -312,6 +312,9 @@ def stored_view(*, live: bool = False) -> StoredView:
             cordoned_logical=r.cordoned_logical,
             nodes=r.nodes,
             sharing_strategy=r.sharing_strategy,
+            dra_logical=r.dra_logical,
+            dra_physical=r.dra_physical,
+            unlimited=r.unlimited,
         )
         for r in ViewTypeRow.objects.all()
     ]
@@ -351,7 +354,7 @@ def has_view() -> bool:
     return ViewState.objects.filter(pk=1, generation__gt=0, schema__gte=SCHEMA_VERSION).exists()
 
 
-def gpu_nodes(*, mode: str = "", model: str = ""):
+def gpu_nodes(*, mode: str = "", model: str = "", stack: str = ""):
     """The GPU nodes as a QuerySet, filtered in SQL (the Nodes table sorts, searches and pages it there)."""
     hold_generation()
     qs = ViewNode.objects.filter(is_gpu=True)
@@ -359,7 +362,9 @@ def gpu_nodes(*, mode: str = "", model: str = ""):
         qs = qs.filter(mode=mode)
     if model:
         qs = qs.filter(model=model)
-    return qs.only("name", "model", "mode", "problems", "ledger")
+    if stack:
+        qs = qs.filter(stack=stack)
+    return qs.only("name", "model", "mode", "stack", "problems", "ledger")
 
 
 @dataclass(frozen=True)

@@ -206,6 +206,7 @@ def test_every_registered_check_is_tested_here():
         "reaper-stopped",
     }
     tested |= {"mig-single-not-uniform"}  # tests/foundation/test_nvidia_layouts.py
+    tested |= {"dra-pool-incomplete", "dra-both-stacks", "dra-stranded-gpu", "dra-device-taint"}  # below
     # the Workspace checks: tests/foundation/test_health_workspaces.py
     tested |= {
         "workspace-namespace-missing",
@@ -398,3 +399,90 @@ def test_every_finding_has_an_entry_on_the_help_page(alice_client):
     html = alice_client.get(reverse("help")).content.decode()
     for entry in health.REGISTRY.values():
         assert f'id="finding-{entry.kind}"' in html and str(entry.explain) and escape(str(entry.explain)) in html
+
+
+# --- GPUs published through DRA (NVIDIA's driver's objects, tests/dra_objects.py) ---------
+
+
+def dra_snapshot(slices, *, claims=(), capacity=None, devices=None, taint_rules=()):
+    """One node, node-a100, publishing ``slices`` (and advertising ``capacity`` through a device plugin)."""
+    from brickadmin.cluster.snapshot import Snapshot
+
+    from .test_dra_ledger import node as dra_node
+
+    labels = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"} if capacity else None
+    return Snapshot(
+        nodes=[dra_node("node-a100", capacity, labels)],
+        gpu_pods=[],
+        quotas=[],
+        resource_slices=slices,
+        resource_claims=list(claims),
+        device_taint_rules=list(taint_rules),
+        devices=devices or {},
+        device_source="dcgm" if devices else "labels",
+    )
+
+
+def dra_found(snap):
+    return [t for t in triples(found(snap)) if t[1].startswith("dra-")]
+
+
+def test_a_healthy_dra_node_has_no_dra_finding():
+    from tests import dra_objects as ex
+
+    raw = [{"uuid": ex.GPU_A, "model": "NVIDIA A100-SXM4-80GB"}, {"uuid": ex.GPU_B, "model": "NVIDIA A100-SXM4-80GB"}]
+    assert dra_found(dra_snapshot(ex.whole_gpu_node(), devices={"node-a100": raw})) == []
+
+
+def test_dra_pool_incomplete():
+    from tests import dra_objects as ex
+
+    slices = ex.whole_gpu_node()
+    slices[0]["spec"]["pool"]["resourceSliceCount"] = 2  # one of two slices seen
+    problems = [p for p in found(dra_snapshot(slices)) if p.kind.startswith("dra-")]
+    assert triples(problems) == [("node-a100", "dra-pool-incomplete", "warn")]
+    assert "1 of 2 ResourceSlices seen at generation 1" in problems[0].message
+    assert problems[0].subject_url == reverse("node_detail", args=["node-a100"])
+
+
+def test_dra_both_stacks():
+    from tests import dra_objects as ex
+
+    snap = dra_snapshot(ex.whole_gpu_node(), capacity={"nvidia.com/gpu": "2"})
+    assert dra_found(snap) == [("node-a100", "dra-both-stacks", "bad")]
+
+
+def test_dra_stranded_gpu():
+    from tests import dra_objects as ex
+
+    raw = [{"uuid": u, "model": "NVIDIA A100-SXM4-80GB"} for u in (ex.GPU_A, ex.GPU_B, "GPU-in-mig-mode-no-devices")]
+    problems = [
+        p for p in found(dra_snapshot(ex.whole_gpu_node(), devices={"node-a100": raw})) if p.kind.startswith("dra-")
+    ]
+    assert triples(problems) == [("node-a100", "dra-stranded-gpu", "warn")]
+    assert "GPU-in-mig-mode-no-devices offered to nobody" in problems[0].message
+
+
+def test_dra_device_taint_by_the_driver_and_a_rule_in_dry_run():
+    from tests import dra_objects as ex
+
+    slices = ex.whole_gpu_node()
+    gpu0 = next(d for d in slices[0]["spec"]["devices"] if d["name"] == "gpu-0")
+    gpu0["taints"] = [{"key": "gpu.nvidia.com/unhealthy", "value": "xid-79", "effect": "NoSchedule"}]
+    rule = {
+        "metadata": {"name": "drain-gpu-1"},
+        "spec": {
+            "deviceSelector": {"driver": ex.DRIVER, "pool": "node-a100", "device": "gpu-1"},
+            "taint": {"key": "brick.cloud/maintenance", "effect": "None"},
+        },
+    }
+    problems = [p for p in found(dra_snapshot(slices, taint_rules=[rule])) if p.kind.startswith("dra-")]
+    assert sorted(triples(problems)) == [
+        ("node-a100", "dra-device-taint", "info"),
+        ("node-a100", "dra-device-taint", "warn"),
+    ]
+    said = sorted(p.message for p in problems)
+    assert said == [
+        "DeviceTaintRule drain-gpu-1 (dry run) on gpu-1 would evict: no pod.",
+        "gpu-0 is tainted gpu.nvidia.com/unhealthy=xid-79:NoSchedule by the driver; pods on it: no pod.",
+    ]

@@ -57,7 +57,17 @@ def test_nodes_sort_in_sql_search_export_and_keep_the_filters(world, admin_user)
     assert [r["name"] for r in rows][: len(names)] == names  # the page is the first rows of the export
     physical = [int(r["physical"]) for r in rows]
     assert physical == sorted(physical, reverse=True) and len(rows) > 1
-    assert set(rows[0]) == {"name", "model", "mode", "physical", "in_use", "logical", "requested", "findings"}
+    assert set(rows[0]) == {
+        "name",
+        "model",
+        "mode",
+        "stack",
+        "physical",
+        "in_use",
+        "logical",
+        "requested",
+        "findings",
+    }
     assert 'aria-sort="descending"' in page
 
     # search and a filter together, and both are in every sort link (a shareable address)

@@ -35,11 +35,11 @@ def node_rows(html):
     out = {}
     for row in re.findall(r"<tr>(.*?)</tr>", html, re.S):
         cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
-        if len(cells) < 9:
+        if len(cells) < 10:
             continue
-        name = text(cells[0])
-        bar = re.search(r'<meter[^>]*data-testid="load-[^"]+"[^>]*aria-label="([^"]+)"', cells[7])
-        out[name] = (int(text(cells[5])), int(text(cells[6])), int(text(cells[7])), bar.group(1))
+        name = text(cells[0])  # then model, mode, stack, physical, in use
+        bar = re.search(r'<meter[^>]*data-testid="load-[^"]+"[^>]*aria-label="([^"]+)"', cells[8])
+        out[name] = (int(text(cells[6])), int(text(cells[7])), int(text(cells[8])), bar.group(1))
     return out
 
 
