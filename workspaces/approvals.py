@@ -12,6 +12,11 @@ What an approved Workspace is, in Kubernetes terms (all created through the gate
   class alike) except scavenging Jobs, which by design run outside Workspace
   quotas (docs/operator-guide.md#jobs). The scope also makes it a quota that "covers" brick-user-priority pods when the
   API server limits that class through ResourceQuota admission ``limitedResources``.
+- ResourceQuota ``workspace-devices``, for a GPU type published through Dynamic Resource
+  Allocation: ``<class>.deviceclass.resource.k8s.io/devices`` (no ``requests.`` prefix), what
+  Kubernetes counts for each ResourceClaim (brickadmin.cluster.dra.claim_device_usage: each
+  device a request asks for, "All" as 32). Unscoped: the quota evaluator of claims matches no
+  scope, so in the scoped compute quota it would limit nothing.
 - ResourceQuota ``workspace-storage``: ``requests.storage`` (PVCs; the API server refuses
   a PriorityClass scope on a storage quota, hence a second, unscoped quota).
 - LimitRange ``workspace-defaults``: default cpu/memory requests for containers that
@@ -49,12 +54,14 @@ from brickadmin.cluster.vocabulary import (
 from brickadmin.database import DATABASE_GONE, wait_for_database
 from brickadmin.wording import said
 from gpus.numbers import ledger as ledger_mod
+from gpus.numbers.dra_lines import dra_lines, is_dra_resource
 from gpus.view.live import LiveRead
 
 from . import notices
 from .labels import namespace_labels, owner_label_value
 from .models import (
     COMPUTE_QUOTA,
+    DEVICE_QUOTA,
     JOB_PRIORITY_CLASS,
     LIMIT_RANGE,
     STORAGE_QUOTA,
@@ -71,7 +78,27 @@ log = logging.getLogger(__name__)
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # The only GPU resource names a Workspace quota can ever carry, as requests.<name>.
 GPU_RESOURCE_RE = re.compile(rf"^{re.escape(NVIDIA_PREFIX)}(gpu|gpu\.shared|mig-[0-9]+g\.[0-9]+gb(\.me)?)$")
+# The DeviceClasses of NVIDIA's DRA driver a Workspace quota can name, as the quota names them
+# (<class>.deviceclass.resource.k8s.io/devices): whole GPUs (and their shares), MIG devices.
+DRA_RESOURCE_RE = re.compile(r"^(gpu|mig)\.nvidia\.com\.deviceclass\.resource\.k8s\.io/devices$")
 LIMIT_KEYS = ("gpu", "cpu", "memory_gib", "storage_gib")
+
+
+def is_workspace_resource(resource: str) -> bool:
+    """Whether a Workspace quota may name ``resource``: a device plugin's GPU resource or a DeviceClass's devices."""
+    return bool(GPU_RESOURCE_RE.match(resource or "") or DRA_RESOURCE_RE.match(resource or ""))
+
+
+def quota_key(resource: str) -> str:
+    """The key a ResourceQuota's hard holds for a GPU resource: ``requests.<resource>`` for a
+    device plugin's (the only form the API server enforces for extended resources), the
+    resource itself for a DeviceClass's devices (<class>.deviceclass.resource.k8s.io/devices)."""
+    return resource if is_dra_resource(resource) else "requests." + resource
+
+
+def device_class_of(resource: str) -> str:
+    """gpu.nvidia.com.deviceclass.resource.k8s.io/devices -> gpu.nvidia.com ('' for a device plugin's resource)."""
+    return resource.split(".deviceclass.", 1)[0] if is_dra_resource(resource) else ""
 
 
 class WorkspaceError(Exception):
@@ -152,6 +179,39 @@ class GpuChoice:
     shared_logical: int = 0
     # MIG strategy single: where this plain resource is MIG instances ([node, profile, logical]).
     mig_on: list = field(default_factory=list)
+    # Published through DRA: the DeviceClass, the GPU models behind it and the GPU types of its
+    # devices (exclusive, shared, mig-<profile>, mig-dynamic), from the nodes' DRA lines.
+    device_class: str = ""
+    models: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+
+    @property
+    def is_dra(self) -> bool:
+        return bool(self.device_class)
+
+    @property
+    def kinds_text(self) -> str:
+        """'whole GPUs, shared GPUs (consumable shares)': what the DeviceClass's devices are."""
+        words = {
+            ledger_mod.EXCLUSIVE: _("whole GPUs"),
+            ledger_mod.SHARED: _("shared GPUs (consumable shares)"),
+            "mig-dynamic": _("MIG devices made on demand (dynamic MIG)"),
+        }
+        out: list[str] = []
+        for kind in self.kinds:
+            word = words.get(kind) or (_("MIG devices") if kind.startswith("mig-") else kind)
+            if word not in out:
+                out.append(word)
+        return ", ".join(out)
+
+    @property
+    def label(self) -> str:
+        """How the approval queue names a DRA choice: 'NVIDIA A100 80GB PCIe · DRA gpu.nvidia.com (whole GPUs)'."""
+        return _("%(models)s · DRA %(cls)s (%(kinds)s)") % {
+            "models": ", ".join(self.models) or _("GPUs"),
+            "cls": self.device_class,
+            "kinds": self.kinds_text,
+        }
 
     @property
     def mig_nodes_text(self) -> str:
@@ -181,6 +241,8 @@ class GpuChoice:
         return self.available - amount
 
     def physical_text(self, amount: int) -> str:
+        if self.is_dra:
+            return self._dra_physical_text(amount)
         if self.gpu_type == ledger_mod.SHARED:
             if len(set(self.replicas)) == 1:
                 r = self.replicas[0]
@@ -219,6 +281,16 @@ class GpuChoice:
             "p": self.profile,
         }
 
+    def _dra_physical_text(self, amount: int) -> str:
+        if self.device_class.startswith("mig."):
+            return _("%(n)s MIG device(s) of any profile: hardware partitions of a physical GPU") % {"n": amount}
+        if set(self.kinds) == {ledger_mod.EXCLUSIVE}:
+            return _("%(n)s physical GPU, whole") % {"n": amount}
+        return _(
+            "%(n)s device(s): a physical GPU each where the devices are whole GPUs; where a GPU is shared "
+            "(consumable shares) each claim counts one device, whatever share of it the claim holds"
+        ) % {"n": amount}
+
 
 def gpu_choices(ledger) -> list[GpuChoice]:
     """Exclusive, Shared and each MIG profile the cluster serves or has allocated,
@@ -244,18 +316,71 @@ def gpu_choices(ledger) -> list[GpuChoice]:
                 mig_on=list(row.mig_on),
             )
         )
+    return out + _dra_choices(ledger)
+
+
+def _dra_choices(ledger) -> list[GpuChoice]:
+    """One choice per DeviceClass of NVIDIA's DRA driver the cluster's nodes publish devices of
+    (or a quota holds): named by the GPU models behind it and what its devices are."""
+    models: dict[str, list[str]] = {}
+    kinds: dict[str, list[str]] = {}
+    for n in ledger.nodes:
+        for line in dra_lines(n.dra) if n.dra is not None else []:
+            if n.model and n.model not in models.setdefault(line.resource, []):
+                models[line.resource].append(n.model)
+            if line.gpu_type not in kinds.setdefault(line.resource, []):
+                kinds[line.resource].append(line.gpu_type)
+    out = []
+    for row in ledger.by_resource:
+        if not DRA_RESOURCE_RE.match(row.resource) or not (row.logical or row.allocated):
+            continue
+        kind = ledger_mod.EXCLUSIVE
+        if row.resource.startswith("mig."):
+            kind = "mig"
+        elif set(kinds.get(row.resource, [])) - {ledger_mod.EXCLUSIVE}:
+            kind = ledger_mod.MIXED
+        out.append(
+            GpuChoice(
+                row.resource,
+                kind,
+                row.logical,
+                row.allocated,
+                device_class=device_class_of(row.resource),
+                models=sorted(models.get(row.resource, [])),
+                kinds=sorted(kinds.get(row.resource, [])),
+            )
+        )
     return out
 
 
 def quota_hard(req: WorkspaceRequest, resource: str) -> dict[str, str]:
-    """The compute quota's hard amounts. The GPU key is always ``requests.<resource>``
-    (the only form the API server enforces for extended resources)."""
+    """The compute quota's hard amounts. A device plugin's GPU key is always
+    ``requests.<resource>`` (the only form the API server enforces for extended resources);
+    a DeviceClass's devices go in the devices quota instead (device_quota_hard)."""
     hard = {"requests.cpu": str(req.cpu), "requests.memory": f"{req.memory_gib}Gi"}
     if req.gpu:
-        if not GPU_RESOURCE_RE.match(resource or ""):
+        if not is_workspace_resource(resource):
             raise WorkspaceError(_("Not a GPU resource a Workspace can be given: %(r)s") % {"r": resource})
-        hard["requests." + resource] = str(req.gpu)
+        if not is_dra_resource(resource):
+            hard[quota_key(resource)] = str(req.gpu)
     return hard
+
+
+def device_quota_hard(req: WorkspaceRequest, resource: str) -> dict[str, str]:
+    """The devices quota's hard amounts: ``<class>.deviceclass.resource.k8s.io/devices``, for
+    a Workspace given GPUs of a DRA DeviceClass ({} otherwise)."""
+    if req.gpu and is_dra_resource(resource or "") and is_workspace_resource(resource):
+        return {quota_key(resource): str(req.gpu)}
+    return {}
+
+
+def all_quota_hard(req: WorkspaceRequest, resource: str) -> dict[str, str]:
+    """What every quota of the Workspace holds, as the audit log records it."""
+    return {
+        **quota_hard(req, resource),
+        **device_quota_hard(req, resource),
+        "requests.storage": f"{req.storage_gib}Gi",
+    }
 
 
 def workspace_manifests(req: WorkspaceRequest, resource: str) -> list[dict]:
@@ -275,6 +400,18 @@ def workspace_manifests(req: WorkspaceRequest, resource: str) -> list[dict]:
                 },
             },
         },
+        *(
+            [
+                {
+                    "apiVersion": "v1",
+                    "kind": "ResourceQuota",
+                    "metadata": {"name": DEVICE_QUOTA, "namespace": ns, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+                    "spec": {"hard": device_quota_hard(req, resource)},
+                }
+            ]
+            if device_quota_hard(req, resource)
+            else []
+        ),
         {
             "apiVersion": "v1",
             "kind": "ResourceQuota",
@@ -331,7 +468,7 @@ def _approved_since(last_approval: int, resource: str, seen: set[str]) -> int:
 
 
 def _quota_namespaces(quotas: list[dict], resource: str) -> set[str]:
-    key = "requests." + resource
+    key = quota_key(resource)
     return {q["metadata"].get("namespace", "") for q in quotas if key in ((q.get("spec") or {}).get("hard") or {})}
 
 
@@ -663,8 +800,7 @@ def _record_approval(gw: Any, req: WorkspaceRequest, actor, chosen: _Chosen):
             detail=said(
                 "decision.approved",
                 ns=req.namespace,
-                quota=", ".join(f"{k}={v}" for k, v in quota_hard(req, resource).items())
-                + f", requests.storage={req.storage_gib}Gi",
+                quota=", ".join(f"{k}={v}" for k, v in all_quota_hard(req, resource).items()),
             ),
         )
         return None

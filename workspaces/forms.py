@@ -223,6 +223,14 @@ class JobForm(forms.Form):
         node = data.get("node")
         gpu = data.get("gpu")
         option = next((o for o in self.node_options if o.name == node), None)
+        workspace = data.get("workspace")
+        if option and workspace is not None:
+            from .jobs import node_mismatch
+
+            mismatch = node_mismatch(option, workspace)
+            if mismatch:
+                self.add_error("node", mismatch)
+                return data
         if option and gpu and gpu > option.free:
             self.add_error("gpu", _("At most %(f)s: the free GPUs on %(n)s.") % {"f": option.free, "n": node})
         return data

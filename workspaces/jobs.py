@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from brickadmin.cluster import ClusterError, NotFound
+from brickadmin.cluster import ClusterError, NotFound, dra
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.cluster.vocabulary import (
     HOSTNAME_LABEL,
@@ -23,6 +23,7 @@ from brickadmin.cluster.vocabulary import (
 )
 from brickadmin.wording import said
 from gpus.numbers import ledger as ledger_mod
+from gpus.numbers.dra_lines import dra_lines, quota_resource
 from gpus.view.live import LiveRead
 
 from . import notices
@@ -39,6 +40,11 @@ from .models import (
 
 log = logging.getLogger(__name__)
 
+# A Job on whole GPUs published through DRA asks for devices of this DeviceClass (quota key below)
+DRA_JOB_CLASS = dra.DEVICE_CLASS_GPU
+DRA_JOB_RESOURCE = quota_resource(DRA_JOB_CLASS)
+CLAIM_NAME = "gpu"  # the pod's name for its claim (spec.resourceClaims[].name, resources.claims[].name)
+
 
 @dataclass
 class NodeOption:
@@ -50,11 +56,41 @@ class NodeOption:
     reason: str = ""
 
 
+def is_dra_job(job: WorkspaceJob) -> bool:
+    """Whether the Job asks for whole DRA GPUs: its Workspace's quota is of gpu.nvidia.com's devices."""
+    return job.workspace.gpu_resource == DRA_JOB_RESOURCE
+
+
+def _dra_option(n) -> NodeOption:
+    """A node whose GPUs only DRA publishes: selectable with its whole GPUs free / published;
+    shares and MIG devices are not whole GPUs a Job could use."""
+    whole = [x for x in dra_lines(n.dra) if x.device_class == DRA_JOB_CLASS and x.gpu_type == ledger_mod.EXCLUSIVE]
+    alloc = sum(x.logical for x in whole)
+    free = max(0, alloc - sum(x.used for x in whole))
+    reason = ""
+    if not n.ready:
+        reason = _("Node is not Ready")
+    elif n.cordoned:
+        reason = _("Node is cordoned (no new pods)")
+    elif n.dra.incomplete_pools:
+        reason = _("Not all of the node's ResourceSlices are seen: its GPUs are not counted")
+    elif alloc == 0:
+        reason = _("No whole GPU is published through DRA on this node")
+    elif free == 0:
+        reason = _("No free GPU on this node right now")
+    return NodeOption(n.name, DRA_JOB_RESOURCE, free, alloc, not reason, reason)
+
+
 def job_node_options(ledger) -> list[NodeOption]:
     """The node list of the Job form: exclusive nodes selectable with free / allocatable;
-    time-slicing and MIG nodes, and nodes that cannot take pods, disabled with a reason."""
+    time-slicing and MIG nodes, and nodes that cannot take pods, disabled with a reason.
+    A node whose GPUs only DRA publishes offers its whole GPUs (gpu.nvidia.com's devices) to
+    the Jobs of Workspaces whose quota is of that DeviceClass."""
     out = []
     for n in ledger.nodes if ledger else []:
+        if n.stack == "dra" and n.dra is not None:
+            out.append(_dra_option(n))
+            continue
         served = [r for r in n.served if r.allocatable or r.capacity]
         if n.mode == "timeslicing":
             res = next((r.resource for r in served), ledger_mod.GPU_SHARED)
@@ -89,16 +125,50 @@ def job_node_options(ledger) -> list[NodeOption]:
     return out
 
 
-def job_manifest(job: WorkspaceJob) -> dict:
-    labels = {MANAGED_BY_LABEL: MANAGED_BY, JOB_ID_LABEL: str(job.pk), OWNER_LABEL: owner_label_value(job.owner_name)}
-    container = {
-        "name": "main",
-        "image": job.image,
-        "resources": {"limits": {ledger_mod.GPU: str(job.gpu)}, "requests": {ledger_mod.GPU: str(job.gpu)}},
+def _labels(job: WorkspaceJob) -> dict[str, str]:
+    return {MANAGED_BY_LABEL: MANAGED_BY, JOB_ID_LABEL: str(job.pk), OWNER_LABEL: owner_label_value(job.owner_name)}
+
+
+def claim_template_manifest(job: WorkspaceJob) -> dict:
+    """The ResourceClaimTemplate of a Job on whole DRA GPUs, in its Workspace's namespace: one
+    request of ``job.gpu`` devices of gpu.nvidia.com (ExactCount). Each pod of the Job gets a
+    claim made from it, which the Workspace's device quota counts (Kubernetes applies no
+    priority scope to claims)."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": job.k8s_name, "namespace": job.workspace.namespace, "labels": _labels(job)},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": CLAIM_NAME,
+                            "exactly": {
+                                "deviceClassName": DRA_JOB_CLASS,
+                                "allocationMode": "ExactCount",
+                                "count": job.gpu,
+                            },
+                        }
+                    ]
+                }
+            }
+        },
     }
+
+
+def job_manifest(job: WorkspaceJob) -> dict:
+    labels = _labels(job)
+    pod_spec: dict = {}
+    if is_dra_job(job):  # the devices come from a claim made from the Job's template, not from limits
+        resources: dict = {"claims": [{"name": CLAIM_NAME}]}
+        pod_spec["resourceClaims"] = [{"name": CLAIM_NAME, "resourceClaimTemplateName": job.k8s_name}]
+    else:
+        resources = {"limits": {ledger_mod.GPU: str(job.gpu)}, "requests": {ledger_mod.GPU: str(job.gpu)}}
+    container = {"name": "main", "image": job.image, "resources": resources}
     if job.command.strip():
         container["command"] = shlex.split(job.command)
-    return {
+    manifest = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": job.k8s_name, "namespace": job.workspace.namespace, "labels": labels},
@@ -112,10 +182,28 @@ def job_manifest(job: WorkspaceJob) -> dict:
                     "nodeSelector": {HOSTNAME_LABEL: job.node},
                     "tolerations": [{"key": ledger_mod.GPU, "operator": "Exists", "effect": "NoSchedule"}],
                     "containers": [container],
+                    **pod_spec,
                 },
             },
         },
     }
+    return manifest
+
+
+def job_resource(job: WorkspaceJob) -> str:
+    """The GPU resource the Job asks for, as decisions record it."""
+    return DRA_JOB_RESOURCE if is_dra_job(job) else ledger_mod.GPU
+
+
+def node_mismatch(option: NodeOption, workspace: WorkspaceRequest) -> str:
+    """Why a node cannot take the Jobs of this Workspace ('' when it can): a Workspace whose quota
+    is of gpu.nvidia.com's devices runs its Jobs on DRA GPUs, any other on the device plugin's."""
+    dra_workspace = workspace.gpu_resource == DRA_JOB_RESOURCE
+    if dra_workspace and option.resource != DRA_JOB_RESOURCE:
+        return _("This Workspace's GPUs come through DRA (gpu.nvidia.com): choose a node that publishes them")
+    if not dra_workspace and option.resource == DRA_JOB_RESOURCE:
+        return _("This node's GPUs come through DRA: only Workspaces with a gpu.nvidia.com quota run Jobs on it")
+    return ""
 
 
 def create_job(user, workspace: WorkspaceRequest, *, node: str, image: str, command: str, gpu: int) -> WorkspaceJob:
@@ -156,8 +244,11 @@ def submit_job(job: WorkspaceJob, actor) -> WorkspaceJob:
             "BRICK Jobs: scavenging tier, preempted by Workspace pods.",
             "Never",
         )
+        if is_dra_job(job):
+            gw.apply(claim_template_manifest(job))
         gw.create_job(job.workspace.namespace, job_manifest(job))
     except ClusterError as exc:
+        _remove_claim_template(gw, job)
         back = Status.FAILED if actor is None else Status.PENDING
         WorkspaceJob.objects.filter(pk=job.pk, status=Status.SUBMITTED).update(
             status=back, last_error=str(exc), decided_by_name=""
@@ -169,7 +260,7 @@ def submit_job(job: WorkspaceJob, actor) -> WorkspaceJob:
                 Decision.Action.JOB_FAILED,
                 job=job,
                 subject=job.k8s_name,
-                gpu_resource=ledger_mod.GPU,
+                gpu_resource=job_resource(job),
                 amount=job.gpu,
                 detail=str(exc),
             )
@@ -181,11 +272,23 @@ def submit_job(job: WorkspaceJob, actor) -> WorkspaceJob:
             Decision.Action.JOB_APPROVE,
             job=job,
             subject=job.k8s_name,
-            gpu_resource=ledger_mod.GPU,
+            gpu_resource=job_resource(job),
             amount=job.gpu,
             detail=said("decision.job_approved", node=job.node, ns=job.workspace.namespace),
         )
     return job
+
+
+def _remove_claim_template(gw, job: WorkspaceJob) -> None:
+    """The Job's ResourceClaimTemplate deleted (a Job on DRA GPUs refused or cancelled); gone already is fine."""
+    if not is_dra_job(job):
+        return
+    try:
+        gw.delete("resource.k8s.io/v1", "ResourceClaimTemplate", job.k8s_name, job.workspace.namespace)
+    except NotFound:
+        pass
+    except ClusterError:
+        log.exception("could not delete the ResourceClaimTemplate of %s", job.k8s_name)
 
 
 def approve_job(job_id: int, actor, ledger=None) -> WorkspaceJob:
@@ -198,6 +301,8 @@ def approve_job(job_id: int, actor, ledger=None) -> WorkspaceJob:
         except ClusterError as exc:
             raise WorkspaceError(_("The cluster cannot be read; nothing was changed.")) from exc
     option = next((o for o in job_node_options(ledger) if o.name == job.node), None)
+    if option is not None and option.selectable and option.resource != job_resource(job):
+        option.selectable, option.reason = False, node_mismatch(option, job.workspace)
     if option is None or not option.selectable:
         raise WorkspaceError(
             _("Node %(n)s cannot take this Job now: %(why)s")
@@ -241,10 +346,12 @@ def cancel_job(job_id: int, actor) -> WorkspaceJob:
             raise WorkspaceError(_("This Job is not waiting or running, so there is nothing to cancel."))
         if was == WorkspaceJob.Status.SUBMITTED:
             # Inside the transaction: when the cluster refuses, the Job stays as it was.
+            gw = get_gateway()
             try:
-                get_gateway().delete("batch/v1", "Job", job.k8s_name, job.workspace.namespace)
+                gw.delete("batch/v1", "Job", job.k8s_name, job.workspace.namespace)
             except NotFound:
                 pass  # already gone from the cluster: cancelled all the same
+            _remove_claim_template(gw, job)
             detail = said("decision.job_deleted", ns=job.workspace.namespace)
         else:
             detail = said("decision.job_withdrawn")

@@ -23,6 +23,8 @@ JOB_PRIORITY_CLASS = "brick-job-priority"
 JOB_PRIORITY_VALUE = -10
 COMPUTE_QUOTA = "workspace-compute"
 STORAGE_QUOTA = "workspace-storage"
+# The devices of a DRA DeviceClass: unscoped, since Kubernetes matches no scope to a ResourceClaim
+DEVICE_QUOTA = "workspace-devices"
 LIMIT_RANGE = "workspace-defaults"
 
 

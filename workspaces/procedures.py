@@ -220,7 +220,8 @@ class SetGpuQuota(Step):
     def kubectl(self, run):
         return (
             f"kubectl -n {run.params.get('workspace')} patch resourcequota <its GPU quota> --type=merge "
-            f'-p \'{{"spec":{{"hard":{{"requests.{run.params.get("resource")}":"{run.params.get("gpu")}"}}}}}}\''
+            f'-p \'{{"spec":{{"hard":{{"{approvals.quota_key(run.params.get("resource") or "")}":'
+            f'"{run.params.get("gpu")}"}}}}}}\''
         )
 
     def _quota(self, ctx):
@@ -237,7 +238,7 @@ class SetGpuQuota(Step):
         current, now = self._quota(ctx)
         if current is None:
             raise StepFailed(said("workspace_step.no_quota_any_more", ws=name, res=resource))
-        requested = sum(p.amount for p in quota_mod.pod_requests(ctx.gateway.list_pods(namespace=name), resource))
+        requested = sum(p.amount for p in quota_mod.workload_requests(ctx.gateway, name, resource))
         problem = quota_mod.quota_problem(resource, after, requested)
         if problem:
             raise StepFailed(problem, said("workspace_step.pods_request_too_much"))
@@ -245,7 +246,7 @@ class SetGpuQuota(Step):
             self._record(ctx, name, resource, after)
             return Outcome(None, said("workspace_step.quota_already", n=after))
         spec = dict(current.get("spec") or {})
-        spec["hard"] = {**(spec.get("hard") or {}), "requests." + resource: str(after)}
+        spec["hard"] = {**(spec.get("hard") or {}), approvals.quota_key(resource): str(after)}
         manifest = {
             "apiVersion": "v1",
             "kind": "ResourceQuota",
@@ -255,7 +256,7 @@ class SetGpuQuota(Step):
         ctx.gateway.apply(manifest)
         self._record(ctx, name, resource, after)
         return Outcome(
-            {"resourcequota": current["metadata"]["name"], "hard": {"requests." + resource: str(after)}},
+            {"resourcequota": current["metadata"]["name"], "hard": {approvals.quota_key(resource): str(after)}},
             f"resourcequota/{current['metadata']['name']} configured",
         )
 

@@ -10,12 +10,14 @@ from dataclasses import dataclass, field
 
 from django.utils.translation import gettext as _
 
+from brickadmin.cluster import dra
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import pod_gpu_requests
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.wording import Said, said
 from gpus.models import ProcedureRun, RunStatus
 from gpus.numbers import capacity as capacity_mod
+from gpus.numbers.dra_lines import is_dra_resource
 from gpus.procedures import service
 from gpus.view.live import LiveRead
 
@@ -45,6 +47,11 @@ class QuotaPreview:
     capacity: list = field(default_factory=list)  # gpus.numbers.capacity.CapacityLine per GPU type
 
     @property
+    def is_dra(self) -> bool:
+        """Whether the quota names a DeviceClass's devices (its claims count, not its pods)."""
+        return is_dra_resource(self.resource)
+
+    @property
     def requested(self) -> int:
         return sum(p.amount for p in self.pods)
 
@@ -72,14 +79,43 @@ def quota_problem(resource: str, after: int, requested: int) -> Said | str:
 
 def gpu_quota(quotas: list[dict], resource: str = "") -> tuple[str, str, int]:
     """(quota name, resource, hard amount) of the namespace's GPU quota (the first one holding
-    ``resource``, or any nvidia.com resource); ('', '', 0) when there is none."""
+    ``resource``, or any nvidia.com resource, or any DeviceClass's devices:
+    <class>.deviceclass.resource.k8s.io/devices); ('', '', 0) when there is none."""
     for q in quotas:
         hard = (q.get("spec") or {}).get("hard") or {}
         for key in sorted(hard):
-            res = key[len("requests.") :]
-            if key.startswith("requests." + vocab.NVIDIA_PREFIX) and (not resource or res == resource):
+            if key.startswith("requests." + vocab.NVIDIA_PREFIX):
+                res = key[len("requests.") :]
+            elif is_dra_resource(key):
+                res = key
+            else:
+                continue
+            if not resource or res == resource:
                 return q["metadata"]["name"], res, vocab.quantity(hard[key])
     return "", "", 0
+
+
+def claim_requests(claims: list[dict], resource: str) -> list[PodRequest]:
+    """The namespace's ResourceClaims as the quota counts them for a DeviceClass's devices
+    (brickadmin.cluster.dra.claim_device_usage: each device a request asks for, "All" as 32):
+    every claim counts until it is deleted, whether a pod runs or not."""
+    out = []
+    for c in claims:
+        amount = dra.claim_device_usage(c).get(resource, 0)
+        if amount:
+            allocated = bool((c.get("status") or {}).get("allocation"))
+            out.append(PodRequest(c["metadata"]["name"], _("claim, allocated") if allocated else _("claim"), amount))
+    return sorted(out, key=lambda r: r.name)
+
+
+def workload_requests(gateway, workspace: str, resource: str) -> list[PodRequest]:
+    """What counts against the Workspace's quota of ``resource``, read live: its pods' requests
+    of a device plugin's resource, or its ResourceClaims' devices of a DeviceClass."""
+    live = LiveRead.of(gateway)
+    if is_dra_resource(resource):
+        claims = [c for c in live.snapshot().resource_claims if c["metadata"].get("namespace") == workspace]
+        return claim_requests(claims, resource)
+    return pod_requests(live.list_pods(namespace=workspace), resource)
 
 
 def pod_requests(pods: list[dict], resource: str) -> list[PodRequest]:
@@ -101,7 +137,7 @@ def preview(gateway, workspace: str, after: int, resource: str = "") -> QuotaPre
         raise QuotaError(_("No namespace %(ns)s in the cluster.") % {"ns": workspace})
     owner = (namespaces[workspace]["metadata"].get("labels") or {}).get(vocab.OWNER_LABEL, "")
     name, res, before = gpu_quota(live.list_resource_quotas(workspace), resource)
-    pods = pod_requests(live.list_pods(namespace=workspace), res) if res else []
+    pods = workload_requests(live, workspace, res) if res else []
     lines = []
     if res:
         lines = capacity_mod.capacity_after(live.ledger(), allocated_change={res: after - before})

@@ -7,7 +7,10 @@ An hour's figure in GPUs is that hour's GPU-hours.
 
 - allocated: the Workspace's quota (gpus.numbers.ledger.physical_shares: a quota names a resource,
   so each unit is worth the cluster's average of that resource);
-- requested: what its Running pods request, each on the node it runs on;
+- requested: what its Running pods request, each on the node it runs on, and the GPUs its
+  ResourceClaims hold (DRA): each device a claim was allocated, on its node, times
+  physical_share of the device's DeviceClass there (a shared device's units split among the
+  claims that hold it). A quota of a DeviceClass's devices is allocated like any other;
 - used: the GPUs its Running pods hold times their utilisation, as DCGM measured it. On a
   time-sliced GPU that pods of other Workspaces share (gpus.numbers.occupancy) no tenant's own use
   is measurable: ``used`` is then None with ``measurable`` False, never the device's figure.
@@ -23,7 +26,10 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any, Protocol
 
+from brickadmin.cluster import dra
+from brickadmin.cluster.vocabulary import quantity
 from gpus.numbers import occupancy
+from gpus.numbers.dra_lines import is_dra_resource, quota_resource
 from gpus.numbers.ledger import NodeLedger, physical_share, physical_shares
 
 
@@ -67,19 +73,56 @@ def _pod_key(namespace: str, pod: Mapping[str, Any]) -> str:
     return f"{namespace}/{pod.get('name', '')}"
 
 
+def claim_gpus(nodes: Iterable[NodeLedger]) -> dict[str, float]:
+    """namespace -> the physical GPUs its ResourceClaims hold now: per device a claim was
+    allocated (admin access is not use), its units (1; on a shared device the units its claims
+    hold, split among them) times physical_share of the device's DeviceClass on its node, a
+    device never more than one GPU."""
+    out: dict[str, float] = {}
+    for n in nodes:
+        if n.dra is None:
+            continue
+        for device in n.dra.devices:
+            if not device.claims:
+                continue
+            device_class = dra.DEVICE_CLASS_BY_TYPE.get(device.kind, "")
+            unit = physical_share(n, quota_resource(device_class)) if device_class else 0.0
+            units = (device.units_held or len(device.claims)) if device.shared else 1
+            # a device is at most its GPU (unlimited shares count the claims held as the units)
+            each = min(1.0, units * unit) / len(device.claims)
+            for claim in device.claims:
+                namespace = claim.split("/", 1)[0]
+                out[namespace] = out.get(namespace, 0.0) + each
+    return out
+
+
+def dra_quotas(ws: WorkspaceLine) -> dict[str, int]:
+    """A Workspace's quotas of DeviceClasses' devices (<class>.deviceclass.resource.k8s.io/devices),
+    from its quota lines' hard amounts (``gpu_quotas`` holds the device plugins' resources)."""
+    out: dict[str, int] = {}
+    for q in getattr(ws, "quotas", None) or []:
+        for key, value in (q.get("hard") or {}).items():
+            if is_dra_resource(key):
+                out[key] = out.get(key, 0) + quantity(value)
+    return out
+
+
 def hour_figures(
     nodes: list[NodeLedger], workspaces: Iterable[WorkspaceLine], *, measured: bool
 ) -> dict[str, HourFigures]:
-    """namespace -> its figures, for the Workspaces holding a GPU quota or running GPU pods.
-    ``measured``: whether the view's utilisation comes from DCGM (else used is None)."""
+    """namespace -> its figures, for the Workspaces holding a GPU quota, running GPU pods or
+    holding GPUs through ResourceClaims. ``measured``: whether the view's utilisation comes
+    from DCGM (else used is None)."""
     by_name = {n.name: n for n in nodes}
     pool = physical_shares(nodes)
     sliced = occupancy.time_sliced_pods(nodes)
     shared_with_others = occupancy.pods_sharing_with_other_workspaces(nodes, sliced)
+    claimed = claim_gpus(nodes)
     out: dict[str, HourFigures] = {}
     for ws in workspaces:
-        allocated = sum(amount * pool.get(res, 0.0) for res, amount in (ws.gpu_quotas or {}).items() if amount > 0)
-        requested = held = 0.0
+        quotas = {**(ws.gpu_quotas or {}), **dra_quotas(ws)}
+        allocated = sum(amount * pool.get(res, 0.0) for res, amount in quotas.items() if amount > 0)
+        requested = held = claimed.get(ws.namespace, 0.0)
         devices: set[str] = set()  # whole devices of time-sliced pods the Workspace has to itself
         measurable = True
         running = [p for p in ws.pods or [] if p.get("phase") == "Running" and p.get("requests")]
@@ -101,7 +144,7 @@ def hour_figures(
             continue
         used: float | None = None
         if measured and measurable:
-            if not running:
+            if not running and not held:
                 used = 0.0
             elif ws.utilisation is not None:
                 # the Workspace's own devices on a time-sliced node count whole: DCGM's

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from gpus.numbers.dra_lines import DraNode
 from gpus.numbers.ledger import SHARED, NodeLedger, ResourceLine
 
 from . import showback
@@ -29,7 +30,7 @@ def roll_up(moment: datetime | None = None) -> ShowbackHour:
     view = reading.stored_view()
     nodes = share_nodes()
     # plain tuples, not model instances: a rollup reads every Workspace line
-    lines = reading.workspace_rows("namespace", "gpu_quotas", "pods", "utilisation")
+    lines = reading.workspace_rows("namespace", "gpu_quotas", "pods", "utilisation", "quotas")
     measured = reading.usage_measured()
     figures = showback.hour_figures(nodes, (_Line(*row) for row in lines.iterator(chunk_size=2000)), measured=measured)
     return store_hour(moment or timezone.now(), float(view.ledger.physical), measured, figures)
@@ -42,6 +43,7 @@ class _Line(NamedTuple):
     gpu_quotas: dict[str, int]
     pods: list[dict[str, Any]]
     utilisation: float | None
+    quotas: list[dict[str, Any]]  # its quota lines: a quota of a DeviceClass's devices is read from them
 
 
 # The conversion's node lines of the last rollup in this process, by node: (digest, line).
@@ -73,8 +75,9 @@ def share_nodes(memo: dict[str, tuple[str, NodeLedger]] | None = None) -> list[N
             "ledger__mig_profile",
             "ledger__physical",
             "ledger__resources",
+            "ledger__dra",
         )
-        for name, digest, model, mode, replicas, mig_profile, physical, resources in rows:
+        for name, digest, model, mode, replicas, mig_profile, physical, resources, dra in rows:
             node = NodeLedger(
                 name=name,
                 model=model or "",
@@ -95,6 +98,7 @@ def share_nodes(memo: dict[str, tuple[str, NodeLedger]] | None = None) -> list[N
                 physical_source="",
                 labels={},
                 mig_profile=mig_profile or "",
+                dra=DraNode.from_dict(dra) if dra else None,  # a claim's devices and their shares
             )
             memo[name] = (digest, node)
     # whose pods hold time-sliced GPUs (gpus.numbers.occupancy): read for the nodes that time-slice only

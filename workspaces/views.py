@@ -339,11 +339,13 @@ def job_create(request):
             messages.success(request, _("Job %(name)s was sent to the cluster.") % {"name": job.k8s_name})
         return redirect("job_list")
     has_workspace = form.fields["workspace"].queryset.exists()
+    dra_workspaces = [w.name for w in form.fields["workspace"].queryset if w.gpu_resource == jobs.DRA_JOB_RESOURCE]
     return render(
         request,
         "workspaces/job_form.html",
         {
             "form": form,
+            "dra_workspaces": dra_workspaces,
             "options": options,
             "ledger": ledger,
             "snapshot": snapshot,
@@ -409,7 +411,7 @@ def approve_question(req, choice) -> str:
         "who": req.requester_name,
         "n": req.gpu,
         "res": choice.resource,
-        "type": GpuType.label_of(choice.gpu_type),
+        "type": choice.label if choice.is_dra else GpuType.label_of(choice.gpu_type),
     }
 
 
