@@ -68,7 +68,59 @@ _B200 = {
     "4g.90gb": (4, 1),
     "7g.180gb": (7, 1),
 }
-_RTX_PRO_6000 = {"1g.24gb": (1, 4), "1g.24gb+me": (1, 1), "2g.48gb": (2, 2), "2g.48gb+me": (2, 1), "4g.96gb": (4, 1)}
+_RTX_PRO_6000 = {
+    "1g.24gb": (1, 4),
+    "1g.24gb+me": (1, 1),
+    "1g.24gb+me.all": (1, 1),
+    "1g.24gb-me": (1, 4),
+    "1g.24gb+gfx": (1, 4),
+    "2g.48gb": (2, 2),
+    "2g.48gb+me": (2, 1),
+    "2g.48gb+me.all": (2, 1),
+    "2g.48gb-me": (2, 2),
+    "2g.48gb+gfx": (2, 2),
+    "4g.96gb": (4, 1),
+    "4g.96gb+gfx": (4, 1),
+}
+# The parts the GPU Operator's stock default-mig-parted-config names beside the guide's tables
+# (NVIDIA/gpu-operator assets/state-mig-manager/0400_configmap.yaml: its all-<profile> configs
+# and the all-balanced entry of each device id).
+_GH200_144GB = {
+    "1g.18gb": (1, 7),
+    "1g.18gb+me": (1, 1),
+    "1g.36gb": (1, 4),
+    "2g.36gb": (2, 3),
+    "3g.72gb": (3, 2),
+    "4g.72gb": (4, 1),
+    "7g.144gb": (7, 1),
+}
+_GB200 = {
+    "1g.23gb": (1, 7),
+    "1g.23gb+me": (1, 1),
+    "1g.47gb": (1, 4),
+    "2g.47gb": (2, 3),
+    "3g.93gb": (3, 2),
+    "4g.93gb": (4, 1),
+    "7g.186gb": (7, 1),
+}
+_B300 = {
+    "1g.34gb": (1, 7),
+    "1g.34gb+me": (1, 1),
+    "1g.67gb": (1, 4),
+    "2g.67gb": (2, 3),
+    "3g.135gb": (3, 2),
+    "4g.135gb": (4, 1),
+    "7g.269gb": (7, 1),
+}
+_GB300 = {
+    "1g.35gb": (1, 7),
+    "1g.35gb+me": (1, 1),
+    "1g.70gb": (1, 4),
+    "2g.70gb": (2, 3),
+    "3g.139gb": (3, 2),
+    "4g.139gb": (4, 1),
+    "7g.278gb": (7, 1),
+}
 
 # Model name (as vocabulary.gpu_model_name writes it) -> its profiles. Matched by the words
 # that tell the models apart, most specific first.
@@ -77,18 +129,25 @@ _MODELS: tuple[tuple[tuple[str, ...], dict[str, tuple[int, int]]], ...] = (
     (("A100",), _A100_40GB),
     (("A30",), _A30),
     (("H100", "NVL"), _H100_94GB),
+    (("H800", "NVL"), _H100_94GB),
     (("H100", "94GB"), _H100_94GB),
     (("H100", "96GB"), _H100_96GB),
+    (("GH200", "144G"), _GH200_144GB),
     (("GH200",), _H100_96GB),
+    (("H20",), _H100_96GB),
     (("H100",), _80GB),
     (("H800",), _80GB),
     (("H200",), _H200_141GB),
+    (("GB200",), _GB200),
     (("B200",), _B200),
+    (("GB300",), _GB300),
+    (("B300",), _B300),
     (("RTX", "PRO", "6000"), _RTX_PRO_6000),
 )
 
-# "1g.5gb", "3g.40gb", "1g.10gb+me": compute slices, memory, an optional media extension.
-_PROFILE_RE = re.compile(r"^([1-9])g\.([0-9]{1,3})gb(\+me)?$")
+# "1g.5gb", "3g.40gb", "1g.10gb+me": compute slices, memory, an optional media extension (or,
+# on the RTX PRO 6000, all media engines "+me.all", none "-me", or graphics "+gfx").
+_PROFILE_RE = re.compile(r"^([1-9])g\.([0-9]{1,3})gb(\+me|\+me\.all|-me|\+gfx)?$")
 
 
 def profiles_of(model: str) -> dict[str, tuple[int, int]]:
@@ -165,6 +224,7 @@ REASONS = {
     "mig.bad_devices": "%(name)s: devices must be 'all' or a list of GPU indexes",
     "mig.bad_mig_enabled": "%(name)s: mig-enabled must be true or false",
     "mig.bad_mig_devices": "%(name)s: mig-devices maps a profile to a count",
+    "mig.bad_device_filter": "%(name)s: device-filter must be a PCI device id or a list of them",
 }
 
 

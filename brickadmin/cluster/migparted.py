@@ -12,6 +12,12 @@ The GPU Operator's mig-manager takes its named layouts from a ConfigMap (default
 
 A node labelled ``nvidia.com/mig.config=<name>`` gets that layout; mig-manager refuses (state
 ``failed``, the GPUs unchanged) a name the ConfigMap lacks or a layout a GPU cannot hold.
+An entry with a ``device-filter`` (a PCI device id or a list of them, "0x20B510DE") applies
+only to the GPUs of those ids, and mig-parted applies the entries in order, so of several
+entries selecting one GPU the last one counts (cmd/nvidia-mig-parted/assert/assert.go
+``WalkSelectedMigConfigForEachGPU``). A GPU's id is the one its node reports (``deviceId``
+in the twin's and gpusim's hardware), else its model's in NVIDIA's PCI id list
+(upstream/pci_ids.py); only a GPU neither names is matched by guess (``guessed_gpus``).
 The geometry is mig.py's. Stdlib only (PyYAML imported by the one function that reads text):
 lab/gpusim.py loads this module too.
 """
@@ -19,6 +25,7 @@ lab/gpusim.py loads this module too.
 from __future__ import annotations
 
 from .mig import layout_error, reason
+from .upstream.pci_ids import DeviceIDError, device_id_from_string, device_id_of, matches_device_filter
 
 
 class MigPartedError(ValueError):
@@ -56,6 +63,11 @@ def _check_entry(name: str, entry: dict) -> None:
     devices = entry.get("devices", "all")
     if devices != "all" and not (isinstance(devices, list) and all(isinstance(d, int) for d in devices)):
         raise MigPartedError(reason("mig.bad_devices", name=name))
+    wanted = entry.get("device-filter")
+    if wanted is not None and not (
+        isinstance(wanted, str) or isinstance(wanted, list) and all(isinstance(w, str) for w in wanted)
+    ):
+        raise MigPartedError(reason("mig.bad_device_filter", name=name))
     if not isinstance(entry.get("mig-enabled"), bool):
         raise MigPartedError(reason("mig.bad_mig_enabled", name=name))
     mig_devices = entry.get("mig-devices") or {}
@@ -65,21 +77,45 @@ def _check_entry(name: str, entry: dict) -> None:
         raise MigPartedError(reason("mig.bad_mig_devices", name=name))
 
 
+def gpu_device_id(gpu: dict) -> str:
+    """The GPU's PCI device id: the one its node reports, else its model's in NVIDIA's PCI id
+    list; "" when neither says it."""
+    return str(gpu.get("deviceId") or "") or device_id_of(str(gpu.get("model") or ""))
+
+
+def _filtered(entry: dict) -> bool:
+    return entry.get("device-filter") not in (None, "", [])
+
+
 def _selects(entry: dict, index: int, gpu: dict) -> bool:
-    """Whether a config entry applies to the GPU at ``index``. ``device-filter`` names PCI
-    device ids; a GPU known only by its model name (the twin's, DCGM's) is taken as selected
-    when the model holds every profile the entry names, which is what NVIDIA's default
-    configs filter by."""
+    """Whether a config entry applies to the GPU at ``index``, as mig-parted decides it: the
+    ``device-filter`` by PCI device id, then ``devices`` by index. A GPU whose id is unknown
+    (a model missing from NVIDIA's list) is taken as selected when the model holds every
+    profile the entry names: a guess, which ``guessed_gpus`` owns up to."""
     devices = entry.get("devices", "all")
     if devices != "all" and index not in devices:
         return False
-    wanted = entry.get("device-filter")
-    if wanted is None:
+    if not _filtered(entry):
         return True
-    wanted = [wanted] if isinstance(wanted, str) else list(wanted)
-    if gpu.get("deviceId"):
-        return str(gpu["deviceId"]).lower() in {str(w).lower() for w in wanted}
-    return not layout_error(gpu.get("model", ""), {p: 1 for p in entry.get("mig-devices") or {}})
+    try:
+        hardware = device_id_from_string(gpu_device_id(gpu))
+    except DeviceIDError:
+        return not layout_error(gpu.get("model", ""), {p: 1 for p in entry.get("mig-devices") or {}})
+    return matches_device_filter(entry.get("device-filter"), hardware)
+
+
+def guessed_gpus(configs: dict[str, list[dict]], name: str, gpus: list[dict]) -> list[int]:
+    """The indexes of the GPUs whose entry of config ``name`` was guessed: an entry of it
+    filters by PCI device id and neither the node nor NVIDIA's list says the GPU's id."""
+    if not any(_filtered(e) for e in configs.get(name) or []):
+        return []
+    out = []
+    for index, gpu in enumerate(gpus):
+        try:
+            device_id_from_string(gpu_device_id(gpu))
+        except DeviceIDError:
+            out.append(index)
+    return out
 
 
 def layout(configs: dict[str, list[dict]], name: str, gpus: list[dict]) -> tuple[list[dict] | None, str]:

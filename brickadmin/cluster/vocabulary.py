@@ -4,7 +4,7 @@ The twin, the real gateway, the procedures' steps, the ledger, the manifest code
 lab all read label/resource/annotation names and these rules from here, so they cannot
 drift apart. Each rule is a port of its upstream code, one module per upstream source in
 ``brickadmin/cluster/upstream/`` (names, quantity, pods, drain, selectors, taints,
-disruption, sharing); this module names them all. Pure: no Django, and only the standard
+disruption, sharing, pci_ids); this module names them all. Pure: no Django, and only the standard
 library at import time (PyYAML is imported by the one function needing it).
 
 lab/lab.py loads this file by path on any python3, without Django (brickadmin/__init__.py
@@ -146,6 +146,13 @@ from .upstream.names import (
     quota_key,
     split_gpu_product,
 )
+from .upstream.pci_ids import (
+    DeviceID,
+    DeviceIDError,
+    device_id_from_string,
+    device_id_of,
+    matches_device_filter,
+)
 from .upstream.pods import (
     being_deleted,
     controller_of,
@@ -207,6 +214,11 @@ from .upstream.taints import (
 )
 
 __all__ = [
+    "DeviceID",
+    "DeviceIDError",
+    "device_id_from_string",
+    "device_id_of",
+    "matches_device_filter",
     "KubeObject",
     "NVIDIA_PREFIX",
     "GPU",

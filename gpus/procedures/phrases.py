@@ -198,6 +198,7 @@ PHRASES = {
     "mig.bad_devices": _("%(name)s: devices must be 'all' or a list of GPU indexes"),
     "mig.bad_mig_enabled": _("%(name)s: mig-enabled must be true or false"),
     "mig.bad_mig_devices": _("%(name)s: mig-devices maps a profile to a count"),
+    "mig.bad_device_filter": _("%(name)s: device-filter must be a PCI device id or a list of them"),
     # what a fix tells the Workspace's owner (gpus.models.OwnerNotice, and the notification)
     "notice.it_failed": _("it failed"),
     "notice.admin_acted_subject": _("An admin acted on %(subject)s"),
@@ -315,6 +316,11 @@ PHRASES = {
         "%(node)s: %(label)s=%(now)s (%(state)s) → %(config)s. It advertises %(before)s; after: %(after)s."
     ),
     "precheck.mig_already_labelled": _("The node is labelled %(config)s already: mig-manager is not asked again."),
+    "precheck.mig_guessed": _(
+        "Guessed for GPU %(gpus)s (%(model)s): mig-manager picks the entries of %(config)s by PCI device id, "
+        "and neither the node nor NVIDIA's PCI id list says this GPU's; the figures take the entries whose "
+        "profiles the model holds."
+    ),
     "precheck.quota_over": _("Allocated %(res)s quota %(q)d would not fit under its new Total %(u)d."),
     "precheck.fix_lower_quotas": _(
         "Lower the %(res)s quotas by %(d)d in total first, or choose another layout. Workspaces: %(ws)s."

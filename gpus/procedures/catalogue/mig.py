@@ -91,6 +91,17 @@ def node_gpus(gateway, node: str, n=None) -> list[dict]:
     return [dict(d) for d in n.raw_devices] or [{"model": n.model} for _i in range(n.physical)]
 
 
+def guessed_layout(configs: dict, config: str, gpus: list[dict]) -> list[Check]:
+    """A note on the plan when the layout of some GPU was guessed: the config picks its entries
+    by PCI device id and nothing says the GPU's (migparted.guessed_gpus)."""
+    indexes = migparted.guessed_gpus(configs, config, gpus)
+    if not indexes:
+        return []
+    models = sorted({str(gpus[i].get("model") or "?") for i in indexes})
+    text = said("precheck.mig_guessed", gpus=", ".join(map(str, indexes)), model=", ".join(models), config=config)
+    return [Check(True, text, level="warn")]
+
+
 def mig_advertised(gpus: list[dict], labels: dict) -> dict[str, int]:
     """What the GPU Operator's device plugin advertises for these GPUs (its MIG strategy is
     GFD's nvidia.com/mig.strategy label; mixed when absent)."""
@@ -320,10 +331,12 @@ class ProcedureMigLayout(ProcedureDef):
         configs, unreadable = mig_configs(live)
         if unreadable:
             return [Check(False, unreadable, said("precheck.fix_mig_configmap"))]
-        after, why = migparted.layout(configs, config, node_gpus(live, node, n))
+        gpus = node_gpus(live, node, n)
+        after, why = migparted.layout(configs, config, gpus)
+        guessed = guessed_layout(configs, config, gpus)
         if after is None:
             refused = said("precheck.mig_would_refuse", config=config, node=node, why=reason_said(why))
-            return [Check(False, refused, joined([refused, said("precheck.fix_choose_layout")], " "))]
+            return [Check(False, refused, joined([refused, said("precheck.fix_choose_layout")], " "))] + guessed
         now = {r.resource: r.allocatable for r in n.served}
         want = mig_advertised(after, n.labels)
         checks = [
@@ -341,6 +354,7 @@ class ProcedureMigLayout(ProcedureDef):
                 ),
             )
         ]
+        checks.extend(guessed)
         if n.labels.get(vocab.MIG_CONFIG_LABEL) == config:
             checks.append(
                 Check(
