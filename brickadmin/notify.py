@@ -31,8 +31,15 @@ OWNER_RESOLVERS: list[Callable] = []
 def language_of(user) -> str:
     from .accounts.models import Preference
 
-    lang = Preference.objects.filter(user_id=user.pk).values_list("language", flat=True).first() or ""
-    return lang if lang in dict(settings.LANGUAGES) else settings.LANGUAGE_CODE
+    # The language they chose for notifications, else the one they read the console in.
+    chosen, reading = Preference.objects.filter(user_id=user.pk).values_list("language", "ui_language").first() or (
+        "",
+        "",
+    )
+    for lang in (chosen, reading):
+        if lang in dict(settings.LANGUAGES):
+            return lang
+    return settings.LANGUAGE_CODE
 
 
 def notify(user, kind: str, words: Callable[[], tuple[str, str]], link: str = ""):

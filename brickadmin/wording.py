@@ -82,6 +82,8 @@ def joined(parts, sep: str = "\n"):
 def _param_record(value):
     if isinstance(value, Said):
         return value.as_record()
+    if isinstance(value, Mapping) and isinstance(value.get("code"), str):  # a message as stored
+        return dict(value)
     if isinstance(value, StepRef):
         return {"step": value.key, "text": str(value.text)}
     if isinstance(value, Promise):

@@ -7,6 +7,9 @@ from __future__ import annotations
 from django.utils.translation import gettext_lazy as _
 
 PHRASES = {
+    # the reasons the product gives a quota change (workspaces/quota.py keeps them as messages)
+    "reason.released": _("Released by the owner %(who)s, asked by %(admin)s"),
+    "reason.reclaimed": _("Reclaimed: asked on %(when)s by %(who)s, no answer by the deadline"),
     "decision.quota_changed": _("GPU quota %(a)s → %(b)s (run #%(id)d): %(why)s"),
     "decision.job_deleted": _("deleted from the cluster (namespace %(ns)s)"),
     "decision.job_withdrawn": _("withdrawn before approval"),

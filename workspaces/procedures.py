@@ -19,6 +19,13 @@ from .labels import namespace_labels
 from .models import WorkspaceRequest
 
 
+def quota_reason(params):
+    """Why a quota changed, as recorded: the product's own reason as a message (said in each
+    reader's language), else the words a person typed."""
+    record = params.get("reason_said")
+    return record if isinstance(record, dict) and "code" in record else params.get("reason", "")
+
+
 def _approved_workspace(name):
     """The approval record of an approved Workspace (its namespace is its name), or None."""
     return WorkspaceRequest.objects.filter(name=name, status=WorkspaceRequest.Status.APPROVED).first()
@@ -283,7 +290,7 @@ class SetGpuQuota(Step):
             subject=name,
             gpu_resource=resource,
             amount=after,
-            detail=said("decision.quota_changed", a=before, b=after, id=ctx.run.pk, why=ctx.params.get("reason", "")),
+            detail=said("decision.quota_changed", a=before, b=after, id=ctx.run.pk, why=quota_reason(ctx.params)),
         )
         OwnerNotice.objects.create(
             namespace=name,
@@ -297,7 +304,7 @@ class SetGpuQuota(Step):
                 res=resource,
                 a=before,
                 b=after,
-                why=ctx.params.get("reason", ""),
+                why=quota_reason(ctx.params),
             ),
         )
 

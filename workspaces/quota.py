@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.conf import settings
+from django.utils import translation
 from django.utils.translation import gettext as _
 
 from brickadmin.cluster import dra
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import pod_gpu_requests
 from brickadmin.cluster.gateway import get_gateway
-from brickadmin.wording import Said, said
+from brickadmin.wording import Said, record_of, said
 from gpus.models import ProcedureRun, RunStatus
 from gpus.numbers import capacity as capacity_mod
 from gpus.numbers.dra_lines import is_dra_resource
@@ -158,7 +160,7 @@ def change_quota(
     after: int,
     *,
     actor,
-    reason: str,
+    reason,
     resource: str = "",
     undo_of: int | None = None,
     gateway=None,
@@ -167,6 +169,10 @@ def change_quota(
     """Start the audited run that sets the Workspace's GPU quota to ``after`` (the preview's
     checks again first: QuotaError says why not). ``undo_of``: the quota run it reverts."""
     gateway = gateway or get_gateway()
+    record = record_of(reason)  # a reason the product wrote: each reader reads it in their language
+    if record is not None:
+        with translation.override(settings.LANGUAGE_CODE):
+            reason = str(reason)
     reason = (reason or "").strip()
     if not reason:
         raise QuotaError(_("Say why the quota changes: the owner and the audit log read it."))
@@ -182,6 +188,8 @@ def change_quota(
         "before": seen.before,
         "reason": reason[:500],
     }
+    if record is not None:
+        params["reason_said"] = record
     if undo_of:
         params["undo_of"] = undo_of
     try:

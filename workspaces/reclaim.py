@@ -139,8 +139,7 @@ def answer_release(ask: ReclaimAsk, user, *, amount: int) -> ReclaimAsk:
             now - amount,
             actor=user,
             gateway=gateway,
-            reason=_("Released by the owner %(who)s, asked by %(admin)s")
-            % {"who": user.get_username(), "admin": ask.asked_by_name},
+            reason=said("reason.released", who=user.get_username(), admin=ask.asked_by_name),
         )
     except quota_mod.QuotaError as exc:
         raise ReclaimError(str(exc)) from None
@@ -197,8 +196,7 @@ def reclaim(ask: ReclaimAsk, *, actor, after: int, gateway=None) -> ReclaimAsk:
             after,
             actor=actor,
             gateway=gateway,
-            reason=_("Reclaimed: asked on %(when)s by %(who)s, no answer by the deadline")
-            % {"when": ask.asked_at.strftime("%Y-%m-%d"), "who": ask.asked_by_name},
+            reason=said("reason.reclaimed", when=ask.asked_at.strftime("%Y-%m-%d"), who=ask.asked_by_name),
         )
     except quota_mod.QuotaError as exc:
         raise ReclaimError(str(exc)) from None

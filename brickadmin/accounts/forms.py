@@ -21,7 +21,7 @@ def zone_choices():
 
 
 def language_choices():
-    return [("", _("The site's language"))] + [(code, name) for code, name in settings.LANGUAGES]
+    return [("", _("The language you use the console in"))] + [(code, name) for code, name in settings.LANGUAGES]
 
 
 class PreferenceForm(forms.Form):

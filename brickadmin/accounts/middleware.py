@@ -3,10 +3,11 @@ browser's (the cookie static/js/timezone.js sets), else the site's TIME_ZONE_DIS
 configured, e.g. Asia/Seoul)."""
 
 import functools
+from urllib.parse import unquote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from django.conf import settings
-from django.db import DatabaseError
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from .models import Preference
@@ -27,24 +28,59 @@ def valid_zone(name: str) -> str:
     return name if name in known_zones() else ""
 
 
-def zone_of(user) -> str:
-    """The zone name a person chose, or "" (none chosen). One query by key."""
-    if not user.is_authenticated:
-        return ""
+def _chosen(request) -> tuple[str, str]:
+    """(time zone chosen, language the console was last read in) of the signed-in person, or
+    ("", ""). One query by key, once per request."""
+    cached = getattr(request, "_brick_preference", None)
+    if cached is not None:
+        return cached
+    found: tuple[str, str] = ("", "")
+    if request.user.is_authenticated:
+        try:
+            row = Preference.objects.filter(user_id=request.user.pk).values_list("time_zone", "ui_language").first()
+            found = (row[0] or "", row[1] or "") if row else ("", "")
+        except DatabaseError:  # the database's own error page says so; times fall back to the site's zone
+            pass
+    request._brick_preference = found
+    return found
+
+
+def remember_ui_language(request) -> None:
+    """Keep the language this signed-in person reads the console in, so that what they are told
+    while away (notifications, emails) is in it unless they chose another. Written only when it
+    changes; a database that refuses the write leaves the page as it is."""
+    if not request.user.is_authenticated:
+        return
+    current = getattr(request, "LANGUAGE_CODE", "") or ""
+    if current not in dict(settings.LANGUAGES):
+        return
+    known = _chosen(request)[1] or settings.LANGUAGE_CODE
+    if current == known:
+        return
     try:
-        return Preference.objects.filter(user_id=user.pk).values_list("time_zone", flat=True).first() or ""
-    except DatabaseError:  # the database's own error page says so; times fall back to the site's zone
-        return ""
+        with transaction.atomic():
+            Preference.objects.update_or_create(user_id=request.user.pk, defaults={"ui_language": current})
+    except DatabaseError:
+        return
+
+
+def browser_zone(request) -> str:
+    """The zone the browser reported, or "". A browser that wrote it percent-encoded
+    (Asia%2FSeoul, as encodeURIComponent does) is read the same as one that wrote Asia/Seoul."""
+    raw = request.COOKIES.get(BROWSER_ZONE_COOKIE, "")
+    return valid_zone(unquote(raw[: ZONE_NAME_MAX * 3]))
+
+
+def zone_source(request) -> str:
+    """Where this request's zone comes from: "chosen", "browser" or "site" (TIME_ZONE_DISPLAY, else UTC)."""
+    if valid_zone(_chosen(request)[0]):
+        return "chosen"
+    return "browser" if browser_zone(request) else "site"
 
 
 def display_zone(request) -> str:
     """The zone this request's pages show times in."""
-    return (
-        valid_zone(zone_of(request.user))
-        or valid_zone(request.COOKIES.get(BROWSER_ZONE_COOKIE, ""))
-        or valid_zone(getattr(settings, "TIME_ZONE_DISPLAY", ""))
-        or "UTC"
-    )
+    return valid_zone(_chosen(request)[0]) or browser_zone(request) or valid_zone(settings.TIME_ZONE_DISPLAY) or "UTC"
 
 
 class TimezoneMiddleware:
@@ -56,6 +92,7 @@ class TimezoneMiddleware:
             timezone.activate(ZoneInfo(display_zone(request)))
         except (ZoneInfoNotFoundError, ValueError):  # a zone the machine no longer has
             timezone.activate(ZoneInfo("UTC"))
+        remember_ui_language(request)
         try:
             return self.get_response(request)
         finally:

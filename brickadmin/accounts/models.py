@@ -11,8 +11,11 @@ class Preference(models.Model):
     # A zoneinfo name (the form checks it against zoneinfo.available_timezones());
     # "" = the browser's zone, else TIME_ZONE_DISPLAY.
     time_zone = models.CharField(_("Time zone"), max_length=64, blank=True, default="")
-    # The language notifications are written in ("" = the site's LANGUAGE_CODE).
+    # The language notifications are written in ("" = the one they read the console in, ui_language).
     language = models.CharField(_("Language of notifications"), max_length=8, blank=True, default="")
+    # The language they last read the console in (the language menu's choice, else their browser's),
+    # kept by brickadmin/accounts/middleware.py; "" = the site's LANGUAGE_CODE.
+    ui_language = models.CharField(max_length=8, blank=True, default="")
     email_notifications = models.BooleanField(_("Also by email"), default=True)
     # A Slack- or Mattermost-compatible incoming webhook ("" = none).
     webhook_url = models.URLField(_("Also to a chat webhook"), max_length=500, blank=True, default="")

@@ -36,8 +36,19 @@ def profile(request):
             % {"zone": form.cleaned_data["time_zone"] or _("your browser's time zone")},
         )
         return redirect("profile")
+    from .middleware import display_zone, zone_source
+
+    source = zone_source(request)
+    zone_words = {
+        "chosen": _("the zone you chose"),
+        "browser": _("your browser's time zone"),
+        "site": _("the site's time zone until your browser reports its own (from the next page)"),
+    }[source]
     return render(
-        request, "accounts/profile.html", {"form": form}, status=400 if form.is_bound and form.errors else 200
+        request,
+        "accounts/profile.html",
+        {"form": form, "zone_name": display_zone(request), "zone_words": zone_words, "zone_source": source},
+        status=400 if form.is_bound and form.errors else 200,
     )
 
 

@@ -4,7 +4,10 @@
   var zone;
   try { zone = Intl.DateTimeFormat().resolvedOptions().timeZone; } catch (e) { return; }
   if (!zone || zone.length > 64) return;
-  var cookie = "brick_tz=" + encodeURIComponent(zone);
+  // Written as is (Asia/Seoul): a zone name's characters are all allowed in a cookie value, and
+  // the server reads a percent-encoded one (Asia%2FSeoul) the same.
+  if (!/^[A-Za-z0-9_+\-\/]+$/.test(zone)) return;
+  var cookie = "brick_tz=" + zone;
   if (document.cookie.split("; ").indexOf(cookie) !== -1) return;
   document.cookie = cookie + "; path=/; max-age=31536000; SameSite=Lax" + (location.protocol === "https:" ? "; Secure" : "");
 })();

@@ -138,7 +138,7 @@ def test_the_causes_are_in_korean_for_a_korean_reader(waiting, alice, login):
     page = client.get(reverse("workspace_detail", args=[ws.pk])).content.decode()
     _kind, words = causes(page)["quota-full"]
     assert (
-        "Workspace의 nvidia.com/gpu 쿼터가 모두 사용 중입니다: 4 중 4, 사용 중인 파드: train-a (2), train-b (2)."
+        "Workspace의 nvidia.com/gpu 쿼터가 모두 사용 중입니다: 4 중 4, 사용 중인 Pod: train-a (2), train-b (2)."
         in words
     )
 

@@ -168,11 +168,11 @@ def test_the_quota_messages_read_in_korean():
     from django.utils import translation
 
     with translation.override("ko"):
-        assert str(quota.quota_problem(SHARED, 0, 1)).startswith("현재 파드가")
+        assert str(quota.quota_problem(SHARED, 0, 1)).startswith("현재 Pod가")
         from gpus.numbers.capacity import shown_available  # noqa: F401  (the template tag reads it)
         from gpus.templatetags.brick import available
 
-        assert available({"request": None}, -2) == "사용 가능 없음"
+        assert available({"request": None}, -2) == "가용 없음"
 
 
 def test_a_quota_change_started_in_english_reads_its_prechecks_in_korean(team, login, admin_user):
@@ -189,5 +189,5 @@ def test_a_quota_change_started_in_english_reads_its_prechecks_in_korean(team, l
     admin = login(admin_user)
     admin.cookies["django_language"] = "ko"
     korean = text(admin.get(reverse("run_detail", args=[run.pk]), HTTP_ACCEPT_LANGUAGE="ko").content)
-    assert "쿼터 3 → 1; 파드 요청 1." in korean and "변경 후 용량:" in korean
+    assert "쿼터 3 → 1; Pod 요청 1." in korean and "변경 후 용량:" in korean
     assert "its pods request" not in korean and "Capacity after the change:" not in korean

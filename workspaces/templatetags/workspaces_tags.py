@@ -44,3 +44,13 @@ def waiting(since):
     if h:
         return _("%(h)s h %(m)s min") % {"h": h, "m": m}
     return _("%(m)s min") % {"m": m}
+
+
+@register.filter
+def quota_reason(params):
+    """The reason of a quota run in the reader's language (the product's own reasons), else as typed."""
+    from brickadmin.wording import shown
+    from workspaces.procedures import quota_reason as reason
+
+    why = reason(params or {})
+    return shown(why, (params or {}).get("reason", "")) if isinstance(why, dict) else why
