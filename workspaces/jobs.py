@@ -25,7 +25,7 @@ from brickadmin.wording import said
 from gpus.numbers import ledger as ledger_mod
 from gpus.view.live import LiveRead
 
-from . import notices
+from . import elastic, notices
 from .approvals import WorkspaceError, ensure_priority_class, record_decision
 from .labels import owner_label_value
 from .models import (
@@ -156,7 +156,7 @@ def submit_job(job: WorkspaceJob, actor) -> WorkspaceJob:
             "BRICK Jobs: scavenging tier, preempted by Workspace pods.",
             "Never",
         )
-        gw.create_job(job.workspace.namespace, job_manifest(job))
+        gw.create_job(job.workspace.namespace, elastic.queued(gw, job_manifest(job)))
     except ClusterError as exc:
         back = Status.FAILED if actor is None else Status.PENDING
         WorkspaceJob.objects.filter(pk=job.pk, status=Status.SUBMITTED).update(

@@ -17,6 +17,10 @@ PHRASES = {
     ),
     "decision.adopted_with_note": "%(adopted)s %(note)s",  # the admin's note, in their own words
     "decision.approved": _("namespace %(ns)s; quota %(quota)s"),
+    "decision.elastic_granted": _(
+        "Elastic quota on Kueue: guarantee %(g)s, burst ceiling %(b)s, lend ceiling %(lend)s "
+        "(ClusterQueue %(q)s in cohort %(c)s); the ResourceQuota holds guarantee + burst."
+    ),
     "decision.approval_retry": _(
         "Transient API error (%(err)s); retrying in %(d).1fs (retry %(a)d; retried for up to %(s)d s)."
     ),
