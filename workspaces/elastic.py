@@ -56,6 +56,29 @@ class Facts:
         return next((c for c in self.cohorts if c.name == line.cohort and c.resource == line.resource), None)
 
 
+@dataclass
+class WorkspaceElastic:
+    """A Workspace's elastic quota as a page shows it: each of its queue lines with its cohort."""
+
+    served: bool | None
+    read_at: datetime | None
+    lines: list[tuple[kueue.QueueLine, kueue.Cohort | None, int]] = field(
+        default_factory=list
+    )  # line, cohort, may use now
+
+
+def of_workspace(workspace: str) -> WorkspaceElastic:
+    """One query (facts), never the API server."""
+    seen = facts()
+    out = WorkspaceElastic(served=seen.served, read_at=seen.read_at)
+    cohorts = seen.cohorts
+    for cohort in cohorts:
+        for line in cohort.lines:
+            if line.workspace == workspace:
+                out.lines.append((line, cohort, cohort.may_use_now(line)))
+    return out
+
+
 def facts() -> Facts:
     """One query; never the API server."""
     row = KueueFacts.objects.filter(pk=1).first()

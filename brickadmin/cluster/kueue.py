@@ -326,6 +326,14 @@ class Cohort:
         """Idle guarantee that may still be borrowed (after what is borrowed now)."""
         return max(0, sum(x.idle_lendable for x in self.lines) - self.borrowed)
 
+    def may_use_now(self, line: QueueLine) -> int:
+        """What the queue of ``line`` may hold right now: its guarantee, plus what it borrows and
+        what the others' idle lendable guarantee still offers, up to its burst ceiling."""
+        others = sum(x.idle_lendable for x in self.lines if x.queue != line.queue)
+        free = max(0, others - self.borrowed)  # what the cohort borrows now comes out of it
+        more = line.borrowed + free
+        return line.guarantee + (more if line.burst is None else min(line.burst, more))
+
 
 def _spread(total: int, weights: Sequence[int]) -> list[int]:
     """``total`` spread over ``weights`` in proportion, whole numbers (largest remainder,

@@ -105,6 +105,7 @@ def test_what_one_borrows_the_idle_other_lends():
     assert (a.workspace, a.guarantee, a.in_use, a.borrowed, a.lent, a.ceiling) == ("a", 4, 8, 4, 0, 8)
     assert (b.workspace, b.borrowed, b.lent, b.idle_lendable) == ("b", 0, 4, 4)
     assert (cohort.guaranteed, cohort.borrowed, cohort.lent, cohort.idle_lendable) == (8, 4, 4, 0)
+    assert cohort.may_use_now(a) == 8 and cohort.may_use_now(b) == 4  # b's guarantee is reclaimed for it
 
 
 def test_no_borrowing_limit_is_no_limit_never_zero():
@@ -125,6 +126,7 @@ def test_lending_is_bounded_by_the_lend_ceiling_and_spread_over_lenders():
     lent = {x.workspace: x.lent for x in cohort.lines}
     assert lent == {"a": 0, "b": 1, "c": 2}  # b lends at most 1; c has 3 idle of its 4
     assert cohort.idle_lendable == 1
+    assert cohort.may_use_now(cohort.lines[0]) == 2 + 4  # no burst limit: what it borrows and the 1 left
 
 
 def test_a_borrower_while_another_of_its_cohort_waits():

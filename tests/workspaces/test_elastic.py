@@ -172,3 +172,131 @@ def test_a_product_job_in_a_kueue_workspace_names_its_queue(kueue_twin, alice, a
     manifest = job_manifest(other)
     manifest["metadata"]["namespace"] = "elsewhere"
     assert "kueue.x-k8s.io/queue-name" not in elastic.queued(kueue_twin, manifest)["metadata"]["labels"]
+
+
+def test_the_approval_form_offers_the_grant_only_where_kueue_is_served(kueue_twin, alice, admin_client, make_request):
+    req = make_request(alice, "team-f", gpu=2)
+    page = admin_client.get("/workspaces/approvals/").content.decode()
+    assert 'data-testid="elastic-grant"' not in page  # not read yet: not offered
+    elastic.read_kueue(kueue_twin)
+    page = admin_client.get("/workspaces/approvals/").content.decode()
+    assert 'data-testid="elastic-grant"' in page
+    assert f'name="r{req.pk}-burst" value="2"' in page  # BRICK_KUEUE_BURST_PERCENT 100
+    refused = admin_client.post(
+        f"/workspaces/approvals/{req.pk}/approve/",
+        {
+            f"r{req.pk}-resource": "nvidia.com/gpu.shared",
+            f"r{req.pk}-overcommit": "on",
+            f"r{req.pk}-guarantee": "2",
+            f"r{req.pk}-burst": "1",
+            f"r{req.pk}-lend": "3",
+        },
+    )
+    assert refused.status_code == 400 and "At most the guarantee" in refused.content.decode()
+    admin_client.post(
+        f"/workspaces/approvals/{req.pk}/approve/",
+        {
+            f"r{req.pk}-resource": "nvidia.com/gpu.shared",
+            f"r{req.pk}-overcommit": "on",
+            f"r{req.pk}-guarantee": "2",
+            f"r{req.pk}-burst": "1",
+            f"r{req.pk}-lend": "0",
+        },
+    )
+    (res,) = objects(kueue_twin, "ClusterQueue")["brick-ws-team-f"]["spec"]["resourceGroups"][0]["flavors"][0][
+        "resources"
+    ]
+    assert (res["nominalQuota"], res["borrowingLimit"], res["lendingLimit"]) == ("2", "1", "0")
+
+
+def approve_two(kueue_twin, alice, bob, admin_user, make_request):
+    for user, name in ((alice, "team-a"), (bob, "team-b")):
+        req = make_request(user, name, gpu=2)
+        ws_approvals.approve(
+            req.pk, admin_user, "nvidia.com/gpu.shared", overcommit=True, grant=elastic.kueue.Grant(2, 2)
+        )
+    usage = lambda total, borrowed: [  # noqa: E731 (Kueue's status, as its controller writes it)
+        {
+            "name": "brick-gpu-shared",
+            "resources": [{"name": "nvidia.com/gpu.shared", "total": str(total), "borrowed": str(borrowed)}],
+        }
+    ]
+    kueue_twin.set_kueue_status(
+        "ClusterQueue",
+        "brick-ws-team-a",
+        {"flavorsReservation": usage(4, 2), "flavorsUsage": usage(4, 2), "pendingWorkloads": 0},
+    )
+    kueue_twin.set_kueue_status(
+        "ClusterQueue",
+        "brick-ws-team-b",
+        {"flavorsReservation": usage(0, 0), "flavorsUsage": usage(0, 0), "pendingWorkloads": 1},
+    )
+    elastic.read_kueue(kueue_twin)
+
+
+def test_the_quota_page_shows_guarantee_borrowed_lent_and_burst_per_workspace_of_the_cohort(
+    kueue_twin, alice, bob, admin_user, admin_client, make_request
+):
+    from .conftest import text
+
+    approve_two(kueue_twin, alice, bob, admin_user, make_request)
+    page = text(admin_client.get("/workspaces/cluster/team-a/quota/").content)
+    assert "team-a nvidia.com/gpu.shared 2 4 2 0 2 all of the guarantee 0" in page
+    assert "team-b nvidia.com/gpu.shared 2 0 0 2 2 all of the guarantee 1" in page
+    assert "Cohort brick-gpu-shared: 4 guaranteed across 2 Workspaces, 2 borrowed now, 0 idle" in page
+
+
+def test_unlimited_borrowing_is_no_limit_never_zero(kueue_twin, alice, bob, admin_user, admin_client, make_request):
+    from .conftest import text
+
+    approve_two(kueue_twin, alice, bob, admin_user, make_request)
+    cq = objects(kueue_twin, "ClusterQueue")["brick-ws-team-a"]
+    del cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"]
+    kueue_twin._save(cq)
+    elastic.read_kueue(kueue_twin)
+    page = text(admin_client.get("/workspaces/cluster/team-a/quota/").content)
+    assert "team-a nvidia.com/gpu.shared 2 4 2 0 no limit" in page
+
+
+def test_a_user_sees_their_own_workspaces_quota_context_only(kueue_twin, alice, bob, admin_user, login, make_request):
+    from .conftest import text
+
+    approve_two(kueue_twin, alice, bob, admin_user, make_request)
+    ws = WorkspaceRequest.objects.get(name="team-a")
+    page = text(login(alice).get(f"/workspaces/{ws.pk}/").content)
+    assert (
+        "Guaranteed: 2 nvidia.com/gpu.shared. You may burst to 4 now (at most 4); borrowed GPUs can be taken back."
+        in page
+    )
+    assert "team-b" not in page  # the cohort's other Workspaces are not theirs to see
+    assert "Cohort brick-gpu-shared: 4 guaranteed across 2 Workspaces, 2 borrowed now" in page
+    b = WorkspaceRequest.objects.get(name="team-b")
+    assert "You may burst to 2 now" in text(login(bob).get(f"/workspaces/{b.pk}/").content)
+
+
+def test_a_change_of_the_grant_is_an_audited_run_setting_the_cluster_queue_and_the_resource_quota(
+    kueue_twin, alice, bob, admin_user, admin_client, make_request, monkeypatch
+):
+    from gpus.models import ProcedureRun
+    from gpus.tasks import execute_run
+
+    for k in ("BRICK_PROCEDURE_RETRY_BACKOFF", "BRICK_PROCEDURE_VERIFY_TIMEOUT", "BRICK_PROCEDURE_STEP_PAUSE"):
+        monkeypatch.setenv(k, "0")
+    approve_two(kueue_twin, alice, bob, admin_user, make_request)
+    response = admin_client.post(
+        "/workspaces/cluster/team-b/quota/", {"guarantee": "1", "burst": "3", "lend": "1", "reason": "B lends more"}
+    )
+    run = ProcedureRun.objects.get(procedure="Q", params__workspace="team-b")
+    assert response.status_code == 302 and response["Location"] == run.get_absolute_url()
+    execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.message
+    assert run.params["before_grant"] == [2, 2, None]
+    (res,) = objects(kueue_twin, "ClusterQueue")["brick-ws-team-b"]["spec"]["resourceGroups"][0]["flavors"][0][
+        "resources"
+    ]
+    assert (res["nominalQuota"], res["borrowingLimit"], res["lendingLimit"]) == ("1", "3", "1")
+    hard = objects(kueue_twin, "ResourceQuota", "team-b")["workspace-compute"]["spec"]["hard"]
+    assert hard["requests.nvidia.com/gpu.shared"] == "4"
+    assert Decision.objects.filter(subject="team-b", action=Decision.Action.QUOTA).count() == 2  # granted, changed
+    assert elastic.of_workspace("team-b").lines[0][0].guarantee == 1  # the pages read it at once
