@@ -300,3 +300,65 @@ def test_a_change_of_the_grant_is_an_audited_run_setting_the_cluster_queue_and_t
     assert hard["requests.nvidia.com/gpu.shared"] == "4"
     assert Decision.objects.filter(subject="team-b", action=Decision.Action.QUOTA).count() == 2  # granted, changed
     assert elastic.of_workspace("team-b").lines[0][0].guarantee == 1  # the pages read it at once
+
+
+# --- Health -------------------------------------------------------------------------------
+
+
+def record_findings(served, records=1, cohorts=()):
+    from gpus.numbers import health as health_mod
+    from workspaces import health
+
+    inputs = health.WorkspaceInputs(
+        records=[
+            health.Record(name=f"ws-{i}", owner="alice", gpu=1, resource="nvidia.com/gpu") for i in range(records)
+        ],
+        kueue_served=served,
+        kueue_cohorts=list(cohorts),
+    )
+    found = health_mod.problems(health_mod.HealthInputs(ledger=None, workspaces=inputs), reads="records")
+    return [(p.kind, p.severity, p.subject) for p in found if "kueue" in p.kind or "borrowing" in p.kind]
+
+
+def test_without_kueue_health_says_elastic_quota_is_available_once_it_is_installed():
+    assert record_findings(False) == [("kueue-not-installed", "info", "kueue.x-k8s.io")]
+    assert record_findings(False, records=0) == []  # no Workspace: nothing to lend
+    assert record_findings(None) == []  # not known (the beat is not running): nothing said
+    assert record_findings(True) == []
+
+
+def test_with_kueue_a_workspace_borrowing_while_another_of_its_cohort_waits_is_shown(
+    kueue_twin, alice, bob, admin_user, make_request
+):
+    from workspaces import health
+
+    approve_two(kueue_twin, alice, bob, admin_user, make_request)  # team-a borrows 2, team-b has 1 waiting
+    found = [p for p in health.workspace_problems() if p.kind == "workspace-borrowing-while-waiting"]
+    assert [(p.subject, p.severity) for p in found] == [("team-a", "warn")]
+    assert "Workspace team-a borrows 2 nvidia.com/gpu.shared of cohort brick-gpu-shared while team-b has 1" in (
+        found[0].message
+    )
+    assert not [p for p in health.workspace_problems() if p.kind == "kueue-not-installed"]
+
+
+def test_with_kueue_and_nobody_waiting_borrowing_is_no_finding(kueue_twin):
+    from brickadmin.cluster import kueue
+
+    cohorts = kueue.cohort_lines([objects_queue("brick-ws-a", borrowed=2), objects_queue("brick-ws-b", borrowed=0)])
+    assert record_findings(True, cohorts=cohorts) == []
+
+
+def objects_queue(name, borrowed, pending=0):
+    usage = [
+        {"name": "f", "resources": [{"name": "nvidia.com/gpu", "total": str(2 + borrowed), "borrowed": str(borrowed)}]}
+    ]
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "cohortName": "c",
+            "resourceGroups": [
+                {"flavors": [{"name": "f", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "2"}]}]}
+            ],
+        },
+        "status": {"flavorsReservation": usage, "pendingWorkloads": pending},
+    }
