@@ -284,6 +284,8 @@ CELERY_BEAT_SCHEDULE = {
     # each run replaces the hour in progress with the cluster view as it is now (the hour's
     # figures are its last sample), then prunes what the retention leaves out
     "roll-up-showback": {"task": "workspaces.tasks.roll_up_showback", "schedule": 600.0},
+    # whether the cluster serves Kueue, and its ClusterQueues, for the pages (workspaces/elastic.py)
+    "read-kueue": {"task": "workspaces.tasks.read_kueue", "schedule": 15.0},
 }
 
 # --- the cluster -------------------------------------------------------------
@@ -311,6 +313,17 @@ BRICK_MIG_PARTED_CONFIGMAP = os.environ.get("BRICK_MIG_PARTED_CONFIGMAP", "").st
 BRICK_IDLE_UTILISATION_PERCENT = float(os.environ.get("BRICK_IDLE_UTILISATION_PERCENT", "5"))
 # Pages call the watcher down (numbers may be out of date) after this long without a heartbeat.
 BRICK_WATCHER_STALE_SECONDS = float(os.environ.get("BRICK_WATCHER_STALE_SECONDS", "30"))
+# --- elastic quota on Kueue (docs/operator-guide.md#elastic-quota) ---
+# The twin serves Kueue's APIs (a real cluster's discovery says whether it does).
+BRICK_TWIN_KUEUE = env_bool("BRICK_TWIN_KUEUE", False)
+# What an approval form proposes when Kueue is served: the burst ceiling (borrowingLimit) and the
+# lend ceiling (lendingLimit) as percentages of the guarantee, rounded up; the guarantee is what
+# the request asks for.
+BRICK_KUEUE_BURST_PERCENT = int(os.environ.get("BRICK_KUEUE_BURST_PERCENT", "100"))
+BRICK_KUEUE_LEND_PERCENT = int(os.environ.get("BRICK_KUEUE_LEND_PERCENT", "100"))
+# How long the pages trust the last read of Kueue (served or not, its ClusterQueues): the beat
+# reads it every 15 s; older than this, a page says it is not known.
+BRICK_KUEUE_FACTS_SECONDS = float(os.environ.get("BRICK_KUEUE_FACTS_SECONDS", "120"))
 BRICK_LEASE_NAMESPACE = os.environ.get("BRICK_LEASE_NAMESPACE") or os.environ.get("POD_NAMESPACE") or "brickadmin"
 
 # --- product limits ----------------------------------------------------------

@@ -57,7 +57,7 @@ from gpus.numbers import ledger as ledger_mod
 from gpus.numbers.dra_lines import dra_lines, is_dra_resource
 from gpus.view.live import LiveRead
 
-from . import notices
+from . import elastic, notices
 from .labels import namespace_labels, owner_label_value
 from .models import (
     COMPUTE_QUOTA,
@@ -551,6 +551,7 @@ class _Made:
     namespace: bool = False
     continued: bool = False
     quotas: set[str] = field(default_factory=set)
+    kueue: Any = None  # the approval's Kueue part (elastic.Part), where Kueue is served
 
 
 def _make_workspace(gw: Any, req: WorkspaceRequest, resource: str, made: _Made) -> None:
@@ -575,7 +576,10 @@ def _make_workspace(gw: Any, req: WorkspaceRequest, resource: str, made: _Made) 
                 raise
             made.continued = True  # this request's earlier approval (or attempt) made it
         made.namespace = True
-    for manifest in workspace_manifests(req, resource):
+    manifests = workspace_manifests(req, resource)
+    if made.kueue is not None:
+        manifests = made.kueue.quota_manifests(manifests)  # the ResourceQuota at guarantee + burst
+    for manifest in manifests:
         name = manifest["metadata"]["name"]
         if manifest["kind"] == "ResourceQuota" and "scopeSelector" not in manifest["spec"]:
             try:
@@ -590,15 +594,22 @@ def _make_workspace(gw: Any, req: WorkspaceRequest, resource: str, made: _Made) 
             made.quotas.add(name)
         else:
             gw.apply(manifest)
+    if made.kueue is not None:
+        made.kueue.ensure(gw)
 
 
-def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledger=None) -> WorkspaceRequest:
+def approve(
+    req_id: int, actor, resource: str, *, overcommit: bool = False, ledger=None, grant=None
+) -> WorkspaceRequest:
     """Create the Workspace in the cluster, all or nothing, then record the decision (below).
 
     A transient API failure (the API server restarting, 429, 5xx, a timeout) is retried with
     backoff for up to BRICK_APPROVAL_RETRY_SECONDS (30), each retry recorded on the request;
     what an attempt made is recognised as this approval's own and kept (_make_workspace).
     After that the approval stops with the API server's error, nothing kept, as for a refusal.
+
+    ``grant`` (brickadmin.cluster.kueue.Grant): the guarantee, burst and lend ceilings where the
+    cluster serves Kueue (workspaces/elastic.py; None: the defaults); ignored where it does not.
 
     A database that goes away during it (restarted, failed over) is waited for, up to
     BRICK_APPROVAL_DATABASE_WAIT_SECONDS, and the approval made again: its transaction was
@@ -609,7 +620,7 @@ def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledg
     deadline = time.monotonic() + wait
     while True:
         try:
-            return _approve_once(req_id, actor, resource, overcommit=overcommit, ledger=ledger)
+            return _approve_once(req_id, actor, resource, overcommit=overcommit, ledger=ledger, grant=grant)
         except DATABASE_GONE:
             if connection.in_atomic_block or not wait_for_database(max(0.0, deadline - time.monotonic())):
                 raise
@@ -620,7 +631,9 @@ def approve(req_id: int, actor, resource: str, *, overcommit: bool = False, ledg
                 raise
 
 
-def _approve_once(req_id: int, actor, resource: str, *, overcommit: bool = False, ledger=None) -> WorkspaceRequest:
+def _approve_once(
+    req_id: int, actor, resource: str, *, overcommit: bool = False, ledger=None, grant=None
+) -> WorkspaceRequest:
     """Create the Workspace in the cluster, all or nothing, then record the decision.
 
     The cluster and Prometheus are read first (gpus.view.live.LiveRead), without the lock, so an
@@ -639,12 +652,15 @@ def _approve_once(req_id: int, actor, resource: str, *, overcommit: bool = False
     gw = get_gateway()
     retrying = _Retrying(actor, req)
     chosen = _choose(gw, req, resource, retrying, ledger)
+    chosen.kueue = _kueue_part(gw, req, chosen.resource, grant, retrying)
     with transaction.atomic():
         _claim(req)
         # Until the cluster is written to, a WorkspaceError rolls the claim back with the transaction.
         _weigh(chosen, req, overcommit)
-        refused = _create_with_undo(gw, req, chosen.resource, retrying)
+        refused = _create_with_undo(gw, req, chosen.resource, retrying, chosen.kueue)
         failure = _record_refusal(req, actor, chosen, refused) if refused else _record_approval(gw, req, actor, chosen)
+        if failure is None:
+            elastic.recorded(req, actor, chosen.kueue)
     if failure is not None:
         raise WorkspaceError(failure[0]) from failure[1]
     req.refresh_from_db()
@@ -663,6 +679,19 @@ class _Chosen:
     since: tuple[int, set[str]] | None = None
     available: int | None = None
     overcommitted: bool = False
+    kueue: Any = None  # elastic.Part where the cluster serves Kueue
+
+
+def _kueue_part(gw: Any, req: WorkspaceRequest, resource: str, grant, retrying: _Retrying):
+    """The approval's Kueue part (elastic.for_approval: None without Kueue), read before the
+    lock as the GPU choice is; a transient failure retried, any other refuses the approval."""
+    while True:
+        try:
+            return elastic.for_approval(gw, req, resource, grant)
+        except ClusterError as exc:
+            if isinstance(exc, TransientClusterError) and retrying.again(exc):
+                continue
+            raise WorkspaceError(_("The cluster cannot be read; nothing was changed.")) from exc
 
 
 def _pending(req_id: int) -> WorkspaceRequest:
@@ -722,11 +751,11 @@ def _weigh(chosen: _Chosen, req: WorkspaceRequest, overcommit: bool) -> None:
     chosen.overcommitted = bool(chosen.choice and req.gpu > chosen.available)
 
 
-def _create_with_undo(gw: Any, req: WorkspaceRequest, resource: str, retrying: _Retrying):
+def _create_with_undo(gw: Any, req: WorkspaceRequest, resource: str, retrying: _Retrying, kueue_part=None):
     """The Workspace made in the cluster (namespace, quotas, LimitRange, priority class; a
     transient failure retried): None. Refused: what was made is deleted, and (the message,
     the refusal) returned."""
-    made = _Made()
+    made = _Made(kueue=kueue_part)
     try:
         while True:
             try:
@@ -736,7 +765,7 @@ def _create_with_undo(gw: Any, req: WorkspaceRequest, resource: str, retrying: _
                 if not retrying.again(exc):
                     raise
     except ClusterError as exc:
-        undo_error = ""
+        undo_error = made.kueue.undo(gw) if made.kueue is not None else ""  # cluster-scoped: not in the namespace
         if made.namespace:
             try:
                 gw.delete("v1", "Namespace", req.namespace)  # takes the quotas and LimitRange with it
@@ -808,6 +837,8 @@ def _record_approval(gw: Any, req: WorkspaceRequest, actor, chosen: _Chosen):
         gw.delete("v1", "Namespace", req.namespace)
     except ClusterError:
         log.exception("could not remove namespace %s of a request decided meanwhile", req.namespace)
+    if chosen.kueue is not None and chosen.kueue.undo(gw):
+        log.error("could not remove the ClusterQueue of %s, a request decided meanwhile", req.namespace)
     return (_("This request was already decided."), None)
 
 

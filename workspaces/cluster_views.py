@@ -17,8 +17,8 @@ from brickadmin.tables import Column, Table
 from gpus.models import OwnerNotice
 from gpus.view.reading import read_cluster
 
-from . import directory, waits
-from .forms import AdoptForm, QuotaForm
+from . import directory, elastic, waits
+from .forms import AdoptForm, ElasticQuotaForm, QuotaForm
 from .models import Decision
 
 NOT_MEASURED = gettext_lazy("not measured")
@@ -202,11 +202,17 @@ def workspace_quota(request, namespace):
             form.add_error(None, str(exc))
         else:
             return redirect(run)
+    grant_form, ran = _elastic_change(request, namespace, current, gateway)
+    if ran is not None:
+        return redirect(ran)
     runs = [(r, quota_mod.undo_target(r)) for r in quota_mod.history(namespace)[:20]]
     return render(
         request,
         "workspaces/quota.html",
         {
+            "elastic": elastic.of_workspace(namespace),
+            "grant_form": grant_form,
+            "admin": True,
             "ns": namespace,
             "form": form,
             "current": current,
@@ -218,3 +224,34 @@ def workspace_quota(request, namespace):
         },
         status=400 if request.method == "POST" else 200,
     )
+
+
+def _elastic_change(request, namespace, current, gateway):
+    """The quota page's guarantee, burst and lend form (a Kueue Workspace): posted, it starts
+    the audited quota run with the grant (its ResourceQuota at guarantee + burst). Returns the
+    form and the run started (None: none)."""
+    from . import quota as quota_mod
+
+    posted = request.method == "POST" and "guarantee" in request.POST
+    line = next(iter(elastic.of_workspace(namespace).lines), None)
+    initial = {}
+    if line is not None:
+        q = line[0]
+        initial = {"guarantee": q.guarantee, "burst": q.burst or 0, "lend": q.lendable}
+    form = ElasticQuotaForm(request.POST if posted else None, initial=initial)
+    if not posted or not form.is_valid():
+        return form, None
+    grant = form.cleaned_data["grant"]
+    try:
+        return form, quota_mod.change_quota(
+            namespace,
+            grant.ceiling,
+            actor=request.user,
+            reason=form.cleaned_data["reason"],
+            resource=current.resource,
+            gateway=gateway,
+            grant=grant,
+        )
+    except quota_mod.QuotaError as exc:
+        form.add_error(None, str(exc))
+        return form, None

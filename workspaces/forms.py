@@ -8,7 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from brickadmin.cluster import ClusterError
 from brickadmin.forms import ascii_number
 
-from . import approvals
+from . import approvals, elastic
 from .models import ResourceLimit, WorkspaceRequest
 
 AMOUNT_FIELDS = (
@@ -140,12 +140,18 @@ class ApproveForm(forms.Form):
 
     resource = forms.ChoiceField(label=_("GPU type"), required=False)
     overcommit = forms.BooleanField(label=_("Approve beyond what is available (overcommit)"), required=False)
+    # Elastic quota, where the cluster serves Kueue (workspaces/elastic.py); ignored where it does not.
+    guarantee = forms.IntegerField(label=_("Guarantee"), required=False, min_value=0, max_value=10000)
+    burst = forms.IntegerField(label=_("Burst ceiling"), required=False, min_value=0, max_value=10000)
+    lend = forms.IntegerField(label=_("Lend ceiling"), required=False, min_value=0, max_value=10000)
 
     def __init__(self, *args, request_obj: WorkspaceRequest, choices, **kwargs):
         super().__init__(*args, **kwargs)
         self.request_obj = request_obj
         self.fields["resource"].choices = [(c.resource, c.resource) for c in choices]
         self.choices_by_resource = {c.resource: c for c in choices}
+        grant = elastic.default_grant(request_obj.gpu)
+        self.initial.update(guarantee=grant.guarantee, burst=grant.burst, lend=grant.lend)
 
     def clean(self):
         data = super().clean()
@@ -158,7 +164,23 @@ class ApproveForm(forms.Form):
                 _("Only %(a)s available: tick overcommit to approve %(n)s anyway (it is recorded).")
                 % {"a": choice.available, "n": self.request_obj.gpu},
             )
+        data["grant"] = self._grant(data)
         return data
+
+    def _grant(self, data):
+        """The guarantee, burst and lend ceilings given (None: the defaults): the guarantee at
+        most what was requested, the lend ceiling at most the guarantee (Kueue refuses more)."""
+        if data.get("guarantee") is None:
+            return None
+        guarantee = data["guarantee"]
+        if guarantee > self.request_obj.gpu:
+            self.add_error("guarantee", _("At most the %(n)s GPUs requested.") % {"n": self.request_obj.gpu})
+        default = elastic.default_grant(guarantee)
+        burst = default.burst if data.get("burst") is None else data["burst"]
+        lend = default.lend if data.get("lend") is None else data["lend"]
+        if lend is not None and lend > guarantee:
+            self.add_error("lend", _("At most the guarantee: a Workspace lends only what it is guaranteed."))
+        return elastic.kueue.Grant(guarantee, burst, lend)
 
 
 class RejectForm(forms.Form):
@@ -304,6 +326,24 @@ class QuotaForm(forms.Form):
     reason = forms.CharField(max_length=500, required=False, label=_("Why (the owner and the audit log read it)"))
     undo_of = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
     reclaim_of = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+
+
+class ElasticQuotaForm(forms.Form):
+    """A Kueue Workspace's guarantee, burst and lend ceilings, with why: the same audited run
+    as a quota change (workspaces/quota.py), its ResourceQuota set to guarantee + burst."""
+
+    guarantee = forms.IntegerField(min_value=0, max_value=10000, label=_("Guarantee"))
+    burst = forms.IntegerField(min_value=0, max_value=10000, label=_("Burst ceiling"))
+    lend = forms.IntegerField(min_value=0, max_value=10000, label=_("Lend ceiling"))
+    reason = forms.CharField(max_length=500, required=False, label=_("Why (the owner and the audit log read it)"))
+
+    def clean(self):
+        data = super().clean()
+        if data.get("lend") is not None and data.get("guarantee") is not None and data["lend"] > data["guarantee"]:
+            self.add_error("lend", _("At most the guarantee: a Workspace lends only what it is guaranteed."))
+        if not self.errors:
+            data["grant"] = elastic.kueue.Grant(data["guarantee"], data["burst"], data["lend"])
+        return data
 
 
 class AskOwnerForm(forms.Form):

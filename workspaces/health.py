@@ -24,11 +24,13 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from brickadmin.cluster import kueue
 from gpus.numbers import health as health_mod
 from gpus.numbers.health import HealthInputs, Problem, check
 from gpus.numbers.occupancy import idle_lines
 from gpus.view import reading
 
+from . import elastic
 from .models import WorkspaceRequest
 
 WORKSPACE = "workspace"  # a finding's subject_type: a Workspace (its namespace)
@@ -57,6 +59,9 @@ class WorkspaceInputs:
     detail_url: dict = field(default_factory=dict)  # namespace -> its admin detail page
     quota_url: dict = field(default_factory=dict)  # namespace -> its quota edit page
     approving: set = field(default_factory=set)  # names being approved now (not out of step yet)
+    # Kueue as last read (workspaces/elastic.py facts): served (None: not known) and its cohorts
+    kueue_served: bool | None = None
+    kueue_cohorts: list = field(default_factory=list)  # brickadmin.cluster.kueue.Cohort
 
 
 def _inputs(inputs: HealthInputs) -> WorkspaceInputs | None:
@@ -251,6 +256,49 @@ def workspace_idle(inputs: HealthInputs) -> Iterable[Problem]:
         )
 
 
+@check(
+    "workspace-borrowing-while-waiting",
+    gettext_lazy("Workspace borrowing while another of its cohort waits"),
+    reads="records",
+    explain=gettext_lazy(
+        "Kueue lets a Workspace borrow idle GPUs of its cohort and takes them back for a Workload that fits "
+        "the lender's guarantee. A Workload that needs to borrow itself waits while another Workspace holds "
+        "what it borrowed: raise the waiting Workspace's guarantee or lower the borrower's burst ceiling."
+    ),
+)
+def workspace_borrowing_while_waiting(inputs: HealthInputs) -> Iterable[Problem]:
+    ws = _inputs(inputs)
+    if ws is None or not ws.kueue_served:
+        return
+    for borrower, waiting in kueue.borrowing_while_waiting(ws.kueue_cohorts):
+        name = borrower.workspace or borrower.queue
+        yield Problem(
+            "warn",
+            "workspace-borrowing-while-waiting",
+            name,
+            _(
+                "Workspace %(b)s borrows %(n)s %(res)s of cohort %(c)s while %(w)s has %(p)s Workloads waiting "
+                "in its queue."
+            )
+            % {
+                "b": name,
+                "n": borrower.borrowed,
+                "res": borrower.resource,
+                "c": borrower.cohort,
+                "w": waiting.workspace or waiting.queue,
+                "p": waiting.pending,
+            },
+            _(
+                "Kueue takes borrowed GPUs back only for Workloads within the waiting Workspace's guarantee. "
+                "Raise its guarantee, or lower the burst ceiling of %(b)s, on the quota page."
+            )
+            % {"b": name},
+            subject_type=WORKSPACE,
+            link=ws.quota_url.get(borrower.workspace, ""),
+            link_text=_("Elastic quota of %(ws)s") % {"ws": name},
+        )
+
+
 # The Workspace lines as the Workspace checks read them; their JSON is read as text, so that
 # unchanged lines cost no decoding (workspace_problems).
 _LINE_SCALARS = ("namespace", "owner", "quota", "requested", "utilisation", "idle_since", "labelled")
@@ -266,7 +314,10 @@ def workspace_problems() -> list[health_mod.Problem]:
     call, so a Dashboard view does not rebuild hundreds of findings that did not change."""
     records = _workspace_records()
     rows = tuple(reading.workspace_rows(*_LINE_SCALARS, text=("gpu_quotas", "quotas")))
+    kueue_seen = elastic.facts()
     key = (
+        kueue_seen.served,
+        json.dumps(kueue_seen.queues, sort_keys=True),
         records,
         rows,
         translation.get_language(),
@@ -282,7 +333,7 @@ def workspace_problems() -> list[health_mod.Problem]:
         for row in rows
     ]
     found = health_mod.problems(
-        health_mod.HealthInputs(ledger=None, workspaces=workspace_inputs(lines, records)), reads="records"
+        health_mod.HealthInputs(ledger=None, workspaces=workspace_inputs(lines, records, kueue_seen)), reads="records"
     )
     with _workspace_found_lock:
         _workspace_found.update(key=key, found=found)
@@ -315,7 +366,7 @@ def _workspace_records() -> tuple:
     )
 
 
-def workspace_inputs(lines=None, records=None):
+def workspace_inputs(lines=None, records=None, kueue_seen=None):
     """The approved Workspace records (or ``records``, as ``_workspace_records`` reads them)
     and the view's Workspace lines (or ``lines``, e.g. those of a live view), for the
     Workspace checks (above): two queries at most, whatever the number
@@ -343,7 +394,10 @@ def workspace_inputs(lines=None, records=None):
                 "labelled",
             )
         )
+    kueue_seen = kueue_seen or elastic.facts()
     return WorkspaceInputs(
+        kueue_served=kueue_seen.served,
+        kueue_cohorts=kueue_seen.cohorts if kueue_seen.served else [],
         records=records_read,
         lines=lines,
         approving=approving,

@@ -26,7 +26,7 @@ from gpus.numbers import ledger as ledger_mod
 from gpus.numbers.dra_lines import dra_lines, quota_resource
 from gpus.view.live import LiveRead
 
-from . import notices
+from . import elastic, notices
 from .approvals import WorkspaceError, ensure_priority_class, record_decision
 from .labels import owner_label_value
 from .models import (
@@ -244,9 +244,13 @@ def submit_job(job: WorkspaceJob, actor) -> WorkspaceJob:
             "BRICK Jobs: scavenging tier, preempted by Workspace pods.",
             "Never",
         )
+<<<<<<< HEAD
         if is_dra_job(job):
             gw.apply(claim_template_manifest(job))
         gw.create_job(job.workspace.namespace, job_manifest(job))
+=======
+        gw.create_job(job.workspace.namespace, elastic.queued(gw, job_manifest(job)))
+>>>>>>> elastic-quota
     except ClusterError as exc:
         _remove_claim_template(gw, job)
         back = Status.FAILED if actor is None else Status.PENDING

@@ -359,3 +359,17 @@ class ShowbackMonth(models.Model):
         if not self.used_hours:
             return "not-measured"
         return "measured" if self.used_hours >= self.hours else "partial"
+
+
+class KueueFacts(models.Model):
+    """The one row (pk=1): whether the cluster serves Kueue and its ClusterQueues as last read
+    (workspaces/elastic.py; the beat reads them every 15 s, an approval or a quota change
+    after it writes), so that pages show elastic quota without an API call."""
+
+    served = models.BooleanField(default=False)
+    read_at = models.DateTimeField(null=True, blank=True)
+    cluster_queues = models.JSONField(default=list, blank=True)  # name, spec, status of each
+    error = models.TextField(blank=True, default="")  # why the last read failed ("" when it did not)
+
+    def __str__(self):
+        return f"Kueue {'served' if self.served else 'not served'} at {self.read_at}"

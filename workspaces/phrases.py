@@ -20,6 +20,15 @@ PHRASES = {
     ),
     "decision.adopted_with_note": "%(adopted)s %(note)s",  # the admin's note, in their own words
     "decision.approved": _("namespace %(ns)s; quota %(quota)s"),
+    "workspace_step.elastic_already": _("The ClusterQueue of %(ws)s holds this grant already."),
+    "workspace_step.no_cluster_queue": _(
+        "Workspace %(ws)s has no ClusterQueue any more: re-approve or set it by hand."
+    ),
+    "workspace_step.elastic_now": _("ClusterQueue of %(ws)s: guarantee %(g)s, burst ceiling %(b)s, lend ceiling %(l)s"),
+    "decision.elastic_granted": _(
+        "Elastic quota on Kueue: guarantee %(g)s, burst ceiling %(b)s, lend ceiling %(lend)s "
+        "(ClusterQueue %(q)s in cohort %(c)s); the ResourceQuota holds guarantee + burst."
+    ),
     "decision.approval_retry": _(
         "Transient API error (%(err)s); retrying in %(d).1fs (retry %(a)d; retried for up to %(s)d s)."
     ),

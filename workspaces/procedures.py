@@ -318,6 +318,59 @@ class SetGpuQuota(Step):
         )
 
 
+class SetElasticQuota(Step):
+    """A Kueue Workspace's ClusterQueue set to the run's guarantee, burst and lend ceilings
+    (workspaces/elastic.py); its ResourceQuota, the ceiling, was set by the step before."""
+
+    key = "set-elastic-quota"
+
+    def _grant(self, params):
+        from brickadmin.cluster.kueue import Grant
+
+        return Grant(int(params["guarantee"]), int(params["burst"]), params.get("lend"))
+
+    def title(self, run):
+        g = self._grant(run.params)
+        return _("Set the ClusterQueue of %(ws)s: guarantee %(g)s, burst ceiling %(b)s, lend ceiling %(l)s") % {
+            "ws": run.params.get("workspace"),
+            "g": g.guarantee,
+            "b": g.burst,
+            "l": g.guarantee if g.lend is None else g.lend,
+        }
+
+    def kubectl(self, run):
+        from brickadmin.cluster.kueue import queue_name
+
+        return f"kubectl edit clusterqueue {queue_name(run.params.get('workspace', ''))}"
+
+    def ensure(self, ctx):
+        from . import elastic
+
+        name, resource = ctx.params["workspace"], ctx.params["resource"]
+        grant = self._grant(ctx.params)
+        if elastic.grant_now(ctx.gateway, name, resource) == grant:
+            return Outcome(None, said("workspace_step.elastic_already", ws=name))
+        manifest = elastic.set_grant(ctx.gateway, name, resource, grant)
+        if manifest is None:
+            raise StepFailed(said("workspace_step.no_cluster_queue", ws=name))
+        elastic.read_kueue(ctx.gateway)  # the pages show it at once
+        return Outcome(
+            {"clusterqueue": manifest["metadata"]["name"]}, f"clusterqueue/{manifest['metadata']['name']} configured"
+        )
+
+    def verify(self, ctx):
+        from . import elastic
+
+        now = elastic.grant_now(ctx.gateway, ctx.params["workspace"], ctx.params["resource"])
+        ok = now == self._grant(ctx.params)
+        g, b, lend = (now.guarantee, now.burst, now.lend) if now else ("-", "-", "-")
+        return Check(
+            ok,
+            said("workspace_step.elastic_now", ws=ctx.params["workspace"], g=g, b=b, l=lend),
+            said("workspace_step.fix_quota_by_hand", cmd=self.kubectl(ctx.run)),
+        )
+
+
 class ProcedureSetQuota(ProcedureDef):
     """Started from a Workspace's quota page (workspaces/quota.py), never from the index."""
 
@@ -335,6 +388,8 @@ class ProcedureSetQuota(ProcedureDef):
         return "workspaces"
 
     def steps(self, params):
+        if "guarantee" in params:  # a Kueue Workspace: its ClusterQueue too
+            return [PrecheckStep(self), SetGpuQuota(), SetElasticQuota()]
         return [PrecheckStep(self), SetGpuQuota()]
 
     def precheck_kubectl(self, run):

@@ -165,9 +165,12 @@ def change_quota(
     undo_of: int | None = None,
     gateway=None,
     dispatch=True,
+    grant=None,
 ) -> ProcedureRun:
     """Start the audited run that sets the Workspace's GPU quota to ``after`` (the preview's
-    checks again first: QuotaError says why not). ``undo_of``: the quota run it reverts."""
+    checks again first: QuotaError says why not). ``undo_of``: the quota run it reverts.
+    ``grant`` (a Kueue Workspace, workspaces/elastic.py): its guarantee, burst and lend ceilings
+    too, ``after`` being guarantee + burst; the run then sets its ClusterQueue as well."""
     gateway = gateway or get_gateway()
     record = record_of(reason)  # a reason the product wrote: each reader reads it in their language
     if record is not None:
@@ -179,7 +182,7 @@ def change_quota(
     seen = preview(gateway, workspace, after, resource)
     if seen.problem:
         raise QuotaError(seen.problem)
-    if not seen.changes:
+    if not seen.changes and grant is None:
         raise QuotaError(_("The quota is %(n)d already.") % {"n": after})
     params = {
         "workspace": workspace,
@@ -192,6 +195,8 @@ def change_quota(
         params["reason_said"] = record
     if undo_of:
         params["undo_of"] = undo_of
+    if grant is not None:
+        params.update(elastic_params(gateway, workspace, seen.resource, grant))
     try:
         return service.start_run(SET_QUOTA, "", params, actor=actor, source="web", dispatch=dispatch)
     except service.RunRefused as exc:
@@ -212,3 +217,20 @@ def undo_target(run: ProcedureRun) -> int | None:
     if latest is None or latest.pk != run.pk:
         return None
     return int(run.params.get("before", 0))
+
+
+def elastic_params(gateway, workspace: str, resource: str, grant) -> dict:
+    """A quota run's Kueue part: the grant it sets and the one before (for an undo)."""
+    from . import elastic
+
+    before = elastic.grant_now(gateway, workspace, resource)
+    if before is None:
+        raise QuotaError(_("This Workspace has no ClusterQueue: its quota is fixed."))
+    if grant.problem():
+        raise QuotaError(_("The lend ceiling is at most the guarantee, and nothing is negative."))
+    return {
+        "guarantee": grant.guarantee,
+        "burst": grant.burst,
+        "lend": grant.lend,
+        "before_grant": [before.guarantee, before.burst, before.lend],
+    }

@@ -20,3 +20,12 @@ def roll_up_showback() -> str:
         return "no cluster view yet"
     hours, months = showback_rollups.prune()
     return f"{row.hour:%Y-%m-%d %H}:00 UTC: {len(row.lines)} Workspaces; pruned {hours} hours, {months} months"
+
+
+@shared_task(name="workspaces.tasks.read_kueue")
+def read_kueue() -> str:
+    """Whether the cluster serves Kueue, and its ClusterQueues, kept for the pages."""
+    from . import elastic
+
+    seen = elastic.read_kueue()
+    return "Kueue served" if seen.served else "Kueue not served"

@@ -22,7 +22,7 @@ from gpus.choices import GpuType
 from gpus.models import OwnerNotice
 from gpus.view.reading import nodes_serving, read_cluster, read_jobs
 
-from . import approvals, directory, jobs, reclaim, showback_rollups, usage, waits
+from . import approvals, directory, elastic, jobs, reclaim, showback_rollups, usage, waits
 from .forms import (
     AMOUNT_FIELDS,
     ApproveForm,
@@ -238,6 +238,7 @@ def workspace_detail(request, pk):
             "how_to": how_to,
             "ws": ws,
             "jobs": jobs,
+            "elastic": elastic.of_workspace(ws.namespace) if ws.status == WorkspaceRequest.Status.APPROVED else None,
             "line": line,
             "cluster_ok": cluster_ok,
             "notices": notices,
@@ -415,10 +416,11 @@ def approve_question(req, choice) -> str:
     }
 
 
-def _attach_choices(req, choices, form=None):
+def _attach_choices(req, choices, form=None, kueue_served=None):
     """One request's approve form and its rows of GPU types (what approving leaves, the
-    sentence to confirm)."""
+    sentence to confirm); with Kueue served, its guarantee, burst and lend ceilings."""
     req.approve_form = form or ApproveForm(request_obj=req, choices=choices, prefix=f"r{req.pk}")
+    req.kueue_served = bool(kueue_served)
     req.choice_rows = [
         {
             "c": c,
@@ -463,10 +465,11 @@ def _queue_context(request, forms_by_pk=None, errors_by_pk=None, open_pks=()):
     errors_by_pk = errors_by_pk or {}
     reqs = list(page)
     _attach_holdings(reqs)
+    kueue_served = elastic.facts().served if reqs else None
     collapse = len(reqs) > COLLAPSE_ABOVE
     for req in reqs:
         # Nothing pre-selected: the admin chooses the GPU type (the form says so when none is).
-        _attach_choices(req, choices, forms_by_pk.get(("approve", req.pk)))
+        _attach_choices(req, choices, forms_by_pk.get(("approve", req.pk)), kueue_served)
         req.reject_form = forms_by_pk.get(("reject", req.pk)) or RejectForm(prefix=f"r{req.pk}")
         req.error = errors_by_pk.get(req.pk, "")
         failed = req.error or req.approve_form.errors or req.reject_form.errors
@@ -516,6 +519,7 @@ def approve_request(request, pk):
                 request.user,
                 form.cleaned_data.get("resource") or "",
                 overcommit=form.cleaned_data["overcommit"],
+                grant=form.cleaned_data.get("grant"),
             )
         except approvals.WorkspaceError as exc:
             messages.error(request, _("%(name)s not approved: %(why)s") % {"name": req.name, "why": exc})
@@ -556,8 +560,9 @@ def approve_requests(request):
         req.pk: ApproveForm(None if choosing else request.POST, request_obj=req, choices=choices, prefix=f"r{req.pk}")
         for req in reqs
     }
+    kueue_served = elastic.facts().served
     for req in reqs:
-        _attach_choices(req, choices, forms[req.pk])
+        _attach_choices(req, choices, forms[req.pk], kueue_served)
     _attach_holdings(reqs)
     valid = not choosing and all(f.is_valid() for f in forms.values())
     editing = "edit" in request.POST  # back from the confirmation to the choices
@@ -566,7 +571,13 @@ def approve_requests(request):
         for req in reqs:
             data = forms[req.pk].cleaned_data
             try:
-                approvals.approve(req.pk, request.user, data.get("resource") or "", overcommit=data["overcommit"])
+                approvals.approve(
+                    req.pk,
+                    request.user,
+                    data.get("resource") or "",
+                    overcommit=data["overcommit"],
+                    grant=data.get("grant"),
+                )
             except approvals.WorkspaceError as exc:
                 results.append((req, False, str(exc)))
             else:

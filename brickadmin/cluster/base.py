@@ -178,6 +178,17 @@ class ClusterGateway(Protocol):
         else wrote the Lease since it was read (optimistic concurrency)."""
         ...
 
+    # --- Kueue (kueue.x-k8s.io; brickadmin/cluster/kueue.py), where the cluster serves it ---
+    def kueue_served(self) -> bool:
+        """Whether the API server serves Kueue's ClusterQueue in KUEUE_API_VERSION (discovery;
+        the twin: a setting or a scenario's CustomResourceDefinition says so)."""
+        ...
+
+    def list_kueue(self, kind: str, namespace: str | None = None) -> list[dict]:
+        """Every object of one of KUEUE_KINDS; [] where Kueue is not served or not readable.
+        Writes go through ``apply`` and ``delete`` with KUEUE_API_VERSION."""
+        ...
+
 
 # The kinds the cluster watcher lists and watches, with their API version.
 WATCHED_KINDS = {
@@ -203,6 +214,15 @@ DRA_CLUSTER_SCOPED = frozenset({"ResourceSlice", "DeviceClass", "DeviceTaintRule
 # Kinds whose API a cluster may not serve (404) or not let the product read (403): listed
 # as empty, never a failure, so a cluster without them works as one without the objects.
 OPTIONAL_KINDS = frozenset(DRA_KINDS)
+
+
+# Kueue's kinds the product reads and writes (brickadmin/cluster/kueue.py), in the version Kueue
+# v0.17 stores; the cluster-scoped ones. Not watched: pages read them from a cached read
+# (workspaces/elastic.py), refreshed by the beat, never per page.
+KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
+KUEUE_KINDS = {k: KUEUE_API_VERSION for k in ("ResourceFlavor", "ClusterQueue", "LocalQueue", "Workload")}
+KUEUE_CLUSTER_SCOPED = frozenset({"ResourceFlavor", "ClusterQueue"})
+KUEUE_CRD = "clusterqueues.kueue.x-k8s.io"  # what a twin scenario holds to serve Kueue
 
 
 class WatchStream(Protocol):

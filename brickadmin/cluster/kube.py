@@ -29,6 +29,8 @@ from kubernetes.client.exceptions import ApiException
 
 from .base import (
     DRA_KINDS,
+    KUEUE_API_VERSION,
+    KUEUE_KINDS,
     WATCHED_KINDS,
     ClusterError,
     ClusterUnreachable,
@@ -391,6 +393,24 @@ class KubeGateway:
 
     def gpu_devices(self) -> dict[str, list[dict]] | None:
         return None  # a real cluster's hardware is known from DCGM metrics (metrics.py)
+
+    # ------------------------------------------------------------------ Kueue
+    def kueue_served(self) -> bool:
+        """Discovery: /apis/kueue.x-k8s.io/v1beta2 lists ClusterQueue (404 or 403: not served)."""
+        try:
+            self._resource(KUEUE_API_VERSION, "ClusterQueue")
+        except (NotFound, Forbidden):
+            return False
+        return True
+
+    def list_kueue(self, kind: str, namespace: str | None = None) -> list[dict]:
+        if kind not in KUEUE_KINDS:
+            raise PermanentClusterError(f"{kind} is not a Kueue kind", reason="Invalid")
+        try:
+            prefix, plural, namespaced = self._resource(KUEUE_API_VERSION, kind)
+            return self._list(self._ns_path(prefix, plural, namespace if namespaced else None))
+        except (NotFound, Forbidden):  # Kueue not installed, or not readable: none
+            return []
 
     # ------------------------------------------------------------------ list-then-watch
     def _kind_path(self, kind: str, namespace: str | None) -> tuple[str, str]:

@@ -12,11 +12,14 @@ import re
 import time
 import uuid
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from . import deviceplugin as dp
 from .base import (
     DRA_KINDS,
+    KUEUE_CRD,
+    KUEUE_KINDS,
     WATCHED_KINDS,
     Conflict,
     DrainResult,
@@ -228,6 +231,48 @@ class TwinApi:
     def list_device_taint_rules(self):
         return self._list("DeviceTaintRule")
 
+    # --- Kueue: served when BRICK_TWIN_KUEUE says so or a scenario holds its CRD ----------
+    def kueue_served(self):
+        if settings.BRICK_TWIN_KUEUE:
+            return True
+        return TwinObject.objects.filter(kind="CustomResourceDefinition", namespace="", name=KUEUE_CRD).exists()
+
+    def list_kueue(self, kind, namespace=None):
+        if kind not in KUEUE_KINDS:
+            raise PermanentClusterError(f"{kind} is not a Kueue kind", reason="Invalid")
+        return self._list(kind, namespace) if self.kueue_served() else []
+
+    def _kueue_write(self, kind, manifest=None):
+        """As the API server: a Kueue kind is 404 where Kueue is not served; a ClusterQueue is
+        validated as Kueue's webhook does (pkg/webhooks/clusterqueue_webhook.go)."""
+        if not self.kueue_served():
+            raise NotFound(f"the server could not find the requested resource ({kind})", status=404, reason="NotFound")
+        if kind == "ClusterQueue" and manifest is not None:
+            spec = manifest.get("spec") or {}
+            for group in spec.get("resourceGroups") or []:
+                for flavor in group.get("flavors") or []:
+                    for r in flavor.get("resources") or []:
+                        limited = "borrowingLimit" in r or "lendingLimit" in r
+                        if limited and not spec.get("cohortName"):
+                            raise PermanentClusterError(
+                                "borrowingLimit and lendingLimit must be nil when cohort is empty", status=422
+                            )
+                        if "lendingLimit" in r and parse_quantity(r["lendingLimit"]) > parse_quantity(
+                            r.get("nominalQuota") or "0"
+                        ):
+                            raise PermanentClusterError(
+                                "lendingLimit: must be less than or equal to the nominalQuota", status=422
+                            )
+
+    @transaction.atomic
+    def set_kueue_status(self, kind, name, status, namespace=None):
+        """What Kueue's controller writes to a ClusterQueue's or LocalQueue's status (the twin runs no Kueue)."""
+        body = self._get(kind, name, "" if kind in CLUSTER_SCOPED else namespace or "default")
+        body["status"] = copy.deepcopy(status)
+        self._save(body)
+        self._bump()
+        return body
+
     def exporter_page(self, now: float | None = None) -> str:
         """What the simulated cluster's exporters serve Prometheus (the demo scrapes it: the
         charts and idle findings then read Prometheus, as in production): dcgm-exporter's
@@ -383,6 +428,8 @@ class TwinApi:
         kind = manifest["kind"]
         meta = manifest["metadata"]
         ns = "" if kind in CLUSTER_SCOPED else meta.get("namespace", "default")
+        if kind in KUEUE_KINDS:
+            self._kueue_write(kind, manifest)
         try:
             current = self._get(kind, meta["name"], ns)
         except NotFound:
@@ -435,6 +482,8 @@ class TwinApi:
     @transaction.atomic
     def delete(self, api_version, kind, name, namespace=None):
         ns = "" if kind in CLUSTER_SCOPED else (namespace or "default")
+        if kind in KUEUE_KINDS:
+            self._kueue_write(kind)
         self._get(kind, name, ns)
         self._delete_row(kind, name, ns)
         if kind == "Namespace":

@@ -14,7 +14,16 @@ from datetime import UTC, datetime
 from django.db.models import F
 
 from . import deviceplugin as dp
-from .base import DRA_CLUSTER_SCOPED, DRA_KINDS, WATCHED_KINDS, Gone, NotFound, PermanentClusterError
+from .base import (
+    DRA_CLUSTER_SCOPED,
+    DRA_KINDS,
+    KUEUE_CLUSTER_SCOPED,
+    KUEUE_KINDS,
+    WATCHED_KINDS,
+    Gone,
+    NotFound,
+    PermanentClusterError,
+)
 from .models import TwinEvent, TwinObject, TwinState
 from .vocabulary import (
     SelectorError,
@@ -38,12 +47,22 @@ API_VERSIONS = {
     "LimitRange": "v1",
     "Lease": "coordination.k8s.io/v1",
     **DRA_KINDS,
+    **KUEUE_KINDS,
+    "CustomResourceDefinition": "apiextensions.k8s.io/v1",
 }
 # The event log keeps about this many events (pruned every PRUNE_EVERY writes); a watch
 # from an older version gets 410 Gone, as after an etcd compaction.
 EVENT_LOG_KEEP = 20_000
 PRUNE_EVERY = 500
-CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass", "ClusterPolicy", *DRA_CLUSTER_SCOPED}
+CLUSTER_SCOPED = {
+    "Node",
+    "Namespace",
+    "PriorityClass",
+    "ClusterPolicy",
+    "CustomResourceDefinition",
+    *DRA_CLUSTER_SCOPED,
+    *KUEUE_CLUSTER_SCOPED,
+}
 
 
 def now_iso() -> str:

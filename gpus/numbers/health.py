@@ -1039,3 +1039,35 @@ def pod_pending_no_resource(inputs: HealthInputs) -> Iterable[Problem]:
                 ),
                 subject_type=RESOURCE,
             )
+
+
+@check(
+    "kueue-not-installed",
+    gettext_lazy("Elastic quota available once Kueue is installed"),
+    reads="records",
+    explain=gettext_lazy(
+        "Workspaces hold fixed GPU quotas: an idle Workspace keeps its GPUs while another waits. With Kueue "
+        "installed in the cluster, an approval grants a guarantee and a burst ceiling, and idle guaranteed "
+        "GPUs are lent and taken back (docs/operator-guide.md#elastic-quota)."
+    ),
+)
+def kueue_not_installed(inputs: HealthInputs) -> Iterable[Problem]:
+    """Workspaces exist and the cluster does not serve Kueue (as last read: unknown says nothing)."""
+    ws: Any = inputs.workspaces
+    if ws is None or getattr(ws, "kueue_served", None) is not False or not getattr(ws, "records", None):
+        return
+    yield Problem(
+        "info",
+        "kueue-not-installed",
+        "kueue.x-k8s.io",
+        _(
+            "%(n)d Workspaces hold fixed GPU quotas: what one leaves idle, no other can use. Elastic quota "
+            "(a guarantee, a burst ceiling, idle GPUs lent and taken back) is available once Kueue is installed."
+        )
+        % {"n": len(ws.records)},
+        _(
+            "Install Kueue (v0.17 or later) in the cluster and select the Workspace namespaces in its "
+            "configuration, as the operator guide says; approvals then write its queues."
+        ),
+        subject_type=RESOURCE,
+    )

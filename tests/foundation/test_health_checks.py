@@ -215,6 +215,8 @@ def test_every_registered_check_is_tested_here():
         "workspace-unrecorded",
         "workspace-idle",
     }
+    # elastic quota on Kueue: tests/workspaces/test_elastic.py
+    tested |= {"kueue-not-installed", "workspace-borrowing-while-waiting"}
     assert set(health.REGISTRY) == tested
 
 

@@ -1,0 +1,387 @@
+"""Elastic quota on Kueue: the objects Kueue reads, built from an approval's grant, and the
+borrowing and lending arithmetic as Kueue computes it, for display. Pure.
+
+Kueue (sigs.k8s.io/kueue v0.17, API ``kueue.x-k8s.io/v1beta2``, its storage version; field
+names from apis/kueue/v1beta2/clusterqueue_types.go, resourceflavor_types.go,
+localqueue_types.go) admits a Workload when its ClusterQueue has quota for it. A
+ClusterQueue's ``nominalQuota`` is what it is guaranteed; in a cohort it may borrow what the
+others leave idle, up to its ``borrowingLimit`` (absent: no limit), and lends at most its
+``lendingLimit`` (absent: all of its nominal quota). With ``preemption.reclaimWithinCohort``
+a queue that wants its nominal quota back preempts the Workloads that borrowed it.
+
+What an approval grants (``Grant``): a guarantee (``nominalQuota``), a burst ceiling
+(``borrowingLimit``) and a lend ceiling (``lendingLimit``). The product writes, per GPU type,
+one ResourceFlavor and one cohort; per Workspace one ClusterQueue in that cohort and one
+LocalQueue named ``default`` in its namespace (Kueue's LocalQueueDefaulting, GA in v0.17,
+gives every Job and pod of the namespace without a ``kueue.x-k8s.io/queue-name`` label that
+queue), and it labels the namespace so that Kueue's ``managedJobsNamespaceSelector`` picks it
+(docs/operator-guide.md#elastic-quota). The Workspace's ResourceQuota stays the hard ceiling:
+guarantee + burst.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from .vocabulary import MANAGED_BY, MANAGED_BY_LABEL, WORKSPACE_LABEL, KubeObject, quantity
+
+API_GROUP = "kueue.x-k8s.io"
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+# The kinds the product reads and writes, with whether each is cluster-scoped.
+KINDS = {"ResourceFlavor": True, "ClusterQueue": True, "LocalQueue": False, "Workload": False}
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # pkg/controller/constants QueueLabel
+LOCAL_QUEUE = "default"  # constants.DefaultLocalQueueName: the namespace's default queue
+# On a Workspace namespace whose pods and Jobs Kueue manages: the selector the operator gives
+# Kueue's Configuration (managedJobsNamespaceSelector) matches it.
+MANAGED_NAMESPACE_LABEL = "brick.cloud/kueue"
+MANAGED_NAMESPACE_VALUE = "managed"
+QUEUE_PREFIX = "brick-ws-"  # ClusterQueue brick-ws-<Workspace>
+FLAVOR_PREFIX = "brick-gpu-"  # ResourceFlavor and cohort brick-gpu-<GPU type>
+ANY_NODE_FLAVOR = "brick-any-node"  # cpu and memory: no node labels
+# Node labels that tell GPU types apart, when every node serving a type carries the same value.
+FLAVOR_LABEL_KEYS = (
+    "brick.cloud/gpu.type",
+    "brick.cloud/gpu.sharing",
+    "nvidia.com/gpu.present",
+    "nvidia.com/mig.strategy",
+    "nvidia.com/gpu.product",
+)
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What an approval gives a Workspace of one GPU type: ``guarantee`` GPUs always, up to
+    ``burst`` more borrowed from the cohort, and at most ``lend`` of its guarantee lent to
+    the others while idle (None: all of it)."""
+
+    guarantee: int
+    burst: int
+    lend: int | None = None
+
+    @property
+    def ceiling(self) -> int:
+        """The ResourceQuota's hard amount: what the Workspace can ever hold."""
+        return self.guarantee + self.burst
+
+    def problem(self) -> str:
+        """What Kueue's webhook would refuse ('' when nothing): a negative amount, or a lend
+        ceiling above the guarantee (pkg/webhooks/clusterqueue_webhook.go validateLendingLimit)."""
+        if self.guarantee < 0 or self.burst < 0 or (self.lend is not None and self.lend < 0):
+            return "negative"
+        if self.lend is not None and self.lend > self.guarantee:
+            return "lend-above-guarantee"
+        return ""
+
+
+def default_grant(guarantee: int, burst_percent: int, lend_percent: int) -> Grant:
+    """The grant an approval form starts with: burst and lend as percentages of the guarantee,
+    rounded up (a guarantee of 1 with 50 % burst bursts to 2)."""
+    burst = -(-guarantee * max(0, burst_percent) // 100)
+    lend = min(guarantee, -(-guarantee * max(0, lend_percent) // 100))
+    return Grant(guarantee, burst, lend)
+
+
+def flavor_name(gpu_type: str) -> str:
+    return FLAVOR_PREFIX + gpu_type
+
+
+def cohort_name(gpu_type: str) -> str:
+    return FLAVOR_PREFIX + gpu_type
+
+
+def queue_name(workspace: str) -> str:
+    return QUEUE_PREFIX + workspace
+
+
+def workspace_of(queue: str) -> str:
+    """The Workspace a product ClusterQueue is for ('' for any other queue)."""
+    return queue[len(QUEUE_PREFIX) :] if queue.startswith(QUEUE_PREFIX) else ""
+
+
+def _serves(node: KubeObject, resource: str) -> bool:
+    alloc = ((node.get("status") or {}).get("allocatable") or {}).get(resource)
+    return alloc is not None and quantity(alloc) > 0
+
+
+def flavor_node_labels(nodes: Iterable[KubeObject], resource: str) -> dict[str, str]:
+    """The node labels of a GPU type's ResourceFlavor: those of FLAVOR_LABEL_KEYS that every
+    node serving ``resource`` carries with one value ({} when no node serves it: the flavor
+    then matches any node, and the resource name alone places the pods)."""
+    common: dict[str, str] | None = None
+    for node in nodes:
+        if not _serves(node, resource):
+            continue
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        mine = {k: str(labels[k]) for k in FLAVOR_LABEL_KEYS if k in labels}
+        common = mine if common is None else {k: v for k, v in common.items() if mine.get(k) == v}
+    return common or {}
+
+
+def _meta(name: str, namespace: str = "", workspace: str = "") -> KubeObject:
+    labels = {MANAGED_BY_LABEL: MANAGED_BY}
+    if workspace:
+        labels[WORKSPACE_LABEL] = workspace
+    meta: KubeObject = {"name": name, "labels": labels}
+    if namespace:
+        meta["namespace"] = namespace
+    return meta
+
+
+def resource_flavor(gpu_type: str, node_labels: Mapping[str, str]) -> KubeObject:
+    spec: KubeObject = {"nodeLabels": dict(node_labels)} if node_labels else {}
+    return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": _meta(flavor_name(gpu_type)), "spec": spec}
+
+
+def any_node_flavor() -> KubeObject:
+    """The flavor of cpu and memory: every node (Kueue admits a Workload only when its
+    ClusterQueue covers each resource the pods request)."""
+    return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": _meta(ANY_NODE_FLAVOR), "spec": {}}
+
+
+def _gpu_quota(resource: str, grant: Grant) -> KubeObject:
+    out: KubeObject = {"name": resource, "nominalQuota": str(grant.guarantee), "borrowingLimit": str(grant.burst)}
+    if grant.lend is not None:
+        out["lendingLimit"] = str(grant.lend)
+    return out
+
+
+def cluster_queue(
+    workspace: str, gpu_type: str, resource: str, grant: Grant, *, cpu: str = "", memory: str = ""
+) -> KubeObject:
+    """The Workspace's ClusterQueue in its GPU type's cohort. Its pods' cpu and memory are
+    covered too (``brick-any-node``, never borrowed): the ResourceQuota limits them already.
+    A pending Workload takes back what it lent from any borrower (``reclaimWithinCohort:
+    Any``) and preempts the Workspace's own Jobs, of lower priority (``withinClusterQueue:
+    LowerPriority``)."""
+    groups: list[KubeObject] = [
+        {
+            "coveredResources": [resource],
+            "flavors": [{"name": flavor_name(gpu_type), "resources": [_gpu_quota(resource, grant)]}],
+        }
+    ]
+    if cpu and memory:
+        groups.append(
+            {
+                "coveredResources": ["cpu", "memory"],
+                "flavors": [
+                    {
+                        "name": ANY_NODE_FLAVOR,
+                        "resources": [
+                            {"name": "cpu", "nominalQuota": cpu, "borrowingLimit": "0"},
+                            {"name": "memory", "nominalQuota": memory, "borrowingLimit": "0"},
+                        ],
+                    }
+                ],
+            }
+        )
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ClusterQueue",
+        "metadata": _meta(queue_name(workspace), workspace=workspace),
+        "spec": {
+            "cohortName": cohort_name(gpu_type),
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": workspace}},
+            "queueingStrategy": "BestEffortFIFO",
+            "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+            "resourceGroups": groups,
+        },
+    }
+
+
+def local_queue(workspace: str) -> KubeObject:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "LocalQueue",
+        "metadata": _meta(LOCAL_QUEUE, namespace=workspace, workspace=workspace),
+        "spec": {"clusterQueue": queue_name(workspace)},
+    }
+
+
+def with_grant(queue: KubeObject, resource: str, grant: Grant) -> KubeObject:
+    """The ClusterQueue with its ``resource`` quota set to ``grant`` (the rest unchanged)."""
+    out = {**queue, "spec": dict(queue.get("spec") or {})}
+    groups = []
+    for group in out["spec"].get("resourceGroups") or []:
+        flavors = []
+        for flavor in group.get("flavors") or []:
+            resources = [
+                _gpu_quota(resource, grant) if r.get("name") == resource else r for r in flavor.get("resources") or []
+            ]
+            flavors.append({**flavor, "resources": resources})
+        groups.append({**group, "flavors": flavors})
+    out["spec"]["resourceGroups"] = groups
+    return {
+        "apiVersion": queue.get("apiVersion", API_VERSION),
+        "kind": "ClusterQueue",
+        "metadata": {"name": queue["metadata"]["name"]},
+        "spec": out["spec"],
+    }
+
+
+# --- what Kueue reports, for display ---------------------------------------------------------
+
+
+def _limit(value: object) -> int | None:
+    return None if value is None else quantity(str(value))
+
+
+def _usage(status: KubeObject, field: str, flavor: str, resource: str) -> tuple[int, int] | None:
+    for f in status.get(field) or []:
+        if f.get("name") != flavor:
+            continue
+        for r in f.get("resources") or []:
+            if r.get("name") == resource:
+                return quantity(str(r.get("total") or "0")), quantity(str(r.get("borrowed") or "0"))
+    return None
+
+
+@dataclass(frozen=True)
+class QueueLine:
+    """One ClusterQueue's quota of one GPU resource, as Kueue holds it: the spec's guarantee
+    and limits, and the status's quota reserved (``flavorsReservation``, what Kueue's own
+    accounting and preemption read; ``flavorsUsage`` where it reports no reservation) with
+    the part of it over the guarantee, ``borrowed``."""
+
+    queue: str
+    workspace: str
+    cohort: str
+    flavor: str
+    resource: str
+    guarantee: int
+    burst: int | None  # borrowingLimit; None: no limit (never shown as 0)
+    lend: int | None  # lendingLimit; None: all of the guarantee
+    in_use: int = 0
+    borrowed: int = 0
+    pending: int = 0  # Workloads waiting in the queue (status.pendingWorkloads)
+    lent: int = 0  # filled by cohort_lines
+
+    @property
+    def ceiling(self) -> int | None:
+        return None if self.burst is None else self.guarantee + self.burst
+
+    @property
+    def lendable(self) -> int:
+        return self.guarantee if self.lend is None else min(self.lend, self.guarantee)
+
+    @property
+    def idle_lendable(self) -> int:
+        """What others may borrow from it now: its idle guarantee, up to its lend ceiling."""
+        return min(self.lendable, max(0, self.guarantee - (self.in_use - self.borrowed)))
+
+
+def queue_lines(queue: KubeObject) -> list[QueueLine]:
+    """Each GPU resource quota of a ClusterQueue (the product's covers one)."""
+    spec, status = queue.get("spec") or {}, queue.get("status") or {}
+    name = (queue.get("metadata") or {}).get("name", "")
+    cohort = spec.get("cohortName") or spec.get("cohort") or ""  # v1beta1 said "cohort"
+    out = []
+    for group in spec.get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for r in flavor.get("resources") or []:
+                res = r.get("name", "")
+                if not res.startswith("nvidia.com/"):
+                    continue
+                used = _usage(status, "flavorsReservation", flavor.get("name", ""), res)
+                if used is None:
+                    used = _usage(status, "flavorsUsage", flavor.get("name", ""), res) or (0, 0)
+                out.append(
+                    QueueLine(
+                        queue=name,
+                        workspace=workspace_of(name),
+                        cohort=cohort,
+                        flavor=flavor.get("name", ""),
+                        resource=res,
+                        guarantee=quantity(str(r.get("nominalQuota") or "0")),
+                        burst=_limit(r.get("borrowingLimit")) if cohort else 0,
+                        lend=_limit(r.get("lendingLimit")),
+                        in_use=used[0],
+                        borrowed=used[1],
+                        pending=int(status.get("pendingWorkloads") or 0),
+                    )
+                )
+    return out
+
+
+@dataclass(frozen=True)
+class Cohort:
+    name: str
+    resource: str
+    lines: tuple[QueueLine, ...]
+
+    @property
+    def guaranteed(self) -> int:
+        return sum(x.guarantee for x in self.lines)
+
+    @property
+    def borrowed(self) -> int:
+        return sum(x.borrowed for x in self.lines)
+
+    @property
+    def lent(self) -> int:
+        return sum(x.lent for x in self.lines)
+
+    @property
+    def idle_lendable(self) -> int:
+        """Idle guarantee that may still be borrowed (after what is borrowed now)."""
+        return max(0, sum(x.idle_lendable for x in self.lines) - self.borrowed)
+
+    def may_use_now(self, line: QueueLine) -> int:
+        """What the queue of ``line`` may hold right now: its guarantee, plus what it borrows and
+        what the others' idle lendable guarantee still offers, up to its burst ceiling."""
+        others = sum(x.idle_lendable for x in self.lines if x.queue != line.queue)
+        free = max(0, others - self.borrowed)  # what the cohort borrows now comes out of it
+        more = line.borrowed + free
+        return line.guarantee + (more if line.burst is None else min(line.burst, more))
+
+
+def _spread(total: int, weights: Sequence[int]) -> list[int]:
+    """``total`` spread over ``weights`` in proportion, whole numbers (largest remainder,
+    ties to the first), never above a weight."""
+    whole = sum(weights)
+    if not whole or not total:
+        return [0] * len(weights)
+    total = min(total, whole)
+    shares = [total * w // whole for w in weights]
+    order = sorted(range(len(weights)), key=lambda i: (-(total * weights[i] % whole), i))
+    for i in order[: total - sum(shares)]:
+        shares[i] += 1
+    return shares
+
+
+def cohort_lines(queues: Iterable[KubeObject]) -> list[Cohort]:
+    """The cohorts of these ClusterQueues, per GPU resource, with what each queue lends now.
+
+    Kueue reports what a queue borrows, not whom from: the cohort's borrowed GPUs come out of
+    its queues' idle lendable guarantee, so the page spreads them over those in proportion
+    (with two Workspaces in a cohort, exactly what the lender lends)."""
+    groups: dict[tuple[str, str], list[QueueLine]] = {}
+    for q in queues:
+        for line in queue_lines(q):
+            if line.cohort:
+                groups.setdefault((line.cohort, line.resource), []).append(line)
+    out = []
+    for (name, resource), lines in sorted(groups.items()):
+        lines.sort(key=lambda x: x.queue)
+        borrowed = sum(x.borrowed for x in lines)
+        lent = _spread(borrowed, [x.idle_lendable for x in lines])
+        out.append(
+            Cohort(
+                name,
+                resource,
+                tuple(replace(line, lent=n) for line, n in zip(lines, lent, strict=True)),
+            )
+        )
+    return out
+
+
+def borrowing_while_waiting(cohorts: Iterable[Cohort]) -> list[tuple[QueueLine, QueueLine]]:
+    """(borrower, waiting) pairs: a queue borrowing from its cohort while another queue of the
+    cohort has Workloads waiting. Kueue takes borrowed quota back only for a Workload that
+    fits its queue's guarantee; one that needs to borrow itself waits."""
+    out: list[tuple[QueueLine, QueueLine]] = []
+    for cohort in cohorts:
+        waiting = [x for x in cohort.lines if x.pending]
+        for borrower in (x for x in cohort.lines if x.borrowed):
+            out.extend((borrower, w) for w in waiting if w.queue != borrower.queue)
+    return out

@@ -1,0 +1,267 @@
+"""Elastic quota on Kueue: the approval's Kueue part, and what pages know of Kueue.
+
+With Kueue served (the gateway's discovery; the twin: BRICK_TWIN_KUEUE or a scenario's
+CustomResourceDefinition), approving a GPU Workspace also writes what brickadmin/cluster/kueue.py
+builds from the grant: the GPU type's ResourceFlavor (kept: other Workspaces share it), the
+Workspace's ClusterQueue in the type's cohort, its LocalQueue ``default``, and the namespace label
+that Kueue's ``managedJobsNamespaceSelector`` selects; its ResourceQuota holds guarantee + burst.
+Each write is idempotent (server-side apply) and an approval that fails deletes the ClusterQueue
+with the namespace (workspaces/approvals.py ``_create_with_undo``). Without Kueue nothing of this
+is written and the approval is what it always was.
+
+Pages read ``facts()``: one row (``KueueFacts``) that the beat refreshes every 15 s
+(``read_kueue``, workspaces.tasks.read_kueue), and an approval or a quota change after it
+writes, so no page calls the API server for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from brickadmin.cluster import ClusterError, NotFound, kueue
+from brickadmin.cluster.gateway import get_gateway
+from brickadmin.wording import said
+from gpus.numbers.ledger import gpu_type_of
+
+from .models import Decision, KueueFacts
+
+log = logging.getLogger(__name__)
+
+
+# --- what pages read ----------------------------------------------------------------------
+
+
+@dataclass
+class Facts:
+    """Kueue as last read: ``served`` None when not read lately (the beat is not running)."""
+
+    served: bool | None
+    read_at: datetime | None = None
+    queues: list[dict] = field(default_factory=list)
+
+    @property
+    def cohorts(self) -> list[kueue.Cohort]:
+        return kueue.cohort_lines(self.queues)
+
+    def lines_of(self, workspace: str) -> list[kueue.QueueLine]:
+        """The Workspace's ClusterQueue lines, each with what it lends now (from its cohort)."""
+        return [line for c in self.cohorts for line in c.lines if line.workspace == workspace]
+
+    def cohort_of(self, line: kueue.QueueLine) -> kueue.Cohort | None:
+        return next((c for c in self.cohorts if c.name == line.cohort and c.resource == line.resource), None)
+
+
+@dataclass
+class WorkspaceElastic:
+    """A Workspace's elastic quota as a page shows it: each of its queue lines with its cohort."""
+
+    served: bool | None
+    read_at: datetime | None
+    lines: list[tuple[kueue.QueueLine, kueue.Cohort | None, int]] = field(
+        default_factory=list
+    )  # line, cohort, may use now
+
+
+def of_workspace(workspace: str) -> WorkspaceElastic:
+    """One query (facts), never the API server."""
+    seen = facts()
+    out = WorkspaceElastic(served=seen.served, read_at=seen.read_at)
+    cohorts = seen.cohorts
+    for cohort in cohorts:
+        for line in cohort.lines:
+            if line.workspace == workspace:
+                out.lines.append((line, cohort, cohort.may_use_now(line)))
+    return out
+
+
+def facts() -> Facts:
+    """One query; never the API server."""
+    row = KueueFacts.objects.filter(pk=1).first()
+    if row is None or row.read_at is None:
+        return Facts(served=None)
+    if timezone.now() - row.read_at > timedelta(seconds=settings.BRICK_KUEUE_FACTS_SECONDS):
+        return Facts(served=None, read_at=row.read_at)
+    return Facts(served=row.served, read_at=row.read_at, queues=list(row.cluster_queues or []))
+
+
+def _slim(queue: dict) -> dict:
+    return {
+        "metadata": {"name": queue["metadata"]["name"], "labels": queue["metadata"].get("labels") or {}},
+        "spec": queue.get("spec") or {},
+        "status": queue.get("status") or {},
+    }
+
+
+def read_kueue(gateway=None) -> Facts:
+    """Read whether Kueue is served and its ClusterQueues, and keep it for the pages."""
+    gateway = gateway or get_gateway()
+    try:
+        served = gateway.kueue_served()
+        queues = [_slim(q) for q in gateway.list_kueue("ClusterQueue")] if served else []
+    except ClusterError as exc:
+        log.info("Kueue could not be read: %s", exc)
+        KueueFacts.objects.update_or_create(pk=1, defaults={"error": str(exc)[:500]})
+        return facts()
+    now = timezone.now()
+    KueueFacts.objects.update_or_create(
+        pk=1, defaults={"served": served, "read_at": now, "cluster_queues": queues, "error": ""}
+    )
+    return Facts(served=served, read_at=now, queues=queues)
+
+
+# --- the approval's Kueue part --------------------------------------------------------------
+
+
+def default_grant(guarantee: int) -> kueue.Grant:
+    return kueue.default_grant(guarantee, settings.BRICK_KUEUE_BURST_PERCENT, settings.BRICK_KUEUE_LEND_PERCENT)
+
+
+@dataclass
+class Part:
+    """What an approval writes to Kueue for one Workspace."""
+
+    workspace: str
+    resource: str
+    gpu_type: str
+    grant: kueue.Grant
+    cpu: str = ""
+    memory: str = ""
+    made: bool = False  # the ClusterQueue was sent (it may exist): an undo deletes it
+
+    def quota_manifests(self, manifests: list[dict]) -> list[dict]:
+        """The Workspace's manifests with the compute quota's GPU at the ceiling (guarantee + burst)."""
+        key = "requests." + self.resource
+        out = []
+        for m in manifests:
+            hard = (m.get("spec") or {}).get("hard") or {}
+            if m["kind"] == "ResourceQuota" and key in hard:
+                m = {**m, "spec": {**m["spec"], "hard": {**hard, key: str(self.grant.ceiling)}}}
+            out.append(m)
+        return out
+
+    def manifests(self, nodes: list[dict]) -> list[dict]:
+        """In creation order: the flavors, the ClusterQueue, then the LocalQueue."""
+        return [
+            kueue.resource_flavor(self.gpu_type, kueue.flavor_node_labels(nodes, self.resource)),
+            kueue.any_node_flavor(),
+            kueue.cluster_queue(
+                self.workspace, self.gpu_type, self.resource, self.grant, cpu=self.cpu, memory=self.memory
+            ),
+            kueue.local_queue(self.workspace),
+        ]
+
+    def ensure(self, gw) -> None:
+        """Each write idempotent (server-side apply), so a retried approval goes through them again."""
+        gw.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": self.workspace,
+                    "labels": {kueue.MANAGED_NAMESPACE_LABEL: kueue.MANAGED_NAMESPACE_VALUE},
+                },
+            }
+        )
+        for manifest in self.manifests(gw.list_nodes()):
+            if manifest["kind"] == "ClusterQueue":
+                self.made = True  # sent: it may have been carried out
+            gw.apply(manifest)
+
+    def undo(self, gw) -> str:
+        """The ClusterQueue deleted (the namespace takes the LocalQueue; flavors are shared and
+        kept). '' or why it could not be."""
+        if not self.made:
+            return ""
+        try:
+            gw.delete(kueue.API_VERSION, "ClusterQueue", kueue.queue_name(self.workspace))
+        except NotFound:
+            pass
+        except ClusterError as exc:
+            return str(exc)
+        return ""
+
+
+def for_approval(gw, req, resource: str, grant: kueue.Grant | None) -> Part | None:
+    """The approval's Kueue part: None for a request of no GPU or where Kueue is not served
+    (the approval is then exactly what it is without Kueue). Reads discovery once."""
+    if not req.gpu or not resource or not gw.kueue_served():
+        return None
+    grant = grant or default_grant(req.gpu)
+    return Part(
+        workspace=req.namespace,
+        resource=resource,
+        gpu_type=gpu_type_of(resource),
+        grant=grant,
+        cpu=str(req.cpu),
+        memory=f"{req.memory_gib}Gi",
+    )
+
+
+def recorded(req, actor, part: Part | None) -> None:
+    """After the approval is recorded: the grant recorded beside it (who, what Kueue holds),
+    and the request's GPU follows its ResourceQuota (the ceiling), as a quota change keeps it,
+    so the Workspace checks compare like with like."""
+    if part is None:
+        return
+    type(req).objects.filter(pk=req.pk).update(gpu=part.grant.ceiling)
+    Decision.objects.create(
+        actor=actor,
+        actor_name=actor.get_username(),
+        action=Decision.Action.QUOTA,
+        workspace=req,
+        subject=req.name,
+        gpu_resource=part.resource,
+        amount=part.grant.ceiling,
+        detail=said(
+            "decision.elastic_granted",
+            g=part.grant.guarantee,
+            b=part.grant.burst,
+            lend=part.grant.guarantee if part.grant.lend is None else part.grant.lend,
+            q=kueue.queue_name(part.workspace),
+            c=kueue.cohort_name(part.gpu_type),
+        ),
+    )
+
+
+# --- a quota change's Kueue part (workspaces/procedures.py SetElasticQuota) -----------------
+
+
+def queue_of(gw, workspace: str) -> dict | None:
+    name = kueue.queue_name(workspace)
+    return next((q for q in gw.list_kueue("ClusterQueue") if q["metadata"]["name"] == name), None)
+
+
+def set_grant(gw, workspace: str, resource: str, grant: kueue.Grant) -> dict | None:
+    """The Workspace's ClusterQueue with its GPU quota set to ``grant`` (None: it has none)."""
+    queue = queue_of(gw, workspace)
+    if queue is None:
+        return None
+    manifest = kueue.with_grant(queue, resource, grant)
+    gw.apply(manifest)
+    return manifest
+
+
+def grant_now(gw, workspace: str, resource: str) -> kueue.Grant | None:
+    queue = queue_of(gw, workspace)
+    if queue is None:
+        return None
+    line = next((x for x in kueue.queue_lines(queue) if x.resource == resource), None)
+    if line is None:
+        return None
+    return kueue.Grant(line.guarantee, line.burst if line.burst is not None else 0, line.lend)
+
+
+def queued(gw, job: dict) -> dict:
+    """A product Job with Kueue's queue-name label (the namespace's LocalQueue ``default``)
+    when its Workspace's namespace is one Kueue manages; unchanged otherwise."""
+    ns = job["metadata"].get("namespace", "")
+    selector = f"{kueue.MANAGED_NAMESPACE_LABEL}={kueue.MANAGED_NAMESPACE_VALUE}"
+    if not any(n["metadata"]["name"] == ns for n in gw.list_namespaces(label_selector=selector)):
+        return job
+    labels = {**(job["metadata"].get("labels") or {}), kueue.QUEUE_LABEL: kueue.LOCAL_QUEUE}
+    return {**job, "metadata": {**job["metadata"], "labels": labels}}
