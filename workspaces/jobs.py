@@ -244,13 +244,9 @@ def submit_job(job: WorkspaceJob, actor) -> WorkspaceJob:
             "BRICK Jobs: scavenging tier, preempted by Workspace pods.",
             "Never",
         )
-<<<<<<< HEAD
         if is_dra_job(job):
             gw.apply(claim_template_manifest(job))
-        gw.create_job(job.workspace.namespace, job_manifest(job))
-=======
         gw.create_job(job.workspace.namespace, elastic.queued(gw, job_manifest(job)))
->>>>>>> elastic-quota
     except ClusterError as exc:
         _remove_claim_template(gw, job)
         back = Status.FAILED if actor is None else Status.PENDING
