@@ -570,7 +570,7 @@ def _make_workspace(gw: Any, req: WorkspaceRequest, resource: str, made: _Made) 
     if not made.namespace:
         owner = owner_label_value(req.requester_name)
         try:
-            gw.create_namespace(req.namespace, namespace_labels(req.requester_name))
+            gw.create_namespace(req.namespace, {**namespace_labels(req.requester_name), **elastic.labels(made.kueue)})
         except Conflict:
             if not _left_by_an_interrupted_approval(gw, req, owner, resource):
                 raise

@@ -156,17 +156,18 @@ class Part:
         ]
 
     def ensure(self, gw) -> None:
-        """Each write idempotent (server-side apply), so a retried approval goes through them again."""
-        gw.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {
-                    "name": self.workspace,
-                    "labels": {kueue.MANAGED_NAMESPACE_LABEL: kueue.MANAGED_NAMESPACE_VALUE},
-                },
-            }
-        )
+        """Each write idempotent (server-side apply), so a retried approval goes through them
+        again. The namespace is labelled when created (``labels``); one an interrupted approval
+        left without the label gets it here."""
+        selector = f"{kueue.MANAGED_NAMESPACE_LABEL}={kueue.MANAGED_NAMESPACE_VALUE}"
+        if not any(n["metadata"]["name"] == self.workspace for n in gw.list_namespaces(label_selector=selector)):
+            gw.apply(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": self.workspace, "labels": labels(self)},
+                }
+            )
         for manifest in self.manifests(gw.list_nodes()):
             if manifest["kind"] == "ClusterQueue":
                 self.made = True  # sent: it may have been carried out
@@ -184,6 +185,11 @@ class Part:
         except ClusterError as exc:
             return str(exc)
         return ""
+
+
+def labels(part: Part | None) -> dict[str, str]:
+    """The label by which Kueue's managedJobsNamespaceSelector picks a Workspace namespace ({} without Kueue)."""
+    return {kueue.MANAGED_NAMESPACE_LABEL: kueue.MANAGED_NAMESPACE_VALUE} if part is not None else {}
 
 
 def for_approval(gw, req, resource: str, grant: kueue.Grant | None) -> Part | None:

@@ -29,7 +29,8 @@ EXPECTED_CLUSTER_RULES = {
     ("", "nodes/status"): {"patch"},
     ("", "pods"): {"get", "list", "watch", "delete"},  # delete: the Fix of a pod the kubelet refused
     ("", "pods/eviction"): {"create"},
-    ("", "namespaces"): {"list", "watch", "create", "delete"},  # Workspace namespaces only (admission)
+    # patch: the label Kueue's managedJobsNamespaceSelector picks; Workspace namespaces only (admission)
+    ("", "namespaces"): {"list", "watch", "create", "delete", "patch"},
     ("", "resourcequotas"): {"list", "watch", "create", "patch"},  # in Workspace namespaces only
     ("", "limitranges"): {"create", "patch"},  # in Workspace namespaces only
     ("", "configmaps"): {"get", "list", "watch"},
@@ -43,6 +44,9 @@ EXPECTED_CLUSTER_RULES = {
     ("resource.k8s.io", "deviceclasses"): {"list", "watch"},  # the watcher (DRA)
     ("resource.k8s.io", "resourceclaimtemplates"): {"list", "watch"},  # the watcher (DRA)
     ("resource.k8s.io", "devicetaintrules"): {"list", "watch"},  # the watcher (DRA)
+    ("kueue.x-k8s.io", "resourceflavors"): {"get", "list", "create", "patch", "delete"},  # elastic quota
+    ("kueue.x-k8s.io", "clusterqueues"): {"get", "list", "create", "patch", "delete"},  # elastic quota
+    ("kueue.x-k8s.io", "localqueues"): {"create", "patch"},  # elastic quota, in the Workspace namespace
 }
 EXPECTED_PLUGIN_RULES = {("", "configmaps"): {"create", "patch"}, ("apps", "daemonsets"): {"create", "patch", "delete"}}
 EXPECTED_LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
