@@ -1,6 +1,7 @@
 from django.urls import path
 
 from .views import health, inventory, manifest, pictures, runs, wizards
+from .views.readiness import dra_readiness_page
 
 urlpatterns = [
     path("", inventory.dashboard, name="dashboard"),
@@ -10,6 +11,7 @@ urlpatterns = [
     path("availability/", inventory.availability, name="availability"),
     path("help/", inventory.help_page, name="help"),
     path("evidence/", inventory.evidence, name="evidence"),
+    path("dra-readiness/", dra_readiness_page, name="dra_readiness"),
     path("procedures/", wizards.procedure_index, name="procedure_index"),
     path("procedures/<str:code>/", wizards.wizard_pick, name="wizard_pick"),
     path("procedures/<str:code>/plan/", wizards.wizard_plan, name="wizard_plan"),
