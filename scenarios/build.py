@@ -256,17 +256,48 @@ def demo():
             "description": "BRICK Jobs: scavenging tier, preemptible.",
         }
     )
+    objects += mig_manager_node("gpu-a100-mig-01", hardware)
     doc_hw = {
         n: ({"gpus": g, "pluginConfig": plugin_configs[n]} if n in plugin_configs else g) for n, g in hardware.items()
     }
     write(
         "demo",
         "A BRICK cluster: 14 GPU nodes (A30, A100, H100), exclusive and time-slicing nodes, a MIG node, "
+        "a GPU Operator node where mig-manager runs with the operator's stock default-mig-parted-config, "
         "a tainted node, a cordoned node, a node with a stale nvidia.com/gpu, a node whose plugin still runs "
         "replicas 2 (rollout restart skipped), a sharing-label typo, Workspaces with quotas and GPU pods.",
         objects,
         doc_hw,
     )
+
+
+STOCK_MIG_PARTED = OUT / "gpu-operator" / "default-mig-parted-config.yaml"
+
+
+def mig_manager_node(name, hardware, model=A100, count=4):
+    """A GPU Operator node where the operator runs mig-manager (MIG mode off: all-disabled
+    applied), with the operator's namespace and its stock default-mig-parted-config, so the
+    MIG layout wizard (M) is offered on it."""
+    hardware[name] = s.gpus(name, model, count, 81920)
+    configmap = yaml.safe_load(STOCK_MIG_PARTED.read_text())
+    configmap["metadata"]["namespace"] = vocab.GPU_OPERATOR_NAMESPACE
+    return [
+        s.node(
+            name,
+            model=model,
+            gpu_count=count,
+            labels={
+                vocab.GPU_PRESENT_LABEL: "true",
+                vocab.MIG_STRATEGY_LABEL: "mixed",
+                vocab.MIG_MANAGER_DEPLOY_LABEL: "true",
+                vocab.MIG_CONFIG_LABEL: "all-disabled",
+                vocab.MIG_CONFIG_STATE_LABEL: "success",
+            },
+            extra_status={"capacity": {vocab.GPU: str(count)}, "allocatable": {vocab.GPU: str(count)}},
+        ),
+        s.namespace(vocab.GPU_OPERATOR_NAMESPACE),
+        configmap,
+    ]
 
 
 def layouts():

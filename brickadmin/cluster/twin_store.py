@@ -27,10 +27,11 @@ from .base import (
 from .models import TwinEvent, TwinObject, TwinState
 from .vocabulary import (
     SelectorError,
+    field_terms_match,
     is_terminal,
+    parse_field_selector,
     parse_selector_requirements,
     requirement_matches,
-    split_selector_terms,
 )
 
 API_VERSIONS = {
@@ -77,17 +78,10 @@ def _field(obj: dict, path: str):
 
 
 def field_selector_matches(obj: dict, selector: str | None) -> bool:
-    for term in split_selector_terms(selector or ""):
-        term = term.strip()
-        if "!=" in term:
-            key, value = term.split("!=", 1)
-            if _field(obj, key.strip()) == value.strip():
-                return False
-        elif "=" in term:
-            key, value = term.replace("==", "=").split("=", 1)
-            if _field(obj, key.strip()) != value.strip():
-                return False
-    return True
+    """A field selector string as the API server applies it (fields.ParseSelector: commas and
+    equals signs in a value escaped with a backslash); FieldSelectorError when it refuses it."""
+    terms = parse_field_selector(selector)
+    return field_terms_match({t.field: _field(obj, t.field) for t in terms}, terms)
 
 
 class TwinStore:

@@ -1,5 +1,6 @@
 """The mig-parted config mig-manager reads, and the layout each named config gives a node's GPUs."""
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -158,8 +159,14 @@ def test_device_filter_by_the_reported_pci_id_else_the_models():
 STOCK = Path(__file__).resolve().parents[2] / "scenarios" / "gpu-operator" / "default-mig-parted-config.yaml"
 
 
+@functools.cache
 def stock_text():
     return yaml.safe_load(STOCK.read_text())["data"]["config.yaml"]
+
+
+@functools.cache
+def stock_entries():
+    return yaml.safe_load(stock_text())["mig-configs"]
 
 
 # NVIDIA/mig-parted pkg/types/device_test.go: TestNewDeviceIDFromString
@@ -336,12 +343,12 @@ MIG_MODELS = sorted(
 )
 
 
-def expected_by_mig_parted(text, name, model):
+def expected_by_mig_parted(name, model):
     """What mig-parted does with config ``name`` on one GPU of ``model``, read straight from the
     config's text: the last entry whose device-filter names the part's id (or has none) wins."""
     device = pci_ids.device_id_of(model)
     chosen = None
-    for entry in yaml.safe_load(text)["mig-configs"][name]:
+    for entry in stock_entries()[name]:
         wanted = entry.get("device-filter")
         wanted = [wanted] if isinstance(wanted, str) else wanted
         if not wanted or device.upper() in {w.upper() for w in wanted}:
@@ -363,10 +370,9 @@ def test_the_mig_tables_know_the_parts_the_stock_config_names():
 
 @pytest.mark.parametrize("model", MIG_MODELS)
 def test_every_stock_config_on_every_model(model):
-    text = stock_text()
-    configs = migparted.parse(text)
+    configs = migparted.parse(stock_text())
     for name in configs:
-        want = expected_by_mig_parted(text, name, model)
+        want = expected_by_mig_parted(name, model)
         after, why = migparted.layout(configs, name, gpus(model=model, n=2))
         assert migparted.guessed_gpus(configs, name, gpus(model=model, n=2)) == []
         if want == "refused":

@@ -2,7 +2,8 @@
 
 Sources: the GPU Operator's and GPU Feature Discovery's node labels (NVIDIA/gpu-operator,
 NVIDIA/k8s-device-plugin docs/gpu-feature-discovery), GFD's product label as
-internal/lm/resource.go builds it, Kubernetes' well-known labels, annotations and taints
+internal/lm/resource.go builds it (sanitise; TestSanitise in tests/foundation/test_gfd_names.py),
+Kubernetes' well-known labels, annotations and taints
 (k8s.io/api core/v1/well_known_labels.go, well_known_taints.go, annotation_key_constants.go),
 kube-state-metrics' label and resource names as it sanitises them, and RFC 6901 (JSON
 pointer); the BRICK labels and the brick-nvidia device plugin's names are the product's own.
@@ -140,14 +141,26 @@ def split_gpu_product(product: str) -> tuple[str, str, bool]:
     return model, profile, shared
 
 
+_GFD_PRODUCT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_. ")
+
+
+def gfd_sanitise(name: str) -> str:
+    """GPU Feature Discovery's ``sanitise`` (NVIDIA/k8s-device-plugin internal/lm/resource.go),
+    which makes a model name into its product label: every character other than a letter, a
+    digit, '-', '_', '.' or a space dropped, then the words joined by dashes
+    ("NVIDIA TITAN X (Pascal)" -> "NVIDIA-TITAN-X-Pascal")."""
+    return "-".join("".join(c for c in name if c in _GFD_PRODUCT_CHARS).split())
+
+
 def gpu_model_name(name: str) -> str:
     """One name per GPU model, whichever source named it: DCGM's ``modelName`` ("NVIDIA
     A100-SXM4-40GB") and GFD's ``nvidia.com/gpu.product`` label, which has no spaces
     ("NVIDIA-A100-SXM4-40GB", "...-SHARED" on a time-sliced node, "...-MIG-1g.5gb" under
-    MIG strategy single), all give "NVIDIA A100 SXM4 40GB". Everything that groups by model
-    uses this."""
+    MIG strategy single), all give "NVIDIA A100 SXM4 40GB". The name is read as GFD
+    sanitises it, so "NVIDIA TITAN X (Pascal)" and its label "NVIDIA-TITAN-X-Pascal" are one
+    model. Everything that groups by model uses this."""
     model, _profile, _shared = split_gpu_product(name)
-    return " ".join(model.replace("-", " ").replace("_", " ").split())
+    return " ".join(gfd_sanitise(model).replace("-", " ").replace("_", " ").split())
 
 
 def quota_key(resource: str) -> str:

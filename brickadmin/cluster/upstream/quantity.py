@@ -176,7 +176,9 @@ def quantity(value: Any) -> int:
     Ints pass through. Anything that is not a quantity raises ValueError, never reads as 0:
     the API server only ever returns valid quantities, so junk means a bug upstream of here.
     Free-text fields that merely hold numbers (labels, plugin config) use ``label_int``.
-    Beyond int64, where Value() itself overflows, it raises ValueError too."""
+    Beyond int64 ("12E", a quota meaning "no limit") the amount is kept exact, as
+    apimachinery keeps it (its inf.Dec amount, which the quota controller compares with
+    Cmp), where Value() would overflow."""
     if isinstance(value, bool):
         raise ValueError(f"not a quantity: {value!r}")  # noqa: TRY004  (bad input, as junk)
     if isinstance(value, int):
@@ -184,8 +186,6 @@ def quantity(value: Any) -> int:
     if isinstance(value, (float, decimal.Decimal)):
         value = str(value)  # a YAML/JSON number: Quantity.UnmarshalJSON reads its digits
     amount = parse_quantity(value)
-    if abs(amount) > _INT64_MAX:
-        raise ValueError(f"quantity {value!r} is beyond what an int64 holds")
     return int(amount.to_integral_value(rounding=decimal.ROUND_UP, context=_EXACT))
 
 

@@ -4,8 +4,10 @@
 Sources: k8s.io/apimachinery pkg/apis/meta/v1/helpers.go (LabelSelectorAsSelector),
 pkg/labels/selector.go (its lexer, its recursive descent parser and NewRequirement's
 validation) and pkg/api/validate/content (IsLabelKey, IsLabelValue, IsDNS1123Subdomain);
-field selector strings are split into terms as pkg/fields/selector.go splits them.
-Tests: tests/foundation/test_label_selectors.py (selector_test.go).
+field selector strings are read as pkg/fields/selector.go reads them (splitTerms, splitTerm,
+EscapeValue, UnescapeValue, parseSelector). Tests: tests/foundation/test_label_selectors.py
+(pkg/labels/selector_test.go) and tests/foundation/test_field_selectors.py
+(pkg/fields/selector_test.go).
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ def selector_matches(labels: dict[str, str], selector: KubeObject | None) -> boo
 
 
 def split_selector_terms(selector: str) -> list[str]:
-    """Comma-separated terms of a label or field selector string (commas inside ``(...)`` kept)."""
+    """Comma-separated terms of a label selector string (commas inside ``(...)`` kept); a field
+    selector's terms are ``split_field_terms``'."""
     parts, depth, cur = [], 0, ""
     for ch in selector:
         if ch == "(":
@@ -436,3 +439,101 @@ def parse_label_selector(selector: str | None) -> KubeObject:
 def label_selector_matches(labels: dict[str, str], selector: str | None) -> bool:
     """A selector string, as ``list --selector`` applies it (SelectorError when refused)."""
     return all(requirement_matches(r, labels) for r in parse_selector_requirements(selector))
+
+
+# --- field selector strings -----------------------------------------------------------
+# fields.ParseSelector, as ``?fieldSelector=`` and ``kubectl get --field-selector`` read a
+# field selector string: k8s.io/apimachinery pkg/fields/selector.go.
+
+
+class FieldSelectorError(ValueError):
+    """A field selector string fields.ParseSelector refuses; the message is the API server's."""
+
+
+class FieldTerm(NamedTuple):
+    """One term of a field selector: field, operator (=, == or !=), the value unescaped."""
+
+    field: str
+    operator: str
+    value: str
+
+
+_FIELD_OPERATORS = ("!=", "==", "=")  # "==" before "=", so no "=" is left on the value
+
+
+def split_field_terms(selector: str) -> list[str]:
+    """splitTerms: the terms between commas, a comma after a backslash kept in its term."""
+    if not selector:
+        return []
+    terms, start, in_slash = [], 0, False
+    for i, ch in enumerate(selector):
+        if in_slash:
+            in_slash = False
+        elif ch == "\\":
+            in_slash = True
+        elif ch == ",":
+            terms.append(selector[start:i])
+            start = i + 1
+    terms.append(selector[start:])
+    return terms
+
+
+def split_field_term(term: str) -> tuple[str, str, str] | None:
+    """splitTerm: (field, operator, literal value) at the first operator, or None. The field
+    has no escapes, so the first operator found splits."""
+    for i in range(len(term)):
+        for op in _FIELD_OPERATORS:
+            if term.startswith(op, i):
+                return term[:i], op, term[i + len(op) :]
+    return None
+
+
+def escape_field_value(value: str) -> str:
+    """EscapeValue: a backslash, comma or equals sign in a value behind a backslash."""
+    return value.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
+
+
+def unescape_field_value(value: str) -> str:
+    """UnescapeValue: \\\\, \\, and \\= read as the character; any other escape, an orphan
+    backslash, or a bare , or = is refused."""
+    out, in_slash = [], False
+    for ch in value:
+        if in_slash:
+            if ch not in "\\,=":
+                raise FieldSelectorError(f"invalid field selector: invalid escape sequence: \\{ch}")
+            out.append(ch)
+            in_slash = False
+        elif ch == "\\":
+            in_slash = True
+        elif ch in ",=":
+            raise FieldSelectorError(f"invalid field selector: unescaped character: {ch}")
+        else:
+            out.append(ch)
+    if in_slash:
+        raise FieldSelectorError("invalid field selector: invalid escape sequence: \\")
+    return "".join(out)
+
+
+def parse_field_selector(selector: str | None) -> list[FieldTerm]:
+    """parseSelector: the terms sorted as strings, empty ones skipped; FieldSelectorError for
+    a term with no operator or a value badly escaped."""
+    terms = []
+    for part in sorted(split_field_terms(selector or "")):
+        if not part:
+            continue
+        split = split_field_term(part)
+        if split is None:
+            raise FieldSelectorError(f"invalid selector: '{selector}'; can't understand '{part}'")
+        field, op, literal = split
+        terms.append(FieldTerm(field, op, unescape_field_value(literal)))
+    return terms
+
+
+def field_selector_string(terms: Sequence[FieldTerm]) -> str:
+    """Selector.String(): each term as field=value or field!=value, its value escaped."""
+    return ",".join(f"{t.field}{'!=' if t.operator == '!=' else '='}{escape_field_value(t.value)}" for t in terms)
+
+
+def field_terms_match(fields: dict[str, str], terms: Sequence[FieldTerm]) -> bool:
+    """hasTerm and notHasTerm against a fields.Set: a field not set reads as ""."""
+    return all((fields.get(t.field, "") == t.value) != (t.operator == "!=") for t in terms)

@@ -19,6 +19,7 @@ import time
 
 from django import forms
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.choices import CallableChoiceIterator
 
 from gpus.forms import WizardForm
 from gpus.models import ACTIVE_STATUSES, ProcedureRun
@@ -28,7 +29,7 @@ MARK = {"pending": "·", "running": "▶", "succeeded": "✓", "failed": "✗", 
 
 
 class Command(BaseCommand):
-    help = "Plan, run, follow, resume or cancel a conversion procedure (A-D), or list runs."
+    help = "Plan, run, follow, resume or cancel a procedure (a conversion, a MIG layout, a Fix), or list runs."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
@@ -74,6 +75,10 @@ class Command(BaseCommand):
                 label = f"{proc.code}: {field.label}"
                 if isinstance(field, forms.BooleanField):
                     parser.add_argument(param.flag, dest=param.name, action="store_true", help=label)
+                elif isinstance(field, forms.ChoiceField) and isinstance(field.choices, CallableChoiceIterator):
+                    # read from the cluster (M's layouts): the form checks the value when the
+                    # command runs, so --help answers without a cluster or a migrated database
+                    parser.add_argument(param.flag, dest=param.name, help=label)
                 elif isinstance(field, forms.ChoiceField):
                     parser.add_argument(param.flag, dest=param.name, choices=[c for c, _l in field.choices], help=label)
                 else:
