@@ -457,7 +457,8 @@ class Simulator:
                 continue
             for sl in have:
                 self._delete_slice(sl["metadata"]["name"])
-            generation += 1
+            # the plugin's own counter: above anything it published, even slices deleted behind its back
+            generation = max(generation, rec["generation"] if rec else 0) + 1
             for sl in dra_publish.published(
                 name,
                 node["metadata"]["uid"],
