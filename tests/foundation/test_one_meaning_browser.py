@@ -24,3 +24,17 @@ def test_the_first_tab_skips_to_the_content(browser, live_server, alice, lang, w
     page.keyboard.press("Tab")  # the next stop is inside the content, past every menu
     assert page.evaluate("document.querySelector('main').contains(document.activeElement)")
     ctx.close()
+
+
+def test_resource_names_in_headers_keep_their_own_case(browser, live_server, alice):
+    ctx = context(browser, live_server, "en", viewport={"width": 1366, "height": 900})
+    page = signed_in(ctx, live_server, "user")
+    page.goto(f"{live_server.url}/profile/")
+    page.evaluate(
+        "() => { const t = document.createElement('table');"
+        " t.innerHTML = '<thead><tr><th>Type <code>nvidia.com/gpu</code></th></tr></thead>"
+        "<tbody><tr><th scope=row>gpu-h100-02</th></tr></tbody>'; document.querySelector('main').append(t); }"
+    )
+    shown = page.locator("main table th").all_inner_texts()
+    assert shown == ["TYPE nvidia.com/gpu", "gpu-h100-02"]  # a column's label shouts, a name never
+    ctx.close()
