@@ -250,12 +250,16 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    CELERY_BROKER_TRANSPORT = None  # the URL's
 else:
     # Embedded broker for the zero-setup demo: kombu's filesystem transport.
     _broker_dir = VAR_DIR / "broker"
     for _d in ("queue", "processed", "control"):
         (_broker_dir / _d).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
+    # kombu's filesystem transport with whole-file writes and claims (brickadmin/broker.py): kombu's
+    # own let a worker read a half-written message and die of a JSONDecodeError.
+    CELERY_BROKER_TRANSPORT = "brickadmin.broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
@@ -346,6 +350,8 @@ BRICK_RUN_STREAM_SECONDS = int(os.environ.get("BRICK_RUN_STREAM_SECONDS", "300")
 BRICK_RUN_STREAM_KEEPALIVE_SECONDS = int(os.environ.get("BRICK_RUN_STREAM_KEEPALIVE_SECONDS", "15"))
 # Health reports the reaper (Celery beat + a worker; scheduled every 5 s) stopped after this long.
 BRICK_REAPER_STALE_SECONDS = float(os.environ.get("BRICK_REAPER_STALE_SECONDS", "120"))
+# Every page says the Celery worker (or its beat) stopped after this long without the reaper running.
+BRICK_WORKER_STALE_SECONDS = float(os.environ.get("BRICK_WORKER_STALE_SECONDS", "30"))
 BRICK_RUN_HEARTBEAT_STALE_SECONDS = int(os.environ.get("BRICK_RUN_HEARTBEAT_STALE_SECONDS", "10"))
 BRICK_RUN_AUTO_RESUMES = int(os.environ.get("BRICK_RUN_AUTO_RESUMES", "3"))  # then a person resumes
 PAGE_SIZE = 25

@@ -133,7 +133,12 @@ class ProcedureRun(models.Model):
 
     @property
     def target(self):
-        return self.node or _("all time-slicing nodes")
+        if self.node:
+            return self.node
+        workspace = (self.params or {}).get("workspace")
+        if workspace:  # a quota change: what it changed, not the nodes it never touched
+            return _("Workspace %(ws)s") % {"ws": workspace}
+        return _("all time-slicing nodes")
 
     @property
     def shown_message(self) -> str:

@@ -37,6 +37,7 @@ PHRASES = {
     "decision.job_approval_off": _("Job approval required: no"),
     "decision.limit_deleted": _("deleted: %(limit)s"),
     # what the owner is told (gpus.models.OwnerNotice on their Workspace page, and the notification)
+    "notice.you_released": _("You released %(n)s %(res)s: the quota of your Workspace is %(b)s (was %(a)s)."),
     "notice.quota_changed": _(
         "An admin (%(who)s) changed the %(res)s quota of your Workspace from %(a)s to %(b)s: %(why)s"
     ),

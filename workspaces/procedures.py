@@ -26,6 +26,17 @@ def quota_reason(params):
     return record if isinstance(record, dict) and "code" in record else params.get("reason", "")
 
 
+def _owner_words(ctx, req, resource, before, after):
+    """What the owner reads of a quota change: "You released 4 GPUs" when it was their own
+    answer, else who changed it and why."""
+    own = bool(req) and ctx.run.actor_name == req.requester_name
+    if own and before is not None and int(before) > int(after):
+        return said("notice.you_released", n=int(before) - int(after), res=resource, a=before, b=after)
+    return said(
+        "notice.quota_changed", who=ctx.run.actor_name, res=resource, a=before, b=after, why=quota_reason(ctx.params)
+    )
+
+
 def _approved_workspace(name):
     """The approval record of an approved Workspace (its namespace is its name), or None."""
     return WorkspaceRequest.objects.filter(name=name, status=WorkspaceRequest.Status.APPROVED).first()
@@ -298,14 +309,7 @@ class SetGpuQuota(Step):
             subject=subject,
             run_id=ctx.run.pk,
             actor_name=ctx.run.actor_name,
-            message=said(
-                "notice.quota_changed",
-                who=ctx.run.actor_name,
-                res=resource,
-                a=before,
-                b=after,
-                why=quota_reason(ctx.params),
-            ),
+            message=_owner_words(ctx, req, resource, before, after),
         )
 
     def verify(self, ctx):

@@ -174,6 +174,9 @@ def workspace_request(request):
                 "storage_gib": before.storage_gib,
                 "purpose": before.purpose,
             }
+    filled_from = None
+    if request.method == "GET" and request.GET.get("from") and not initial:
+        filled_from, initial = _filled_from_workspace(request)
     form = WorkspaceRequestForm(request.POST if request.method == "POST" else None, user=request.user, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
@@ -194,9 +197,40 @@ def workspace_request(request):
             "ledger": ledger,
             "snapshot": snapshot,
             "amount_fields": AMOUNT_FIELDS,
+            "filled_from": filled_from,
         },
         status=400 if form.is_bound and form.errors else 200,
     )
+
+
+def _filled_from_workspace(request):
+    """A remedy's link ("Request more GPUs", "Change the GPU type" beside a waiting pod): the form
+    filled from the person's own approved Workspace, and why, for the admins who decide.
+    (None, {}) when it is not theirs."""
+    ws = WorkspaceRequest.objects.filter(
+        name=request.GET["from"].strip()[:63], requester=request.user, status=WorkspaceRequest.Status.APPROVED
+    ).first()
+    if ws is None:
+        return None, {}
+    wanted = ascii_number(request.GET.get("gpu", "").strip()) or 0
+    more = request.GET.get("why") == "more"
+    facts = {"ws": ws.name, "n": ws.gpu, "type": ws.gpu_type or ws.gpu_resource or "?", "want": wanted or ws.gpu}
+    purpose = (
+        _("More GPUs beside %(ws)s: its quota of %(n)d is used up and a pod waits for %(want)d more.")
+        if more
+        else _(
+            "Like %(ws)s on another GPU type: its pods wait for %(want)d of %(type)s, which the cluster cannot give."
+        )
+    ) % facts
+    initial = {
+        "name": f"{ws.name}-2"[:63],
+        "gpu": wanted or ws.gpu,
+        "cpu": ws.cpu,
+        "memory_gib": ws.memory_gib,
+        "storage_gib": ws.storage_gib,
+        "purpose": purpose,
+    }
+    return ws, initial
 
 
 @require_POST

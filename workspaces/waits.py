@@ -6,6 +6,7 @@ gpus/pod_waits.py's."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from urllib.parse import urlencode
 
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -54,12 +55,20 @@ class _Words:
     admin_links: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _request_more():
-    return (_("Request more GPUs"), reverse("workspace_request"))
+def _filled(namespace: str, why: str, want=None) -> str:
+    """The request form, filled from the Workspace (workspaces.views.workspace_request reads it)."""
+    query = {"from": namespace, "why": why}
+    if want:
+        query["gpu"] = want
+    return reverse("workspace_request") + "?" + urlencode(query)
 
 
-def _change_type():
-    return (_("Change the GPU type"), reverse("workspace_request"))
+def _request_more(namespace: str, w: pw.Wait):
+    return (_("Request more GPUs"), _filled(namespace, "more", w.facts.get("want")))
+
+
+def _change_type(namespace: str, w: pw.Wait):
+    return (_("Change the GPU type"), _filled(namespace, "type", w.facts.get("want")))
 
 
 def _see_free():
@@ -81,7 +90,7 @@ def _quota_full(w: pw.Wait, f: dict, namespace: str, diagnosis) -> _Words:
         % {**f, "used": w.facts["used"], "hard": w.facts["hard"], "pods": _names(w.facts["pods"]) or "-"},
         remedy=_("End a pod you no longer need, or request more GPUs."),
         admin_remedy=_("Raise the quota if the owner needs more, or ask the owner to end a pod they no longer need."),
-        links=[_request_more()],
+        links=[_request_more(namespace, w)],
         admin_links=[(_("The quota in the cluster"), reverse("cluster_workspace", args=[namespace]) + "#quota")],
     )
 
@@ -105,7 +114,7 @@ def _shared_many(w: pw.Wait, f: dict, namespace: str, diagnosis) -> _Words:
             "Workspace's type to exclusive GPUs."
         ),
         admin_remedy=_("Tell the owner: one shared GPU per pod. A pod that needs more needs an exclusive GPU type."),
-        links=[_change_type()],
+        links=[_change_type(namespace, w)],
         admin_links=[(_("Findings"), reverse("health"))],
     )
 
@@ -115,7 +124,7 @@ def _no_such_type(w: pw.Wait, f: dict, namespace: str, diagnosis) -> _Words:
         message=_("Pod %(pod)s waits for %(res)s, which no node offers now.") % f,
         remedy=_("Change the Workspace's GPU type to one the cluster offers."),
         admin_remedy=_("Convert a node to the mode that serves it, or move the Workspace to a type offered now."),
-        links=[_see_free(), _change_type()],
+        links=[_see_free(), _change_type(namespace, w)],
         admin_links=[(_("Conversions"), reverse("procedure_index"))],
     )
 
@@ -130,7 +139,7 @@ def _cordoned_only(w: pw.Wait, f: dict, namespace: str, diagnosis) -> _Words:
         % {**f, "nodes": ", ".join(nodes[:5])},
         remedy=_("It starts when an admin uncordons a node after its maintenance; or change the GPU type."),
         admin_remedy=_("Uncordon the node when its maintenance is over (or finish the run that cordoned it)."),
-        links=[_see_free(), _change_type()],
+        links=[_see_free(), _change_type(namespace, w)],
         admin_links=_node_links(w),
     )
 
@@ -147,7 +156,7 @@ def _taint(w: pw.Wait, f: dict, namespace: str, diagnosis) -> _Words:
         admin_remedy=_(
             "Remove the taint if the node is no longer reserved, or give this Workspace's pods the toleration."
         ),
-        links=[_see_free(), _change_type()],
+        links=[_see_free(), _change_type(namespace, w)],
         admin_links=_node_links(w),
     )
 
@@ -161,7 +170,7 @@ def _no_free(w: pw.Wait, f: dict, namespace: str, diagnosis) -> _Words:
         % f,
         remedy=_("It starts when enough GPUs free up on one node. Ask for fewer GPUs per pod, or change the GPU type."),
         admin_remedy=_("Free GPUs held by idle Workspaces, or add nodes of this type."),
-        links=[_see_free(), _change_type()],
+        links=[_see_free(), _change_type(namespace, w)],
         admin_links=[
             (_("Idle allocations"), reverse("cluster_workspaces") + "?sort=idle_since"),
             (_("Availability"), reverse("availability")),

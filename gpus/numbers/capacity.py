@@ -111,6 +111,12 @@ def shown_available(available: int) -> tuple[int, int]:
     return max(0, available), max(0, -available)
 
 
+def unrequested_on_node(logical: int, requested: int, cordoned: bool) -> int:
+    """A node's logical GPUs no pod requests and a new pod could get: 0 on a cordoned node,
+    which takes no new pod whatever it holds."""
+    return 0 if cordoned else free_units(logical, requested)
+
+
 def free_units(total: int, *held: int) -> int:
     """What of ``total`` nothing holds: the Total less the largest of what holds it (quota
     allocated to Workspaces, requests of pods), never below 0. The Dashboard's Free is the free

@@ -614,6 +614,8 @@ def quota_over_total(inputs: HealthInputs) -> Iterable[Problem]:
                 subject_type=RESOURCE,
                 link=remedies.page_url("cluster_workspaces"),
                 link_text=_("Edit the Workspaces' quotas"),
+                # each Workspace named links to its quota page (templates/gpus/wizards/health.html)
+                fix_params={"workspaces": [ns for ns, _n in holders]},
             )
 
 

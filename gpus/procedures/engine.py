@@ -343,7 +343,7 @@ def _execute(run, token, gateway) -> str:
             return _nothing_to_do(ctx, token, steps[index + 1 :], index + 1, exc.reason)
         if not ok:
             return _finish(run, token, RunStatus.FAILED, message)
-    summary = said("run.all_done", n=len(steps))
+    summary = said("run.all_done_after_precheck", n=max(len(steps) - 1, 0))  # step 0 is the pre-check
     return _finish(run, token, RunStatus.SUCCEEDED, summary)
 
 

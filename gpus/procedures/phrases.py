@@ -18,7 +18,8 @@ PHRASES = {
     "run.failed": _("Run failed"),
     "run.cancelled": _("Run cancelled"),
     "run.interrupted": _("Run interrupted"),
-    "run.all_done": _("All %(n)d steps done."),
+    "run.all_done": _("All %(n)d steps done."),  # runs recorded before the count left the pre-check out
+    "run.all_done_after_precheck": _("Done: %(n)d of %(n)d steps after the pre-check."),
     "run.nothing_to_do": _("Nothing to do"),
     "run.nothing_to_do_why": _("Nothing to do: %(why)s"),
     "run.left_cordoned": _("Node %(node)s may be left cordoned: uncordon it or resume the run."),
@@ -58,6 +59,13 @@ PHRASES = {
         "The API server refused the request (%(err)s). This will not succeed by retrying: fix the cause, then resume."
     ),
     "step.unexpected": _("Unexpected error in this step (%(err)s). Check the worker log, then resume."),
+    # a write to the API server in words (recording.call_words); other calls keep their call form
+    "call.cordon": _("cordon node %(node)s"),
+    "call.uncordon": _("uncordon node %(node)s"),
+    "call.drain": _("drain node %(node)s"),
+    "call.label_node": _("set labels on node %(node)s: %(labels)s"),
+    "call.label_set": "%(key)s=%(value)s",
+    "call.label_removed": _("remove %(key)s"),
     "request.intended": _("about to send: %(call)s"),
     "request.sent": _("sent: %(call)s"),
     "request.failed": _("not accepted: %(call)s"),

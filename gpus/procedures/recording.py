@@ -19,7 +19,7 @@ from django.db.models import F
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from brickadmin.wording import Said, record_of, said
+from brickadmin.wording import Said, joined, record_of, said
 
 from ..models import RUN_EVENT_KEY, ProcedureRun, RunStatus, StepRun, StepState
 from .registry import get as get_procedure
@@ -169,8 +169,26 @@ class StepRecorder:
     def request(self, request: dict, state: str, error: str = "") -> StepRun:
         """Write ahead: a request about to go to the API server ("intended"), or what came of
         it ("sent", "failed"). The step stays running."""
-        what = said("request." + state, call=describe(request))
+        what = said("request." + state, call=call_words(request))
         return self._record(StepState.RUNNING, intent={"request": request, "state": state}, output=what, error=error)
+
+
+def call_words(request: dict):
+    """A recorded write in words, said in each reader's language: "set labels on node gpu-1:
+    brick.cloud/gpu.sharing=timeslicing" rather than label_node("gpu-1", {...}). A call without
+    words of its own keeps its call form (describe)."""
+    call, args = request.get("call"), list(request.get("args", []))
+    node = args[0] if args and isinstance(args[0], str) else None
+    if node is not None and call in ("cordon", "uncordon", "drain"):
+        return said("call." + call, node=node)
+    labels = args[1] if len(args) > 1 else request.get("kwargs", {}).get("labels")
+    if node is not None and call == "label_node" and isinstance(labels, dict) and labels:
+        parts = [
+            said("call.label_removed", key=k) if v is None else said("call.label_set", key=k, value=v)
+            for k, v in labels.items()
+        ]
+        return said("call.label_node", node=node, labels=joined(parts, ", "))
+    return describe(request)
 
 
 def describe(request: dict) -> str:

@@ -68,17 +68,17 @@ GLOSSARY = {
         ),
     ),
     "free": (
-        _("Free"),
+        _("Quota headroom"),
         _(
             "Logical total that neither Workspace quota nor pods hold: the Total less the larger of "
             "allocated and requested. Never below 0."
         ),
     ),
     "node_free": (
-        _("Free on a node"),
+        _("Unrequested on the node"),
         _(
-            "This node's logical GPUs no pod requests. Quotas are cluster-wide, so a free unit here "
-            "may already be promised to a Workspace."
+            "This node's logical GPUs no pod requests; 0 on a cordoned node, which takes no new pod. Quotas "
+            "are cluster-wide, so a unit here may already be promised to a Workspace (see quota headroom)."
         ),
     ),
     "idle": (
@@ -276,5 +276,5 @@ def available(context, value):
 
 @register.simple_tag
 def node_free(node):
-    """A node's logical GPUs no pod requests (gpus.numbers.capacity.free_units)."""
-    return capacity.free_units(node.logical, node.requested)
+    """A node's logical GPUs no pod requests, 0 when it is cordoned (gpus.numbers.capacity)."""
+    return capacity.unrequested_on_node(node.logical, node.requested, bool(getattr(node, "cordoned", False)))

@@ -167,7 +167,7 @@ def _node_total(name):
 def _node_free(row):
     """A node's logical GPUs no pod requests (exports only; the page reads its ledger line)."""
     n = ledger_mod.node_from_dict(row.ledger)
-    return capacity.free_units(n.logical, n.requested)
+    return capacity.unrequested_on_node(n.logical, n.requested, n.cordoned)
 
 
 # Sorted in SQL: the name, model, mode, stack and number of findings are columns of the view's rows,
@@ -182,7 +182,7 @@ NODE_TABLE = Table(
     Column("logical", _("Logical"), None, value=_node_total("logical"), numeric=True, term="logical"),
     Column("requested", _("Requested"), None, value=_node_total("requested"), numeric=True, term="requested"),
     # page-only: the export keeps its columns (Free is logical less requested there)
-    Column("free", _("Free"), None, value=_node_free, numeric=True, term="node_free", export=False),
+    Column("free", _("Unrequested on the node"), None, value=_node_free, numeric=True, term="node_free", export=False),
     Column("findings", _("State"), "problems", numeric=True),
     search=("name", "model", "mode"),
     default="name",

@@ -222,7 +222,7 @@ def test_success_says_what_next_and_a_restored_run_offers_no_resume(twin, admin_
     assert "What next" in page and f'href="{reverse("node_detail", args=["dev-a1-ws04"])}"' in page
     assert f"{reverse('wizard_pick', args=['B'])}?node=dev-a1-ws04" in page  # undo: convert it back
     assert "All steps done." in page and 'value="10"' in page
-    assert "about to send: cordon(&quot;dev-a1-ws04&quot;)" in page  # each write-ahead event says what it sent
+    assert "about to send: cordon node dev-a1-ws04" in page  # each write-ahead event says what it sent
 
     stopped = service.start_run("B", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
     service.cancel_run(stopped, actor_name="root")

@@ -34,9 +34,9 @@ def test_a_run_started_in_english_reads_in_korean_to_a_korean_reader(twin, admin
     page = page_in(admin_client, run, "ko")
     assert f"{NODE} 격리 (cordon)" in page  # the step's title
     assert "root이(가) 실행 생성" in page  # the run-created event
-    assert "단계 모두 완료되었습니다." in page  # the outcome
+    assert "사전 점검 이후 단계" in page and "모두 완료" in page  # the outcome
     assert "실행 성공" in page
-    assert f"Cordon {NODE}" not in page and "All 5 steps done." not in page and "Run created by" not in page
+    assert f"Cordon {NODE}" not in page and "steps after the pre-check" not in page and "Run created by" not in page
 
 
 def test_a_run_started_in_korean_reads_in_english_to_an_english_reader(twin, admin_client):
@@ -44,7 +44,7 @@ def test_a_run_started_in_korean_reads_in_english_to_an_english_reader(twin, adm
     page = page_in(admin_client, run, "en")
     assert f"Cordon {NODE}" in page
     assert "Run created by root" in page
-    assert "steps done." in page and "Run succeeded" in page
+    assert "steps after the pre-check." in page and "Run succeeded" in page
     assert "격리" not in page and "실행 생성" not in page and "모두 완료" not in page
 
 
@@ -79,8 +79,8 @@ def test_every_event_in_the_audit_record_says_what_it_was(twin, admin_client):
     ]
     assert cordon == [
         f"1. Cordon {NODE} — started",
-        f"1. Cordon {NODE} — about to send: cordon(&quot;{NODE}&quot;)",
-        f"1. Cordon {NODE} — sent: cordon(&quot;{NODE}&quot;)",
+        f"1. Cordon {NODE} — about to send: cordon node {NODE}",
+        f"1. Cordon {NODE} — sent: cordon node {NODE}",
     ]
     korean = page_in(admin_client, run, "ko")
     assert '— <span class="muted">시작</span>' in korean

@@ -69,7 +69,8 @@ def test_the_owner_sees_why_each_pod_waits_with_the_figures_and_what_to_do(waiti
         "one)."
     ) in got["train-4gpu"][1]
     assert "The scheduler says: 0/5 nodes are available: 1 node(s) had untolerated taint" in got["train-4gpu"][1]
-    assert links(page, "train-4gpu") == [reverse("availability"), reverse("workspace_request")]
+    filled = reverse("workspace_request") + "?from=ws-train&amp;why=type&amp;gpu=4"
+    assert links(page, "train-4gpu") == [reverse("availability"), filled]
     assert got["notebook"][0] == "container" and "ImagePullBackOff" in got["notebook"][1]
     assert got["old-eval"][0] == "admission"
     assert (
@@ -89,7 +90,7 @@ def test_a_quota_held_whole_names_its_pods_and_links_to_request_more(waiting, al
         "asking for it is refused until one of them ends."
     ) in words
     item = re.search(r'data-cause="quota-full".*?</li>', page, re.S).group(0)
-    assert re.findall(r'href="([^"]+)"', item) == [reverse("workspace_request")]
+    assert re.findall(r'href="([^"]+)"', item) == [reverse("workspace_request") + "?from=ws-full&amp;why=more"]
 
 
 def test_no_free_gpu_two_shared_gpus_a_cordoned_only_profile_and_a_profile_no_node_has(

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.test import Client
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from gpus.models import OwnerNotice, ProcedureRun
 from gpus.tasks import execute_run
@@ -107,3 +107,25 @@ def test_asking_is_for_admins_with_csrf(team, login, alice, admin_user):  # noqa
     strict.force_login(admin_user)
     assert strict.post(reverse("reclaim_ask", args=["team-a"]), {"days": "7"}).status_code == 403
     assert not ReclaimAsk.objects.exists()
+
+
+def test_the_owners_own_release_reads_as_theirs_with_the_reason_in_their_language(
+    team,  # noqa: F811  (team: a fixture imported above)
+    login,
+    admin_user,
+    alice,
+    twin,
+):
+    from gpus.models import OwnerNotice
+
+    ask(login, admin_user)
+    question = ReclaimAsk.objects.get()
+    login(alice).post(reverse("reclaim_release", args=[team.pk, question.pk]), {"amount": "2"})
+    run = ProcedureRun.objects.get()
+    assert run.params["reason_said"]["code"] == "reason.released"
+    execute_run(run.pk)
+    notice = OwnerNotice.objects.get(run_id=run.pk)
+    with translation.override("en"):
+        assert str(notice.shown_message).startswith(f"You released 2 {SHARED}: the quota of your Workspace is 1")
+    with translation.override("ko"):
+        assert "반납했습니다" in str(notice.shown_message) and "Released" not in str(notice.shown_message)
