@@ -118,11 +118,26 @@ def mig_device_name(parent_minor: int, profile: str, profile_id: int, placement_
     return f"gpu-{parent_minor}-mig-{pname}-{profile_id}-{placement_start}"
 
 
+def _upper(c: str) -> bool:
+    return "A" <= c <= "Z" if c else False
+
+
+def _lower_or_digit(c: str) -> bool:
+    return ("a" <= c <= "z" or "0" <= c <= "9") if c else False
+
+
 def camel_to_dns_name(s: str) -> str:
     """partitions.go/mig.go camelToDNSName: capacity name -> counter name (copyEngines -> copy-engines)."""
-    s = re.sub(r"([a-z0-9])([A-Z])", r"\1-\2", s)
-    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1-\2", s)
-    s = re.sub(r"[^a-z0-9-.]", "-", s.lower()).strip("-")
+    # its two regular expressions, ([a-z0-9])([A-Z]) and ([A-Z]+)([A-Z][a-z]), as one pass:
+    # a dash before a capital that follows a small letter or digit, or that ends a run of
+    # capitals before a small letter (no backtracking on a long run of capitals)
+    out = []
+    for i, c in enumerate(s):
+        prev, nxt = s[i - 1 : i], s[i + 1 : i + 2]
+        if _upper(c) and (_lower_or_digit(prev) or (_upper(prev) and nxt.isascii() and nxt.islower())):
+            out.append("-")
+        out.append(c)
+    s = re.sub(r"[^a-z0-9-.]", "-", "".join(out).lower()).strip("-")
     return s[:-1] if s.endswith(".") else s
 
 

@@ -184,6 +184,7 @@ GET_ONLY = {
     "run_audit_json",
     "run_audit_csv",
     "health",
+    "dra_readiness",
     "workspace_list",
     "workspace_detail",
     "job_list",
