@@ -49,8 +49,11 @@ def test_the_nodes_list_shows_each_nodes_free_gpus_and_a_bar_saying_its_load(dem
     ledger = reading.read_cluster().ledger
     assert set(rows) == {n.name for n in ledger.nodes}
     assert any(requested for _l, requested, _f, _b in rows.values())  # the demo has GPU pods
+    cordoned = {n.name for n in ledger.nodes if n.cordoned}
+    assert cordoned, "the demo has a cordoned node"
     for name, (logical, requested, free, words) in rows.items():
-        assert free == max(0, logical - requested), name
+        # a cordoned node takes no new pod: nothing on it is free for one
+        assert free == (0 if name in cordoned else max(0, logical - requested)), name
         assert words == f"{requested} of {logical} logical GPUs requested by pods, {free} free", name
 
 
