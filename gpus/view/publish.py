@@ -38,6 +38,22 @@ from gpus.numbers import pod_waits as pod_waits_mod
 # 2: extra["gpu_capacity"], what each GPU resource offers (why pods wait); 3: type rows' sharing strategy;
 # 4: GPUs published through DRA (type rows' DRA part and unlimited shares, nodes' stack)
 SCHEMA_VERSION = 4
+# What a model × type row of the ledger keeps in the stored view (ViewTypeRow), written here
+# and read back by stored.py as the same fields
+TYPE_ROW_FIELDS = (
+    "model",
+    "gpu_type",
+    "resource",
+    "logical",
+    "requested",
+    "physical",
+    "cordoned_logical",
+    "nodes",
+    "sharing_strategy",
+    "dra_logical",
+    "dra_physical",
+    "unlimited",
+)
 
 # The watcher beats at least this often; a page says the numbers may be behind after
 # BEHIND_SECONDS without a beat (a leader lost, the standby not yet leading: shorter than
@@ -258,18 +274,7 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0, fence: 
             ViewTypeRow(
                 generation=gen,
                 position=i,
-                model=r.model,
-                gpu_type=r.gpu_type,
-                resource=r.resource,
-                logical=r.logical,
-                requested=r.requested,
-                physical=r.physical,
-                cordoned_logical=r.cordoned_logical,
-                nodes=r.nodes,
-                sharing_strategy=r.sharing_strategy,
-                dra_logical=r.dra_logical,
-                dra_physical=r.dra_physical,
-                unlimited=r.unlimited,
+                **{f: getattr(r, f) for f in TYPE_ROW_FIELDS},
             )
             for i, r in enumerate(led.by_type)
         )

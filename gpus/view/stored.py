@@ -22,7 +22,7 @@ from gpus.models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewSta
 from gpus.numbers import health as health_mod
 from gpus.numbers import ledger as ledger_mod
 from gpus.numbers import occupancy as occupancy_mod
-from gpus.view.publish import BEHIND_SECONDS, SCHEMA_VERSION
+from gpus.view.publish import BEHIND_SECONDS, SCHEMA_VERSION, TYPE_ROW_FIELDS
 
 # --- one generation per page --------------------------------------------------------------
 # The watcher rewrites the view's rows in one transaction, but a page reads the state row and
@@ -301,23 +301,7 @@ def stored_view(*, live: bool = False) -> StoredView:
         raise ViewUnavailable()
     if state.schema < SCHEMA_VERSION:
         raise ViewOutdated(state.schema)
-    by_type = [
-        ledger_mod.TypeRow(
-            model=r.model,
-            gpu_type=r.gpu_type,
-            resource=r.resource,
-            logical=r.logical,
-            requested=r.requested,
-            physical=r.physical,
-            cordoned_logical=r.cordoned_logical,
-            nodes=r.nodes,
-            sharing_strategy=r.sharing_strategy,
-            dra_logical=r.dra_logical,
-            dra_physical=r.dra_physical,
-            unlimited=r.unlimited,
-        )
-        for r in ViewTypeRow.objects.all()
-    ]
+    by_type = [ledger_mod.TypeRow(**{f: getattr(r, f) for f in TYPE_ROW_FIELDS}) for r in ViewTypeRow.objects.all()]
     by_resource = [
         ledger_mod.ResourceRow(
             resource=r.resource,
