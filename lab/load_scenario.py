@@ -45,6 +45,9 @@ from brickadmin.cluster.base import ClusterError  # noqa: E402
 from brickadmin.cluster.kube import KubeGateway  # noqa: E402
 from brickadmin.cluster.vocabulary import GPU_TYPE_LABEL, labels_match, tolerates  # noqa: E402
 
+# what the node lifecycle controller puts on a node until its kubelet (here KWOK) reports Ready
+NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
 STATE = Path(os.environ.get("BRICK_LAB_DIR", "/tmp/brickadmin-lab"))
 
 
@@ -419,6 +422,35 @@ def dra_published(gw: KubeGateway, nodes: set[str]):
 
 
 def settle(gw: KubeGateway, objects, hardware, plugin_configs, timeout: float) -> None:
+    own_taints = {
+        o["metadata"]["name"]: {t.get("key") for t in (o.get("spec") or {}).get("taints") or []}
+        for o in objects
+        if o["kind"] == "Node"
+    }
+
+    def nodes_ready():
+        """KWOK has marked every scenario node Ready and the node lifecycle controller has
+        lifted the not-ready taint it puts on a new node (unless the scenario gave it)."""
+        pending = []
+        for n in gw.list_nodes():
+            name = n["metadata"]["name"]
+            if name not in own_taints:
+                continue
+            ready = any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (n.get("status") or {}).get("conditions") or []
+            )
+            lifted = [
+                t["key"]
+                for t in (n.get("spec") or {}).get("taints") or []
+                if t.get("key") in NOT_READY_TAINTS and t.get("key") not in own_taints[name]
+            ]
+            if not ready or lifted:
+                pending.append(f"{name}: {'Ready' if ready else 'not Ready'} {' '.join(lifted)}".strip())
+        return pending or True
+
+    wait("scenario nodes to be Ready", nodes_ready, timeout)
+
     def daemonsets_done():
         """Each plugin DaemonSet has an available, up-to-date pod on every node that it
         selects and whose taints it tolerates (the DaemonSet controller's own rule)."""

@@ -218,7 +218,9 @@ from .upstream.sharing import (
 from .upstream.taints import (
     DAEMONSET_HOST_NETWORK_TOLERATION,
     DAEMONSET_TOLERATIONS,
+    NODE_CONDITION_TAINT_KEYS,
     daemon_pod_tolerations,
+    is_node_condition_taint,
     tolerates,
     toleration_matches,
 )
@@ -371,8 +373,10 @@ __all__ = [
     "label_selector_matches",
     "toleration_matches",
     "DAEMONSET_TOLERATIONS",
+    "NODE_CONDITION_TAINT_KEYS",
     "DAEMONSET_HOST_NETWORK_TOLERATION",
     "daemon_pod_tolerations",
+    "is_node_condition_taint",
     "tolerates",
     "EVICTION_REFUSED",
     "EVICTION_MULTIPLE_BUDGETS",

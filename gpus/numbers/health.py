@@ -441,6 +441,13 @@ def _why_no_plugin(n: NodeLedger, daemonsets: list[KubeObject]) -> tuple[str, Ku
     for ds in selecting:
         tolerations = ds["spec"]["template"]["spec"].get("tolerations")
         missing = [t for t in n.raw_taints if not vocab.tolerates([t], tolerations)]
+        if missing and all(vocab.is_node_condition_taint(t) for t in missing):
+            # Kubernetes set it from the node's state: the answer is the node, not a toleration
+            return _(
+                "The node carries %(taints)s (not Ready or under pressure): no new plugin pod starts "
+                "there until Kubernetes lifts it."
+            ) % {"taints": ", ".join(f"{t.get('key')}:{t.get('effect')}" for t in missing)}, None
+        missing = [t for t in missing if not vocab.is_node_condition_taint(t)]
         if missing:
             taints = ", ".join(
                 str(t) for t in n.taints if any(t.key == m.get("key") and t.effect == m.get("effect") for m in missing)
@@ -494,13 +501,17 @@ def plugin_missing(inputs: HealthInputs) -> Iterable[Problem]:
                 if taint
                 else {}
             )
+            # a not-Ready node: Kubernetes' own taint keeps every new DaemonSet pod off it
+            not_ready = any(vocab.is_node_condition_taint(t) and not vocab.tolerates([t], None) for t in n.raw_taints)
             yield Problem(
                 "bad",
                 "plugin-missing",
                 n.name,
                 _("No Running device-plugin pod (%(s)s): the node exposes no GPU resource.") % {"s": n.plugin_state}
                 + (" " + cause if cause else ""),
-                _(
+                _("Find why the node is not Ready (kubectl describe node); the plugin pod starts once it is.")
+                if not_ready
+                else _(
                     "If the pod is Pending or absent on a tainted node, a toleration is missing: keep "
                     "both DaemonSets' tolerations identical in the managed manifest and apply it."
                 ),

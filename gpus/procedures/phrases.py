@@ -267,6 +267,14 @@ PHRASES = {
         "DaemonSet %(name)s does not tolerate the taint(s) %(taints)s of %(node)s: its plugin "
         "pod would never start there."
     ),
+    "precheck.node_condition_taints": _(
+        "%(node)s carries %(taints)s, which Kubernetes sets while the node is not Ready or under "
+        "pressure: no new plugin pod starts there until it is lifted."
+    ),
+    "precheck.fix_wait_node_ready": _(
+        "Wait until %(node)s is Ready and the taint is gone (kubectl describe node %(node)s says why "
+        "it is not), then start again."
+    ),
     "precheck.fix_add_toleration": _(
         "Add the toleration to both DaemonSets (they must stay identical) in the managed manifest, "
         "apply it, then start again."

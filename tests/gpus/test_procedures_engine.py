@@ -438,6 +438,37 @@ def test_missing_toleration_fails_with_fix_then_resume_after_manifest_fix(demo):
     assert demo.get_node("gpu-a100-02")["status"]["allocatable"][SHARED] == str(8 * 4)
 
 
+def test_a_node_kubernetes_marked_not_ready_is_waited_for_not_tolerated(twin):
+    import copy
+
+    from brickadmin.cluster.snapshot import take_snapshot
+    from gpus.numbers import health
+    from gpus.numbers import ledger as ledger_mod
+
+    node = copy.deepcopy(twin.get_node("dev-a1-ws04"))
+    node["spec"]["taints"] = [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+    twin._save(node)
+    twin._reconcile(nodes=["dev-a1-ws04"])
+    run = run_now("A", "dev-a1-ws04")
+    assert run.status == "failed"
+    failed = run.steps.filter(state="failed").exclude(step_key=engine.RUN_EVENT).last()
+    assert failed.step_key == "precheck" and "node.kubernetes.io/not-ready:NoSchedule" in failed.output
+    assert "Wait until dev-a1-ws04 is Ready" in failed.error and "toleration" not in failed.error
+    assert not twin.get_node("dev-a1-ws04")["spec"].get("unschedulable")  # stopped before touching the node
+    # a plugin pod missing for that reason is not offered the toleration fix either
+    twin.label_node("dev-a1-ws04", {"brick.cloud/gpu.sharing": "timeslicing"})
+    snap = take_snapshot(twin)
+    found = [
+        p
+        for p in health.problems(health.HealthInputs(ledger_mod.compute(snap), snapshot=snap))
+        if p.subject == "dev-a1-ws04"
+    ]
+    missing = [p for p in found if p.kind == "plugin-missing"]
+    assert missing and "not Ready" in missing[0].message
+    assert not missing[0].fix_params.get("taint_key") and not missing[0].fix
+    assert "not Ready" in missing[0].remedy
+
+
 def test_unexpected_error_fails_the_run_with_a_message(twin, monkeypatch):
     from gpus.procedures import steps
 

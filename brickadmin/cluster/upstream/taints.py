@@ -10,6 +10,27 @@ from .names import UNSCHEDULABLE_TAINT_KEY, KubeObject
 
 # --- taints and tolerations ------------------------------------------------------
 
+# The taints Kubernetes itself puts on a node from its conditions and spec: the node lifecycle
+# controller's nodeConditionToTaintKeyStatusMap (pkg/controller/nodelifecycle) plus the
+# cordon's. They come and go with the node's state, so the answer to one is to wait for (or
+# repair) the node, never a toleration in the device plugin's manifest.
+NODE_CONDITION_TAINT_KEYS = frozenset(
+    {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/memory-pressure",
+        "node.kubernetes.io/disk-pressure",
+        "node.kubernetes.io/pid-pressure",
+        "node.kubernetes.io/network-unavailable",
+        UNSCHEDULABLE_TAINT_KEY,
+    }
+)
+
+
+def is_node_condition_taint(taint: KubeObject) -> bool:
+    """Whether Kubernetes set this taint from the node's state (not an admin)."""
+    return taint.get("key") in NODE_CONDITION_TAINT_KEYS
+
 
 def toleration_matches(taint: KubeObject, tol: KubeObject) -> bool:
     """Toleration.ToleratesTaint as Kubernetes v1.34 has it (k8s.io/api core/v1/toleration.go):

@@ -141,6 +141,14 @@ class _Conversion(ProcedureDef):
         names = ", ".join(
             f"{t.get('key')}{'=' + t['value'] if t.get('value') else ''}:{t.get('effect')}" for t in missing
         )
+        if all(vocab.is_node_condition_taint(t) for t in missing):
+            # Kubernetes set these from the node's state: a toleration is not the answer
+            return Check(
+                False,
+                said("precheck.node_condition_taints", taints=names, node=node),
+                said("precheck.fix_wait_node_ready", node=node),
+                level="block",
+            )
         return Check(
             False,
             said("precheck.taints_untolerated", name=name, taints=names, node=node),

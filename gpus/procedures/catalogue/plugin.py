@@ -488,7 +488,9 @@ class ProcedureAddToleration(Fix):
     )
 
     def fixes_finding(self, kind, params):
-        return kind in self.fixes and bool(params.get("taint_key"))
+        key = params.get("taint_key")
+        # a taint Kubernetes sets from the node's state is waited out, never tolerated
+        return kind in self.fixes and bool(key) and not vocab.is_node_condition_taint({"key": key})
 
     def confirm_sentence(self, node, params):
         return _("Save a new manifest version whose two DaemonSets tolerate %(t)s, and apply it to the cluster?") % {
