@@ -306,8 +306,10 @@ BRICK_METRICS_INTERVAL = float(os.environ.get("BRICK_METRICS_INTERVAL", "30"))
 # An allocation is idle when its Workspace has had no Running GPU pod, or (measured by DCGM)
 # utilisation under this percentage, for this many hours (the Health registry's idle finding).
 # The Pod Security level (privileged | baseline | restricted) a Workspace's namespace enforces
-# when the product creates it; "" adds no Pod Security label (the chart sets baseline).
-BRICK_WORKSPACE_POD_SECURITY = os.environ.get("BRICK_WORKSPACE_POD_SECURITY", "").strip()
+# when the product creates it: baseline by default (no privileged containers, host namespaces
+# or hostPath; GPU pods run as before); "" adds no Pod Security label, which the chart's
+# admission policy then refuses.
+BRICK_WORKSPACE_POD_SECURITY = os.environ.get("BRICK_WORKSPACE_POD_SECURITY", "baseline").strip()
 if BRICK_WORKSPACE_POD_SECURITY not in ("", "privileged", "baseline", "restricted"):
     raise RuntimeError("BRICK_WORKSPACE_POD_SECURITY must be privileged, baseline, restricted or empty")
 BRICK_IDLE_HOURS = float(os.environ.get("BRICK_IDLE_HOURS", "24"))

@@ -311,7 +311,12 @@ def test_recreate_a_missing_workspace_namespace_and_quota_from_its_approval(twin
     run = run_fix(admin_client, twin, url)
     assert run.status == "succeeded", run.message
     ns = next(n for n in twin.list_namespaces() if n["metadata"]["name"] == "team-a")
-    assert ns["metadata"]["labels"] == {"brick.cloud/workspace": "true", "brick.cloud/owner": "alice"}
+    assert ns["metadata"]["labels"] == {  # as approval made it, Pod Security included
+        "brick.cloud/workspace": "true",
+        "brick.cloud/owner": "alice",
+        "pod-security.kubernetes.io/enforce": "baseline",
+        "pod-security.kubernetes.io/warn": "baseline",
+    }
     assert {q["metadata"]["name"]: q["spec"] for q in twin.list_resource_quotas("team-a")} == before
 
     # Only the compute quota gone: only it is created; then there is nothing to do.

@@ -358,7 +358,20 @@ def test_admission_policies_name_the_workspace_label_and_the_service_account(doc
             }
         ]
         for v in p["spec"]["validations"]:
-            assert f"'{vocab.WORKSPACE_LABEL}'" in v["expression"] and v["reason"] == "Forbidden"
+            assert v["reason"] == "Forbidden"
+            names = (f"'{vocab.WORKSPACE_LABEL}'", "'pod-security.kubernetes.io/enforce'")
+            assert any(name in v["expression"] for name in names)
+    (pod_security,) = [
+        v
+        for v in policies["brickadmin-workspace-namespaces"]["spec"]["validations"]
+        if "pod-security" in v["expression"]
+    ]
+    assert "['baseline', 'restricted']" in pod_security["expression"]  # the chart's default level, or stricter
+    restricted = by_kind(render_chart("workspacePodSecurity=restricted"), "ValidatingAdmissionPolicy")
+    assert any(
+        "['restricted']" in v["expression"]
+        for v in restricted["brickadmin-workspace-namespaces"]["spec"]["validations"]
+    )
     quota_rules = policies["brickadmin-workspace-quotas"]["spec"]["matchConstraints"]["resourceRules"]
     assert quota_rules[0]["resources"] == ["resourcequotas", "limitranges"]
     workload_rules = policies["brickadmin-workspace-workloads"]["spec"]["matchConstraints"]["resourceRules"]

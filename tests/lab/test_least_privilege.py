@@ -12,6 +12,7 @@ import pytest
 from brickadmin.cluster.base import Forbidden
 from brickadmin.cluster.kube import KubeGateway
 from brickadmin.cluster.vocabulary import OWNER_LABEL, PLUGIN_NAMESPACE, WORKSPACE_LABEL
+from workspaces.labels import namespace_labels
 
 from .conftest import NAMESPACE, can, make_namespace, make_node, make_pod, wait_until
 from .test_deploy import (
@@ -135,6 +136,17 @@ def test_creating_a_namespace_without_the_workspace_label_is_refused(seeded, sa)
     assert name not in {n["metadata"]["name"] for n in seeded.admin.list_namespaces()}
 
 
+def test_creating_a_workspace_namespace_without_pod_security_is_refused(seeded, sa):
+    """A stolen token cannot make a Workspace namespace where a privileged pod would run: the
+    chart's policy wants pod-security.kubernetes.io/enforce at baseline or stricter."""
+    name = f"lp-nopsa-{int(time.time() * 1000) % 100000}"
+    why = refused(lambda: sa.create_namespace(name, {WORKSPACE_LABEL: "true", OWNER_LABEL: "alice"}))
+    assert "pod-security.kubernetes.io/enforce=baseline or stricter" in why
+    lax = {WORKSPACE_LABEL: "true", OWNER_LABEL: "alice", "pod-security.kubernetes.io/enforce": "privileged"}
+    assert "or stricter" in refused(lambda: sa.create_namespace(name, lax))
+    assert name not in {n["metadata"]["name"] for n in seeded.admin.list_namespaces()}
+
+
 def test_a_daemonset_in_kube_system_is_refused(seeded, sa):
     name = "lp-intruder"
     refused(lambda: sa.apply(_ds("kube-system", name)))
@@ -216,7 +228,7 @@ def test_an_existing_quota_outside_a_workspace_cannot_be_raised(seeded, sa):
 def test_in_a_workspace_namespace_the_same_writes_succeed(seeded, sa):
     """The policies confine, they do not block the product: its whole Workspace flow."""
     ns = f"lp-ws-{int(time.time() * 1000) % 100000}"
-    sa.create_namespace(ns, {WORKSPACE_LABEL: "true", OWNER_LABEL: "alice"})
+    sa.create_namespace(ns, namespace_labels("alice"))
     sa.create_resource_quota(ns, "workspace-compute", {"requests.nvidia.com/gpu": "1"})
     sa.apply(
         {
@@ -285,7 +297,7 @@ def _job(name):
 def _workspace(seeded, sa):
     """A Workspace namespace made as the product makes one (as the ServiceAccount)."""
     ns = f"lp-jobs-{int(time.time() * 1000) % 100000}"
-    sa.create_namespace(ns, {WORKSPACE_LABEL: "true", OWNER_LABEL: "alice"})
+    sa.create_namespace(ns, namespace_labels("alice"))
     wait_until(
         lambda: any(
             s["metadata"]["name"] == "default"
@@ -422,8 +434,6 @@ def test_the_products_job_submission_and_cancel_work_in_a_workspace_and_not_else
 def test_a_workspace_namespace_refuses_privileged_pods_and_admits_gpu_pods(seeded, sa, settings):
     """With the chart's Pod Security level (``baseline``) the namespace the product makes for
     a Workspace refuses a privileged container at the API server itself, whoever sends it."""
-    from workspaces.labels import namespace_labels
-
     settings.BRICK_WORKSPACE_POD_SECURITY = "baseline"
 
     ns = f"lp-psa-{int(time.time() * 1000) % 100000}"

@@ -78,10 +78,9 @@ def test_queue_is_paginated(twin, alice, admin_client, make_request, settings):
     assert f"Page 1 of 2 ({settings.PAGE_SIZE + 2} in all)" in text(first.content)
 
 
-def test_a_site_that_sets_a_pod_security_level_gets_it_on_every_new_workspace_namespace(
-    twin, alice, admin_client, make_request, settings
+def test_every_new_workspace_namespace_enforces_baseline_pod_security_by_default(
+    twin, alice, admin_client, make_request
 ):
-    settings.BRICK_WORKSPACE_POD_SECURITY = "baseline"  # the chart's default
     req = make_request(alice, "team-psa", gpu=1)
     assert approve_post(admin_client, req).status_code == 302
     assert objects(twin, "Namespace")["team-psa"]["metadata"]["labels"] == {
@@ -92,6 +91,16 @@ def test_a_site_that_sets_a_pod_security_level_gets_it_on_every_new_workspace_na
     }
 
 
+def test_a_site_that_asks_for_restricted_gets_it_on_every_new_workspace_namespace(
+    twin, alice, admin_client, make_request, settings
+):
+    settings.BRICK_WORKSPACE_POD_SECURITY = "restricted"
+    req = make_request(alice, "team-strict", gpu=1)
+    assert approve_post(admin_client, req).status_code == 302
+    labels = objects(twin, "Namespace")["team-strict"]["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
 def test_approve_shared_creates_namespace_quotas_and_priority_class(
     twin, alice, admin_user, admin_client, make_request
 ):
@@ -99,7 +108,12 @@ def test_approve_shared_creates_namespace_quotas_and_priority_class(
     r = approve_post(admin_client, req)
     assert r.status_code == 302
     ns = objects(twin, "Namespace")["team-a"]
-    assert ns["metadata"]["labels"] == {"brick.cloud/workspace": "true", "brick.cloud/owner": "alice"}
+    assert ns["metadata"]["labels"] == {
+        "brick.cloud/workspace": "true",
+        "brick.cloud/owner": "alice",
+        "pod-security.kubernetes.io/enforce": "baseline",
+        "pod-security.kubernetes.io/warn": "baseline",
+    }
     quotas = objects(twin, "ResourceQuota", "team-a")
     compute_q = quotas["workspace-compute"]["spec"]
     assert compute_q["hard"] == {"requests.nvidia.com/gpu.shared": "1", "requests.cpu": "4", "requests.memory": "16Gi"}
