@@ -142,6 +142,7 @@ class Decision(AppendOnlyModel):
         WITHDRAW = "withdraw", _("Withdrew a Workspace request")
         RECLAIM_ASK = "reclaim_ask", _("Asked the owner before reclaiming")
         RECLAIM_ANSWER = "reclaim_answer", _("Answered whether to keep the quota")
+        KUEUE_EVICTED = "kueue_evicted", _("Kueue evicted a Workload")
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
@@ -160,9 +161,15 @@ class Decision(AppendOnlyModel):
     # The detail as a code and parameters (brickadmin/wording.py), said in the reader's language;
     # None: a text without one, or a row written before codes (the detail is shown as written).
     detail_said = models.JSONField(null=True, blank=True)
+    # What the cluster did that this row records, once ("" for an admin's decision): an eviction
+    # by Kueue is read every 15 s while it lasts, and kept as one row (workspaces/elastic.py).
+    source = models.CharField(max_length=300, blank=True, default="")
 
     class Meta:
         ordering = ["-at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["source"], condition=~Q(source=""), name="decision_source_once"),
+        ]
 
     def __str__(self):
         return f"{self.at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.subject}"
@@ -369,6 +376,8 @@ class KueueFacts(models.Model):
     served = models.BooleanField(default=False)
     read_at = models.DateTimeField(null=True, blank=True)
     cluster_queues = models.JSONField(default=list, blank=True)  # name, spec, status of each
+    # The Workloads Kueue has not admitted: namespace, workload, owner, reason, message, position
+    waiting = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True, default="")  # why the last read failed ("" when it did not)
 
     def __str__(self):
