@@ -319,7 +319,8 @@ class ShowbackHour(models.Model):
     hour = models.DateTimeField(unique=True)  # UTC, on the hour
     physical = models.FloatField(default=0)
     measured = models.BooleanField(default=False)  # utilisation came from DCGM
-    lines = models.JSONField(default=dict)  # {namespace: [allocated, requested, used or None, measurable]}
+    # {namespace: [allocated, requested, used or None, measurable(, borrowed, lent: elastic quota)]}
+    lines = models.JSONField(default=dict)
     rolled_up_at = models.DateTimeField(null=True, blank=True)  # None: the row is only being written
 
     class Meta:
@@ -345,6 +346,9 @@ class ShowbackMonth(models.Model):
     used = models.FloatField(default=0)  # over the hours it was measured
     used_hours = models.IntegerField(default=0)
     unmeasurable_hours = models.IntegerField(default=0)  # on time-sliced GPUs shared with other Workspaces
+    # Elastic quota on Kueue: held above its guarantee, lent by its cohort; and of its guarantee, held by others
+    borrowed = models.FloatField(default=0)
+    lent = models.FloatField(default=0)
 
     class Meta:
         ordering = ["-month", "namespace"]
