@@ -279,3 +279,51 @@ def test_without_kueue_the_waits_are_the_schedulers_alone(twin, alice, admin_use
     ws = approved(alice, "plain")
     page = text(login(alice).get(f"/workspaces/{ws.pk}/").content)
     assert "Kueue has not admitted" not in page and "Kueue says" not in page
+
+
+# --- a changed grant is undone like a quota change -----------------------------------------
+
+
+def test_undoing_a_grant_change_puts_the_cluster_queue_back_through_the_audited_run(
+    kueue_twin, alice, bob, admin_user, admin_client, make_request, monkeypatch
+):
+    from brickadmin.cluster.kueue import Grant
+    from gpus.models import ProcedureRun
+    from gpus.tasks import execute_run
+
+    from .conftest import objects
+
+    for k in ("BRICK_PROCEDURE_RETRY_BACKOFF", "BRICK_PROCEDURE_VERIFY_TIMEOUT", "BRICK_PROCEDURE_STEP_PAUSE"):
+        monkeypatch.setenv(k, "0")
+    approve_two(kueue_twin, alice, bob, admin_user, make_request)
+    admin_client.post(
+        "/workspaces/cluster/team-b/quota/", {"guarantee": "1", "burst": "3", "lend": "1", "reason": "B lends more"}
+    )
+    changed = ProcedureRun.objects.get(procedure="Q", params__workspace="team-b")
+    execute_run(changed.pk)
+    assert elastic.grant_now(kueue_twin, "team-b", "nvidia.com/gpu.shared") == Grant(1, 3, 1)
+
+    page = admin_client.get("/workspaces/cluster/team-b/quota/").content.decode()
+    history = unescape(text(page))
+    assert f"#{changed.pk}" in history and "4 → 4 · guarantee 1, burst ceiling 3, lend ceiling 1" in history
+    assert 'data-testid="quota-undo"' in page
+    undo = f"/workspaces/cluster/team-b/quota/?gpu=4&undo_of={changed.pk}&reason=Undo+of+run+%23{changed.pk}"
+    preview = unescape(text(admin_client.get(undo).content))
+    assert "Its ClusterQueue goes back to guarantee 2, burst ceiling 2, lend ceiling 2." in preview
+    assert "The quota is 4 already." not in preview  # the ceiling stays; the grant changes back
+
+    response = admin_client.post(
+        "/workspaces/cluster/team-b/quota/", {"gpu": "4", "reason": f"Undo of run #{changed.pk}", "undo_of": changed.pk}
+    )
+    undone = ProcedureRun.objects.filter(procedure="Q", params__workspace="team-b").exclude(pk=changed.pk).get()
+    assert response.status_code == 302 and undone.params["undo_of"] == changed.pk
+    execute_run(undone.pk)
+    undone.refresh_from_db()
+    assert undone.status == "succeeded", undone.message
+    assert elastic.grant_now(kueue_twin, "team-b", "nvidia.com/gpu.shared") == Grant(2, 2, None)
+    (res,) = objects(kueue_twin, "ClusterQueue")["brick-ws-team-b"]["spec"]["resourceGroups"][0]["flavors"][0][
+        "resources"
+    ]
+    assert res == {"name": "nvidia.com/gpu.shared", "nominalQuota": "2", "borrowingLimit": "2"}
+    changes = Decision.objects.filter(subject="team-b", action=Decision.Action.QUOTA)
+    assert changes.count() == 3  # granted, changed, undone: each recorded
