@@ -181,6 +181,7 @@ def workspace_quota(request, namespace):
     except quota_mod.QuotaError:
         raise Http404("no such namespace") from None
     ask = reclaim.open_ask(namespace)
+    undo_grant = quota_mod.grant_undone(namespace, form.cleaned_data.get("undo_of")) if seen is not None else None
     if request.method == "POST" and seen is not None:
         try:
             if form.cleaned_data.get("reclaim_of"):  # after asking the owner: the same change, on the question
@@ -197,6 +198,7 @@ def workspace_quota(request, namespace):
                 resource=seen.resource,
                 undo_of=form.cleaned_data.get("undo_of"),
                 gateway=gateway,
+                grant=undo_grant,  # an undo of a grant change puts the grant back too
             )
         except (quota_mod.QuotaError, reclaim.ReclaimError) as exc:
             form.add_error(None, str(exc))
@@ -217,6 +219,7 @@ def workspace_quota(request, namespace):
             "form": form,
             "current": current,
             "preview": seen,
+            "undo_grant": undo_grant,
             "runs": runs,
             "ask": ask,
             "overdue": ask is not None and ask.overdue(),

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from brickadmin.cluster import ClusterError, NotFound, kueue
 from brickadmin.cluster.gateway import get_gateway
@@ -43,6 +45,7 @@ class Facts:
     served: bool | None
     read_at: datetime | None = None
     queues: list[dict] = field(default_factory=list)
+    waiting: list[dict] = field(default_factory=list)  # Workloads not admitted (kueue.waiting_in_queues)
 
     @property
     def cohorts(self) -> list[kueue.Cohort]:
@@ -86,7 +89,12 @@ def facts() -> Facts:
         return Facts(served=None)
     if timezone.now() - row.read_at > timedelta(seconds=settings.BRICK_KUEUE_FACTS_SECONDS):
         return Facts(served=None, read_at=row.read_at)
-    return Facts(served=row.served, read_at=row.read_at, queues=list(row.cluster_queues or []))
+    return Facts(
+        served=row.served,
+        read_at=row.read_at,
+        queues=list(row.cluster_queues or []),
+        waiting=list(row.waiting or []),
+    )
 
 
 def _slim(queue: dict) -> dict:
@@ -97,21 +105,136 @@ def _slim(queue: dict) -> dict:
     }
 
 
+def _slim_workload(w: dict) -> dict:
+    meta = w.get("metadata") or {}
+    return {
+        "metadata": {
+            k: meta[k] for k in ("name", "namespace", "uid", "creationTimestamp", "ownerReferences") if k in meta
+        },
+        "spec": {k: v for k, v in (w.get("spec") or {}).items() if k in ("queueName", "priority", "podSets")},
+        "status": {"conditions": (w.get("status") or {}).get("conditions") or []},
+    }
+
+
 def read_kueue(gateway=None) -> Facts:
-    """Read whether Kueue is served and its ClusterQueues, and keep it for the pages."""
+    """Read whether Kueue is served, its ClusterQueues and Workloads, and keep them for the
+    pages; each eviction of a Workspace's Workload becomes one audited row (``record_evictions``)."""
     gateway = gateway or get_gateway()
     try:
         served = gateway.kueue_served()
         queues = [_slim(q) for q in gateway.list_kueue("ClusterQueue")] if served else []
+        workloads = [_slim_workload(w) for w in gateway.list_kueue("Workload")] if served else []
     except ClusterError as exc:
         log.info("Kueue could not be read: %s", exc)
         KueueFacts.objects.update_or_create(pk=1, defaults={"error": str(exc)[:500]})
         return facts()
     now = timezone.now()
+    waiting = [
+        {
+            "namespace": w.namespace,
+            "workload": w.workload,
+            "owner": w.owner,
+            "reason": w.reason,
+            "message": w.message[:2000],
+            "position": w.position,
+        }
+        for w in kueue.waiting_in_queues(workloads)
+    ]
     KueueFacts.objects.update_or_create(
-        pk=1, defaults={"served": served, "read_at": now, "cluster_queues": queues, "error": ""}
+        pk=1,
+        defaults={"served": served, "read_at": now, "cluster_queues": queues, "waiting": waiting, "error": ""},
     )
-    return Facts(served=served, read_at=now, queues=queues)
+    record_evictions(kueue.evictions(workloads))
+    return Facts(served=served, read_at=now, queues=queues, waiting=waiting)
+
+
+# --- what Kueue took back: one audited row per eviction -----------------------------------
+
+
+def _when(text: str):
+    at = parse_datetime(text) if text else None
+    return at if at is not None else timezone.now()
+
+
+def _detail(e: kueue.Eviction):
+    n = sum(n for _r, n in e.gpus)
+    res = ", ".join(r for r, _n in e.gpus) or "-"
+    if e.borrowed:
+        return said(
+            "decision.kueue_reclaimed",
+            what=e.owner,
+            wl=e.workload,
+            n=n,
+            res=res,
+            by=e.by_workspace or e.by_queue or "?",
+            reason=e.reason,
+        )
+    if e.preempted and e.reason == kueue.IN_CLUSTER_QUEUE:
+        return said("decision.kueue_preempted_in_queue", what=e.owner, wl=e.workload, n=n, res=res)
+    return said("decision.kueue_evicted", what=e.owner, wl=e.workload, n=n, res=res, reason=e.reason, msg=e.message)
+
+
+def record_evictions(found: list[kueue.Eviction]) -> int:
+    """Each eviction of a Workload in a Workspace namespace kept once (``Decision.source``, the
+    Workload's uid and when it was evicted): a row on the Workspace's history and in the audit
+    log (who lost what, for whom, when), a notice on the owner's page and a notification.
+    Returns how many were new."""
+    from .directory import record_of
+
+    new = 0
+    for e in found:
+        source = f"kueue-eviction:{e.key}"[:300]
+        if Decision.objects.filter(source=source).exists():
+            continue
+        record = record_of(e.namespace)
+        if record is None:
+            continue  # not a Workspace: Kueue's own business
+        detail = _detail(e)
+        try:
+            with transaction.atomic():
+                Decision.objects.create(
+                    at=_when(e.at),
+                    actor=None,
+                    actor_name="Kueue",
+                    action=Decision.Action.KUEUE_EVICTED,
+                    workspace=record,
+                    subject=e.namespace,
+                    gpu_resource=", ".join(r for r, _n in e.gpus)[:253],
+                    amount=sum(n for _r, n in e.gpus),
+                    detail=detail,
+                    source=source,
+                )
+        except IntegrityError:
+            continue  # another reader kept it first
+        new += 1
+        _tell_owner(e, record, detail)
+    return new
+
+
+def _tell_owner(e: kueue.Eviction, record, detail) -> None:
+    from django.urls import reverse
+
+    from brickadmin import notify
+    from gpus.models import OwnerNotice
+
+    OwnerNotice.objects.create(
+        namespace=e.namespace,
+        owner_name=record.requester_name,
+        subject=f"kueue:{e.namespace}/{e.workload}"[:300],
+        actor_name="Kueue",
+        message=detail,
+    )
+
+    def words():
+        return said("notify.kueue_evicted_subject", ws=e.namespace, what=e.owner), detail
+
+    notify.notify_owner(
+        e.namespace,
+        "kueue-evicted",
+        words,
+        reverse("workspace_detail", args=[record.pk]),
+        owner_name=record.requester_name,
+    )
 
 
 # --- the approval's Kueue part --------------------------------------------------------------

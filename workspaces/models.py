@@ -142,6 +142,7 @@ class Decision(AppendOnlyModel):
         WITHDRAW = "withdraw", _("Withdrew a Workspace request")
         RECLAIM_ASK = "reclaim_ask", _("Asked the owner before reclaiming")
         RECLAIM_ANSWER = "reclaim_answer", _("Answered whether to keep the quota")
+        KUEUE_EVICTED = "kueue_evicted", _("Kueue evicted a Workload")
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
@@ -160,9 +161,15 @@ class Decision(AppendOnlyModel):
     # The detail as a code and parameters (brickadmin/wording.py), said in the reader's language;
     # None: a text without one, or a row written before codes (the detail is shown as written).
     detail_said = models.JSONField(null=True, blank=True)
+    # What the cluster did that this row records, once ("" for an admin's decision): an eviction
+    # by Kueue is read every 15 s while it lasts, and kept as one row (workspaces/elastic.py).
+    source = models.CharField(max_length=300, blank=True, default="")
 
     class Meta:
         ordering = ["-at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["source"], condition=~Q(source=""), name="decision_source_once"),
+        ]
 
     def __str__(self):
         return f"{self.at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.subject}"
@@ -312,7 +319,8 @@ class ShowbackHour(models.Model):
     hour = models.DateTimeField(unique=True)  # UTC, on the hour
     physical = models.FloatField(default=0)
     measured = models.BooleanField(default=False)  # utilisation came from DCGM
-    lines = models.JSONField(default=dict)  # {namespace: [allocated, requested, used or None, measurable]}
+    # {namespace: [allocated, requested, used or None, measurable(, borrowed, lent: elastic quota)]}
+    lines = models.JSONField(default=dict)
     rolled_up_at = models.DateTimeField(null=True, blank=True)  # None: the row is only being written
 
     class Meta:
@@ -338,6 +346,9 @@ class ShowbackMonth(models.Model):
     used = models.FloatField(default=0)  # over the hours it was measured
     used_hours = models.IntegerField(default=0)
     unmeasurable_hours = models.IntegerField(default=0)  # on time-sliced GPUs shared with other Workspaces
+    # Elastic quota on Kueue: held above its guarantee, lent by its cohort; and of its guarantee, held by others
+    borrowed = models.FloatField(default=0)
+    lent = models.FloatField(default=0)
 
     class Meta:
         ordering = ["-month", "namespace"]
@@ -369,6 +380,8 @@ class KueueFacts(models.Model):
     served = models.BooleanField(default=False)
     read_at = models.DateTimeField(null=True, blank=True)
     cluster_queues = models.JSONField(default=list, blank=True)  # name, spec, status of each
+    # The Workloads Kueue has not admitted: namespace, workload, owner, reason, message, position
+    waiting = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True, default="")  # why the last read failed ("" when it did not)
 
     def __str__(self):

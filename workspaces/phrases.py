@@ -29,6 +29,18 @@ PHRASES = {
         "Elastic quota on Kueue: guarantee %(g)s, burst ceiling %(b)s, lend ceiling %(lend)s "
         "(ClusterQueue %(q)s in cohort %(c)s); the ResourceQuota holds guarantee + burst."
     ),
+    # what Kueue took back (workspaces/elastic.py record_evictions): the audit row and the owner's notice
+    "decision.kueue_reclaimed": _(
+        "Kueue took back %(n)s %(res)s borrowed by %(what)s (Workload %(wl)s) for Workspace %(by)s, "
+        "whose guarantee they were (%(reason)s). Borrowed GPUs are taken back without asking; the "
+        "Workload waits in its queue again."
+    ),
+    "decision.kueue_preempted_in_queue": _(
+        "Kueue preempted %(what)s (Workload %(wl)s, %(n)s %(res)s) for a Workload of higher priority "
+        "in the same Workspace; it waits in its queue again."
+    ),
+    "decision.kueue_evicted": _("Kueue evicted %(what)s (Workload %(wl)s, %(n)s %(res)s): %(reason)s. %(msg)s"),
+    "notify.kueue_evicted_subject": _("Kueue took GPUs back from %(what)s in Workspace %(ws)s"),
     "decision.approval_retry": _(
         "Transient API error (%(err)s); retrying in %(d).1fs (retry %(a)d; retried for up to %(s)d s)."
     ),

@@ -219,6 +219,21 @@ def undo_target(run: ProcedureRun) -> int | None:
     return int(run.params.get("before", 0))
 
 
+def grant_undone(workspace: str, undo_of: int | None):
+    """The grant an undo of quota run ``undo_of`` puts back (brickadmin.cluster.kueue.Grant):
+    the guarantee, burst and lend ceilings before it, when it changed them; None otherwise."""
+    from brickadmin.cluster.kueue import Grant
+
+    if not undo_of:
+        return None
+    run = history(workspace).filter(pk=undo_of).first()
+    before = (run.params.get("before_grant") if run is not None else None) or None
+    if before is None:
+        return None
+    guarantee, burst, lend = before
+    return Grant(int(guarantee), int(burst), None if lend is None else int(lend))
+
+
 def elastic_params(gateway, workspace: str, resource: str, grant) -> dict:
     """A quota run's Kueue part: the grant it sets and the one before (for an undo)."""
     from . import elastic

@@ -50,13 +50,23 @@ class HourFigures:
     requested: float
     used: float | None  # None: not measured, or not measurable (see ``measurable``)
     measurable: bool = True  # False: on time-sliced GPUs shared with other Workspaces
+    borrowed: float = 0.0  # elastic quota on Kueue: held above its guarantee, lent by the cohort
+    lent: float = 0.0  # of its guarantee, held by others of the cohort
 
     def as_list(self) -> list[Any]:
-        return [self.allocated, self.requested, self.used, self.measurable]
+        head = [self.allocated, self.requested, self.used, self.measurable]
+        return head + [self.borrowed, self.lent] if self.borrowed or self.lent else head
 
     @classmethod
     def from_list(cls, data: list[Any]) -> HourFigures:
-        return cls(float(data[0]), float(data[1]), None if data[2] is None else float(data[2]), bool(data[3]))
+        return cls(
+            float(data[0]),
+            float(data[1]),
+            None if data[2] is None else float(data[2]),
+            bool(data[3]),
+            float(data[4]) if len(data) > 4 else 0.0,
+            float(data[5]) if len(data) > 5 else 0.0,
+        )
 
 
 def hour_of(moment: datetime) -> datetime:
@@ -107,20 +117,47 @@ def dra_quotas(ws: WorkspaceLine) -> dict[str, int]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class ElasticLine:
+    """A Workspace's elastic quota of one GPU resource on Kueue this hour, in its resource's
+    units (brickadmin.cluster.kueue.QueueLine): its guarantee, what it borrows from its cohort
+    and what of its guarantee the others hold."""
+
+    resource: str
+    guarantee: int
+    borrowed: int
+    lent: int
+
+
 def hour_figures(
-    nodes: list[NodeLedger], workspaces: Iterable[WorkspaceLine], *, measured: bool
+    nodes: list[NodeLedger],
+    workspaces: Iterable[WorkspaceLine],
+    *,
+    measured: bool,
+    elastic: Mapping[str, Iterable[ElasticLine]] | None = None,
 ) -> dict[str, HourFigures]:
     """namespace -> its figures, for the Workspaces holding a GPU quota, running GPU pods or
     holding GPUs through ResourceClaims. ``measured``: whether the view's utilisation comes
-    from DCGM (else used is None)."""
+    from DCGM (else used is None).
+
+    ``elastic`` (namespace -> its lines; Kueue served): the Workspace is allocated, of such a
+    resource, its guarantee less what it lends plus what it borrows, not its ResourceQuota (the
+    ceiling, guarantee + burst); what one borrows another lends, so the Workspaces still add
+    up to the cluster."""
     by_name = {n.name: n for n in nodes}
     pool = physical_shares(nodes)
     sliced = occupancy.time_sliced_pods(nodes)
     shared_with_others = occupancy.pods_sharing_with_other_workspaces(nodes, sliced)
     claimed = claim_gpus(nodes)
+    elastic = elastic or {}
     out: dict[str, HourFigures] = {}
     for ws in workspaces:
         quotas = {**(ws.gpu_quotas or {}), **dra_quotas(ws)}
+        borrowed = lent = 0.0
+        for e in elastic.get(ws.namespace, ()):
+            quotas[e.resource] = max(0, e.guarantee - e.lent + e.borrowed)
+            borrowed += e.borrowed * pool.get(e.resource, 0.0)
+            lent += e.lent * pool.get(e.resource, 0.0)
         allocated = sum(amount * pool.get(res, 0.0) for res, amount in quotas.items() if amount > 0)
         requested = held = claimed.get(ws.namespace, 0.0)
         devices: set[str] = set()  # whole devices of time-sliced pods the Workspace has to itself
@@ -140,7 +177,7 @@ def hour_figures(
                 devices.update(pod.get("gpus") or [f"{pod.get('node', '')}:{pod.get('name', '')}"])
             else:
                 held += share
-        if not allocated and not requested:
+        if not allocated and not requested and not lent:
             continue
         used: float | None = None
         if measured and measurable:
@@ -150,7 +187,7 @@ def hour_figures(
                 # the Workspace's own devices on a time-sliced node count whole: DCGM's
                 # figure there is its alone
                 used = (held + len(devices)) * ws.utilisation / 100.0
-        out[ws.namespace] = HourFigures(allocated, requested, used, measurable)
+        out[ws.namespace] = HourFigures(allocated, requested, used, measurable, borrowed, lent)
     return out
 
 

@@ -19,7 +19,7 @@ from gpus.numbers.ledger import SHARED, NodeLedger, ResourceLine
 from . import showback
 from .models import ShowbackHour, ShowbackMonth
 
-SUMMED = ("hours", "physical", "allocated", "requested", "used", "used_hours", "unmeasurable_hours")
+SUMMED = ("hours", "physical", "allocated", "requested", "used", "used_hours", "unmeasurable_hours", "borrowed", "lent")
 
 
 def roll_up(moment: datetime | None = None) -> ShowbackHour:
@@ -32,8 +32,28 @@ def roll_up(moment: datetime | None = None) -> ShowbackHour:
     # plain tuples, not model instances: a rollup reads every Workspace line
     lines = reading.workspace_rows("namespace", "gpu_quotas", "pods", "utilisation", "quotas")
     measured = reading.usage_measured()
-    figures = showback.hour_figures(nodes, (_Line(*row) for row in lines.iterator(chunk_size=2000)), measured=measured)
+    figures = showback.hour_figures(
+        nodes, (_Line(*row) for row in lines.iterator(chunk_size=2000)), measured=measured, elastic=elastic_lines()
+    )
     return store_hour(moment or timezone.now(), float(view.ledger.physical), measured, figures)
+
+
+def elastic_lines() -> dict[str, list[showback.ElasticLine]]:
+    """namespace -> its elastic quota lines as Kueue last reported them (workspaces/elastic.py:
+    one query); {} without Kueue."""
+    from . import elastic
+
+    seen = elastic.facts()
+    out: dict[str, list[showback.ElasticLine]] = {}
+    if not seen.served:
+        return out
+    for cohort in seen.cohorts:
+        for line in cohort.lines:
+            if line.workspace:
+                out.setdefault(line.workspace, []).append(
+                    showback.ElasticLine(line.resource, line.guarantee, line.borrowed, line.lent)
+                )
+    return out
 
 
 class _Line(NamedTuple):
@@ -118,6 +138,8 @@ def _add(row: ShowbackMonth, figures: showback.HourFigures, sign: int) -> None:
     row.hours += sign
     row.allocated += sign * figures.allocated
     row.requested += sign * figures.requested
+    row.borrowed += sign * figures.borrowed
+    row.lent += sign * figures.lent
     if not figures.measurable:
         row.unmeasurable_hours += sign
     elif figures.used is not None:
@@ -139,6 +161,8 @@ def _add_hour(rows, month, physical: float, lines: dict, sign: int) -> None:
         _add(row(namespace), figures, sign)
         cluster.allocated += sign * figures.allocated
         cluster.requested += sign * figures.requested
+        cluster.borrowed += sign * figures.borrowed
+        cluster.lent += sign * figures.lent
         if figures.measurable and figures.used is not None:
             cluster.used += sign * figures.used
 
@@ -196,7 +220,7 @@ def store_hour(
         keep = [r for r in rows.values() if r.hours > 0]
         gone = [r.pk for r in rows.values() if r.hours <= 0 and r.pk]
         for r in keep:
-            for name in ("physical", "allocated", "requested", "used"):
+            for name in ("physical", "allocated", "requested", "used", "borrowed", "lent"):
                 if abs(getattr(r, name)) < 1e-9:  # floats taken out and put back: a zero is a zero
                     setattr(r, name, 0.0)
         _upsert_months(keep)

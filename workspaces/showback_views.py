@@ -63,7 +63,17 @@ def share(value: float, cluster: float) -> str:
     return f"{100.0 * value / cluster:.1f}" if cluster > 0 else ""
 
 
-def showback_table(cluster_physical: float) -> Table:
+def showback_table(cluster_physical: float, elastic: bool = False) -> Table:
+    """The month's Workspaces; ``elastic`` (a month in which a Kueue cohort lent GPUs): with
+    what each borrowed and lent, in physical GPU-hours."""
+    lending = (
+        (
+            Column("borrowed", gettext_lazy("Borrowed"), numeric=True, value=lambda r: hours(r.borrowed)),
+            Column("lent", gettext_lazy("Lent"), numeric=True, value=lambda r: hours(r.lent)),
+        )
+        if elastic
+        else ()
+    )
     return Table(
         Column("workspace", gettext_lazy("Workspace"), "namespace"),
         Column("month", gettext_lazy("Month"), None, value=lambda r: r.month.strftime("%Y-%m")),
@@ -87,6 +97,7 @@ def showback_table(cluster_physical: float) -> Table:
             numeric=True,
             value=lambda r: hours(r.requested),
         ),
+        *lending,
         Column("used", gettext_lazy("Used"), numeric=True, value=used_text),
         Column("used_note", gettext_lazy("Note"), None, value=used_note),
         search=("namespace",),
@@ -115,7 +126,8 @@ def showback(request):
             ShowbackMonth.objects.filter(month=chosen, namespace=ShowbackMonth.CLUSTER).first() if chosen else None
         ) or (months[0] if months else None)
     month = cluster.month if cluster else None
-    table = showback_table(cluster.physical if cluster else 0.0).bind(
+    elastic = cluster is not None and bool(cluster.borrowed or cluster.lent)
+    table = showback_table(cluster.physical if cluster else 0.0, elastic).bind(
         request, showback_rollups.workspace_months(month) if month else ShowbackMonth.objects.none()
     )
     if table.wants_csv:
@@ -127,6 +139,7 @@ def showback(request):
             "table": table,
             "page": table.page,
             "cluster": cluster,
+            "elastic": elastic,
             "month": month,
             "months": months,
             "bars": _bars(months),

@@ -265,6 +265,7 @@ def workspace_detail(request, pk):
     )
     ask = reclaim.open_ask(ws.namespace) if ws.status == WorkspaceRequest.Status.APPROVED else None
     how_to = _how_to_use(ws, line) if ws.status == WorkspaceRequest.Status.APPROVED and cluster_ok else None
+    own_months = showback_rollups.of_workspace(ws.namespace) if ws.status == WorkspaceRequest.Status.APPROVED else []
     return render(
         request,
         "workspaces/workspace_detail.html",
@@ -280,9 +281,8 @@ def workspace_detail(request, pk):
             "measured": directory.measured(),
             "waiting": waiting,
             # its own physical GPU-hours (workspaces/showback_rollups.py), the last 12 months
-            "showback_months": showback_rollups.of_workspace(ws.namespace)
-            if ws.status == WorkspaceRequest.Status.APPROVED
-            else [],
+            "showback_months": own_months,
+            "showback_lending": any(r.borrowed or r.lent for r in own_months),
         },
     )
 

@@ -24,7 +24,8 @@ class Cause:
     message: str
     remedy: str
     links: list[tuple[str, str]] = field(default_factory=list)  # (text, url)
-    said: str = ""  # the scheduler's own words, shown beside
+    said: str = ""  # the scheduler's own words (Kueue's, for a Workload it has not admitted), shown beside
+    said_by: str = "scheduler"  # or "kueue"
 
 
 def _names(pods) -> str:
@@ -36,12 +37,55 @@ def causes(line, *, admin: bool) -> list[Cause]:
     view, gpus.view.reading.workspace_line)."""
     if line is None:
         return []
+    queued = kueue_causes(line.namespace, admin=admin)
     pods = line.pods or []
     if not any((p.get("phase") in ("Pending", "Failed")) for p in pods) and not line.quota:
-        return []
+        return queued
     found = pw.waits(pods, line.gpu_quotas or {}, stored_gpu_capacity(), quota_scopes(line))
+    # A pod Kueue holds back (its Workload not admitted) is not yet the scheduler's: Kueue's cause says why.
+    held = {c.pod for c in queued}
+    found = [w for w in found if not (w.kind == pw.STARTING and w.pod in held)]
     diagnoses = pod_admission_findings(line.namespace) if any(w.kind == pw.ADMISSION for w in found) else {}
-    return [_words(w, line.namespace, admin, diagnoses.get(w.pod)) for w in found]
+    return queued + [_words(w, line.namespace, admin, diagnoses.get(w.pod)) for w in found]
+
+
+def kueue_causes(namespace: str, *, admin: bool) -> list[Cause]:
+    """The Workspace's Workloads Kueue has not admitted (its QuotaReserved condition false), with
+    Kueue's message and their place in the Workspace's queue, as the beat last read them
+    (workspaces/elastic.py): one query, no API call; none without Kueue."""
+    from . import elastic
+
+    mine = [w for w in elastic.facts().waiting if w.get("namespace") == namespace]
+    out = []
+    for w in mine:
+        owner = str(w.get("owner") or "")
+        kind, _sep, name = owner.partition("/")
+        facts = {"what": owner, "wl": w.get("workload", ""), "pos": w.get("position") or 0, "n": len(mine)}
+        out.append(
+            Cause(
+                kind="kueue-not-admitted",
+                pod=name if kind == "Pod" else "",
+                message=_(
+                    "Kueue has not admitted %(what)s (Workload %(wl)s) yet: it is number %(pos)d of %(n)d "
+                    "waiting in this Workspace's queue."
+                )
+                % facts,
+                remedy=_(
+                    "Kueue admits it once the Workspace's ClusterQueue has quota for it (an admitted Workload"
+                    " ends, or the cohort lends idle GPUs). Raise the guarantee or the burst ceiling if the"
+                    " Workspace needs more for long."
+                )
+                if admin
+                else _(
+                    "It starts when your guarantee has room for it or the cohort has idle GPUs to lend up to"
+                    " your burst ceiling. End a pod or Job you no longer need to make room sooner."
+                ),
+                links=[(_("Elastic quota"), reverse("workspace_quota", args=[namespace]))] if admin else [],
+                said=str(w.get("message") or w.get("reason") or ""),
+                said_by="kueue",
+            )
+        )
+    return out
 
 
 @dataclass

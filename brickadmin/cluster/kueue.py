@@ -385,3 +385,190 @@ def borrowing_while_waiting(cohorts: Iterable[Cohort]) -> list[tuple[QueueLine, 
         for borrower in (x for x in cohort.lines if x.borrowed):
             out.extend((borrower, w) for w in waiting if w.queue != borrower.queue)
     return out
+
+
+# --- what Kueue did to a Workload: evictions and preemptions, and why it waits ---------------
+#
+# Condition types and reasons from apis/kueue/v1beta2/workload_types.go (v0.17); the message
+# of a preemption from pkg/scheduler/preemption/preemption.go (preemptionMessage): "Preempted
+# to accommodate a workload (UID: …, JobUID: …) due to …; preemptor path: /<cohort>/<queue>;
+# preemptee path: …".
+
+QUOTA_RESERVED = "QuotaReserved"
+EVICTED = "Evicted"
+PREEMPTED = "Preempted"
+ADMITTED = "Admitted"
+FINISHED = "Finished"
+# The reasons of the Preempted condition.
+IN_CLUSTER_QUEUE = "InClusterQueue"
+IN_COHORT_RECLAMATION = "InCohortReclamation"
+IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
+IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
+# Preempted because it held quota borrowed from the cohort, which another queue took back.
+BORROWED_REASONS = frozenset({IN_COHORT_RECLAMATION, IN_COHORT_RECLAIM_WHILE_BORROWING, IN_COHORT_FAIR_SHARING})
+PREEMPTOR_PATH = "preemptor path: "
+
+
+def condition(workload: KubeObject, kind: str) -> KubeObject | None:
+    """The Workload's condition of type ``kind`` (None when it has none)."""
+    for c in (workload.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return dict(c)
+    return None
+
+
+def _true(workload: KubeObject, kind: str) -> KubeObject | None:
+    c = condition(workload, kind)
+    return c if c is not None and c.get("status") == "True" else None
+
+
+def _gpus_of_pod_spec(spec: KubeObject) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for container in spec.get("containers") or []:
+        res = container.get("resources") or {}
+        amounts = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        for name, value in amounts.items():
+            if str(name).startswith("nvidia.com/"):
+                out[name] = out.get(name, 0) + quantity(str(value))
+    return out
+
+
+def workload_gpus(workload: KubeObject) -> dict[str, int]:
+    """The GPUs a Workload holds when admitted: its podSets' counts times what each pod's
+    containers request (Kueue clears ``status.admission`` on an eviction, so the spec is read)."""
+    out: dict[str, int] = {}
+    for pod_set in (workload.get("spec") or {}).get("podSets") or []:
+        count = int(pod_set.get("count", 1) or 0)
+        spec = (pod_set.get("template") or {}).get("spec") or {}
+        for name, n in _gpus_of_pod_spec(spec).items():
+            out[name] = out.get(name, 0) + n * count
+    return out
+
+
+def workload_owner(workload: KubeObject) -> str:
+    """What the Workload admits, as ``Kind/name`` (its owner reference), else ``Workload/name``."""
+    meta = workload.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") or len(meta.get("ownerReferences") or []) == 1:
+            return f"{ref.get('kind', '')}/{ref.get('name', '')}"
+    return f"Workload/{meta.get('name', '')}"
+
+
+def preemptor_queue(message: str) -> str:
+    """The ClusterQueue of the Workload a preemption made room for ('' when the message does
+    not say: Kueue before its preemptor path)."""
+    if PREEMPTOR_PATH not in message:
+        return ""
+    path = message.split(PREEMPTOR_PATH, 1)[1].split(";", 1)[0].strip()
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """One eviction of a Workload by Kueue, once: ``key`` is the same however often it is read
+    (the Workload's uid and when the eviction happened)."""
+
+    key: str
+    namespace: str
+    workload: str
+    owner: str  # Kind/name of what it admits
+    at: str  # RFC 3339, the condition's lastTransitionTime
+    reason: str  # the Preempted condition's reason, else the Evicted condition's
+    preempted: bool
+    message: str
+    gpus: tuple[tuple[str, int], ...]
+    by_queue: str = ""  # the preemptor's ClusterQueue
+
+    @property
+    def borrowed(self) -> bool:
+        """Borrowed quota taken back by the cohort (Kueue asks nobody); otherwise the Workload
+        lost quota of its own queue (a higher priority in its queue, a timeout, a stop)."""
+        return self.preempted and self.reason in BORROWED_REASONS
+
+    @property
+    def by_workspace(self) -> str:
+        return workspace_of(self.by_queue)
+
+
+def eviction(workload: KubeObject) -> Eviction | None:
+    """The Workload's current eviction (Evicted or Preempted True), or None."""
+    evicted, preempted = _true(workload, EVICTED), _true(workload, PREEMPTED)
+    if evicted is None and preempted is None:
+        return None
+    meta = workload.get("metadata") or {}
+    times = [str(c.get("lastTransitionTime") or "") for c in (evicted, preempted) if c is not None]
+    at = min(t for t in times if t) if any(times) else ""
+    main = preempted or evicted or {}
+    message = str(main.get("message") or "")
+    return Eviction(
+        key=f"{meta.get('uid') or meta.get('namespace', '') + '/' + meta.get('name', '')}@{at}",
+        namespace=str(meta.get("namespace") or ""),
+        workload=str(meta.get("name") or ""),
+        owner=workload_owner(workload),
+        at=at,
+        reason=str(main.get("reason") or ""),
+        preempted=preempted is not None or (evicted or {}).get("reason") == PREEMPTED,
+        message=message,
+        gpus=tuple(sorted(workload_gpus(workload).items())),
+        by_queue=preemptor_queue(message),
+    )
+
+
+def evictions(workloads: Iterable[KubeObject]) -> list[Eviction]:
+    """The Workloads' current evictions, oldest first."""
+    out = [e for e in (eviction(w) for w in workloads) if e is not None]
+    return sorted(out, key=lambda e: (e.at, e.key))
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Why Kueue has not admitted a Workload: its QuotaReserved condition false, with Kueue's
+    message, and its place among the Workloads waiting in its queue (``queue_positions``)."""
+
+    namespace: str
+    workload: str
+    owner: str
+    reason: str
+    message: str
+    position: int | None = None
+
+
+def waiting(workload: KubeObject) -> Waiting | None:
+    """None for a Workload that holds quota or has finished."""
+    if _true(workload, FINISHED) is not None or _true(workload, QUOTA_RESERVED) is not None:
+        return None
+    reserved = condition(workload, QUOTA_RESERVED) or {}
+    meta = workload.get("metadata") or {}
+    return Waiting(
+        namespace=str(meta.get("namespace") or ""),
+        workload=str(meta.get("name") or ""),
+        owner=workload_owner(workload),
+        reason=str(reserved.get("reason") or ""),
+        message=str(reserved.get("message") or ""),
+    )
+
+
+def waiting_in_queues(workloads: Iterable[KubeObject]) -> list[Waiting]:
+    """The Workloads Kueue has not admitted, each with its place in its queue (1: next). The
+    Workload's status does not say it (Kueue's visibility API does); the product's queues are one
+    LocalQueue per Workspace namespace, ordered as ``BestEffortFIFO`` orders them: higher
+    ``spec.priority`` first, then older first."""
+    pending: list[tuple[KubeObject, Waiting]] = []
+    for w in workloads:
+        seen = waiting(w)
+        if seen is not None:
+            pending.append((w, seen))
+    out: list[Waiting] = []
+    queues: dict[tuple[str, str], list[tuple[KubeObject, Waiting]]] = {}
+    for w, seen in pending:
+        queues.setdefault((seen.namespace, str((w.get("spec") or {}).get("queueName") or "")), []).append((w, seen))
+    for members in queues.values():
+        members.sort(
+            key=lambda m: (
+                -int((m[0].get("spec") or {}).get("priority") or 0),
+                str((m[0].get("metadata") or {}).get("creationTimestamp") or ""),
+                m[1].workload,
+            )
+        )
+        out.extend(replace(seen, position=i) for i, (_w, seen) in enumerate(members, start=1))
+    return sorted(out, key=lambda x: (x.namespace, x.position or 0))

@@ -173,3 +173,113 @@ def test_the_real_gateway_asks_discovery_whether_kueue_is_served(served):
     assert gw.kueue_served() is served
     assert gw.asked == ["/apis/kueue.x-k8s.io/v1beta2"]
     assert gw.list_kueue("ClusterQueue") == ([{"metadata": {"name": "brick-ws-a"}}] if served else [])
+
+
+# --- what Kueue did to a Workload (apis/kueue/v1beta2/workload_types.go) -------------------
+
+
+def condition(kind, status, reason, message="", at="2026-05-04T12:00:05Z"):
+    return {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": at}
+
+
+def a_workload(conditions, *, uid="u-1", gpus=1, count=2, owners=None):
+    return {
+        "metadata": {
+            "name": "job-train-1",
+            "namespace": "team-a",
+            "uid": uid,
+            "ownerReferences": owners if owners is not None else [{"kind": "Job", "name": "train", "controller": True}],
+        },
+        "spec": {
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": count,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {"name": "a", "resources": {"limits": {"nvidia.com/gpu": str(gpus), "cpu": "4"}}},
+                                {"name": "b", "resources": {"requests": {"cpu": "1"}}},
+                            ]
+                        }
+                    },
+                }
+            ]
+        },
+        "status": {"conditions": conditions},
+    }
+
+
+RECLAIMED = (
+    "Preempted to accommodate a workload (UID: u-9, JobUID: j-9) due to reclamation within the cohort; "
+    "preemptor path: /brick-gpu-exclusive/brick-ws-team-b; preemptee path: /brick-gpu-exclusive/brick-ws-team-a"
+)
+
+
+def test_a_reclaim_names_what_was_lost_for_whom_and_when():
+    wl = a_workload(
+        [
+            condition("Evicted", "True", "Preempted", RECLAIMED),
+            condition("Preempted", "True", "InCohortReclamation", RECLAIMED),
+            condition("QuotaReserved", "False", "Pending", "waiting"),
+        ]
+    )
+    e = kueue.eviction(wl)
+    assert (e.namespace, e.owner, e.gpus, e.at) == (
+        "team-a",
+        "Job/train",
+        (("nvidia.com/gpu", 2),),
+        "2026-05-04T12:00:05Z",
+    )
+    assert (e.reason, e.preempted, e.borrowed) == ("InCohortReclamation", True, True)
+    assert (e.by_queue, e.by_workspace) == ("brick-ws-team-b", "team-b")
+
+
+def test_an_eviction_is_the_same_however_its_conditions_arrive():
+    """Kueue writes Evicted and Preempted together; read between them, or with Evicted a
+    second later, the eviction keeps its key."""
+    only_preempted = a_workload([condition("Preempted", "True", "InCohortReclaimWhileBorrowing", RECLAIMED)])
+    both = a_workload(
+        [
+            condition("Preempted", "True", "InCohortReclaimWhileBorrowing", RECLAIMED),
+            condition("Evicted", "True", "Preempted", RECLAIMED, at="2026-05-04T12:00:06Z"),
+        ]
+    )
+    assert kueue.eviction(only_preempted).key == kueue.eviction(both).key == "u-1@2026-05-04T12:00:05Z"
+    assert kueue.eviction(both).borrowed
+
+
+def test_preemption_inside_the_queue_and_other_evictions_are_not_borrowed_quota():
+    in_queue = a_workload([condition("Preempted", "True", "InClusterQueue", "Preempted to accommodate a workload")])
+    timeout = a_workload([condition("Evicted", "True", "PodsReadyTimeout", "Exceeded the PodsReady timeout")])
+    assert not kueue.eviction(in_queue).borrowed and kueue.eviction(in_queue).by_queue == ""
+    assert kueue.eviction(timeout).preempted is False and kueue.eviction(timeout).reason == "PodsReadyTimeout"
+    readmitted = a_workload([condition("Evicted", "False", "QuotaReserved"), condition("QuotaReserved", "True", "x")])
+    assert kueue.eviction(readmitted) is None
+    assert kueue.workload_owner(a_workload([], owners=[])) == "Workload/job-train-1"
+
+
+def test_waiting_workloads_are_placed_by_priority_then_age_in_each_queue():
+    def pending(name, ns, priority, created):
+        wl = a_workload([condition("QuotaReserved", "False", "Pending", f"no room for {name}")])
+        wl["metadata"].update(name=name, namespace=ns, creationTimestamp=created)
+        wl["spec"].update(priority=priority, queueName="default")
+        return wl
+
+    admitted = a_workload([condition("QuotaReserved", "True", "QuotaReserved")])
+    finished = a_workload([condition("Finished", "True", "Succeeded")])
+    found = kueue.waiting_in_queues(
+        [
+            pending("old-low", "team-a", -10, "2026-05-04T08:00:00Z"),
+            pending("new-high", "team-a", 1000, "2026-05-04T09:00:00Z"),
+            pending("other", "team-b", 0, "2026-05-04T07:00:00Z"),
+            admitted,
+            finished,
+        ]
+    )
+    assert [(w.namespace, w.workload, w.position) for w in found] == [
+        ("team-a", "new-high", 1),
+        ("team-a", "old-low", 2),
+        ("team-b", "other", 1),
+    ]
+    assert found[0].message == "no room for new-high" and found[0].reason == "Pending"
