@@ -4,10 +4,10 @@ connection, so open pages never fill max_connections; a process keeps a bounded 
 streams open, per user and in all, and refuses the next with Retry-After (429, 503)."""
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import pytest
-from asgiref.sync import async_to_sync
 from django.conf import settings as django_settings
 from django.core.asgi import get_asgi_application
 from django.db import connection
@@ -22,9 +22,11 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pyt
 
 
 @pytest.fixture(autouse=True)
-def on_postgresql():
-    """Connections are counted by PostgreSQL: skipped elsewhere locally, a failure in CI."""
+def on_postgresql(monkeypatch):
+    """Connections are counted by PostgreSQL: skipped elsewhere locally, a failure in CI. As in
+    the web process (brickadmin/asgi.py), a request's connection is closed when it finishes."""
     require_service(connection.vendor == "postgresql", "PostgreSQL (DATABASE_URL)")
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 0)
 
 
 def session_cookie(user) -> str:
@@ -101,6 +103,13 @@ class Stream:
         await asyncio.wait_for(self.task, 30)
 
 
+def serve(scenario):
+    """Run ``scenario`` in an event loop of its own thread, as a server runs the application:
+    under the test's own async_to_sync every request's sync code would share the test's thread."""
+    with ThreadPoolExecutor(1) as server:
+        return server.submit(asyncio.run, scenario()).result()
+
+
 def open_run(settings):
     settings.BRICK_RUN_STREAM_SECONDS = 120
     run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)  # pending: nothing comes
@@ -129,7 +138,7 @@ def test_the_connections_held_do_not_grow_with_the_streams_waiting(twin, admin_u
             await s.close()
         return with_one, with_nine
 
-    with_one, with_nine = async_to_sync(scenario)()
+    with_one, with_nine = serve(scenario)
     assert with_nine <= with_one  # nine waiting streams hold what one did: the process's LISTEN, no more
     assert ADMISSION.open() == 0  # each stream gave its place back when its browser left
 
@@ -164,7 +173,7 @@ def test_streams_beyond_a_users_share_or_the_process_bound_are_refused_with_retr
             await s.close()
         return answers
 
-    answers = async_to_sync(scenario)()
+    answers = serve(scenario)
     assert answers["mine, third"] == 429 and answers["mine, retry after"] == "7"
     assert "You already follow 2 runs live" in answers["mine, says"]
     assert answers["theirs, first"] == 200  # another admin still gets one: the process has room
