@@ -32,6 +32,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 from django.db.models.signals import post_save
@@ -526,6 +527,8 @@ async def async_stream(run_id: int, after: int, fetch, ticket: Ticket | None = N
     have missed a commit (it was not listening all along). ``ticket`` is given back at the end."""
     try:
         yield retry_line(int(knob("BRICK_RUN_STREAM_RETRY_MS", 1000)))
+        # What the view and its middleware opened is let go at once, not after waiting its turn to read.
+        await sync_to_async(release_connection)()
         waker = AsyncWaker(run_id)
         try:
             async for chunk in _async_rows(waker, after, fetch):
