@@ -414,7 +414,9 @@ def run(args, pg, redis):
     print(
         f"worker: run #{moving} {status}"
         + (f" {took:.1f} s after it was started" if took is not None else " (still not ended)")
-        + f"; {got_done} of {args.followers} streams following it got 'done'"
+        + f"; {got_done} of {args.followers} streams following it got 'done' (answered: "
+        + ", ".join(f"{c} x{n}" for c, n in sorted(Counter(f.status for f in followers).items(), key=str))
+        + ")"
     )
     print(
         f"watcher: generation {gen0} -> {gen1} during the hold; last seen alive {seen0:%H:%M:%S} -> {seen1:%H:%M:%S}"
