@@ -350,6 +350,15 @@ BRICK_SHOWBACK_RETENTION_DAYS = int(os.environ.get("BRICK_SHOWBACK_RETENTION_DAY
 BRICK_RUN_STREAM_POLL_MS = int(os.environ.get("BRICK_RUN_STREAM_POLL_MS", "10"))
 BRICK_RUN_STREAM_SECONDS = int(os.environ.get("BRICK_RUN_STREAM_SECONDS", "300"))
 BRICK_RUN_STREAM_KEEPALIVE_SECONDS = int(os.environ.get("BRICK_RUN_STREAM_KEEPALIVE_SECONDS", "15"))
+# A waiting stream holds no database connection (each read closes its own); a web process reads
+# for this many streams at once, so a commit waking hundreds opens this many connections.
+BRICK_RUN_STREAM_READS = int(os.environ.get("BRICK_RUN_STREAM_READS", "4"))
+# Open streams a web process (a gunicorn worker) keeps, and one user's share of them; the next is
+# refused (429 for the user's, 503 for the process's) with Retry-After this many seconds, and
+# the run page polls the run's progress that often instead.
+BRICK_RUN_STREAMS_PER_PROCESS = int(os.environ.get("BRICK_RUN_STREAMS_PER_PROCESS", "200"))
+BRICK_RUN_STREAMS_PER_USER = int(os.environ.get("BRICK_RUN_STREAMS_PER_USER", "10"))
+BRICK_RUN_STREAM_RETRY_AFTER_SECONDS = int(os.environ.get("BRICK_RUN_STREAM_RETRY_AFTER_SECONDS", "10"))
 # Health reports the reaper (Celery beat + a worker; scheduled every 5 s) stopped after this long.
 BRICK_REAPER_STALE_SECONDS = float(os.environ.get("BRICK_REAPER_STALE_SECONDS", "120"))
 # Every page says the Celery worker (or its beat) stopped after this long without the reaper running.

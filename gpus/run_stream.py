@@ -12,18 +12,31 @@ thread, and one watcher per process (a LISTEN connection, or the SQLite file's v
 wakes them all; a woken stream reads and renders its new rows in one trip to its thread.
 Under WSGI (``runserver``, the tests' live server) it falls back to a sync iterator with its
 own LISTEN connection (on SQLite, its own look at the file's version).
+
+A waiting stream holds no database connection: each read closes its thread's connection
+when it is done (``released``), at most BRICK_RUN_STREAM_READS reads of a process run at
+once (``read_gate``), and a keep-alive reads nothing while the process's watcher has been
+listening since the stream's last read. A process admits BRICK_RUN_STREAMS_PER_PROCESS open
+streams, BRICK_RUN_STREAMS_PER_USER of them one user's (``admit``); the next is refused
+with Retry-After, and the page follows the run by polling until a stream is admitted again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import threading
 import time
 import weakref
+from collections.abc import Callable
+from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 from django.db.models.signals import post_save
+from django.utils.translation import gettext as _
 
 from brickadmin.forms import ascii_number
 
@@ -66,6 +79,123 @@ DONE = sse_message("done", event="done")  # the page closes its EventSource on i
 
 def retry_line(ms: int) -> str:
     return f"retry: {ms}\n\n"
+
+
+# --- how many streams a process keeps open ---------------------------------------------
+
+
+class Refused(Exception):
+    """A stream not admitted: its HTTP status (429: the user's bound; 503: the process's),
+    the seconds after which to try again and a sentence saying why."""
+
+    def __init__(self, status: int, retry_after: int, reason: str):
+        super().__init__(reason)
+        self.status, self.retry_after, self.reason = status, retry_after, reason
+
+
+class Ticket:
+    """One admitted stream. It counts while it lives: released when its stream ends, or, for
+    a stream never started (the browser left before its first byte), when it is collected."""
+
+    __slots__ = ("__weakref__", "admission", "user")
+
+    def __init__(self, admission: Admission, user: Any):
+        self.admission, self.user = admission, user
+
+    def release(self) -> None:
+        self.admission.release(self)
+
+
+class Admission:
+    """The open streams of this process, per user. The views take a ticket in their thread,
+    the streams give it back in the event loop's: a lock guards the count."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_user: dict[Any, weakref.WeakSet[Ticket]] = {}
+
+    def open(self, user: Any = None) -> int:
+        with self.lock:
+            if user is not None:
+                return len(self.by_user.get(user, ()))
+            return sum(len(tickets) for tickets in self.by_user.values())
+
+    def admit(self, user: Any, per_user: int, per_process: int, retry_after: int) -> Ticket:
+        with self.lock:
+            mine = self.by_user.setdefault(user, weakref.WeakSet())
+            if len(mine) >= per_user:
+                raise Refused(
+                    429,
+                    retry_after,
+                    _("You already follow %(n)d runs live; this page updates every few seconds instead.")
+                    % {"n": len(mine)},
+                )
+            if sum(len(tickets) for tickets in self.by_user.values()) >= per_process:
+                raise Refused(
+                    503,
+                    retry_after,
+                    _("This server follows as many runs live as it may; this page updates every few seconds instead."),
+                )
+            ticket = Ticket(self, user)
+            mine.add(ticket)
+            return ticket
+
+    def release(self, ticket: Ticket) -> None:
+        with self.lock:
+            mine = self.by_user.get(ticket.user)
+            if mine is not None:
+                mine.discard(ticket)
+                if not mine:
+                    del self.by_user[ticket.user]
+
+
+ADMISSION = Admission()
+
+
+def admit(user: Any) -> Ticket:
+    """A ticket for one more open stream of ``user`` in this process, or Refused."""
+    return ADMISSION.admit(
+        user,
+        per_user=settings.BRICK_RUN_STREAMS_PER_USER,
+        per_process=settings.BRICK_RUN_STREAMS_PER_PROCESS,
+        retry_after=settings.BRICK_RUN_STREAM_RETRY_AFTER_SECONDS,
+    )
+
+
+# --- a read holds a database connection only while it reads ----------------------------
+
+
+def release_connection() -> None:
+    """Close this thread's database connection (the next query opens one). Not inside a
+    transaction: that is someone else's (a test's), and closing it would end it."""
+    if not connection.in_atomic_block:
+        connection.close()
+
+
+def released(read: Callable[..., Any]) -> Callable[..., Any]:
+    """``read`` followed by closing its thread's connection, whatever it raised: a stream
+    waits with none, so open pages never fill PostgreSQL's max_connections."""
+
+    @functools.wraps(read)
+    def call(*args: Any) -> Any:
+        try:
+            return read(*args)
+        finally:
+            release_connection()
+
+    return call
+
+
+_read_gates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> its Semaphore
+
+
+def read_gate() -> asyncio.Semaphore:
+    """The reads of this process's streams, BRICK_RUN_STREAM_READS at once: a NOTIFY waking
+    hundreds of streams opens that many connections, not hundreds."""
+    loop = asyncio.get_running_loop()
+    if loop not in _read_gates:
+        _read_gates[loop] = asyncio.Semaphore(max(1, settings.BRICK_RUN_STREAM_READS))
+    return _read_gates[loop]
 
 
 # --- the NOTIFY, in the transaction that writes the row -----------------------------
@@ -207,14 +337,29 @@ class Watcher:
         self.waiters: dict[int, set[asyncio.Event]] = {}
         self.task: asyncio.Task | None = None
         self.ready = asyncio.Event()
+        self.epoch = 0  # counts the times it started listening: a stream knows whether it missed a gap
 
     def subscribe(self, run_id: int) -> asyncio.Event:
         event = asyncio.Event()
         self.waiters.setdefault(run_id, set()).add(event)
+        self.keep_running()
+        return event
+
+    def keep_running(self) -> None:
+        """Start (again) when not running: after a failure, the next stream to wait restarts it."""
         if self.task is None or self.task.done():
             self.ready.clear()
             self.task = asyncio.get_running_loop().create_task(self.run())
-        return event
+
+    def listening(self) -> int | None:
+        """The current listening session's number while every commit wakes its streams; None
+        while it starts or after it stopped."""
+        running = self.task is not None and not self.task.done() and self.ready.is_set()
+        return self.epoch if running else None
+
+    def listens_now(self) -> None:
+        self.epoch += 1
+        self.ready.set()
 
     def unsubscribe(self, run_id: int, event: asyncio.Event) -> None:
         events = self.waiters.get(run_id, set())
@@ -243,7 +388,7 @@ class Listener(Watcher):
         try:
             async with await psycopg.AsyncConnection.connect(_conninfo(), autocommit=True) as conn:
                 await conn.execute(f"LISTEN {CHANNEL}")
-                self.ready.set()
+                self.listens_now()
                 async for n in conn.notifies():
                     if n.payload.isdigit():
                         self.wake(int(n.payload))
@@ -262,7 +407,7 @@ class VersionWatcher(Watcher):
 
     async def run(self):
         version = DataVersion(self.path)
-        self.ready.set()
+        self.listens_now()
         try:
             while self.waiters:
                 await asyncio.sleep(poll_seconds())
@@ -304,10 +449,21 @@ class AsyncWaker:
             except TimeoutError:
                 pass
 
-    def arm(self) -> None:
-        """Before a read: a commit from here on wakes the next wait."""
-        if self.event is not None:
-            self.event.clear()
+    def arm(self) -> int | None:
+        """Before a read: a commit from here on wakes the next wait. Returns the watcher's
+        listening session (None: not listening, so a keep-alive reads again)."""
+        if self.event is None:
+            return None
+        self.event.clear()
+        return self.watcher.listening()
+
+    def heard_all_since(self, session: int | None) -> bool:
+        """Whether every commit since the read that returned ``session`` woke this stream:
+        the watcher has listened all along. When not, it is started again if it stopped."""
+        if self.watcher is None:
+            return False
+        self.watcher.keep_running()
+        return session is not None and self.watcher.listening() == session
 
     async def wait(self, timeout: float) -> bool:
         """False when ``timeout`` passed with nothing committed (a keep-alive is due)."""
@@ -328,11 +484,20 @@ class AsyncWaker:
 # --- the streams ------------------------------------------------------------------------
 
 
-def sync_stream(run_id: int, after: int, fetch, progress):
+def sync_stream(run_id: int, after: int, fetch, progress, ticket: Ticket | None = None):
     """``fetch(after)`` -> (chunks, last seq sent, finished); ``progress()`` -> a value that
     changes when the run records anything. Ends after the run's last row, or after
-    BRICK_RUN_STREAM_SECONDS (the browser reconnects with Last-Event-ID)."""
-    yield retry_line(int(knob("BRICK_RUN_STREAM_RETRY_MS", 1000)))
+    BRICK_RUN_STREAM_SECONDS (the browser reconnects with Last-Event-ID); then ``ticket``
+    (its place among the process's open streams) is given back."""
+    try:
+        yield retry_line(int(knob("BRICK_RUN_STREAM_RETRY_MS", 1000)))
+        yield from _sync_rows(run_id, after, fetch, progress)
+    finally:
+        if ticket is not None:
+            ticket.release()
+
+
+def _sync_rows(run_id: int, after: int, fetch, progress):
     waker = SyncWaker(run_id, progress)
     try:
         until = time.monotonic() + knob("BRICK_RUN_STREAM_SECONDS", 300)
@@ -354,30 +519,46 @@ def sync_stream(run_id: int, after: int, fetch, progress):
         waker.close()
 
 
-async def async_stream(run_id: int, after: int, fetch):
+async def async_stream(run_id: int, after: int, fetch, ticket: Ticket | None = None):
     """The same stream for ASGI: ``fetch`` is a coroutine, run on each wake-up of the
-    process's watcher (it reads only the run's row when nothing is new). The first read does
-    not wait for the watcher to start; once it has, the stream looks once more."""
-    yield retry_line(int(knob("BRICK_RUN_STREAM_RETRY_MS", 1000)))
-    waker = AsyncWaker(run_id)
+    process's watcher (it reads only the run's row when nothing is new), BRICK_RUN_STREAM_READS
+    reads of the process at once. The first read does not wait for the watcher to start; once
+    it has, the stream looks once more. A keep-alive reads again only when the watcher may
+    have missed a commit (it was not listening all along). ``ticket`` is given back at the end."""
     try:
-        until = time.monotonic() + knob("BRICK_RUN_STREAM_SECONDS", 300)
-        keep_alive = knob("BRICK_RUN_STREAM_KEEPALIVE_SECONDS", 15)
-        while True:
-            ready = waker.ready()
-            waker.arm()
-            chunks, after, finished = await fetch(after)
-            for chunk in chunks:
+        yield retry_line(int(knob("BRICK_RUN_STREAM_RETRY_MS", 1000)))
+        # What the view and its middleware opened is let go at once, not after waiting its turn to read.
+        await sync_to_async(release_connection)()
+        waker = AsyncWaker(run_id)
+        try:
+            async for chunk in _async_rows(waker, after, fetch):
                 yield chunk
-            if finished:
-                yield DONE
-                return
-            if time.monotonic() >= until:
-                return
-            if not ready:
-                await waker.start()
-                continue  # a row committed before the watcher started woke nothing: look again
-            if not await waker.wait(keep_alive):
-                yield KEEP_ALIVE
+        finally:
+            waker.close()
     finally:
-        waker.close()
+        if ticket is not None:
+            ticket.release()
+
+
+async def _async_rows(waker: AsyncWaker, after: int, fetch):
+    until = time.monotonic() + knob("BRICK_RUN_STREAM_SECONDS", 300)
+    keep_alive = knob("BRICK_RUN_STREAM_KEEPALIVE_SECONDS", 15)
+    while True:
+        ready = waker.ready()
+        session = waker.arm()
+        async with read_gate():
+            chunks, after, finished = await fetch(after)
+        for chunk in chunks:
+            yield chunk
+        if finished:
+            yield DONE
+            return
+        if time.monotonic() >= until:
+            return
+        if not ready:
+            await waker.start()
+            continue  # a row committed before the watcher started woke nothing: look again
+        while not await waker.wait(keep_alive):
+            yield KEEP_ALIVE
+            if time.monotonic() >= until or not waker.heard_all_since(session):
+                break

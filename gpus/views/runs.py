@@ -6,6 +6,7 @@ import csv
 import json
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib import messages
 from django.core.handlers.asgi import ASGIRequest
 from django.db.models import DurationField, ExpressionWrapper, F
@@ -182,6 +183,8 @@ def _progress_context(run, *, offers=True, events=None):
         "restore": _restore_offer(run) if offers and restored_by is None else None,
         "undo": _undo_offer(run, proc) if proc is not None else None,
         "cordoned": offers and bool(run.node) and run.is_active and engine.left_cordoned(run.pk),
+        # a page refused a live stream polls its progress this often (static/js/run-stream.js)
+        "poll_seconds": settings.BRICK_RUN_STREAM_RETRY_AFTER_SECONDS,
     }
 
 
@@ -229,13 +232,21 @@ def run_stream(request, pk):
     """The run's rows as Server-Sent Events, each after the last sequence number the browser
     saw (Last-Event-ID when it reconnects, ?after= from the page); see gpus/run_stream.py."""
     run = get_object_or_404(ProcedureRun, pk=pk)
+    try:
+        ticket = stream.admit(request.user.pk)
+    except stream.Refused as refused:
+        # 429: this user's bound; 503: the process's. The page polls the run's progress instead.
+        response = HttpResponse(refused.reason, status=refused.status, content_type="text/plain; charset=utf-8")
+        response["Retry-After"] = str(refused.retry_after)
+        return response
     after = stream.resume_after(request.headers.get("Last-Event-ID"), request.GET.get("after"))
     page_state = (request.GET.get("status", run.status), request.GET.get("cancel") == "1", None, None)
     fetch, progress = _stream_readers(request, run.pk, page_state)
+    fetch, progress = stream.released(fetch), stream.released(progress)
     if isinstance(request, ASGIRequest):
-        content = stream.async_stream(run.pk, after, sync_to_async(fetch))
+        content = stream.async_stream(run.pk, after, sync_to_async(fetch), ticket)
     else:
-        content = stream.sync_stream(run.pk, after, fetch, progress)
+        content = stream.sync_stream(run.pk, after, fetch, progress, ticket)
     response = StreamingHttpResponse(content, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # a proxy in front passes each event on at once
@@ -246,8 +257,9 @@ def _stream_readers(request, run_id, page_state):
     """fetch(after) -> (messages to send: one for all the rows after ``after``, its id the
     last row's seq; the last seq sent; whether the stream is complete);
     progress() -> what changes when the run records anything. Both run in the request's own
-    thread (under ASGI too), whose database connection the stream keeps: opening one per
-    wake-up made PostgreSQL fork a backend for every step event (measured: slower)."""
+    thread (under ASGI too); the view closes that thread's database connection after each
+    (``run_stream.released``), so a waiting stream holds none: a backend is opened per read,
+    the price of open pages never filling PostgreSQL's connections."""
     shown = {"state": page_state}
 
     def fetch(after):

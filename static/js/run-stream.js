@@ -5,6 +5,10 @@
 // - Mirrors the run's status onto #run-progress (data-status), as the page had it on load.
 // - Keeps the keyboard focus: when the run ends and the button that had the focus is gone
 //   (Cancel), the focus goes to the outcome, which says what happened and what next.
+// - Falls back to polling when the server refuses the stream (too many open: 429 or 503 with
+//   Retry-After, which an EventSource never retries by itself): the region asks for the run's
+//   progress every data-poll-seconds, as the page did before it streamed; a changed progress
+//   comes back as the whole region, which opens the stream again; 204 (nothing new) keeps it.
 (function () {
   'use strict';
   const root = () => document.getElementById('run-progress');
@@ -19,6 +23,30 @@
     }
     const active = document.activeElement;
     focusedId = active && active !== document.body && active.id ? active.id : null;
+  });
+
+  document.addEventListener('htmx:sseError', (evt) => {
+    const box = root();
+    const source = evt.detail && evt.detail.source;
+    // CONNECTING: the browser reconnects by itself (a dropped or ended stream). CLOSED: refused.
+    if (!box || evt.target !== box || !source || source.readyState !== EventSource.CLOSED) return;
+    if (!box.dataset.progress) return;
+    const poll = new URL(box.dataset.progress, location.href);
+    poll.searchParams.set('after', box.dataset.lastSeq || '0');
+    poll.searchParams.set('status', box.dataset.status || '');
+    const polling = box.cloneNode(true);
+    for (const name of ['hx-ext', 'sse-connect', 'sse-close']) polling.removeAttribute(name);
+    polling.querySelectorAll('[sse-swap]').forEach((el) => el.remove());
+    polling.setAttribute('hx-get', poll.pathname + poll.search);
+    polling.setAttribute('hx-trigger', 'every ' + (Number(box.dataset.pollSeconds) || 10) + 's');
+    polling.setAttribute('hx-swap', 'outerHTML');
+    const active = document.activeElement;
+    const focused = active && box.contains(active) && active.id ? active.id : null;
+    // Out of the document, the old region is dropped by the extension: it does not reconnect.
+    box.replaceWith(polling);
+    htmx.process(polling);
+    const back = focused && document.getElementById(focused);
+    if (back) back.focus();
   });
 
   document.addEventListener('htmx:sseMessage', (evt) => {

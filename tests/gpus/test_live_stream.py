@@ -4,10 +4,11 @@ written, and how a stream on SQLite learns that a row was committed."""
 import asyncio
 import sqlite3
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpus.run_stream import DataVersion, VersionWatcher, resume_after, sse_message
+from gpus.run_stream import Admission, DataVersion, Refused, VersionWatcher, resume_after, sse_message
 
 
 def test_a_reconnecting_browser_resumes_after_its_last_event_id():
@@ -76,3 +77,19 @@ async def wait_set(event, timeout):
         return True
     except TimeoutError:
         return False
+
+
+def test_a_stream_never_started_gives_its_place_back_when_dropped():
+    admission = Admission()
+    kept = admission.admit("ann", per_user=1, per_process=2, retry_after=5)
+    dropped = admission.admit("bob", per_user=1, per_process=2, retry_after=5)
+    with pytest.raises(Refused) as refused:
+        admission.admit("ann", per_user=1, per_process=2, retry_after=5)
+    assert (refused.value.status, refused.value.retry_after) == (429, 5)
+    with pytest.raises(Refused) as refused:
+        admission.admit("cy", per_user=1, per_process=2, retry_after=5)
+    assert refused.value.status == 503
+    del dropped  # a response the browser left before its first byte, collected
+    assert admission.open() == 1 and admission.admit("cy", per_user=1, per_process=2, retry_after=5)
+    kept.release()
+    assert admission.open("ann") == 0

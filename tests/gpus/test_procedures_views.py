@@ -215,6 +215,20 @@ def test_an_open_stream_under_asgi_sends_the_rows_as_the_worker_commits_them(twi
     assert events[-1]["event"] == "done"
 
 
+def test_a_page_refused_its_stream_can_follow_the_run_by_polling_its_progress(twin, admin_client, settings):
+    settings.BRICK_RUN_STREAM_RETRY_AFTER_SECONDS = 7
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    run.refresh_from_db()
+    page = admin_client.get(reverse("run_detail", args=[run.pk])).content.decode()
+    progress = reverse("run_progress", args=[run.pk])
+    assert f'data-progress="{progress}" data-poll-seconds="7"' in page  # what static/js/run-stream.js polls
+    assert admin_client.get(progress, {"after": run.last_seq, "status": run.status}).status_code == 204
+    execute_run(run.pk)
+    moved = admin_client.get(progress, {"after": run.last_seq, "status": "pending"})
+    assert moved.status_code == 200 and 'id="run-progress"' in moved.content.decode()
+    assert 'data-status="succeeded"' in moved.content.decode()
+
+
 def test_success_says_what_next_and_a_restored_run_offers_no_resume(twin, admin_client):
     a = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
     execute_run(a.pk)
