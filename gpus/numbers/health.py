@@ -25,7 +25,7 @@ from brickadmin.cluster.pluginconfig import plugin_config_errors
 from brickadmin.cluster.vocabulary import KubeObject
 from gpus.numbers import words
 from gpus.numbers.dra_lines import is_dra_resource
-from gpus.numbers.ledger import PLUGIN_DOWN, Ledger, NodeLedger
+from gpus.numbers.ledger import PLUGIN_DOWN, REPLICATED_MODES, Ledger, NodeLedger
 from gpus.numbers.words import Text, gettext_lazy
 from gpus.numbers.words import gettext as _
 
@@ -560,7 +560,7 @@ def mig_single_not_uniform(inputs: HealthInputs) -> Iterable[Problem]:
 )
 def replicas_not_reflected(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
-        if n.mode == "timeslicing" and n.replicas != n.configured_replicas and n.plugin_state == "running":
+        if n.mode in REPLICATED_MODES and n.replicas != n.configured_replicas and n.plugin_state == "running":
             yield Problem(
                 "warn",
                 "replicas-not-reflected",

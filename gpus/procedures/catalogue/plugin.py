@@ -231,7 +231,7 @@ class ProcedureC(ProcedureDef):
     )
 
     def offered_on(self, n):
-        return n.convention == "brick" and n.mode == "timeslicing"
+        return n.convention == "brick" and n.mode in ledger_mod.REPLICATED_MODES
 
     def pick_facts(self, ledger, snapshot):
         return [
@@ -262,7 +262,7 @@ class ProcedureC(ProcedureDef):
         live = LiveRead.of(gateway)
         led = live.ledger()
         have = ledger_mod.brick_replicas(live.list_configmaps(namespace=PLUGIN_NAMESPACE))
-        ts = [n for n in led.nodes if n.mode == "timeslicing" and n.convention == "brick"]
+        ts = [n for n in led.nodes if n.mode in ledger_mod.REPLICATED_MODES and n.convention == "brick"]
         whole = {n.name: (sum(1 for d in n.devices if not d.mig) if n.devices else n.physical) for n in ts}
         new_total = sum(whole.values()) * want
         allocated = led.resource(GPU_SHARED).allocated
@@ -303,7 +303,7 @@ class ProcedureC(ProcedureDef):
 
     def capacity_change(self, gateway, ledger, snapshot, node, params):
         want = int(params.get("replicas") or 0)
-        ts = [n for n in ledger.nodes if n.mode == "timeslicing" and n.convention == "brick"]
+        ts = [n for n in ledger.nodes if n.mode in ledger_mod.REPLICATED_MODES and n.convention == "brick"]
         new_total = sum(capacity_mod.whole_gpus(n) for n in ts) * want
         return {GPU_SHARED: new_total - ledger.resource(GPU_SHARED).logical}
 
@@ -327,7 +327,7 @@ def _not_reflected(live: LiveRead) -> list[str]:
         f"{n.name} ({n.replicas} ≠ {n.configured_replicas})"
         for n in live.ledger().nodes
         if n.convention == "brick"
-        and n.mode == "timeslicing"
+        and n.mode in ledger_mod.REPLICATED_MODES
         and n.plugin_state == "running"
         and n.replicas != n.configured_replicas
     ]
