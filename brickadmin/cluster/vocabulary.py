@@ -228,6 +228,7 @@ from .upstream.sharing import (
     request_error,
     time_slicing,
     time_slicing_replicas,
+    validate_request,
 )
 from .upstream.taints import (
     DAEMONSET_HOST_NETWORK_TOLERATION,
@@ -432,4 +433,5 @@ __all__ = [
     "mps_replicas_error",
     "replicated_resources",
     "request_error",
+    "validate_request",
 ]

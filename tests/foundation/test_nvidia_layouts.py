@@ -407,7 +407,85 @@ def test_a_brick_time_slicing_configmap_that_shares_by_mps_is_mps():
     led = ledger.compute(snap)
     n = led.node("ts-1")
     assert (n.sharing_strategy, n.replicas, n.logical, n.physical) == ("mps", 3, 6, 2)
+    assert n.mode == "mps"
     assert [(r.label, r.logical, r.physical) for r in led.by_type] == [("NVIDIA A30 (MPS)", 6, 2)]
     # the same node under the time-slicing config stays time-slicing
     plain = ledger.compute(snapshot([sliced]))
     assert [(r.label, r.sharing_strategy) for r in plain.by_type] == [("NVIDIA A30 (Shared)", "time-slicing")]
+
+
+# --- MPS: what the plugin refuses (internal/plugin/mps.go, cmd/mps-control-daemon/mps) -----------
+
+
+def mps_config(replicas=2, strategy="none", rename=False):
+    flags = "flags:\n  mpsRoot: /run/nvidia/mps\n" + (f"  migStrategy: {strategy}\n" if strategy != "none" else "")
+    return (
+        "version: v1\n"
+        + flags
+        + sharing_config("mps", GPU, rename=rename, replicas=replicas).removeprefix("version: v1\n")
+    )
+
+
+def test_mps_of_mig_devices_is_refused_and_registers_nothing():
+    hw = gpus(2, ["1g.5gb"] * 7)
+    said = "failed to create plugin: sharing using MPS is not supported for MIG devices"
+    assert dp.plugin_start_error(hw, mps_config(strategy="single")) == said
+    assert dp.advertised_resources(hw, mps_config(strategy="single")) == {}
+    # under MIG strategy none a MIG-enabled GPU is served whole, so MPS shares it
+    assert dp.plugin_start_error(hw, mps_config()) == ""
+    assert dp.advertised_resources(hw, mps_config()) == {GPU: 4}
+
+
+@pytest.mark.parametrize(
+    "model,replicas,refused",
+    [
+        ("Tesla V100-SXM2-16GB", 16, ""),  # compute capability 7.0: 16 clients (the code's bound is 7.5)
+        ("Tesla V100-SXM2-16GB", 17, "17 > 16"),
+        ("Tesla T4", 48, ""),  # 7.5
+        ("Tesla T4", 49, "49 > 48"),
+        ("NVIDIA A100-SXM4-40GB", 48, ""),
+        ("NVIDIA H100 80GB HBM3", 49, "49 > 48"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 49, "49 > 48"),
+        ("MOCKMODEL", 64, ""),  # a GPU whose compute capability nothing says is not judged
+    ],
+)
+def test_an_mps_server_takes_a_bounded_number_of_clients_by_compute_capability(model, replicas, refused):
+    hw = gpus(1, model=model)
+    said = dp.plugin_start_error(hw, mps_config(replicas))
+    if refused:
+        assert said == f"invalid MPS configuration: invalid device maximum allowed replicas exceeded: {refused}"
+        assert dp.advertised_resources(hw, mps_config(replicas)) == {}
+    else:
+        assert said == ""
+        assert dp.advertised_resources(hw, mps_config(replicas)) == {GPU: replicas}
+
+
+def test_gfd_labels_say_the_compute_capability_before_the_model_does():
+    labels = {vocab.GPU_COMPUTE_MAJOR_LABEL: "7", vocab.GPU_COMPUTE_MINOR_LABEL: "0"}
+    assert dp.compute_capability({"model": "NVIDIA A100-SXM4-40GB"}, labels) == "7.0"
+    assert dp.compute_capability({"model": "NVIDIA A100-SXM4-40GB"}) == "8.0"
+    assert dp.compute_capability({"model": "MOCKMODEL"}) == ""
+
+
+def test_mps_renamed_or_not_labels_and_advertises_as_gfd_and_the_plugin_do():
+    hw = gpus(2)
+    plain, renamed = mps_config(4), mps_config(4, rename=True)
+    assert dp.advertised_resources(hw, plain) == {GPU: 8}
+    assert dp.advertised_resources(hw, renamed) == {SHARED: 8}
+    assert core(dp.gfd_labels(hw, plain)) == {
+        "product": "NVIDIA-A100-SXM4-40GB-SHARED",
+        "count": "2",
+        "replicas": "4",
+        "sharing-strategy": "mps",
+    }
+    assert core(dp.gfd_labels(hw, renamed))["product"] == "NVIDIA-A100-SXM4-40GB"
+
+
+def test_an_operator_node_shared_by_mps_is_an_mps_node_that_jobs_refuse():
+    hw = gpus(2)
+    led = ledger.compute(snapshot([operator_node("mps-1", hw, mps_config(4))]))
+    n = led.node("mps-1")
+    assert (n.mode, n.sharing_strategy, n.replicas, n.logical, n.physical) == ("mps", "mps", 4, 8, 2)
+    assert [(r.label, r.logical, r.physical) for r in led.by_type] == [("NVIDIA A100 SXM4 40GB (MPS)", 8, 2)]
+    options = {o.name: (o.selectable, str(o.reason)) for o in jobs.job_node_options(led)}
+    assert options["mps-1"] == (False, "MPS nodes do not support Jobs")

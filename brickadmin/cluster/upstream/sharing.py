@@ -96,16 +96,26 @@ def fail_requests_greater_than_one(config: str | KubeObject | None) -> bool:
     return value is True
 
 
+def validate_request(strategy: str, fail_greater_than_one: bool | None, requested: int, replicas: bool) -> str:
+    """rm.go ResourceManager.ValidateRequest, past its check that every device id is known: why
+    the plugin refuses to allocate ``requested`` devices ("" when it allocates them) under a
+    sharing ``strategy`` and the section's ``failRequestsGreaterThanOne`` (None: unset).
+    ``replicas``: the devices asked for are replicas (the resource is shared). The kubelet then
+    fails the pod (UnexpectedAdmissionError)."""
+    if strategy not in (SHARING_STRATEGY_TIME_SLICING, SHARING_STRATEGY_MPS):
+        return ""
+    if replicas and requested > 1 and fail_greater_than_one:
+        return f"invalid request: maximum request size for shared resources is 1; found {requested}"
+    return ""
+
+
 def request_error(config: str | KubeObject | None, requested: int, replicas: bool) -> str:
-    """rm.go ResourceManager.ValidateRequest: why the plugin refuses to allocate ``requested``
-    devices of a resource ("" when it allocates them). ``replicas``: the devices asked for are
-    replicas (the resource is shared). The kubelet then fails the pod (UnexpectedAdmissionError)."""
-    strategy = active_sharing_strategy(config)
-    if strategy == SHARING_STRATEGY_NONE or not replicas or requested <= 1:
-        return ""
-    if not fail_requests_greater_than_one(config):
-        return ""
-    return f"invalid request: maximum request size for shared resources is 1; found {requested}"
+    """``validate_request`` for a plugin started with this config file (NewConfig's defaults
+    applied: under MPS a request for more than one replica is refused unless the config says
+    ``failRequestsGreaterThanOne: false``)."""
+    return validate_request(
+        active_sharing_strategy(config), fail_requests_greater_than_one(config), requested, replicas
+    )
 
 
 # --- cmd/mps-control-daemon/mps/device.go --------------------------------------------------------
