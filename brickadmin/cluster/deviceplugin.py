@@ -40,6 +40,7 @@ from .vocabulary import PLUGIN_CONFIG_KEY as CONFIG_KEY
 __all__ = [
     "COMPONENT_LABEL",
     "CONFIG_KEY",
+    "MPS_OF_MIG_REFUSED",
     "GPU",
     "GPU_SHARED",
     "MIG_PREFIX",
@@ -160,6 +161,10 @@ def compute_capability(gpu: KubeObject | None = None, labels: dict[str, str] | N
     return ""
 
 
+# internal/plugin/mps.go getMPSOptions
+MPS_OF_MIG_REFUSED = "failed to create plugin: sharing using MPS is not supported for MIG devices"
+
+
 def mps_start_error(
     gpus: list[KubeObject], config: str | KubeObject | None, labels: dict[str, str] | None = None
 ) -> str:
@@ -172,9 +177,12 @@ def mps_start_error(
     cfg = parse_config(config)
     if sharing_strategy(cfg) != SHARING_STRATEGY_MPS:
         return ""
-    devices = device_map(gpus, cfg)
+    try:
+        devices = device_map(gpus, cfg)
+    except PluginRefused:
+        return ""  # refused before MPS is looked at (plugin_start_error says why)
     if any(":" in d for ids in devices.values() for d in ids):
-        return "failed to create plugin: sharing using MPS is not supported for MIG devices"
+        return MPS_OF_MIG_REFUSED
     for res in _replicated(cfg).get("resources") or []:
         replicas = _int(res.get("replicas"))
         for index in devices.get(str(res.get("name")), []) if replicas > 1 else []:

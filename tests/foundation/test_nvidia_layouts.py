@@ -489,3 +489,63 @@ def test_an_operator_node_shared_by_mps_is_an_mps_node_that_jobs_refuse():
     assert [(r.label, r.logical, r.physical) for r in led.by_type] == [("NVIDIA A100 SXM4 40GB (MPS)", 8, 2)]
     options = {o.name: (o.selectable, str(o.reason)) for o in jobs.job_node_options(led)}
     assert options["mps-1"] == (False, "MPS nodes do not support Jobs")
+
+
+def operator_snapshot(nodes_and_configs, **configs_extra):
+    """GPU Operator nodes reading their configs from the operator's ConfigMap, as the
+    ClusterPolicy's devicePlugin.config names it; what a refusing plugin registers: nothing."""
+    import dataclasses
+
+    nodes, data = [], {}
+    for name, hw, cfg in nodes_and_configs:
+        node = operator_node(name, hw, cfg)
+        node["metadata"]["labels"][vocab.DEVICE_PLUGIN_CONFIG_LABEL] = name
+        data[name] = cfg
+        nodes.append(node)
+    cm = {"metadata": {"name": "device-plugin-configs", "namespace": "gpu-operator"}, "data": data}
+    devices = {name: hw for name, hw, _cfg in nodes_and_configs}
+    snap = snapshot(nodes)
+    return dataclasses.replace(snap, operator_configmaps=[cm], devices=devices, device_source="dcgm")
+
+
+def mps_findings(snap):
+    led = ledger.compute(snap)
+    return [
+        (p.subject, p.message, p.remedy)
+        for p in health.problems(health.HealthInputs(led, snap))
+        if p.kind == "mps-refused"
+    ]
+
+
+def test_health_names_what_the_plugin_refuses_about_mps_and_nothing_on_mps_it_serves():
+    snap = operator_snapshot(
+        [
+            ("mps-ok", gpus(2), mps_config(4)),
+            ("mps-mig", gpus(1, ["1g.5gb"] * 7), mps_config(2, strategy="single")),
+            ("mps-49", gpus(1, model="NVIDIA H100 80GB HBM3"), mps_config(49)),
+            ("mps-mixed", gpus(1), mps_config(2, strategy="mixed")),
+            ("ts-ok", gpus(2), sharing_config("timeSlicing", GPU, replicas=4)),
+        ]
+    )
+    found = {subject: (message, remedy) for subject, message, remedy in mps_findings(snap)}
+    assert sorted(found) == ["mps-49", "mps-mig", "mps-mixed"]
+    message, remedy = found["mps-mig"]
+    assert "device-plugin-configs/mps-mig" in message and dp.MPS_OF_MIG_REFUSED in message
+    assert "MPS does not share MIG devices" in remedy
+    message, remedy = found["mps-49"]
+    assert "maximum allowed replicas exceeded: 49 > 48" in message
+    assert "at most 48 replicas" in remedy and "compute capability 9.0" in remedy
+    message, remedy = found["mps-mixed"]
+    assert "using --mig-strategy=mixed is not supported with MPS" in message
+    assert "MIG strategy none or single" in remedy
+
+
+def test_health_reads_the_compute_capability_gfd_labelled_before_the_model():
+    import dataclasses
+
+    snap = operator_snapshot([("mps-20", gpus(1, model="MOCKMODEL"), mps_config(20))])
+    assert mps_findings(snap) == []  # a model nothing knows: not judged
+    labelled = snap.nodes[0]
+    labelled["metadata"]["labels"].update({vocab.GPU_COMPUTE_MAJOR_LABEL: "7", vocab.GPU_COMPUTE_MINOR_LABEL: "0"})
+    [(_node, message, remedy)] = mps_findings(dataclasses.replace(snap, nodes=[labelled]))
+    assert "20 > 16" in message and "at most 16 replicas" in remedy and "compute capability 7.0" in remedy
