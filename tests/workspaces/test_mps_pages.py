@@ -103,3 +103,11 @@ def test_health_names_the_mps_the_plugin_refuses_and_the_pod_it_refused(sharing,
         "Pod ws-sharing/mps-two (Workspace ws-sharing, owner alice) asked for 2 nvidia.com/gpu: the node shares it "
         "by MPS, which gives a container one replica" in html
     )
+
+
+def test_dcgm_cannot_attribute_an_mps_gpu_to_one_workspace(sharing):
+    from gpus.numbers import occupancy
+
+    led = ledger.compute(take_snapshot(sharing, use_prometheus=False))
+    # dcgm-exporter gives every MPS client the device's figures: no pod's own use is measurable
+    assert "ws-sharing/mps-0" in occupancy.time_sliced_pods(led.nodes)
