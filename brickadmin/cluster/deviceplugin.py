@@ -185,12 +185,18 @@ def mps_start_error(
         return MPS_OF_MIG_REFUSED
     for res in _replicated(cfg).get("resources") or []:
         replicas = _int(res.get("replicas"))
-        for index in devices.get(str(res.get("name")), []) if replicas > 1 else []:
+        for index in devices.get(_resource_name(res.get("name")), []) if replicas > 1 else []:
             capability = compute_capability(gpus[int(index)], labels)
             error = mps_replicas_error(capability, replicas) if capability else ""
             if error:
                 return f"invalid MPS configuration: {error}"
     return ""
+
+
+def _resource_name(name: Any) -> str:
+    """resources.go NewResourceName: a name without the ``nvidia.com/`` prefix gets it."""
+    text = str(name or "")
+    return text if text.startswith(NVIDIA_PREFIX) else NVIDIA_PREFIX + text
 
 
 def _int(value: Any) -> int:
@@ -270,7 +276,7 @@ def advertised_resources(gpus: list[KubeObject], config: str | KubeObject | None
     rename = bool(section.get("renameByDefault", False))
     out: dict[str, int] = {name: len(ids) for name, ids in devices.items()}
     for res in section.get("resources") or []:
-        name, replicas = res.get("name"), _int(res.get("replicas"))
+        name, replicas = _resource_name(res.get("name")), _int(res.get("replicas"))
         if name not in devices or replicas < 2:  # the plugin refuses fewer than 2 at load
             continue
         count = out.pop(name)
@@ -293,7 +299,7 @@ def gfd_labels(gpus: list[KubeObject], config: str | KubeObject | None) -> dict[
     strategy = (cfg.get("flags") or {}).get("migStrategy") or "none"
     section = _replicated(cfg)
     rename = bool(section.get("renameByDefault", False))
-    replicas = {r.get("name"): _int(r.get("replicas")) for r in section.get("resources") or []}
+    replicas = {_resource_name(r.get("name")): _int(r.get("replicas")) for r in section.get("resources") or []}
     share = sharing_strategy(cfg)
     model = _sanitise(gpus[0].get("model", ""))
 

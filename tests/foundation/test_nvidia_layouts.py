@@ -549,3 +549,13 @@ def test_health_reads_the_compute_capability_gfd_labelled_before_the_model():
     labelled["metadata"]["labels"].update({vocab.GPU_COMPUTE_MAJOR_LABEL: "7", vocab.GPU_COMPUTE_MINOR_LABEL: "0"})
     [(_node, message, remedy)] = mps_findings(dataclasses.replace(snap, nodes=[labelled]))
     assert "20 > 16" in message and "at most 16 replicas" in remedy and "compute capability 7.0" in remedy
+
+
+def test_a_shared_resource_named_without_its_prefix_is_the_plugins_nvidia_com_resource():
+    # api/config/v1/resources.go NewResourceName: "gpu" is nvidia.com/gpu
+    short = mps_config(49).replace("name: nvidia.com/gpu", "name: gpu")
+    hw = gpus(1, model="NVIDIA H100 80GB HBM3")
+    assert dp.plugin_start_error(hw, short).endswith("49 > 48")
+    ts = sharing_config("timeSlicing", "gpu", replicas=3)
+    assert dp.advertised_resources(gpus(2), ts) == {GPU: 6}
+    assert core(dp.gfd_labels(gpus(2), ts))["replicas"] == "3"
