@@ -479,6 +479,10 @@ def test_mps_renamed_or_not_labels_and_advertises_as_gfd_and_the_plugin_do():
         "sharing-strategy": "mps",
     }
     assert core(dp.gfd_labels(hw, renamed))["product"] == "NVIDIA-A100-SXM4-40GB"
+    # DisableResourceNamingInConfig: a rename of one's own is ignored, renameByDefault or not
+    own = plain.replace("replicas: 4", "replicas: 4\n      rename: nvidia.com/mps-gpu")
+    assert dp.advertised_resources(hw, own) == {GPU: 8}
+    assert dp.advertised_resources(hw, own.replace("  mps:\n", "  mps:\n    renameByDefault: true\n")) == {SHARED: 8}
 
 
 def test_an_operator_node_shared_by_mps_is_an_mps_node_that_jobs_refuse():
