@@ -14,6 +14,8 @@ class GpuMode(models.TextChoices):
 
     EXCLUSIVE = "exclusive", _("Exclusive")
     TIMESLICING = "timeslicing", _("Time-slicing")
+    # Whole GPUs shared by NVIDIA's MPS (a client per replica, memory limited per client)
+    MPS = "mps", _("MPS")
     # NVIDIA's MIG strategies: mixed advertises nvidia.com/mig-<profile>, single advertises
     # every MIG device as nvidia.com/gpu.
     MIG = "mig", _("MIG mixed")

@@ -344,7 +344,8 @@ class Simulator:
             if pod is not None:
                 rec = self.plugin_config(pod, daemonsets, configmaps, node)
                 adv = dp.advertised_resources(gpus, rec["config"])
-                if dp.plugin_config_errors(rec["config"]) and not rec.get("crashLooping"):
+                refuses = dp.plugin_config_errors(rec["config"]) or dp.mps_start_error(gpus, rec["config"])
+                if refuses and not rec.get("crashLooping"):
                     self.show_crash_loop(pod, rec)
             else:
                 adv = None

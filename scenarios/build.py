@@ -565,9 +565,11 @@ def sharing():
     """Every way NVIDIA's device plugin shares GPUs (README "Shared Access to GPUs"), on GPU
     Operator nodes labelled as GPU feature discovery labels them and advertising what the plugin
     registers: whole GPUs; time-slicing plain (-SHARED), renamed (.shared, with
-    failRequestsGreaterThanOne); MPS plain and renamed; MIG single and mixed, each also
-    time-sliced (mixed also renamed: nvidia.com/mig-<profile>.shared) or by MPS (single only); and
-    configs the plugin refuses (replicas 0, MPS with MIG mixed), which register nothing."""
+    failRequestsGreaterThanOne); MPS plain and renamed (a pod asking for two MPS replicas refused
+    at admission: failRequestsGreaterThanOne is on by default under MPS); MIG single and mixed,
+    each also time-sliced (mixed also renamed: nvidia.com/mig-<profile>.shared); and configs the
+    plugin refuses, which register nothing: replicas 0, MPS with MIG mixed, MPS of MIG devices
+    (MIG single), and more MPS replicas than an MPS server takes per GPU (48)."""
     gpu, mig1, mig2 = vocab.GPU, "nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb"
 
     def shared(how, name, replicas, *, rename=False, flags="", fail=False):
@@ -597,6 +599,7 @@ def sharing():
         "mig-single-mps-2": shared("mps", gpu, 2, flags=single),
         "replicas-0": shared("timeSlicing", gpu, 0),
         "mps-mig-mixed": shared("mps", mig1, 2, flags=mixed),
+        "mps-49": shared("mps", gpu, 49),
     }
     operator_cm = {
         "apiVersion": "v1",
@@ -619,6 +622,7 @@ def sharing():
         ("gpu-single-mps", H100, 1, 81559, "mig-single-mps-2", [["1g.10gb"] * 7]),
         ("gpu-refused", A30, 2, 24576, "replicas-0", None),
         ("gpu-mps-mixed", A100, 1, 81920, "mps-mig-mixed", [["1g.10gb"] * 7]),
+        ("gpu-mps-49", A30, 1, 24576, "mps-49", None),
     ]
     hardware = {}
     for name, model, count, mem, cfg, mig in specs:
@@ -635,6 +639,15 @@ def sharing():
     objects += [
         s.namespace("ws-sharing", owner="alice"),
         s.gpu_pod("ws-sharing", "mps-0", "gpu-mps", gpu, 1),
+        _refused(
+            "ws-sharing",
+            "mps-two",
+            "gpu-mps",
+            gpu,
+            2,
+            "Allocate failed due to rpc error: code = Unknown desc = invalid request: maximum request size "
+            "for shared resources is 1; found 2, which is unexpected",
+        ),
         s.gpu_pod("ws-sharing", "mig-ts-0", "gpu-mixed-ts", mig1, 1),
         s.gpu_pod("ws-sharing", "mig-ts-1", "gpu-mixed-ts", mig1, 1),
     ]
@@ -642,8 +655,8 @@ def sharing():
         "sharing",
         "Every way NVIDIA's device plugin shares GPUs (GPU Operator convention, labels as GPU feature "
         "discovery writes them): whole GPUs, time-slicing plain and renamed, MPS plain and renamed, MIG single "
-        "and mixed, each time-sliced, MIG single by MPS, and two configs the plugin refuses (replicas 0, MPS "
-        "with MIG mixed).",
+        "and mixed, each time-sliced, and four configs the plugin refuses (replicas 0, MPS with MIG mixed, MPS "
+        "of MIG devices under MIG single, 49 MPS replicas of a GPU whose MPS server takes 48).",
         objects,
         hardware,
     )

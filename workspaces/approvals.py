@@ -179,6 +179,11 @@ class GpuChoice:
     shared_logical: int = 0
     # MIG strategy single: where this plain resource is MIG instances ([node, profile, logical]).
     mig_on: list = field(default_factory=list)
+    # Where its replicas are MPS clients, not time-slices ([node, replicas, logical]; among
+    # shared_on on a GPU Operator cluster), and how the whole resource is shared (ledger
+    # ResourceRow.sharing_strategy: "mps" when every replica of it is an MPS one).
+    mps_on: list = field(default_factory=list)
+    sharing_strategy: str = ""
     # Published through DRA: the DeviceClass, the GPU models behind it and the GPU types of its
     # devices (exclusive, shared, mig-<profile>, mig-dynamic), from the nodes' DRA lines.
     device_class: str = ""
@@ -222,12 +227,31 @@ class GpuChoice:
         )
 
     @property
-    def shared_nodes_text(self) -> str:
-        """'qcs05 (replicas 5: 5 of 6)' for the nodes whose plain resource is time-sliced."""
+    def by_mps(self) -> bool:
+        """Every replica of this resource is an MPS client (NVIDIA's MPS, not time-slicing)."""
+        return self.sharing_strategy == ledger_mod.MPS
+
+    @property
+    def time_sliced_on(self) -> list:
+        """shared_on without the nodes that share by MPS."""
+        mps = {node for node, _r, _n in self.mps_on}
+        return [entry for entry in self.shared_on if entry[0] not in mps]
+
+    def _nodes_text(self, entries) -> str:
         return ", ".join(
             _("%(node)s (replicas %(r)s: %(n)s of %(t)s)") % {"node": node, "r": r, "n": n, "t": self.total}
-            for node, r, n in self.shared_on
+            for node, r, n in entries
         )
+
+    @property
+    def shared_nodes_text(self) -> str:
+        """'qcs05 (replicas 5: 5 of 6)' for the nodes whose plain resource is time-sliced."""
+        return self._nodes_text(self.time_sliced_on)
+
+    @property
+    def mps_nodes_text(self) -> str:
+        """'qcs07 (replicas 4: 8 of 10)' for the nodes that share the resource by MPS."""
+        return self._nodes_text(self.mps_on)
 
     @property
     def available(self) -> int:
@@ -261,11 +285,17 @@ class GpuChoice:
             return _("%(n)s physical GPU, whole") % {"n": amount}
         if self.gpu_type == ledger_mod.MIXED:
             parts = [_("%(n)s physical GPU on nodes with whole GPUs") % {"n": amount}]
-            if self.shared_on:
-                low = amount / max(r for _node, r, _n in self.shared_on)
+            if self.time_sliced_on:
+                low = amount / max(r for _node, r, _n in self.time_sliced_on)
                 parts.append(
                     _("%(p)s physical GPU where it is time-sliced (%(nodes)s)")
                     % {"p": f"{low:g}", "nodes": self.shared_nodes_text}
+                )
+            if self.mps_on:
+                low = amount / max(r for _node, r, _n in self.mps_on)
+                parts.append(
+                    _("%(p)s physical GPU where it is shared by MPS (%(nodes)s)")
+                    % {"p": f"{low:g}", "nodes": self.mps_nodes_text}
                 )
             if self.mig_on:
                 parts.append(
@@ -314,6 +344,8 @@ def gpu_choices(ledger) -> list[GpuChoice]:
                 shared_on=list(row.shared_on),
                 shared_logical=row.shared_logical,
                 mig_on=list(row.mig_on),
+                mps_on=list(row.mps_on),
+                sharing_strategy=row.sharing_strategy,
             )
         )
     return out + _dra_choices(ledger)

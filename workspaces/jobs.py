@@ -92,10 +92,11 @@ def job_node_options(ledger) -> list[NodeOption]:
             out.append(_dra_option(n))
             continue
         served = [r for r in n.served if r.allocatable or r.capacity]
-        if n.mode == "timeslicing":
+        if n.mode in ledger_mod.REPLICATED_MODES:
             res = next((r.resource for r in served), ledger_mod.GPU_SHARED)
-            why = _("MPS nodes do not support Jobs") if n.sharing_strategy == ledger_mod.MPS else None
-            out.append(NodeOption(n.name, res, 0, 0, False, why or _("Time-slicing nodes do not support Jobs")))
+            mps = n.mode == ledger_mod.MODE_MPS or n.sharing_strategy == ledger_mod.MPS
+            why = _("MPS nodes do not support Jobs") if mps else _("Time-slicing nodes do not support Jobs")
+            out.append(NodeOption(n.name, res, 0, 0, False, why))
             continue
         line = n.resources.get(ledger_mod.GPU)
         alloc = line.allocatable if line and not line.stale else 0

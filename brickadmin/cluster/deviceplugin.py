@@ -16,12 +16,18 @@ from .pluginconfig import plugin_config_errors
 from .vocabulary import (
     COMPONENT_LABEL,
     GPU,
+    GPU_COMPUTE_MAJOR_LABEL,
+    GPU_COMPUTE_MINOR_LABEL,
     GPU_SHARED,
     MIG_PREFIX,
     NVIDIA_PREFIX,
     PLUGIN_NAMESPACE,
+    SHARING_STRATEGY_MPS,
     KubeObject,
+    active_sharing_strategy,
+    gpu_model_name,
     labels_match,
+    mps_replicas_error,
     parse_plugin_config,
     quantity,
     time_slicing,
@@ -34,6 +40,7 @@ from .vocabulary import PLUGIN_CONFIG_KEY as CONFIG_KEY
 __all__ = [
     "COMPONENT_LABEL",
     "CONFIG_KEY",
+    "MPS_OF_MIG_REFUSED",
     "GPU",
     "GPU_SHARED",
     "MIG_PREFIX",
@@ -41,6 +48,7 @@ __all__ = [
     "PLUGIN_NAMESPACE",
     "PluginRefused",
     "advertised_resources",
+    "compute_capability",
     "config_map_name",
     "daemonset_for_node",
     "device_map",
@@ -48,6 +56,7 @@ __all__ = [
     "kubelet_status",
     "labels_match",
     "matches_selector",
+    "mps_start_error",
     "parse_config",
     "parse_plugin_config",
     "plugin_start_error",
@@ -95,13 +104,99 @@ def _replicated(cfg: KubeObject) -> KubeObject:
 def sharing_strategy(config: str | KubeObject | None) -> str:
     """GFD's ``nvidia.com/gpu.sharing-strategy`` for a config: mps, time-slicing or none
     (a section counts only when one of its resources has more than one replica)."""
+    return active_sharing_strategy(parse_config(config))
+
+
+# CUDA compute capability by GPU family, from NVIDIA's "CUDA GPU Compute Capability" table
+# (developer.nvidia.com/cuda-gpus). A node's GFD labels say it where GFD runs
+# (nvidia.com/gpu.compute.major/.minor); this is for a GPU known only by its model name.
+COMPUTE_CAPABILITY: dict[str, str] = {
+    "P100": "6.0",
+    "P40": "6.1",
+    "P4": "6.1",
+    "V100": "7.0",
+    "V100S": "7.0",
+    "T4": "7.5",
+    "A100": "8.0",
+    "A800": "8.0",
+    "A30": "8.0",
+    "A40": "8.6",
+    "A10": "8.6",
+    "A16": "8.6",
+    "A2": "8.6",
+    "L4": "8.9",
+    "L40": "8.9",
+    "L40S": "8.9",
+    "L20": "8.9",
+    "H100": "9.0",
+    "H800": "9.0",
+    "H200": "9.0",
+    "H20": "9.0",
+    "GH200": "9.0",
+    "B200": "10.0",
+    "GB200": "10.0",
+    "B300": "10.3",
+    "GB300": "10.3",
+}
+_BLACKWELL_WORKSTATION = "12.0"  # RTX PRO 6000 Blackwell (Server Edition too)
+
+
+def compute_capability(gpu: KubeObject | None = None, labels: dict[str, str] | None = None) -> str:
+    """A GPU's compute capability ("8.0"): what GFD labelled the node with, else the GPU's
+    own ``computeCapability``, else its model's family in COMPUTE_CAPABILITY; "" when
+    nothing says it."""
+    labels = labels or {}
+    major, minor = labels.get(GPU_COMPUTE_MAJOR_LABEL), labels.get(GPU_COMPUTE_MINOR_LABEL)
+    if major and minor is not None:
+        return f"{major}.{minor}"
+    gpu = gpu or {}
+    if gpu.get("computeCapability"):
+        return str(gpu["computeCapability"])
+    words = gpu_model_name(str(gpu.get("model") or "")).upper().split()
+    if "RTX" in words and "BLACKWELL" in words:
+        return _BLACKWELL_WORKSTATION
+    for word in words:
+        if word in COMPUTE_CAPABILITY:
+            return COMPUTE_CAPABILITY[word]
+    return ""
+
+
+# internal/plugin/mps.go getMPSOptions
+MPS_OF_MIG_REFUSED = "failed to create plugin: sharing using MPS is not supported for MIG devices"
+
+
+def mps_start_error(
+    gpus: list[KubeObject], config: str | KubeObject | None, labels: dict[str, str] | None = None
+) -> str:
+    """Why the plugin serves nothing when it shares by MPS on these GPUs ("" when it does, or
+    when it does not share by MPS). internal/plugin/mps.go getMPSOptions: MPS is refused when a
+    resource holds MIG devices (the plugin exits); cmd/mps-control-daemon/mps/manager.go: the
+    MPS control daemon refuses more replicas than one MPS server takes per GPU (48 from
+    compute capability 7.5, 16 before), and the plugin waits for that daemon. A GPU whose
+    compute capability nothing says is not judged."""
     cfg = parse_config(config)
-    sharing = cfg.get("sharing") or {}
-    for key, name in (("mps", "mps"), ("timeSlicing", "time-slicing")):
-        section = sharing.get(key) or {}
-        if any(_int(r.get("replicas")) > 1 for r in section.get("resources") or []):
-            return name
-    return "none"
+    if sharing_strategy(cfg) != SHARING_STRATEGY_MPS:
+        return ""
+    try:
+        devices = device_map(gpus, cfg)
+    except PluginRefused:
+        return ""  # refused before MPS is looked at (plugin_start_error says why)
+    if any(":" in d for ids in devices.values() for d in ids):
+        return MPS_OF_MIG_REFUSED
+    for res in _replicated(cfg).get("resources") or []:
+        replicas = _int(res.get("replicas"))
+        for index in devices.get(_resource_name(res.get("name")), []) if replicas > 1 else []:
+            capability = compute_capability(gpus[int(index)], labels)
+            error = mps_replicas_error(capability, replicas) if capability else ""
+            if error:
+                return f"invalid MPS configuration: {error}"
+    return ""
+
+
+def _resource_name(name: Any) -> str:
+    """resources.go NewResourceName: a name without the ``nvidia.com/`` prefix gets it."""
+    text = str(name or "")
+    return text if text.startswith(NVIDIA_PREFIX) else NVIDIA_PREFIX + text
 
 
 def _int(value: Any) -> int:
@@ -153,7 +248,7 @@ def plugin_start_error(gpus: list[KubeObject], config: str | KubeObject | None) 
         device_map(gpus, config)
     except PluginRefused as e:
         return str(e)
-    return ""
+    return mps_start_error(gpus, config)
 
 
 def advertised_resources(gpus: list[KubeObject], config: str | KubeObject | None) -> dict[str, int]:
@@ -175,11 +270,13 @@ def advertised_resources(gpus: list[KubeObject], config: str | KubeObject | None
         devices = device_map(gpus, cfg)
     except PluginRefused:
         return {}
+    if mps_start_error(gpus, cfg):
+        return {}
     section = _replicated(cfg)
     rename = bool(section.get("renameByDefault", False))
     out: dict[str, int] = {name: len(ids) for name, ids in devices.items()}
     for res in section.get("resources") or []:
-        name, replicas = res.get("name"), _int(res.get("replicas"))
+        name, replicas = _resource_name(res.get("name")), _int(res.get("replicas"))
         if name not in devices or replicas < 2:  # the plugin refuses fewer than 2 at load
             continue
         count = out.pop(name)
@@ -202,7 +299,7 @@ def gfd_labels(gpus: list[KubeObject], config: str | KubeObject | None) -> dict[
     strategy = (cfg.get("flags") or {}).get("migStrategy") or "none"
     section = _replicated(cfg)
     rename = bool(section.get("renameByDefault", False))
-    replicas = {r.get("name"): _int(r.get("replicas")) for r in section.get("resources") or []}
+    replicas = {_resource_name(r.get("name")): _int(r.get("replicas")) for r in section.get("resources") or []}
     share = sharing_strategy(cfg)
     model = _sanitise(gpus[0].get("model", ""))
 

@@ -700,7 +700,7 @@ class TwinApi:
                 hw.save()
                 row = TwinObject.objects.get(kind="Node", name=node)
                 pod = self._plugin_pod_by_uid(hw.plugin_pod_uid)
-                if pod is not None and dp.plugin_config_errors(config):
+                if pod is not None and (dp.plugin_config_errors(config) or dp.mps_start_error(hw.gpus, config)):
                     self._crash_loop(pod)
                 self._kubelet_sync(row, hw, pod)
         self._bump()

@@ -389,7 +389,7 @@ class TwinControllers(TwinClaimScheduling):
                 config = None
             advertised = dp.advertised_resources(hw.gpus, config)
             hw.plugin_pod_uid, hw.advertised = plugin_pod["metadata"]["uid"], advertised
-            if dp.plugin_config_errors(config):
+            if dp.plugin_config_errors(config) or dp.mps_start_error(hw.gpus, config):
                 self._crash_loop(plugin_pod)
         else:
             advertised = hw.advertised
@@ -401,8 +401,8 @@ class TwinControllers(TwinClaimScheduling):
             self._save(node)
 
     def _crash_loop(self, pod):
-        """The plugin exits at start (a config it refuses): kubelet restarts its container
-        with a back-off; the pod stays Running, never Ready."""
+        """The plugin exits at start (a config it refuses, or MPS it cannot give these GPUs):
+        kubelet restarts its container with a back-off; the pod stays Running, never Ready."""
         containers = pod["spec"].get("containers") or [{}]
         pod["status"] = {
             **pod["status"],

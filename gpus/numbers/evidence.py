@@ -67,14 +67,14 @@ def build(snapshot: Any, led: L.Ledger, configmaps: list[dict[str, Any]]) -> Evi
     now = snapshot.taken_at
     gpu_names = {n.name for n in led.nodes}
     strategies = []
-    if any(n.mode == "timeslicing" and n.sharing_strategy != L.MPS and n.logical for n in led.nodes):
+    if any(n.mode == L.MODE_TIMESLICING and n.sharing_strategy != L.MPS and n.logical for n in led.nodes):
         strategies.append("time-slicing")
     if any(n.sharing_strategy == L.MPS and n.logical for n in led.nodes):
         strategies.append("MPS")
     mig_nodes = [n for n in led.nodes if any(r.gpu_type.startswith("mig-") and r.allocatable for r in n.served)]
     if mig_nodes:
         strategies.append("MIG")
-    ts_nodes = [n for n in led.nodes if n.mode == "timeslicing" and n.logical]
+    ts_nodes = [n for n in led.nodes if n.mode in L.REPLICATED_MODES and n.logical]
     oversubscribed = any(n.logical > n.physical for n in ts_nodes)
     ev = Evidence(
         captured_at=now, strategies=strategies, partitions_exposed=bool(mig_nodes), oversubscribed=oversubscribed

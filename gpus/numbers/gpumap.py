@@ -84,7 +84,8 @@ class NodeMap:
 def node_map(node: NodeLedger) -> NodeMap:
     """The map of a ``gpus.numbers.ledger.NodeLedger``."""
     devices = list(node.raw_devices) or [{"uuid": "", "model": node.model} for _i in range(node.physical)]
-    replicas = max(1, node.replicas) if node.mode == "timeslicing" else 1
+    # MPS replicas are drawn as time-sliced ones are: a slot per replica of the GPU
+    replicas = max(1, node.replicas) if node.mode in ("timeslicing", "mps") else 1
     tiles = []
     for i, d in enumerate(devices):
         if d.get("mig"):

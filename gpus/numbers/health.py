@@ -25,7 +25,7 @@ from brickadmin.cluster.pluginconfig import plugin_config_errors
 from brickadmin.cluster.vocabulary import KubeObject
 from gpus.numbers import words
 from gpus.numbers.dra_lines import is_dra_resource
-from gpus.numbers.ledger import PLUGIN_DOWN, Ledger, NodeLedger
+from gpus.numbers.ledger import MPS, PLUGIN_DOWN, REPLICATED_MODES, Ledger, NodeLedger
 from gpus.numbers.words import Text, gettext_lazy
 from gpus.numbers.words import gettext as _
 
@@ -549,6 +549,98 @@ def mig_single_not_uniform(inputs: HealthInputs) -> Iterable[Problem]:
             )
 
 
+def _node_plugin_config(n: NodeLedger, snapshot: Snapshot | None) -> tuple[str, str] | None:
+    """(where, text) of the config the node's device plugin reads: the ConfigMap the BRICK
+    DaemonSet selecting the node mounts, or the GPU Operator's entry the node's
+    nvidia.com/device-plugin.config label names; None when neither is known."""
+    if n.convention == "brick":
+        by_name = {cm["metadata"]["name"]: cm for cm in getattr(snapshot, "plugin_configmaps", None) or []}
+        for ds in getattr(snapshot, "plugin_daemonsets", None) or []:
+            spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+            if not vocab.labels_match(n.labels, spec.get("nodeSelector")):
+                continue
+            names = [vol["configMap"].get("name") for vol in spec.get("volumes") or [] if "configMap" in vol]
+            cm = by_name.get(names[0]) if names else None
+            if cm is not None:
+                return cm["metadata"]["name"], (cm.get("data") or {}).get(vocab.PLUGIN_CONFIG_KEY) or ""
+        return None
+    key = n.labels.get(vocab.DEVICE_PLUGIN_CONFIG_LABEL)
+    for cm in getattr(snapshot, "operator_configmaps", None) or [] if key else []:
+        data = cm.get("data") or {}
+        if key in data:
+            return f"{cm['metadata']['name']}/{key}", data[key] or ""
+    return None
+
+
+def _node_gpus(n: NodeLedger) -> list[KubeObject]:
+    """The node's GPUs as the device plugin sees them: its devices, else its model, count and
+    (under MIG strategy single) its profile from the labels."""
+    if n.raw_devices:
+        return list(n.raw_devices)
+    mig = [n.mig_profile] if n.mig_profile else []
+    return [{"model": n.model, "mig": mig} for _i in range(n.physical)]
+
+
+@check(
+    "mps-refused",
+    gettext_lazy("MPS the device plugin refuses"),
+    explain=gettext_lazy(
+        "NVIDIA's device plugin shares whole GPUs by MPS only within its rules: at least 2 replicas, "
+        "an mpsRoot for the MPS daemon, never with MIG strategy mixed, never MIG devices, and no more "
+        "replicas than one MPS server takes per GPU (48 from compute capability 7.5, 16 before). "
+        "Otherwise it exits and the node offers no GPU. Correct the config the node's plugin reads, "
+        "or share the GPUs by time-slicing."
+    ),
+)
+def mps_refused(inputs: HealthInputs) -> Iterable[Problem]:
+    from brickadmin.cluster import deviceplugin as dp
+
+    for n in inputs.ledger.nodes:
+        found = _node_plugin_config(n, inputs.snapshot)
+        if found is None:
+            continue
+        where, text = found
+        try:
+            cfg = vocab.parse_plugin_config(text)
+        except Exception:  # noqa: BLE001  (not YAML: the plugin refuses it, and plugin-missing says so)
+            continue
+        if not isinstance(cfg, dict) or not isinstance(cfg.get("sharing"), dict) or cfg["sharing"].get("mps") is None:
+            continue
+        # A BRICK plugin crash-looping on its config: plugin-missing gives the config's reasons.
+        said_elsewhere = n.convention == "brick" and n.plugin_state == "crashlooping"
+        reasons = [] if said_elsewhere else list(plugin_config_errors(text))
+        gpus = _node_gpus(n)
+        hardware = "" if reasons else dp.mps_start_error(gpus, cfg, n.labels)
+        if not (reasons or hardware):
+            continue
+        remedies = []
+        if hardware == dp.MPS_OF_MIG_REFUSED:
+            remedies.append(
+                _("MPS does not share MIG devices: share them by time-slicing, or take the GPUs out of MIG mode.")
+            )
+        elif hardware:
+            capability = dp.compute_capability(gpus[0] if gpus else None, n.labels)
+            remedies.append(
+                _(
+                    "Give MPS at most %(most)d replicas: one MPS server takes that many clients per GPU of "
+                    "compute capability %(cc)s."
+                )
+                % {"most": vocab.mps_max_clients(capability), "cc": capability}
+            )
+        else:
+            remedies.append(
+                _("Correct the config: MPS needs at least 2 replicas, an mpsRoot, and MIG strategy none or single.")
+            )
+        yield Problem(
+            "bad",
+            "mps-refused",
+            n.name,
+            _("The device plugin refuses to share this node's GPUs by MPS (config %(config)s): %(why)s")
+            % {"config": where, "why": "; ".join([*reasons, hardware] if hardware else reasons)},
+            " ".join(str(r) for r in remedies),
+        )
+
+
 @check(
     "replicas-not-reflected",
     gettext_lazy("Replicas not reflected"),
@@ -560,7 +652,7 @@ def mig_single_not_uniform(inputs: HealthInputs) -> Iterable[Problem]:
 )
 def replicas_not_reflected(inputs: HealthInputs) -> Iterable[Problem]:
     for n in inputs.ledger.nodes:
-        if n.mode == "timeslicing" and n.replicas != n.configured_replicas and n.plugin_state == "running":
+        if n.mode in REPLICATED_MODES and n.replicas != n.configured_replicas and n.plugin_state == "running":
             yield Problem(
                 "warn",
                 "replicas-not-reflected",
@@ -982,7 +1074,22 @@ def pod_admission_failed(inputs: HealthInputs) -> Iterable[Problem]:
         requests = pod_gpu_requests(pod)
         n = inputs.ledger.node(node_name) if node_name else None
         stale = [r for r in requests if n is not None and r in n.resources and n.resources[r].stale]
-        if requests.get(vocab.GPU_SHARED, 0) > 1:
+        by_mps = [
+            r
+            for r, count in requests.items()
+            if count > 1 and n is not None and r in n.resources and n.resources[r].sharing_strategy == MPS
+        ]
+        if by_mps:
+            message = _(
+                "Pod %(pod)s (Workspace %(ws)s, owner %(owner)s) asked for %(n)d %(res)s: the node shares it by "
+                "MPS, which gives a container one replica (failRequestsGreaterThanOne, on unless the plugin's "
+                "config turns it off), so the kubelet refused it."
+            ) % {**words, "n": requests[by_mps[0]], "res": by_mps[0]}
+            remedy = _(
+                "Ask the owner to request one MPS replica per container (or an exclusive GPU for more), then "
+                "recreate the pod."
+            )
+        elif requests.get(vocab.GPU_SHARED, 0) > 1:
             message = _(
                 "Pod %(pod)s (Workspace %(ws)s, owner %(owner)s) asked for %(n)d %(res)s: time-slicing "
                 "allows one per pod (failRequestsGreaterThanOne), so the kubelet refused it."

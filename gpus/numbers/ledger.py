@@ -61,6 +61,10 @@ EXCLUSIVE, SHARED = "exclusive", "shared"
 # (api/config/v1/sharing.go). MPS is a strategy of its own, never shown as time-slicing.
 SHARING_NONE, TIME_SLICING, MPS = "none", "time-slicing", "mps"
 SHARING_STRATEGIES = (SHARING_NONE, TIME_SLICING, MPS)
+# A node's modes in which the device plugin replicates whole GPUs: time-slicing, or MPS (each
+# replica an MPS client with its share of the GPU's memory and compute).
+MODE_TIMESLICING, MODE_MPS = "timeslicing", "mps"
+REPLICATED_MODES = (MODE_TIMESLICING, MODE_MPS)
 SHARED_SUFFIX = ".shared"  # renameByDefault: <resource>.shared (api/config/v1 DefaultSharedRename)
 MIXED = "mixed"  # plain nvidia.com/gpu that is whole on some nodes and time-sliced on others (GPU Operator)
 # The conventional GPU taint keeps CPU pods off GPU nodes, and cordon's own taint is
@@ -171,7 +175,8 @@ class NodeLedger:
     name: str
     model: str
     convention: str  # "brick" | "operator" | "none"
-    mode: str  # "exclusive" | "timeslicing" | "mig" (MIG strategy mixed) | "mig-single" | "unlabelled"
+    # "exclusive" | "timeslicing" | "mps" | "mig" (MIG strategy mixed) | "mig-single" | "dra" | "unlabelled"
+    mode: str
     sharing_label: str
     replicas: int  # effective: what the running plugin advertises per physical GPU
     configured_replicas: int  # what the time-slicing config says now
@@ -372,8 +377,9 @@ class Ledger:
 
     @property
     def timeslicing_replicas(self) -> list[int]:
-        """The replicas the time-slicing nodes give each GPU, each once, ascending."""
-        return sorted({n.replicas for n in self.nodes if n.mode == "timeslicing" and n.replicas})
+        """The replicas the nodes replicating whole GPUs (time-slicing or MPS) give each GPU,
+        each once, ascending."""
+        return sorted({n.replicas for n in self.nodes if n.mode in REPLICATED_MODES and n.replicas})
 
     @property
     def cordoned_nodes(self) -> list[NodeLedger]:
@@ -547,6 +553,8 @@ def node_ledger(
         (r.sharing_strategy for r in resources.values() if not r.stale and r.sharing_strategy != SHARING_NONE),
         SHARING_NONE,
     )
+    if mode == MODE_TIMESLICING and node_sharing == MPS:
+        mode = MODE_MPS  # whole GPUs shared by MPS: a mode of its own (sharing.go SharingStrategyMPS)
     devs = devices or []
     model = _node_model(labels, devs) if devs or not dra_node else _dra_model(labels, dra_node)
     if devs:
@@ -829,7 +837,7 @@ def _contribution(n: NodeLedger) -> Contribution:
             gtype = "mig-" + mig[0]
         else:
             whole = [t for t in (SHARED, EXCLUSIVE) if t in sharing_of]
-            gtype = whole[0] if whole else (SHARED if n.mode == "timeslicing" else EXCLUSIVE)
+            gtype = whole[0] if whole else (SHARED if n.mode in REPLICATED_MODES else EXCLUSIVE)
         key = (n.model, gtype, sharing_of.get(gtype, SHARING_NONE))
         physical[key] = physical.get(key, 0) + 1
     if not n.raw_devices:
@@ -856,7 +864,7 @@ def _physical_by_type(n: NodeLedger) -> dict[RowKey, int]:
         whole_line = next((r for r in plugin_lines if r.gpu_type in (EXCLUSIVE, SHARED) and r.capacity), None)
         if whole_line is not None:
             return {(n.model, whole_line.gpu_type, whole_line.sharing_strategy): n.physical}
-        return {(n.model, SHARED if n.mode == "timeslicing" else EXCLUSIVE, n.sharing_strategy): n.physical}
+        return {(n.model, SHARED if n.mode in REPLICATED_MODES else EXCLUSIVE, n.sharing_strategy): n.physical}
     out: dict[RowKey, int] = {}
     left = n.physical
     for r in plugin_lines:

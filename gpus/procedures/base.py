@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from gpus.numbers.ledger import REPLICATED_MODES
+
 CLUSTER_LOCK = "cluster:timeslicing"  # the lock key of cluster-wide procedures
 
 
@@ -219,7 +221,7 @@ class ProcedureDef:
         for n in ledger.nodes:
             # the mode by its name in the reader's language (GpuMode's label), not its label value
             summary = f"{n.model} · {n.physical} GPU · {mode_name(n.mode)}" + (
-                f" ×{n.replicas}" if n.mode == "timeslicing" else ""
+                f" ×{n.replicas}" if n.mode in REPLICATED_MODES else ""
             )
             out.append(NodeChoice(n.name, self.eligibility(n), summary))
         return out

@@ -300,6 +300,12 @@ PHRASES = {
     ),
     "precheck.replicas_not_whole": _("Replicas must be a whole number."),
     "precheck.replicas_too_few": _("Replicas must be at least 2 (1 is not sharing)."),
+    "precheck.mps_too_many_clients": _(
+        "The time-slicing ConfigMap shares by MPS, and one MPS server takes at most %(most)d clients per GPU "
+        "on %(node)s (compute capability %(cc)s): the plugin would refuse %(r)d replicas and its nodes would "
+        "offer no GPU."
+    ),
+    "precheck.fix_mps_clients": _("Choose at most %(most)d replicas."),
     "precheck.replicas_change": _(
         "Replicas %(a)d → %(b)d on %(n)d time-slicing node(s): shared total %(t)d → %(u)d; "
         "shared quota allocated %(q)d."

@@ -191,9 +191,10 @@ def sharing_name(strategy):
 @register.filter
 def node_mode_name(node):
     """A node's mode as the Nodes page names it: a node whose plugin shares whole GPUs by MPS
-    is "MPS", never "Time-slicing" (NVIDIA's two sharing strategies are not the same thing)."""
+    is "MPS" (its mode), never "Time-slicing" (NVIDIA's two sharing strategies are not the
+    same thing); a view stored before MPS was a mode of its own says it by its strategy."""
     if getattr(node, "sharing_strategy", "") == "mps" and node.mode == "timeslicing":
-        return _("MPS")
+        return mode_name("mps")
     return mode_name(node.mode)
 
 

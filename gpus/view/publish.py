@@ -36,8 +36,9 @@ from gpus.numbers import pod_waits as pod_waits_mod
 # Raise it when that changes: a generation of an older form is never read as is
 # (gpus.view.stored refuses it) but published again by the new code, in full.
 # 2: extra["gpu_capacity"], what each GPU resource offers (why pods wait); 3: type rows' sharing strategy;
-# 4: GPUs published through DRA (type rows' DRA part and unlimited shares, nodes' stack)
-SCHEMA_VERSION = 4
+# 4: GPUs published through DRA (type rows' DRA part and unlimited shares, nodes' stack);
+# 5: a node whose whole GPUs are shared by MPS has mode "mps" (before: "timeslicing")
+SCHEMA_VERSION = 5
 # What a model × type row of the ledger keeps in the stored view (ViewTypeRow), written here
 # and read back by stored.py as the same fields
 TYPE_ROW_FIELDS = (

@@ -179,9 +179,9 @@ class StoredLedger:
         time-slicing node's line (a page asking for it, the approval queue, does not decode
         every node's line: at thousands of nodes that took seconds)."""
         if self._nodes is not None:
-            return sorted({n.replicas for n in self._nodes if n.mode == "timeslicing" and n.replicas})
+            return sorted({n.replicas for n in self._nodes if n.mode in ledger_mod.REPLICATED_MODES and n.replicas})
         found = (
-            ViewNode.objects.filter(is_gpu=True, mode="timeslicing")
+            ViewNode.objects.filter(is_gpu=True, mode__in=ledger_mod.REPLICATED_MODES)
             .values_list("ledger__replicas", flat=True)
             .distinct()
         )

@@ -205,7 +205,7 @@ def test_every_registered_check_is_tested_here():
         "pod-pending-no-resource",
         "reaper-stopped",
     }
-    tested |= {"mig-single-not-uniform"}  # tests/foundation/test_nvidia_layouts.py
+    tested |= {"mig-single-not-uniform", "mps-refused"}  # tests/foundation/test_nvidia_layouts.py
     tested |= {"dra-pool-incomplete", "dra-both-stacks", "dra-stranded-gpu", "dra-device-taint"}  # below
     # the Workspace checks: tests/foundation/test_health_workspaces.py
     tested |= {

@@ -407,7 +407,159 @@ def test_a_brick_time_slicing_configmap_that_shares_by_mps_is_mps():
     led = ledger.compute(snap)
     n = led.node("ts-1")
     assert (n.sharing_strategy, n.replicas, n.logical, n.physical) == ("mps", 3, 6, 2)
+    assert n.mode == "mps"
     assert [(r.label, r.logical, r.physical) for r in led.by_type] == [("NVIDIA A30 (MPS)", 6, 2)]
     # the same node under the time-slicing config stays time-slicing
     plain = ledger.compute(snapshot([sliced]))
     assert [(r.label, r.sharing_strategy) for r in plain.by_type] == [("NVIDIA A30 (Shared)", "time-slicing")]
+
+
+# --- MPS: what the plugin refuses (internal/plugin/mps.go, cmd/mps-control-daemon/mps) -----------
+
+
+def mps_config(replicas=2, strategy="none", rename=False):
+    flags = "flags:\n  mpsRoot: /run/nvidia/mps\n" + (f"  migStrategy: {strategy}\n" if strategy != "none" else "")
+    return (
+        "version: v1\n"
+        + flags
+        + sharing_config("mps", GPU, rename=rename, replicas=replicas).removeprefix("version: v1\n")
+    )
+
+
+def test_mps_of_mig_devices_is_refused_and_registers_nothing():
+    hw = gpus(2, ["1g.5gb"] * 7)
+    said = "failed to create plugin: sharing using MPS is not supported for MIG devices"
+    assert dp.plugin_start_error(hw, mps_config(strategy="single")) == said
+    assert dp.advertised_resources(hw, mps_config(strategy="single")) == {}
+    # under MIG strategy none a MIG-enabled GPU is served whole, so MPS shares it
+    assert dp.plugin_start_error(hw, mps_config()) == ""
+    assert dp.advertised_resources(hw, mps_config()) == {GPU: 4}
+
+
+@pytest.mark.parametrize(
+    "model,replicas,refused",
+    [
+        ("Tesla V100-SXM2-16GB", 16, ""),  # compute capability 7.0: 16 clients (the code's bound is 7.5)
+        ("Tesla V100-SXM2-16GB", 17, "17 > 16"),
+        ("Tesla T4", 48, ""),  # 7.5
+        ("Tesla T4", 49, "49 > 48"),
+        ("NVIDIA A100-SXM4-40GB", 48, ""),
+        ("NVIDIA H100 80GB HBM3", 49, "49 > 48"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 49, "49 > 48"),
+        ("MOCKMODEL", 64, ""),  # a GPU whose compute capability nothing says is not judged
+    ],
+)
+def test_an_mps_server_takes_a_bounded_number_of_clients_by_compute_capability(model, replicas, refused):
+    hw = gpus(1, model=model)
+    said = dp.plugin_start_error(hw, mps_config(replicas))
+    if refused:
+        assert said == f"invalid MPS configuration: invalid device maximum allowed replicas exceeded: {refused}"
+        assert dp.advertised_resources(hw, mps_config(replicas)) == {}
+    else:
+        assert said == ""
+        assert dp.advertised_resources(hw, mps_config(replicas)) == {GPU: replicas}
+
+
+def test_gfd_labels_say_the_compute_capability_before_the_model_does():
+    labels = {vocab.GPU_COMPUTE_MAJOR_LABEL: "7", vocab.GPU_COMPUTE_MINOR_LABEL: "0"}
+    assert dp.compute_capability({"model": "NVIDIA A100-SXM4-40GB"}, labels) == "7.0"
+    assert dp.compute_capability({"model": "NVIDIA A100-SXM4-40GB"}) == "8.0"
+    assert dp.compute_capability({"model": "MOCKMODEL"}) == ""
+
+
+def test_mps_renamed_or_not_labels_and_advertises_as_gfd_and_the_plugin_do():
+    hw = gpus(2)
+    plain, renamed = mps_config(4), mps_config(4, rename=True)
+    assert dp.advertised_resources(hw, plain) == {GPU: 8}
+    assert dp.advertised_resources(hw, renamed) == {SHARED: 8}
+    assert core(dp.gfd_labels(hw, plain)) == {
+        "product": "NVIDIA-A100-SXM4-40GB-SHARED",
+        "count": "2",
+        "replicas": "4",
+        "sharing-strategy": "mps",
+    }
+    assert core(dp.gfd_labels(hw, renamed))["product"] == "NVIDIA-A100-SXM4-40GB"
+    # DisableResourceNamingInConfig: a rename of one's own is ignored, renameByDefault or not
+    own = plain.replace("replicas: 4", "replicas: 4\n      rename: nvidia.com/mps-gpu")
+    assert dp.advertised_resources(hw, own) == {GPU: 8}
+    assert dp.advertised_resources(hw, own.replace("  mps:\n", "  mps:\n    renameByDefault: true\n")) == {SHARED: 8}
+
+
+def test_an_operator_node_shared_by_mps_is_an_mps_node_that_jobs_refuse():
+    hw = gpus(2)
+    led = ledger.compute(snapshot([operator_node("mps-1", hw, mps_config(4))]))
+    n = led.node("mps-1")
+    assert (n.mode, n.sharing_strategy, n.replicas, n.logical, n.physical) == ("mps", "mps", 4, 8, 2)
+    assert [(r.label, r.logical, r.physical) for r in led.by_type] == [("NVIDIA A100 SXM4 40GB (MPS)", 8, 2)]
+    options = {o.name: (o.selectable, str(o.reason)) for o in jobs.job_node_options(led)}
+    assert options["mps-1"] == (False, "MPS nodes do not support Jobs")
+
+
+def operator_snapshot(nodes_and_configs, **configs_extra):
+    """GPU Operator nodes reading their configs from the operator's ConfigMap, as the
+    ClusterPolicy's devicePlugin.config names it; what a refusing plugin registers: nothing."""
+    import dataclasses
+
+    nodes, data = [], {}
+    for name, hw, cfg in nodes_and_configs:
+        node = operator_node(name, hw, cfg)
+        node["metadata"]["labels"][vocab.DEVICE_PLUGIN_CONFIG_LABEL] = name
+        data[name] = cfg
+        nodes.append(node)
+    cm = {"metadata": {"name": "device-plugin-configs", "namespace": "gpu-operator"}, "data": data}
+    devices = {name: hw for name, hw, _cfg in nodes_and_configs}
+    snap = snapshot(nodes)
+    return dataclasses.replace(snap, operator_configmaps=[cm], devices=devices, device_source="dcgm")
+
+
+def mps_findings(snap):
+    led = ledger.compute(snap)
+    return [
+        (p.subject, p.message, p.remedy)
+        for p in health.problems(health.HealthInputs(led, snap))
+        if p.kind == "mps-refused"
+    ]
+
+
+def test_health_names_what_the_plugin_refuses_about_mps_and_nothing_on_mps_it_serves():
+    snap = operator_snapshot(
+        [
+            ("mps-ok", gpus(2), mps_config(4)),
+            ("mps-mig", gpus(1, ["1g.5gb"] * 7), mps_config(2, strategy="single")),
+            ("mps-49", gpus(1, model="NVIDIA H100 80GB HBM3"), mps_config(49)),
+            ("mps-mixed", gpus(1), mps_config(2, strategy="mixed")),
+            ("ts-ok", gpus(2), sharing_config("timeSlicing", GPU, replicas=4)),
+        ]
+    )
+    found = {subject: (message, remedy) for subject, message, remedy in mps_findings(snap)}
+    assert sorted(found) == ["mps-49", "mps-mig", "mps-mixed"]
+    message, remedy = found["mps-mig"]
+    assert "device-plugin-configs/mps-mig" in message and dp.MPS_OF_MIG_REFUSED in message
+    assert "MPS does not share MIG devices" in remedy
+    message, remedy = found["mps-49"]
+    assert "maximum allowed replicas exceeded: 49 > 48" in message
+    assert "at most 48 replicas" in remedy and "compute capability 9.0" in remedy
+    message, remedy = found["mps-mixed"]
+    assert "using --mig-strategy=mixed is not supported with MPS" in message
+    assert "MIG strategy none or single" in remedy
+
+
+def test_health_reads_the_compute_capability_gfd_labelled_before_the_model():
+    import dataclasses
+
+    snap = operator_snapshot([("mps-20", gpus(1, model="MOCKMODEL"), mps_config(20))])
+    assert mps_findings(snap) == []  # a model nothing knows: not judged
+    labelled = snap.nodes[0]
+    labelled["metadata"]["labels"].update({vocab.GPU_COMPUTE_MAJOR_LABEL: "7", vocab.GPU_COMPUTE_MINOR_LABEL: "0"})
+    [(_node, message, remedy)] = mps_findings(dataclasses.replace(snap, nodes=[labelled]))
+    assert "20 > 16" in message and "at most 16 replicas" in remedy and "compute capability 7.0" in remedy
+
+
+def test_a_shared_resource_named_without_its_prefix_is_the_plugins_nvidia_com_resource():
+    # api/config/v1/resources.go NewResourceName: "gpu" is nvidia.com/gpu
+    short = mps_config(49).replace("name: nvidia.com/gpu", "name: gpu")
+    hw = gpus(1, model="NVIDIA H100 80GB HBM3")
+    assert dp.plugin_start_error(hw, short).endswith("49 > 48")
+    ts = sharing_config("timeSlicing", "gpu", replicas=3)
+    assert dp.advertised_resources(gpus(2), ts) == {GPU: 6}
+    assert core(dp.gfd_labels(gpus(2), ts))["replicas"] == "3"

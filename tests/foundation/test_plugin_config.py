@@ -417,3 +417,107 @@ def test_a_file_of_nested_aliases_is_judged_without_expanding_it():
 
 def test_a_file_nested_too_deeply_is_refused_not_a_crash():
     assert "nested too deeply" in refused("version: v1\nunknown: " + "[" * 600 + "]" * 600 + "\n")
+
+
+# --- MPS as its own sharing strategy ------------------------------------------------------------
+
+
+# api/config/v1/sharing.go Sharing.SharingStrategy: MPS wins when it replicates something.
+@pytest.mark.parametrize(
+    "sharing,strategy",
+    [
+        ("", "none"),
+        ("sharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, replicas: 2}\n", "time-slicing"),
+        ("sharing:\n  mps:\n    resources:\n    - {name: nvidia.com/gpu, replicas: 2}\n", "mps"),
+        (
+            "sharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, replicas: 4}\n"
+            "  mps:\n    resources:\n    - {name: nvidia.com/gpu, replicas: 2}\n",
+            "mps",
+        ),
+    ],
+)
+def test_the_active_sharing_strategy_is_the_plugins(sharing, strategy):
+    from brickadmin.cluster import vocabulary as vocab
+
+    assert vocab.active_sharing_strategy("version: v1\n" + sharing) == strategy
+
+
+# api/config/v1/config_test.go TestNewConfigDefaultsMPSFailRequestsGreaterThanOne and
+# TestNewConfigHonorsExplicitMPSFailRequestsGreaterThanOneFalse; a time-slicing section's unset
+# value stays false (NewConfig defaults only the MPS one).
+@pytest.mark.parametrize(
+    "config,fails",
+    [
+        ("version: v1\n" + MPS.format(extra=""), True),
+        ("version: v1\n" + MPS.format(extra="    failRequestsGreaterThanOne: false\n"), False),
+        ("version: v1\n" + MPS.format(extra="").replace("mps:", "timeSlicing:"), False),
+        (
+            "version: v1\n"
+            + MPS.format(extra="    failRequestsGreaterThanOne: true\n").replace("mps:", "timeSlicing:"),
+            True,
+        ),
+    ],
+)
+def test_mps_refuses_more_than_one_replica_per_container_unless_told_otherwise(config, fails):
+    from brickadmin.cluster import vocabulary as vocab
+
+    assert vocab.fail_requests_greater_than_one(config) is fails
+
+
+# internal/rm/rm_test.go TestValidateRequest, the rows about sharing (the others check that the
+# device ids asked for are known, which the kubelet's allocation decides here). The test builds
+# its Config by hand, so "MPS with two devices" leaves failRequestsGreaterThanOne unset.
+@pytest.mark.parametrize(
+    "strategy,fail,requested,refused",
+    [
+        ("none", None, 1, False),  # valid device IDs -- no sharing
+        ("time-slicing", None, 1, False),  # timeslicing with single device
+        ("time-slicing", None, 2, False),  # timeslicing with two devices
+        ("time-slicing", True, 2, True),  # timeslicing with two devices -- failRequestsGreaterThanOne
+        ("mps", None, 1, False),  # MPS with single device
+        ("mps", None, 2, False),  # MPS with two devices
+        ("mps", True, 2, True),  # MPS with two devices -- failRequestsGreaterThanOne
+    ],
+)
+def test_the_plugin_validates_a_request_as_its_resource_manager_does(strategy, fail, requested, refused):
+    from brickadmin.cluster import vocabulary as vocab
+
+    said = vocab.validate_request(strategy, fail, requested, replicas=strategy != "none")
+    assert bool(said) is refused
+    if refused:
+        assert said == f"invalid request: maximum request size for shared resources is 1; found {requested}"
+
+
+def test_a_plugin_started_with_an_mps_config_refuses_two_replicas_in_one_container():
+    from brickadmin.cluster import vocabulary as vocab
+
+    config = "version: v1\nflags:\n  mpsRoot: /run/nvidia/mps\n" + MPS.format(extra="")
+    assert vocab.request_error(config, 2, replicas=True).endswith("found 2")
+    assert vocab.request_error(config, 1, replicas=True) == ""
+    relaxed = config.replace("  mps:\n", "  mps:\n    failRequestsGreaterThanOne: false\n")
+    assert vocab.request_error(relaxed, 2, replicas=True) == ""
+
+
+# cmd/mps-control-daemon/mps/device_test.go TestDevice
+@pytest.mark.parametrize(
+    "capability,replicas,volta,most,refused",
+    [
+        ("v7.5", 0, True, 48, False),  # leading v ignored
+        ("7.5", 0, True, 48, False),  # no-leading v supported
+        ("7.0", 0, False, 16, False),  # pre-volta clients
+        ("9.0", 0, True, 48, False),  # post-volta clients
+        ("7.0", 29, False, 16, True),  # pre-volta clients exceeded
+        ("9.0", 49, True, 48, True),  # post-volta clients exceeded
+        ("7.0", 16, False, 16, False),  # pre-volta clients max
+        ("9.0", 48, True, 48, False),  # post-volta clients max
+    ],
+)
+def test_an_mps_server_takes_a_bounded_number_of_clients_per_gpu(capability, replicas, volta, most, refused):
+    from brickadmin.cluster import vocabulary as vocab
+
+    assert vocab.is_at_least_volta(capability) is volta
+    assert vocab.mps_max_clients(capability) == most
+    said = vocab.mps_replicas_error(capability, replicas)
+    assert bool(said) is refused
+    if refused:
+        assert said == f"invalid device maximum allowed replicas exceeded: {replicas} > {most}"

@@ -18,19 +18,20 @@ NODES = {
     "gpu-exclusive": ("exclusive", "none", 2, 2),
     "gpu-ts": ("timeslicing", "time-slicing", 8, 2),  # 2 x 4 replicas, nvidia.com/gpu (-SHARED)
     "gpu-ts-renamed": ("timeslicing", "time-slicing", 6, 2),  # 2 x 3, nvidia.com/gpu.shared
-    "gpu-mps": ("timeslicing", "mps", 8, 2),  # 2 x 4 MPS replicas
-    "gpu-mps-renamed": ("timeslicing", "mps", 2, 1),
+    "gpu-mps": ("mps", "mps", 8, 2),  # 2 x 4 MPS replicas: MPS is a mode of its own
+    "gpu-mps-renamed": ("mps", "mps", 2, 1),
     "gpu-mig-single": ("mig-single", "none", 14, 2),  # 2 x 7 x 1g.10gb as nvidia.com/gpu
     "gpu-mig-mixed": ("mig", "none", 3, 2),  # 2 x 3g.40gb on one GPU, the other whole
     "gpu-mixed-ts": ("mig", "time-slicing", 28, 2),  # 14 x mig-1g.10gb x 2 replicas
     "gpu-mixed-ts-renamed": ("mig", "time-slicing", 9, 1),  # 3 x mig-2g.20gb.shared x 3
     "gpu-single-ts": ("mig-single", "time-slicing", 8, 2),  # 4 x 3g.40gb x 2, "-MIG-3g.40gb-SHARED"
-    "gpu-single-mps": ("mig-single", "mps", 14, 1),  # 7 x 1g.10gb x 2 by MPS
+    "gpu-single-mps": ("exclusive", "none", 0, 1),  # MPS of MIG devices (MIG single): refused
     "gpu-refused": ("exclusive", "none", 0, 2),  # replicas 0: the plugin refuses, registers nothing
     "gpu-mps-mixed": ("exclusive", "none", 0, 1),  # MPS with MIG mixed: refused
+    "gpu-mps-49": ("exclusive", "none", 0, 1),  # 49 MPS clients of a GPU that takes 48: refused
 }
 
-REFUSED = ("gpu-refused", "gpu-mps-mixed")
+REFUSED = ("gpu-refused", "gpu-mps-mixed", "gpu-single-mps", "gpu-mps-49")
 
 # Dashboard rows (a refused node's GPUs are in none): (label, gpu type, sharing strategy, logical, requested, physical)
 ROWS = [
@@ -42,7 +43,6 @@ ROWS = [
     ("NVIDIA A100 80GB PCIe MIG 3g.40gb", "mig-3g.40gb", "none", 2, 0, 1),
     ("NVIDIA A30", "exclusive", "none", 2, 0, 2),
     ("NVIDIA A30 (Shared)", "shared", "time-slicing", 14, 0, 4),
-    ("NVIDIA H100 80GB HBM3 MIG 1g.10gb (MPS)", "mig-1g.10gb", "mps", 14, 0, 1),
     ("NVIDIA H100 80GB HBM3 MIG 3g.40gb (Shared)", "mig-3g.40gb", "time-slicing", 8, 0, 2),
 ]
 
@@ -86,7 +86,8 @@ def test_replicated_resources_keep_their_replicas_and_strategy(sharing):
     assert lines[("gpu-mixed-ts", "nvidia.com/mig-1g.10gb")] == ("mig-1g.10gb", 2, "time-slicing")
     assert lines[("gpu-mixed-ts-renamed", "nvidia.com/mig-2g.20gb.shared")] == ("mig-2g.20gb", 3, "time-slicing")
     assert lines[("gpu-single-ts", "nvidia.com/gpu")] == ("mig-3g.40gb", 2, "time-slicing")
-    assert lines[("gpu-single-mps", "nvidia.com/gpu")] == ("mig-1g.10gb", 2, "mps")
+    for refused in REFUSED:  # a plugin that refuses its config, or MPS on its GPUs, serves nothing
+        assert not [line for (node, _r), line in lines.items() if node == refused]
     assert lines[("gpu-mig-mixed", "nvidia.com/gpu")] == ("exclusive", 1, "none")
     # A replica of a time-sliced MIG device is its share of the GPU over the replicas.
     node = led.node("gpu-mixed-ts")
@@ -104,8 +105,8 @@ def test_the_stored_view_keeps_each_rows_sharing_strategy(sharing):
     assert [(r.label, r.sharing_strategy, r.logical, r.physical) for r in rows] == [
         (label, how, logical, physical) for label, _t, how, logical, _r, physical in ROWS
     ]
-    node = clusterview.stored_view().ledger.node("gpu-single-mps")
-    assert (node.sharing_strategy, node.shared_replicas) == ("mps", 2)
+    node = clusterview.stored_view().ledger.node("gpu-mps")
+    assert (node.mode, node.sharing_strategy, node.shared_replicas) == ("mps", "mps", 4)
 
 
 def test_dashboard_names_mps_and_shared_mig_rows_with_their_counts(sharing, admin_client):
@@ -122,7 +123,6 @@ def test_nodes_page_names_mps_apart_from_time_slicing(sharing, admin_client):
         ("gpu-ts", "Time-slicing ×4"),
         ("gpu-ts-renamed", "Time-slicing ×3"),
         ("gpu-single-ts", "MIG single Time-slicing ×2"),
-        ("gpu-single-mps", "MIG single MPS ×2"),
         ("gpu-mixed-ts", "MIG mixed Time-slicing ×2"),
         ("gpu-mixed-ts-renamed", "MIG mixed Time-slicing ×3"),
     ]:
@@ -137,7 +137,7 @@ def test_availability_and_the_dashboard_say_mps_not_time_slicing(sharing, admin_
     assert sorted(renamed.mps_on) == [["gpu-mps-renamed", 2, 2]]
     assert renamed.sharing_strategy == "time-slicing"  # 6 of its 8 are time-sliced
     gpu = led.resource("nvidia.com/gpu")
-    assert [n for n, _r, _l in gpu.mps_on] == ["gpu-mps", "gpu-single-mps"]
+    assert [n for n, _r, _l in gpu.mps_on] == ["gpu-mps"]
     assert [n for n, _r, _l in gpu.time_sliced_on] == ["gpu-ts"]
     html = _text(admin_client.get(reverse("availability")).content)
     assert "Shared by MPS (each replica a share of the GPU's compute and memory) on: gpu-mps (replicas 4: 8)" in html

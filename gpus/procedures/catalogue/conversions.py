@@ -159,7 +159,7 @@ class _Conversion(ProcedureDef):
     def eligibility(self, n):
         if n.convention != "brick":
             return said("precheck.not_brick_node")
-        if n.mode == "timeslicing" and self.target == "timeslicing":
+        if n.mode in ledger_mod.REPLICATED_MODES and self.target == "timeslicing":
             return said("precheck.already_timeslicing")
         if n.mode in ("exclusive", "mig") and self.target == "none":
             return said("precheck.already_exclusive")
@@ -178,7 +178,7 @@ class ProcedureA(_Conversion):
     target = "timeslicing"
 
     def offered_on(self, n):
-        return n.convention == "brick" and n.mode != "timeslicing"
+        return n.convention == "brick" and n.mode not in ledger_mod.REPLICATED_MODES
 
 
 class ProcedureB(_Conversion):
@@ -207,7 +207,7 @@ class ProcedureB(_Conversion):
     )
 
     def offered_on(self, n):
-        return n.convention == "brick" and n.mode in ("timeslicing", "unlabelled")
+        return n.convention == "brick" and n.mode in (*ledger_mod.REPLICATED_MODES, "unlabelled")
 
     def precheck_kubectl(self, run):
         return "PromQL: " + metrics.SHARED_TOTAL_EXCEPT.format(node=run.node) + "  >=  " + metrics.SHARED_ALLOCATED
@@ -245,7 +245,7 @@ class ProcedureB(_Conversion):
             )
             return checks
         checks.append(Check(True, numbers))
-        others = [x for x in led.nodes if x.name != node and x.mode == "timeslicing"]
+        others = [x for x in led.nodes if x.name != node and x.mode in ledger_mod.REPLICATED_MODES]
         if not others:
             shared_pods = [
                 p

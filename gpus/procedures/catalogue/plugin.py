@@ -231,7 +231,7 @@ class ProcedureC(ProcedureDef):
     )
 
     def offered_on(self, n):
-        return n.convention == "brick" and n.mode == "timeslicing"
+        return n.convention == "brick" and n.mode in ledger_mod.REPLICATED_MODES
 
     def pick_facts(self, ledger, snapshot):
         return [
@@ -261,8 +261,12 @@ class ProcedureC(ProcedureDef):
             return [Check(False, said("precheck.replicas_too_few"))]
         live = LiveRead.of(gateway)
         led = live.ledger()
-        have = ledger_mod.brick_replicas(live.list_configmaps(namespace=PLUGIN_NAMESPACE))
-        ts = [n for n in led.nodes if n.mode == "timeslicing" and n.convention == "brick"]
+        configmaps = live.list_configmaps(namespace=PLUGIN_NAMESPACE)
+        have = ledger_mod.brick_replicas(configmaps)
+        ts = [n for n in led.nodes if n.mode in ledger_mod.REPLICATED_MODES and n.convention == "brick"]
+        too_many = _mps_clients_exceeded(ts, configmaps, want)
+        if too_many is not None:
+            return [too_many]
         whole = {n.name: (sum(1 for d in n.devices if not d.mig) if n.devices else n.physical) for n in ts}
         new_total = sum(whole.values()) * want
         allocated = led.resource(GPU_SHARED).allocated
@@ -303,9 +307,31 @@ class ProcedureC(ProcedureDef):
 
     def capacity_change(self, gateway, ledger, snapshot, node, params):
         want = int(params.get("replicas") or 0)
-        ts = [n for n in ledger.nodes if n.mode == "timeslicing" and n.convention == "brick"]
+        ts = [n for n in ledger.nodes if n.mode in ledger_mod.REPLICATED_MODES and n.convention == "brick"]
         new_total = sum(capacity_mod.whole_gpus(n) for n in ts) * want
         return {GPU_SHARED: new_total - ledger.resource(GPU_SHARED).logical}
+
+
+def _mps_clients_exceeded(nodes, configmaps, want: int) -> Check | None:
+    """A blocking check when the BRICK config shares by MPS and ``want`` replicas exceed what one
+    MPS server takes per GPU on one of ``nodes`` (the MPS control daemon refuses them and the
+    plugin then serves nothing: cmd/mps-control-daemon/mps/device.go)."""
+    from brickadmin.cluster import deviceplugin as dp
+
+    if ledger_mod.brick_sharing_strategy(configmaps) != ledger_mod.MPS:
+        return None
+    for n in nodes:
+        for gpu in n.raw_devices or [{"model": n.model}]:
+            capability = dp.compute_capability(gpu, n.labels)
+            if capability and vocab.mps_replicas_error(capability, want):
+                most = vocab.mps_max_clients(capability)
+                return Check(
+                    False,
+                    said("precheck.mps_too_many_clients", most=most, node=n.name, cc=capability, r=want),
+                    said("precheck.fix_mps_clients", most=most),
+                    level="block",
+                )
+    return None
 
 
 class RestartPlugin(RolloutRestart):
@@ -327,7 +353,7 @@ def _not_reflected(live: LiveRead) -> list[str]:
         f"{n.name} ({n.replicas} ≠ {n.configured_replicas})"
         for n in live.ledger().nodes
         if n.convention == "brick"
-        and n.mode == "timeslicing"
+        and n.mode in ledger_mod.REPLICATED_MODES
         and n.plugin_state == "running"
         and n.replicas != n.configured_replicas
     ]
