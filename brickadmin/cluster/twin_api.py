@@ -402,6 +402,7 @@ class TwinApi:
             self._reconcile(nodes=[node])
             if current.get(MIG_CONFIG_LABEL) != before.get(MIG_CONFIG_LABEL):
                 body = self._mig_manager(node)
+            self._mig_manager_daemonset(node, current)
             self._dra_kubelet_plugin(node, before, current)
             self._bump()
         return body

@@ -17,7 +17,7 @@ import json
 import uuid
 
 from . import deviceplugin as dp
-from . import dra_allocate, dra_publish, migparted
+from . import dra_allocate, dra_publish, migparted, projection
 from .base import NotFound
 from .models import TwinHardware, TwinObject
 from .twin_store import now_iso
@@ -239,6 +239,15 @@ class TwinControllers(TwinClaimScheduling):
         self._set_mig_state(body, "pending")
         state = self._reconfigure_migs(node)
         return self._set_mig_state(self._get("Node", node), state)
+
+    def _mig_manager_daemonset(self, node: str, labels: dict) -> None:
+        """The GPU Operator's mig-manager DaemonSet selects nvidia.com/gpu.deploy.mig-manager=true:
+        on a node labelled otherwise, its controller deletes the pod it ran there."""
+        if labels.get(MIG_MANAGER_DEPLOY_LABEL) == "true":
+            return
+        for row in TwinObject.objects.filter(kind="Pod", namespace=GPU_OPERATOR_NAMESPACE, node_name=node):
+            if projection.is_mig_manager_pod(row.body):
+                self._delete_row("Pod", row.name, GPU_OPERATOR_NAMESPACE)
 
     def _set_mig_state(self, body: dict, state: str) -> dict:
         body["metadata"].setdefault("labels", {})[MIG_CONFIG_STATE_LABEL] = state

@@ -451,4 +451,24 @@ PHRASES = {
     ),
     "dra.fix_labels": _("Set the labels exactly: %(cmd)s"),
     "step.rules_deleted_by_restore": _("DeviceTaintRules the run created: %(names)s"),
+    # mig-manager off a node whose GPUs DRA partitions (N)
+    "mig_manager.label_already": _("%(label)s is already false"),
+    "mig_manager.label_now": _("%(label)s=%(value)s"),
+    "mig_manager.fix_label": _("Set the label by hand: %(cmd)s"),
+    "mig_manager.pods_left": _("mig-manager pods still on the node: %(pods)s"),
+    "mig_manager.gone": _("no mig-manager pod on %(node)s"),
+    "mig_manager.fix_pods_left": _(
+        "The GPU Operator removes mig-manager's pod from a node labelled %(label)s=false: check its DaemonSet's "
+        "nodeSelector in namespace %(ns)s, then resume."
+    ),
+    "mig_manager.already_off": _("mig-manager is already off on %(node)s (%(label)s=false, no pod of it there)."),
+    "mig_manager.not_dynamic_mig": _("%(node)s has no GPU that NVIDIA's DRA driver partitions when claimed."),
+    "mig_manager.runs": _(
+        "mig-manager runs on %(node)s (%(signs)s) beside the DRA driver's dynamic MIG: labelling it %(label)s=false "
+        "stops it. No pod is evicted and the MIG devices claims hold stay."
+    ),
+    "mig_manager.config_stays": _(
+        "%(label)s=%(value)s stays on the node, unused while mig-manager is off; remove it if no one means to "
+        "turn mig-manager back on."
+    ),
 }
