@@ -1183,8 +1183,9 @@ def dra():
         resource_id = f"{result['driver']}/{result['pool']}/{result['device']}"
         _device_health(pod, f"claim:gpu/{result['request']}", resource_id, health)
     objects.append(s.namespace("ws-vision", owner="bob"))
-    vision = s.gpu_pod("ws-vision", "vision-0", "gpu-a100-01", vocab.GPU, 1)
-    objects.append(_device_health(vision, vocab.GPU, hardware["gpu-a100-01"][2]["uuid"], "Unhealthy"))
+    vision = s.gpu_pod("ws-vision", "vision-0", "gpu-a30-03", vocab.GPU_SHARED, 1)
+    replica = hardware["gpu-a30-03"][2]["uuid"] + "::1"  # the device plugin's ID of a time-slicing replica
+    objects.append(_device_health(vision, vocab.GPU_SHARED, replica, "Unhealthy"))
     write(
         "dra",
         "NVIDIA GPUs through Dynamic Resource Allocation (resource.k8s.io/v1, NVIDIA's GPU DRA driver) beside "
