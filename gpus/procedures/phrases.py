@@ -453,7 +453,6 @@ PHRASES = {
     "step.rules_deleted_by_restore": _("DeviceTaintRules the run created: %(names)s"),
     # mig-manager off a node whose GPUs DRA partitions (N)
     "mig_manager.label_already": _("%(label)s is already false"),
-    "mig_manager.label_now": _("%(label)s=%(value)s"),
     "mig_manager.fix_label": _("Set the label by hand: %(cmd)s"),
     "mig_manager.pods_left": _("mig-manager pods still on the node: %(pods)s"),
     "mig_manager.gone": _("no mig-manager pod on %(node)s"),

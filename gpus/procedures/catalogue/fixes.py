@@ -314,7 +314,7 @@ class MigManagerOff(Step):
         value = (ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}).get(vocab.MIG_MANAGER_DEPLOY_LABEL)
         return Check(
             value == "false",
-            said("mig_manager.label_now", label=vocab.MIG_MANAGER_DEPLOY_LABEL, value=value or "-"),
+            f"{vocab.MIG_MANAGER_DEPLOY_LABEL}={value or '-'}",
             said("mig_manager.fix_label", cmd=self.kubectl(ctx)),
         )
 
