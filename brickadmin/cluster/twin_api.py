@@ -496,8 +496,12 @@ class TwinApi:
                 self._delete_row("Pod", pod["metadata"]["name"], ns)
         self._bump()
 
+    @transaction.atomic
     def apply_device_taint_rule(self, rule):
-        return self.apply({**rule, "apiVersion": DRA_KINDS["DeviceTaintRule"], "kind": "DeviceTaintRule"})
+        body = self.apply({**rule, "apiVersion": DRA_KINDS["DeviceTaintRule"], "kind": "DeviceTaintRule"})
+        if self._device_taint_eviction(body):
+            self._bump()
+        return body
 
     def delete_device_taint_rule(self, name):
         try:

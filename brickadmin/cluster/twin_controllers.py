@@ -38,6 +38,7 @@ from .vocabulary import (
     pdb_status,
     pdbs_for,
     tolerates,
+    toleration_matches,
 )
 from .vocabulary import GPU_TYPE_LABEL as GPU_NODE_LABEL
 
@@ -204,7 +205,65 @@ class TwinClaimScheduling:
         return self._save(pod)
 
 
-class TwinControllers(TwinClaimScheduling):
+class TwinDeviceTaints:
+    """Kubernetes' device taint eviction controller (pkg/controller/devicetainteviction): a pod using a
+    claim allocated a device that a DeviceTaintRule taints NoExecute is deleted, unless the claim's
+    result tolerates the taint (admin access is an observer, not a use, and is left); then the
+    resourceclaim controller's part: the pod leaves its claims' reservedFor, a claim reserved for no
+    pod is deallocated, and a claim made for the pod from a template is deleted with it."""
+
+    def _device_taint_eviction(self, rule: dict) -> bool:
+        spec = rule.get("spec") or {}
+        taint, sel = spec.get("taint") or {}, spec.get("deviceSelector") or {}
+        if taint.get("effect") != "NoExecute" or not sel:
+            return False
+        evicted = False
+        for row in TwinObject.objects.filter(kind="ResourceClaim").order_by("id"):
+            claim = row.body
+            results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+            if not any(_tainted(r, sel, taint) for r in results):
+                continue
+            ns = claim["metadata"]["namespace"]
+            for ref in list((claim.get("status") or {}).get("reservedFor") or []):
+                if ref.get("resource") == "pods" and self._evict_claim_pod(ns, ref.get("name", "")):
+                    evicted = True
+        return evicted
+
+    def _evict_claim_pod(self, ns: str, name: str) -> bool:
+        try:
+            pod = self._get("Pod", name, ns)
+        except NotFound:
+            return False
+        self._delete_row("Pod", name, ns)
+        for row in TwinObject.objects.filter(kind="ResourceClaim", namespace=ns).order_by("id"):
+            claim = row.body
+            owners = (claim.get("metadata") or {}).get("ownerReferences") or []
+            if any(o.get("kind") == "Pod" and o.get("name") == name for o in owners):
+                self._delete_row("ResourceClaim", claim["metadata"]["name"], ns)
+                continue
+            status = claim.get("status") or {}
+            reserved = [r for r in status.get("reservedFor") or [] if r.get("name") != name]
+            if reserved == (status.get("reservedFor") or []):
+                continue
+            status["reservedFor"] = reserved
+            if not reserved:
+                status.pop("reservedFor", None)
+                status.pop("allocation", None)
+            claim["status"] = status
+            self._save(claim)
+        return bool(pod)
+
+
+def _tainted(result: dict, sel: dict, taint: dict) -> bool:
+    """Whether a claim's allocation result is a device the rule's selector names, not tolerated."""
+    if result.get("adminAccess") is True:
+        return False
+    if any(sel.get(k) is not None and sel[k] != result.get(k) for k in ("driver", "pool", "device")):
+        return False
+    return not any(toleration_matches(taint, t) for t in result.get("tolerations") or [])
+
+
+class TwinControllers(TwinClaimScheduling, TwinDeviceTaints):
     """The simulated controllers, run by the API's writes for what they touched."""
 
     # --- the disruption controller, as the Eviction API asks it -----------------
