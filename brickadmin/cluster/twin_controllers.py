@@ -2,7 +2,9 @@
 
 The DaemonSet controller places and replaces the brick-nvidia device-plugin pods and writes
 their DaemonSet's status; the device plugin and kubelet advertise the GPUs (deviceplugin.py);
-the GPU Operator's mig-manager repartitions a node's GPUs; the disruption controller gives
+the GPU Operator's mig-manager repartitions a node's GPUs, and its DaemonSet's pod leaves a node
+labelled off; the device taint eviction controller deletes the pods using a device a NoExecute
+DeviceTaintRule taints, and their claims are released; the disruption controller gives
 each budget the status the Eviction API decides from; the resourceclaim controller makes a
 pod's claims from their templates and kube-scheduler's DRA plugin allocates them
 (dra_allocate.py) before the pod is bound; NVIDIA's DRA kubelet plugin publishes a node's

@@ -325,6 +325,10 @@ PHRASES = {
     "precheck.no_mig_manager": _(
         "mig-manager does not run on this node (the GPU Operator labels the nodes it runs on %(label)s=true)."
     ),
+    "precheck.dra_partitions": _(
+        "NVIDIA's DRA driver partitions this node's GPUs when claims ask (dynamic MIG): its MIG layout is the "
+        "claims', not mig-manager's. Stop mig-manager here (%(label)s=false, the Fix on Health)."
+    ),
     "precheck.fix_mig_configmap": _("Install or fix mig-manager's ConfigMap, then start again."),
     "precheck.mig_would_refuse": _("mig-manager would refuse %(config)s on %(node)s: %(why)s"),
     "precheck.fix_choose_layout": _("Choose a layout its GPUs can hold."),

@@ -197,3 +197,14 @@ def test_the_findings_and_the_fix_speak_korean(dra, admin_client):
     assert "the kubelet reports" not in words and "mig-manager runs here too" not in words
     plan = text(admin_client.get(reverse("fix_plan", args=["N"]) + f"?node={DYN_NODE}").content.decode())
     assert "레이블을 붙이면 멈춥니다" in plan
+
+
+def test_the_mig_layout_wizard_is_not_offered_where_the_dra_driver_partitions(dra, admin_client):
+    from gpus.view.reading import read_cluster
+
+    proc = registry.find("M")
+    n = read_cluster().ledger.node(DYN_NODE)
+    assert not proc.offered_on(n)  # though mig-manager's deploy label is true there
+    assert "NVIDIA's DRA driver partitions this node's GPUs" in str(proc.eligibility(n))
+    page = admin_client.get(reverse("node_detail", args=[DYN_NODE])).content.decode()
+    assert reverse("wizard_pick", args=["M"]) not in page
