@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from brickadmin.cluster import vocabulary as vocab
+from brickadmin.cluster.dra import DRIVER_NAME
 from brickadmin.cluster.pluginconfig import plugin_config_errors
 from brickadmin.cluster.vocabulary import KubeObject
 from gpus.numbers import device_health, words
@@ -989,21 +990,25 @@ def pod_device_unhealthy(inputs: HealthInputs) -> Iterable[Problem]:
                 "Pod %(pod)s (Workspace %(ws)s, owner %(owner)s) runs on %(device)s%(gpu)s, through its claim "
                 "%(claim)s; the kubelet reports the device Unhealthy."
             ) % {**words, "device": device, "gpu": behind, "claim": d.claim}
-            remedy = _(
-                "Taint the device NoExecute (procedure G, the device chosen): its pods are evicted and no new "
-                "claim is given it. Have the GPU reset or replaced, then delete the rule."
-            )
-            facts: dict[str, Any] = (
-                {
+            facts: dict[str, Any] = {}
+            if d.driver == DRIVER_NAME and d.pool == d.node:  # NVIDIA's driver: one pool per node, G's rule
+                facts = {
                     "device": d.device,
                     "pool": d.pool,
                     "driver": d.driver,
                     "effect": "NoExecute",
                     "taint_key": UNHEALTHY_TAINT_KEY,
                 }
-                if d.pool == d.node
-                else {}
-            )
+                remedy = _(
+                    "Taint the device NoExecute (procedure G, the device chosen): its pods are evicted and no new "
+                    "claim is given it. Have the GPU reset or replaced, then delete the rule."
+                )
+            else:
+                remedy = _(
+                    "Taint the device NoExecute with a DeviceTaintRule selecting driver %(driver)s, pool %(pool)s "
+                    "and device %(device)s: its pods are evicted and no new claim is given it. Have the device "
+                    "reset or replaced, then delete the rule."
+                ) % {"driver": d.driver, "pool": d.pool, "device": d.device}
         else:
             message = _(
                 "Pod %(pod)s (Workspace %(ws)s, owner %(owner)s) runs on %(res)s device %(device)s%(gpu)s; the "

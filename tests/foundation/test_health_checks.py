@@ -554,6 +554,16 @@ def test_a_running_pod_on_an_unhealthy_dra_device_opens_the_taint_wizard_on_it()
     }
 
 
+def test_another_drivers_unhealthy_device_names_the_rule_to_write_without_a_wizard():
+    pod = with_health(
+        claim_pod("team-a", "net", "node-a100"), [("claim:nic/nic", "sriov.example.com/node-a100/vf-3", "Unhealthy")]
+    )
+    [p] = device_found(health_snapshot([], claim_pods=[pod]))
+    assert "device vf-3 of pool node-a100 (sriov.example.com)" in p.message
+    assert "driver sriov.example.com, pool node-a100 and device vf-3" in p.remedy
+    assert p.fix_params == {} and p.wizard == ""
+
+
 def test_a_device_plugin_gpu_reported_unhealthy_says_drain_or_restart():
     pod = with_health(gpu_pod("team-a", "solo", "ex-1"), [(GPU, "GPU-0000-aaaa", "Unhealthy")])
     [p] = device_found(health_snapshot([pod]))
