@@ -899,6 +899,43 @@ def _claim_pod(ns, name, node, claim, *, template=None, image="nvcr.io/nvidia/py
     }
 
 
+def _device_health(pod, resource, resource_id, health):
+    """The kubelet's container status with the health of a device the pod holds (ResourceHealthStatus)."""
+    pod["status"]["containerStatuses"] = [
+        {
+            "name": "main",
+            "ready": True,
+            "restartCount": 0,
+            "state": {"running": {"startedAt": "2026-08-10T09:06:00Z"}},
+            "allocatedResourcesStatus": [
+                {"name": resource, "resources": [{"resourceID": resource_id, "health": health}]}
+            ],
+        }
+    ]
+    return pod
+
+
+def _mig_manager_pod(node):
+    """The GPU Operator's mig-manager pod on ``node`` (its DaemonSet selects nvidia.com/gpu.deploy.mig-manager=true)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"nvidia-mig-manager-{_uid('mig-manager', node)[:5]}",
+            "namespace": vocab.GPU_OPERATOR_NAMESPACE,
+            "labels": {"app": "nvidia-mig-manager"},
+        },
+        "spec": {
+            "nodeName": node,
+            "nodeSelector": {vocab.MIG_MANAGER_DEPLOY_LABEL: "true"},
+            "containers": [
+                {"name": "nvidia-mig-manager", "image": "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.13.0"}
+            ],
+        },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
 def _device_class(name, type_, extended=None):
     """As NVIDIA's chart installs it (deployments/helm/.../templates/deviceclass-*.yaml)."""
     expr = f"device.driver == '{DRA_DRIVER}' && device.attributes['{DRA_DRIVER}'].type == '{type_}'"
@@ -958,8 +995,21 @@ def dra():
     hw = hardware["dra-both-01"] = s.gpus("dra-both-01", A100, 2, 81920)
     slices.append(_slice("dra-both-01", "b0th1", [_dra_gpu(g, i, "80Gi") for i, g in enumerate(hw)]))
     both = {"capacity": {vocab.GPU: "2"}, "allocatable": {vocab.GPU: "2"}}
+    # the GPU Operator's mig-manager still runs on the dynamic-MIG node: both would change its MIG layout
+    mig_manager = {
+        vocab.MIG_MANAGER_DEPLOY_LABEL: "true",
+        vocab.MIG_CONFIG_LABEL: "all-disabled",
+        vocab.MIG_CONFIG_STATE_LABEL: "success",
+    }
     for node in [n for n in hardware if n.startswith("dra-")]:
-        objects.append(_dra_node(node, extra_status=both if node == "dra-both-01" else None))
+        objects.append(
+            _dra_node(
+                node,
+                extra_labels=mig_manager if node == "dra-h100-dyn-01" else None,
+                extra_status=both if node == "dra-both-01" else None,
+            )
+        )
+    objects += [s.namespace(vocab.GPU_OPERATOR_NAMESPACE), _mig_manager_pod("dra-h100-dyn-01")]
     objects += slices
     objects += [
         _device_class("gpu.nvidia.com", "gpu", extended=vocab.GPU),
@@ -1136,12 +1186,27 @@ def dra():
                 pod["spec"]["containers"][0]["image"] = image
             objects.append(pod)
     objects.append(s.gpu_pod(ns, "both-plugin-0", "dra-both-01", vocab.GPU, 1))  # the device plugin's stack
+    # the kubelet's word on the devices pods hold (allocatedResourcesStatus): train-0's GPU is
+    # Unhealthy, infer-0's Healthy, dyn-0's MIG device Unknown; and a device-plugin GPU Unhealthy
+    pods = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Pod"}
+    for name, health in (("train-0", "Unhealthy"), ("infer-0", "Healthy"), ("dyn-0", "Unknown")):
+        pod = pods[name]
+        claim = next(c for c in claims if any(r["name"] == name for r in c["status"]["reservedFor"]))
+        [result] = claim["status"]["allocation"]["devices"]["results"]
+        resource_id = f"{result['driver']}/{result['pool']}/{result['device']}"
+        _device_health(pod, f"claim:gpu/{result['request']}", resource_id, health)
+    objects.append(s.namespace("ws-vision", owner="bob"))
+    vision = s.gpu_pod("ws-vision", "vision-0", "gpu-a30-03", vocab.GPU_SHARED, 1)
+    replica = hardware["gpu-a30-03"][2]["uuid"] + "::1"  # the device plugin's ID of a time-slicing replica
+    objects.append(_device_health(vision, vocab.GPU_SHARED, replica, "Unhealthy"))
     write(
         "dra",
         "NVIDIA GPUs through Dynamic Resource Allocation (resource.k8s.io/v1, NVIDIA's GPU DRA driver) beside "
         "device-plugin nodes: whole GPUs, static MIG, dynamic MIG, consumable shares (4, and unlimited), a claim "
         "shared by three pods, an admin-access claim, a claim made from a template, an incomplete pool, a "
-        "stranded GPU, a node with both stacks, a DeviceTaintRule (effect None) and a quota on device classes.",
+        "stranded GPU, a node with both stacks, a DeviceTaintRule (effect None), a quota on device classes, pods "
+        "on GPUs the kubelet reports Unhealthy (a DRA device and a device-plugin GPU) or Unknown, and mig-manager "
+        "still running on the dynamic-MIG node.",
         objects,
         hardware,
     )

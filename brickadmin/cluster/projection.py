@@ -10,7 +10,8 @@ stay Kubernetes-shaped, so the ledger cannot tell a projection from the full obj
 - Node: name, labels, creationTimestamp (no object keeps its resourceVersion); spec.unschedulable and taints; status
   capacity, allocatable, the conditions' type/status/reason, nodeInfo.kubeletVersion.
   Not kept: annotations, managedFields, images, addresses, daemonEndpoints.
-- Pod (only GPU-requesting pods, pods using DRA ResourceClaims and device-plugin pods):
+- Pod (only GPU-requesting pods, pods using DRA ResourceClaims, device-plugin pods and the GPU
+  Operator's mig-manager pods):
   name, namespace, uid, labels, ownerReferences, creation/deletion timestamps; spec.nodeName
   and, per container, its name, nvidia.com/* requests and limits and the claims it uses
   (resources.claims); spec.resourceClaims; what quota scopes read (spec.priorityClassName,
@@ -18,8 +19,9 @@ stay Kubernetes-shaped, so the ledger cannot tell a projection from the full obj
   server's, else computed as it computes it); status phase, reason, message, startTime,
   the Ready and PodScheduled conditions (the latter's message while the pod is not
   scheduled: why it waits) and each container's state summary (for failed-pod diagnosis
-  and a waiting container's reason, and its allocatedResourcesStatus: the health of the DRA
-  devices it was given); status.resourceClaimStatuses and extendedResourceClaimStatus (the
+  and a waiting container's reason, and its allocatedResourcesStatus: the health the kubelet
+  reports of the devices it was given, DRA's and the device plugin's); of each init container
+  only that health; status.resourceClaimStatuses and extendedResourceClaimStatus (the
   claims made for the pod and for its extended resources).
 - ResourceQuota: name, namespace; spec and status whole (a few keys).
 - Namespace: name and labels (a Workspace's owner).
@@ -99,8 +101,14 @@ def uses_claims(pod: dict) -> bool:
     return bool((pod.get("spec") or {}).get("resourceClaims"))
 
 
+def is_mig_manager_pod(pod: dict) -> bool:
+    """A pod of the GPU Operator's mig-manager (app=nvidia-mig-manager in its namespace)."""
+    meta = pod.get("metadata") or {}
+    return meta.get("namespace") == OPERATOR_NAMESPACE and "mig-manager" in (meta.get("labels") or {}).get("app", "")
+
+
 def keeps_pod(pod: dict) -> bool:
-    return is_gpu_pod(pod) or is_plugin_pod(pod) or uses_claims(pod)
+    return is_gpu_pod(pod) or is_plugin_pod(pod) or uses_claims(pod) or is_mig_manager_pod(pod)
 
 
 # A pod the watcher keeps names an nvidia.com/ resource or one of the two namespaces in its
@@ -176,9 +184,16 @@ def _container_status(cs: dict) -> dict:
             ((which, detail),) = list(state.items())[:1]
             detail = detail or {}
             out[key] = {which: {k: detail[k] for k in ("reason", "message", "exitCode") if k in detail}}
-    if cs.get("allocatedResourcesStatus"):  # the health of its DRA devices (KEP-4680)
+    if cs.get("allocatedResourcesStatus"):  # the health of its devices (KEP-4680)
         out["allocatedResourcesStatus"] = cs["allocatedResourcesStatus"]
     return out
+
+
+def _init_container_health(cs: dict) -> dict | None:
+    """Of an init container (a sidecar may hold a GPU): its name and its devices' health, if reported."""
+    if not cs.get("allocatedResourcesStatus"):
+        return None
+    return {"name": cs.get("name", ""), "allocatedResourcesStatus": cs["allocatedResourcesStatus"]}
 
 
 def _condition(c: dict) -> dict:
@@ -211,6 +226,9 @@ def pod(obj: dict) -> dict:
         st["conditions"] = ready
     if status.get("containerStatuses"):
         st["containerStatuses"] = [_container_status(cs) for cs in status["containerStatuses"]]
+    init = [h for h in map(_init_container_health, status.get("initContainerStatuses") or []) if h]
+    if init:
+        st["initContainerStatuses"] = init
     for key in ("resourceClaimStatuses", "extendedResourceClaimStatus"):
         if status.get(key):
             st[key] = status[key]

@@ -56,6 +56,8 @@ class Snapshot:
     # non-terminal pods that use ResourceClaims (spec.resourceClaims), whether or not they also
     # request an nvidia.com/* resource (those are in gpu_pods as well)
     claim_pods: list[dict] = field(default_factory=list)
+    # the GPU Operator's mig-manager pods (projected), for a node whose GPUs DRA partitions
+    mig_manager_pods: list[dict] = field(default_factory=list)
 
 
 # Snapshot field -> the watched kind it holds
@@ -125,10 +127,9 @@ def take_snapshot(gateway=None, *, use_prometheus: bool = True) -> Snapshot:
 def _read(gateway, use_prometheus: bool) -> Snapshot:
     from .. import metrics
 
+    operator_pods = gateway.list_pods(namespace=OPERATOR_NAMESPACE)
     plugin_pods = gateway.list_pods(namespace=dp.PLUGIN_NAMESPACE) + [
-        p
-        for p in gateway.list_pods(namespace=OPERATOR_NAMESPACE)
-        if "device-plugin" in (p["metadata"].get("labels") or {}).get("app", "")
+        p for p in operator_pods if "device-plugin" in (p["metadata"].get("labels") or {}).get("app", "")
     ]
     snap = Snapshot(
         nodes=gateway.list_nodes(),
@@ -141,6 +142,7 @@ def _read(gateway, use_prometheus: bool) -> Snapshot:
         failed_gpu_pods=[p for p in gateway.list_pods(field_selector="status.phase=Failed") if dp.pod_gpu_requests(p)],
         namespaces=gateway.list_namespaces(),
         source=gateway.name,
+        mig_manager_pods=[projection.pod(p) for p in operator_pods if projection.is_mig_manager_pod(p)],
     )
     _read_dra(gateway, snap)
     measured, usage = metrics.measure_devices() if use_prometheus else (None, None)

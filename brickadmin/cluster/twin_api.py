@@ -402,6 +402,7 @@ class TwinApi:
             self._reconcile(nodes=[node])
             if current.get(MIG_CONFIG_LABEL) != before.get(MIG_CONFIG_LABEL):
                 body = self._mig_manager(node)
+            self._mig_manager_daemonset(node, current)
             self._dra_kubelet_plugin(node, before, current)
             self._bump()
         return body
@@ -495,8 +496,12 @@ class TwinApi:
                 self._delete_row("Pod", pod["metadata"]["name"], ns)
         self._bump()
 
+    @transaction.atomic
     def apply_device_taint_rule(self, rule):
-        return self.apply({**rule, "apiVersion": DRA_KINDS["DeviceTaintRule"], "kind": "DeviceTaintRule"})
+        body = self.apply({**rule, "apiVersion": DRA_KINDS["DeviceTaintRule"], "kind": "DeviceTaintRule"})
+        if self._device_taint_eviction(body):
+            self._bump()
+        return body
 
     def delete_device_taint_rule(self, name):
         try:

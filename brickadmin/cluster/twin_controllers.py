@@ -2,7 +2,9 @@
 
 The DaemonSet controller places and replaces the brick-nvidia device-plugin pods and writes
 their DaemonSet's status; the device plugin and kubelet advertise the GPUs (deviceplugin.py);
-the GPU Operator's mig-manager repartitions a node's GPUs; the disruption controller gives
+the GPU Operator's mig-manager repartitions a node's GPUs, and its DaemonSet's pod leaves a node
+labelled off; the device taint eviction controller deletes the pods using a device a NoExecute
+DeviceTaintRule taints, and their claims are released; the disruption controller gives
 each budget the status the Eviction API decides from; the resourceclaim controller makes a
 pod's claims from their templates and kube-scheduler's DRA plugin allocates them
 (dra_allocate.py) before the pod is bound; NVIDIA's DRA kubelet plugin publishes a node's
@@ -17,7 +19,7 @@ import json
 import uuid
 
 from . import deviceplugin as dp
-from . import dra_allocate, dra_publish, migparted
+from . import dra_allocate, dra_publish, migparted, projection
 from .base import NotFound
 from .models import TwinHardware, TwinObject
 from .twin_store import now_iso
@@ -38,6 +40,7 @@ from .vocabulary import (
     pdb_status,
     pdbs_for,
     tolerates,
+    toleration_matches,
 )
 from .vocabulary import GPU_TYPE_LABEL as GPU_NODE_LABEL
 
@@ -204,7 +207,65 @@ class TwinClaimScheduling:
         return self._save(pod)
 
 
-class TwinControllers(TwinClaimScheduling):
+class TwinDeviceTaints:
+    """Kubernetes' device taint eviction controller (pkg/controller/devicetainteviction): a pod using a
+    claim allocated a device that a DeviceTaintRule taints NoExecute is deleted, unless the claim's
+    result tolerates the taint (admin access is an observer, not a use, and is left); then the
+    resourceclaim controller's part: the pod leaves its claims' reservedFor, a claim reserved for no
+    pod is deallocated, and a claim made for the pod from a template is deleted with it."""
+
+    def _device_taint_eviction(self, rule: dict) -> bool:
+        spec = rule.get("spec") or {}
+        taint, sel = spec.get("taint") or {}, spec.get("deviceSelector") or {}
+        if taint.get("effect") != "NoExecute" or not sel:
+            return False
+        evicted = False
+        for row in TwinObject.objects.filter(kind="ResourceClaim").order_by("id"):
+            claim = row.body
+            results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+            if not any(_tainted(r, sel, taint) for r in results):
+                continue
+            ns = claim["metadata"]["namespace"]
+            for ref in list((claim.get("status") or {}).get("reservedFor") or []):
+                if ref.get("resource") == "pods" and self._evict_claim_pod(ns, ref.get("name", "")):
+                    evicted = True
+        return evicted
+
+    def _evict_claim_pod(self, ns: str, name: str) -> bool:
+        try:
+            pod = self._get("Pod", name, ns)
+        except NotFound:
+            return False
+        self._delete_row("Pod", name, ns)
+        for row in TwinObject.objects.filter(kind="ResourceClaim", namespace=ns).order_by("id"):
+            claim = row.body
+            owners = (claim.get("metadata") or {}).get("ownerReferences") or []
+            if any(o.get("kind") == "Pod" and o.get("name") == name for o in owners):
+                self._delete_row("ResourceClaim", claim["metadata"]["name"], ns)
+                continue
+            status = claim.get("status") or {}
+            reserved = [r for r in status.get("reservedFor") or [] if r.get("name") != name]
+            if reserved == (status.get("reservedFor") or []):
+                continue
+            status["reservedFor"] = reserved
+            if not reserved:
+                status.pop("reservedFor", None)
+                status.pop("allocation", None)
+            claim["status"] = status
+            self._save(claim)
+        return bool(pod)
+
+
+def _tainted(result: dict, sel: dict, taint: dict) -> bool:
+    """Whether a claim's allocation result is a device the rule's selector names, not tolerated."""
+    if result.get("adminAccess") is True:
+        return False
+    if any(sel.get(k) is not None and sel[k] != result.get(k) for k in ("driver", "pool", "device")):
+        return False
+    return not any(toleration_matches(taint, t) for t in result.get("tolerations") or [])
+
+
+class TwinControllers(TwinClaimScheduling, TwinDeviceTaints):
     """The simulated controllers, run by the API's writes for what they touched."""
 
     # --- the disruption controller, as the Eviction API asks it -----------------
@@ -239,6 +300,15 @@ class TwinControllers(TwinClaimScheduling):
         self._set_mig_state(body, "pending")
         state = self._reconfigure_migs(node)
         return self._set_mig_state(self._get("Node", node), state)
+
+    def _mig_manager_daemonset(self, node: str, labels: dict) -> None:
+        """The GPU Operator's mig-manager DaemonSet selects nvidia.com/gpu.deploy.mig-manager=true:
+        on a node labelled otherwise, its controller deletes the pod it ran there."""
+        if labels.get(MIG_MANAGER_DEPLOY_LABEL) == "true":
+            return
+        for row in TwinObject.objects.filter(kind="Pod", namespace=GPU_OPERATOR_NAMESPACE, node_name=node):
+            if projection.is_mig_manager_pod(row.body):
+                self._delete_row("Pod", row.name, GPU_OPERATOR_NAMESPACE)
 
     def _set_mig_state(self, body: dict, state: str) -> dict:
         body["metadata"].setdefault("labels", {})[MIG_CONFIG_STATE_LABEL] = state

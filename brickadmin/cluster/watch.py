@@ -276,6 +276,7 @@ class ClusterWatcher:
                 source=self.gateway.name,
                 taken_at=self.as_of(),
                 claim_pods=[p for p in pods if projection.uses_claims(p) and not projection.is_terminal(p)],
+                mig_manager_pods=[p for p in pods if projection.is_mig_manager_pod(p)],
                 **{name: items(kind) for name, kind in DRA_FIELDS.items()},
             )
         if self.gateway.name == "twin":

@@ -21,10 +21,11 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from brickadmin.cluster import vocabulary as vocab
+from brickadmin.cluster.dra import DRIVER_NAME
 from brickadmin.cluster.pluginconfig import plugin_config_errors
 from brickadmin.cluster.vocabulary import KubeObject
-from gpus.numbers import words
-from gpus.numbers.dra_lines import is_dra_resource
+from gpus.numbers import device_health, words
+from gpus.numbers.dra_lines import DYNAMIC_MIG, is_dra_resource
 from gpus.numbers.ledger import MPS, PLUGIN_DOWN, REPLICATED_MODES, Ledger, NodeLedger
 from gpus.numbers.words import Text, gettext_lazy
 from gpus.numbers.words import gettext as _
@@ -1035,6 +1036,166 @@ def dra_device_taint(inputs: HealthInputs) -> Iterable[Problem]:
                     ),
                     fix_params={"device": d.name, "pool": d.pool},
                 )
+
+
+UNHEALTHY_TAINT_KEY = "brick.cloud/unhealthy"  # the key G's taint of an unhealthy device is prefilled with
+
+
+def _gpu_of(n: NodeLedger | None, d: device_health.HeldDevice) -> str:
+    """The physical GPU behind a held device, when the node's devices say (a DRA device's GPU, or
+    the GPU DCGM sees under the device plugin's device ID), else ''."""
+    if n is None:
+        return ""
+    if d.is_dra:
+        dev = next((x for x in (n.dra.devices if n.dra else []) if x.name == d.device and x.pool == d.pool), None)
+        return dev.gpu if dev is not None and not dev.gpu.startswith("counterset:") else ""
+    return next((str(raw["uuid"]) for raw in n.raw_devices if raw.get("uuid") == d.gpu), "")
+
+
+@check(
+    "pod-device-unhealthy",
+    gettext_lazy("Pod running on an unhealthy GPU"),
+    explain=gettext_lazy(
+        "The kubelet reports a device a running pod holds as Unhealthy (allocatedResourcesStatus, from the "
+        "DRA driver or the device plugin): the pod's work may fail or be wrong. For a DRA device, taint it "
+        "NoExecute with procedure G, which the finding opens with the device chosen: its pods are evicted and "
+        "no new claim gets it. For a device-plugin GPU, cordon and drain the node, or restart the pod once the "
+        "GPU is reset."
+    ),
+)
+def pod_device_unhealthy(inputs: HealthInputs) -> Iterable[Problem]:
+    snap = inputs.snapshot
+    owners = _owners(snap)
+    pods = device_health.running_pods(getattr(snap, "gpu_pods", None) or [], getattr(snap, "claim_pods", None) or [])
+    for d in device_health.devices_by_health(pods, device_health.UNHEALTHY):
+        n = inputs.ledger.node(d.node) if d.node else None
+        gpu = _gpu_of(n, d) or d.resource_id
+        behind = f" [{gpu}]" if gpu != d.resource_id else ""  # the GPU behind the device, when known apart
+        words = {"pod": d.pod_key, "ws": d.namespace, "owner": owners.get(d.namespace) or "?"}
+        if d.is_dra:
+            device = _("device %(device)s of pool %(pool)s (%(driver)s)") % {
+                "device": d.device,
+                "pool": d.pool,
+                "driver": d.driver,
+            }
+            message = _(
+                "Pod %(pod)s (Workspace %(ws)s, owner %(owner)s) runs on %(device)s%(gpu)s, through its claim "
+                "%(claim)s; the kubelet reports the device Unhealthy."
+            ) % {**words, "device": device, "gpu": behind, "claim": d.claim}
+            facts: dict[str, Any] = {}
+            if d.driver == DRIVER_NAME and d.pool == d.node:  # NVIDIA's driver: one pool per node, G's rule
+                facts = {
+                    "device": d.device,
+                    "pool": d.pool,
+                    "driver": d.driver,
+                    "effect": "NoExecute",
+                    "taint_key": UNHEALTHY_TAINT_KEY,
+                }
+                remedy = _(
+                    "Taint the device NoExecute (procedure G, the device chosen): its pods are evicted and no new "
+                    "claim is given it. Have the GPU reset or replaced, then delete the rule."
+                )
+            else:
+                remedy = _(
+                    "Taint the device NoExecute with a DeviceTaintRule selecting driver %(driver)s, pool %(pool)s "
+                    "and device %(device)s: its pods are evicted and no new claim is given it. Have the device "
+                    "reset or replaced, then delete the rule."
+                ) % {"driver": d.driver, "pool": d.pool, "device": d.device}
+        else:
+            message = _(
+                "Pod %(pod)s (Workspace %(ws)s, owner %(owner)s) runs on %(res)s device %(device)s%(gpu)s; the "
+                "kubelet reports it Unhealthy."
+            ) % {**words, "res": d.resource, "device": d.resource_id, "gpu": behind}
+            remedy = _(
+                "Cordon and drain the node (kubectl drain %(node)s --ignore-daemonsets) so the pod is recreated "
+                "on a healthy GPU, or restart the pod once the GPU is reset; have a GPU that stays unhealthy "
+                "replaced. The device plugin stops offering it meanwhile."
+            ) % {"node": d.node}
+            facts = {}
+        yield Problem(
+            "bad",
+            "pod-device-unhealthy",
+            d.node or d.pod_key,
+            message,
+            remedy,
+            subject_type=NODE if d.node else RESOURCE,
+            fix_params=facts,
+        )
+
+
+@check(
+    "pod-device-health-unknown",
+    gettext_lazy("GPU health the kubelet cannot tell"),
+    explain=gettext_lazy(
+        "The kubelet reports the health of devices running pods hold as Unknown: the DRA kubelet plugin or "
+        "the device plugin that would tell it is not registered or not reporting. Nothing is wrong with the "
+        "pods for all it knows; if it lasts, look at the plugin on the node."
+    ),
+)
+def pod_device_health_unknown(inputs: HealthInputs) -> Iterable[Problem]:
+    snap = inputs.snapshot
+    pods = device_health.running_pods(getattr(snap, "gpu_pods", None) or [], getattr(snap, "claim_pods", None) or [])
+    by_node: dict[str, list[device_health.HeldDevice]] = {}
+    for d in device_health.devices_by_health(pods, device_health.UNKNOWN):
+        by_node.setdefault(d.node, []).append(d)
+    for node, held in by_node.items():
+        devices = sorted({d.device or d.resource_id for d in held})
+        pod_keys = sorted({d.pod_key for d in held})
+        yield Problem(
+            "info",
+            "pod-device-health-unknown",
+            node or pod_keys[0],
+            _("The kubelet cannot tell the health of %(devices)s, held by %(pods)s.")
+            % {"devices": ", ".join(devices[:5]), "pods": ", ".join(pod_keys[:5])},
+            _(
+                "Nothing to do for the pods. If it lasts, check that the node's DRA kubelet plugin or device "
+                "plugin is running: the kubelet says Unknown while it is not registered."
+            ),
+            subject_type=NODE if node else RESOURCE,
+        )
+
+
+def _dynamic_mig(n: NodeLedger) -> bool:
+    return n.dra is not None and any(g.mode == DYNAMIC_MIG for g in n.dra.gpus)
+
+
+@check(
+    "dra-mig-manager",
+    gettext_lazy("mig-manager on a node DRA partitions"),
+    explain=gettext_lazy(
+        "NVIDIA's DRA driver creates a node's MIG devices when claims ask for them (dynamic MIG), and the GPU "
+        "Operator's mig-manager also runs there: both change the GPUs' MIG layout, so mig-manager can destroy "
+        "MIG devices pods are using. Fix labels the node nvidia.com/gpu.deploy.mig-manager=false, which stops "
+        "mig-manager there; the DRA driver keeps partitioning."
+    ),
+)
+def dra_mig_manager(inputs: HealthInputs) -> Iterable[Problem]:
+    pods_by_node: dict[str, list[KubeObject]] = {}
+    for p in getattr(inputs.snapshot, "mig_manager_pods", None) or []:
+        pods_by_node.setdefault((p.get("spec") or {}).get("nodeName", ""), []).append(p)
+    for n in inputs.ledger.nodes:
+        if not _dynamic_mig(n):
+            continue
+        signs = device_health.mig_manager_signs(n.labels, pods_by_node.get(n.name, []))
+        if not signs:
+            continue
+        held = sum(1 for d in n.dra.devices if d.kind == "mig" and d.claims) if n.dra else 0
+        yield Problem(
+            "bad" if held else "warn",
+            "dra-mig-manager",
+            n.name,
+            _(
+                "NVIDIA's DRA driver partitions this node's GPUs when claims ask (dynamic MIG), and mig-manager "
+                "runs here too (%(signs)s): either can change the MIG layout under the other; %(n)d MIG "
+                "device(s) are held by claims now."
+            )
+            % {"signs": ", ".join(signs), "n": held},
+            _(
+                "Stop mig-manager on the node: label it %(label)s=false (Fix). The DRA driver keeps making "
+                "the MIG devices claims ask for."
+            )
+            % {"label": vocab.MIG_MANAGER_DEPLOY_LABEL},
+        )
 
 
 def _owners(snapshot: Snapshot | None) -> dict[str, str]:

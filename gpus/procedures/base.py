@@ -234,13 +234,18 @@ class ProcedureDef:
         """(label, value) lines the pick page shows before the parameters."""
         return []
 
-    def pick_url(self, node: str = "") -> str:
-        from urllib.parse import quote
+    def pick_url(self, node: str = "", params: dict | None = None) -> str:
+        """The wizard's pick page, with the node chosen and the fields ``params`` names filled in
+        (a finding's facts: only those the pick page asks for)."""
+        from urllib.parse import urlencode
 
         from django.urls import reverse
 
         url = reverse("wizard_pick", args=[self.code])
-        return url + "?node=" + quote(node, safe="") if self.needs_node and node else url
+        asked = {p.name for p in self.pick_params}
+        query = {**({"node": node} if self.needs_node and node else {})}
+        query.update({k: v for k, v in (params or {}).items() if k in asked and isinstance(v, str) and v})
+        return url + "?" + urlencode(query) if query else url
 
     def fix_url(self, node: str = "", params: dict | None = None) -> str:
         """Where a finding sends the admin: the wizard (node chosen) for a listed procedure,
@@ -250,7 +255,7 @@ class ProcedureDef:
         from django.urls import reverse
 
         if self.listed:
-            return self.pick_url(node)
+            return self.pick_url(node, params)
         query = {**({"node": node} if self.needs_node and node else {}), **(params or {})}
         return reverse("fix_plan", args=[self.code]) + ("?" + urlencode(query) if query else "")
 

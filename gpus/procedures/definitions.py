@@ -1,7 +1,8 @@
 """The built-in procedures, in the order the pages list them; GpusConfig.ready() registers
 them. Each is defined in its family's module of ``catalogue/``: the conversions A, B, D
 (conversions.py), the device plugin's C, P, T (plugin.py), the MIG layout M (mig.py), Restore R
-(restore.py), the node and pod Fixes S, F, U (fixes.py) and the DRA levers G, X, K, L (dra.py: a
+(restore.py), the node and pod Fixes S, F, U, N (fixes.py; N stops mig-manager on a node
+DRA partitions) and the DRA levers G, X, K, L (dra.py: a
 DeviceTaintRule on one GPU, its removal, a node to DRA and back); the Workspace repairs are in
 workspaces/procedures.py."""
 
@@ -10,7 +11,12 @@ from __future__ import annotations
 from .catalogue.common import PrecheckStep
 from .catalogue.conversions import ProcedureA, ProcedureB, ProcedureD
 from .catalogue.dra import ProcedureRemoveTaintRule, ProcedureTaintGpu, ProcedureToDevicePlugin, ProcedureToDra
-from .catalogue.fixes import ProcedureDeleteFailedPod, ProcedureRemoveStale, ProcedureUncordon
+from .catalogue.fixes import (
+    ProcedureDeleteFailedPod,
+    ProcedureRemoveStale,
+    ProcedureStopMigManager,
+    ProcedureUncordon,
+)
 from .catalogue.mig import ProcedureMigLayout, mig_configs, reason_said
 from .catalogue.plugin import ProcedureAddToleration, ProcedureC, ProcedureRestartPlugin
 from .catalogue.restore import ProcedureRestore
@@ -34,4 +40,5 @@ BUILT_IN = (
     ProcedureRemoveTaintRule(),
     ProcedureToDra(),
     ProcedureToDevicePlugin(),
+    ProcedureStopMigManager(),
 )  # registry.py lists them by code; Workspace repairs: workspaces/procedures.py

@@ -331,6 +331,10 @@ PHRASES = {
     "precheck.no_mig_manager": _(
         "mig-manager does not run on this node (the GPU Operator labels the nodes it runs on %(label)s=true)."
     ),
+    "precheck.dra_partitions": _(
+        "NVIDIA's DRA driver partitions this node's GPUs when claims ask (dynamic MIG): its MIG layout is the "
+        "claims', not mig-manager's. Stop mig-manager here (%(label)s=false, the Fix on Health)."
+    ),
     "precheck.fix_mig_configmap": _("Install or fix mig-manager's ConfigMap, then start again."),
     "precheck.mig_would_refuse": _("mig-manager would refuse %(config)s on %(node)s: %(why)s"),
     "precheck.fix_choose_layout": _("Choose a layout its GPUs can hold."),
@@ -457,4 +461,23 @@ PHRASES = {
     ),
     "dra.fix_labels": _("Set the labels exactly: %(cmd)s"),
     "step.rules_deleted_by_restore": _("DeviceTaintRules the run created: %(names)s"),
+    # mig-manager off a node whose GPUs DRA partitions (N)
+    "mig_manager.label_already": _("%(label)s is already false"),
+    "mig_manager.fix_label": _("Set the label by hand: %(cmd)s"),
+    "mig_manager.pods_left": _("mig-manager pods still on the node: %(pods)s"),
+    "mig_manager.gone": _("no mig-manager pod on %(node)s"),
+    "mig_manager.fix_pods_left": _(
+        "The GPU Operator removes mig-manager's pod from a node labelled %(label)s=false: check its DaemonSet's "
+        "nodeSelector in namespace %(ns)s, then resume."
+    ),
+    "mig_manager.already_off": _("mig-manager is already off on %(node)s (%(label)s=false, no pod of it there)."),
+    "mig_manager.not_dynamic_mig": _("%(node)s has no GPU that NVIDIA's DRA driver partitions when claimed."),
+    "mig_manager.runs": _(
+        "mig-manager runs on %(node)s (%(signs)s) beside the DRA driver's dynamic MIG: labelling it %(label)s=false "
+        "stops it. No pod is evicted and the MIG devices claims hold stay."
+    ),
+    "mig_manager.config_stays": _(
+        "%(label)s=%(value)s stays on the node, unused while mig-manager is off; remove it if no one means to "
+        "turn mig-manager back on."
+    ),
 }

@@ -22,7 +22,7 @@ class PageRemedies:
 
     def fix_url(self, problem: Problem) -> str:
         proc = registry.find(problem.wizard)
-        return proc.pick_url(problem.node) if proc else ""
+        return proc.pick_url(problem.node, problem.fix_params) if proc else ""
 
     def fix_plan_url(self, problem: Problem) -> str:
         proc = registry.find(problem.fix)

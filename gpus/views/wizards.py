@@ -107,7 +107,9 @@ def procedure_index(request):
 @admin_required
 def wizard_pick(request, code):
     proc = _proc_or_404(code)
-    form = WizardForm(proc, initial={"node": request.GET.get("node", "")})
+    # a finding's link may fill in the fields it knows (the device of an unhealthy GPU)
+    filled = {p.name: request.GET[p.name] for p in proc.pick_params if request.GET.get(p.name)}
+    form = WizardForm(proc, initial={"node": request.GET.get("node", ""), **filled})
     return render(request, "gpus/wizards/pick.html", _pick_context(request, proc, form))
 
 

@@ -207,6 +207,7 @@ def test_every_registered_check_is_tested_here():
     }
     tested |= {"mig-single-not-uniform", "mps-refused"}  # tests/foundation/test_nvidia_layouts.py
     tested |= {"dra-pool-incomplete", "dra-both-stacks", "dra-stranded-gpu", "dra-device-taint"}  # below
+    tested |= {"pod-device-unhealthy", "pod-device-health-unknown", "dra-mig-manager"}  # below
     # the Workspace checks: tests/foundation/test_health_workspaces.py
     tested |= {
         "workspace-namespace-missing",
@@ -488,3 +489,178 @@ def test_dra_device_taint_by_the_driver_and_a_rule_in_dry_run():
         "DeviceTaintRule drain-gpu-1 (dry run) on gpu-1 would evict: no pod.",
         "gpu-0 is tainted gpu.nvidia.com/unhealthy=xid-79:NoSchedule by the driver; pods on it: no pod.",
     ]
+
+
+# --- the health the kubelet reports of the devices pods hold (allocatedResourcesStatus) ---------
+
+
+def with_health(pod, entries, *, init=False):
+    """``pod`` with a container status whose allocatedResourcesStatus is ``entries``: [(name, id, health)]."""
+    status = {
+        "name": "main",
+        "allocatedResourcesStatus": [
+            {"name": name, "resources": [{"resourceID": rid, "health": h}]} for name, rid, h in entries
+        ],
+    }
+    pod["status"]["initContainerStatuses" if init else "containerStatuses"] = [status]
+    return pod
+
+
+def claim_pod(ns, name, node_name, phase="Running"):
+    return {
+        "metadata": {"namespace": ns, "name": name},
+        "spec": {"nodeName": node_name, "resourceClaims": [{"name": "gpu", "resourceClaimName": f"{name}-gpu"}]},
+        "status": {"phase": phase},
+    }
+
+
+def health_snapshot(pods, *, claim_pods=()):
+    from brickadmin.cluster.snapshot import Snapshot
+    from tests import dra_objects as ex
+
+    from .test_dra_ledger import node as dra_node
+
+    snap = snapshot([node("ex-1")], gpu_pods=pods)
+    return Snapshot(
+        nodes=[*snap.nodes, dra_node("node-a100")],
+        gpu_pods=snap.gpu_pods,
+        quotas=[],
+        plugin_pods=snap.plugin_pods,
+        plugin_configmaps=snap.plugin_configmaps,
+        resource_slices=ex.whole_gpu_node(),
+        claim_pods=list(claim_pods),
+        namespaces=[{"metadata": {"name": "team-a", "labels": {"brick.cloud/owner": "alice"}}}],
+    )
+
+
+def device_found(snap):
+    return [p for p in found(snap) if p.kind.startswith("pod-device")]
+
+
+def test_a_running_pod_on_an_unhealthy_dra_device_opens_the_taint_wizard_on_it():
+    pod = with_health(
+        claim_pod("team-a", "train", "node-a100"), [("claim:gpu/gpu", "gpu.nvidia.com/node-a100/gpu-1", "Unhealthy")]
+    )
+    [p] = device_found(health_snapshot([], claim_pods=[pod]))
+    assert (p.subject, p.kind, p.severity) == ("node-a100", "pod-device-unhealthy", "bad")
+    assert "Pod team-a/train (Workspace team-a, owner alice) runs on device gpu-1 of pool node-a100" in p.message
+    assert "through its claim gpu" in p.message and "NoExecute (procedure G" in p.remedy
+    assert p.fix_params == {
+        "device": "gpu-1",
+        "pool": "node-a100",
+        "driver": "gpu.nvidia.com",
+        "effect": "NoExecute",
+        "taint_key": "brick.cloud/unhealthy",
+    }
+
+
+def test_another_drivers_unhealthy_device_names_the_rule_to_write_without_a_wizard():
+    pod = with_health(
+        claim_pod("team-a", "net", "node-a100"), [("claim:nic/nic", "sriov.example.com/node-a100/vf-3", "Unhealthy")]
+    )
+    [p] = device_found(health_snapshot([], claim_pods=[pod]))
+    assert "device vf-3 of pool node-a100 (sriov.example.com)" in p.message
+    assert "driver sriov.example.com, pool node-a100 and device vf-3" in p.remedy
+    assert p.fix_params == {} and p.wizard == ""
+
+
+def test_a_device_plugin_gpu_reported_unhealthy_says_drain_or_restart():
+    pod = with_health(gpu_pod("team-a", "solo", "ex-1"), [(GPU, "GPU-0000-aaaa", "Unhealthy")])
+    [p] = device_found(health_snapshot([pod]))
+    assert (p.subject, p.kind, p.severity) == ("ex-1", "pod-device-unhealthy", "bad")
+    assert "runs on nvidia.com/gpu device GPU-0000-aaaa; the kubelet reports it Unhealthy." in p.message
+    assert "kubectl drain ex-1 --ignore-daemonsets" in p.remedy and "restart the pod" in p.remedy
+    assert p.fix_params == {} and p.fix_url == ""
+
+
+def test_an_init_container_s_device_counts_and_one_device_two_containers_hold_is_said_once():
+    pod = with_health(
+        claim_pod("team-a", "sidecar", "node-a100"),
+        [("claim:gpu/gpu", "gpu.nvidia.com/node-a100/gpu-0", "Unhealthy")],
+        init=True,
+    )
+    pod["status"]["containerStatuses"] = [dict(pod["status"]["initContainerStatuses"][0], name="main")]
+    [p] = device_found(health_snapshot([], claim_pods=[pod]))
+    assert "gpu-0" in p.message
+
+
+def test_healthy_devices_and_pods_not_running_are_no_finding():
+    healthy = with_health(gpu_pod("team-a", "ok", "ex-1"), [(GPU, "GPU-1", "Healthy")])
+    done = with_health(gpu_pod("team-a", "done", "ex-1", phase="Pending"), [(GPU, "GPU-2", "Unhealthy")])
+    assert device_found(health_snapshot([healthy, done])) == []
+
+
+def test_unknown_health_is_one_note_per_node():
+    pods = [with_health(gpu_pod("team-a", f"p{i}", "ex-1"), [(GPU, f"GPU-{i}", "Unknown")]) for i in range(2)]
+    [p] = device_found(health_snapshot(pods))
+    assert (p.subject, p.kind, p.severity) == ("ex-1", "pod-device-health-unknown", "info")
+    assert p.message == "The kubelet cannot tell the health of GPU-0, GPU-1, held by team-a/p0, team-a/p1."
+
+
+def test_a_dra_resource_id_whose_pool_holds_slashes_is_taken_apart():
+    from gpus.numbers.device_health import dra_resource_id
+
+    assert dra_resource_id("gpu.nvidia.com/rack-1/node-a/gpu-3") == ("gpu.nvidia.com", "rack-1/node-a", "gpu-3")
+    assert dra_resource_id("GPU-9ca76ddd") is None
+
+
+# --- mig-manager beside the DRA driver's dynamic MIG -------------------------------------------
+
+
+def mig_snapshot(labels=None, pods=(), slices=None, name="node-h100-dynmig"):
+    from brickadmin.cluster.snapshot import Snapshot
+    from tests import dra_objects as ex
+
+    from .test_dra_ledger import node as dra_node
+
+    return Snapshot(
+        nodes=[dra_node(name, labels=labels)],
+        gpu_pods=[],
+        quotas=[],
+        resource_slices=slices if slices is not None else ex.dynamic_mig_node(),
+        mig_manager_pods=list(pods),
+    )
+
+
+def mig_manager_pod(node_name, phase="Running"):
+    return {
+        "metadata": {
+            "namespace": "gpu-operator",
+            "name": "nvidia-mig-manager-x1",
+            "labels": {"app": "nvidia-mig-manager"},
+        },
+        "spec": {"nodeName": node_name},
+        "status": {"phase": phase},
+    }
+
+
+@pytest.mark.parametrize(
+    ("labels", "pods", "said"),
+    [
+        ({"nvidia.com/gpu.deploy.mig-manager": "true"}, [], "nvidia.com/gpu.deploy.mig-manager=true"),
+        ({"nvidia.com/mig.config": "all-1g.10gb"}, [], "nvidia.com/mig.config=all-1g.10gb"),
+        (
+            {"nvidia.com/gpu.deploy.mig-manager": "false"},
+            [mig_manager_pod("node-h100-dynmig")],
+            "pod gpu-operator/nvidia-mig-manager-x1",
+        ),
+    ],
+)
+def test_mig_manager_on_a_dynamic_mig_node_is_found_by_each_of_its_signs(labels, pods, said):
+    [p] = [p for p in found(mig_snapshot(labels, pods)) if p.kind == "dra-mig-manager"]
+    assert (p.subject, p.severity) == ("node-h100-dynmig", "warn")  # no claim holds a MIG device
+    assert said in p.message and "nvidia.com/gpu.deploy.mig-manager=false" in p.remedy
+
+
+def test_no_mig_manager_finding_when_it_is_off_or_the_node_is_not_dynamic_mig():
+    from tests import dra_objects as ex
+
+    off = {"nvidia.com/gpu.deploy.mig-manager": "false", "nvidia.com/mig.config": "all-disabled"}
+    assert [p for p in found(mig_snapshot(off)) if p.kind == "dra-mig-manager"] == []
+    assert [p for p in found(mig_snapshot({})) if p.kind == "dra-mig-manager"] == []
+    gone = mig_snapshot(off, [mig_manager_pod("node-h100-dynmig", phase="Succeeded")])
+    assert [p for p in found(gone) if p.kind == "dra-mig-manager"] == []
+    on = {"nvidia.com/gpu.deploy.mig-manager": "true"}
+    static = mig_snapshot(on, slices=ex.static_mig_node(), name="node-a100-mig")
+    assert ledger.compute(static).node("node-a100-mig").dra.devices  # a DRA node, its MIG made beforehand
+    assert [p for p in found(static) if p.kind == "dra-mig-manager"] == []

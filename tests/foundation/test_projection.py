@@ -165,6 +165,8 @@ def test_which_pods_are_kept():
     assert projection.keeps_pod(pod(PLUGIN_NAMESPACE, "plugin-x"))
     assert projection.keeps_pod(pod(OPERATOR_NAMESPACE, "p", labels={"app": "nvidia-device-plugin-daemonset"}))
     assert not projection.keeps_pod(pod(OPERATOR_NAMESPACE, "p", labels={"app": "gpu-feature-discovery"}))
+    assert projection.keeps_pod(pod(OPERATOR_NAMESPACE, "m", labels={"app": "nvidia-mig-manager"}))
+    assert not projection.keeps_pod(pod("ws", "m", labels={"app": "nvidia-mig-manager"}))  # not the operator's
     assert projection.project("Pod", pod("ws", "cpu-only")) is None
 
 
@@ -265,6 +267,23 @@ def test_pod_projection_keeps_gpu_requests_and_the_failure_summary():
         {"name": "main", "ready": False, "restartCount": 3, "state": {"terminated": {"reason": "Error", "exitCode": 1}}}
     ]
     assert L.pod_line(slim) == L.pod_line(pod("ws", "a", gpu={"nvidia.com/gpu": "2"}, phase="Failed"))
+
+
+def test_pod_projection_keeps_the_health_of_the_devices_its_containers_and_init_containers_hold():
+    full = pod("ws", "a", gpu={"nvidia.com/gpu": "1"})
+    health = [{"name": "nvidia.com/gpu", "resources": [{"resourceID": "GPU-1", "health": "Unhealthy"}]}]
+    claim = [{"name": "claim:gpu/gpu", "resources": [{"resourceID": "gpu.nvidia.com/n1/gpu-0", "health": "Unknown"}]}]
+    full["status"]["containerStatuses"][0]["allocatedResourcesStatus"] = health
+    full["status"]["initContainerStatuses"] = [
+        {"name": "sidecar", "image": "y", "ready": True, "allocatedResourcesStatus": claim},
+        {"name": "setup", "image": "z", "state": {"terminated": {"reason": "Completed"}}},
+    ]
+    slim = projection.pod(full)
+    assert slim["status"]["containerStatuses"][0]["allocatedResourcesStatus"] == health
+    assert slim["status"]["initContainerStatuses"] == [{"name": "sidecar", "allocatedResourcesStatus": claim}]
+    from gpus.numbers.device_health import held_devices
+
+    assert held_devices(slim) == held_devices(full) and len(held_devices(slim)) == 2
 
 
 def test_daemonsets_and_configmaps_are_kept_whole_but_managed_fields():

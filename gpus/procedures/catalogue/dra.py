@@ -227,6 +227,8 @@ class ProcedureTaintGpu(ProcedureDef):
     action_label = gettext_lazy("Taint a GPU (G)")
     restorable = True  # Restore deletes the rule a stopped run created
     restored_labels = (vocab.DRA_DRIVER_DEPLOY_LABEL,)
+    # a pod on a device the kubelet reports Unhealthy: the wizard opens with that device chosen
+    fixes = ("pod-device-unhealthy",)
     params = (
         Param(
             "device",
@@ -270,6 +272,10 @@ class ProcedureTaintGpu(ProcedureDef):
     def bind_fields(self, fields, node):
         if node:
             fields["device"].choices = _node_device_choices(node)
+
+    def fixes_finding(self, kind, params):
+        """Only a device of NVIDIA's driver, in the node's own pool (the rule G writes selects those)."""
+        return kind in self.fixes and bool(params.get("device")) and params.get("driver") == DRIVER_NAME
 
     def eligibility(self, n):
         if n.dra is None or not n.dra.devices:

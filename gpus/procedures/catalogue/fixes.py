@@ -2,7 +2,8 @@
 
 Unlisted procedures (never on the procedure index), each declaring the finding kinds it
 fixes (``fixes``): the Health page offers "Fix" on such a finding, with the finding's
-facts as parameters. Each says, read live when its run starts, when the finding has gone
+facts as parameters (N stops mig-manager on a node whose GPUs NVIDIA's DRA driver
+partitions). Each says, read live when its run starts, when the finding has gone
 (``nothing_to_do``): the run then ends as "nothing to do" without a write. Their base is
 ``common.Fix``; the device plugin's Fixes (P, T) are in plugin.py, the Workspaces' in
 workspaces/procedures.py."""
@@ -14,7 +15,10 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from brickadmin.cluster import vocabulary as vocab
+from brickadmin.cluster.projection import is_mig_manager_pod
 from brickadmin.wording import said
+from gpus.numbers.device_health import mig_manager_signs
+from gpus.numbers.dra_lines import DYNAMIC_MIG
 from gpus.view.live import LiveRead
 
 from .. import notices
@@ -274,3 +278,126 @@ class ProcedureUncordon(Fix):
                 level="warn",
             )
         ]
+
+
+# --- mig-manager off a node whose GPUs DRA partitions when claimed --------------------------
+
+
+def _mig_manager_pods(gateway, node):
+    pods = gateway.list_pods(namespace=vocab.GPU_OPERATOR_NAMESPACE, field_selector=f"spec.nodeName={node}")
+    return [p for p in pods if is_mig_manager_pod(p)]
+
+
+class MigManagerOff(Step):
+    """The GPU Operator's deploy label of mig-manager set to false: its DaemonSet no longer selects the node."""
+
+    key = "mig-manager-off"
+
+    def title(self, run):
+        return _("Label %(node)s %(label)s=false, so the GPU Operator stops mig-manager there") % {
+            "node": run.node,
+            "label": vocab.MIG_MANAGER_DEPLOY_LABEL,
+        }
+
+    def kubectl(self, run):
+        return f"kubectl label node {run.node} {vocab.MIG_MANAGER_DEPLOY_LABEL}=false --overwrite"
+
+    def ensure(self, ctx):
+        labels = ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}
+        if labels.get(vocab.MIG_MANAGER_DEPLOY_LABEL) == "false":
+            return Outcome(None, said("mig_manager.label_already", label=vocab.MIG_MANAGER_DEPLOY_LABEL))
+        change = {vocab.MIG_MANAGER_DEPLOY_LABEL: "false"}
+        ctx.gateway.label_node(ctx.node, change)
+        return Outcome({"metadata": {"labels": change}}, f"node/{ctx.node} labeled")
+
+    def verify(self, ctx):
+        value = (ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}).get(vocab.MIG_MANAGER_DEPLOY_LABEL)
+        return Check(
+            value == "false",
+            f"{vocab.MIG_MANAGER_DEPLOY_LABEL}={value or '-'}",
+            said("mig_manager.fix_label", cmd=self.kubectl(ctx)),
+        )
+
+
+class MigManagerGone(Step):
+    """Wait until no mig-manager pod is left on the node (its DaemonSet controller deletes it)."""
+
+    key = "mig-manager-gone"
+    waits = True
+
+    def title(self, run):
+        return _("Verify no mig-manager pod runs on %(node)s any more") % {"node": run.node}
+
+    def kubectl(self, run):
+        return (
+            f"kubectl -n {vocab.GPU_OPERATOR_NAMESPACE} get pods -l app=nvidia-mig-manager "
+            f"--field-selector spec.nodeName={run.node}"
+        )
+
+    def verify(self, ctx):
+        left = [vocab.pod_key(p) for p in _mig_manager_pods(ctx.gateway, ctx.node)]
+        return Check(
+            not left,
+            said("mig_manager.pods_left", pods=", ".join(left)) if left else said("mig_manager.gone", node=ctx.node),
+            said("mig_manager.fix_pods_left", label=vocab.MIG_MANAGER_DEPLOY_LABEL, ns=vocab.GPU_OPERATOR_NAMESPACE),
+        )
+
+
+class ProcedureStopMigManager(Fix):
+    code = "N"
+    label = gettext_lazy("Stop mig-manager on a node DRA partitions")
+    description = gettext_lazy(
+        "On a node whose GPUs NVIDIA's DRA driver partitions when claimed (dynamic MIG), the GPU Operator's "
+        "mig-manager is stopped by labelling the node nvidia.com/gpu.deploy.mig-manager=false, so only the DRA "
+        "driver changes its MIG layout. No pod is evicted."
+    )
+    fixes = ("dra-mig-manager",)
+
+    def confirm_sentence(self, node, params):
+        return _(
+            "Stop mig-manager on %(node)s? The node is labelled %(label)s=false; the MIG devices claims hold stay."
+        ) % {"node": node, "label": vocab.MIG_MANAGER_DEPLOY_LABEL}
+
+    def steps(self, params):
+        return [PrecheckStep(self), MigManagerOff(), MigManagerGone()]
+
+    def precheck_kubectl(self, run):
+        return (
+            f"kubectl get node {run.node} -L {vocab.MIG_MANAGER_DEPLOY_LABEL},{vocab.MIG_CONFIG_LABEL}; "
+            f"kubectl -n {vocab.GPU_OPERATOR_NAMESPACE} get pods --field-selector spec.nodeName={run.node}"
+        )
+
+    def _signs(self, live, node):
+        labels = live.get_node(node)["metadata"].get("labels") or {}
+        return labels, mig_manager_signs(labels, _mig_manager_pods(live, node))
+
+    def nothing_to_do(self, gateway, node, params):
+        live = LiveRead.of(gateway)
+        n = live.ledger().node(node)
+        if n is None or n.dra is None or not any(g.mode == DYNAMIC_MIG for g in n.dra.gpus):
+            return said("mig_manager.not_dynamic_mig", node=node)
+        _labels, signs = self._signs(live, node)
+        if not signs:
+            return said("mig_manager.already_off", node=node, label=vocab.MIG_MANAGER_DEPLOY_LABEL)
+        return ""
+
+    def fix_prechecks(self, gateway, node, params):
+        live = LiveRead.of(gateway)
+        labels, signs = self._signs(live, node)
+        checks = [
+            Check(
+                True,
+                said("mig_manager.runs", node=node, signs=", ".join(signs), label=vocab.MIG_MANAGER_DEPLOY_LABEL),
+            )
+        ]
+        if labels.get(vocab.MIG_CONFIG_LABEL):
+            checks.append(
+                Check(
+                    True,
+                    said(
+                        "mig_manager.config_stays", label=vocab.MIG_CONFIG_LABEL, value=labels[vocab.MIG_CONFIG_LABEL]
+                    ),
+                    level="info",
+                )
+            )
+        return checks

@@ -19,6 +19,7 @@ from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import advertised_resources
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.wording import joined, said
+from gpus.numbers.dra_lines import DYNAMIC_MIG
 from gpus.view.live import LiveRead
 
 from ..base import Check, Outcome, Param, ProcedureDef, Step, StepFailed
@@ -287,12 +288,15 @@ class ProcedureMigLayout(ProcedureDef):
     )
 
     def eligibility(self, n):
+        if n.dra is not None and any(g.mode == DYNAMIC_MIG for g in n.dra.gpus):
+            # the DRA driver makes this node's MIG devices when claims ask: mig-manager is to be stopped there
+            return said("precheck.dra_partitions", label=vocab.MIG_MANAGER_DEPLOY_LABEL)
         if not mig_manager_runs(n.labels):
             return said("precheck.no_mig_manager", label=vocab.MIG_MANAGER_DEPLOY_LABEL)
         return ""
 
     def offered_on(self, n):
-        return mig_manager_runs(n.labels)
+        return mig_manager_runs(n.labels) and not self.eligibility(n)
 
     def bind_fields(self, fields, node):
         """Each layout with what the node would advertise under it."""
