@@ -11,7 +11,7 @@ from django.utils.translation import gettext_lazy
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.wording import said
 from gpus.procedures.base import Check, Outcome, Param, ProcedureDef, Step, StepFailed
-from gpus.procedures.catalogue.common import Fix, PrecheckStep, name_field
+from gpus.procedures.catalogue.common import CAPACITY_PARAM, Fix, PrecheckStep, name_field, over_total_check
 from gpus.view.live import LiveRead
 
 from . import approvals
@@ -386,7 +386,8 @@ class ProcedureSetQuota(ProcedureDef):
     )
     needs_node = False
     listed = False
-    params = (Param("workspace", name_field(gettext_lazy("Workspace"))),)
+    # the quota page asks the plans' acknowledgement when a raise takes a GPU type over its Total
+    params = (Param("workspace", name_field(gettext_lazy("Workspace"))), CAPACITY_PARAM)
 
     def lock_key(self, node):
         return "workspaces"
@@ -427,7 +428,10 @@ class ProcedureSetQuota(ProcedureDef):
         ]
         if seen.problem:
             checks.append(Check(False, seen.problem))
-        if seen.capacity:
+        guard = over_total_check(seen.capacity)
+        if guard is not None:
+            checks.append(guard)  # step 0 holds the run to the count the admin acknowledged
+        elif seen.capacity:
             checks.append(
                 Check(
                     True,

@@ -59,6 +59,8 @@ class Check:
     ack_label: str = ""
     ack_count: int = 0
     capacity: list = field(default_factory=list)  # gpus.numbers.capacity.CapacityLine per GPU type, now and after
+    link: str = ""  # where the plan leads for "do X first" (a wizard's page), with ``link_text``
+    link_text: str = ""
 
     def __post_init__(self):
         if not self.level:
@@ -226,6 +228,11 @@ class ProcedureDef:
 
     def offered_on(self, node_view) -> bool:
         """Whether a GPU node's page offers this procedure as a button."""
+        return False
+
+    def leads_on(self, node_view) -> bool:
+        """Whether a GPU node's page offers this procedure first, as its one primary action
+        (a node whose GPUs are in MIG mode leads with its MIG layout)."""
         return False
 
     def pick_facts(self, ledger, snapshot) -> list[tuple[str, object]]:

@@ -259,6 +259,18 @@ PHRASES = {
         "%(n)d GPU pods on %(node)s will be evicted (%(all)d pod(s) in all):",
         "n",
     ),
+    "precheck.mig_stays": ngettext_lazy(
+        "%(n)d GPU of %(node)s is in MIG mode (%(profiles)s) and stays in MIG mode: the time-slicing "
+        "plugin shares whole GPUs only, so its MIG instances are no longer offered to pods and it "
+        "serves nothing until its MIG layout changes.",
+        "%(n)d GPUs of %(node)s are in MIG mode (%(profiles)s) and stay in MIG mode: the time-slicing "
+        "plugin shares whole GPUs only, so their MIG instances are no longer offered to pods and they "
+        "serve nothing until their MIG layout changes.",
+        "n",
+    ),
+    "precheck.fix_mig_first": _(
+        "To time-slice them too, set the layout all-disabled with M. Change a node's MIG layout first."
+    ),
     "precheck.pods_evicted": _("%(n)d pod(s) without a GPU on %(node)s will be evicted:"),
     "precheck.no_pod_to_evict": _("No pod to evict on %(node)s (DaemonSet and mirror pods stay)."),
     "precheck.daemonset_missing": _("DaemonSet %(ns)s/%(name)s does not exist."),
