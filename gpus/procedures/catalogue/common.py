@@ -146,6 +146,7 @@ CAPACITY_PARAM = Param(
     ),
     confirm="ack",
     cli="--acknowledge-overcommit",
+    words=gettext_lazy("GPUs over the Total acknowledged"),
     refusal=gettext_lazy(
         "Tick the acknowledgement that names how much allocated quota will be over the Total (if "
         "the number changed since the plan was shown, look at the capacity table again)."
@@ -230,6 +231,7 @@ EVICTIONS_PARAM = Param(
     ),
     confirm="ack",
     cli="--acknowledge-evictions",
+    words=gettext_lazy("GPU pods to evict acknowledged"),
     refusal=gettext_lazy(
         "Tick the acknowledgement that names how many GPU pods will be evicted (if the number "
         "changed since the plan was shown, look at the list again)."

@@ -226,6 +226,7 @@ class ProcedureB(_Conversion):
             confirm="ack",
             refusal=gettext_lazy("Tick the acknowledgement to go on."),
             cli="--acknowledge",
+            words=gettext_lazy("Agreed with the Workspace owners"),
         ),
     )
 
