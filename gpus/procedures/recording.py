@@ -314,10 +314,15 @@ def params_text(params: dict, code: str = "") -> str:
     if proc is None:
         return " · ".join(f"{k}: {value(v)}" for k, v in (params or {}).items())
     asked = {p.name for p in proc.params if p.confirm == "ack"}  # shown once the plan asked for them
+    # in the procedure's order (a database may keep a JSON object's keys in another): its form's
+    # parameters, the others it names, anything else, then the confirmations
+    order = [p.name for p in proc.params if not p.confirm] + list(proc.param_words)
+    order += [k for k in (params or {}) if k not in order and k not in asked]
+    order += [p.name for p in proc.params if p.confirm and p.name not in order]
     return " · ".join(
-        f"{proc.param_name(k)}: {value(v)}"
-        for k, v in (params or {}).items()
-        if k not in proc.unnamed_params and not (k in asked and not v)
+        f"{proc.param_name(k)}: {value(params[k])}"
+        for k in order
+        if k in (params or {}) and k not in proc.unnamed_params and not (k in asked and not params[k])
     )
 
 
