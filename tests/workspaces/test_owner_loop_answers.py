@@ -53,3 +53,21 @@ def test_the_asking_admin_is_told_of_a_release_and_the_owner_of_no_run_they_cann
     assert owner.get(run.get_absolute_url()).status_code == 403
     assert not Notification.objects.filter(recipient=alice, link__contains=run.get_absolute_url()).exists()
     assert OwnerNotice.objects.filter(run_id=run.pk, namespace="team-a").exists()
+
+
+def test_notices_are_headed_in_words_never_by_their_keys(team, login, admin_user, alice):  # noqa: F811
+    from workspaces import quota
+
+    from .conftest import text
+
+    question = asked(login, admin_user)
+    until = (timezone.now() + timedelta(days=10)).date()
+    owner = login(alice)
+    owner.post(reverse("reclaim_keep", args=[team.pk, question.pk]), {"until": until.isoformat(), "reason": "paper"})
+    execute_run(quota.change_quota("team-a", 2, actor=admin_user, reason="idle", dispatch=False).pk)
+    page = text(owner.get(reverse("workspace_detail", args=[team.pk])).content)
+    assert "root asks whether the GPUs are still needed" in page
+    assert "The owner keeps the GPUs" in page and "GPU quota changed by root" in page
+    assert "reclaim-ask:" not in page and "quota:team-a" not in page
+    admin_page = text(login(admin_user).get(reverse("cluster_workspace", args=["team-a"])).content)
+    assert "GPU quota changed by root" in admin_page and "reclaim-ask:" not in admin_page
