@@ -290,6 +290,8 @@ CELERY_BEAT_SCHEDULE = {
     "roll-up-showback": {"task": "workspaces.tasks.roll_up_showback", "schedule": 600.0},
     # whether the cluster serves Kueue, and its ClusterQueues, for the pages (workspaces/elastic.py)
     "read-kueue": {"task": "workspaces.tasks.read_kueue", "schedule": 15.0},
+    # each owner told once per cause of a GPU pod that waits or was refused (workspaces/waits.py)
+    "tell-waiting-pods": {"task": "workspaces.tasks.tell_waiting_pods", "schedule": 60.0},
 }
 
 # --- the cluster -------------------------------------------------------------

@@ -199,6 +199,7 @@ def workspace_quota(request, namespace):
                 undo_of=form.cleaned_data.get("undo_of"),
                 gateway=gateway,
                 grant=undo_grant,  # an undo of a grant change puts the grant back too
+                acknowledged=form.cleaned_data.get("capacity_acknowledged"),
             )
         except (quota_mod.QuotaError, reclaim.ReclaimError) as exc:
             form.add_error(None, str(exc))
@@ -254,7 +255,10 @@ def _elastic_change(request, namespace, current, gateway):
             resource=current.resource,
             gateway=gateway,
             grant=grant,
+            acknowledged=form.cleaned_data.get("capacity_acknowledged"),
         )
     except quota_mod.QuotaError as exc:
+        # a ceiling over the Total: the form asks the plans' acknowledgement, then is posted again
+        form.over_total = quota_mod.preview(gateway, namespace, grant.ceiling, current.resource).over_total
         form.add_error(None, str(exc))
         return form, None

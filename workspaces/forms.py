@@ -326,6 +326,8 @@ class QuotaForm(forms.Form):
     reason = forms.CharField(max_length=500, required=False, label=_("Why (the owner and the audit log read it)"))
     undo_of = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
     reclaim_of = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    # the plans' acknowledgement when the change takes a GPU type over its Total: the GPUs it covers
+    capacity_acknowledged = forms.IntegerField(required=False, min_value=0, max_value=1000000)
 
 
 class ElasticQuotaForm(forms.Form):
@@ -336,6 +338,8 @@ class ElasticQuotaForm(forms.Form):
     burst = forms.IntegerField(min_value=0, max_value=10000, label=_("Burst ceiling"))
     lend = forms.IntegerField(min_value=0, max_value=10000, label=_("Lend ceiling"))
     reason = forms.CharField(max_length=500, required=False, label=_("Why (the owner and the audit log read it)"))
+    capacity_acknowledged = forms.IntegerField(required=False, min_value=0, max_value=1000000, widget=forms.HiddenInput)
+    over_total = None  # the plans' acknowledgement, once a posted ceiling takes its GPU type over the Total
 
     def clean(self):
         data = super().clean()

@@ -74,6 +74,8 @@ PHRASES = {
     ),
     "reclaim.kept": _("%(who)s keeps %(n)d %(res)s until %(until)s: %(why)s"),
     "reclaim.released": _("%(who)s releases %(n)d %(res)s (quota run #%(id)d)."),
+    "reclaim.kept_subject": _("%(who)s keeps the GPUs of Workspace %(ws)s until %(until)s"),
+    "reclaim.released_subject": _("%(who)s released %(n)d %(res)s of Workspace %(ws)s"),
     "reclaim.reclaimed_subject": _("GPU quota of Workspace %(ws)s reclaimed"),
     "reclaim.reclaimed_body": _(
         "An admin (%(who)s) reclaims the %(res)s quota of Workspace %(ws)s down to %(n)d (quota run "

@@ -11,7 +11,7 @@ from django.utils.translation import gettext_lazy
 from brickadmin.cluster import vocabulary as vocab
 from brickadmin.wording import said
 from gpus.procedures.base import Check, Outcome, Param, ProcedureDef, Step, StepFailed
-from gpus.procedures.catalogue.common import Fix, PrecheckStep, name_field
+from gpus.procedures.catalogue.common import CAPACITY_PARAM, Fix, PrecheckStep, name_field, over_total_check
 from gpus.view.live import LiveRead
 
 from . import approvals
@@ -386,10 +386,45 @@ class ProcedureSetQuota(ProcedureDef):
     )
     needs_node = False
     listed = False
-    params = (Param("workspace", name_field(gettext_lazy("Workspace"))),)
+    # the quota page asks the plans' acknowledgement when a raise takes a GPU type over its Total
+    params = (Param("workspace", name_field(gettext_lazy("Workspace"))), CAPACITY_PARAM)
+    param_words = {
+        "resource": gettext_lazy("GPU resource"),
+        "gpu": gettext_lazy("New GPU quota"),
+        "before": gettext_lazy("Quota before"),
+        "reason": gettext_lazy("Why"),
+        "undo_of": gettext_lazy("Undoes run"),
+        "guarantee": gettext_lazy("Guarantee"),
+        "burst": gettext_lazy("Burst ceiling"),
+        "lend": gettext_lazy("Lend ceiling"),
+        "before_grant": gettext_lazy("Guarantee, burst and lend before"),
+    }
+    unnamed_params = ("reason_said",)  # the reason again, as a message: shown as "Why"
 
     def lock_key(self, node):
         return "workspaces"
+
+    def headline(self, run):
+        p = run.params or {}
+        return _("Quota of %(ws)s: %(a)s → %(b)s") % {"ws": p.get("workspace"), "a": p.get("before"), "b": p.get("gpu")}
+
+    def run_links(self, run):
+        from urllib.parse import urlencode
+
+        from django.urls import reverse
+
+        from . import quota as quota_mod
+
+        ws = (run.params or {}).get("workspace")
+        if not ws:
+            return []
+        page = reverse("workspace_quota", args=[ws])
+        links = [(page, _("GPU quota of %(ws)s") % {"ws": ws}, "what-next-quota")]
+        back = quota_mod.undo_target(run)
+        if back is not None:
+            query = {"gpu": back, "undo_of": run.pk, "reason": _("Undo of run #%(id)s") % {"id": run.pk}}
+            links.append((f"{page}?{urlencode(query)}", _("Undo: back to %(n)s") % {"n": back}, "what-next-undo"))
+        return links
 
     def steps(self, params):
         if "guarantee" in params:  # a Kueue Workspace: its ClusterQueue too
@@ -427,7 +462,10 @@ class ProcedureSetQuota(ProcedureDef):
         ]
         if seen.problem:
             checks.append(Check(False, seen.problem))
-        if seen.capacity:
+        guard = over_total_check(seen.capacity)
+        if guard is not None:
+            checks.append(guard)  # step 0 holds the run to the count the admin acknowledged
+        elif seen.capacity:
             checks.append(
                 Check(
                     True,

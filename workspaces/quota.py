@@ -21,6 +21,7 @@ from gpus.models import ProcedureRun, RunStatus
 from gpus.numbers import capacity as capacity_mod
 from gpus.numbers.dra_lines import is_dra_resource
 from gpus.procedures import service
+from gpus.procedures.catalogue.common import CAPACITY_ACK, CAPACITY_PARAM, over_total_check
 from gpus.view.live import LiveRead
 
 SET_QUOTA = "Q"  # the procedure's code
@@ -64,6 +65,12 @@ class QuotaPreview:
     @property
     def changes(self) -> bool:
         return self.after != self.before
+
+    @property
+    def over_total(self):
+        """The plans' acknowledgement when this change takes a GPU type over its Total (a
+        gpus.procedures Check: its ``ack_label`` and ``ack_count``), else None."""
+        return over_total_check(self.capacity) if self.changes else None
 
 
 def quota_problem(resource: str, after: int, requested: int) -> Said | str:
@@ -166,11 +173,14 @@ def change_quota(
     gateway=None,
     dispatch=True,
     grant=None,
+    acknowledged: int | None = None,
 ) -> ProcedureRun:
     """Start the audited run that sets the Workspace's GPU quota to ``after`` (the preview's
     checks again first: QuotaError says why not). ``undo_of``: the quota run it reverts.
     ``grant`` (a Kueue Workspace, workspaces/elastic.py): its guarantee, burst and lend ceilings
-    too, ``after`` being guarantee + burst; the run then sets its ClusterQueue as well."""
+    too, ``after`` being guarantee + burst; the run then sets its ClusterQueue as well.
+    ``acknowledged``: how many GPUs over the Total the admin acknowledged, as a plan asks when
+    the change takes a GPU type over its Total; the run's pre-check holds it to that count."""
     gateway = gateway or get_gateway()
     record = record_of(reason)  # a reason the product wrote: each reader reads it in their language
     if record is not None:
@@ -184,12 +194,16 @@ def change_quota(
         raise QuotaError(seen.problem)
     if not seen.changes and grant is None:
         raise QuotaError(_("The quota is %(n)d already.") % {"n": after})
+    guard = seen.over_total
+    if guard is not None and not guard.acknowledged(acknowledged):
+        raise QuotaError(str(CAPACITY_PARAM.refusal))
     params = {
         "workspace": workspace,
         "resource": seen.resource,
         "gpu": after,
         "before": seen.before,
         "reason": reason[:500],
+        CAPACITY_ACK: acknowledged or 0,
     }
     if record is not None:
         params["reason_said"] = record

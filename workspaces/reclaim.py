@@ -174,7 +174,25 @@ def _answer(ask, user, answer, *, text, **fields) -> ReclaimAsk:
             detail=text,
         )
         record_notice(ask, text)  # the owner's own answer: on their page, no message to them
+        tell_asking_admin(ask, text)
     return ask
+
+
+def tell_asking_admin(ask: ReclaimAsk, text) -> None:
+    """The admin who asked learns each answer, in their language, with the quota page to act from."""
+    facts = {
+        "who": ask.answered_by_name,
+        "ws": ask.namespace,
+        "n": ask.released or 0,
+        "res": ask.resource,
+        "until": str(ask.keep_until or ""),
+    }
+    code = "reclaim.released_subject" if ask.answer == ReclaimAsk.Answer.RELEASE else "reclaim.kept_subject"
+
+    def words():
+        return said(code, **facts), text
+
+    notify.notify(ask.asked_by, "reclaim-answer", words, reverse("workspace_quota", args=[ask.namespace]))
 
 
 def reclaim_target(ask: ReclaimAsk, requested: int) -> int:

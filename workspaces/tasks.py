@@ -29,3 +29,16 @@ def read_kueue() -> str:
 
     seen = elastic.read_kueue()
     return "Kueue served" if seen.served else "Kueue not served"
+
+
+@shared_task(name="workspaces.tasks.tell_waiting_pods")
+def tell_waiting_pods() -> str:
+    """Each owner told once per cause of a GPU pod that waits or was refused (workspaces/waits.py)."""
+    from gpus.view.reading import ViewUnavailable
+
+    from . import waits
+
+    try:
+        return f"{waits.tell_owners()} told"
+    except ViewUnavailable:
+        return "no cluster view yet"

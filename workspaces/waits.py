@@ -318,3 +318,59 @@ def _words(w: pw.Wait, namespace: str, admin: bool, diagnosis) -> Cause:
         links=words.admin_links if admin else words.links,
         said=w.facts.get("said", ""),
     )
+
+
+def tell_owners() -> int:
+    """Tell each Workspace's owner why a GPU pod of theirs waits or was refused: once per cause
+    (a pod and what holds it), however often the cluster is read, in the owner's language, with
+    their Workspace page's causes to act from; a pod the kubelet refused is told to the admins
+    too, as the owner's page says. Reads the view only. Returns how many were told."""
+    from django.contrib.auth import get_user_model
+
+    from brickadmin import notify
+    from brickadmin.accounts.models import Notification
+    from gpus.view.reading import read_cluster
+
+    from .models import WorkspaceRequest
+
+    read_cluster()  # the view as the pages read it (a twin's brought up to date)
+    told = 0
+    records = dict(WorkspaceRequest.objects.filter(status=WorkspaceRequest.Status.APPROVED).values_list("name", "pk"))
+    admins = list(get_user_model().objects.filter(is_staff=True, is_active=True))
+    for line in directory_lines():
+        if line.namespace not in records:
+            continue
+        for cause in causes(line, admin=False):
+            if cause.kind == pw.STARTING:
+                continue
+            told += _tell_once(notify, Notification, line, cause, records[line.namespace], admins)
+    return told
+
+
+def directory_lines():
+    from . import directory
+
+    return directory.lines()
+
+
+def _tell_once(notify, notification, line, cause, pk, admins) -> int:
+    anchor = f"#wait-{cause.kind}-{cause.pod}"
+    owner = notify.owner_of(line.namespace)
+    link = reverse("workspace_detail", args=[pk]) + anchor
+
+    def words(admin=False):
+        said = next((c for c in causes(line, admin=admin) if (c.kind, c.pod) == (cause.kind, cause.pod)), cause)
+        subject = _("Pod %(pod)s of Workspace %(ws)s waits") % {"pod": cause.pod, "ws": line.namespace}
+        if cause.kind == pw.ADMISSION:
+            subject = _("Pod %(pod)s of Workspace %(ws)s was refused") % {"pod": cause.pod, "ws": line.namespace}
+        return subject, f"{said.message} {said.remedy}".strip()
+
+    told = 0
+    if owner is not None and not notification.objects.filter(recipient=owner, kind="pod-wait", link=link).exists():
+        told += notify.notify(owner, "pod-wait", words, link) is not None
+    if cause.kind == pw.ADMISSION:  # the owner's page says an admin has been told
+        admin_link = reverse("cluster_workspace", args=[line.namespace]) + anchor
+        for admin in admins:
+            if not notification.objects.filter(recipient=admin, kind="pod-refused", link=admin_link).exists():
+                told += notify.notify(admin, "pod-refused", lambda: words(admin=True), admin_link) is not None
+    return told

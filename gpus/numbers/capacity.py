@@ -45,8 +45,10 @@ class CapacityLine:
 
     @property
     def leaves_over(self) -> bool:
-        """The change leaves this type with less capacity than its allocated quota."""
-        return self.changes and self.over_after > 0
+        """The change takes this type over its Total, or further over: less capacity than its
+        allocated quota by more than before. A change that only lessens an excess (a quota
+        lowered, a Total grown) is not asked about."""
+        return self.changes and self.over_after > self.over_now
 
 
 def capacity_after(
@@ -96,6 +98,16 @@ def whole_gpus(node: ledger_mod.NodeLedger) -> int:
     """The node's GPUs that are not MIG-partitioned (what time-slicing multiplies)."""
     devices = node.devices
     return sum(1 for d in devices if not d.mig) if devices else node.physical
+
+
+def mig_partitioned(node: ledger_mod.NodeLedger) -> dict[str, int]:
+    """The node's GPUs in MIG mode: {MIG profile: instances}, empty when none is partitioned.
+    A GPU stays in MIG mode until mig-manager applies a layout that disables it."""
+    out: dict[str, int] = {}
+    for d in node.devices:
+        for profile in d.mig:
+            out[profile] = out.get(profile, 0) + 1
+    return out
 
 
 def conversion_change(node: ledger_mod.NodeLedger, target_resource: str, per_gpu: int) -> dict[str, int]:

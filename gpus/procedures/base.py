@@ -61,6 +61,8 @@ class Check:
     ack_label: str = ""
     ack_count: int = 0
     capacity: list = field(default_factory=list)  # gpus.numbers.capacity.CapacityLine per GPU type, now and after
+    link: str = ""  # where the plan leads for "do X first" (a wizard's page), with ``link_text``
+    link_text: str = ""
 
     def __post_init__(self):
         if not self.level:
@@ -132,10 +134,15 @@ class Param:
     confirm: str = ""
     refusal: str = ""
     cli: str = ""
+    words: object = ""  # how a run's record names it ("" = its form field's label)
 
     @property
     def flag(self) -> str:
         return self.cli or "--" + self.name.replace("_", "-")
+
+    @property
+    def named(self):
+        return self.words or getattr(self.field(), "label", "") or self.name
 
 
 def mode_name(mode: str) -> str:
@@ -180,6 +187,27 @@ class ProcedureDef:
     # offered there as its wizard, an unlisted one as "Fix" (a plan page, then a run).
     fixes: tuple[str, ...] = ()
     subject_param = ""  # the parameter a finding's subject gives when its facts do not (a Workspace's name)
+    # How a run's record names the parameters it keeps beyond its form's ({key: words}); a key in
+    # ``unnamed_params`` is kept for the product and not shown among them.
+    param_words: dict[str, object] = {}
+    unnamed_params: tuple[str, ...] = ()
+
+    def headline(self, run) -> str:
+        """What a run of it changed, in words, for its page, the run list and its notices ("" =
+        the procedure's label and the run's target)."""
+        return ""
+
+    def run_links(self, run) -> list[tuple[str, str, str]]:
+        """(url, words, id) a run's page leads to when the run has no node: back to where it
+        was started, and its undo when one is offered."""
+        return []
+
+    def param_name(self, key: str):
+        """A recorded parameter as a person reads it: its label, never its key."""
+        declared = next((p for p in self.params if p.name == key), None)
+        if declared is not None:
+            return declared.named
+        return self.param_words.get(key) or key.replace("_", " ")
 
     def steps(self, params: dict) -> list[Step]:
         raise NotImplementedError
@@ -228,6 +256,11 @@ class ProcedureDef:
 
     def offered_on(self, node_view) -> bool:
         """Whether a GPU node's page offers this procedure as a button."""
+        return False
+
+    def leads_on(self, node_view) -> bool:
+        """Whether a GPU node's page offers this procedure first, as its one primary action
+        (a node whose GPUs are in MIG mode leads with its MIG layout)."""
         return False
 
     def pick_facts(self, ledger, snapshot) -> list[tuple[str, object]]:

@@ -8,7 +8,10 @@ import logging
 from django.utils.translation import gettext as _
 
 from brickadmin import notify
+from brickadmin.permissions import is_admin
 from brickadmin.wording import said
+
+from .registry import headline
 
 log = logging.getLogger(__name__)
 
@@ -22,17 +25,26 @@ def run_ended(run_id: int) -> None:
         log.exception("run %s: could not read it to tell its admin", run_id)
         return
 
+    if run.actor is None or not is_admin(run.actor):
+        return  # a run page is for admins: an owner's own release is told on their Workspace page
+
     def words():
         facts = {
             "id": run.pk,
             "proc": run.get_procedure_display(),
-            "node": run.node or "-",
+            "node": run.node,
             "status": run.get_status_display(),
+            "what": headline(run),
+            "message": run.shown_message,
         }
+        if not run.node:  # a Workspace's quota, the cluster's replicas: what it changed, never "on -"
+            return (
+                _("Run #%(id)d %(status)s: %(what)s") % facts,
+                _("Run #%(id)d (%(what)s) ended: %(status)s. %(message)s") % facts,
+            )
         return (
             _("Run #%(id)d %(status)s: %(proc)s on %(node)s") % facts,
-            _("Run #%(id)d (%(proc)s, node %(node)s) ended: %(status)s. %(message)s")
-            % {**facts, "message": run.shown_message},
+            _("Run #%(id)d (%(proc)s, node %(node)s) ended: %(status)s. %(message)s") % facts,
         )
 
     notify.notify(run.actor, "run-ended", words, run.get_absolute_url())

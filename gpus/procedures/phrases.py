@@ -66,6 +66,11 @@ PHRASES = {
     "call.label_node": _("set labels on node %(node)s: %(labels)s"),
     "call.label_set": "%(key)s=%(value)s",
     "call.label_removed": _("remove %(key)s"),
+    "call.apply": _("apply %(obj)s"),
+    "call.delete": _("delete %(obj)s"),
+    "call.create": _("create %(obj)s"),
+    "call.remove_resources": _("remove %(res)s from the status of node %(node)s"),
+    "call.rollout_restart": _("restart the pods of %(obj)s"),
     "request.intended": _("about to send: %(call)s"),
     "request.sent": _("sent: %(call)s"),
     "request.failed": _("not accepted: %(call)s"),
@@ -258,6 +263,18 @@ PHRASES = {
         "%(n)d GPU pod on %(node)s will be evicted (%(all)d pod(s) in all):",
         "%(n)d GPU pods on %(node)s will be evicted (%(all)d pod(s) in all):",
         "n",
+    ),
+    "precheck.mig_stays": ngettext_lazy(
+        "%(n)d GPU of %(node)s is in MIG mode (%(profiles)s) and stays in MIG mode: the time-slicing "
+        "plugin shares whole GPUs only, so its MIG instances are no longer offered to pods and it "
+        "serves nothing until its MIG layout changes.",
+        "%(n)d GPUs of %(node)s are in MIG mode (%(profiles)s) and stay in MIG mode: the time-slicing "
+        "plugin shares whole GPUs only, so their MIG instances are no longer offered to pods and they "
+        "serve nothing until their MIG layout changes.",
+        "n",
+    ),
+    "precheck.fix_mig_first": _(
+        "To time-slice them too, set the layout all-disabled with M. Change a node's MIG layout first."
     ),
     "precheck.pods_evicted": _("%(n)d pod(s) without a GPU on %(node)s will be evicted:"),
     "precheck.no_pod_to_evict": _("No pod to evict on %(node)s (DaemonSet and mirror pods stay)."),

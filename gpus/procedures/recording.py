@@ -22,6 +22,7 @@ from django.utils.translation import gettext as _
 from brickadmin.wording import Said, joined, record_of, said
 
 from ..models import RUN_EVENT_KEY, ProcedureRun, RunStatus, StepRun, StepState
+from .registry import find as find_procedure
 from .registry import get as get_procedure
 
 RUN_EVENT = RUN_EVENT_KEY  # "_run": step_key of run-level events (created, resumed, cancel requested, ...)
@@ -188,7 +189,40 @@ def call_words(request: dict):
             for k, v in labels.items()
         ]
         return said("call.label_node", node=node, labels=joined(parts, ", "))
-    return describe(request)
+    return _object_words(call, args, request.get("kwargs") or {}) or describe(request)
+
+
+def _object_words(call, args, kwargs):
+    """The writes that name a Kubernetes object, in words: "apply ResourceQuota
+    team-a/workspace-compute" rather than the manifest as JSON (kept under "Sent to the API
+    server"). None when the recorded request does not have the shape its call takes."""
+    first = args[0] if args else None
+
+    def obj(kind, name, ns=""):
+        return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
+
+    if call in ("apply", "apply_device_taint_rule") and isinstance(first, dict):
+        meta = first.get("metadata") or {}
+        kind = first.get("kind") or ("DeviceTaintRule" if call == "apply_device_taint_rule" else "")
+        if kind and meta.get("name"):
+            return said("call.apply", obj=obj(kind, meta["name"], meta.get("namespace") or ""))
+    if call == "delete" and len(args) >= 3:
+        return said("call.delete", obj=obj(args[1], args[2], args[3] if len(args) > 3 and args[3] else ""))
+    if call == "delete_device_taint_rule" and isinstance(first, str):
+        return said("call.delete", obj=obj("DeviceTaintRule", first))
+    if call == "remove_node_status_resources" and isinstance(first, str) and len(args) > 1:
+        return said("call.remove_resources", node=first, res=", ".join(str(r) for r in args[1] or []))
+    if call == "rollout_restart_daemonset" and len(args) >= 2:
+        return said("call.rollout_restart", obj=obj("DaemonSet", args[1], args[0]))
+    if call == "create_namespace" and isinstance(first, str):
+        return said("call.create", obj=obj("Namespace", first))
+    if call == "create_resource_quota" and len(args) >= 2:
+        return said("call.create", obj=obj("ResourceQuota", args[1], args[0]))
+    if call == "create_priority_class" and isinstance(first, str):
+        return said("call.create", obj=obj("PriorityClass", first))
+    if call == "create_job" and len(args) >= 2 and isinstance(args[1], dict):
+        return said("call.create", obj=obj("Job", (args[1].get("metadata") or {}).get("name", "?"), args[0]))
+    return None
 
 
 def describe(request: dict) -> str:
@@ -257,15 +291,16 @@ def _record_plan(run):
         step_key=RUN_EVENT,
         title=said("run.created", who=run.actor_name),
         state=StepState.PENDING,
-        output=said("run.parameters", p=params_text(run.params)) if run.params else "",
+        output=said("run.parameters", p=params_text(run.params, run.procedure)) if run.params else "",
     )
     for i, (step, title, kubectl) in enumerate(plan(run.procedure, run.node, run.params)):
         record(run.pk, step_key=step.key, step_index=i, title=title, state=StepState.PENDING, kubectl=kubectl)
 
 
-def params_text(params: dict) -> str:
-    """A run's parameters as people read them ("uncordon: no · labels: a=b, c=d"), not as a
-    Python dict; yes and no in the active language."""
+def params_text(params: dict, code: str = "") -> str:
+    """A run's parameters as people read them ("Uncordon: no · GPU labels: a=b, c=d"), not as a
+    Python dict: each named as its procedure names it (``code``), yes and no in the active language."""
+    proc = find_procedure(code) if code else None
 
     def value(v):
         if isinstance(v, bool):
@@ -276,7 +311,19 @@ def params_text(params: dict) -> str:
             return ", ".join(value(x) for x in v) or "-"
         return "-" if v is None or v == "" else str(v)
 
-    return " · ".join(f"{k}: {value(v)}" for k, v in (params or {}).items())
+    if proc is None:
+        return " · ".join(f"{k}: {value(v)}" for k, v in (params or {}).items())
+    asked = {p.name for p in proc.params if p.confirm == "ack"}  # shown once the plan asked for them
+    # in the procedure's order (a database may keep a JSON object's keys in another): its form's
+    # parameters, the others it names, anything else, then the confirmations
+    order = [p.name for p in proc.params if not p.confirm] + list(proc.param_words)
+    order += [k for k in (params or {}) if k not in order and k not in asked]
+    order += [p.name for p in proc.params if p.confirm and p.name not in order]
+    return " · ".join(
+        f"{proc.param_name(k)}: {value(params[k])}"
+        for k in order
+        if k in (params or {}) and k not in proc.unnamed_params and not (k in asked and not params[k])
+    )
 
 
 def completed_steps(run_id) -> set[str]:

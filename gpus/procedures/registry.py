@@ -57,3 +57,11 @@ def choices() -> list[tuple[str, str]]:
     """(code, label) for model and form choices; evaluated when asked, so a procedure
     registered later (a test's throw-away one) is a choice too."""
     return [(p.code, p.label) for p in all_procedures()]
+
+
+def headline(run) -> str:
+    """What a run did, in words: its procedure's own ("Quota of ws-vision: 8 → 6"), else the
+    procedure and its target."""
+    proc = find(run.procedure)
+    own = proc.headline(run) if proc is not None else ""
+    return str(own) if own else f"{run.get_procedure_display()} — {run.target}"

@@ -238,10 +238,15 @@ def percent(part, whole):
 
 @register.simple_tag
 def procedure_actions(node):
-    """[(procedure, url)] the node's page offers: each procedure says whether it applies."""
+    """[(procedure, url, primary)] the node's page offers: each procedure says whether it applies.
+    One that leads on the node (the MIG layout on a MIG node) comes first and alone is primary;
+    otherwise every node procedure is."""
     from gpus.procedures import registry
 
-    return [(p, p.pick_url(node.name)) for p in registry.all_procedures() if p.offered_on(node)]
+    offered = [p for p in registry.all_procedures() if p.offered_on(node)]
+    leading = [p for p in offered if p.leads_on(node)]
+    ordered = leading + [p for p in offered if p not in leading]
+    return [(p, p.pick_url(node.name), p in leading if leading else p.needs_node) for p in ordered]
 
 
 @register.inclusion_tag("components/table_head.html", takes_context=True)

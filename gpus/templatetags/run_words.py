@@ -35,3 +35,13 @@ def pending_why(run) -> str:
             "n": ahead,
         }
     return _("Waiting %(waited)s: the worker is up and picks the run up within seconds.") % {"waited": waited}
+
+
+@register.filter
+def run_target(run) -> str:
+    """What a run without a node changed, in words ("Quota of ws-vision: 8 → 6"), else its target."""
+    from gpus.procedures import registry
+
+    proc = registry.find(run.procedure)
+    own = proc.headline(run) if proc is not None else ""
+    return str(own) if own else str(run.target)

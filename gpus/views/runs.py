@@ -93,6 +93,7 @@ def run_position(rows, status: str) -> dict:
         "total": total,
         "numbered": max(total - 1, 0),
         "done": done,
+        "done_numbered": sum(1 for r in rows if r["index"] and r["event"].state in FINISHED_STEP_STATES),
         "current": current,
         "index": current["index"] if current else None,
         "title": current["event"].shown_title if current else "",
@@ -176,7 +177,9 @@ def _progress_context(run, *, offers=True, events=None):
         "waits_checklist": bool(checklist),
         "checklist": checklist,
         "position": position,
-        "params_text": params_text(run.params),
+        "params_text": params_text(run.params, run.procedure),
+        "headline": registry.headline(run),
+        "run_links": proc.run_links(run) if proc is not None and not run.node else [],
         "shown_seq": events[-1].seq if events else 0,  # the page's stream starts after what it shows
         "restored_by": restored_by,
         "resumable": run.is_resumable and restored_by is None,

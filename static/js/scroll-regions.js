@@ -19,6 +19,30 @@
     return name || document.title;
   }
 
+  // A landmark's name as assistive technology reads it (aria-label, else aria-labelledby).
+  function landmarkName(el) {
+    if (el.hasAttribute("aria-label")) return el.getAttribute("aria-label").trim();
+    var ids = (el.getAttribute("aria-labelledby") || "").split(/\s+/), text = [];
+    for (var i = 0; i < ids.length; i++) {
+      var ref = ids[i] && document.getElementById(ids[i]);
+      if (ref) text.push(ref.textContent.replace(/\s+/g, " ").trim());
+    }
+    return text.join(" ");
+  }
+
+  // Landmarks stay unique at every width: a region named like another one (a heading's
+  // section, another wide table after the same heading) is told apart by a number.
+  function uniqueName(name, box) {
+    var taken = {}, others = document.querySelectorAll("[role=region], section[aria-label], section[aria-labelledby]");
+    for (var i = 0; i < others.length; i++) {
+      if (others[i] !== box) taken[landmarkName(others[i])] = true;
+    }
+    if (!taken[name]) return name;
+    for (var n = 2; ; n++) {
+      if (!taken[name + " (" + n + ")"]) return name + " (" + n + ")";
+    }
+  }
+
   function update() {
     var boxes = document.querySelectorAll(".table-scroll, pre");
     for (var i = 0; i < boxes.length; i++) {
@@ -29,7 +53,7 @@
         box.setAttribute("tabindex", "0");
         if (isTable) {  // a <pre> is read as it is; a table's box says what it holds
           box.setAttribute("role", "region");
-          if (!box.hasAttribute("aria-label")) box.setAttribute("aria-label", nameFor(box));
+          if (!box.hasAttribute("aria-label")) box.setAttribute("aria-label", uniqueName(nameFor(box), box));
         }
       } else if (!scrolls && box.hasAttribute("data-scroll-region")) {
         box.removeAttribute("data-scroll-region");

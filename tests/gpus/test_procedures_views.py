@@ -235,7 +235,7 @@ def test_success_says_what_next_and_a_restored_run_offers_no_resume(twin, admin_
     page = admin_client.get(reverse("run_detail", args=[a.pk])).content.decode()
     assert "What next" in page and f'href="{reverse("node_detail", args=["dev-a1-ws04"])}"' in page
     assert f"{reverse('wizard_pick', args=['B'])}?node=dev-a1-ws04" in page  # undo: convert it back
-    assert "All steps done." in page and 'value="10"' in page
+    assert "9 of 9 steps after the pre-check done." in page and 'value="10"' in page
     assert "about to send: cordon node dev-a1-ws04" in page  # each write-ahead event says what it sent
 
     stopped = service.start_run("B", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
@@ -257,7 +257,7 @@ def test_success_says_what_next_and_a_restored_run_offers_no_resume(twin, admin_
     # its parameters as people read them, not a Python dict
     header = restore_page[restore_page.index("parameters: <code>") :]
     header = header[: header.index("</code>")]
-    assert f"restore_of: {stopped.pk}" in header and "labels: -" in header and "uncordon: no" in header
+    assert f"Run to undo: {stopped.pk}" in header and "GPU labels put back: -" in header and "Uncordon: no" in header
     assert "{" not in header and "False" not in header
 
 

@@ -127,7 +127,7 @@ def test_a_whole_run_with_the_keyboard_only_is_announced_step_by_step(
     assert resumed and all(n and n.isdigit() for n in resumed), resumed  # it reconnected, after what it saw
     assert len(said) == len(set(said))  # each said once (no replay after a reconnection)
     assert page.locator("#run-announcements").get_attribute("aria-live") == "polite"
-    assert page.locator("#run-position-text").inner_text() == "All steps done."
+    assert page.locator("#run-position-text").inner_text() == "9 of 9 steps after the pre-check done."
     assert page.locator("#run-position progress").get_attribute("value") == "10"
 
     # What next, reached from where the focus is: back (Shift+Tab) to "View node", Enter.
@@ -141,3 +141,54 @@ def test_a_whole_run_with_the_keyboard_only_is_announced_step_by_step(
     assert twin.get_node("dev-a1-ws04")["metadata"]["labels"]["brick.cloud/gpu.sharing"] == "timeslicing"
     run.refresh_from_db()
     assert run.status == "succeeded"
+
+
+LANDMARK_RULES = [
+    "landmark-one-main",
+    "landmark-no-duplicate-main",
+    "landmark-no-duplicate-banner",
+    "landmark-no-duplicate-contentinfo",
+    "landmark-unique",
+]
+
+LANDMARKS = """() => [...document.querySelectorAll(
+    'main, nav, [role=region], section[aria-labelledby], section[aria-label]')]
+  .map(el => [el.getAttribute('role') || el.tagName.toLowerCase(),
+              el.getAttribute('aria-label') ||
+              (document.getElementById(el.getAttribute('aria-labelledby') || '') || {}).textContent || ''])"""
+
+
+@pytest.mark.browser
+def test_a_finished_runs_page_has_one_main_and_each_landmark_named_once_at_every_width(
+    browser, live_server, transactional_db, load_scenario, admin_user, monkeypatch
+):
+    from gpus.procedures import service
+    from gpus.tasks import execute_run
+
+    from ..foundation.browsing import AXE, VIEWPORTS, context, signed_in
+
+    for knob in ("BRICK_PROCEDURE_RETRY_BACKOFF", "BRICK_PROCEDURE_VERIFY_TIMEOUT", "BRICK_PROCEDURE_STEP_PAUSE"):
+        monkeypatch.setenv(knob, "0")
+    load_scenario("seed-example")
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    execute_run(run.pk)
+    for width, height in VIEWPORTS:
+        ctx = context(browser, live_server, "en", viewport={"width": width, "height": height})
+        page = signed_in(ctx, live_server, "admin")
+        page.goto(f"{live_server.url}/runs/{run.pk}/")
+        page.wait_for_load_state("load")
+        page.wait_for_timeout(200)  # the scroll regions are named once laid out
+        assert page.locator("#what-next-title").count() == 1  # the "What next" region is there
+        landmarks = [tuple(x) for x in page.evaluate(LANDMARKS)]
+        assert [r for r, _name in landmarks].count("main") == 1, landmarks
+        named = [x for x in landmarks if x[0] != "main"]
+        assert all(name.strip() for _r, name in named), landmarks
+        assert len(set(named)) == len(named), (width, landmarks)
+        page.evaluate(AXE.read_text())
+        found = page.evaluate(
+            "rules => axe.run(document, {runOnly: {type: 'rule', values: rules}})"
+            ".then(r => r.violations.map(v => v.id + ': ' + v.nodes.map(n => n.target.join(' ')).join('; ')))",
+            LANDMARK_RULES,
+        )
+        assert found == [], (width, found)
+        ctx.close()

@@ -40,3 +40,31 @@ def test_a_label_write_reads_in_words_in_either_language():
 def test_a_quota_run_names_its_workspace():
     run = ProcedureRun(procedure="Q", node="", params={"workspace": "ws-vision"})
     assert str(run.target) == "Workspace ws-vision"
+
+
+@pytest.mark.parametrize(
+    "request_, words",
+    [
+        ({"call": "delete", "args": ["v1", "Pod", "train-0", "team-a"]}, "delete Pod team-a/train-0"),
+        (
+            {"call": "rollout_restart_daemonset", "args": ["brick-nvidia", "nvidia-device-plugin-timeslicing"]},
+            "restart the pods of DaemonSet brick-nvidia/nvidia-device-plugin-timeslicing",
+        ),
+        (
+            {"call": "remove_node_status_resources", "args": [NODE, ["nvidia.com/gpu"]]},
+            f"remove nvidia.com/gpu from the status of node {NODE}",
+        ),
+        ({"call": "create_namespace", "args": ["team-a", {"a": "b"}]}, "create Namespace team-a"),
+    ],
+)
+def test_each_write_to_the_cluster_reads_as_what_it_does(request_, words):
+    with translation.override("en"):
+        assert str(recording.call_words(request_)) == words
+
+
+def test_a_runs_parameters_are_named_as_its_procedure_names_them():
+    text = recording.params_text({"replicas": 4, "capacity_acknowledged": 0}, "C")
+    assert text == "New replicas: 4"  # an acknowledgement the plan never asked for is not shown
+    assert recording.params_text({"replicas": 4, "capacity_acknowledged": 2}, "C") == (
+        "New replicas: 4 · GPUs over the Total acknowledged: 2"
+    )

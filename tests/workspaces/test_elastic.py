@@ -302,6 +302,27 @@ def test_a_change_of_the_grant_is_an_audited_run_setting_the_cluster_queue_and_t
     assert elastic.of_workspace("team-b").lines[0][0].guarantee == 1  # the pages read it at once
 
 
+def test_a_ceiling_raised_over_the_total_asks_the_plans_acknowledgement(
+    kueue_twin, alice, bob, admin_user, admin_client, make_request
+):
+    import re
+
+    from gpus.models import ProcedureRun
+
+    from .conftest import text
+
+    approve_two(kueue_twin, alice, bob, admin_user, make_request)
+    grant = {"guarantee": "2", "burst": "40", "lend": "1", "reason": "a deadline"}
+    refused = admin_client.post("/workspaces/cluster/team-b/quota/", grant)
+    assert refused.status_code == 400 and not ProcedureRun.objects.filter(procedure="Q").exists()
+    page = refused.content.decode()
+    over = int(re.search(r'name="capacity_acknowledged" value="(\d+)" required', page).group(1))
+    assert f"I understand {over} GPUs of allocated quota will be over the Total." in text(page)
+    started = admin_client.post("/workspaces/cluster/team-b/quota/", {**grant, "capacity_acknowledged": str(over)})
+    run = ProcedureRun.objects.get(procedure="Q", params__workspace="team-b")
+    assert started.status_code == 302 and run.params["capacity_acknowledged"] == over and run.params["burst"] == 40
+
+
 # --- Health -------------------------------------------------------------------------------
 
 

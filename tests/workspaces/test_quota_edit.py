@@ -102,9 +102,15 @@ def test_a_confirmed_change_is_an_audited_run_the_owner_is_told_of_and_an_undo_r
     # the history offers the undo: the same preview and confirmation, back to 3
     history = admin.get(reverse("workspace_quota", args=["team-a"])).content.decode()
     assert "Undo: back to 3" in history
+    # the seed's shared quota was over its Total before: going back takes it over again, which the
+    # undo acknowledges as a plan would
+    undo_preview = admin.get(
+        reverse("workspace_quota", args=["team-a"]), {"gpu": "3", "reason": "x", "undo_of": str(run.pk)}
+    )
+    assert "I understand 2 GPUs of allocated quota will be over the Total." in text(undo_preview.content)
     undo = admin.post(
         reverse("workspace_quota", args=["team-a"]),
-        {"gpu": "3", "reason": f"Undo of run #{run.pk}", "undo_of": str(run.pk)},
+        {"gpu": "3", "reason": f"Undo of run #{run.pk}", "undo_of": str(run.pk), "capacity_acknowledged": "2"},
     )
     back = ProcedureRun.objects.exclude(pk=run.pk).get()
     assert undo.status_code == 302 and back.params["undo_of"] == run.pk

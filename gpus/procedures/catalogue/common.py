@@ -146,6 +146,7 @@ CAPACITY_PARAM = Param(
     ),
     confirm="ack",
     cli="--acknowledge-overcommit",
+    words=gettext_lazy("GPUs over the Total acknowledged"),
     refusal=gettext_lazy(
         "Tick the acknowledgement that names how much allocated quota will be over the Total (if "
         "the number changed since the plan was shown, look at the capacity table again)."
@@ -185,31 +186,41 @@ def capacity_checks(proc, gateway, node, params, checks) -> list[Check]:
     lines = capacity_mod.capacity_after(led, change)
     shown = [line for line in lines if line.changes] or lines
     items = [capacity_line_text(line) for line in shown]
-    over = capacity_mod.left_over(lines)
-    if over and any(c.level == "block" for c in checks):
+    guard = over_total_check(lines)
+    if guard is not None and any(c.level == "block" for c in checks):
         return [Check(True, said("precheck.capacity_blocked"), level="info", items=items, capacity=lines)]
-    if not over:
+    if guard is None:
         detail = said("precheck.capacity_kept") if change else said("precheck.capacity_once_advertised")
         return [Check(True, detail, level="info", items=items, capacity=lines)]
+    return [guard]
+
+
+def over_total_check(lines) -> Check | None:
+    """The one guard wherever capacity goes over the Total: a procedure's plan, a quota raised on
+    its page, an undo of a quota change. When the change takes a GPU type over its Total (or
+    further over), an acknowledgement naming by how many GPUs, the same words everywhere; None
+    when every type it touches keeps its allocated quota (or only gets closer to it)."""
+    over = capacity_mod.left_over(lines)
+    if not over:
+        return None
     by = sum(line.over_after for line in over)
     names = ", ".join(f"{line.resource} ({line.over_after})" for line in over)
-    return [
-        Check(
-            True,
-            said("precheck.capacity_over", types=names),
-            level="ack",
-            items=items,
-            capacity=lines,
-            ack=CAPACITY_ACK,
-            ack_count=by,
-            ack_label=ngettext(
-                "I understand %(n)d GPU of allocated quota will be over the Total.",
-                "I understand %(n)d GPUs of allocated quota will be over the Total.",
-                by,
-            )
-            % {"n": by},
+    shown = [line for line in lines if line.changes] or lines
+    return Check(
+        True,
+        said("precheck.capacity_over", types=names),
+        level="ack",
+        items=[capacity_line_text(line) for line in shown],
+        capacity=lines,
+        ack=CAPACITY_ACK,
+        ack_count=by,
+        ack_label=ngettext(
+            "I understand %(n)d GPU of allocated quota will be over the Total.",
+            "I understand %(n)d GPUs of allocated quota will be over the Total.",
+            by,
         )
-    ]
+        % {"n": by},
+    )
 
 
 EVICTIONS_ACK = "evictions_acknowledged"
@@ -220,6 +231,7 @@ EVICTIONS_PARAM = Param(
     ),
     confirm="ack",
     cli="--acknowledge-evictions",
+    words=gettext_lazy("GPU pods to evict acknowledged"),
     refusal=gettext_lazy(
         "Tick the acknowledgement that names how many GPU pods will be evicted (if the number "
         "changed since the plan was shown, look at the list again)."

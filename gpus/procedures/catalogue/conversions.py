@@ -114,8 +114,31 @@ class _Conversion(ProcedureDef):
         blocker = self._untolerated_taints(live, node)
         if blocker:
             checks.append(blocker)
+        checks.extend(self._mig_stays(n))
         checks.extend(blast_radius(live, node))
         return checks
+
+    def _mig_stays(self, n):
+        """Time-slicing shares whole GPUs: a GPU in MIG mode keeps it through the conversion
+        and serves nothing after, which the plan says, leading to the MIG layout first."""
+        partitioned = [d for d in n.devices if d.mig]
+        if self.target != "timeslicing" or not partitioned:
+            return []
+        profiles = ", ".join(f"{p} ×{k}" for p, k in sorted(capacity_mod.mig_partitioned(n).items()))
+        from ..registry import find
+
+        mig = find("M")
+        offered = mig is not None and mig.offered_on(n)
+        return [
+            Check(
+                True,
+                said("precheck.mig_stays", n=len(partitioned), node=n.name, profiles=profiles),
+                said("precheck.fix_mig_first") if offered else "",
+                level="warn",
+                link=mig.pick_url(n.name) if offered else "",
+                link_text=mig.label if offered else "",
+            )
+        ]
 
     def _untolerated_taints(self, live, node):
         """The target mode's DaemonSet must tolerate the node's taints, or its plugin pod
@@ -203,6 +226,7 @@ class ProcedureB(_Conversion):
             confirm="ack",
             refusal=gettext_lazy("Tick the acknowledgement to go on."),
             cli="--acknowledge",
+            words=gettext_lazy("Agreed with the Workspace owners"),
         ),
     )
 

@@ -19,6 +19,7 @@ from brickadmin.cluster import vocabulary as vocab
 from brickadmin.cluster.deviceplugin import advertised_resources
 from brickadmin.cluster.gateway import get_gateway
 from brickadmin.wording import joined, said
+from gpus.numbers import capacity as capacity_mod
 from gpus.numbers.dra_lines import DYNAMIC_MIG
 from gpus.view.live import LiveRead
 
@@ -297,6 +298,10 @@ class ProcedureMigLayout(ProcedureDef):
 
     def offered_on(self, n):
         return mig_manager_runs(n.labels) and not self.eligibility(n)
+
+    def leads_on(self, n):
+        """A node whose GPUs are in MIG mode: its layout is what an admin changes first."""
+        return self.offered_on(n) and bool(capacity_mod.mig_partitioned(n))
 
     def bind_fields(self, fields, node):
         """Each layout with what the node would advertise under it."""

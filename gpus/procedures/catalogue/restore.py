@@ -96,6 +96,11 @@ class ProcedureRestore(ProcedureDef):
     params = (
         Param("restore_of", lambda: forms.IntegerField(min_value=1, required=False, label=gettext_lazy("Run to undo"))),
     )
+    param_words = {
+        "labels": gettext_lazy("GPU labels put back"),
+        "uncordon": gettext_lazy("Uncordon"),
+        "delete_rules": gettext_lazy("DeviceTaintRules to delete"),
+    }
 
     def confirm_sentence(self, node, params):
         return _(
