@@ -1,10 +1,13 @@
 """Who holds the GPUs, and are they used: one line per Workspace namespace. Pure.
 
 From a snapshot and its ledger, for every namespace that is labelled a Workspace or holds a
-GPU quota: its owner label, its GPU quota (Allocated to the Workspace), what its Running
-pods request now (Requested by pods), the distinct physical GPUs they hold (In use
-physically, placed as the node's GPU map places them: gpus/gpumap.py) and, when DCGM
-measured them, their utilisation and memory used (None otherwise: not measured, never 0).
+GPU quota: its owner label, its GPU quota (Allocated to the Workspace), what its pods hold
+now as the scheduler counts it (Requested by pods: every pod bound to a node and not
+finished, a pod still pulling its image too), how many of its GPU pods wait for the scheduler
+to place them (waiting: a Workspace waiting for GPUs is not idle), the distinct physical
+GPUs its Running pods hold (In use physically, placed as the node's GPU map places them:
+gpus/gpumap.py) and, when DCGM measured them, their utilisation and memory used (None
+otherwise: not measured, never 0).
 The cluster view (gpus/view_publish.py) stores these lines; the Workspaces pages read them.
 """
 
@@ -37,7 +40,8 @@ class Occupancy:
     labelled: bool = False
     gpu_quotas: dict[str, int] = field(default_factory=dict)
     quotas: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "hard", "used", "scopes"}]
-    requested: int = 0
+    requested: int = 0  # GPUs its pods bound to a node hold (vocabulary.holds_node_resources)
+    waiting: int = 0  # its GPU pods the scheduler has not placed (vocabulary.waits_for_a_node)
     physical: int = 0
     utilisation: float | None = None
     memory_mib: float | None = None
@@ -58,9 +62,10 @@ class Occupancy:
         return ", ".join(types)
 
     def idle(self, threshold_percent: float) -> bool:
-        """Holding GPU quota and not using it now: no Running pod asks for a GPU, or DCGM
-        measures its GPUs under the threshold."""
-        if not self.quota:
+        """Holding GPU quota and not using it now: no pod holds a GPU, or DCGM measures its
+        GPUs under the threshold. A Workspace with a GPU pod the scheduler cannot place is
+        waiting for GPUs, never idle: taking its quota back would only make it wait longer."""
+        if not self.quota or self.waiting:
             return False
         if not self.requested:
             return True
@@ -260,8 +265,9 @@ def _fill(
     sliced: set[str] | frozenset[str] = frozenset(),
     multi_tenant: frozenset[str] = frozenset(),
 ) -> None:
-    """Add the pods of ``occ``'s namespace to it: their lines, what the Running ones
-    request, the distinct GPUs they hold and (when DCGM measured them) their utilisation.
+    """Add the pods of ``occ``'s namespace to it: their lines, what the ones bound to a node
+    request, how many wait for a node, the distinct GPUs the Running ones hold and (when DCGM
+    measured them) their utilisation.
     A pod on a time-sliced GPU gets no utilisation of its own (``time_sliced``; the
     device's figure is kept as ``device_utilisation``) and is left out of the Workspace's,
     unless the node's time-sliced pods are all this Workspace's (``multi_tenant`` does not name it)."""
@@ -290,8 +296,11 @@ def _fill(
                 base["wait"] = wait
         lines[key] = (pod, at, base)
         line = dict(base)  # a line of its own: utilisation is added below
-        if phase == "Running":
+        if vocab.holds_node_resources(pod):  # as the scheduler counts it: Running or still starting
             occ.requested += sum(line["requests"].values())
+        elif vocab.waits_for_a_node(pod):
+            occ.waiting += 1
+        if phase == "Running":
             held.update((node, i) for node, i, _u in at)
         if key in sliced:
             line["time_sliced"] = True
@@ -330,12 +339,16 @@ _Line = TypeVar("_Line", bound=QuotaLine)
 
 
 def idle_lines(lines: Iterable[_Line], now: datetime, hours: float) -> list[_Line]:
-    """The lines whose GPU quota has been idle for at least ``hours``."""
+    """The lines whose GPU quota has been idle for at least ``hours``; never one whose GPU pods
+    wait for the scheduler (``waiting``): that Workspace is waiting for GPUs."""
     window = timedelta(hours=hours)
     return [
         line
         for line in lines
-        if line.quota and (since := getattr(line, "idle_since", None)) is not None and now - since >= window
+        if line.quota
+        and not getattr(line, "waiting", 0)
+        and (since := getattr(line, "idle_since", None)) is not None
+        and now - since >= window
     ]
 
 
