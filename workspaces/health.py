@@ -330,7 +330,11 @@ def workspace_problems() -> list[health_mod.Problem]:
         if _workspace_found.get("key") == key:
             return list(_workspace_found["found"])
     lines = [
-        _Line(*row[: len(_LINE_SCALARS)], gpu_quotas=json.loads(row[-2] or "{}"), quotas=json.loads(row[-1] or "[]"))
+        _Line(
+            **dict(zip(_LINE_SCALARS, row, strict=False)),
+            gpu_quotas=json.loads(row[-2] or "{}"),
+            quotas=json.loads(row[-1] or "[]"),
+        )
         for row in rows
     ]
     found = health_mod.problems(
@@ -349,12 +353,12 @@ class _Line:
     owner: str
     quota: int
     requested: int
-    waiting: int
     utilisation: float | None
     idle_since: datetime | None
     labelled: bool
     gpu_quotas: dict
     quotas: list
+    waiting: int = 0  # GPU pods the scheduler has not placed: waiting for GPUs, never idle
 
 
 def _workspace_records() -> tuple:
