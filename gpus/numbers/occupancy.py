@@ -56,9 +56,15 @@ class Occupancy:
     def quota(self) -> int:
         return sum(self.gpu_quotas.values())
 
+    # resource -> what it is on this Workspace's nodes (ledger types: 'exclusive', 'shared',
+    # 'mig-<profile>', 'mixed'); a resource not here is named by its name (gpu_type_of)
+    resource_types: dict[str, list[str]] = field(default_factory=dict)
+
     @property
     def gpu_type(self) -> str:
-        types = sorted({gpu_type_of(r) for r, n in self.gpu_quotas.items() if n})
+        types = sorted(
+            {t for r, n in self.gpu_quotas.items() if n for t in (self.resource_types.get(r) or [gpu_type_of(r)])}
+        )
         return ", ".join(types)
 
     def idle(self, threshold_percent: float) -> bool:
@@ -169,6 +175,8 @@ def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = No
         if name in out:
             pods_of.setdefault(name, []).append(pod)
     usage = getattr(snapshot, "usage", None)
+    node_lines = {n.name: n for n in ledger.nodes}
+    resource_rows = {r.resource: r.gpu_type for r in ledger.by_resource}
     last_occupancy, kept = memo.get("namespaces", {}), {}  # namespace -> (what it is made of, Occupancy, pod lines)
     for name, occ in list(out.items()):
         pods = pods_of.get(name, [])
@@ -176,11 +184,13 @@ def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = No
         where = [placed.get(key, []) for key in keys]
         readings = None if usage is None else [usage.get(key) for key in keys]
         shared = [key in sliced for key in keys]
+        occ.resource_types = _resource_types(occ.gpu_quotas, pods, node_lines, resource_rows)
         key = (
             occ.owner,
             occ.labelled,
             occ.created_at,
             occ.gpu_quotas,
+            occ.resource_types,
             occ.quotas,
             pods,
             where,
@@ -198,6 +208,31 @@ def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = No
         kept[name] = last
     memo.update(maps=maps, namespaces=kept)
     return out
+
+
+def _resource_types(
+    gpu_quotas: dict[str, int],
+    pods: list[KubeObject],
+    node_lines: dict[str, NodeLedger],
+    resource_rows: dict[str, str],
+) -> dict[str, list[str]]:
+    """What each GPU resource of the quota is on the Workspace's nodes: on the nodes its pods
+    are bound to, as those nodes' ledger lines type it (plain nvidia.com/gpu is a MIG
+    instance on a MIG-single node, a replica where the GPU Operator time-slices it); without
+    such a pod, as the cluster's resource row types it (the Availability page's)."""
+    out: dict[str, set[str]] = {}
+    for pod in pods:
+        line = node_lines.get((pod.get("spec") or {}).get("nodeName") or "")
+        if line is None or not vocab.holds_node_resources(pod):
+            continue
+        for res in pod_gpu_requests(pod):
+            served = line.resources.get(res)
+            if res in gpu_quotas and served is not None and served.gpu_type:
+                out.setdefault(res, set()).add(served.gpu_type)
+    for res, amount in gpu_quotas.items():
+        if amount and res not in out and resource_rows.get(res):
+            out[res] = {resource_rows[res]}
+    return {res: sorted(types) for res, types in sorted(out.items())}
 
 
 def pods_sharing_with_other_workspaces(nodes: list[NodeLedger], sliced: set[str]) -> frozenset[str]:

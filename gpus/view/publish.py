@@ -37,7 +37,8 @@ from gpus.numbers import pod_waits as pod_waits_mod
 # (gpus.view.stored refuses it) but published again by the new code, in full.
 # 2: extra["gpu_capacity"], what each GPU resource offers (why pods wait); 3: type rows' sharing strategy;
 # 4: GPUs published through DRA (type rows' DRA part and unlimited shares, nodes' stack)
-# 5: Workspace rows' requested counts every pod bound to a node (as the scheduler does), and their waiting pods
+# 5: Workspace rows' requested counts every pod bound to a node (as the scheduler does), their waiting pods,
+# and their GPU type is what their resource is on their nodes
 SCHEMA_VERSION = 5
 # What a model × type row of the ledger keeps in the stored view (ViewTypeRow), written here
 # and read back by stored.py as the same fields
