@@ -457,8 +457,9 @@ class ViewWorkspace(models.Model):
     """A namespace that is a Workspace (labelled) or holds a GPU quota, as the cluster last
     showed it: the Workspaces pages read it (0 API calls, one query per page). Utilisation
     and memory are DCGM's (None: not measured, never 0). ``idle_since`` is carried from one
-    generation to the next: since when its GPU quota has had no Running pod, or
-    utilisation under BRICK_IDLE_UTILISATION_PERCENT."""
+    generation to the next: since when its GPU quota has had no pod holding a GPU, or
+    utilisation under BRICK_IDLE_UTILISATION_PERCENT, while none of its GPU pods waited for
+    the scheduler (``waiting``: a Workspace waiting for GPUs is not idle)."""
 
     generation = models.PositiveBigIntegerField()
     namespace = models.CharField(max_length=63, unique=True)
@@ -470,7 +471,8 @@ class ViewWorkspace(models.Model):
     gpu_quotas = models.JSONField(default=dict, blank=True)  # {resource: hard}
     # [{"name", "hard": {}, "used": {}, "scopes": [selector, ...]}]: every ResourceQuota
     quotas = models.JSONField(default=list, blank=True)
-    requested = models.IntegerField(default=0)  # Requested by its Running pods now
+    requested = models.IntegerField(default=0)  # Requested by its pods bound to a node now, as the scheduler counts
+    waiting = models.IntegerField(default=0)  # its GPU pods the scheduler has not placed
     physical = models.IntegerField(default=0)  # In use physically: distinct GPUs its Running pods hold
     utilisation = models.FloatField(null=True, blank=True)  # %, DCGM; None: not measured
     memory_mib = models.FloatField(null=True, blank=True)  # framebuffer used, DCGM; None: not measured
@@ -496,7 +498,7 @@ class ViewWorkspace(models.Model):
 
     @property
     def no_pod(self) -> bool:
-        """No Running pod asks for a GPU: nothing for DCGM to measure."""
+        """No pod holds a GPU: nothing for DCGM to measure."""
         return not self.requested
 
     @property

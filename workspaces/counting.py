@@ -23,7 +23,7 @@ TERMINAL = ("Succeeded", "Failed")
 @dataclass
 class QuotaCounting:
     notes: dict[str, str] = field(default_factory=dict)  # pod name -> why it is not counted
-    uncounted_running: int = 0  # of "Requested by pods" (Running pods), the GPUs no quota counts
+    uncounted_running: int = 0  # of "Requested by pods" (pods bound to a node), the GPUs no quota counts
     uncounted: int = 0  # of every pod the quota would count (not finished), the GPUs no quota counts
 
     @property
@@ -107,6 +107,6 @@ def of_line(line) -> QuotaCounting:
             out.notes[p.get("name", "")] = " ".join(words)
         missed = qs.uncounted(lines)
         out.uncounted += missed
-        if p.get("phase") == "Running":
+        if p.get("node"):  # bound to a node: in "Requested by pods", as the scheduler counts it
             out.uncounted_running += missed
     return out

@@ -51,7 +51,7 @@ class Record:
 class WorkspaceInputs:
     records: list[Record]
     # The view's lines (gpus.view.reading.workspace_lines or gpus.numbers.occupancy.Occupancy): namespace,
-    # owner, quota, gpu_quotas, quotas, requested, utilisation, idle_since (may be absent).
+    # owner, quota, gpu_quotas, quotas, requested, waiting, utilisation, idle_since (may be absent).
     lines: list = field(default_factory=list)
     idle_hours: float = 24.0
     idle_percent: float = 5.0
@@ -218,7 +218,8 @@ def workspace_unrecorded(inputs: HealthInputs) -> Iterable[Problem]:
     explain=gettext_lazy(
         "A Workspace has held GPU quota with no Running GPU pod, or with utilisation under the "
         "threshold, for the whole window (BRICK_IDLE_HOURS, 24 h by default). Ask its owner "
-        "whether it is still needed; its quota could be given to someone else."
+        "whether it is still needed; its quota could be given to someone else. A Workspace with a "
+        "GPU pod the scheduler cannot place is waiting for GPUs, never idle."
     ),
 )
 def workspace_idle(inputs: HealthInputs) -> Iterable[Problem]:
@@ -301,7 +302,7 @@ def workspace_borrowing_while_waiting(inputs: HealthInputs) -> Iterable[Problem]
 
 # The Workspace lines as the Workspace checks read them; their JSON is read as text, so that
 # unchanged lines cost no decoding (workspace_problems).
-_LINE_SCALARS = ("namespace", "owner", "quota", "requested", "utilisation", "idle_since", "labelled")
+_LINE_SCALARS = ("namespace", "owner", "quota", "requested", "waiting", "utilisation", "idle_since", "labelled")
 _workspace_found_lock = threading.Lock()
 _workspace_found: dict = {}  # {"key": what the last findings were computed from, "found": them}
 
@@ -329,7 +330,11 @@ def workspace_problems() -> list[health_mod.Problem]:
         if _workspace_found.get("key") == key:
             return list(_workspace_found["found"])
     lines = [
-        _Line(*row[: len(_LINE_SCALARS)], gpu_quotas=json.loads(row[-2] or "{}"), quotas=json.loads(row[-1] or "[]"))
+        _Line(
+            **dict(zip(_LINE_SCALARS, row, strict=False)),
+            gpu_quotas=json.loads(row[-2] or "{}"),
+            quotas=json.loads(row[-1] or "[]"),
+        )
         for row in rows
     ]
     found = health_mod.problems(
@@ -353,6 +358,7 @@ class _Line:
     labelled: bool
     gpu_quotas: dict
     quotas: list
+    waiting: int = 0  # GPU pods the scheduler has not placed: waiting for GPUs, never idle
 
 
 def _workspace_records() -> tuple:
@@ -389,6 +395,7 @@ def workspace_inputs(lines=None, records=None, kueue_seen=None):
                 "gpu_quotas",
                 "quotas",
                 "requested",
+                "waiting",
                 "utilisation",
                 "idle_since",
                 "labelled",

@@ -381,6 +381,21 @@ def kubelet_status(status: KubeObject, advertised: dict[str, int] | None) -> Kub
     return {**status, "capacity": capacity, "allocatable": allocatable}
 
 
+def kubelet_status_registered(status: KubeObject, advertised: dict[str, int] | None) -> KubeObject:
+    """Node ``status`` after a kubelet sync in which its device plugin did not change (or the
+    first sync of a node whose status was written as it is, e.g. loaded from a scenario):
+    kubelet writes what its device manager has registered where the status lacks it (a status
+    patch removed it) and leaves every other resource as it finds it, a stale one in both
+    capacity and allocatable too. Only a plugin that stops serving a resource changes it
+    (``kubelet_status``)."""
+    capacity = dict(status.get("capacity") or {})
+    allocatable = dict(status.get("allocatable") or {})
+    for name, count in (advertised or {}).items():
+        capacity.setdefault(name, str(count))
+        allocatable.setdefault(name, str(count))
+    return {**status, "capacity": capacity, "allocatable": allocatable}
+
+
 matches_selector = labels_match  # nodeSelector-style equality
 
 

@@ -10,12 +10,16 @@ It reproduces what the procedures depend on and nothing more:
 - drain honours PodDisruptionBudgets and skips DaemonSet and mirror pods; each eviction is
   decided as the API server's Eviction API decides, from the status the disruption
   controller would give the budget at that moment (vocabulary.py);
-- a DaemonSet's spec.selector is immutable (422), as on a real API server.
+- a DaemonSet's spec.selector is immutable (422), as on a real API server;
+- a loaded node's status stays as the scenario wrote it until its device plugin starts,
+  restarts or stops;
+- the resource quota controller writes each ResourceQuota's status (hard, and used from the
+  namespace's pods: quotausage.py) whenever a pod, a claim or the quota is written.
 
 The twin is three parts behind one class: its store (twin_store.py: the rows and the event
 log a watch reads), its controllers (twin_controllers.py: DaemonSet rollouts, the device
-plugin and kubelet, mig-manager, the disruption controller) and its API (twin_api.py: the
-gateway's methods).
+plugin and kubelet, mig-manager, the disruption controller, the quota controller) and its API
+(twin_api.py: the gateway's methods).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from .base import (
 )
 from .drain import pods_to_evict
 from .models import TwinHardware, TwinObject, TwinState
-from .twin_store import CLUSTER_SCOPED, TwinWatch, now_iso
+from .twin_store import CLUSTER_SCOPED, TwinWatch, _quota_sync, now_iso
 from .vocabulary import (
     HOSTNAME_LABEL,
     MIG_CONFIG_LABEL,
@@ -438,9 +438,8 @@ class TwinApi:
         if kind == "ResourceQuota":
             self._get("Namespace", ns)
             self._validate_quota(meta["name"], manifest.get("spec") or {})
-            hard = _canonical_hard((manifest.get("spec") or {}).get("hard") or {})
-            manifest["spec"]["hard"] = hard
-            manifest["status"] = {"hard": hard, "used": {k: "0" for k in hard}}
+            manifest["spec"]["hard"] = _canonical_hard((manifest.get("spec") or {}).get("hard") or {})
+            manifest.pop("status", None)  # the quota controller's (twin_controllers.py), written on save
         if current is None:
             body = manifest
             if kind == "DaemonSet":
@@ -596,7 +595,6 @@ class TwinApi:
                 "kind": "ResourceQuota",
                 "metadata": {"name": name, "namespace": namespace},
                 "spec": {"hard": hard},
-                "status": {"hard": hard, "used": {k: "0" for k in hard}},
             }
         )
 
@@ -679,6 +677,13 @@ class TwinApi:
         """Replace the whole twin with these objects and physical GPUs. ``plugin_configs``
         gives, per node, the config its running plugin read at start when that differs
         from the ConfigMap (a rollout restart that was skipped)."""
+        _quota_sync.namespaces = set()  # the quota controller runs once the cluster is written
+        try:
+            self._load(objects, hardware, plugin_configs)
+        finally:
+            _quota_sync.namespaces = None
+
+    def _load(self, objects, hardware, plugin_configs):
         TwinObject.objects.all().delete()
         # A new cluster: rather than a DELETED event per old object, compact the log past
         # the replacement, so every watch started before it gets Gone and lists again.
@@ -696,16 +701,8 @@ class TwinApi:
                     if part.get("hard"):
                         part["hard"] = _canonical_hard(part["hard"])
             self._save(obj)
-        self._reconcile()
+        # the nodes' status as written, with what their plugins (each with the config it read) serve
+        self._reconcile(loaded=dict(plugin_configs or {}))
         self._schedule_claim_pods()
-        for node, config in (plugin_configs or {}).items():
-            hw = TwinHardware.objects.get(node=node)
-            if hw.plugin_pod_uid:
-                hw.advertised = dp.advertised_resources(hw.gpus, config)
-                hw.save()
-                row = TwinObject.objects.get(kind="Node", name=node)
-                pod = self._plugin_pod_by_uid(hw.plugin_pod_uid)
-                if pod is not None and (dp.plugin_config_errors(config) or dp.mps_start_error(hw.gpus, config)):
-                    self._crash_loop(pod)
-                self._kubelet_sync(row, hw, pod)
+        self._sync_quotas_after_load()
         self._bump()

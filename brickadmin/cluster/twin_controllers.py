@@ -17,12 +17,13 @@ import copy
 import hashlib
 import json
 import uuid
+from datetime import UTC, datetime
 
 from . import deviceplugin as dp
-from . import dra_allocate, dra_publish, migparted, projection
+from . import dra_allocate, dra_publish, migparted, projection, quotausage
 from .base import NotFound
 from .models import TwinHardware, TwinObject
-from .twin_store import now_iso
+from .twin_store import _quota_sync, now_iso
 from .vocabulary import (
     DRA_DRIVER_DEPLOY_LABEL,
     GPU_OPERATOR_NAMESPACE,
@@ -268,6 +269,36 @@ def _tainted(result: dict, sel: dict, taint: dict) -> bool:
 class TwinControllers(TwinClaimScheduling, TwinDeviceTaints):
     """The simulated controllers, run by the API's writes for what they touched."""
 
+    # --- kube-controller-manager's resource quota controller -----------------------
+    def _quota_status(self, quota: dict) -> dict:
+        """What the quota controller writes in ``quota``'s status now (quotausage.py): hard
+        as the spec says, used measured from the namespace's pods and claims."""
+        ns = quota["metadata"].get("namespace", "default")
+        return quotausage.quota_status(quota, self._list("Pod", ns), datetime.now(UTC), self._list("ResourceClaim", ns))
+
+    def _usage_changed(self, namespace: str) -> None:
+        """A pod or a claim of ``namespace`` changed: each of its quotas whose use moved is
+        written again (the controller's replenishment), at once, or at the end of a load."""
+        deferred = getattr(_quota_sync, "namespaces", None)
+        if deferred is not None:
+            deferred.add(namespace)
+            return
+        for quota in self._list("ResourceQuota", namespace):
+            status = self._quota_status(quota)
+            if status != quota.get("status"):
+                quota["status"] = status
+                self._save_row(quota)
+
+    def _sync_quotas_after_load(self) -> None:
+        """Every quota's status as the controller writes it once it has listed the cluster."""
+        _quota_sync.namespaces = None
+        for namespace in sorted(
+            set(TwinObject.objects.filter(kind="ResourceQuota").values_list("namespace", flat=True))
+        ):
+            for quota in self._list("ResourceQuota", namespace):
+                quota["status"] = self._quota_status(quota)
+                self._save_row(quota)
+
     # --- the disruption controller, as the Eviction API asks it -----------------
     def _eviction_refusal(self, pod, pdbs) -> EvictionRefusal | None:
         """The Eviction API's decision, each guarding budget with the status the disruption
@@ -376,8 +407,10 @@ class TwinControllers(TwinClaimScheduling, TwinDeviceTaints):
         ]
 
     # --- the simulated controllers ------------------------------------------
-    def _reconcile(self, nodes: list[str] | None = None):
-        """DaemonSet controller for brick-nvidia, then device plugin + kubelet."""
+    def _reconcile(self, nodes: list[str] | None = None, *, loaded: dict[str, str] | None = None):
+        """DaemonSet controller for brick-nvidia, then device plugin + kubelet. ``loaded``:
+        the nodes were just loaded, their status as the scenario wrote it; per node, the
+        config its running plugin read at start when that differs from the ConfigMap."""
         daemonsets = self.list_daemonsets(namespace=PLUGIN_NAMESPACE)
         node_rows = TwinObject.objects.filter(kind="Node")
         if nodes is not None:
@@ -413,7 +446,7 @@ class TwinControllers(TwinClaimScheduling, TwinDeviceTaints):
                     self._delete_row("Pod", pod["metadata"]["name"], PLUGIN_NAMESPACE)
             if wanted and running is None and tolerates(taints, tolerations):
                 running = self._start_plugin_pod(wanted, name)
-            self._kubelet_sync(row, hardware.get(name), running)
+            self._kubelet_sync(row, hardware.get(name), running, loaded=loaded)
         for ds in daemonsets:
             self._update_ds_status(ds)
 
@@ -443,29 +476,45 @@ class TwinControllers(TwinClaimScheduling, TwinDeviceTaints):
         }
         return self._save(pod)
 
-    def _kubelet_sync(self, node_row, hw: TwinHardware | None, plugin_pod: dict | None):
+    def _kubelet_sync(
+        self, node_row, hw: TwinHardware | None, plugin_pod: dict | None, *, loaded: dict[str, str] | None = None
+    ):
+        """kubelet's status sync with the node's device plugin. A plugin that starts, restarts
+        or stops changes the node's GPU resources (deviceplugin.kubelet_status: what it no
+        longer serves falls to 0); otherwise, and on the sync right after a load, the status is
+        kept as it is and only what the plugin serves and the status lacks is written
+        (deviceplugin.kubelet_status_registered)."""
         if hw is None or not (node_row.body["metadata"].get("labels") or {}).get(GPU_NODE_LABEL):
             return  # not a node the twin's plugin serves (e.g. GPU Operator convention)
+        name = node_row.body["metadata"]["name"]
         if plugin_pod is None:
             advertised = None
+            changed = bool(hw.plugin_pod_uid)  # a plugin was serving the node: it stopped
             hw.plugin_pod_uid, hw.advertised = "", None
         elif plugin_pod["metadata"]["uid"] != hw.plugin_pod_uid:
-            # The plugin reads its config once, at start.
-            ds = self._get("DaemonSet", plugin_pod["metadata"]["ownerReferences"][0]["name"], PLUGIN_NAMESPACE)
-            cm_name = dp.config_map_name(ds)
-            try:
-                config = self._get("ConfigMap", cm_name, PLUGIN_NAMESPACE)["data"].get(PLUGIN_CONFIG_KEY)
-            except NotFound:
-                config = None
+            # The plugin reads its config once, at start (a loaded one may have read another).
+            if loaded is not None and name in loaded:
+                config = loaded[name]
+            else:
+                ds = self._get("DaemonSet", plugin_pod["metadata"]["ownerReferences"][0]["name"], PLUGIN_NAMESPACE)
+                try:
+                    cm = self._get("ConfigMap", dp.config_map_name(ds), PLUGIN_NAMESPACE)
+                    config = cm["data"].get(PLUGIN_CONFIG_KEY)
+                except NotFound:
+                    config = None
             advertised = dp.advertised_resources(hw.gpus, config)
+            changed = True
             hw.plugin_pod_uid, hw.advertised = plugin_pod["metadata"]["uid"], advertised
             if dp.plugin_config_errors(config) or dp.mps_start_error(hw.gpus, config):
                 self._crash_loop(plugin_pod)
         else:
-            advertised = hw.advertised
+            advertised, changed = hw.advertised, False
         hw.save()
         node = node_row.body
-        new_status = dp.kubelet_status(node.get("status") or {}, advertised)
+        if changed and loaded is None:
+            new_status = dp.kubelet_status(node.get("status") or {}, advertised)
+        else:
+            new_status = dp.kubelet_status_registered(node.get("status") or {}, advertised)
         if new_status != node.get("status"):
             node["status"] = new_status
             self._save(node)

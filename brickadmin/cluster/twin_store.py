@@ -66,6 +66,13 @@ CLUSTER_SCOPED = {
 }
 
 
+# The kinds whose writes move a namespace's quota use (the quota controller's evaluators).
+USAGE_KINDS = frozenset({"Pod", "ResourceClaim"})
+# While a load writes its objects: the namespaces whose quotas are brought up to date at its end
+# (None: at each write).
+_quota_sync = threading.local()
+
+
 def now_iso() -> str:
     return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
@@ -119,6 +126,25 @@ class TwinStore:
             raise NotFound(f'{kind.lower()}s "{name}" not found{ns}', status=404, reason="NotFound") from None
 
     def _save(self, body: dict) -> dict:
+        """Write an object as the API server stores it, then run what a control plane does
+        at once with it: a quota's status is the quota controller's, and a pod or a claim
+        moves its namespace's quotas (twin_controllers.py)."""
+        kind = body["kind"]
+        if kind == "ResourceQuota" and getattr(_quota_sync, "namespaces", None) is None:
+            body["status"] = self._quota_status(body)
+        saved = self._save_row(body)
+        if kind in USAGE_KINDS:
+            self._usage_changed(saved["metadata"]["namespace"])
+        return saved
+
+    def _quota_status(self, quota: dict) -> dict:
+        """The status the quota controller writes (twin_controllers.py plays it)."""
+        return quota.get("status") or {}
+
+    def _usage_changed(self, namespace: str) -> None:
+        """A pod or a claim of ``namespace`` was written or deleted (twin_controllers.py)."""
+
+    def _save_row(self, body: dict) -> dict:
         kind = body["kind"]
         meta = body.setdefault("metadata", {})
         meta.setdefault("uid", str(uuid.uuid4()))
@@ -152,6 +178,8 @@ class TwinStore:
             self._record(rv, TwinEvent.DELETED, kind, namespace, name, body)
         if rows:
             TwinObject.objects.filter(pk__in=[r[0] for r in rows]).delete()
+        for namespace in sorted({r[2] for r in rows if r[1] in USAGE_KINDS}):
+            self._usage_changed(namespace)
 
     # --- the event log (what a watch delivers) --------------------------------
     @staticmethod

@@ -159,11 +159,13 @@ from .upstream.pci_ids import (
 from .upstream.pods import (
     being_deleted,
     controller_of,
+    holds_node_resources,
     is_mirror,
     is_terminal,
     pod_healthy,
     pod_key,
     pod_ready,
+    waits_for_a_node,
 )
 from .upstream.quantity import (
     BINARY_SI,
@@ -327,6 +329,8 @@ __all__ = [
     "label_int",
     "format_quantity",
     "is_terminal",
+    "holds_node_resources",
+    "waits_for_a_node",
     "is_mirror",
     "pod_key",
     "pod_ready",

@@ -1,10 +1,13 @@
 """Who holds the GPUs, and are they used: one line per Workspace namespace. Pure.
 
 From a snapshot and its ledger, for every namespace that is labelled a Workspace or holds a
-GPU quota: its owner label, its GPU quota (Allocated to the Workspace), what its Running
-pods request now (Requested by pods), the distinct physical GPUs they hold (In use
-physically, placed as the node's GPU map places them: gpus/gpumap.py) and, when DCGM
-measured them, their utilisation and memory used (None otherwise: not measured, never 0).
+GPU quota: its owner label, its GPU quota (Allocated to the Workspace), what its pods hold
+now as the scheduler counts it (Requested by pods: every pod bound to a node and not
+finished, a pod still pulling its image too), how many of its GPU pods wait for the scheduler
+to place them (waiting: a Workspace waiting for GPUs is not idle), the distinct physical
+GPUs its Running pods hold (In use physically, placed as the node's GPU map places them:
+gpus/gpumap.py) and, when DCGM measured them, their utilisation and memory used (None
+otherwise: not measured, never 0).
 The cluster view (gpus/view_publish.py) stores these lines; the Workspaces pages read them.
 """
 
@@ -37,7 +40,8 @@ class Occupancy:
     labelled: bool = False
     gpu_quotas: dict[str, int] = field(default_factory=dict)
     quotas: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "hard", "used", "scopes"}]
-    requested: int = 0
+    requested: int = 0  # GPUs its pods bound to a node hold (vocabulary.holds_node_resources)
+    waiting: int = 0  # its GPU pods the scheduler has not placed (vocabulary.waits_for_a_node)
     physical: int = 0
     utilisation: float | None = None
     memory_mib: float | None = None
@@ -52,15 +56,22 @@ class Occupancy:
     def quota(self) -> int:
         return sum(self.gpu_quotas.values())
 
+    # resource -> what it is on this Workspace's nodes (ledger types: 'exclusive', 'shared',
+    # 'mig-<profile>', 'mixed'); a resource not here is named by its name (gpu_type_of)
+    resource_types: dict[str, list[str]] = field(default_factory=dict)
+
     @property
     def gpu_type(self) -> str:
-        types = sorted({gpu_type_of(r) for r, n in self.gpu_quotas.items() if n})
+        types = sorted(
+            {t for r, n in self.gpu_quotas.items() if n for t in (self.resource_types.get(r) or [gpu_type_of(r)])}
+        )
         return ", ".join(types)
 
     def idle(self, threshold_percent: float) -> bool:
-        """Holding GPU quota and not using it now: no Running pod asks for a GPU, or DCGM
-        measures its GPUs under the threshold."""
-        if not self.quota:
+        """Holding GPU quota and not using it now: no pod holds a GPU, or DCGM measures its
+        GPUs under the threshold. A Workspace with a GPU pod the scheduler cannot place is
+        waiting for GPUs, never idle: taking its quota back would only make it wait longer."""
+        if not self.quota or self.waiting:
             return False
         if not self.requested:
             return True
@@ -164,6 +175,8 @@ def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = No
         if name in out:
             pods_of.setdefault(name, []).append(pod)
     usage = getattr(snapshot, "usage", None)
+    node_lines = {n.name: n for n in ledger.nodes}
+    resource_rows = {r.resource: r.gpu_type for r in ledger.by_resource}
     last_occupancy, kept = memo.get("namespaces", {}), {}  # namespace -> (what it is made of, Occupancy, pod lines)
     for name, occ in list(out.items()):
         pods = pods_of.get(name, [])
@@ -171,11 +184,13 @@ def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = No
         where = [placed.get(key, []) for key in keys]
         readings = None if usage is None else [usage.get(key) for key in keys]
         shared = [key in sliced for key in keys]
+        occ.resource_types = _resource_types(occ.gpu_quotas, pods, node_lines, resource_rows)
         key = (
             occ.owner,
             occ.labelled,
             occ.created_at,
             occ.gpu_quotas,
+            occ.resource_types,
             occ.quotas,
             pods,
             where,
@@ -193,6 +208,31 @@ def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = No
         kept[name] = last
     memo.update(maps=maps, namespaces=kept)
     return out
+
+
+def _resource_types(
+    gpu_quotas: dict[str, int],
+    pods: list[KubeObject],
+    node_lines: dict[str, NodeLedger],
+    resource_rows: dict[str, str],
+) -> dict[str, list[str]]:
+    """What each GPU resource of the quota is on the Workspace's nodes: on the nodes its pods
+    are bound to, as those nodes' ledger lines type it (plain nvidia.com/gpu is a MIG
+    instance on a MIG-single node, a replica where the GPU Operator time-slices it); without
+    such a pod, as the cluster's resource row types it (the Availability page's)."""
+    out: dict[str, set[str]] = {}
+    for pod in pods:
+        line = node_lines.get((pod.get("spec") or {}).get("nodeName") or "")
+        if line is None or not vocab.holds_node_resources(pod):
+            continue
+        for res in pod_gpu_requests(pod):
+            served = line.resources.get(res)
+            if res in gpu_quotas and served is not None and served.gpu_type:
+                out.setdefault(res, set()).add(served.gpu_type)
+    for res, amount in gpu_quotas.items():
+        if amount and res not in out and resource_rows.get(res):
+            out[res] = {resource_rows[res]}
+    return {res: sorted(types) for res, types in sorted(out.items())}
 
 
 def pods_sharing_with_other_workspaces(nodes: list[NodeLedger], sliced: set[str]) -> frozenset[str]:
@@ -260,8 +300,9 @@ def _fill(
     sliced: set[str] | frozenset[str] = frozenset(),
     multi_tenant: frozenset[str] = frozenset(),
 ) -> None:
-    """Add the pods of ``occ``'s namespace to it: their lines, what the Running ones
-    request, the distinct GPUs they hold and (when DCGM measured them) their utilisation.
+    """Add the pods of ``occ``'s namespace to it: their lines, what the ones bound to a node
+    request, how many wait for a node, the distinct GPUs the Running ones hold and (when DCGM
+    measured them) their utilisation.
     A pod on a time-sliced GPU gets no utilisation of its own (``time_sliced``; the
     device's figure is kept as ``device_utilisation``) and is left out of the Workspace's,
     unless the node's time-sliced pods are all this Workspace's (``multi_tenant`` does not name it)."""
@@ -290,8 +331,11 @@ def _fill(
                 base["wait"] = wait
         lines[key] = (pod, at, base)
         line = dict(base)  # a line of its own: utilisation is added below
-        if phase == "Running":
+        if vocab.holds_node_resources(pod):  # as the scheduler counts it: Running or still starting
             occ.requested += sum(line["requests"].values())
+        elif vocab.waits_for_a_node(pod):
+            occ.waiting += 1
+        if phase == "Running":
             held.update((node, i) for node, i, _u in at)
         if key in sliced:
             line["time_sliced"] = True
@@ -330,12 +374,16 @@ _Line = TypeVar("_Line", bound=QuotaLine)
 
 
 def idle_lines(lines: Iterable[_Line], now: datetime, hours: float) -> list[_Line]:
-    """The lines whose GPU quota has been idle for at least ``hours``."""
+    """The lines whose GPU quota has been idle for at least ``hours``; never one whose GPU pods
+    wait for the scheduler (``waiting``): that Workspace is waiting for GPUs."""
     window = timedelta(hours=hours)
     return [
         line
         for line in lines
-        if line.quota and (since := getattr(line, "idle_since", None)) is not None and now - since >= window
+        if line.quota
+        and not getattr(line, "waiting", 0)
+        and (since := getattr(line, "idle_since", None)) is not None
+        and now - since >= window
     ]
 
 

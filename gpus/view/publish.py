@@ -38,7 +38,9 @@ from gpus.numbers import pod_waits as pod_waits_mod
 # 2: extra["gpu_capacity"], what each GPU resource offers (why pods wait); 3: type rows' sharing strategy;
 # 4: GPUs published through DRA (type rows' DRA part and unlimited shares, nodes' stack);
 # 5: a node whose whole GPUs are shared by MPS has mode "mps" (before: "timeslicing")
-SCHEMA_VERSION = 5
+# 6: Workspace rows' requested counts every pod bound to a node (as the scheduler does), their waiting pods,
+# and their GPU type is what their resource is on their nodes
+SCHEMA_VERSION = 6
 # What a model × type row of the ledger keeps in the stored view (ViewTypeRow), written here
 # and read back by stored.py as the same fields
 TYPE_ROW_FIELDS = (
@@ -419,6 +421,7 @@ def _write_workspaces(occupancy: dict, gen: int, now, last: dict) -> dict:
                 gpu_quotas=occ.gpu_quotas,
                 quotas=occ.quotas,
                 requested=occ.requested,
+                waiting=occ.waiting,
                 physical=occ.physical,
                 utilisation=occ.utilisation,
                 memory_mib=occ.memory_mib,

@@ -126,16 +126,43 @@ def test_idle_means_no_running_pod_or_measured_utilisation_under_the_threshold()
     snap.usage = {"team-a/train": {"GPU-0": [2.0, 1024.0]}}
     (line,) = lines_of(snap)
     assert line.idle(5) and not line.idle(1)
-    pending = snapshot(
+    finished = snapshot(
+        [node("ex-1")],
+        quotas=[quota("team-a", {GPU: 1})],
+        gpu_pods=[gpu_pod("team-a", "train", "ex-1", phase="Succeeded")],
+    )
+    finished.namespaces = [namespace("team-a", "alice")]
+    assert lines_of(finished)[0].idle(5)  # a finished pod holds no GPU
+    pulling = snapshot(
         [node("ex-1")],
         quotas=[quota("team-a", {GPU: 1})],
         gpu_pods=[gpu_pod("team-a", "train", "ex-1", phase="Pending")],
     )
-    pending.namespaces = [namespace("team-a", "alice")]
-    assert lines_of(pending)[0].idle(5)  # a pod that does not run holds no GPU
+    pulling.namespaces = [namespace("team-a", "alice")]
+    # bound to its node, still pulling its image: the scheduler counts its GPU as taken
+    (line,) = lines_of(pulling)
+    assert (line.requested, line.waiting, line.idle(5)) == (1, 0, False)
 
 
-def test_a_workspace_line_counts_running_requests_and_distinct_physical_gpus():
+def test_a_workspace_whose_gpu_pods_cannot_be_scheduled_is_waiting_never_idle():
+    snap = snapshot(
+        [node("ex-1")],
+        quotas=[quota("team-a", {GPU: 2}), quota("team-b", {GPU: 2})],
+        gpu_pods=[gpu_pod("team-a", "train", "", amount=2, phase="Pending")],  # no node has room for it
+    )
+    snap.namespaces = [namespace("team-a", "alice"), namespace("team-b", "bob")]
+    lines = {line.namespace: line for line in lines_of(snap)}
+    assert (lines["team-a"].requested, lines["team-a"].waiting, lines["team-a"].idle(5)) == (0, 1, False)
+    assert (lines["team-b"].requested, lines["team-b"].waiting, lines["team-b"].idle(5)) == (0, 0, True)
+    # even a line stored as idle long ago is not offered for reclaiming while its pods wait
+    for line in lines.values():
+        line.idle_since = NOW - timedelta(hours=48)
+    records = [Record("team-a", "alice", 2, GPU), Record("team-b", "bob", 2, GPU)]
+    assert kinds(found(records, list(lines.values()))) == [("team-b", "workspace-idle", "warn")]
+    assert idle_totals(list(lines.values()), NOW, 24) == {GPU: 2}
+
+
+def test_a_workspace_line_counts_requests_of_pods_bound_to_nodes_and_distinct_physical_gpus():
     # two shared pods on one physical GPU (replicas 2), one exclusive pod, one pending pod
     snap = snapshot(
         [node("ts-1", sharing="timeslicing", physical=1, resources={SHARED: (2, 2)}), node("ex-1", physical=2)],
@@ -146,15 +173,17 @@ def test_a_workspace_line_counts_running_requests_and_distinct_physical_gpus():
             gpu_pod("team-a", "nb-2", "ts-1", SHARED),
             gpu_pod("team-b", "train", "ex-1"),
             gpu_pod("team-b", "wait", "ex-1", phase="Pending"),
+            gpu_pod("team-b", "unplaced", "", phase="Pending"),
         ],
     )
     snap.namespaces = [namespace("team-a", "alice"), namespace("team-b", "bob")]
     lines = {line.namespace: line for line in lines_of(snap)}
     a, b = lines["team-a"], lines["team-b"]
     assert (a.quota, a.requested, a.physical, a.resource) == (2, 2, 1, SHARED)
-    assert (b.quota, b.requested, b.physical, b.owner) == (2, 1, 1, "bob")
-    assert [p["name"] for p in b.pods] == ["train", "wait"]
-    assert b.pods[0]["gpus"] == ["ex-1 · GPU 0"] and b.pods[1]["gpus"] == []
+    # the pending pod bound to ex-1 holds its GPU as the scheduler counts it; the unplaced one waits
+    assert (b.quota, b.requested, b.waiting, b.physical, b.owner) == (2, 2, 1, 1, "bob")
+    assert [p["name"] for p in b.pods] == ["train", "unplaced", "wait"]
+    assert b.pods[0]["gpus"] == ["ex-1 · GPU 0"] and b.pods[2]["gpus"] == []
     assert a.utilisation is None and a.memory_mib is None  # not measured: None, never 0
 
 

@@ -193,6 +193,27 @@ def test_pod_facts():
     assert v.pod_key(pod()) == "ns/p"
 
 
+# kube-scheduler's view of a node's pods: its pod informer's field selector
+# (pkg/scheduler/scheduler.go newPodInformer: status.phase!=Succeeded,status.phase!=Failed) and
+# assignedPod (pkg/scheduler/eventhandlers.go: spec.nodeName set) decide which pods NodeInfo.AddPod
+# (pkg/scheduler/framework/types.go) counts against the node's allocatable.
+@pytest.mark.parametrize(
+    "node, phase, holds, waits",
+    [
+        ("n1", "Running", True, False),
+        ("n1", "Pending", True, False),  # bound, its image still being pulled
+        ("n1", "Unknown", True, False),  # the node stopped reporting: still counted there
+        ("n1", "Succeeded", False, False),
+        ("n1", "Failed", False, False),  # refused by the kubelet, or ended
+        ("", "Pending", False, True),  # not placed yet
+        ("", "Failed", False, False),
+    ],
+)
+def test_what_the_scheduler_counts_on_a_node(node, phase, holds, waits):
+    p = {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": node}, "status": {"phase": phase}}
+    assert (v.holds_node_resources(p), v.waits_for_a_node(p)) == (holds, waits)
+
+
 def test_the_steps_count_what_the_drain_still_has_to_move():
     from gpus.procedures.steps import _evictable
 

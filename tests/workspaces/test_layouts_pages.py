@@ -55,3 +55,17 @@ def test_job_node_list_disables_every_node_without_whole_gpus(layouts):
     assert options["gpu-single-01"] == (False, "MIG nodes do not support Jobs")
     assert options["gpu-single-bad"] == (False, "MIG nodes do not support Jobs")
     assert options["gpu-ts-01"] == (False, "Time-slicing nodes do not support Jobs")
+
+
+def test_the_workspaces_list_names_a_gpu_type_for_what_its_resource_is_on_its_nodes(layouts, admin_client):
+    html = admin_client.get(reverse("cluster_workspaces")).content.decode()
+    table = re.search(r'data-testid="cluster-workspaces".*?</table>', html, re.S).group(0)
+    cells = {
+        text(r[0]): text(r[3])
+        for r in (re.findall(r"<td[^>]*>(.*?)</td>", row, re.S) for row in re.findall(r"<tr>(.*?)</tr>", table, re.S))
+        if r
+    }
+    # its pods hold nvidia.com/gpu on gpu-single-01, where every nvidia.com/gpu is a MIG 1g.10gb instance
+    assert cells["ws-mig-single"] == "nvidia.com/gpu MIG 1g.10gb"
+    assert cells["ws-mixed"] == "nvidia.com/mig-3g.40gb MIG 3g.40gb"
+    assert cells["ws-shared"] == "nvidia.com/gpu.shared Shared (time-slicing)"
