@@ -1261,6 +1261,11 @@ class Bench:
                 "live_allocated": sum(1 for c in claims if ((c.get("status") or {}).get("allocation"))),
                 "live_claim_pods": sum(1 for p in pods if (p.get("spec") or {}).get("resourceClaims")),
             }
+            for c in claims:  # each request counted as 1 device (ExactCount 1), as the view's quota-style row
+                if (c.get("status") or {}).get("allocation"):
+                    for rq in ((c.get("spec") or {}).get("devices") or {}).get("requests") or []:
+                        key = f"{(rq.get('exactly') or {}).get('deviceClassName')}.deviceclass.resource.k8s.io/devices"
+                        req[key] = req.get(key, 0) + int((rq.get("exactly") or {}).get("count") or 1)
         return {
             **dra,
             "live_pods": len(pods),
@@ -1447,12 +1452,17 @@ def report(r: dict, targets: dict) -> None:
         f"in apiserver_request_total by resource)"
     )
     lb, lp = r["label"], r["label_paused"]
+    change = (
+        "pool republished (one PATCH of the node's ResourceSlice: productName, generation + 1)"
+        if r["stack"] == "dra"
+        else "label change (GPU product label, one PATCH of the node)"
+    )
     for what, x in (("the simulators running", lb), ("the simulators paused around each change", lp)):
         if not x["dash"]:
-            print(f"label change -> page, {what}: NOT seen within 30 s in any of {x['changes']} changes")
+            print(f"{change} -> page, {what}: NOT seen within 30 s in any of {x['changes']} changes")
             continue
         print(
-            f"label change (GPU product label, one PATCH of the node) -> page showing the new model, {what} "
+            f"{change} -> page showing the new model, {what} "
             f"({len(x['dash'])}/{x['changes']} seen; {x['generations']} view generations published in "
             f"{x['wall_s']:.0f} s): from the PATCH's send to the answer of the page that showed it (an upper bound; "
             f"the PATCH itself median {statistics.median(x['patch']) * 1000:.0f} ms, max "
