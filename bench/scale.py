@@ -668,9 +668,9 @@ class Bench:
             name, node, gpus = item
             if self.dra:  # the node, then the pool its DRA kubelet plugin would publish
                 made = self.api.req("POST", "/api/v1/nodes", body=node, ok=(201, 409))
-                uid = (made.get("metadata") or {}).get("uid") or self.api.req("GET", f"/api/v1/nodes/{name}")[
-                    "metadata"
-                ]["uid"]
+                uid = (made.get("metadata") or {}).get("uid")
+                if not uid:  # an earlier run's node (409)
+                    uid = self.api.req("GET", f"/api/v1/nodes/{name}")["metadata"]["uid"]
                 self.dra_nodes[name] = (uid, gpus, 1)
                 sl = self.dra_slice(name, uid, gpus, 1)
                 self.api.req("POST", "/apis/resource.k8s.io/v1/resourceslices", body=sl, ok=(201, 409))
