@@ -17,6 +17,24 @@ KWOK still create, bind and run one device-plugin pod per node, and KWOK keeps e
 heartbeat. The churn's pods are KWOK's as before. `--populate kwok` builds as before (gpusim
 and KWOK do it all; 48 minutes at 5,000 nodes).
 
+`--stack dra` builds the same sizes on Dynamic Resource Allocation: each GPU node is labelled
+for NVIDIA's DRA kubelet plugin (nvidia.com/gpu.deploy.dra-driver, as the dra scenario's nodes),
+has no device-plugin capacity and no device-plugin pod, and carries one ResourceSlice in the
+driver's format (brickadmin/cluster/dra_publish.py: 8 whole GPUs, each shared by up to
+ceil(pods-per-node / 8) claims as the driver's consumable shares publish it). Every pod (30 a
+node: 150,000 claims on 40,000 devices at 5,000 nodes) holds a ResourceClaim of one share,
+created by the bench already allocated (status.allocation and reservedFor the pod written
+directly, as the pods' statuses are), so the scheduler has no work. The change timed to the
+pages is the node's pool republished with a new productName (one PATCH of its slice, the
+pool's generation raised); the churn's GPU pods hold a claim each. `--json FILE` keeps each
+size's figures and `--beside FILE` (the other stack's) prints the two side by side with the
+watcher's memory ratio:
+
+    BRICK_LAB_DIR=/tmp/brickadmin-lab-scale BRICK_LAB_PORT_OFFSET=600 .venv/bin/python bench/scale.py \
+        --sizes 500 --json /tmp/scale-dp.json
+    BRICK_LAB_DIR=/tmp/brickadmin-lab-scale BRICK_LAB_PORT_OFFSET=600 .venv/bin/python bench/scale.py \
+        --sizes 500 --stack dra --beside /tmp/scale-dp.json
+
 * the watcher's initial list time and its memory (VmRSS of `manage.py watch_cluster`, a
   subprocess on a fresh SQLite database, after priming and after the churn);
 * Dashboard (/), Nodes (/nodes/) and Availability (/availability/) server time through the
@@ -88,6 +106,8 @@ PAGES = ("/", "/nodes/", "/availability/")
 MODELS = [("NVIDIA A30", 24576), ("NVIDIA A100 80GB PCIe", 81920), ("NVIDIA H100 80GB HBM3", 81559)]
 BACKGROUND = ("gpusim", "kwok", "kube-state-metrics", "kube-controller-manager", "kube-scheduler")
 MARK = "@@scale@@ "
+DRA_CLASS = "gpu.nvidia.com"  # the DeviceClass NVIDIA's chart installs for whole GPUs
+GPUS_PER_NODE = 8
 HEARTBEAT_S = 4  # gpus.view.publish.HEARTBEAT_SECONDS: how often the watcher's status reaches the view
 KWOK_STATUS = "kwok.x-k8s.io/status"  # =custom: KWOK leaves the pod's status alone (lab/lab.py)
 
@@ -411,6 +431,9 @@ class Bench:
         self.kubectl = None
         self.api: Api | None = None
         self.nodes: list[tuple[str, str, str]] = []  # (name, sharing, resource)
+        self.dra = args.stack == "dra"
+        self.dra_nodes: dict[str, tuple[str, list, int]] = {}  # name -> (uid, GPUs, pool generation)
+        self.created_class = False
         self.namespaces: list[str] = []
         self.n_pods = 0
         self.run_id = f"{int(time.time()) % 100000:05d}"
@@ -527,6 +550,8 @@ class Bench:
 
         self.s, self.vocab = s, vocab
         self.make_ns(LEASE_NS)  # the watcher's Lease lives here (BRICK_LEASE_NAMESPACE)
+        if self.dra:
+            self.ensure_device_class()
         have = self.api.req("GET", f"/apis/apps/v1/namespaces/{vocab.PLUGIN_NAMESPACE}/daemonsets", ok=(200, 404))
         if have.get("items") or []:
             log(f"reusing the lab's device-plugin DaemonSets in {vocab.PLUGIN_NAMESPACE}")
@@ -549,6 +574,48 @@ class Bench:
                 params={"fieldManager": "bench-scale", "force": "true"},
             )
         log(f"created the device-plugin objects in {vocab.PLUGIN_NAMESPACE}")
+
+    def ensure_device_class(self):
+        """The DeviceClass the bench's claims name, as NVIDIA's chart installs it (the dra scenario's)."""
+        from brickadmin.cluster import dra_publish
+        from scenarios import build as scenario
+
+        self.scenario, self.dra_publish = scenario, dra_publish
+        path = "/apis/resource.k8s.io/v1/deviceclasses"
+        if self.api.req("GET", f"{path}/{DRA_CLASS}", ok=(200, 404)).get("kind") == "DeviceClass":
+            return
+        body = scenario._device_class(DRA_CLASS, "gpu")
+        body["metadata"]["labels"] = {BENCH_LABEL[0]: BENCH_LABEL[1]}
+        self.api.req("POST", path, body=body, ok=(201, 409))
+        self.created_class = True
+
+    def dra_slice(self, name: str, uid: str, gpus: list, generation: int) -> dict:
+        """The node's one ResourceSlice as NVIDIA's kubelet plugin publishes 8 whole GPUs
+        (dra_publish), each shared by up to ``shares`` claims (--consumable-shares, the dra
+        scenario's shape): every workload pod holds one share."""
+        sl = self.dra_publish.resource_slices(name, gpus, generation=generation, node_uid=uid)[0]
+        sl["metadata"].pop("generateName")
+        sl["metadata"]["labels"] = {BENCH_LABEL[0]: BENCH_LABEL[1]}
+        shares = -(-self.args.pods_per_node // GPUS_PER_NODE)
+        for dev, gpu in zip(sl["spec"]["devices"], gpus, strict=True):
+            self.scenario._shared(dev, f"{gpu['memoryMiB']}Mi", shares)
+        return sl
+
+    def create_claim(self, ns: str, name: str, node: str, device: int, pod: dict):
+        """The claim ``pod`` holds, as kube-scheduler leaves it: allocated one share of ``device``
+        on ``node`` and reserved for the pod (status written directly, as pods' statuses are)."""
+        sc = self.scenario
+        result = sc._result(
+            "gpu", node, f"gpu-{device}", share=sc._uid("share", ns, name), consumed={"memory": "0", "shares": "1"}
+        )
+        claim = sc._claim(ns, name, [sc._request("gpu", DRA_CLASS)], [result], node, [pod["metadata"]["name"]])
+        status = claim.pop("status")
+        status["reservedFor"][0]["uid"] = pod["metadata"]["uid"]
+        claim["metadata"].pop("uid")
+        claim["metadata"]["labels"] = {BENCH_LABEL[0]: BENCH_LABEL[1]}
+        path = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims"
+        self.api.req("POST", path, body=claim, ok=(201, 409))
+        self.api.req("PATCH", f"{path}/{name}/status", body={"status": status}, ctype="application/merge-patch+json")
 
     def make_ns(self, name, workspace_owner=None):
         body = self.s.namespace(name, owner=workspace_owner)
@@ -585,9 +652,13 @@ class Bench:
             sharing = "timeslicing" if i % 4 == 0 else "none"
             res = vocab.GPU_SHARED if sharing == "timeslicing" else vocab.GPU
             name = f"{PREFIX}-{i:05d}"
-            node = s.node(name, model=model, sharing=sharing, gpu_count=8, labels={BENCH_LABEL[0]: BENCH_LABEL[1]})
+            bench = {BENCH_LABEL[0]: BENCH_LABEL[1]}
+            if self.dra:  # labelled for NVIDIA's DRA kubelet plugin: no device-plugin pod, no GPU capacity
+                node, sharing, res = self.scenario._dra_node(name, extra_labels=bench), "dra", ""
+            else:
+                node = s.node(name, model=model, sharing=sharing, gpu_count=GPUS_PER_NODE, labels=bench)
             node["metadata"]["annotations"] = {"kwok.x-k8s.io/node": "fake"}
-            new.append((name, node, s.gpus(name, model, 8, mem)))
+            new.append((name, node, s.gpus(name, model, GPUS_PER_NODE, mem)))
             self.nodes.append((name, sharing, res))
 
         direct = self.args.populate == "direct"
@@ -595,6 +666,15 @@ class Bench:
 
         def create_node(item):
             name, node, gpus = item
+            if self.dra:  # the node, then the pool its DRA kubelet plugin would publish
+                made = self.api.req("POST", "/api/v1/nodes", body=node, ok=(201, 409))
+                uid = (made.get("metadata") or {}).get("uid")
+                if not uid:  # an earlier run's node (409)
+                    uid = self.api.req("GET", f"/api/v1/nodes/{name}")["metadata"]["uid"]
+                self.dra_nodes[name] = (uid, gpus, 1)
+                sl = self.dra_slice(name, uid, gpus, 1)
+                self.api.req("POST", "/apis/resource.k8s.io/v1/resourceslices", body=sl, ok=(201, 409))
+                return
             status = node.get("status") or {}
             if direct:  # what gpusim's device plugin would advertise once its pod ran there
                 status = self.s_dp.kubelet_status(status, self.advertised(node, gpus, plugin))
@@ -607,7 +687,7 @@ class Bench:
                 ctype="application/merge-patch+json",
             )
 
-        if not direct:  # gpusim advertises the bench nodes' GPUs once their plugin pods run
+        if not direct and not self.dra:  # gpusim advertises the bench nodes' GPUs once their plugin pods run
             hw = self.gpusim("GET", "/hardware")
             if self.orig_hardware is None:
                 self.orig_hardware = dict(hw)
@@ -621,7 +701,9 @@ class Bench:
             name = f"{PREFIX}-ws-{k:04d}"
             self.make_ns(name, workspace_owner=f"bench{k}")
             self.namespaces.append(name)
-        want = n_pods - n_nodes  # one device-plugin pod per node makes up the rest
+        # one device-plugin pod per node makes up the rest; DRA nodes run none (their kubelet
+        # plugin is not simulated as a pod), so every pod there is a workload pod holding a claim
+        want = n_pods if self.dra else n_pods - n_nodes
         old_pods = self.n_pods
         # a lab left by an interrupted run already has most pods: create only the missing ones
         existing = (
@@ -637,12 +719,17 @@ class Bench:
         t1 = time.time()
         done = [0]
 
+        ppn = self.args.pods_per_node
+
         def create_pod(p):
-            name, _, res = self.nodes[p % n_nodes]
+            # DRA: pods_per_node pods on each node (a node keeps its pods as the cluster grows), one
+            # share of its GPUs each, round robin
+            name, _, res = self.nodes[p // ppn if self.dra else p % n_nodes]
             ns = self.namespaces[p % n_ns]
             if (ns, f"w-{p:06d}") in existing:
                 return
-            body = self.pod(ns, f"w-{p:06d}", name, res, p % 10 == 0, status_by_bench=direct)
+            claim = f"w-{p:06d}" if self.dra else None
+            body = self.pod(ns, f"w-{p:06d}", name, res, p % 10 == 0, status_by_bench=direct, claim=claim)
             created = self.api.req("POST", f"/api/v1/namespaces/{ns}/pods", body=body, ok=(201, 409))
             if direct and created.get("metadata"):  # (409: an earlier run's, already Running)
                 self.api.req(
@@ -651,6 +738,8 @@ class Bench:
                     body={"status": running_status(body, p)},
                     ctype="application/merge-patch+json",
                 )
+            if claim and created.get("metadata"):
+                self.create_claim(ns, claim, name, p % ppn % GPUS_PER_NODE, created)
             done[0] += 1
             if done[0] % 10000 == 0:
                 log(f"  {done[0]} pods created ({done[0] / (time.time() - t1):.0f}/s)")
@@ -707,13 +796,15 @@ class Bench:
             text = data.get(key) if key else None
         return dp.advertised_resources(gpus, text)
 
-    def pod(self, ns, name, node, res, gpu, status_by_bench=False):
+    def pod(self, ns, name, node, res, gpu, status_by_bench=False, claim=None):
         c = {
             "name": "main",
             "image": "registry.k8s.io/pause:3.10",
             "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
         }
-        if gpu:
+        if claim:  # the GPU is the claim's (DRA): no device-plugin resource
+            c["resources"]["claims"] = [{"name": "gpu"}]
+        elif gpu:
             c["resources"] = {"requests": {res: "1"}, "limits": {res: "1"}}
         md = {"name": name, "namespace": ns, "labels": {BENCH_LABEL[0]: BENCH_LABEL[1]}}
         if status_by_bench:  # KWOK leaves its status (and its deletion) alone: the bench writes them
@@ -728,6 +819,7 @@ class Bench:
                 "automountServiceAccountToken": False,
                 "terminationGracePeriodSeconds": 0,
                 "enableServiceLinks": False,
+                **({"resourceClaims": [{"name": "gpu", "resourceClaimName": claim}]} if claim else {}),
             },
         }
 
@@ -737,9 +829,9 @@ class Bench:
         workload pods' status were written by the bench: the plugin pods (the DaemonSet
         controller's, Running by KWOK) are what is waited for."""
         t0 = time.time()
-        names = {n for n, _, _ in self.nodes}
+        names = {n for n, sharing, _ in self.nodes if sharing != "dra"}  # DRA nodes run no plugin pod
         pending = None
-        if self.args.populate == "direct":
+        if self.args.populate == "direct" or self.dra:
             plugin_ns = self.vocab.PLUGIN_NAMESPACE
             while time.time() - t0 < self.args.settle_timeout:
                 running = {
@@ -1004,7 +1096,6 @@ class Bench:
         pages show it, then 2 s to catch up): what the watcher and the page process see when
         2,000 simulated kubelets do not share these 2 cores with them."""
         changes = self.args.changes
-        vocab = self.vocab
         dash, dash_after, dash_read, nodes_pg, patch, missed = [], [], [], [], [], 0
         gen0, w0 = self.ask(cmd="state")["generation"], time.time()
         for i in range(changes):
@@ -1024,12 +1115,7 @@ class Bench:
                 # the label change is one PATCH of the node (what `kubectl label` sends, without
                 # kubectl's own start-up): the write lands between its send and its answer
                 t0 = time.time()
-                self.api.req(
-                    "PATCH",
-                    f"/api/v1/nodes/{node}",
-                    ctype="application/merge-patch+json",
-                    body={"metadata": {"labels": {vocab.GPU_PRODUCT_LABEL: model}}},
-                )
+                self.change_model(node, model)
                 t1 = time.time()
                 res = self._read()
             finally:
@@ -1063,6 +1149,29 @@ class Bench:
             "wall_s": time.time() - w0,
         }
 
+    def change_model(self, node: str, model: str) -> None:
+        """The node's GPUs renamed ``model``, in one write. Device plugin: its GPU product label (one
+        merge PATCH of the node, as `kubectl label` sends it). DRA, where the model is the devices'
+        productName: its DRA kubelet plugin republishing the pool (one merge PATCH of its slice, the
+        pool's generation raised)."""
+        if not self.dra:
+            self.api.req(
+                "PATCH",
+                f"/api/v1/nodes/{node}",
+                ctype="application/merge-patch+json",
+                body={"metadata": {"labels": {self.vocab.GPU_PRODUCT_LABEL: model}}},
+            )
+            return
+        uid, gpus, generation = self.dra_nodes[node]
+        sl = self.dra_slice(node, uid, [{**g, "model": model} for g in gpus], generation + 1)
+        self.api.req(
+            "PATCH",
+            f"/apis/resource.k8s.io/v1/resourceslices/{self.dra_publish.slice_name(node, 1)}",
+            ctype="application/merge-patch+json",
+            body={"spec": sl["spec"]},
+        )
+        self.dra_nodes[node] = (uid, gpus, generation + 1)
+
     def churn(self, w, n=1000) -> dict:
         self.make_ns(CHURN_NS)
         self.wait_quiet(quiet=3, timeout=60)
@@ -1072,12 +1181,15 @@ class Bench:
 
         def create(p):
             name, _, r = res[p % len(res)]
-            self.api.req(
+            claim = f"churn-{p:05d}" if self.dra and p % 10 == 0 else None  # DRA: the GPU pods hold a claim
+            made = self.api.req(
                 "POST",
                 f"/api/v1/namespaces/{CHURN_NS}/pods",
-                body=self.pod(CHURN_NS, f"churn-{p:05d}", name, r, p % 10 == 0),
+                body=self.pod(CHURN_NS, f"churn-{p:05d}", name, r, p % 10 == 0, claim=claim),
                 ok=(201, 409),
             )
+            if claim and made.get("metadata"):  # a share of the last two GPUs (30 pods a node leave one on each)
+                self.create_claim(CHURN_NS, claim, name, GPUS_PER_NODE - 1 - p // len(res) % 2, made)
 
         def delete(p):
             self.api.req(
@@ -1086,6 +1198,12 @@ class Bench:
                 body={"gracePeriodSeconds": 0},
                 ok=(200, 202, 404),
             )
+            if self.dra and p % 10 == 0:
+                self.api.req(
+                    "DELETE",
+                    f"/apis/resource.k8s.io/v1/namespaces/{CHURN_NS}/resourceclaims/churn-{p:05d}",
+                    ok=(200, 202, 404),
+                )
 
         pmap(create, range(n), self.args.concurrency)
         t_created = time.time() - t0
@@ -1129,7 +1247,27 @@ class Bench:
                         req[k] = req.get(k, 0) + v
         nodes = self.api.list_all("/api/v1/nodes")
         gpu_labelled = sum(1 for n in nodes if (n["metadata"].get("labels") or {}).get(vocab.GPU_TYPE_LABEL))
+        dra = {}
+        if self.dra:  # the claims and the devices against the view's DRA resource
+            claims = self.api.list_all("/apis/resource.k8s.io/v1/resourceclaims")
+            slices = self.api.list_all("/apis/resource.k8s.io/v1/resourceslices")
+            dra = {
+                "live_dra_nodes": sum(
+                    1 for n in nodes if (n["metadata"].get("labels") or {}).get(vocab.DRA_DRIVER_DEPLOY_LABEL) == "true"
+                ),
+                "live_slices": len(slices),
+                "live_devices": sum(len((s.get("spec") or {}).get("devices") or []) for s in slices),
+                "live_claims": len(claims),
+                "live_allocated": sum(1 for c in claims if ((c.get("status") or {}).get("allocation"))),
+                "live_claim_pods": sum(1 for p in pods if (p.get("spec") or {}).get("resourceClaims")),
+            }
+            for c in claims:  # each request counted as 1 device (ExactCount 1), as the view's quota-style row
+                if (c.get("status") or {}).get("allocation"):
+                    for rq in ((c.get("spec") or {}).get("devices") or {}).get("requests") or []:
+                        key = f"{(rq.get('exactly') or {}).get('deviceClassName')}.deviceclass.resource.k8s.io/devices"
+                        req[key] = req.get(key, 0) + int((rq.get("exactly") or {}).get("count") or 1)
         return {
+            **dra,
             "live_pods": len(pods),
             "live_gpu_pods": gpu_pods,
             "live_plugin_pods": plugin,
@@ -1206,6 +1344,11 @@ class Bench:
         )
         pmap(lambda ns: api.req("DELETE", f"/api/v1/namespaces/{ns}", ok=(200, 202, 404)), nss + [LEASE_NS], 8)
         api.req("DELETE", "/api/v1/nodes", params={"labelSelector": sel}, ok=(200, 202, 404), timeout=600)
+        if self.dra:  # the slices would go with their nodes, but the garbage collector takes its time
+            dra = "/apis/resource.k8s.io/v1"
+            api.req("DELETE", f"{dra}/resourceslices", params={"labelSelector": sel}, ok=(200, 202, 404), timeout=600)
+            if self.created_class:
+                api.req("DELETE", f"{dra}/deviceclasses/{DRA_CLASS}", ok=(200, 202, 404))
         plugin_ns = getattr(getattr(self, "vocab", None), "PLUGIN_NAMESPACE", "brick-nvidia")
         if self.created_plugin:
             api.req("DELETE", f"/api/v1/namespaces/{plugin_ns}", ok=(200, 202, 404))
@@ -1241,7 +1384,7 @@ class Bench:
 # =========================================================================== printing
 def report(r: dict, targets: dict) -> None:
     n, p = r["nodes"], r["pods"]
-    print(f"\n=== {n:,} nodes / {p:,} pods ===")
+    print(f"\n=== {n:,} nodes / {p:,} pods, {r['stack']} ===")
     print(
         f"cluster built (nodes, pods, settling; not a measured figure): {r['build_s']:.0f} s; "
         f"1-min load average at start/end of the measurements {r['load'][0]:.1f}/{r['load'][-1]:.1f}"
@@ -1309,12 +1452,17 @@ def report(r: dict, targets: dict) -> None:
         f"in apiserver_request_total by resource)"
     )
     lb, lp = r["label"], r["label_paused"]
+    change = (
+        "pool republished (one PATCH of the node's ResourceSlice: productName, generation + 1)"
+        if r["stack"] == "dra"
+        else "label change (GPU product label, one PATCH of the node)"
+    )
     for what, x in (("the simulators running", lb), ("the simulators paused around each change", lp)):
         if not x["dash"]:
-            print(f"label change -> page, {what}: NOT seen within 30 s in any of {x['changes']} changes")
+            print(f"{change} -> page, {what}: NOT seen within 30 s in any of {x['changes']} changes")
             continue
         print(
-            f"label change (GPU product label, one PATCH of the node) -> page showing the new model, {what} "
+            f"{change} -> page showing the new model, {what} "
             f"({len(x['dash'])}/{x['changes']} seen; {x['generations']} view generations published in "
             f"{x['wall_s']:.0f} s): from the PATCH's send to the answer of the page that showed it (an upper bound; "
             f"the PATCH itself median {statistics.median(x['patch']) * 1000:.0f} ms, max "
@@ -1395,7 +1543,73 @@ def report(r: dict, targets: dict) -> None:
     sys.stdout.flush()
 
 
+def summary(r: dict) -> dict:
+    """The figures set beside another stack's at the same size (written by --json, read by --beside)."""
+    out = {k: r.get(k) for k in ("nodes", "pods", "list_s", "first_view_s", "rss_primed", "rss_settled")}
+    out["rss_after_churn"] = r["rss_after_churn"]
+    out["rss_peak"] = max(r["rss_primed"], r["rss_settled"], r["rss_after_churn"])
+    out["load"] = r["load"]
+    out["streams"] = r["streams"]
+    if "warm" in r:
+        api = r["api"]
+        out["api_per_view"] = max(_charged(api[u][0], api[u][2]) / 20 for u in PAGES)
+        out["warm_ms"] = {u: r["warm"][u]["median_ms"] for u in PAGES}
+        out["queries"] = {u: r["warm"][u]["queries"] for u in PAGES}
+        for key in ("label", "label_paused"):
+            x = r[key]
+            out[key] = [statistics.median(x["dash"]), pct(x["dash"], 0.95), len(x["dash"])] if x["dash"] else None
+        paused = r["publish_label_paused"]
+        out["publish_paused"] = [statistics.median(paused), max(paused)] if paused else None
+        out["churn_cpu_s"] = r["churn"]["cpu_s"]
+    return out
+
+
+def print_beside(dra: dict, dp: dict) -> None:
+    """DRA's figures beside the device plugin's at the same size, and the memory ratio."""
+
+    def fmt(v, f="{:.1f}"):
+        if v is None:
+            return "n/a"
+        if isinstance(v, list):
+            return f"median {v[0]:.2f} s, p95 {v[1]:.2f} s" if len(v) == 3 else f"median {v[0]:.2f} s, max {v[1]:.2f} s"
+        if isinstance(v, dict):
+            return " / ".join(f.format(x) for x in v.values())
+        return f.format(v)
+
+    rows = [
+        ("watcher initial list, s", "list_s", "{:.1f}"),
+        ("process start -> first view, s", "first_view_s", "{:.1f}"),
+        ("watcher RSS primed, MiB", "rss_primed", "{:.0f}"),
+        ("watcher RSS 12 s later, MiB", "rss_settled", "{:.0f}"),
+        ("watcher RSS after the churn, MiB", "rss_after_churn", "{:.0f}"),
+        ("API calls per page view (most of three pages)", "api_per_view", "{:.2f}"),
+        ("Dashboard / Nodes / Availability warm median, ms (paused)", "warm_ms", "{:.1f}"),
+        ("SQL per page (warm)", "queries", "{}"),
+        ("change -> page, simulators paused", "label_paused", ""),
+        ("change -> page, simulators running", "label", ""),
+        ("one generation's publish, paused", "publish_paused", ""),
+        ("watcher CPU over the churn, s", "churn_cpu_s", "{:.2f}"),
+    ]
+    print(f"\n--- DRA beside the device plugin at {dra['nodes']:,} nodes / {dra['pods']:,} pods ---")
+    print("| figure | device plugin | DRA |\n|---|---|---|")
+    for label, key, f in rows:
+        if key in dra or key in dp:
+            print(f"| {label} | {fmt(dp.get(key), f)} | {fmt(dra.get(key), f)} |")
+    ratio = dra["rss_peak"] / dp["rss_peak"]
+    print(
+        f"watcher memory, DRA / device plugin (peak of the three figures): {dra['rss_peak']:.0f} / "
+        f"{dp['rss_peak']:.0f} MiB = {ratio:.2f}x; target <= 1.5x: {'met' if ratio <= 1.5 else 'NOT met'}"
+    )
+    sys.stdout.flush()
+
+
 def _print_counts(c: dict) -> None:
+    if "live_claims" in c:
+        print(
+            f"DRA: live {c['live_dra_nodes']} DRA nodes, {c['live_slices']} ResourceSlices, {c['live_devices']} "
+            f"devices, {c['live_claims']} ResourceClaims ({c['live_allocated']} allocated), {c['live_claim_pods']} "
+            "pods holding a claim"
+        )
     print(
         f"count check: live {c['live_nodes']} nodes ({c['live_gpu_labelled']} GPU-labelled), "
         f"{c['live_pods']} pods ({c['live_gpu_pods']} requesting GPUs, {c['live_plugin_pods']} device-plugin); "
@@ -1443,6 +1657,15 @@ def main() -> int:
     )
     ap.add_argument("--changes", type=int, default=20, help="node label changes timed to the pages")
     ap.add_argument(
+        "--stack",
+        choices=("device-plugin", "dra"),
+        default="device-plugin",
+        help="dra: the GPU nodes are DRA nodes (one ResourceSlice of 8 whole GPUs each, shared), every pod "
+        "holds a ResourceClaim created allocated; the change timed to the pages is a slice republished",
+    )
+    ap.add_argument("--json", help="write each size's figures (summary) to this file")
+    ap.add_argument("--beside", help="a --json file of the other stack: print its figures beside these, same size")
+    ap.add_argument(
         "--watcher-only",
         action="store_true",
         help="measure only the watcher (initial list, memory, counts): for 5,000 / 150,000",
@@ -1451,6 +1674,8 @@ def main() -> int:
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
 
     bench = Bench(args)
+    saved: dict = {}
+    beside = json.loads(Path(args.beside).read_text()) if args.beside else {}
 
     def on_signal(signum, frame):
         raise KeyboardInterrupt
@@ -1461,7 +1686,7 @@ def main() -> int:
         bench.acquire_lab()
         bench.ensure_plugin()
         print(
-            f"bench/scale.py against {bench.api.server} ({os.cpu_count()} CPUs, "
+            f"bench/scale.py --stack {args.stack} against {bench.api.server} ({os.cpu_count()} CPUs, "
             f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB); "
             f"Django DEBUG as settings default; watcher debounce 0.5 s; no PROMETHEUS_URL",
             flush=True,
@@ -1471,8 +1696,14 @@ def main() -> int:
             log(f"building {n} nodes / {n_pods} pods")
             build = bench.grow(n, n_pods)
             r = bench.measure(n, n_pods)
-            r["build_s"] = build
+            r["build_s"], r["stack"] = build, args.stack
             report(r, {})
+            saved[str(n)] = summary(r)
+            if args.json:
+                Path(args.json).write_text(json.dumps({"stack": args.stack, "sizes": saved}, indent=1))
+            if str(n) in beside.get("sizes", {}):
+                dp, dra = (saved[str(n)], beside["sizes"][str(n)])[:: 1 if args.stack == "device-plugin" else -1]
+                print_beside(dra, dp)
     except KeyboardInterrupt:
         print("\ninterrupted: cleaning up", file=sys.stderr)
         code = 130
