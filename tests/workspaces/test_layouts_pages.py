@@ -35,6 +35,15 @@ def test_node_page_says_its_gpus_are_mig_instances_or_why_it_offers_none(layouts
     assert "MIG strategy single refuses this node" in bad
 
 
+def test_an_operator_node_serving_gpus_is_not_flagged_for_a_plugin_pod_the_console_does_not_see(layouts, admin_client):
+    html = text(admin_client.get(reverse("node_detail", args=["gpu-whole-01"])).content)
+    assert "No device-plugin pod seen here: the GPU Operator" in html
+    assert "No device-plugin pod on this node." not in html
+    # a node the plugin refuses advertises nothing: that one is still said in red
+    bad = text(admin_client.get(reverse("node_detail", args=["gpu-single-bad"])).content)
+    assert "No device-plugin pod on this node." in bad and "No device-plugin pod seen here" not in bad
+
+
 def test_availability_says_where_plain_gpus_are_mig_instances(layouts, alice_client):
     html = text(alice_client.get(reverse("availability")).content)
     assert "MIG instances, not whole GPUs (MIG strategy single), on: gpu-single-01 (MIG 1g.10gb: 28)" in html
