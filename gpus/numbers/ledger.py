@@ -516,7 +516,9 @@ def node_ledger(
         gtype = gpu_type_of(name, shared_plain)
         if mig_profile and name in (GPU, GPU_SHARED):
             gtype = "mig-" + mig_profile
-        stale = convention == "brick" and vocab.is_stale_resource(sharing, name)
+        stale = (convention == "brick" and vocab.is_stale_resource(sharing, name, status)) or (
+            convention == "operator" and name == GPU and vocab.left_by_mig(status)
+        )
         line_replicas, line_sharing = _line_sharing(name, gtype, convention, labels, replicas, brick_sharing)
         resources[name] = ResourceLine(
             resource=name,

@@ -319,3 +319,24 @@ def test_a_mig_parted_config_mig_manager_cannot_read_says_why_in_the_readers_lan
     assert str(refused.value) == "all-1g.10gb: mig-enabled must be true or false"  # the pure module's English
     with translation.override("ko"):
         assert str(reason_said(refused.value.args[0])) == "all-1g.10gb: mig-enabled는 true 또는 false여야 합니다"
+
+
+def test_the_whole_gpu_resource_left_after_a_layout_is_stale_and_the_fix_removes_it(mig):
+    from brickadmin.cluster.snapshot import take_snapshot
+    from gpus.numbers import health
+    from gpus.numbers import ledger as ledger_mod
+
+    assert run_now("M", NODE, {"mig_config": "all-1g.10gb"}).status == "succeeded"
+    snap = take_snapshot(mig)
+    node = next(n for n in ledger_mod.compute(snap).nodes if n.name == NODE)
+    assert [r.resource for r in node.stale] == ["nvidia.com/gpu"]
+    found = [
+        p
+        for p in health.problems(health.HealthInputs(ledger_mod.compute(snap), snapshot=snap))
+        if p.subject == NODE and p.kind == "stale-capacity"
+    ]
+    assert [p.fix_params for p in found] == [{"stale_resource": "nvidia.com/gpu"}]
+    fix = run_now("S", NODE, {"stale_resource": "nvidia.com/gpu"})
+    assert fix.status == "succeeded", fix.message
+    assert allocatable(mig) == {MIG_1G: "28"}
+    assert "nvidia.com/gpu" not in mig.get_node(NODE)["status"]["capacity"]

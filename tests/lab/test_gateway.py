@@ -26,6 +26,7 @@ from brickadmin.cluster.base import (
     TransientClusterError,
 )
 from brickadmin.cluster.kube import KubeGateway
+from workspaces.labels import namespace_labels
 
 from .conftest import make_namespace, make_node, make_pod, wait_until
 
@@ -366,7 +367,7 @@ def test_daemonset_delete_and_recreate_with_a_new_selector(seeded, gw):
 
 def test_workspace_flow_apply_quota_limitrange_then_delete_namespace(seeded, gw):
     ns = f"gw-ws-{gw.tag}-{int(time.time() * 1000) % 100000}"
-    gw.create_namespace(ns, {"brick.cloud/workspace": "true"})
+    gw.create_namespace(ns, namespace_labels("alice"))  # as the product makes one: the chart refuses others
     gw.apply(
         {
             "apiVersion": "v1",
@@ -441,13 +442,13 @@ def test_rollout_restart_and_status(seeded, gw):
 
 def test_create_namespace_quota_priority_class(seeded, gw):
     ns = f"gw-create-{gw.tag}-{int(time.time() * 1000) % 100000}"
-    out = gw.create_namespace(ns, {"brick.cloud/workspace": "true", "brick.cloud/owner": "alice"})
+    out = gw.create_namespace(ns, namespace_labels("alice"))
     assert out["metadata"]["name"] == ns
     assert (
         seeded.admin._request("GET", f"/api/v1/namespaces/{ns}")["metadata"]["labels"]["brick.cloud/owner"] == "alice"
     )
     with pytest.raises(Conflict) as e:  # with the labels the product sends (the chart refuses it others)
-        gw.create_namespace(ns, {"brick.cloud/workspace": "true"})
+        gw.create_namespace(ns, namespace_labels("alice"))
     assert e.value.status == 409
     for wrong in ("nvidia.com/gpu", "limits.nvidia.com/gpu"):  # accepted by Kubernetes, but enforce nothing
         with pytest.raises(PermanentClusterError) as e:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any, TypeAlias
 
+from .quantity import quantity
+
 # A Kubernetes object, or a part of one, as the API server returns it: decoded JSON.
 KubeObject: TypeAlias = dict[str, Any]
 
@@ -118,10 +120,22 @@ def intended_sharing(value: str) -> str:
     return "timeslicing" if "time" in letters or "slic" in letters or "shar" in letters else "none"
 
 
-def is_stale_resource(sharing: str, resource: str) -> bool:
+def is_stale_resource(sharing: str, resource: str, status: KubeObject | None = None) -> bool:
     """On a BRICK node, the other mode's resource that kubelet leaves in node status after a
-    conversion: nvidia.com/gpu on a time-slicing node, nvidia.com/gpu.shared on any other."""
-    return (sharing == "timeslicing" and resource == GPU) or (sharing != "timeslicing" and resource == GPU_SHARED)
+    conversion: nvidia.com/gpu on a time-slicing node, nvidia.com/gpu.shared on any other.
+    Given the node's status, also nvidia.com/gpu left at allocatable 0 once every GPU is in
+    MIG mode: the plugin (migStrategy mixed) registers no whole GPU then, and kubelet keeps
+    the old capacity, as it does after a conversion."""
+    if (sharing == "timeslicing" and resource == GPU) or (sharing != "timeslicing" and resource == GPU_SHARED):
+        return True
+    return resource == GPU and status is not None and left_by_mig(status)
+
+
+def left_by_mig(status: KubeObject) -> bool:
+    """nvidia.com/gpu in capacity with nothing allocatable while MIG devices are."""
+    capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
+    whole_left = quantity(capacity.get(GPU, 0)) > 0 and quantity(allocatable.get(GPU, 0)) == 0
+    return whole_left and any(k.startswith(MIG_PREFIX) and quantity(v) > 0 for k, v in allocatable.items())
 
 
 GPU_PRODUCT_SHARED_SUFFIX = "-SHARED"  # GFD appends it to a product whose resource is replicated, not renamed

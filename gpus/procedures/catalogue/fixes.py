@@ -71,7 +71,7 @@ class ProcedureRemoveStale(Fix):
         raw = LiveRead.of(gateway).get_node(node)
         res = params.get("stale_resource") or ""
         sharing = (raw["metadata"].get("labels") or {}).get(SHARING_LABEL, "")
-        if not vocab.is_stale_resource(sharing, res):
+        if not vocab.is_stale_resource(sharing, res, raw.get("status") or {}):
             return said("precheck.stale_serves_now", res=res, node=node, label=SHARING_LABEL, v=sharing or "-")
         if not status_patch(raw.get("status") or {}, res):
             return said("precheck.stale_gone", res=res, node=node)
