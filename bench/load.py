@@ -85,26 +85,10 @@ def cleanup(pg):
 
 
 def spawn(name, cmd, env):
-    log = open(VAR / f"{name}.log", "ab")
-    LOGS.append(log)
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    PROCS.append(proc)
-    return proc
+    return throwaway.spawn(VAR / f"{name}.log", cmd, env, REPO, PROCS, LOGS)
 
 
-def rss_mib(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
-
-
-def children(pid: int) -> list[int]:
-    path = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(p) for p in path.read_text().split()] if path.exists() else []
+rss_mib, children = throwaway.rss_mib, throwaway.children
 
 
 def pct(values, p):

@@ -16,6 +16,30 @@ import time
 from pathlib import Path
 
 
+def spawn(log_path: Path, cmd, env, cwd: Path, procs: list, logs: list) -> subprocess.Popen:
+    """A bench's own process in its own session, its output appended to ``log_path``."""
+    log = open(log_path, "ab")
+    logs.append(log)
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    procs.append(proc)
+    return proc
+
+
+def rss_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
