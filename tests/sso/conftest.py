@@ -119,15 +119,23 @@ def oidc_provider(live_server, settings, tmp_path):
     with open(log_file, "w") as log:
         proc = subprocess.Popen(["node", f"{directory}/server.mjs", str(config)], stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 60  # a loaded 2-core machine
+        # A loaded 2-core machine (load 20+ in CI) once took over a minute: Node first says it
+        # listens, then the discovery document must answer; a slow first answer is waited for,
+        # not abandoned after a second and asked again.
+        deadline = time.monotonic() + 180
+        last = "no answer yet"
         while True:
-            try:
-                if requests.get(f"{issuer}/.well-known/openid-configuration", timeout=1).ok:
-                    break
-            except requests.RequestException:
-                pass
+            if "listening" in log_file.read_text():
+                try:
+                    answer = requests.get(f"{issuer}/.well-known/openid-configuration", timeout=15)
+                    if answer.ok:
+                        break
+                    last = f"HTTP {answer.status_code}"
+                except requests.RequestException as exc:
+                    last = repr(exc)
             if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the test OpenID provider did not start:\n{log_file.read_text()}")
+                alive = "still running" if proc.poll() is None else f"exited {proc.returncode}"
+                pytest.fail(f"the test OpenID provider did not start ({alive}; {last}):\n{log_file.read_text()}")
             time.sleep(0.1)
         enable_sso(settings, issuer)
         yield Provider(issuer, users_file, log_file, proc)
