@@ -40,7 +40,7 @@ from brickadmin.cluster import vocabulary as vocab  # noqa: E402
 from scenarios import build as scenario  # noqa: E402
 
 # the lab's device-plugin watcher after priming at 500 nodes / 15,000 pods (docs/benchmarks.md)
-PLUGIN_RSS_MIB = 118.0
+PLUGIN_RSS_MIB, PLUGIN_RSS_NODES = 118.0, 500
 DAY = "2026-12-06T"
 GPUS = 8
 DRA_CLASS = "gpu.nvidia.com"
@@ -250,17 +250,18 @@ def main() -> int:
     nodes, pods_n = args.nodes, args.nodes * ppn
     mib = 1 << 20
 
-    def stores(p):
+    def stores(p, nodes=nodes):
+        pods_n = nodes * ppn
         plugin = nodes * p["plugin node"] + (pods_n - nodes) // 10 * p["GPU pod"] + nodes * p["plugin pod"]
         dra = nodes * (p["DRA node"] + GPUS * p["slice device"]) + pods_n * (p["pod with a claim"] + p["claim"])
         return plugin / mib, dra / mib
 
-    base = PLUGIN_RSS_MIB - stores(per["before"])[0]
+    base = PLUGIN_RSS_MIB - stores(per["before"], PLUGIN_RSS_NODES)[0]
     print(
         f"\nat the bench's size ({nodes:,} nodes, {pods_n:,} pods; device plugin: {(pods_n - nodes) // 10:,} GPU "
         f"pods; DRA: {pods_n:,} claims and the pods holding them, {nodes * GPUS:,} devices), with the "
-        f"process's own {base:.0f} MiB (the lab's {PLUGIN_RSS_MIB:.0f} MiB device-plugin watcher less its "
-        "objects before sharing):"
+        f"process's own {base:.0f} MiB (the lab's {PLUGIN_RSS_MIB:.0f} MiB device-plugin watcher at "
+        f"{PLUGIN_RSS_NODES} nodes less its objects before sharing):"
     )
     print("| | device plugin | DRA | DRA / device plugin, watcher estimated |\n|---|---|---|---|")
     for name in stacks:

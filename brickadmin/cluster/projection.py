@@ -332,7 +332,7 @@ def whole(obj: dict, kind: str = "") -> dict:
 
 # A value under one of these keys names one object (or nearly: the second it was made), so what
 # holds it is not looked up for sharing.
-_IDENTITY_KEYS = frozenset({"uid", "resourceClaimName", "creationTimestamp"})
+_IDENTITY_KEYS = frozenset({"uid", "resourceClaimName", "creationTimestamp", "uuid", "parentUUID"})
 _UNIQUE = object()  # the key of what is not shared
 _shared: dict = {}  # frozen form -> the one kept instance
 _shared_pruned_at = [1024]  # prune when the table doubles past this
@@ -386,9 +386,14 @@ def _one(made, frozen: list, unique: bool):
 
 def _prune_shared() -> None:
     """Forget the shared instances no kept object holds any more (the table holds the only
-    reference); a parent goes first, so its children go on a later pass."""
-    for _ in range(8):
-        gone = [k for k, v in list(_shared.items()) if sys.getrefcount(v) <= 3]  # the table, the list, the call
+    reference); a parent goes first, so its children go on a later pass. What a reference
+    count reads for an instance held by the table alone is measured on a probe, the same way."""
+    probe = ("prune probe",)
+    _shared[probe] = []
+    alone = sys.getrefcount(_shared[probe])
+    del _shared[probe]
+    for _ in range(32):  # deeper than any kept object
+        gone = [k for k in list(_shared) if sys.getrefcount(_shared.get(k)) <= alone]
         for k in gone:
             _shared.pop(k, None)
         if not gone:
