@@ -418,7 +418,12 @@ _COMPACTED = frozenset({"Pod", "Node", "ResourceSlice", "ResourceClaim"})
 def project(kind: str, obj: dict) -> dict | None:
     """The projection of ``obj`` (of ``kind``), or None when the watcher does not keep it."""
     slim = project_unshared(kind, obj)
-    return compact(slim) if slim is not None and kind in _COMPACTED else slim
+    return None if slim is None else kept(kind, slim)
+
+
+def kept(kind: str, slim: dict) -> dict:
+    """A projection as the watcher keeps it (compacted, for the kinds it keeps many of)."""
+    return compact(slim) if kind in _COMPACTED else slim
 
 
 def project_unshared(kind: str, obj: dict) -> dict | None:

@@ -202,13 +202,15 @@ class ClusterWatcher:
             if type_ == "DELETED":
                 changed = s.items.pop(key, None) is not None
             else:
-                slim = projection.project(kind, obj)
+                # compacted only when it changed: most events (a heartbeat, a resourceVersion-only
+                # write) change nothing kept, and compacting costs about as much as projecting
+                slim = projection.project_unshared(kind, obj)
                 if slim is None:  # no longer (or never) one the watcher keeps
                     changed = s.items.pop(key, None) is not None
                 else:
                     changed = s.items.get(key) != slim
                     if changed:  # an equal object stays the same one (the publish's memos compare identity)
-                        s.items[key] = slim
+                        s.items[key] = projection.kept(kind, slim)
             if rv:
                 s.rv = rv
             if changed:
