@@ -501,7 +501,6 @@ class DeviceUse:
     device: DeviceID
     claims: list[str] = field(default_factory=list)  # "ns/name", each claim once
     pods: list[str] = field(default_factory=list)  # "ns/name" from status.reservedFor
-    share_ids: list[str] = field(default_factory=list)
     consumed_capacity: dict[str, Decimal] = field(default_factory=dict)
     admin_claims: list[str] = field(default_factory=list)  # adminAccess: observers, not use
 
@@ -544,8 +543,6 @@ def used_devices(claims: Iterable[Mapping[str, Any]]) -> dict[DeviceID, DeviceUs
             for p in pods:
                 if p not in use.pods:
                     use.pods.append(p)
-            if r.get("shareID"):
-                use.share_ids.append(str(r["shareID"]))
             for cname, q in (r.get("consumedCapacity") or {}).items():
                 use.consumed_capacity[cname] = use.consumed_capacity.get(cname, Decimal(0)) + parse_quantity(q)
     return {k: v for k, v in out.items() if v.claims}

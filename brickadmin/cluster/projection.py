@@ -16,7 +16,7 @@ stay Kubernetes-shaped, so the ledger cannot tell a projection from the full obj
   and, per container, its name, nvidia.com/* requests and limits and the claims it uses
   (resources.claims); spec.resourceClaims; what quota scopes read (spec.priorityClassName,
   activeDeadlineSeconds, the cross-namespace pod affinity terms, status.qosClass: the API
-  server's, else computed as it computes it); status phase, reason, message, startTime,
+  server's, else computed as it computes it); status phase, reason, message,
   the Ready and PodScheduled conditions (the latter's message while the pod is not
   scheduled: why it waits) and each container's state summary (for failed-pod diagnosis
   and a waiting container's reason, and its allocatedResourcesStatus: the health the kubelet
@@ -31,8 +31,15 @@ stay Kubernetes-shaped, so the ledger cannot tell a projection from the full obj
   rewrites the pod counts whenever a plugin pod comes or goes; the pods themselves are kept).
 - Dynamic Resource Allocation (resource.k8s.io, counted by brickadmin/cluster/dra.py):
   ResourceSlice: name, uid, ownerReferences and spec whole; ResourceClaim: name, namespace,
-  uid, annotations, ownerReferences, spec.devices, status.allocation, reservedFor and devices;
+  uid, annotations, ownerReferences, spec.devices, status.allocation (not its allocationTimestamp
+  nor its results' shareID), reservedFor and devices;
   DeviceClass and DeviceTaintRule: name and spec; ResourceClaimTemplate: name, namespace, spec.
+
+Sharing (``compact``): a kept Pod, Node, ResourceSlice or ResourceClaim is rebuilt with its
+keys and strings interned and every sub-structure that holds no identity (no uid or claim
+name) shared with the equal ones already kept: the requests of 150,000 alike claims, the
+node selector of an allocation, a device's attributes, a pod's containers are one object each.
+Readers never write into the view, so one object can serve many; equality is unchanged.
 
 What the view keeps is what decides whether an event is worth a new generation: the watcher
 compares an object's projection before and after each event and publishes only when it
@@ -41,6 +48,8 @@ write or a managedFields timestamp changes nothing.
 """
 
 from __future__ import annotations
+
+import sys
 
 from . import quotascope
 from .base import DRA_KINDS
@@ -219,7 +228,7 @@ def pod(obj: dict) -> dict:
     affinity = quotascope.cross_namespace_affinity(spec)
     if affinity:
         s["affinity"] = affinity
-    st = {k: status[k] for k in ("phase", "reason", "message", "startTime") if k in status}
+    st = {k: status[k] for k in ("phase", "reason", "message") if k in status}
     st["qosClass"] = status.get("qosClass") or quotascope.qos_class(spec)  # the containers' cpu/memory are not kept
     ready = [_condition(c) for c in status.get("conditions") or [] if c.get("type") in ("Ready", "PodScheduled")]
     if ready:
@@ -279,6 +288,21 @@ def resource_claim(obj: dict) -> dict:
         "spec": {"devices": spec["devices"]} if "devices" in spec else {},
     }
     out["status"] = {k: status[k] for k in ("allocation", "reservedFor", "devices") if k in status}
+    allocation = out["status"].get("allocation")
+    if isinstance(allocation, dict):
+        out["status"]["allocation"] = _allocation(allocation)
+    return out
+
+
+def _allocation(allocation: dict) -> dict:
+    """An allocation without what no page or count reads and each claim has its own of: when it
+    was made and each result's shareID. Claims given shares of one device then hold one
+    allocation alike, kept once (``compact``)."""
+    out = {k: v for k, v in allocation.items() if k != "allocationTimestamp"}
+    results = (out.get("devices") or {}).get("results") if isinstance(out.get("devices"), dict) else None
+    if isinstance(results, list) and any(isinstance(r, dict) and "shareID" in r for r in results):
+        slim = [{k: v for k, v in r.items() if k != "shareID"} if isinstance(r, dict) else r for r in results]
+        out["devices"] = {**out["devices"], "results": slim}
     return out
 
 
@@ -304,8 +328,106 @@ def whole(obj: dict, kind: str = "") -> dict:
     return out
 
 
+# --- sharing what many kept objects hold alike -----------------------------------------
+
+# A value under one of these keys names one object (or nearly: the second it was made), so what
+# holds it is not looked up for sharing.
+_IDENTITY_KEYS = frozenset({"uid", "resourceClaimName", "creationTimestamp", "uuid", "parentUUID"})
+_UNIQUE = object()  # the key of what is not shared
+_shared: dict = {}  # frozen form -> the one kept instance
+_shared_pruned_at = [1024]  # prune when the table doubles past this
+_intern = sys.intern
+
+
+def _canon(value):
+    """(the instance to keep, its frozen form or _UNIQUE)."""
+    t = type(value)
+    if t is str:
+        s = _intern(value)
+        return s, s
+    if t is dict:
+        out, frozen, unique = {}, ["{"], False
+        for k, v in value.items():
+            k = _intern(k) if type(k) is str else k
+            c, f = _canon(v)
+            out[k] = c
+            if f is _UNIQUE or k in _IDENTITY_KEYS:
+                unique = True
+            elif not unique:
+                frozen.append(k)
+                frozen.append(f)
+        return _one(out, frozen, unique)
+    if t is list:
+        items, frozen, unique = [], ["["], False
+        for v in value:
+            c, f = _canon(v)
+            items.append(c)
+            if f is _UNIQUE:
+                unique = True
+            elif not unique:
+                frozen.append(f)
+        return _one(items, frozen, unique)
+    if value is None or t is bool or t is int or t is float:
+        return value, (t, value)  # 1, 1.0 and True are equal keys otherwise
+    return value, _UNIQUE
+
+
+def _one(made, frozen: list, unique: bool):
+    if unique:
+        return made, _UNIQUE
+    key = tuple(frozen)
+    kept = _shared.get(key)
+    if kept is None:
+        if len(_shared) > 2 * _shared_pruned_at[0]:
+            _prune_shared()
+        kept = _shared.setdefault(key, made)
+    return kept, key
+
+
+def _prune_shared() -> None:
+    """Forget the shared instances no kept object holds any more (the table holds the only
+    reference); a parent goes first, so its children go on a later pass. What a reference
+    count reads for an instance held by the table alone is measured on a probe, the same way."""
+    probe = ("prune probe",)
+    _shared[probe] = []
+    alone = sys.getrefcount(_shared[probe])
+    del _shared[probe]
+    for _ in range(32):  # deeper than any kept object
+        gone = [k for k in list(_shared) if sys.getrefcount(_shared.get(k)) <= alone]
+        for k in gone:
+            _shared.pop(k, None)
+        if not gone:
+            break
+    _shared_pruned_at[0] = max(1024, len(_shared))
+
+
+def forget_shared() -> None:
+    """Start the sharing table afresh (the benchmarks measure each kind alone)."""
+    _shared.clear()
+    _shared_pruned_at[0] = 1024
+
+
+def compact(obj: dict) -> dict:
+    """``obj`` with its strings interned and what it holds alike with other kept objects shared."""
+    return _canon(obj)[0]
+
+
+_COMPACTED = frozenset({"Pod", "Node", "ResourceSlice", "ResourceClaim"})
+
+
 def project(kind: str, obj: dict) -> dict | None:
     """The projection of ``obj`` (of ``kind``), or None when the watcher does not keep it."""
+    slim = project_unshared(kind, obj)
+    return None if slim is None else kept(kind, slim)
+
+
+def kept(kind: str, slim: dict) -> dict:
+    """A projection as the watcher keeps it (compacted, for the kinds it keeps many of)."""
+    return compact(slim) if kind in _COMPACTED else slim
+
+
+def project_unshared(kind: str, obj: dict) -> dict | None:
+    """The projection, each object holding its own copy of everything (what ``compact`` shares)."""
     if kind == "Pod":
         return pod(obj) if keeps_pod(obj) else None
     if kind == "Node":

@@ -91,6 +91,13 @@ class _Stream:
     # an optional kind the cluster does not serve (404) or lets us not read (403): kept empty,
     # not watched, listed again every UNSERVED_RETRY_SECONDS; the reason, else ""
     unserved: str = ""
+    # the items sorted, and (pods) what the snapshot sorts them into, until they change: a change
+    # to one kind does not sort and classify the 150,000 objects of the others again
+    sorted_items: list | None = None
+    sorted_pods: dict | None = None
+
+    def changed(self) -> None:
+        self.sorted_items = self.sorted_pods = None
 
 
 class ClusterWatcher:
@@ -161,6 +168,7 @@ class ClusterWatcher:
             s = self._streams[w]
             changed = store != s.items
             s.items, s.rv, s.unserved = store, rv, unserved
+            s.changed()
             s.behind_since, s.current_at = None, _now()
             self.counters["lists"] += 1
             if changed:
@@ -194,16 +202,19 @@ class ClusterWatcher:
             if type_ == "DELETED":
                 changed = s.items.pop(key, None) is not None
             else:
-                slim = projection.project(kind, obj)
+                # compacted only when it changed: most events (a heartbeat, a resourceVersion-only
+                # write) change nothing kept, and compacting costs about as much as projecting
+                slim = projection.project_unshared(kind, obj)
                 if slim is None:  # no longer (or never) one the watcher keeps
                     changed = s.items.pop(key, None) is not None
                 else:
                     changed = s.items.get(key) != slim
                     if changed:  # an equal object stays the same one (the publish's memos compare identity)
-                        s.items[key] = slim
+                        s.items[key] = projection.kept(kind, slim)
             if rv:
                 s.rv = rv
             if changed:
+                s.changed()
                 self.counters["changes"] += 1
                 s.changes += 1
             return changed
@@ -248,35 +259,24 @@ class ClusterWatcher:
 
             def items(kind, ns=None):
                 s = self._streams.get((kind, ns))
-                return [] if s is None else [s.items[k] for k in sorted(s.items)]
+                if s is None:
+                    return []
+                if s.sorted_items is None:
+                    s.sorted_items = [s.items[k] for k in sorted(s.items)]
+                return list(s.sorted_items)  # the Snapshot's own list: a reader may sort or extend it
 
-            pods = items("Pod")
-            gpu_pods, failed, plugin_pods = [], [], []
-            for p in pods:
-                if projection.is_gpu_pod(p):
-                    phase = (p.get("status") or {}).get("phase")
-                    if phase == "Failed":
-                        failed.append(p)
-                    elif phase != "Succeeded":
-                        gpu_pods.append(p)
-                if projection.is_plugin_pod(p):
-                    plugin_pods.append(p)
-            nodes = sorted(items("Node"), key=lambda n: n["metadata"]["name"])
+            pods = self._sorted_pods()
             snap = Snapshot(
-                nodes=nodes,
-                gpu_pods=gpu_pods,
-                failed_gpu_pods=failed,
+                nodes=sorted(items("Node"), key=lambda n: n["metadata"]["name"]),
                 quotas=items("ResourceQuota"),
                 namespaces=items("Namespace"),
                 jobs=items("Job"),
-                plugin_pods=plugin_pods,
                 plugin_configmaps=items("ConfigMap", PLUGIN_NAMESPACE),
                 plugin_daemonsets=items("DaemonSet", PLUGIN_NAMESPACE),
                 operator_configmaps=items("ConfigMap", OPERATOR_NAMESPACE),
                 source=self.gateway.name,
                 taken_at=self.as_of(),
-                claim_pods=[p for p in pods if projection.uses_claims(p) and not projection.is_terminal(p)],
-                mig_manager_pods=[p for p in pods if projection.is_mig_manager_pod(p)],
+                **{name: list(found) for name, found in pods.items()},
                 **{name: items(kind) for name, kind in DRA_FIELDS.items()},
             )
         if self.gateway.name == "twin":
@@ -284,6 +284,38 @@ class ClusterWatcher:
         else:
             snap.devices, snap.device_source = {}, "labels"  # DCGM devices are merged by the caller
         return snap
+
+    def _sorted_pods(self) -> dict[str, list]:
+        """The kept pods sorted into the Snapshot's lists (by namespace and name), once per change."""
+        s = self._streams.get(("Pod", None))
+        if s is not None and s.sorted_pods is not None:
+            return s.sorted_pods
+        gpu_pods, failed, plugin_pods, claim_pods, mig = [], [], [], [], []
+        kept = {} if s is None else s.items
+        for k in sorted(kept):
+            p = kept[k]
+            if projection.is_gpu_pod(p):
+                phase = (p.get("status") or {}).get("phase")
+                if phase == "Failed":
+                    failed.append(p)
+                elif phase != "Succeeded":
+                    gpu_pods.append(p)
+            if projection.is_plugin_pod(p):
+                plugin_pods.append(p)
+            if projection.uses_claims(p) and not projection.is_terminal(p):
+                claim_pods.append(p)
+            if projection.is_mig_manager_pod(p):
+                mig.append(p)
+        found = {
+            "gpu_pods": gpu_pods,
+            "failed_gpu_pods": failed,
+            "plugin_pods": plugin_pods,
+            "claim_pods": claim_pods,
+            "mig_manager_pods": mig,
+        }
+        if s is not None:
+            s.sorted_pods = found
+        return found
 
     def as_of(self) -> datetime:
         with self._lock:

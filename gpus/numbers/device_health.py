@@ -86,6 +86,8 @@ def _statuses(pod: KubeObject) -> Iterator[KubeObject]:
 def held_devices(pod: KubeObject) -> list[HeldDevice]:
     """Every device the kubelet reports the health of in the pod's container statuses (init
     containers too), in the order it lists them; a device two containers report is listed once."""
+    if not any(cs.get("allocatedResourcesStatus") for cs in _statuses(pod)):
+        return []  # most pods: no health reported (the checks walk every pod holding a device)
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     ns, name, node = str(meta.get("namespace", "")), str(meta.get("name", "")), str(spec.get("nodeName") or "")
     out: list[HeldDevice] = []

@@ -241,3 +241,23 @@ def test_load_scenario_dra_loads_it_on_the_twin_and_its_view_is_published(db):
     w.prime()
     snap = w.snapshot()
     assert view_publish.publish(snap) >= 1  # the ledger and the checks take the snapshot as it is
+
+
+def test_a_claim_arriving_by_a_watch_event_is_kept_sharing_what_it_holds_alike(load_scenario):
+    gw = load_scenario("dra")
+    w = ClusterWatcher(gw)
+    w.prime()
+    first = w.snapshot().resource_claims[0]
+    again = {
+        "apiVersion": first["apiVersion"],
+        "kind": "ResourceClaim",
+        "metadata": {"name": first["metadata"]["name"] + "-again", "namespace": first["metadata"]["namespace"]},
+        "spec": copy.deepcopy(first["spec"]),
+    }
+    gw.apply(again)
+    assert w.sync() is True
+    snap = w.snapshot()
+    kept = {c["metadata"]["name"]: c for c in snap.resource_claims}
+    assert kept[again["metadata"]["name"]]["spec"] == first["spec"]
+    assert kept[again["metadata"]["name"]]["spec"] is kept[first["metadata"]["name"]]["spec"]
+    assert kept[first["metadata"]["name"]] is first  # unchanged: the same object as before the event

@@ -14,6 +14,7 @@ from brickadmin.cluster.watch import ClusterWatcher
 from gpus.numbers import evidence as ev_mod
 from gpus.numbers import health
 from gpus.numbers import ledger as L
+from tests import dra_objects
 
 SCENARIOS = ["seed-example", "qks", "demo", "waiting"]
 AT = datetime(2026, 12, 1, tzinfo=UTC)
@@ -298,3 +299,59 @@ def test_daemonsets_and_configmaps_are_kept_whole_but_managed_fields():
         "metadata": {"name": "d", "namespace": PLUGIN_NAMESPACE, "labels": {"x": "y"}},
         "spec": {"template": {"spec": {}}},
     }
+
+
+def _share_claim(name: str, uid: str, share: str, pod: str) -> dict:
+    consumed = {"memory": "0", "shares": "1"}
+    result = dra_objects.res("gpu", "node-a", "gpu-3", share=share, consumed=consumed)
+    return dra_objects.claim(
+        name, "team-a", [dra_objects.exact("gpu", "gpu.nvidia.com")], [result], [pod], "node-a", uid
+    )
+
+
+def test_claims_given_shares_of_one_device_keep_one_copy_of_what_they_hold_alike():
+    raw = [
+        _share_claim("w-1", "c0000000-0000-4000-8000-000000000001", "s-1", "p-1"),
+        _share_claim("w-2", "c0000000-0000-4000-8000-000000000002", "s-2", "p-2"),
+    ]
+    one, two = (projection.project("ResourceClaim", json.loads(json.dumps(c))) for c in raw)
+    # what they ask for and what they were given is one object; who they are and whom they serve is their own
+    assert one["spec"] is two["spec"]
+    assert one["status"]["allocation"] is two["status"]["allocation"]
+    assert one["metadata"]["name"] == "w-1" and two["metadata"]["name"] == "w-2"
+    assert [r["name"] for r in two["status"]["reservedFor"]] == ["p-2"]
+    # the same content as a projection holding its own copies, less what nothing reads
+    assert one == projection.project_unshared("ResourceClaim", raw[0])
+    allocation = one["status"]["allocation"]
+    assert "allocationTimestamp" not in allocation
+    assert allocation["devices"]["results"] == [
+        {
+            "device": "gpu-3",
+            "driver": "gpu.nvidia.com",
+            "pool": "node-a",
+            "request": "gpu",
+            "consumedCapacity": {"memory": "0", "shares": "1"},
+        }
+    ]
+    assert (
+        raw[0]["status"]["allocation"]["devices"]["results"][0]["shareID"] == "s-1"
+    )  # the object read is left as it was
+
+
+def test_what_no_kept_object_holds_any_more_is_forgotten():
+    projection.forget_shared()
+    kept = [
+        projection.compact(
+            {"spec": {"nodeName": f"node-{i}", "containers": [{"name": "main"}]}, "status": {"phase": "Running"}}
+        )
+        for i in range(3000)
+    ]
+    assert all(k["status"] is kept[0]["status"] for k in kept)
+    held = len(projection._shared)
+    del kept
+    # objects of another shape made later: the table is pruned as it grows, and keeps none of the first
+    later = [projection.compact({"metadata": {"labels": {"app": f"a-{i}"}}}) for i in range(7000)]
+    assert len(projection._shared) < held + len(later) * 3
+    first = {"spec", "nodeName", "phase"}
+    assert not any(k[1] in first for k in projection._shared if isinstance(k, tuple) and len(k) > 1)
+    assert later[0]["metadata"]["labels"] == {"app": "a-0"}
