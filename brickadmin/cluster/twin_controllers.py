@@ -156,13 +156,21 @@ class TwinClaimScheduling:
             return self._unschedulable(pod, "waiting for resource claims to be created", len(nodes))
         slices = list(TwinObject.objects.filter(kind="ResourceSlice").values_list("body", flat=True))
         everything = list(TwinObject.objects.filter(kind="ResourceClaim").values_list("body", flat=True))
+        classes = {
+            c["metadata"]["name"]: c
+            for c in TwinObject.objects.filter(kind="DeviceClass").values_list("body", flat=True)
+        }
         for node in nodes:
             pending = [c for c in claims if not ((c or {}).get("status") or {}).get("allocation")]
             placed = [c for c in claims if c not in pending]
             if any(not self._allocated_on(c, node) for c in placed):
                 continue
             others = [c for c in everything if (c.get("status") or {}).get("allocation")]
-            results = dra_allocate.allocate(pending, slices, node, others)
+            try:
+                results = dra_allocate.allocate(pending, slices, node, others, classes=classes)
+            except dra_allocate.AllocationError as e:
+                # the scheduler aborts this pod's attempt with the error rather than trying other nodes
+                return self._scheduler_error(pod, str(e))
             if results is None:
                 continue
             stamp = now_iso()
@@ -197,6 +205,16 @@ class TwinClaimScheduling:
             for t in terms
             for f in t.get("matchFields") or []
         )
+
+    def _scheduler_error(self, pod: dict, error: str) -> dict:
+        """A Filter plugin's error, as the scheduler records it: reason SchedulerError."""
+        message = f'running "DynamicResources" filter plugin: {error}'
+        pod["status"] = {
+            **pod.get("status", {}),
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulerError", "message": message}],
+        }
+        return self._save(pod)
 
     def _unschedulable(self, pod: dict, why: str, nodes: int) -> dict:
         message = f"0/{nodes} nodes are available: {nodes} {why}."
