@@ -287,6 +287,12 @@ class _Search:
                 f"claim {_claim_name(claim)}, request {name}: could not retrieve device class {class_name}: "
                 f'deviceclass.resource.k8s.io "{class_name}" not found'
             )
+        for i, sel in enumerate(exactly.get("selectors") or []):
+            if not ((sel or {}).get("cel") or {}).get("expression"):
+                raise AllocationError(
+                    f"claim {_claim_name(claim)}, request {name}, selector #{i}: "
+                    "CEL expression empty (unsupported selector type?)"
+                )
         mode = exactly.get("allocationMode") or "ExactCount"
         if mode not in ("ExactCount", "All"):
             raise AllocationError(f"claim {_claim_name(claim)}, request {name}: unsupported count mode {mode}")
