@@ -248,6 +248,7 @@ class _Search:
         self.results: list[list[JSON]] = [[] for _ in claims]
         self.allocating: dict[DeviceID, set[int]] = {}
         self.matched: dict[tuple[DeviceID, tuple[int, int, int]], bool] = {}
+        self.variables: dict[DeviceID, dict[str, Any]] = {}  # each device's CEL ``device``, built once
         for ci, claim in enumerate(claims):
             devices = (claim.get("spec") or {}).get("devices") or {}
             per_claim: list[list[_Request]] = []
@@ -330,7 +331,9 @@ class _Search:
             except dra_cel.CELError as e:
                 raise AllocationError(f"{who}: selector #{i}: CEL compile error: {e}") from None
             try:
-                if not program.matches(dev.body, dev.id.driver):
+                if dev.id not in self.variables:
+                    self.variables[dev.id] = dra_cel.device_variable(dev.body, dev.id.driver)
+                if not program.selects(self.variables[dev.id]):
                     return False
             except dra_cel.CELError as e:
                 raise AllocationError(f"{who}: selector #{i}: CEL runtime error: {e}") from None

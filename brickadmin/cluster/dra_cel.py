@@ -613,7 +613,12 @@ class Program:
     def matches(self, device: Mapping[str, Any], driver: str) -> bool:
         """Whether the selector selects ``device`` (a ResourceSlice device) of ``driver``;
         raises EvalError as cel-go's evaluation fails."""
-        result = _eval(self.node, {"device": device_variable(device, driver)})
+        return self.selects(device_variable(device, driver))
+
+    def selects(self, variable: Mapping[str, Any]) -> bool:
+        """As ``matches``, given the ``device`` variable (device_variable), which the
+        allocator builds once per device for all the selectors it checks."""
+        result = _eval(self.node, {"device": variable})
         if not isinstance(result, bool):
             raise EvalError(f"CEL result of type {_type_name(result)} could not be converted to bool")
         return result
