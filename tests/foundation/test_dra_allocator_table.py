@@ -571,3 +571,108 @@ def test_allocator_table(name):
         assert want in str(e.value)
         return
     assert dra_allocate.allocate(claims, slices, node, already, classes=classes) == want
+
+
+# Rows on counters (partitionable devices) and consumable capacity: the results carry the
+# table's fixed share ID.
+SHARE_ID = "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa"
+
+
+def counted(name: str, memory: str) -> dict:
+    return {
+        "name": name,
+        "consumesCounters": [{"counterSet": "counter-set-1", "counters": {"memory": {"value": memory}}}],
+    }
+
+
+def with_counters(s: dict, memory: str) -> dict:
+    s["spec"]["sharedCounters"] = [{"name": "counter-set-1", "counters": {"memory": {"value": memory}}}]
+    return s
+
+
+def shared(name: str, capacity: str, value: str) -> dict:
+    policy = {"default": "2", "validRange": {"min": "2", "step": "2", "max": "4"}}
+    return {
+        "name": name,
+        "allowMultipleAllocations": True,
+        "attributes": {"stringAttribute": {"string": value}},
+        "capacity": {"capacity-0": {"value": capacity, "requestPolicy": policy}},
+    }
+
+
+def share_request(name: str) -> dict:
+    r = request(name, CLASS_A)
+    r["exactly"]["capacity"] = {"requests": {"capacity-0": "2"}}
+    return r
+
+
+def share(req: str, dev: str) -> dict:
+    return {**result(req, DRIVER_A, POOL1, dev), "shareID": SHARE_ID, "consumedCapacity": {"capacity-0": "2"}}
+
+
+# name: (claims, slices, expected results per claim | None[, claims already allocated])
+SHARED_ROWS: dict[str, tuple] = {
+    "partitionable-devices-single-device": (
+        [claim("claim-0", request(REQ0, CLASS_A))],
+        [with_counters(slice_("slice-1", NODE1, POOL1, DRIVER_A, counted(DEVICE1, "4Gi")), "8Gi")],
+        [[result(REQ0, DRIVER_A, POOL1, DEVICE1)]],
+    ),
+    "partitionable-devices-multiple-devices": (
+        [claim("claim-0", request(REQ0, CLASS_A), request(REQ1, CLASS_A))],
+        [
+            with_counters(
+                slice_(
+                    "slice-1",
+                    NODE1,
+                    POOL1,
+                    DRIVER_A,
+                    counted(DEVICE1, "4Gi"),
+                    counted(DEVICE2, "6Gi"),
+                    counted(DEVICE3, "4Gi"),
+                ),
+                "8Gi",
+            )
+        ],
+        [[result(REQ0, DRIVER_A, POOL1, DEVICE1), result(REQ1, DRIVER_A, POOL1, DEVICE3)]],
+    ),
+    "partitionable-devices-no-capacity-available": (
+        [claim("claim-0", request(REQ0, CLASS_A))],
+        [
+            with_counters(
+                slice_("slice-1", NODE1, POOL1, DRIVER_A, counted(DEVICE1, "4Gi"), counted(DEVICE2, "16Gi")), "18Gi"
+            )
+        ],
+        None,
+        allocated((DRIVER_A, POOL1, DEVICE2)),
+    ),
+    "consumable-capacity-with-multi-allocatable-device-backtrack": (
+        [
+            claim(
+                "claim-0",
+                share_request(REQ0),
+                share_request(REQ1),
+                constraints=[{"matchAttribute": f"{DRIVER_A}/stringAttribute"}],
+            ),
+            claim("claim-1", share_request(REQ0)),
+        ],
+        [
+            slice_(
+                "slice-1",
+                NODE1,
+                POOL1,
+                DRIVER_A,
+                shared(DEVICE2, "2", "stringAttributeValue1"),
+                shared(DEVICE1, "4", "stringAttributeValue2"),
+            )
+        ],
+        [[share(REQ0, DEVICE1), share(REQ1, DEVICE1)], [share(REQ0, DEVICE2)]],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SHARED_ROWS))
+def test_allocator_table_counters_and_shares(name):
+    claims, slices, want, *already = SHARED_ROWS[name]
+    before = already[0] if already else []
+    got = dra_allocate.allocate(claims, slices, NODE1, before, new_id=lambda: SHARE_ID, classes=ONLY_A)
+    assert got == want
