@@ -12,7 +12,9 @@ and two L4s (capacity ``memory``). In namespace ``dra-cel``, pinned to the node:
 - ``too-big``: a GPU of more than 100Gi, which no node has: unschedulable;
 - ``cel-error``: a selector reading an attribute the driver does not publish: the
   scheduler's CEL runtime error, found on the second L4, which stays free (the scheduler
-  evaluates selectors only on devices it could take).
+  evaluates selectors only on devices it could take);
+- ``no-class``: a claim naming a DeviceClass that does not exist (``gpus.nvidia.com``): the
+  scheduler's PreFilter leaves the pod unschedulable until the class appears.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ CLAIMS: dict[str, list[tuple[str, int, str]]] = {
     ],
     "too-big": [("gpu", 1, f"{MEMORY}.isGreaterThan(quantity('100Gi'))")],
     "cel-error": [("gpu", 1, f"device.attributes['{DRIVER}'].nvlinkDomain == 'a'")],
+    "no-class": [("gpu", 1, "true")],
 }
 # what the scheduler gives each claim: request -> devices; None: the pod waits
 EXPECTED: dict[str, dict[str, list[str]] | None] = {
@@ -46,6 +49,7 @@ EXPECTED: dict[str, dict[str, list[str]] | None] = {
     "backtrack": {"any": ["gpu-1"], "a100-80": ["gpu-0"]},
     "too-big": None,
     "cel-error": None,
+    "no-class": None,
 }
 
 
@@ -92,7 +96,7 @@ def claim(name: str) -> dict:
         {
             "name": req,
             "exactly": {
-                "deviceClassName": DRIVER,
+                "deviceClassName": "gpus.nvidia.com" if name == "no-class" else DRIVER,
                 "allocationMode": "ExactCount",
                 "count": count,
                 "selectors": [{"cel": {"expression": expr}}],
@@ -145,8 +149,11 @@ def outcome(claims: list[dict], pods: list[dict]) -> dict[str, object]:
         else:
             cond = next((c for c in (p.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"), {})
             message = cond.get("message", "")
-            out[name] = {
-                "waits": cond.get("reason"),
-                "error": message[message.index("CEL") :] if "CEL runtime error" in message else None,
-            }
+            if "CEL runtime error" in message:
+                error: str | None = message[message.index("CEL runtime error") :]
+            elif "does not exist" in message:
+                error = message[message.index("request ") : message.index("does not exist") + len("does not exist")]
+            else:
+                error = None
+            out[name] = {"waits": cond.get("reason"), "error": error}
     return out

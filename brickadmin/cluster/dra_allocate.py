@@ -427,6 +427,25 @@ class _Search:
         return False
 
 
+def missing_device_class(claims: Sequence[Mapping[str, Any]], classes: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """What the scheduler's PreFilter says of a claim to allocate whose request names a
+    DeviceClass that does not exist (the pod is unschedulable until the class appears), or None."""
+    for claim in claims:
+        for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+            name = str(req.get("name", ""))
+            if req.get("exactly") is not None:
+                wanted = [(name, str(req["exactly"].get("deviceClassName") or ""))]
+            else:
+                wanted = [
+                    (f"{name}/{sub.get('name', '')}", str(sub.get("deviceClassName") or ""))
+                    for sub in req.get("firstAvailable") or []
+                ]
+            for request, cls in wanted:
+                if cls and cls not in classes:
+                    return f"request {request}: device class {cls} does not exist"
+    return None
+
+
 def _nothing() -> None:
     return None
 

@@ -160,6 +160,12 @@ class TwinClaimScheduling:
             c["metadata"]["name"]: c
             for c in TwinObject.objects.filter(kind="DeviceClass").values_list("body", flat=True)
         }
+        missing_class = dra_allocate.missing_device_class(
+            [c for c in claims if c is not None and not (c.get("status") or {}).get("allocation")], classes
+        )
+        if missing_class:
+            # PreFilter's verdict, before any node is tried
+            return self._unschedulable(pod, missing_class, len(self.list_nodes()), prefilter=True)
         for node in nodes:
             pending = [c for c in claims if not ((c or {}).get("status") or {}).get("allocation")]
             placed = [c for c in claims if c not in pending]
@@ -216,8 +222,15 @@ class TwinClaimScheduling:
         }
         return self._save(pod)
 
-    def _unschedulable(self, pod: dict, why: str, nodes: int) -> dict:
-        message = f"0/{nodes} nodes are available: {nodes} {why}."
+    def _unschedulable(self, pod: dict, why: str, nodes: int, prefilter: bool = False) -> dict:
+        if prefilter:
+            # as kube-scheduler 1.34 words a PreFilter rejection, DRA's PostFilter and preemption after it
+            message = (
+                f"0/{nodes} nodes are available: {why}. no new claims to deallocate, preemption: "
+                f"0/{nodes} nodes are available: {nodes} Preemption is not helpful for scheduling."
+            )
+        else:
+            message = f"0/{nodes} nodes are available: {nodes} {why}."
         pod["status"] = {
             **pod.get("status", {}),
             "phase": "Pending",

@@ -27,6 +27,10 @@ def test_the_twin_allocates_cel_selectors_and_backtracks():
     assert got["backtrack"] == {"node": cel.NODE, "devices": cel.EXPECTED["backtrack"]}
     assert got["too-big"] == {"waits": "Unschedulable", "error": None}
     assert got["cel-error"] == {"waits": "SchedulerError", "error": "CEL runtime error: no such key: nvlinkDomain"}
+    assert got["no-class"] == {
+        "waits": "Unschedulable",
+        "error": "request gpu: device class gpus.nvidia.com does not exist",
+    }
     waiting = TwinObject.objects.get(kind="Pod", name="cel-error").body
     assert waiting["status"]["phase"] == "Pending" and "nodeName" not in waiting["spec"]
     assert waiting["status"]["conditions"][0]["message"] == (
@@ -35,10 +39,17 @@ def test_the_twin_allocates_cel_selectors_and_backtracks():
     )
 
 
-def test_without_its_device_class_a_claim_waits_with_the_schedulers_error():
+def test_without_its_device_class_a_claim_waits_until_the_class_appears():
     objects, hardware, plugin_configs = scenarios.read("dra")
     objects = [o for o in dra_allocate.unallocated(objects) if o["kind"] != "DeviceClass"]
     TwinGateway().load(objects + cel.objects(), hardware, plugin_configs)
     pod = TwinObject.objects.get(kind="Pod", name="h100-or-l4").body
     assert pod["status"]["phase"] == "Pending"
-    assert "could not retrieve device class gpu.nvidia.com" in pod["status"]["conditions"][0]["message"]
+    condition = pod["status"]["conditions"][0]
+    assert condition["reason"] == "Unschedulable"
+    nodes = TwinObject.objects.filter(kind="Node").count()
+    assert condition["message"] == (
+        f"0/{nodes} nodes are available: request gpus: device class gpu.nvidia.com does not exist. "
+        f"no new claims to deallocate, preemption: 0/{nodes} nodes are available: {nodes} Preemption is not "
+        "helpful for scheduling."
+    )
