@@ -370,10 +370,42 @@ ROWS: dict[str, tuple[list, dict | None, list, str, list, Any]] = {
             claim("claim-1", request(REQ0, CLASS_A, admin=True)),
         ],
         ONLY_A,
-        [one_device("slice-1", NODE1, POOL1, DRIVER_A)],
+        [slice_("slice-1", NODE1, POOL1, DRIVER_A, device(DEVICE1), device(DEVICE2))],
         NODE1,
         [],
         [[result(REQ0, DRIVER_A, POOL1, DEVICE1, True)], [result(REQ0, DRIVER_A, POOL1, DEVICE1, True)]],
+    ),
+    "count-devices-some-allocated-admin-access": (
+        [claim("claim-0", request(REQ0, CLASS_A, 2, admin=True))],
+        ONLY_A,
+        [slice_("slice-1", NODE1, POOL1, DRIVER_A, device(DEVICE1), device(DEVICE2))],
+        NODE1,
+        allocated((DRIVER_A, POOL1, DEVICE1)),
+        [[result(REQ0, DRIVER_A, POOL1, DEVICE1, True), result(REQ0, DRIVER_A, POOL1, DEVICE2, True)]],
+    ),
+    "admin-access-claims-device-allocating-for-non-admin-access": (
+        [claim("claim-0", request(REQ0, CLASS_A)), claim("claim-1", request(REQ0, CLASS_A, admin=True))],
+        ONLY_A,
+        [slice_("slice-1", NODE1, POOL1, DRIVER_A, device(DEVICE1), device(DEVICE2))],
+        NODE1,
+        [],
+        [[result(REQ0, DRIVER_A, POOL1, DEVICE1)], [result(REQ0, DRIVER_A, POOL1, DEVICE1, True)]],
+    ),
+    "all-devices-plus-another": (
+        [claim("claim-0", request(REQ0, CLASS_A, mode="All")), claim("claim-1", request(REQ0, CLASS_B))],
+        CLASSES,
+        [one_device("slice-1", NODE1, POOL1, DRIVER_A), one_device("slice-1", NODE1, POOL1, DRIVER_B)],
+        NODE1,
+        [],
+        [[result(REQ0, DRIVER_A, POOL1, DEVICE1)], [result(REQ0, DRIVER_B, POOL1, DEVICE1)]],
+    ),
+    "all-devices-plus-another-reversed": (
+        [claim("claim-1", request(REQ0, CLASS_B)), claim("claim-0", request(REQ0, CLASS_A, mode="All"))],
+        CLASSES,
+        [one_device("slice-1", NODE1, POOL1, DRIVER_A), one_device("slice-1", NODE1, POOL1, DRIVER_B)],
+        NODE1,
+        [],
+        [[result(REQ0, DRIVER_B, POOL1, DEVICE1)], [result(REQ0, DRIVER_A, POOL1, DEVICE1)]],
     ),
     "with-constraint": (
         [
@@ -524,6 +556,61 @@ ROWS: dict[str, tuple[list, dict | None, list, str, list, Any]] = {
         NODE1,
         [],
         [[result("req-0/subReq-1", DRIVER_A, POOL2, DEVICE2), result(REQ1, DRIVER_A, POOL1, DEVICE1)]],
+    ),
+    "prioritized-list-multi-request": (
+        [
+            claim(
+                "claim-0",
+                request(REQ1, CLASS_A, 1, memory_at_least("8Gi")),
+                first_available(
+                    REQ0,
+                    sub("subReq-0", CLASS_A, 1, memory_at_least("8Gi")),
+                    sub("subReq-1", CLASS_A, 1, memory_at_least("4Gi")),
+                ),
+            )
+        ],
+        ONLY_A,
+        [
+            slice_("slice-1", NODE1, POOL1, DRIVER_A, device(DEVICE1, {"memory": "8Gi"})),
+            slice_("slice-2", NODE1, POOL2, DRIVER_A, device(DEVICE2, {"memory": "4Gi"})),
+        ],
+        NODE1,
+        [],
+        [[result(REQ1, DRIVER_A, POOL1, DEVICE1), result("req-0/subReq-1", DRIVER_A, POOL2, DEVICE2)]],
+    ),
+    "prioritized-list-subrequests-with-constraints-ref-sub-request": (
+        [
+            claim(
+                "claim-0",
+                request(REQ0, CLASS_A, 1, memory_at_least("8Gi")),
+                first_available(
+                    REQ1,
+                    sub("subReq-0", CLASS_A, 1, memory_at_least("2Gi")),
+                    sub("subReq-1", CLASS_A, 1, memory_at_least("1Gi")),
+                ),
+                constraints=[{"requests": [REQ0, "req-1/subReq-0"], "matchAttribute": f"{DRIVER_A}/driverVersion"}],
+            )
+        ],
+        ONLY_A,
+        [
+            slice_(
+                "slice-1",
+                NODE1,
+                POOL1,
+                DRIVER_A,
+                device(DEVICE1, {"memory": "8Gi"}, {"driverVersion": version("1.0.0")}),
+            ),
+            slice_(
+                "slice-2",
+                NODE1,
+                POOL2,
+                DRIVER_A,
+                device(DEVICE2, {"memory": "2Gi"}, {"driverVersion": version("2.0.0")}),
+            ),
+        ],
+        NODE1,
+        [],
+        [[result(REQ0, DRIVER_A, POOL1, DEVICE1), result("req-1/subReq-1", DRIVER_A, POOL2, DEVICE2)]],
     ),
     "prioritized-list-subrequests-with-allocation-mode-all": (
         [claim("claim-0", first_available(REQ0, {**sub("subReq-0", CLASS_A), "allocationMode": "All"}))],
