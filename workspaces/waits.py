@@ -279,6 +279,15 @@ def _scheduler(w: pw.Wait, f: dict, namespace: str, diagnosis) -> _Words:
     return _Words(message, remedy, remedy)
 
 
+def _claims(w: pw.Wait, f: dict, namespace: str, diagnosis) -> _Words:
+    remedy = _("Check its claims' device class and selectors against the devices the nodes publish.")
+    message = _(
+        "Pod %(pod)s waits for its ResourceClaims (%(claims)s): the scheduler cannot allocate them. "
+        "The scheduler's words are below."
+    ) % {**f, "claims": ", ".join(w.facts.get("claims") or [])}
+    return _Words(message, remedy, remedy)
+
+
 def _starting(w: pw.Wait, f: dict, namespace: str, diagnosis) -> _Words:
     return _Words(_("Pod %(pod)s is being placed: %(res)s has room for it.") % f, "", "")
 
@@ -296,6 +305,7 @@ WORDS = (
     (pw.CONTAINER, _container),
     (pw.FAILED, _failed),
     (pw.SCHEDULER, _scheduler),
+    (pw.CLAIMS, _claims),
 )
 
 

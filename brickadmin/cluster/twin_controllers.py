@@ -156,13 +156,27 @@ class TwinClaimScheduling:
             return self._unschedulable(pod, "waiting for resource claims to be created", len(nodes))
         slices = list(TwinObject.objects.filter(kind="ResourceSlice").values_list("body", flat=True))
         everything = list(TwinObject.objects.filter(kind="ResourceClaim").values_list("body", flat=True))
+        classes = {
+            c["metadata"]["name"]: c
+            for c in TwinObject.objects.filter(kind="DeviceClass").values_list("body", flat=True)
+        }
+        missing_class = dra_allocate.missing_device_class(
+            [c for c in claims if c is not None and not (c.get("status") or {}).get("allocation")], classes
+        )
+        if missing_class:
+            # PreFilter's verdict, before any node is tried
+            return self._unschedulable(pod, missing_class, len(self.list_nodes()), prefilter=True)
         for node in nodes:
             pending = [c for c in claims if not ((c or {}).get("status") or {}).get("allocation")]
             placed = [c for c in claims if c not in pending]
             if any(not self._allocated_on(c, node) for c in placed):
                 continue
             others = [c for c in everything if (c.get("status") or {}).get("allocation")]
-            results = dra_allocate.allocate(pending, slices, node, others)
+            try:
+                results = dra_allocate.allocate(pending, slices, node, others, classes=classes)
+            except dra_allocate.AllocationError as e:
+                # the scheduler aborts this pod's attempt with the error rather than trying other nodes
+                return self._scheduler_error(pod, str(e))
             if results is None:
                 continue
             stamp = now_iso()
@@ -198,8 +212,25 @@ class TwinClaimScheduling:
             for f in t.get("matchFields") or []
         )
 
-    def _unschedulable(self, pod: dict, why: str, nodes: int) -> dict:
-        message = f"0/{nodes} nodes are available: {nodes} {why}."
+    def _scheduler_error(self, pod: dict, error: str) -> dict:
+        """A Filter plugin's error, as the scheduler records it: reason SchedulerError."""
+        message = f'running "DynamicResources" filter plugin: {error}'
+        pod["status"] = {
+            **pod.get("status", {}),
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulerError", "message": message}],
+        }
+        return self._save(pod)
+
+    def _unschedulable(self, pod: dict, why: str, nodes: int, prefilter: bool = False) -> dict:
+        if prefilter:
+            # as kube-scheduler 1.34 words a PreFilter rejection, DRA's PostFilter and preemption after it
+            message = (
+                f"0/{nodes} nodes are available: {why}. no new claims to deallocate, preemption: "
+                f"0/{nodes} nodes are available: {nodes} Preemption is not helpful for scheduling."
+            )
+        else:
+            message = f"0/{nodes} nodes are available: {nodes} {why}."
         pod["status"] = {
             **pod.get("status", {}),
             "phase": "Pending",

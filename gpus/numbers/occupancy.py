@@ -170,7 +170,16 @@ def compute(snapshot: Snapshot, ledger: Ledger, memo: dict[str, Any] | None = No
 
     pods_of: dict[str, list[KubeObject]] = {}
     # Failed GPU pods too: a pod the kubelet refused shows its owner why (gpus/pod_waits.py).
-    for pod in [*snapshot.gpu_pods, *(getattr(snapshot, "failed_gpu_pods", None) or [])]:
+    # Pods on DRA claims that wait for a node too: their requests are claims, not nvidia.com/*
+    # (one asking for nvidia.com/* as well is among the GPU pods already).
+    waiting_on_claims = [
+        p
+        for p in getattr(snapshot, "claim_pods", None) or []
+        if (p.get("status") or {}).get("phase") == "Pending"
+        and not (p.get("spec") or {}).get("nodeName")
+        and not pod_gpu_requests(p)
+    ]
+    for pod in [*snapshot.gpu_pods, *(getattr(snapshot, "failed_gpu_pods", None) or []), *waiting_on_claims]:
         name = (pod.get("metadata") or {}).get("namespace", "")
         if name in out:
             pods_of.setdefault(name, []).append(pod)
@@ -329,6 +338,9 @@ def _fill(
             wait = pod_waits.facts(pod)
             if wait is not None:
                 base["wait"] = wait
+            claims = [c.get("resourceClaimName") or c.get("name", "") for c in spec.get("resourceClaims") or []]
+            if claims:
+                base["claims"] = claims
         lines[key] = (pod, at, base)
         line = dict(base)  # a line of its own: utilisation is added below
         if vocab.holds_node_resources(pod):  # as the scheduler counts it: Running or still starting

@@ -31,6 +31,7 @@ ADMISSION = "admission"  # the kubelet refused it (UnexpectedAdmissionError)
 CONTAINER = "container"  # scheduled; a container waits (image pull, ...)
 FAILED = "failed"  # ended in failure for another reason
 SCHEDULER = "scheduler"  # the scheduler gave another reason (node selector, CPU, memory, ...)
+CLAIMS = "claims"  # on DRA ResourceClaims the scheduler cannot allocate (or fails to: a selector's error)
 STARTING = "starting"  # nothing wrong seen yet: room exists, the scheduler has not placed it yet
 
 ADMISSION_ERROR = "UnexpectedAdmissionError"
@@ -274,6 +275,8 @@ def classify(line: dict[str, Any], capacity_by_resource: dict[str, dict[str, Any
             )
         return Wait(STARTING, name, base)
     cap = capacity_by_resource.get(res)
+    if not res and line.get("claims"):
+        return Wait(CLAIMS, name, {**base, "claims": list(line["claims"])})
     if not res:
         return Wait(SCHEDULER, name, base) if said else Wait(STARTING, name, base)
     if not cap or not cap["exist"]:

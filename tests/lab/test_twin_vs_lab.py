@@ -14,10 +14,12 @@ import time
 
 import pytest
 
-from brickadmin.cluster import dra_allocate, scenarios
+from brickadmin.cluster import dra_allocate, dra_publish, scenarios
+from brickadmin.cluster.models import TwinObject
 from brickadmin.cluster.snapshot import take_snapshot
 from brickadmin.cluster.twin import TwinGateway
 from gpus.numbers import ledger as ledger_mod
+from tests import dra_cel_cluster
 
 from .conftest import wait_until
 
@@ -272,3 +274,56 @@ def test_dra_claims_allocate_alike(lab, settings):
     assert want["claims allocated"] == 11
     wait_until(lambda: dra_numbers(lab.admin)["claims allocated"] == want["claims allocated"], 60, "the lab's claims")
     assert dra_numbers(lab.admin) == want
+
+
+def _cel_cleanup(gw) -> None:
+    gw.delete("v1", "Namespace", dra_cel_cluster.NAMESPACE)
+    gw.delete("resource.k8s.io/v1", "ResourceSlice", dra_cel_cluster.resource_slice()["metadata"]["name"])
+    gw.delete("v1", "Node", dra_cel_cluster.NODE)
+
+
+def _cel_outcome(gw) -> dict:
+    ns = dra_cel_cluster.NAMESPACE
+    claims = gw._request("GET", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims").get("items") or []
+    for c in claims:
+        c["metadata"]["namespace"] = ns
+    pods = gw.list_pods(namespace=ns)
+    return dra_cel_cluster.outcome(claims, pods)
+
+
+def test_cel_selectors_and_backtracking_allocate_alike(lab):
+    """Claims whose selectors use ``||``, quantities, ``startsWith``, a pod whose claim needs
+    the search to go back on its first choice, one that fits nowhere and one whose selector
+    fails (tests/dra_cel_cluster.py): kube-scheduler and the twin give each claim the same
+    devices, and leave the same pods waiting for the same reasons."""
+    import load_scenario
+
+    lab.load("dra")
+    objects, hardware, plugin_configs = scenarios.read("dra")
+    twin = TwinGateway()
+    twin.load(dra_allocate.unallocated(objects) + dra_cel_cluster.objects(), hardware, plugin_configs)
+    want = dra_cel_cluster.outcome(
+        list(TwinObject.objects.filter(kind="ResourceClaim").values_list("body", flat=True)),
+        twin.list_pods(namespace=dra_cel_cluster.NAMESPACE),
+    )
+    assert want["backtrack"] == {"node": dra_cel_cluster.NODE, "devices": dra_cel_cluster.EXPECTED["backtrack"]}
+    minor = int("".join(c for c in str(lab.admin._request("GET", "/version").get("minor", "0")) if c.isdigit()))
+    _cel_cleanup(lab.admin)
+    wait_until(
+        lambda: dra_cel_cluster.NAMESPACE not in {n["metadata"]["name"] for n in lab.admin.list_namespaces()}, 120
+    )
+    try:
+        for obj in dra_cel_cluster.objects():
+            if obj["kind"] == "ResourceSlice":
+                (obj,) = dra_publish.slices_for_server([obj], minor)
+            load_scenario.create(lab.admin, obj)
+        got: dict = {}
+
+        def alike() -> bool:
+            got.update(_cel_outcome(lab.admin))
+            return got == want
+
+        wait_until(alike, 60, "the lab's scheduler to place the CEL claims")
+        assert got == want
+    finally:
+        _cel_cleanup(lab.admin)

@@ -5,7 +5,9 @@ them like any other quota, Jobs ask for whole DRA GPUs through a ResourceClaimTe
 import pytest
 from django.urls import reverse
 
+from brickadmin.cluster import dra_allocate, scenarios
 from brickadmin.cluster.snapshot import take_snapshot
+from brickadmin.cluster.twin import TwinGateway
 from gpus.models import ProcedureRun
 from gpus.numbers.ledger import compute
 from gpus.tasks import execute_run
@@ -14,6 +16,7 @@ from workspaces import quota
 from workspaces.models import Decision
 
 from .conftest import text
+from .test_pod_waits import causes, record
 
 pytestmark = pytest.mark.django_db
 GPU_CLASS = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
@@ -223,3 +226,69 @@ def test_the_hour_rolled_up_from_the_view_counts_claim_gpu_hours(dra_pages):
     # without the L40S nodes: 3 whole GPUs, dynamic MIG's 2 halves of an H100, 3/7 of static MIG
     assert ws.requested == pytest.approx(3 + 1 + 3 / 7 + 1)  # and one nvidia.com/gpu of a pod
     assert ws.allocated == pytest.approx(8.0)  # 8 whole-GPU devices, each worth one GPU
+
+
+# --- why a pod on a DRA claim waits ----------------------------------------------------
+
+
+def test_the_owner_sees_the_schedulers_selector_error_for_a_waiting_claim_pod(alice, login):
+    """A claim whose CEL selector reads an attribute NVIDIA's driver does not publish: the
+    scheduler (and the twin) refuse it with the CEL error, and the Workspace page says so."""
+    objects, hardware, plugin_configs = scenarios.read("dra")
+    objects = [
+        o
+        for o in dra_allocate.unallocated(objects)
+        if not (o["kind"] == "ResourceSlice" and o["metadata"]["name"] in SHARES_SLICES)
+    ]
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "nvlink-gpu", "namespace": "ws-dra"},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": "gpu.nvidia.com",
+                            "selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].nvlink == 'a'"}}],
+                        },
+                    }
+                ]
+            }
+        },
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "nvlink-0", "namespace": "ws-dra"},
+        "spec": {
+            "containers": [{"name": "main", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "nvlink-gpu"}],
+        },
+    }
+    TwinGateway().load([*objects, claim, pod], hardware, plugin_configs)
+    ws = record(alice, "ws-dra", resource=GPU_CLASS)
+    client = login(alice)
+    got = causes(client.get(reverse("workspace_detail", args=[ws.pk])).content.decode())
+    assert got["nvlink-0"][0] == "claims"
+    assert (
+        "Pod nvlink-0 waits for its ResourceClaims (nvlink-gpu): the scheduler cannot allocate them."
+        in got["nvlink-0"][1]
+    )
+    assert (
+        'The scheduler says: running "DynamicResources" filter plugin: claim ws-dra/nvlink-gpu: selector #0: '
+        "CEL runtime error: no such key: nvlink"
+    ) in got["nvlink-0"][1]
+    assert "Check its claims' device class and selectors" in got["nvlink-0"][1]
+    # the shares nodes' slices are left out (dra_pages): their pods wait for their claims too
+    assert {pod for pod, (kind, _w) in got.items() if kind == "claims"} == {
+        "nvlink-0",
+        "share-pod-1",
+        "share-pod-2",
+        "unlimited-pod-1",
+    }
+    assert "The scheduler says: 0/" in got["share-pod-1"][1] and "cannot allocate all claims" in got["share-pod-1"][1]
+    client.cookies["django_language"] = "ko"
+    korean = causes(client.get(reverse("workspace_detail", args=[ws.pk])).content.decode())
+    assert "Pod nvlink-0이(가) ResourceClaim(nvlink-gpu)을 기다리는 중입니다" in korean["nvlink-0"][1]
