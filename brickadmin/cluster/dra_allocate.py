@@ -152,6 +152,11 @@ def _builtin_class(name: str) -> Mapping[str, Any] | None:
     return {"metadata": {"name": name}, "spec": {"selectors": [{"cel": {"expression": expr}}]}}
 
 
+def nvidia_device_classes() -> dict[str, Mapping[str, Any]]:
+    """NVIDIA's DeviceClasses by name, as the driver's chart installs them."""
+    return {name: body for name in TYPE_BY_CLASS if (body := _builtin_class(name)) is not None}
+
+
 @dataclass
 class _Request:
     """One request or subrequest of a claim, checked before the search."""

@@ -156,10 +156,13 @@ class TwinClaimScheduling:
             return self._unschedulable(pod, "waiting for resource claims to be created", len(nodes))
         slices = list(TwinObject.objects.filter(kind="ResourceSlice").values_list("body", flat=True))
         everything = list(TwinObject.objects.filter(kind="ResourceClaim").values_list("body", flat=True))
+        # A scenario that lists no DeviceClass at all was exported without its cluster-scoped
+        # kinds: its driver's chart installed NVIDIA's classes.
+        # Once any class is listed, the listed ones are all there are.
         classes = {
             c["metadata"]["name"]: c
             for c in TwinObject.objects.filter(kind="DeviceClass").values_list("body", flat=True)
-        }
+        } or dra_allocate.nvidia_device_classes()
         missing_class = dra_allocate.missing_device_class(
             [c for c in claims if c is not None and not (c.get("status") or {}).get("allocation")], classes
         )

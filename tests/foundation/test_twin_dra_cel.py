@@ -41,7 +41,11 @@ def test_the_twin_allocates_cel_selectors_and_backtracks():
 
 def test_without_its_device_class_a_claim_waits_until_the_class_appears():
     objects, hardware, plugin_configs = scenarios.read("dra")
-    objects = [o for o in dra_allocate.unallocated(objects) if o["kind"] != "DeviceClass"]
+    objects = [
+        o
+        for o in dra_allocate.unallocated(objects)
+        if not (o["kind"] == "DeviceClass" and o["metadata"]["name"] == "gpu.nvidia.com")
+    ]
     TwinGateway().load(objects + cel.objects(), hardware, plugin_configs)
     pod = TwinObject.objects.get(kind="Pod", name="h100-or-l4").body
     assert pod["status"]["phase"] == "Pending"
@@ -53,3 +57,15 @@ def test_without_its_device_class_a_claim_waits_until_the_class_appears():
         f"no new claims to deallocate, preemption: 0/{nodes} nodes are available: {nodes} Preemption is not "
         "helpful for scheduling."
     )
+
+
+def test_a_scenario_listing_no_device_class_has_the_classes_nvidias_chart_installs():
+    """Exported without its cluster-scoped kinds: the driver's chart installed NVIDIA's
+    classes, so the claims are allocated by them (a whole GPU for gpu.nvidia.com)."""
+    objects, hardware, plugin_configs = scenarios.read("dra")
+    objects = [o for o in dra_allocate.unallocated(objects) if o["kind"] != "DeviceClass"]
+    TwinGateway().load(objects + cel.objects(), hardware, plugin_configs)
+    got = cel.outcome(_bodies("ResourceClaim"), _bodies("Pod"))
+    assert got["h100-or-l4"] == {"node": cel.NODE, "devices": cel.EXPECTED["h100-or-l4"]}
+    assert got["backtrack"] == {"node": cel.NODE, "devices": cel.EXPECTED["backtrack"]}
+    assert got["no-class"]["error"] == "request gpu: device class gpus.nvidia.com does not exist"
