@@ -129,7 +129,9 @@ def _meta(name: str, namespace: str = "", workspace: str = "") -> KubeObject:
 
 
 def resource_flavor(gpu_type: str, node_labels: Mapping[str, str]) -> KubeObject:
-    spec: KubeObject = {"nodeLabels": dict(node_labels)} if node_labels else {}
+    # nodeLabels always, even empty: applied over a flavor that had labels, an empty spec leaves
+    # it null once they are removed, and Kueue's CRD refuses that (spec must be an object)
+    spec: KubeObject = {"nodeLabels": dict(node_labels)}
     return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": _meta(flavor_name(gpu_type)), "spec": spec}
 
 

@@ -64,6 +64,8 @@ def test_a_flavor_carries_the_labels_every_node_of_its_type_shares():
     assert kueue.flavor_node_labels(nodes, "nvidia.com/gpu") == {"brick.cloud/gpu.sharing": "none"}
     flavor = kueue.resource_flavor("exclusive", {"brick.cloud/gpu.sharing": "none"})
     assert flavor["spec"] == {"nodeLabels": {"brick.cloud/gpu.sharing": "none"}}
+    # nodes of the type sharing no label: still an object (the real Kueue refused a null spec)
+    assert kueue.resource_flavor("exclusive", {})["spec"] == {"nodeLabels": {}}
     assert kueue.flavor_node_labels(nodes, "nvidia.com/mig-1g.10gb") == {}
 
 
