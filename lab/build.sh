@@ -5,6 +5,7 @@
 #   kwok                                                              from sigs.k8s.io/kwok
 #   kube-state-metrics                                                from k8s.io/kube-state-metrics/v2 (if served)
 #   helm                                                              from helm.sh/helm/v3 (the chart tests)
+#   kueue (controller manager, its CRDs and webhook manifests)        from sigs.k8s.io/kueue
 # Usage: lab/build.sh            (prints the bin dir on stdout's last line)
 #        lab/build.sh helm       (only helm: the chart tests need nothing else)
 set -euo pipefail
@@ -133,5 +134,29 @@ if [ ! -x "$BIN/kube-state-metrics-$KSM_VERSION" ]; then
     "-s -w -X github.com/prometheus/common/version.Version=${KSM_VERSION#v}"
 fi
 ln -sf "kube-state-metrics-$KSM_VERSION" "$BIN/kube-state-metrics"
+
+# ---- Kueue --------------------------------------------------------------------------------
+# Built with the module's own go.mod (its requirements, as Kueue's release is built); its CRDs
+# and webhook manifests are copied beside the binary so lab/up needs no module cache.
+if [ ! -x "$BIN/kueue-$KUEUE_VERSION" ] || [ ! -f "$BIN/kueue-$KUEUE_VERSION.config/webhook/manifests.yaml" ]; then
+  log "building kueue $KUEUE_VERSION"
+  t0=$(date +%s)
+  kdir="$(go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+  [ -d "$kdir/cmd/kueue" ] || { echo "lab/build.sh: sigs.k8s.io/kueue@$KUEUE_VERSION has no cmd/kueue" >&2; exit 3; }
+  (cd "$kdir" && go build -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" \
+    -o "$BIN/kueue-$KUEUE_VERSION.tmp.$$" ./cmd/kueue >&2)
+  rm -rf "$BIN/kueue-$KUEUE_VERSION.config.tmp"
+  mkdir -p "$BIN/kueue-$KUEUE_VERSION.config.tmp/crd" "$BIN/kueue-$KUEUE_VERSION.config.tmp/webhook"
+  cp "$kdir"/config/components/crd/bases/*.yaml "$BIN/kueue-$KUEUE_VERSION.config.tmp/crd/"
+  cp "$kdir"/config/components/webhook/manifests.yaml "$BIN/kueue-$KUEUE_VERSION.config.tmp/webhook/"
+  chmod -R u+w "$BIN/kueue-$KUEUE_VERSION.config.tmp"
+  rm -rf "$BIN/kueue-$KUEUE_VERSION.config"
+  mv "$BIN/kueue-$KUEUE_VERSION.config.tmp" "$BIN/kueue-$KUEUE_VERSION.config"
+  mv "$BIN/kueue-$KUEUE_VERSION.tmp.$$" "$BIN/kueue-$KUEUE_VERSION"
+  log "kueue built in $(( $(date +%s) - t0 ))s"
+fi
+ln -sf "kueue-$KUEUE_VERSION" "$BIN/kueue"
+ln -sfn "kueue-$KUEUE_VERSION.config" "$BIN/kueue.config"
 
 echo "$BIN"

@@ -7,7 +7,7 @@
 
 Components (all on loopback): etcd :12379, kube-apiserver :16443, kube-controller-manager,
 kube-scheduler, KWOK (fake nodes), kube-state-metrics :18080, gpusim (device plugin +
-kubelet + DCGM exporter) :19400, Prometheus :19090.
+kubelet + DCGM exporter) :19400, Prometheus :19090, Kueue (webhooks :19443, health :19481).
 State lives under $BRICK_LAB_DIR (default /tmp/brickadmin-lab), never in the checkout;
 binaries under ~/.cache/brickadmin-lab/<k8s version>/bin.
 Only the standard library is used here, so any python3 can run it.
@@ -50,6 +50,9 @@ PORTS = {
         "kwok": 16247,
         "controller-manager": 16257,
         "scheduler": 16259,
+        "kueue-webhook": 19443,
+        "kueue-health": 19481,
+        "kueue-metrics": 19482,
     }.items()
 }
 ADMIN_TOKEN_FILE = STATE / "admin.token"
@@ -120,6 +123,7 @@ BINARIES = [
     "kwok",
     "kube-state-metrics",
     "helm",
+    "kueue",
 ]  # helm: the chart tests
 
 
@@ -138,14 +142,16 @@ def find_go() -> str | None:
 def ensure_binaries() -> Path:
     bd = bin_dir()
     missing = [b for b in BINARIES if not os.access(bd / b, os.X_OK)]
+    if not (bd / "kueue.config" / "webhook" / "manifests.yaml").exists():
+        missing.append("kueue.config")  # Kueue's CRDs and webhooks, copied beside it by lab/build.sh
     if missing:
         go = find_go()
         if not go:
             die(
                 "Go is not installed on this machine (no 'go' on PATH), and the lab's Kubernetes "
                 f"binaries are not cached in {bd} (missing: {', '.join(missing)}). The lab builds "
-                "kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, KWOK and "
-                "kube-state-metrics from source: install Go >= 1.24 (e.g. apt-get install golang-go, "
+                "kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, KWOK, "
+                "kube-state-metrics and Kueue from source: install Go >= 1.24 (e.g. apt-get install golang-go, "
                 "or put /usr/local/go/bin on PATH) and run lab/up again.",
                 2,
             )
@@ -489,6 +495,7 @@ def components(bd: Path, token: str) -> list[tuple[str, list[str], callable, flo
         f"--hardware={HARDWARE}",
         f"--listen={HOST}:{PORTS['gpusim']}",
     ]
+    kueue = [str(bd / "kueue"), f"--config={KUEUE_CONFIG}", f"--kubeconfig={kc}", "--zap-log-level=info"]
     prom = [
         "prometheus",
         f"--config.file={STATE}/prometheus.yml",
@@ -507,10 +514,181 @@ def components(bd: Path, token: str) -> list[tuple[str, list[str], callable, flo
         ("kube-state-metrics", ksm, lambda: http_ok(f"http://{HOST}:{PORTS['ksm']}/metrics", timeout=5), 60),
         ("gpusim", gpusim, lambda: http_ok(f"http://{HOST}:{PORTS['gpusim']}/healthz"), 30),
         ("prometheus", prom, lambda: http_ok(f"{PROM_URL}/-/ready"), 60),
+        # ready once its caches are synced and its webhook server listens (cmd/kueue/main.go)
+        ("kueue", kueue, lambda: http_ok(KUEUE_READY_URL), 180),
     ]
 
 
 CORE = ("etcd", "kube-apiserver")
+
+
+# ---------------------------------------------------------------------------------------- Kueue
+# Kueue's controller manager (sigs.k8s.io/kueue, built by lab/build.sh with its CRDs and webhook
+# manifests beside it) runs as a local process against the lab's API server. The API server calls
+# its webhooks by URL on loopback, trusting a serving certificate from the lab's CA; Kueue's own
+# certificate management is off (it issues for an in-cluster Service name and a Secret).
+KUEUE_PKI = PKI / "kueue"
+# Kueue v0.17 reads its metrics serving certificate from this fixed path whenever its internal
+# certificate management is off (cmd/kueue/main.go); any valid pair does, nothing scrapes it.
+KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+KUEUE_CONFIG = STATE / "kueue-config.yaml"
+KUEUE_NAMESPACE = "kueue-system"
+# The label of a Workspace namespace whose Jobs and pods Kueue manages
+# (brickadmin/cluster/kueue.py MANAGED_NAMESPACE_LABEL = MANAGED_NAMESPACE_VALUE).
+KUEUE_MANAGED = ("brick.cloud/kueue", "managed")
+# The webhooks registered: Kueue's own kinds and the Job and pod integrations. Those of the
+# integrations left off (Deployment, MPIJob, RayJob, ...) are not served, and the API server
+# would refuse every such object with the call failing.
+KUEUE_WEBHOOK_GROUPS = frozenset({"", "batch", "kueue.x-k8s.io"})
+KUEUE_READY_URL = f"http://{HOST}:{PORTS['kueue-health']}/readyz"
+
+
+def kueue_config() -> str:
+    """Kueue's Configuration: the Job and pod integrations, for the namespaces the product
+    labels (a Workspace approved with elastic quota); a Job or pod without a queue name outside
+    them is left alone. One replica, no leader election."""
+    key, value = KUEUE_MANAGED
+    return f"""apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: {KUEUE_NAMESPACE}
+health:
+  healthProbeBindAddress: {HOST}:{PORTS["kueue-health"]}
+metrics:
+  bindAddress: {HOST}:{PORTS["kueue-metrics"]}
+webhook:
+  host: {HOST}
+  port: {PORTS["kueue-webhook"]}
+  certDir: {KUEUE_PKI}
+leaderElection:
+  leaderElect: false
+internalCertManagement:
+  enable: false
+manageJobsWithoutQueueName: false
+managedJobsNamespaceSelector:
+  matchLabels: {{{key}: {value}}}
+integrations:
+  frameworks: ["batch/job", "pod"]
+clientConnection:
+  qps: 50
+  burst: 100
+featureGates:
+  VisibilityOnDemand: false  # an aggregated API server on a fixed port (8082), nothing reads it here
+"""
+
+
+def make_kueue_pki() -> None:
+    """The webhook server's certificate (tls.crt, tls.key: controller-runtime's names), signed
+    by the lab's CA for 127.0.0.1."""
+    p, k = str(PKI), str(KUEUE_PKI)
+    if not (KUEUE_PKI / "tls.crt").exists():
+        KUEUE_PKI.mkdir(parents=True, exist_ok=True)
+        sh("openssl", "genrsa", "-out", f"{k}/tls.key", "2048")
+        sh("openssl", "req", "-new", "-key", f"{k}/tls.key", "-subj", "/CN=kueue-webhook", "-out", f"{k}/tls.csr")
+        sh(
+            "openssl",
+            "x509",
+            "-req",
+            "-in",
+            f"{k}/tls.csr",
+            "-CA",
+            f"{p}/ca.crt",
+            "-CAkey",
+            f"{p}/ca.key",
+            "-CAcreateserial",
+            "-days",
+            "3650",
+            "-out",
+            f"{k}/tls.crt.tmp",
+            "-extensions",
+            "server",
+            "-extfile",
+            f"{p}/ext.cnf",
+        )
+        os.replace(f"{k}/tls.crt.tmp", f"{k}/tls.crt")
+    if not (KUEUE_METRICS_CERTS / "tls.crt").exists():
+        try:
+            KUEUE_METRICS_CERTS.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(KUEUE_PKI / "tls.key", KUEUE_METRICS_CERTS / "tls.key")
+            os.chmod(KUEUE_METRICS_CERTS / "tls.key", 0o600)
+            shutil.copyfile(KUEUE_PKI / "tls.crt", KUEUE_METRICS_CERTS / "tls.crt")
+        except OSError as e:
+            die(
+                f"Kueue reads a metrics certificate from {KUEUE_METRICS_CERTS} (fixed in v0.17) and it "
+                f"could not be written ({e}): create it once as root (any tls.crt and tls.key pair)"
+            )
+
+
+APPLY = ("apply", "--server-side", "--force-conflicts", "--field-manager=brickadmin-lab")
+
+
+def kubectl(bd: Path, *args: str, stdin: str | None = None) -> str:
+    r = subprocess.run(
+        [str(bd / "kubectl"), f"--kubeconfig={KUBECONFIG}", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if r.returncode != 0:
+        die(f"kubectl {' '.join(args[:3])} failed: {r.stderr[-2000:]}")
+    return r.stdout
+
+
+def _kueue_served(token: str) -> bool:
+    try:
+        found = api("/apis/kueue.x-k8s.io/v1beta2", token)
+    except (urllib.error.URLError, OSError):
+        return False
+    served = {r.get("name") for r in found.get("resources") or []}
+    return {"clusterqueues", "localqueues", "resourceflavors", "workloads"} <= served
+
+
+def install_kueue(bd: Path, token: str) -> None:
+    """Kueue's CRDs (server-side: they are too large for the last-applied annotation), its
+    namespace and its Configuration, before its controller starts."""
+    config = bd / "kueue.config"
+    kubectl(bd, *APPLY, "-f", str(config / "crd"))
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUEUE_NAMESPACE}}
+    kubectl(bd, *APPLY, "-f", "-", stdin=json.dumps(ns))
+    # Kueue maps its kinds once at start: every CRD served first
+    kubectl(bd, "wait", "--for=condition=Established", "--timeout=120s", "-f", str(config / "crd"))
+    wait_for("Kueue's API (kueue.x-k8s.io/v1beta2)", lambda: _kueue_served(token), 60)
+    make_kueue_pki()
+    KUEUE_CONFIG.write_text(kueue_config())
+
+
+def register_kueue_webhooks(bd: Path) -> None:
+    """Kueue's Mutating/ValidatingWebhookConfigurations (config/components/webhook/manifests.yaml)
+    with each webhook's clientConfig a URL on the lab's Kueue and the lab's CA. Its pod webhooks
+    see the namespaces Kueue manages only (a pod elsewhere is not Kueue's, and a Kueue restart
+    then blocks no other pod); the others keep Kueue's own selectors."""
+    import base64
+
+    text = kubectl(bd, "create", "--dry-run=client", "-o", "json", "-f", str(bd / "kueue.config" / "webhook"))
+    docs, at, decoder = [], 0, json.JSONDecoder()
+    while text[at:].strip():  # one JSON document per object, one after the other
+        doc, end = decoder.raw_decode(text[at:].lstrip())
+        at = len(text) - len(text[at:].lstrip()) + end
+        docs.append(doc)
+    ca = base64.b64encode((PKI / "ca.crt").read_bytes()).decode()
+    key, value = KUEUE_MANAGED
+    out = []
+    for cfg in [item for doc in docs for item in doc.get("items") or [doc]]:
+        cfg["metadata"] = {"name": "kueue-" + cfg["metadata"]["name"]}  # the release's kustomize prefix
+        hooks = []
+        for hook in cfg.get("webhooks") or []:
+            groups = {g for rule in hook.get("rules") or [] for g in rule.get("apiGroups") or []}
+            if not groups or not groups <= KUEUE_WEBHOOK_GROUPS:
+                continue
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"https://{HOST}:{PORTS['kueue-webhook']}{path}", "caBundle": ca}
+            if groups == {""}:  # pods
+                hook["namespaceSelector"] = {"matchLabels": {key: value}}
+            hooks.append(hook)
+        cfg["webhooks"] = hooks
+        out.append(cfg)
+    body = {"apiVersion": "v1", "kind": "List", "items": out}
+    kubectl(bd, *APPLY, "-f", "-", stdin=json.dumps(body))
 
 
 def write_prometheus_config() -> bool:
@@ -580,10 +758,18 @@ def up() -> int:
     prom_changed = write_prometheus_config()
     for name, argv, ready, timeout in components(bd, token):
         if pid_of(name) is None:
+            t1 = time.time()
+            if name == "kueue":
+                install_kueue(bd, token)
             start(name, argv)
             wait_for(name, ready, timeout, name)
             if name == "kube-apiserver":
                 bootstrap(token)
+            if name == "kueue":
+                register_kueue_webhooks(bd)
+                log(f"kueue ready, its CRDs and webhooks registered, in {time.time() - t1:.1f}s")
+        elif name == "kueue":
+            register_kueue_webhooks(bd)  # idempotent: a lab left before they were registered gets them
         elif name == "prometheus" and prom_changed:
             try:
                 urllib.request.urlopen(urllib.request.Request(f"{PROM_URL}/-/reload", method="POST"), timeout=5)
@@ -626,6 +812,7 @@ def down() -> int:
         log("no lab state; nothing to do")
         return 0
     for name in [
+        "kueue",
         "prometheus",
         "gpusim",
         "kube-state-metrics",
@@ -652,6 +839,7 @@ def status() -> int:
         "kube-state-metrics",
         "gpusim",
         "prometheus",
+        "kueue",
     ]:
         pid = pid_of(name)
         rss = ""
@@ -662,8 +850,11 @@ def status() -> int:
                         rss = line.split(":", 1)[1].strip()
             except OSError:
                 pass
-        print(f"{name:26s} {'running pid ' + str(pid) if pid else 'STOPPED':20s} {rss}")
-        rc |= 0 if pid else 1
+        ready = ""
+        if name == "kueue" and pid:  # its webhooks refuse admission until it is ready
+            ready = "ready" if http_ok(KUEUE_READY_URL) else "NOT READY"
+        print(f"{name:26s} {'running pid ' + str(pid) if pid else 'STOPPED':20s} {rss:12s} {ready}".rstrip())
+        rc |= 0 if pid and ready != "NOT READY" else 1
     return rc
 
 
@@ -678,6 +869,7 @@ def rss_mib() -> float:
         "kube-state-metrics",
         "gpusim",
         "prometheus",
+        "kueue",
     ]:
         pid = pid_of(name)
         if pid:

@@ -66,7 +66,8 @@ def _gpusim_url() -> str:
 GPUSIM = _gpusim_url()
 KWOK_NODE = "kwok.x-k8s.io/node"
 KWOK_STATUS = "kwok.x-k8s.io/status"
-SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
+# kueue-system: the namespace of the lab's Kueue (lab/lab.py), part of the lab, not of a scenario
+SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease", "kueue-system"}
 ORDER = [
     "Namespace",
     "PriorityClass",

@@ -112,7 +112,7 @@ def _slim_workload(w: dict) -> dict:
             k: meta[k] for k in ("name", "namespace", "uid", "creationTimestamp", "ownerReferences") if k in meta
         },
         "spec": {k: v for k, v in (w.get("spec") or {}).items() if k in ("queueName", "priority", "podSets")},
-        "status": {"conditions": (w.get("status") or {}).get("conditions") or []},
+        "status": {k: v for k, v in (w.get("status") or {}).items() if k in ("conditions", "schedulingStats")},
     }
 
 

@@ -129,7 +129,9 @@ def _meta(name: str, namespace: str = "", workspace: str = "") -> KubeObject:
 
 
 def resource_flavor(gpu_type: str, node_labels: Mapping[str, str]) -> KubeObject:
-    spec: KubeObject = {"nodeLabels": dict(node_labels)} if node_labels else {}
+    # nodeLabels always, even empty: applied over a flavor that had labels, an empty spec leaves
+    # it null once they are removed, and Kueue's CRD refuses that (spec must be an object)
+    spec: KubeObject = {"nodeLabels": dict(node_labels)}
     return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": _meta(flavor_name(gpu_type)), "spec": spec}
 
 
@@ -514,9 +516,122 @@ def eviction(workload: KubeObject) -> Eviction | None:
     )
 
 
+# Once a Workload holds quota again, Kueue sets its Evicted and Preempted conditions False with
+# the reason QuotaReserved and the message "Previously: <the eviction's message>"
+# (pkg/workload/workload.go resetActiveCondition), and counts every eviction in
+# status.schedulingStats.evictions by reason and underlying cause (workloadEvictionStateInc, in the
+# same status patch as the Evicted condition). A reader that polls sees an eviction that ended
+# between two reads through them.
+PREVIOUSLY = "Previously: "
+# pkg/scheduler/preemption/preemption.go HumanReadablePreemptionReasons: how a preemption's message
+# says its reason ("... due to <words>; preemptor path: ..."), read back once the reason is reset.
+PREEMPTION_REASON_WORDS = {
+    IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
+    IN_COHORT_RECLAMATION: "reclamation within the cohort",
+    IN_COHORT_FAIR_SHARING: "Fair Sharing within the cohort",
+    IN_COHORT_RECLAIM_WHILE_BORROWING: "reclamation within the cohort while borrowing",
+}
+_REASON_OF_WORDS = {words: reason for reason, words in PREEMPTION_REASON_WORDS.items()}
+
+
+def eviction_counts(workload: KubeObject) -> list[tuple[str, str, int]]:
+    """(reason, underlying cause, count) of every eviction Kueue counted for the Workload; a
+    preemption is reason ``Preempted`` with the preemption's reason as its cause."""
+    stats = (workload.get("status") or {}).get("schedulingStats") or {}
+    return [
+        (str(e.get("reason") or ""), str(e.get("underlyingCause") or ""), int(e.get("count") or 0))
+        for e in stats.get("evictions") or []
+    ]
+
+
+def preemption_reason(message: str) -> str:
+    """The Preempted reason a preemption's message names ('' when it names none)."""
+    if " due to " not in message:
+        return ""
+    words = message.split(" due to ", 1)[1].split(";", 1)[0].strip()
+    return _REASON_OF_WORDS.get(words, "")
+
+
+def ended_eviction(workload: KubeObject) -> Eviction | None:
+    """The Workload's last eviction once it holds quota again (its Evicted condition False,
+    "Previously: ..."), or None. Its time is when it got quota back: Kueue keeps no other."""
+    evicted = condition(workload, EVICTED)
+    if evicted is None or evicted.get("status") != "False":
+        return None
+    message = str(evicted.get("message") or "")
+    if not message.startswith(PREVIOUSLY):
+        return None
+    message = message[len(PREVIOUSLY) :]
+    preempted = condition(workload, PREEMPTED) or {}
+    # the Preempted condition is the same eviction's when it says the same (an older
+    # preemption's stays behind it when a later eviction had another cause)
+    was_preempted = str(preempted.get("message") or "") == PREVIOUSLY + message
+    reason = preemption_reason(message) if was_preempted else ""
+    if not reason:
+        # the one kind of eviction it counted, of this kind (preemption or not), if one
+        kinds = {
+            cause or why for why, cause, n in eviction_counts(workload) if n and (why == PREEMPTED) == was_preempted
+        }
+        reason = kinds.pop() if len(kinds) == 1 else ""
+    meta = workload.get("metadata") or {}
+    at = str(evicted.get("lastTransitionTime") or "")
+    return Eviction(
+        key=f"{meta.get('uid') or meta.get('namespace', '') + '/' + meta.get('name', '')}@{at}",
+        namespace=str(meta.get("namespace") or ""),
+        workload=str(meta.get("name") or ""),
+        owner=workload_owner(workload),
+        at=at,
+        reason=reason,
+        preempted=was_preempted,
+        message=message,
+        gpus=tuple(sorted(workload_gpus(workload).items())),
+        by_queue=preemptor_queue(message) if was_preempted else "",
+    )
+
+
+def evictions_of(workload: KubeObject) -> list[Eviction]:
+    """Every eviction of the Workload Kueue has counted, each once, keyed ``<uid>#<n>`` (the
+    n-th): the last with what its condition says, whether it lasts or ended; earlier ones whose
+    condition Kueue has since overwritten with what its counts say (reason and cause; their
+    order among themselves is not kept, their time is at the latest that of the last). Without
+    counts (Kueue before v0.13) the current eviction only, keyed by its time."""
+    counts = eviction_counts(workload)
+    total = sum(n for _r, _c, n in counts)
+    current = eviction(workload)
+    if not total:
+        return [current] if current is not None else []
+    last = current or ended_eviction(workload)
+    meta = workload.get("metadata") or {}
+    base = meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    earlier = sorted((cause or why, why == PREEMPTED) for why, cause, n in counts for _ in range(n))
+    if last is not None:
+        mine = (last.reason, last.preempted)
+        if mine in earlier:
+            earlier.remove(mine)
+        else:
+            earlier.pop()
+    out = [
+        Eviction(
+            key=f"{base}#{i}",
+            namespace=str(meta.get("namespace") or ""),
+            workload=str(meta.get("name") or ""),
+            owner=workload_owner(workload),
+            at=last.at if last is not None else "",
+            reason=reason,
+            preempted=preempted,
+            message="",
+            gpus=tuple(sorted(workload_gpus(workload).items())),
+        )
+        for i, (reason, preempted) in enumerate(earlier, start=1)
+    ]
+    if last is not None:
+        out.append(replace(last, key=f"{base}#{total}"))
+    return out
+
+
 def evictions(workloads: Iterable[KubeObject]) -> list[Eviction]:
-    """The Workloads' current evictions, oldest first."""
-    out = [e for e in (eviction(w) for w in workloads) if e is not None]
+    """Every eviction of the Workloads Kueue has counted (``evictions_of``), oldest first."""
+    out = [e for w in workloads for e in evictions_of(w)]
     return sorted(out, key=lambda e: (e.at, e.key))
 
 

@@ -64,6 +64,8 @@ def test_a_flavor_carries_the_labels_every_node_of_its_type_shares():
     assert kueue.flavor_node_labels(nodes, "nvidia.com/gpu") == {"brick.cloud/gpu.sharing": "none"}
     flavor = kueue.resource_flavor("exclusive", {"brick.cloud/gpu.sharing": "none"})
     assert flavor["spec"] == {"nodeLabels": {"brick.cloud/gpu.sharing": "none"}}
+    # nodes of the type sharing no label: still an object (the real Kueue refused a null spec)
+    assert kueue.resource_flavor("exclusive", {})["spec"] == {"nodeLabels": {}}
     assert kueue.flavor_node_labels(nodes, "nvidia.com/mig-1g.10gb") == {}
 
 
@@ -257,6 +259,89 @@ def test_preemption_inside_the_queue_and_other_evictions_are_not_borrowed_quota(
     readmitted = a_workload([condition("Evicted", "False", "QuotaReserved"), condition("QuotaReserved", "True", "x")])
     assert kueue.eviction(readmitted) is None
     assert kueue.workload_owner(a_workload([], owners=[])) == "Workload/job-train-1"
+
+
+def counted(wl, *entries):
+    """The Workload with Kueue's eviction counts (status.schedulingStats.evictions)."""
+    wl["status"]["schedulingStats"] = {
+        "evictions": [{"reason": r, "underlyingCause": c, "count": n} for r, c, n in entries]
+    }
+    return wl
+
+
+def readmitted_after(message, *, preempted=True, at="2026-05-04T12:00:09Z"):
+    """Conditions as Kueue leaves them once the Workload holds quota again
+    (pkg/workload/workload.go SetQuotaReservation, resetActiveCondition)."""
+    out = [
+        condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue brick-ws-team-a", at=at),
+        condition("Evicted", "False", "QuotaReserved", "Previously: " + message, at=at),
+    ]
+    if preempted:
+        out.append(condition("Preempted", "False", "QuotaReserved", "Previously: " + message, at=at))
+    return out
+
+
+@pytest.mark.parametrize(
+    "words, reason",
+    [
+        # pkg/scheduler/preemption/preemption.go HumanReadablePreemptionReasons, case by case
+        ("prioritization in the ClusterQueue", "InClusterQueue"),
+        ("reclamation within the cohort", "InCohortReclamation"),
+        ("Fair Sharing within the cohort", "InCohortFairSharing"),
+        ("reclamation within the cohort while borrowing", "InCohortReclaimWhileBorrowing"),
+        ("UNKNOWN", ""),
+    ],
+)
+def test_a_preemptions_message_names_its_reason(words, reason):
+    message = f"Preempted to accommodate a workload (UID: u-9, JobUID: j-9) due to {words}; preemptor path: /c/q"
+    assert kueue.preemption_reason(message) == reason
+
+
+def test_an_eviction_that_ended_before_it_was_read_is_still_seen_once():
+    """Evicted and admitted again between two reads: Kueue's reset conditions and its count say so."""
+    wl = counted(a_workload(readmitted_after(RECLAIMED)), ("Preempted", "InCohortReclamation", 1))
+    assert kueue.eviction(wl) is None  # nothing is evicted now
+    (e,) = kueue.evictions([wl])
+    assert (e.key, e.reason, e.preempted, e.borrowed, e.by_workspace) == (
+        "u-1#1",
+        "InCohortReclamation",
+        True,
+        True,
+        "team-b",
+    )
+    assert (e.at, e.message, e.gpus) == ("2026-05-04T12:00:09Z", RECLAIMED, (("nvidia.com/gpu", 2),))
+
+
+def test_an_eviction_keeps_its_key_from_evicted_to_admitted_again():
+    evicted = counted(
+        a_workload(
+            [
+                condition("Evicted", "True", "Preempted", RECLAIMED),
+                condition("Preempted", "True", "InCohortReclamation", RECLAIMED),
+            ]
+        ),
+        ("Preempted", "InCohortReclamation", 1),
+    )
+    again = counted(a_workload(readmitted_after(RECLAIMED)), ("Preempted", "InCohortReclamation", 1))
+    assert [e.key for e in kueue.evictions([evicted])] == [e.key for e in kueue.evictions([again])] == ["u-1#1"]
+
+
+def test_evictions_between_two_reads_are_each_one_and_the_last_says_most():
+    """Preempted, admitted, then timed out and admitted again before a read: two evictions, the
+    older known by its count, the later by its conditions (the Preempted one is the older's)."""
+    conditions = readmitted_after("Exceeded the PodsReady timeout team-a/job-train-1", preempted=False)
+    conditions.append(condition("Preempted", "False", "QuotaReserved", "Previously: " + RECLAIMED))
+    wl = counted(a_workload(conditions), ("Preempted", "InCohortReclamation", 1), ("PodsReadyTimeout", "", 1))
+    first, last = sorted(kueue.evictions([wl]), key=lambda e: e.key)
+    assert (first.key, first.reason, first.preempted, first.borrowed) == ("u-1#1", "InCohortReclamation", True, True)
+    assert (last.key, last.reason, last.preempted) == ("u-1#2", "PodsReadyTimeout", False)
+    assert last.message == "Exceeded the PodsReady timeout team-a/job-train-1"
+
+
+def test_without_counts_the_current_eviction_is_keyed_by_its_time():
+    current = a_workload([condition("Evicted", "True", "PodsReadyTimeout", "Exceeded")])
+    assert [e.key for e in kueue.evictions([current])] == ["u-1@2026-05-04T12:00:05Z"]
+    assert kueue.evictions([a_workload(readmitted_after(RECLAIMED))]) == []
 
 
 def test_waiting_workloads_are_placed_by_priority_then_age_in_each_queue():

@@ -281,9 +281,20 @@ def test_web_and_worker_in_cluster_run_procedure_a_and_approve_a_workspace(lab, 
         ns = lab.admin._request("GET", f"/api/v1/namespaces/{name}")
         assert ns["metadata"]["labels"]["brick.cloud/workspace"] == "true"
         quotas = {q["metadata"]["name"]: q["spec"]["hard"] for q in lab.admin.list_resource_quotas(name)}
-        assert quotas["workspace-compute"]["requests.nvidia.com/gpu.shared"] == "1"
+        # Kueue runs in the lab: the approval grants a guarantee of 1 with the default burst
+        # (BRICK_KUEUE_BURST_PERCENT, 100), its ClusterQueue holds the guarantee and the
+        # ResourceQuota guarantee + burst
+        assert quotas["workspace-compute"]["requests.nvidia.com/gpu.shared"] == "2"
+        queue = lab.admin._request("GET", f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/brick-ws-{name}")
+        (gpu,) = queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+        assert (gpu["name"], str(gpu["nominalQuota"]), str(gpu["borrowingLimit"])) == (
+            "nvidia.com/gpu.shared",
+            "1",
+            "1",
+        )
     finally:
         lab.admin.delete("v1", "Namespace", name)
+        lab.admin.delete("kueue.x-k8s.io/v1beta2", "ClusterQueue", f"brick-ws-{name}")
     for proc_name, p in pod.procs:
         assert p.poll() is None, f"{proc_name} exited:\n{pod.log(proc_name)}"
 

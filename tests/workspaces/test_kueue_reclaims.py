@@ -151,6 +151,57 @@ def test_the_same_eviction_read_again_is_still_one_row_and_one_notice(kueue_twin
     assert [r.at.isoformat() for r in rows] == ["2026-05-04T12:00:05+00:00", "2026-05-04T14:30:00+00:00"]
 
 
+def test_an_eviction_that_ended_between_two_reads_is_recorded_once_and_the_owner_told(
+    kueue_twin, alice, bob, admin_user, make_request
+):
+    """Reclaimed and admitted again before the beat read it: Kueue's reset conditions
+    ("Previously: ...") and its eviction count say what happened; read again, still one row."""
+    approve_two(kueue_twin, alice, bob, admin_user, make_request)
+    evicted = reclaimed_status()["conditions"]
+    message = next(c["message"] for c in evicted if c["type"] == "Preempted")
+    at = "2026-05-04T12:03:00Z"
+    readmitted = {
+        "conditions": [
+            {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "lastTransitionTime": at},
+            {
+                "type": "Evicted",
+                "status": "False",
+                "reason": "QuotaReserved",
+                "message": "Previously: " + message,
+                "lastTransitionTime": at,
+            },
+            {
+                "type": "Preempted",
+                "status": "False",
+                "reason": "QuotaReserved",
+                "message": "Previously: " + message,
+                "lastTransitionTime": at,
+            },
+        ],
+        "schedulingStats": {
+            "evictions": [{"reason": "Preempted", "underlyingCause": "InCohortReclamation", "count": 1}]
+        },
+    }
+    put(kueue_twin, workload("team-a", "job-train-5f2c1", A_UID, 1, owner="train"), readmitted)
+    elastic.read_kueue(kueue_twin)
+    elastic.read_kueue(kueue_twin)
+
+    (row,) = Decision.objects.filter(action=Decision.Action.KUEUE_EVICTED)
+    assert (row.subject, row.amount, row.actor_name) == ("team-a", 2, "Kueue")
+    assert "Kueue took back 2 nvidia.com/gpu.shared borrowed by Job/train" in row.detail
+    assert "for Workspace team-b" in row.detail
+    assert Notification.objects.filter(recipient=alice, kind="kueue-evicted").count() == 1
+
+    # evicted again (the count says 2) and still evicted at the next read: a second row
+    again = reclaimed_status(at="2026-05-04T12:10:00Z")
+    again["schedulingStats"] = {
+        "evictions": [{"reason": "Preempted", "underlyingCause": "InCohortReclamation", "count": 2}]
+    }
+    kueue_twin.set_kueue_status("Workload", "job-train-5f2c1", again, "team-a")
+    elastic.read_kueue(kueue_twin)
+    assert Decision.objects.filter(action=Decision.Action.KUEUE_EVICTED).count() == 2
+
+
 def test_a_preemption_inside_the_workspace_and_an_eviction_say_what_they_were(
     kueue_twin, alice, bob, admin_user, make_request
 ):
