@@ -272,3 +272,67 @@ def test_dra_claims_allocate_alike(lab, settings):
     assert want["claims allocated"] == 11
     wait_until(lambda: dra_numbers(lab.admin)["claims allocated"] == want["claims allocated"], 60, "the lab's claims")
     assert dra_numbers(lab.admin) == want
+
+
+def quota_status(gw, namespaces: set[str]) -> dict:
+    """Each ResourceQuota of the scenario's namespaces: its status as the quota controller wrote it."""
+    return {
+        f"{q['metadata']['namespace']}/{q['metadata']['name']}": {
+            part: dict(sorted(((q.get("status") or {}).get(part) or {}).items())) for part in ("hard", "used")
+        }
+        for q in gw.list_resource_quotas()
+        if q["metadata"]["namespace"] in namespaces
+    }
+
+
+# A GPU pod no node can take: the scheduler leaves it Pending, and the quota still counts it.
+UNPLACEABLE = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "waits-for-a-node", "namespace": "ws-mig-single"},
+    "spec": {
+        "nodeSelector": {"brick.cloud/no-such-node": "true"},
+        "containers": [
+            {
+                "name": "main",
+                "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+                "resources": {"limits": {"nvidia.com/gpu": "3", "cpu": "2"}, "requests": {"cpu": "500m"}},
+            }
+        ],
+    },
+}
+
+
+def test_quota_used_is_what_the_quota_controller_writes(lab):
+    """The twin fills each ResourceQuota's status.used from the namespace's pods as the lab's
+    kube-controller-manager does, on the "layouts" scenario and a GPU pod the scheduler cannot
+    place: a Pending pod counts as a Running one."""
+    name = "layouts"
+    lab.load(name)
+    objects, _hardware, _ = scenarios.read(name)
+    namespaces = {o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"}
+    twin_gw = load_twin(name)
+    # the API server admits no pod into a namespace whose quota the controller has not read yet
+    wait_until(lambda: all(q["hard"] for q in quota_status(lab.admin, namespaces).values()), 60, "quota status")
+    for gw in (twin_gw, lab.admin):
+        gw.apply(UNPLACEABLE, field_manager="lab-tests")
+    twin = quota_status(twin_gw, namespaces)
+    # infer-0 and infer-1 (1 each, Running) and the pod that waits for a node (3)
+    assert twin["ws-mig-single/workspace-quota"] == {
+        "hard": {"requests.nvidia.com/gpu": "6"},
+        "used": {"requests.nvidia.com/gpu": "5"},
+    }
+    assert all(q["used"] for q in twin.values()), twin
+    got: dict = {}
+
+    def same():
+        got.clear()
+        got.update(quota_status(lab.admin, namespaces))
+        return got == twin
+
+    try:
+        wait_until(same, 60, "the quota controller to fill every quota's status")
+    except AssertionError:
+        diff = differences(twin, got)
+        raise AssertionError(f"{name}: quota status differs, twin != lab:\n" + "\n".join(diff)) from None
+    assert lab.admin.get_pod("ws-mig-single", "waits-for-a-node")["status"]["phase"] == "Pending"
