@@ -336,3 +336,32 @@ def test_quota_used_is_what_the_quota_controller_writes(lab):
         diff = differences(twin, got)
         raise AssertionError(f"{name}: quota status differs, twin != lab:\n" + "\n".join(diff)) from None
     assert lab.admin.get_pod("ws-mig-single", "waits-for-a-node")["status"]["phase"] == "Pending"
+
+
+def test_the_gpu_map_draws_mig_single_pods_on_the_gpu_dcgm_names(lab, settings):
+    """On the lab, DCGM (gpusim's series, scraped) names the GPU whose MIG instances the
+    MIG-single node's pods hold: the node's GPU map draws them there, on instances of that GPU,
+    with nothing left over, and their Workspace holds that one GPU."""
+    from gpus.numbers import gpumap, occupancy
+
+    name = "layouts"
+    lab.load(name)
+    objects, hardware, _ = scenarios.read(name)
+    namespaces = {o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"}
+    pods = {"ws-mig-single/infer-0", "ws-mig-single/infer-1"}
+
+    def measured():
+        snap_led = lab_ledger(lab, settings, sum(len(g) for g in hardware.values()), namespaces)
+        node = snap_led.node("gpu-single-01")
+        named = {i for i, d in enumerate(node.raw_devices) for who in d.get("pods") or [] if who in pods}
+        return (snap_led, node, named) if named and node.physical_source == "dcgm" else None
+
+    led, node, named = wait_until(measured, 60, "DCGM to name the GPU of the MIG-single pods")
+    m = gpumap.node_map(node)
+    drawn = {(s.pod, t.index) for t in m.tiles for s in t.slots if s.pod}
+    assert {pod for pod, _i in drawn} == pods and {i for _pod, i in drawn} == named
+    assert all(s.state == "in_use" and s.profile == "1g.10gb" for t in m.tiles for s in t.slots if s.pod)
+    assert m.unplaced == [] and m.slots == 28
+    snap = take_snapshot(lab.admin, use_prometheus=True)
+    occ = occupancy.compute(snap, led)["ws-mig-single"]
+    assert occ.physical == len(named) == 1
