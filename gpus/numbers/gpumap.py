@@ -1,7 +1,10 @@
 """The GPU map of a node: which pod holds which slot of which physical GPU. Pure.
 
-One tile per physical GPU, split into its slots: one per time-slicing replica, one per
-MIG instance, or one for a whole GPU. Each slot has a state:
+One tile per physical GPU, split into its slots: one per time-slicing (or MPS) replica, one
+per MIG instance (one per replica of it where the plugin replicates MIG devices), or one for a
+whole GPU. Under MIG strategy single every plain ``nvidia.com/gpu`` is an instance of the node's
+one profile, so pods asking for it are drawn on its instances. A node whose layout the plugin
+refuses (MIG-INVALID) offers nothing: its tiles have no slot. Each slot has a state:
 
 - ``in_use``: a Running pod holds it;
 - ``requested``: a pod scheduled to the node holds it but is not Running yet;
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from brickadmin.cluster.deviceplugin import pod_gpu_requests
-from brickadmin.cluster.vocabulary import MIG_PREFIX, is_terminal
+from brickadmin.cluster.vocabulary import GPU, GPU_SHARED, MIG_PREFIX, is_terminal
 from gpus.numbers.words import gettext_lazy as _
 
 if TYPE_CHECKING:
@@ -72,6 +75,7 @@ class Tile:
 class NodeMap:
     tiles: list[Tile]
     unplaced: list[tuple[str, str]]  # (pod, resource) that found no slot
+    refused: bool = False  # the device plugin refuses the node's layout: no slot is offered
 
     @property
     def slots(self) -> int:
@@ -81,15 +85,49 @@ class NodeMap:
         return sum(1 for t in self.tiles for s in t.slots if s.state == state)
 
 
+def mig_profile_of(node: NodeLedger, resource: str) -> str:
+    """The MIG profile a unit of ``resource`` is on ``node`` ("" for a whole GPU or a replica of
+    one): nvidia.com/mig-<profile>, renamed or not, and plain nvidia.com/gpu (or its renamed
+    nvidia.com/gpu.shared) under MIG strategy single."""
+    if resource.startswith(MIG_PREFIX):
+        return resource[len(MIG_PREFIX) :].removesuffix(".shared")
+    if node.mig_profile and resource in (GPU, GPU_SHARED):
+        return node.mig_profile
+    return ""
+
+
+def _mig_replicas(node: NodeLedger) -> dict[str, int]:
+    """MIG profile -> the replicas the plugin makes of each of its instances (1: not replicated)."""
+    out: dict[str, int] = {}
+    for r in node.served:
+        profile = mig_profile_of(node, r.resource)
+        if profile and (r.capacity or r.allocatable):
+            out[profile] = max(out.get(profile, 1), r.replicas if r.replicas > 1 else 1)
+    return out
+
+
+def _mig_slots(profiles: list[str], replicas: dict[str, int]) -> list[Slot]:
+    slots: list[Slot] = []
+    for p in profiles:
+        n = replicas.get(p, 1)
+        # the replica first: a tile shortens a long label from its end
+        slots.extend(Slot(f"{k + 1}/{n} {p}" if n > 1 else p, profile=p) for k in range(n))
+    return slots
+
+
 def node_map(node: NodeLedger) -> NodeMap:
     """The map of a ``gpus.numbers.ledger.NodeLedger``."""
     devices = list(node.raw_devices) or [{"uuid": "", "model": node.model} for _i in range(node.physical)]
+    refused = bool(node.mig_error)
     # MPS replicas are drawn as time-sliced ones are: a slot per replica of the GPU
     replicas = max(1, node.replicas) if node.mode in ("timeslicing", "mps") else 1
+    mig_replicas = _mig_replicas(node)
     tiles = []
     for i, d in enumerate(devices):
-        if d.get("mig"):
-            tile = Tile(i, d.get("uuid", ""), d.get("model", ""), "mig", [Slot(p, profile=p) for p in d["mig"]])
+        if refused:
+            tile = Tile(i, d.get("uuid", ""), d.get("model", ""), "mig" if d.get("mig") else "whole", [])
+        elif d.get("mig"):
+            tile = Tile(i, d.get("uuid", ""), d.get("model", ""), "mig", _mig_slots(d["mig"], mig_replicas))
         elif replicas > 1:
             tile = Tile(
                 i,
@@ -118,13 +156,14 @@ def node_map(node: NodeLedger) -> NodeMap:
 
     def free_slot(resource: str, on: list[int] | None) -> Slot | None:
         candidates = on if on is not None else range(len(tiles))
+        profile = mig_profile_of(node, resource)
         for i in candidates:
             t = tiles[i]
             for s in t.slots:
                 if s.pod:
                     continue
-                if resource.startswith(MIG_PREFIX):
-                    if t.kind == "mig" and s.profile == resource[len(MIG_PREFIX) :]:
+                if profile:
+                    if t.kind == "mig" and s.profile == profile:
                         return s
                 elif t.kind != "mig":
                     return s
@@ -152,4 +191,4 @@ def node_map(node: NodeLedger) -> NodeMap:
             for s in t.slots:
                 if not s.pod:
                     s.state = "cordoned"
-    return NodeMap(tiles=tiles, unplaced=unplaced)
+    return NodeMap(tiles=tiles, unplaced=unplaced, refused=refused)

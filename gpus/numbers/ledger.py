@@ -328,6 +328,19 @@ class ResourceRow:
         return [entry for entry in self.shared_on if entry[0] not in mps]
 
     @property
+    def parts(self) -> list[tuple[str, int]]:
+        """What the resource's Total is made of, as the Availability page breaks it down:
+        [(kind, units)] of whole GPUs, time-sliced replicas, MPS replicas and MIG instances under
+        MIG strategy single, the kinds it has, in that order; [] when it is of one kind only."""
+        time_sliced = sum(n for _node, _r, n in self.time_sliced_on)
+        mps = sum(n for _node, _r, n in self.mps_on)
+        mig = self.mig_logical
+        whole = max(0, self.logical - time_sliced - mps - mig)
+        kinds = (("whole", whole), (TIME_SLICING, time_sliced), (MPS, mps), ("mig-single", mig))
+        parts = [(k, n) for k, n in kinds if n]
+        return parts if len(parts) > 1 else []
+
+    @property
     def sharing_strategy(self) -> str:
         """MPS when every replica of this resource is an MPS one; else time-slicing when it is
         replicated anywhere; else none."""
@@ -755,7 +768,10 @@ def _devices_in_use(
 
 # --- the whole cluster --------------------------------------------------------
 
-RowKey: TypeAlias = tuple[str, str, str]  # (model, GPU type, sharing strategy): a Dashboard row
+# (model, GPU type, sharing strategy, renamed resource or ""): a Dashboard row. A resource the
+# plugin renamed (renameByDefault: <resource>.shared) is a row of its own: a quota of it is not
+# one of the plain resource, though both name the same GPUs.
+RowKey: TypeAlias = tuple[str, str, str, str]
 # One served resource of a node: (row, resource, allocatable, requested, cordoned,
 # [node, replicas, logical] when time-sliced without a rename, [node, profile, logical] under MIG single)
 Served: TypeAlias = tuple[RowKey, str, int, int, bool, tuple[str, int, int] | None, tuple[str, str, int] | None]
@@ -795,6 +811,12 @@ def _node_requests(pods: Iterable[KubeObject]) -> dict[str, int]:
     return dict(out)
 
 
+def renamed_apart(resource: str) -> str:
+    """The part of a Dashboard row's key that keeps a renamed resource apart: its name when the
+    device plugin renamed it (renameByDefault), else ""."""
+    return resource if resource.endswith(SHARED_SUFFIX) and not is_dra_resource(resource) else ""
+
+
 def _contribution(n: NodeLedger) -> Contribution:
     """What one node adds to the totals, worked out once per line: (served, physical).
     served: [((model, type), resource, allocatable, requested, cordoned, shared_on entry or
@@ -817,12 +839,12 @@ def _contribution(n: NodeLedger) -> Contribution:
             if (n.mig_profile and r.gpu_type.startswith("mig-") and r.resource in (GPU, GPU_SHARED) and r.allocatable)
             else None
         )
-        row_key = (n.model, r.gpu_type, r.sharing_strategy)
+        row_key = (n.model, r.gpu_type, r.sharing_strategy, renamed_apart(r.resource))
         served.append((row_key, r.resource, r.allocatable, r.requested, n.cordoned, shared, mig_on))
     physical: dict[RowKey, int] = {}
     dra_physical: list[tuple[RowKey, int]] = []
     for line in dra_lines(n.dra) if n.dra is not None else []:
-        row_key = (n.model, line.gpu_type, line.sharing_strategy)
+        row_key = (n.model, line.gpu_type, line.sharing_strategy, "")
         served.append((row_key, line.resource, line.logical, line.used, n.cordoned, None, None))
         if n.stack == "dra":
             dra_physical.append((row_key, line.gpus))
@@ -840,19 +862,20 @@ def _contribution(n: NodeLedger) -> Contribution:
         else:
             whole = [t for t in (SHARED, EXCLUSIVE) if t in sharing_of]
             gtype = whole[0] if whole else (SHARED if n.mode in REPLICATED_MODES else EXCLUSIVE)
-        key = (n.model, gtype, sharing_of.get(gtype, SHARING_NONE))
+        sharing, renamed = sharing_of.get(gtype, (SHARING_NONE, ""))
+        key = (n.model, gtype, sharing, renamed)
         physical[key] = physical.get(key, 0) + 1
     if not n.raw_devices:
         physical.update(_physical_by_type(n))
     return served, list(physical.items())
 
 
-def _sharing_by_type(n: NodeLedger) -> dict[str, str]:
-    """GPU type -> how the node shares it, for the types it serves."""
-    out: dict[str, str] = {}
+def _sharing_by_type(n: NodeLedger) -> dict[str, tuple[str, str]]:
+    """GPU type -> (how the node shares it, its renamed resource or ""), for the types it serves."""
+    out: dict[str, tuple[str, str]] = {}
     for r in n.served:
         if (r.capacity or r.allocatable) and not is_dra_resource(r.resource):
-            out.setdefault(r.gpu_type, r.sharing_strategy)
+            out.setdefault(r.gpu_type, (r.sharing_strategy, renamed_apart(r.resource)))
     return out
 
 
@@ -865,15 +888,16 @@ def _physical_by_type(n: NodeLedger) -> dict[RowKey, int]:
     if not mig_lines:
         whole_line = next((r for r in plugin_lines if r.gpu_type in (EXCLUSIVE, SHARED) and r.capacity), None)
         if whole_line is not None:
-            return {(n.model, whole_line.gpu_type, whole_line.sharing_strategy): n.physical}
-        return {(n.model, SHARED if n.mode in REPLICATED_MODES else EXCLUSIVE, n.sharing_strategy): n.physical}
+            key = (n.model, whole_line.gpu_type, whole_line.sharing_strategy, renamed_apart(whole_line.resource))
+            return {key: n.physical}
+        return {(n.model, SHARED if n.mode in REPLICATED_MODES else EXCLUSIVE, n.sharing_strategy, ""): n.physical}
     out: dict[RowKey, int] = {}
     left = n.physical
     for r in plugin_lines:
         if r.gpu_type in (EXCLUSIVE, SHARED) and r.capacity:
             per_gpu = max(r.replicas if r.replicas > 1 else (n.replicas if r.gpu_type == SHARED else 1), 1)
             whole = min(left, math.ceil(r.capacity / per_gpu))
-            key = (n.model, r.gpu_type, r.sharing_strategy)
+            key = (n.model, r.gpu_type, r.sharing_strategy, renamed_apart(r.resource))
             out[key] = out.get(key, 0) + whole
             left -= whole
     for r in mig_lines:
@@ -883,11 +907,12 @@ def _physical_by_type(n: NodeLedger) -> dict[RowKey, int]:
         devices = math.ceil(r.capacity / max(per_device, 1))
         need = mig_geometry.physical_from_mig_devices(n.model, profile, devices) or 1
         gpus = min(left, need)
-        key = (n.model, r.gpu_type, r.sharing_strategy)
+        key = (n.model, r.gpu_type, r.sharing_strategy, renamed_apart(r.resource))
         out[key] = out.get(key, 0) + gpus
         left -= gpus
     if left > 0:  # GPUs no served resource accounts for (idle MIG GPUs): the first MIG row
-        key = (n.model, mig_lines[0].gpu_type, mig_lines[0].sharing_strategy)
+        first = mig_lines[0]
+        key = (n.model, first.gpu_type, first.sharing_strategy, renamed_apart(first.resource))
         out[key] = out.get(key, 0) + left
     return out
 
@@ -1000,6 +1025,7 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
             type_order.get(r.gpu_type, 2),
             r.gpu_type,
             SHARING_STRATEGIES.index(r.sharing_strategy) if r.sharing_strategy in SHARING_STRATEGIES else 3,
+            renamed_apart(r.resource) != "",  # the plain resource's row first, its renamed one after
         ),
     )
     res_rows = sorted(by_resource.values(), key=lambda r: (r.resource != GPU, r.resource != GPU_SHARED, r.resource))

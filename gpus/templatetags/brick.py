@@ -159,6 +159,21 @@ def fits_now(by_profile):
     )
 
 
+# What one unit of plain nvidia.com/gpu is on the nodes giving it (ResourceRow.parts)
+RESOURCE_PARTS = {
+    "whole": _("whole GPUs"),
+    "time-slicing": _("time-sliced replicas"),
+    "mps": _("MPS replicas"),
+    "mig-single": _("MIG instances (MIG strategy single)"),
+}
+
+
+@register.filter
+def resource_part_name(kind):
+    """'whole GPUs', 'time-sliced replicas', 'MPS replicas', 'MIG instances (MIG strategy single)'."""
+    return RESOURCE_PARTS.get(str(kind or ""), kind)
+
+
 @register.filter
 def stack_name(stack):
     """'Device plugin', 'DRA', 'Both' ('' for a node that publishes no GPU yet)."""

@@ -45,6 +45,8 @@ def dashboard(request):
             "allocated": r.allocated,
             "idle": idle.get(r.resource, 0),
             "free": capacity.free_units(r.logical, r.allocated, r.requested),
+            # plain nvidia.com/gpu that is whole GPUs, replicas and MIG instances at once, by kind
+            "parts": r.parts,
         }
         for r in view.ledger.by_resource
     ]

@@ -183,13 +183,16 @@ def test_layouts_counts_every_layout_nvidia_documents(load_scenario):
         "gpu-whole-01": ("exclusive", 8, 8),
     }
     a100, h100, a30 = "NVIDIA A100 80GB PCIe", "NVIDIA H100 80GB HBM3", "NVIDIA A30"
-    assert {r.label: (r.logical, r.requested, r.physical) for r in led.by_type} == {
-        a100: (1, 0, 1),
-        f"{a100} MIG 1g.10gb": (28, 2, 4),
-        f"{a100} MIG 3g.40gb": (2, 1, 1),
-        f"{a30} (Shared)": (24, 0, 6),
-        h100: (8, 0, 8),
-        f"{h100} MIG 3g.40gb (Shared)": (8, 0, 2),  # time-sliced MIG devices: replicas, not devices
+    assert {(r.label, r.resource): (r.logical, r.requested, r.physical) for r in led.by_type} == {
+        (a100, "nvidia.com/gpu"): (1, 0, 1),
+        (f"{a100} MIG 1g.10gb", "nvidia.com/gpu"): (28, 2, 4),
+        (f"{a100} MIG 3g.40gb", "nvidia.com/mig-3g.40gb"): (2, 1, 1),
+        (f"{a30} (Shared)", "nvidia.com/gpu"): (16, 0, 4),
+        # renameByDefault: a row of its own, a quota of nvidia.com/gpu.shared is not one of nvidia.com/gpu
+        (f"{a30} (Shared)", "nvidia.com/gpu.shared"): (8, 0, 2),
+        (h100, "nvidia.com/gpu"): (8, 0, 8),
+        # time-sliced MIG devices: replicas, not devices
+        (f"{h100} MIG 3g.40gb (Shared)", "nvidia.com/gpu"): (8, 0, 2),
     }
     gpu = led.resource("nvidia.com/gpu")
     assert (gpu.logical, gpu.allocated, gpu.gpu_type) == (61, 6, "mixed")  # 28 + 8 MIG, 1 + 8 whole, 16 shared

@@ -5,7 +5,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from gpus.numbers import gpumap, pictures
+from gpus.numbers import gpumap, ledger, pictures
 from gpus.numbers.ledger import node_from_dict, node_to_dict
 
 
@@ -152,6 +152,25 @@ def test_mig_instances_are_slots_and_pods_take_their_profile():
         ("2g.48gb", "ws/llm"),
     ]
     assert [s.pod for s in m.tiles[1].slots] == ["ws/small", "", ""]
+
+
+def test_replicated_renamed_mig_instances_are_a_slot_per_replica_and_pods_take_them():
+    # MIG mixed, time-sliced x2 with renameByDefault: nvidia.com/mig-1g.24gb.shared
+    node = _node(mode="mig", replicas=1, devices=1, mig=["1g.24gb", "1g.24gb"])
+    node.resources = {
+        "nvidia.com/mig-1g.24gb.shared": ledger.ResourceLine(
+            "nvidia.com/mig-1g.24gb.shared", "mig-1g.24gb", 4, 4, 3, replicas=2, sharing_strategy="time-slicing"
+        )
+    }
+    node.raw_pods = [_pod("a", "nvidia.com/mig-1g.24gb.shared", n=3)]
+    m = gpumap.node_map(node)
+    assert [(s.label, s.pod) for s in m.tiles[0].slots] == [
+        ("1/2 1g.24gb", "ws/a"),
+        ("2/2 1g.24gb", "ws/a"),
+        ("1/2 1g.24gb", "ws/a"),
+        ("2/2 1g.24gb", ""),
+    ]
+    assert m.unplaced == []
 
 
 def test_cordoned_stale_and_measured_placement():

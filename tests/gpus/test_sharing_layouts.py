@@ -33,16 +33,19 @@ NODES = {
 
 REFUSED = ("gpu-refused", "gpu-mps-mixed", "gpu-single-mps", "gpu-mps-49")
 
-# Dashboard rows (a refused node's GPUs are in none): (label, gpu type, sharing strategy, logical, requested, physical)
+# Dashboard rows (a refused node's GPUs are in none): (label, gpu type, sharing strategy, logical, requested, physical).
+# A renamed resource (renameByDefault) is a row of its own after the plain one's: a quota of one is not of the other.
 ROWS = [
     ("NVIDIA A100 80GB PCIe", "exclusive", "none", 1, 0, 1),
-    ("NVIDIA A100 80GB PCIe (MPS)", "shared", "mps", 10, 1, 3),
+    ("NVIDIA A100 80GB PCIe (MPS)", "shared", "mps", 8, 1, 2),  # gpu-mps: nvidia.com/gpu
+    ("NVIDIA A100 80GB PCIe (MPS)", "shared", "mps", 2, 0, 1),  # gpu-mps-renamed: nvidia.com/gpu.shared
     ("NVIDIA A100 80GB PCIe MIG 1g.10gb", "mig-1g.10gb", "none", 14, 0, 2),
     ("NVIDIA A100 80GB PCIe MIG 1g.10gb (Shared)", "mig-1g.10gb", "time-slicing", 28, 2, 2),
     ("NVIDIA A100 80GB PCIe MIG 2g.20gb (Shared)", "mig-2g.20gb", "time-slicing", 9, 0, 1),
     ("NVIDIA A100 80GB PCIe MIG 3g.40gb", "mig-3g.40gb", "none", 2, 0, 1),
     ("NVIDIA A30", "exclusive", "none", 2, 0, 2),
-    ("NVIDIA A30 (Shared)", "shared", "time-slicing", 14, 0, 4),
+    ("NVIDIA A30 (Shared)", "shared", "time-slicing", 8, 0, 2),  # gpu-ts: nvidia.com/gpu
+    ("NVIDIA A30 (Shared)", "shared", "time-slicing", 6, 0, 2),  # gpu-ts-renamed: nvidia.com/gpu.shared
     ("NVIDIA H100 80GB HBM3 MIG 3g.40gb (Shared)", "mig-3g.40gb", "time-slicing", 8, 0, 2),
 ]
 

@@ -327,3 +327,96 @@ def test_cel_selectors_and_backtracking_allocate_alike(lab):
         assert got == want
     finally:
         _cel_cleanup(lab.admin)
+
+
+def quota_status(gw, namespaces: set[str]) -> dict:
+    """Each ResourceQuota of the scenario's namespaces: its status as the quota controller wrote it."""
+    return {
+        f"{q['metadata']['namespace']}/{q['metadata']['name']}": {
+            part: dict(sorted(((q.get("status") or {}).get(part) or {}).items())) for part in ("hard", "used")
+        }
+        for q in gw.list_resource_quotas()
+        if q["metadata"]["namespace"] in namespaces
+    }
+
+
+# A GPU pod no node can take: the scheduler leaves it Pending, and the quota still counts it.
+UNPLACEABLE = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "waits-for-a-node", "namespace": "ws-mig-single"},
+    "spec": {
+        "nodeSelector": {"brick.cloud/no-such-node": "true"},
+        "containers": [
+            {
+                "name": "main",
+                "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+                "resources": {"limits": {"nvidia.com/gpu": "3", "cpu": "2"}, "requests": {"cpu": "500m"}},
+            }
+        ],
+    },
+}
+
+
+def test_quota_used_is_what_the_quota_controller_writes(lab):
+    """The twin fills each ResourceQuota's status.used from the namespace's pods as the lab's
+    kube-controller-manager does, on the "layouts" scenario and a GPU pod the scheduler cannot
+    place: a Pending pod counts as a Running one."""
+    name = "layouts"
+    lab.load(name)
+    objects, _hardware, _ = scenarios.read(name)
+    namespaces = {o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"}
+    twin_gw = load_twin(name)
+    # the API server admits no pod into a namespace whose quota the controller has not read yet
+    wait_until(lambda: all(q["hard"] for q in quota_status(lab.admin, namespaces).values()), 60, "quota status")
+    for gw in (twin_gw, lab.admin):
+        gw.apply(UNPLACEABLE, field_manager="lab-tests")
+    twin = quota_status(twin_gw, namespaces)
+    # infer-0 and infer-1 (1 each, Running) and the pod that waits for a node (3)
+    assert twin["ws-mig-single/workspace-quota"] == {
+        "hard": {"requests.nvidia.com/gpu": "6"},
+        "used": {"requests.nvidia.com/gpu": "5"},
+    }
+    assert all(q["used"] for q in twin.values()), twin
+    got: dict = {}
+
+    def same():
+        got.clear()
+        got.update(quota_status(lab.admin, namespaces))
+        return got == twin
+
+    try:
+        wait_until(same, 60, "the quota controller to fill every quota's status")
+    except AssertionError:
+        diff = differences(twin, got)
+        raise AssertionError(f"{name}: quota status differs, twin != lab:\n" + "\n".join(diff)) from None
+    assert lab.admin.get_pod("ws-mig-single", "waits-for-a-node")["status"]["phase"] == "Pending"
+
+
+def test_the_gpu_map_draws_mig_single_pods_on_the_gpu_dcgm_names(lab, settings):
+    """On the lab, DCGM (gpusim's series, scraped) names the GPU whose MIG instances the
+    MIG-single node's pods hold: the node's GPU map draws them there, on instances of that GPU,
+    with nothing left over, and their Workspace holds that one GPU."""
+    from gpus.numbers import gpumap, occupancy
+
+    name = "layouts"
+    lab.load(name)
+    objects, hardware, _ = scenarios.read(name)
+    namespaces = {o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"}
+    pods = {"ws-mig-single/infer-0", "ws-mig-single/infer-1"}
+
+    def measured():
+        snap_led = lab_ledger(lab, settings, sum(len(g) for g in hardware.values()), namespaces)
+        node = snap_led.node("gpu-single-01")
+        named = {i for i, d in enumerate(node.raw_devices) for who in d.get("pods") or [] if who in pods}
+        return (snap_led, node, named) if named and node.physical_source == "dcgm" else None
+
+    led, node, named = wait_until(measured, 60, "DCGM to name the GPU of the MIG-single pods")
+    m = gpumap.node_map(node)
+    drawn = {(s.pod, t.index) for t in m.tiles for s in t.slots if s.pod}
+    assert {pod for pod, _i in drawn} == pods and {i for _pod, i in drawn} == named
+    assert all(s.state == "in_use" and s.profile == "1g.10gb" for t in m.tiles for s in t.slots if s.pod)
+    assert m.unplaced == [] and m.slots == 28
+    snap = take_snapshot(lab.admin, use_prometheus=True)
+    occ = occupancy.compute(snap, led)["ws-mig-single"]
+    assert occ.physical == len(named) == 1

@@ -78,3 +78,60 @@ def test_the_workspaces_list_names_a_gpu_type_for_what_its_resource_is_on_its_no
     assert cells["ws-mig-single"] == "nvidia.com/gpu MIG 1g.10gb"
     assert cells["ws-mixed"] == "nvidia.com/mig-3g.40gb MIG 3g.40gb"
     assert cells["ws-shared"] == "nvidia.com/gpu.shared Shared (time-slicing)"
+
+
+def test_gpu_by_model_keeps_a_renamed_resource_apart(layouts, admin_client):
+    html = text(admin_client.get(reverse("dashboard_models")).content)
+    # gpu-ts-01 time-slices plain nvidia.com/gpu; gpu-ts-02 renames its replicas nvidia.com/gpu.shared
+    assert "NVIDIA A30 (Shared) 16 0 4 nvidia.com/gpu NVIDIA A30 (Shared) 8 0 2 nvidia.com/gpu.shared" in html
+    assert "NVIDIA A30 (Shared) 24" not in html
+
+
+def test_the_dashboard_breaks_plain_gpus_down_as_availability_does(layouts, admin_client):
+    html = admin_client.get(reverse("dashboard")).content.decode()
+    parts = re.search(r'data-testid="parts-nvidia.com/gpu">(.*?)</div>', html, re.S)
+    assert parts is not None
+    # 1 + 8 whole, 16 replicas on gpu-ts-01, 28 + 8 MIG instances on the MIG-single nodes: the Total 61
+    assert text(parts.group(1)) == (
+        "whole GPUs: 9 · time-sliced replicas: 16 · MIG instances (MIG strategy single): 36"
+    )
+    assert 'data-testid="parts-nvidia.com/gpu.shared"' not in html  # one kind only: nothing to break down
+
+
+def _gpu_map(admin_client, node: str) -> str:
+    html = admin_client.get(reverse("node_detail", args=[node])).content.decode()
+    return re.search(r'data-testid="gpu-map">.*?</figure>', html, re.S).group(0)
+
+
+def test_the_gpu_map_draws_mig_single_pods_on_the_instances_they_hold(layouts, admin_client):
+    gpu_map = _gpu_map(admin_client, "gpu-single-01")
+    assert "4 physical GPUs · 28 slots" in text(gpu_map)
+    assert re.findall(r'data-state="in_use" data-pod="([^"]+)"', gpu_map) == [
+        "ws-mig-single/infer-0",
+        "ws-mig-single/infer-1",
+    ]
+    assert "Pods holding more than the node" not in gpu_map  # no false alarm
+    table = text(re.search(r"<table.*?</table>", gpu_map, re.S).group(0))
+    assert "1g.10gb in use ws-mig-single/infer-0" in table
+
+
+def test_the_gpu_map_draws_a_slot_per_replica_of_time_sliced_mig_instances(layouts, admin_client):
+    gpu_map = _gpu_map(admin_client, "gpu-single-02")  # 2 H100 x 2 x 3g.40gb, each time-sliced x2
+    assert "2 physical GPUs · 8 slots" in text(gpu_map)
+    assert gpu_map.count('data-state="free"') == 8
+    table = text(re.search(r"<table.*?</table>", gpu_map, re.S).group(0))
+    assert table.count("1/2 3g.40gb free") == 4 and table.count("2/2 3g.40gb free") == 4
+
+
+def test_the_gpu_map_offers_nothing_on_a_node_the_plugin_refuses(layouts, admin_client):
+    gpu_map = _gpu_map(admin_client, "gpu-single-bad")  # MIG-INVALID
+    assert "2 physical GPUs · 0 slots" in text(gpu_map)
+    assert 'data-state="free"' not in gpu_map
+    assert "none of these GPUs is offered to pods" in text(gpu_map)
+
+
+def test_a_mig_single_workspace_shows_the_gpu_its_pods_hold(layouts, admin_client):
+    html = text(admin_client.get(reverse("cluster_workspace", args=["ws-mig-single"])).content)
+    assert "In use physically 1" in html  # both instances are on one A100
+    assert "infer-0 Running gpu-single-01 nvidia.com/gpu 1 gpu-single-01 · GPU 0 (GPU-c33ef634" in html
+    assert " none " not in html.split("Pods", 1)[1]

@@ -39,7 +39,11 @@ def test_a_node_page_says_mps_with_its_replicas(sharing, admin_client):
 
 def test_the_dashboard_and_availability_count_mps_apart(sharing, admin_client):
     dashboard = text(admin_client.get(reverse("dashboard_models")).content)
-    assert "NVIDIA A100 80GB PCIe (MPS) 10 1 3" in dashboard  # 8 on gpu-mps, 2 renamed on gpu-mps-renamed
+    # 8 on gpu-mps; gpu-mps-renamed's 2 are nvidia.com/gpu.shared, a row of their own
+    assert (
+        "NVIDIA A100 80GB PCIe (MPS) 8 1 2 nvidia.com/gpu NVIDIA A100 80GB PCIe (MPS) 2 0 1 nvidia.com/gpu.shared"
+        in (dashboard)
+    )
     assert "MPS)" not in dashboard.replace("NVIDIA A100 80GB PCIe (MPS)", "")  # no other MPS row
     availability = text(admin_client.get(reverse("availability")).content)
     assert "Shared by MPS (each replica a share of the GPU's compute and memory) on: gpu-mps (replicas 4: 8)" in (
