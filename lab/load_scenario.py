@@ -318,6 +318,54 @@ def wait_namespaces_gone(gw: KubeGateway, names: list[str]) -> None:
     )
 
 
+# Owners a scenario's pods may name that are created before them (ORDER), by the API path of their kind
+OWNER_PATHS = {("apps/v1", "DaemonSet"): ("/apis/apps/v1", "daemonsets")}
+
+
+def owners_here(gw: KubeGateway, namespace: str, refs: list[dict]) -> list[dict]:
+    """A pod's ownerReferences as this cluster has its owners: each DaemonSet owner carries the
+    uid the lab gave it (a scenario's uid is its own cluster's, or empty, which the API server
+    refuses, and a stale one makes the garbage collector delete the pod); a reference to a
+    DaemonSet that is not here is dropped. Owners of other kinds are kept as written."""
+    out = []
+    for ref in refs:
+        where = OWNER_PATHS.get((ref.get("apiVersion", ""), ref.get("kind", "")))
+        if where is None:
+            out.append(ref)
+            continue
+        try:
+            owner = gw._request("GET", gw._ns_path(where[0], where[1], namespace, ref.get("name", "")))
+        except ClusterError as e:
+            if e.status == 404:
+                continue
+            raise
+        out.append({**ref, "uid": owner["metadata"]["uid"]})
+    return out
+
+
+def daemonset_revision(gw: KubeGateway, namespace: str, refs: list[dict]) -> str:
+    """The current revision hash of the DaemonSet that controls a pod (its ControllerRevision
+    the DaemonSet controller writes soon after the DaemonSet is created), or ''."""
+    owner = next((r for r in refs if r.get("kind") == "DaemonSet" and r.get("controller")), None)
+    if owner is None:
+        return ""
+
+    def newest():
+        items = gw._request("GET", gw._ns_path("/apis/apps/v1", "controllerrevisions", namespace)).get("items") or []
+        mine = [
+            c
+            for c in items
+            if any(o.get("uid") == owner["uid"] for o in (c.get("metadata") or {}).get("ownerReferences") or [])
+        ]
+        if not mine:
+            return "no ControllerRevision yet"
+        top = max(mine, key=lambda c: int(c.get("revision") or 0))
+        found = (top["metadata"].get("labels") or {}).get("controller-revision-hash")
+        return (found,) if found else "no revision hash yet"  # wait() goes on while it reads a str
+
+    return str(wait(f"DaemonSet {owner.get('name')}'s revision", newest, 60)[0])
+
+
 def create(gw: KubeGateway, obj: dict) -> None:
     kind = obj["kind"]
     body = clean(obj)
@@ -345,6 +393,13 @@ def create(gw: KubeGateway, obj: dict) -> None:
             log(f"DeviceTaintRule {md['name']} not created: {e.message}")
         return
     if kind == "Pod":
+        md["ownerReferences"] = owners_here(gw, md.get("namespace", ""), md.get("ownerReferences") or [])
+        if not md["ownerReferences"]:
+            del md["ownerReferences"]
+        revision = daemonset_revision(gw, md.get("namespace", ""), md.get("ownerReferences") or [])
+        if revision:
+            # the DaemonSet controller replaces a pod of another revision (its rolling update)
+            md.setdefault("labels", {})["controller-revision-hash"] = revision
         phase = (status or {}).get("phase", "Running")
         if phase != "Running":
             md.setdefault("annotations", {})[KWOK_STATUS] = "custom"

@@ -219,3 +219,18 @@ def test_the_simulator_pages_its_lists_and_sees_every_pod(seeded):
     mine = api.items("/api/v1/pods", keep=lambda p: p["metadata"]["namespace"] == ns, page_size=3)
     assert sorted(p["metadata"]["name"] for p in mine) == [f"page-{i}" for i in range(5)]
     seeded.admin.delete("v1", "Namespace", ns)
+
+
+def test_a_scenarios_plugin_pod_stays_on_its_node_under_the_labs_daemonset(lab):
+    """The `waiting` scenario names its plugin pod's DaemonSet with an empty uid, on a node
+    whose taint the DaemonSet does not tolerate: the loader gives the pod the lab's owner and
+    its current revision, so the API server takes it and the DaemonSet controller keeps it."""
+    try:
+        lab.load("waiting")
+        pods = plugin_pods(lab, "gpu-h100-01")
+        assert [p["metadata"]["name"] for p in pods] == ["nvidia-device-plugin-default-gpu-h100-01"]
+        ds = lab.admin._request("GET", "/apis/apps/v1/namespaces/brick-nvidia/daemonsets/nvidia-device-plugin-default")
+        assert pods[0]["metadata"]["ownerReferences"][0]["uid"] == ds["metadata"]["uid"]
+        assert pods[0]["status"]["phase"] == "Running"
+    finally:
+        lab.load("seed-example")  # the module's other tests read the seed
