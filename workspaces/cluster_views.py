@@ -188,7 +188,13 @@ def workspace_quota(request, namespace):
                 asked = ReclaimAsk.objects.filter(pk=form.cleaned_data["reclaim_of"], namespace=namespace).first()
                 if asked is None:
                     raise reclaim.ReclaimError(_("No such question to the owner."))
-                asked = reclaim.reclaim(asked, actor=request.user, after=seen.after, gateway=gateway)
+                asked = reclaim.reclaim(
+                    asked,
+                    actor=request.user,
+                    after=seen.after,
+                    gateway=gateway,
+                    acknowledged=form.cleaned_data.get("capacity_acknowledged"),
+                )
                 return redirect(ProcedureRun.objects.get(pk=asked.quota_run_id))
             run = quota_mod.change_quota(
                 namespace,

@@ -200,9 +200,10 @@ def reclaim_target(ask: ReclaimAsk, requested: int) -> int:
     return max(0, requested)
 
 
-def reclaim(ask: ReclaimAsk, *, actor, after: int, gateway=None) -> ReclaimAsk:
+def reclaim(ask: ReclaimAsk, *, actor, after: int, gateway=None, acknowledged: int | None = None) -> ReclaimAsk:
     """After the deadline without an answer (or past the date the owner kept it until): the
-    quota change, through the one path, recorded on the question."""
+    quota change, through the one path, recorded on the question. ``acknowledged``: as for any
+    quota change, the GPUs over the Total the admin acknowledged (a reclaim upward can ask it)."""
     if not ask.overdue():
         raise ReclaimError(
             _("The owner has until %(when)s to answer: reclaim after that.")
@@ -215,6 +216,7 @@ def reclaim(ask: ReclaimAsk, *, actor, after: int, gateway=None) -> ReclaimAsk:
             actor=actor,
             gateway=gateway,
             reason=said("reason.reclaimed", when=ask.asked_at.strftime("%Y-%m-%d"), who=ask.asked_by_name),
+            acknowledged=acknowledged,
         )
     except quota_mod.QuotaError as exc:
         raise ReclaimError(str(exc)) from None
