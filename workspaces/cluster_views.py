@@ -14,10 +14,9 @@ from brickadmin.cluster import ClusterError
 from brickadmin.cluster.vocabulary import OWNER_LABEL
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
-from gpus.models import OwnerNotice
 from gpus.view.reading import read_cluster
 
-from . import directory, elastic, waits
+from . import directory, elastic, notice_cards, waits
 from .forms import AdoptForm, ElasticQuotaForm, QuotaForm
 from .models import Decision
 
@@ -106,7 +105,6 @@ def cluster_workspace(request, namespace):
     if line is None and record is None:
         raise Http404("no such Workspace")
     decisions = Decision.objects.filter(subject=namespace).order_by("-at", "-id")[:50]
-    notices = OwnerNotice.objects.filter(namespace=namespace)[:20]
     return render(
         request,
         "workspaces/cluster_workspace.html",
@@ -115,7 +113,7 @@ def cluster_workspace(request, namespace):
             "line": line,
             "record": record,
             "decisions": decisions,
-            "notices": notices,
+            "notice_cards": notice_cards.for_workspace(namespace, request.user),
             "measured": directory.measured(),
             "idle_hours": directory.idle_window_hours(),
             "waiting": waits.causes(line, admin=True),
