@@ -13,7 +13,8 @@
    committed while the page was still loading shown apart. Target p95 < 100 ms. `--hops`
    times each hop (bench/stream_trace.py) and prints the slowest row's timeline.
 
-Run: .venv/bin/python bench/procedures.py [--runs N] [--browser-runs N] [--no-browser] [--server S] [--debug] [--hops] [--postgres]
+Run: .venv/bin/python bench/procedures.py [--runs N] [--browser-runs N] [--no-browser] [--server S] [--debug]
+     [--hops] [--postgres]
 (own SQLite file under a temp dir unless DATABASE_URL is set; --postgres: a throwaway PostgreSQL
 of its own; starts its own redis-server unless REDIS_URL is set.)
 """
