@@ -13,9 +13,10 @@
    committed while the page was still loading shown apart. Target p95 < 100 ms. `--hops`
    times each hop (bench/stream_trace.py) and prints the slowest row's timeline.
 
-Run: .venv/bin/python bench/procedures.py [--runs N] [--browser-runs N] [--no-browser] [--server S] [--debug] [--hops]
-(own SQLite file under a temp dir unless DATABASE_URL is set; starts its own redis-server
-unless REDIS_URL is set.)
+Run: .venv/bin/python bench/procedures.py [--runs N] [--browser-runs N] [--no-browser] [--server S] [--debug]
+     [--hops] [--postgres]
+(own SQLite file under a temp dir unless DATABASE_URL is set; --postgres: a throwaway PostgreSQL
+of its own; starts its own redis-server unless REDIS_URL is set.)
 """
 
 import argparse
@@ -34,6 +35,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 VAR = Path(os.environ.setdefault("BRICK_VAR_DIR", tempfile.mkdtemp(prefix="brick-bench-proc-")))
+PG = None
+if "--postgres" in sys.argv:  # a throwaway PostgreSQL of its own, as bin/test starts one
+    import throwaway  # noqa: E402  (bench/, the script's own directory)
+
+    PG = throwaway.Postgres(Path(tempfile.mkdtemp(prefix="brick-bench-pg-")))
+    PG.start()
+    os.environ["DATABASE_URL"] = PG.url
 os.environ.setdefault("DATABASE_URL", f"sqlite:///{VAR / 'bench.sqlite3'}")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "brickadmin.settings")
 os.environ["BRICK_CLUSTER"] = "twin"
@@ -198,6 +206,9 @@ def browser_latency(runs: int, pause: float, server: str = "gunicorn", hops: boo
     from brickadmin.celery import app
 
     app.conf.broker_url = redis_url
+    # This process set Django up without REDIS_URL (the embedded broker's transport): the worker's.
+    app.conf.broker_transport = None
+    app.conf.broker_transport_options = {"visibility_timeout": 3600}
     app._pool = None
     app.amqp._producer_pool = None
     env = {**os.environ, "REDIS_URL": redis_url, "BRICK_PROCEDURE_STEP_PAUSE": str(pause)}
@@ -427,14 +438,20 @@ def main():
         default="gunicorn",
         help="the web process: gunicorn with uvicorn workers (ASGI, as deployed) or runserver",
     )
+    parser.add_argument("--postgres", action="store_true", help="a throwaway PostgreSQL instead of SQLite")
     args = parser.parse_args()
-    call_command("migrate", verbosity=0)
-    User = get_user_model()
-    if not User.objects.filter(username="bench").exists():
-        User.objects.create_user("bench", password="bench-pw-123", is_staff=True)
-    engine_overhead(args.runs)
-    if not args.no_browser:
-        browser_latency(args.browser_runs, args.pause, args.server, args.hops, args.debug)
+    try:
+        call_command("migrate", verbosity=0)
+        User = get_user_model()
+        if not User.objects.filter(username="bench").exists():
+            User.objects.create_user("bench", password="bench-pw-123", is_staff=True)
+        engine_overhead(args.runs)
+        if not args.no_browser:
+            browser_latency(args.browser_runs, args.pause, args.server, args.hops, args.debug)
+    finally:
+        if PG is not None:
+            django.db.connections.close_all()
+            PG.stop()
 
 
 if __name__ == "__main__":

@@ -519,14 +519,22 @@ def _sync_rows(run_id: int, after: int, fetch, progress):
         waker.close()
 
 
-async def async_stream(run_id: int, after: int, fetch, ticket: Ticket | None = None):
+async def async_stream(run_id: int, after: int, fetch, ticket: Ticket | None = None, first=None):
     """The same stream for ASGI: ``fetch`` is a coroutine, run on each wake-up of the
     process's watcher (it reads only the run's row when nothing is new), BRICK_RUN_STREAM_READS
     reads of the process at once. The first read does not wait for the watcher to start; once
     it has, the stream looks once more. A keep-alive reads again only when the watcher may
-    have missed a commit (it was not listening all along). ``ticket`` is given back at the end."""
+    have missed a commit (it was not listening all along). ``ticket`` is given back at the end.
+    ``first``: what the view read already (fetch's answer), sent before anything else."""
     try:
-        yield retry_line(int(knob("BRICK_RUN_STREAM_RETRY_MS", 1000)))
+        retry = retry_line(int(knob("BRICK_RUN_STREAM_RETRY_MS", 1000)))
+        if first is not None:  # one write: the retry line and the rows already read
+            chunks, after, finished = first
+            yield retry + "".join(chunks) + (DONE if finished else "")
+            if finished:
+                return
+        else:
+            yield retry
         # What the view and its middleware opened is let go at once, not after waiting its turn to read.
         await sync_to_async(release_connection)()
         waker = AsyncWaker(run_id)

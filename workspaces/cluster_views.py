@@ -14,10 +14,9 @@ from brickadmin.cluster import ClusterError
 from brickadmin.cluster.vocabulary import OWNER_LABEL
 from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
-from gpus.models import OwnerNotice
 from gpus.view.reading import read_cluster
 
-from . import directory, elastic, waits
+from . import directory, elastic, notice_cards, waits
 from .forms import AdoptForm, ElasticQuotaForm, QuotaForm
 from .models import Decision
 
@@ -106,7 +105,6 @@ def cluster_workspace(request, namespace):
     if line is None and record is None:
         raise Http404("no such Workspace")
     decisions = Decision.objects.filter(subject=namespace).order_by("-at", "-id")[:50]
-    notices = OwnerNotice.objects.filter(namespace=namespace)[:20]
     return render(
         request,
         "workspaces/cluster_workspace.html",
@@ -115,7 +113,7 @@ def cluster_workspace(request, namespace):
             "line": line,
             "record": record,
             "decisions": decisions,
-            "notices": notices,
+            "notice_cards": notice_cards.for_workspace(namespace, request.user),
             "measured": directory.measured(),
             "idle_hours": directory.idle_window_hours(),
             "waiting": waits.causes(line, admin=True),
@@ -188,7 +186,13 @@ def workspace_quota(request, namespace):
                 asked = ReclaimAsk.objects.filter(pk=form.cleaned_data["reclaim_of"], namespace=namespace).first()
                 if asked is None:
                     raise reclaim.ReclaimError(_("No such question to the owner."))
-                asked = reclaim.reclaim(asked, actor=request.user, after=seen.after, gateway=gateway)
+                asked = reclaim.reclaim(
+                    asked,
+                    actor=request.user,
+                    after=seen.after,
+                    gateway=gateway,
+                    acknowledged=form.cleaned_data.get("capacity_acknowledged"),
+                )
                 return redirect(ProcedureRun.objects.get(pk=asked.quota_run_id))
             run = quota_mod.change_quota(
                 namespace,

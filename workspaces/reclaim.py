@@ -25,24 +25,25 @@ class ReclaimError(Exception):
     pass
 
 
-def record_notice(ask: ReclaimAsk, message) -> None:
-    """The question's notice on the owner's Workspace page."""
+def record_notice(ask: ReclaimAsk, message, actor_name: str = "") -> None:
+    """The question's notice on the owner's Workspace page, under the name of whoever acted
+    (the asking admin, the owner who answered, the admin who reclaimed)."""
     reclaimed = ask.quota_run_id and ask.answer != ReclaimAsk.Answer.RELEASE
     OwnerNotice.objects.create(
         namespace=ask.namespace,
         owner_name=ask.workspace.requester_name if ask.workspace else "",
         subject=f"reclaim-ask:{ask.pk}:{'reclaimed' if reclaimed else ask.answer or 'asked'}",
         message=message,
-        actor_name=ask.asked_by_name,
+        actor_name=actor_name or ask.asked_by_name,
     )
 
 
-def notify_owner(ask: ReclaimAsk, kind: str, words) -> None:
+def notify_owner(ask: ReclaimAsk, kind: str, words, actor_name: str = "") -> None:
     """Tell the owner: the notice on their Workspace page, and through the notifications
     (in the product, and by email or webhook as they chose, in their language).
     ``words()`` -> (subject, body), messages: the notice keeps the body's code (its reader's
     language), the notification is worded in the owner's."""
-    record_notice(ask, words()[1])
+    record_notice(ask, words()[1], actor_name)
     link = reverse("workspace_detail", args=[ask.workspace.pk]) if ask.workspace else ""
     owner_name = ask.workspace.requester_name if ask.workspace else ""
     notify.notify_owner(ask.namespace, kind, words, link, owner_name=owner_name)
@@ -173,7 +174,7 @@ def _answer(ask, user, answer, *, text, **fields) -> ReclaimAsk:
             amount=ask.released,
             detail=text,
         )
-        record_notice(ask, text)  # the owner's own answer: on their page, no message to them
+        record_notice(ask, text, user.get_username())  # the owner's own answer: on their page, no message to them
         tell_asking_admin(ask, text)
     return ask
 
@@ -200,9 +201,10 @@ def reclaim_target(ask: ReclaimAsk, requested: int) -> int:
     return max(0, requested)
 
 
-def reclaim(ask: ReclaimAsk, *, actor, after: int, gateway=None) -> ReclaimAsk:
+def reclaim(ask: ReclaimAsk, *, actor, after: int, gateway=None, acknowledged: int | None = None) -> ReclaimAsk:
     """After the deadline without an answer (or past the date the owner kept it until): the
-    quota change, through the one path, recorded on the question."""
+    quota change, through the one path, recorded on the question. ``acknowledged``: as for any
+    quota change, the GPUs over the Total the admin acknowledged (a reclaim upward can ask it)."""
     if not ask.overdue():
         raise ReclaimError(
             _("The owner has until %(when)s to answer: reclaim after that.")
@@ -215,6 +217,7 @@ def reclaim(ask: ReclaimAsk, *, actor, after: int, gateway=None) -> ReclaimAsk:
             actor=actor,
             gateway=gateway,
             reason=said("reason.reclaimed", when=ask.asked_at.strftime("%Y-%m-%d"), who=ask.asked_by_name),
+            acknowledged=acknowledged,
         )
     except quota_mod.QuotaError as exc:
         raise ReclaimError(str(exc)) from None
@@ -232,5 +235,5 @@ def reclaim(ask: ReclaimAsk, *, actor, after: int, gateway=None) -> ReclaimAsk:
     def words():
         return said("reclaim.reclaimed_subject", **facts), said("reclaim.reclaimed_body", **facts)
 
-    notify_owner(ask, "reclaimed", words)
+    notify_owner(ask, "reclaimed", words, actor.get_username())
     return ask

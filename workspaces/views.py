@@ -19,10 +19,9 @@ from brickadmin.permissions import admin_required
 from brickadmin.tables import Column, Table
 from brickadmin.wording import said
 from gpus.choices import GpuType
-from gpus.models import OwnerNotice
 from gpus.view.reading import nodes_serving, read_cluster, read_jobs
 
-from . import approvals, directory, elastic, jobs, reclaim, showback_rollups, usage, waits
+from . import approvals, directory, elastic, jobs, notice_cards, reclaim, showback_rollups, usage, waits
 from .forms import (
     AMOUNT_FIELDS,
     ApproveForm,
@@ -261,7 +260,7 @@ def workspace_detail(request, pk):
             line = directory.line(ws.namespace)
     waiting = waits.causes(line, admin=False)
     notices = (
-        OwnerNotice.objects.filter(namespace=ws.namespace)[:20] if ws.status == WorkspaceRequest.Status.APPROVED else []
+        notice_cards.for_workspace(ws.namespace, request.user) if ws.status == WorkspaceRequest.Status.APPROVED else []
     )
     ask = reclaim.open_ask(ws.namespace) if ws.status == WorkspaceRequest.Status.APPROVED else None
     how_to = _how_to_use(ws, line) if ws.status == WorkspaceRequest.Status.APPROVED and cluster_ok else None
@@ -276,7 +275,7 @@ def workspace_detail(request, pk):
             "elastic": elastic.of_workspace(ws.namespace) if ws.status == WorkspaceRequest.Status.APPROVED else None,
             "line": line,
             "cluster_ok": cluster_ok,
-            "notices": notices,
+            "notice_cards": notices,
             "ask": ask,
             "measured": directory.measured(),
             "waiting": waiting,

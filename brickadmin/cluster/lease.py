@@ -34,10 +34,13 @@ log = logging.getLogger(__name__)
 # (a timer may fire a little early; an attempt before expiry would be wasted).
 EXPIRY_MARGIN = 0.05
 # While another holds the Lease, a standby reads it this many times per retry period: the
-# duration counts from the renewal it last saw, so a renewal seen a retry period late
-# would make it take over up to a retry period late. Reads only (a GET of one Lease); it
-# writes only once the Lease expired.
-OBSERVATIONS_PER_RETRY = 4
+# duration counts from the renewal it last saw (client-go's observedTime, on the candidate's
+# own clock), so a renewal seen late makes it take over that much later, and the takeover's
+# claim and first publication must still fit in the one retry period the Lease allows past
+# its duration (bench/chaos_watcher.py: a leader paused mid-publication, on a loaded machine,
+# 4 looks per period: 16.7-17.7 s after the last renewal). Reads only (a GET of one Lease,
+# 5 a second); it writes only once the Lease expired.
+OBSERVATIONS_PER_RETRY = 10
 
 
 def next_attempt_in(retry_wait: float, expires_in: float | None) -> float:

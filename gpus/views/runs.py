@@ -12,6 +12,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.db.models import DurationField, ExpressionWrapper, F
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.context_processors import csrf
 from django.template.loader import render_to_string
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -247,7 +248,14 @@ def run_stream(request, pk):
     fetch, progress = _stream_readers(request, run.pk, page_state)
     fetch, progress = stream.released(fetch), stream.released(progress)
     if isinstance(request, ASGIRequest):
-        content = stream.async_stream(run.pk, after, sync_to_async(fetch), ticket)
+        # The rows the page missed (committed while it loaded) are read here, on the connection
+        # this request opened anyway, and go out with the stream's first bytes.
+        try:
+            first = fetch(after)
+        except BaseException:
+            ticket.release()
+            raise
+        content = stream.async_stream(run.pk, after, sync_to_async(fetch), ticket, first=first)
     else:
         content = stream.sync_stream(run.pk, after, fetch, progress, ticket)
     response = StreamingHttpResponse(content, content_type="text/event-stream")
@@ -264,6 +272,9 @@ def _stream_readers(request, run_id, page_state):
     (``run_stream.released``), so a waiting stream holds none: a backend is opened per read,
     the price of open pages never filling PostgreSQL's connections."""
     shown = {"state": page_state}
+    # The fragments need only the CSRF token of their forms: not the page's context processors
+    # (the banners' and the unread count's queries, on every read of every stream).
+    csrf_token = csrf(request)["csrf_token"]
 
     def fetch(after):
         run = ProcedureRun.objects.get(pk=run_id)
@@ -292,8 +303,8 @@ def _stream_readers(request, run_id, page_state):
                 "said": said,
                 "changed": changed,
                 "changed_rows": [r for r in context["rows"] if r["key"] in touched],
+                "csrf_token": csrf_token,
             },
-            request,
         )
         chunks = [stream.sse_message(html, event="step", id=new[-1].seq)]
         return chunks, new[-1].seq, not run.is_active and new[-1].seq >= run.last_seq

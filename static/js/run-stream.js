@@ -9,10 +9,35 @@
 //   Retry-After, which an EventSource never retries by itself): the region asks for the run's
 //   progress every data-poll-seconds, as the page did before it streamed; a changed progress
 //   comes back as the whole region, which opens the stream again; 204 (nothing new) keeps it.
+// - Hands the extension the stream js/run-stream-early.js opened while the page loaded, with
+//   the events that came before it listened, in order (a closed one is opened again).
 (function () {
   'use strict';
   const root = () => document.getElementById('run-progress');
   let focusedId = null;
+
+  if (window.htmx) {
+    const open = htmx.createEventSource || ((url) => new EventSource(url, { withCredentials: true }));
+    htmx.createEventSource = (url) => {
+      const early = window.brickEarlyStream;
+      window.brickEarlyStream = null;
+      if (!early || early.url !== url || early.source.readyState === EventSource.CLOSED) {
+        if (early) early.source.close();
+        return open(url);
+      }
+      // After the extension has registered its listeners (this runs while it processes the page).
+      window.setTimeout(() => {
+        early.holding = false;
+        const source = early.source;
+        if (early.opened && source.readyState === EventSource.OPEN) source.dispatchEvent(new Event('open'));
+        for (const evt of early.held) {
+          source.dispatchEvent(new MessageEvent(evt.type, { data: evt.data, lastEventId: evt.lastEventId, origin: evt.origin }));
+        }
+        early.held = [];
+      }, 0);
+      return early.source;
+    };
+  }
 
   document.addEventListener('htmx:sseBeforeMessage', (evt) => {
     const box = root();

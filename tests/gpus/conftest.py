@@ -185,12 +185,14 @@ def celery_broker(redis_url):
     """Point this process's Celery app at the test broker (tasks are published here)."""
     from brickadmin.celery import app
 
-    old = app.conf.broker_url
+    old = app.conf.broker_url, app.conf.broker_transport, app.conf.broker_transport_options
     app.conf.broker_url = redis_url
+    # Set up without REDIS_URL, this process names the embedded broker's transport: the worker's instead.
+    app.conf.broker_transport, app.conf.broker_transport_options = None, {"visibility_timeout": 3600}
     app._pool = None
     app.amqp._producer_pool = None
     yield redis_url
-    app.conf.broker_url = old
+    app.conf.broker_url, app.conf.broker_transport, app.conf.broker_transport_options = old
     app._pool = None
     app.amqp._producer_pool = None
 

@@ -34,6 +34,8 @@ def test_procedure_a_from_plan_to_end_live(
     worker_factory(BRICK_PROCEDURE_STEP_PAUSE=0.8)
     page = browser_login(browser, live_server, "root", "pw-root-123")
     page.add_init_script(OBSERVER)
+    streams = []
+    page.on("request", lambda r: streams.append(r.url) if "/stream/" in r.url else None)
 
     page.goto(f"{live_server.url}/nodes/dev-a1-ws04/")
     page.click("text=Convert to time-slicing (A)")
@@ -48,6 +50,8 @@ def test_procedure_a_from_plan_to_end_live(
     run = ProcedureRun.objects.get()
     assert page.url == f"{live_server.url}/runs/{run.pk}/"
     assert page.evaluate("sessionStorage.runLoads") == "1"  # no reload: htmx swapped the rows in
+    # one stream: the one the page opened while it loaded, taken over by htmx, never a second
+    assert len(streams) == 1, streams
     history = page.evaluate("window.__history")
     keys = [
         "cordon",

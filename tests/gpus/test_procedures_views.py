@@ -174,6 +174,32 @@ def test_run_stream_under_asgi_is_an_async_stream_resuming_after_last_event_id(t
 
 
 @pytest.mark.django_db(transaction=True)
+def test_the_rows_a_page_missed_while_loading_come_in_the_streams_first_write(twin, admin_user):
+    from asgiref.sync import async_to_sync
+    from django.test import AsyncClient
+
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    run.refresh_from_db()
+    client = AsyncClient()
+    client.force_login(admin_user)
+
+    async def first_write():
+        r = await client.get(reverse("run_stream", args=[run.pk]), {"after": "1", "status": "pending"})
+        chunks = r.streaming_content.__aiter__()
+        try:
+            return (await chunks.__anext__()).decode()
+        finally:
+            await chunks.aclose()
+
+    first = async_to_sync(first_write)()
+    assert first.startswith("retry:")  # the browser's reconnection delay, then the rows at once
+    events = sse_events(first)
+    shown = [int(n) for e in events for n in re.findall(r'<li id="event-([0-9]+)"', e["data"])]
+    assert shown == list(range(2, run.last_seq + 1)) and events[-1]["id"] == str(run.last_seq)
+    assert "done" not in [e["event"] for e in events]  # the run has not ended: the stream waits on
+
+
+@pytest.mark.django_db(transaction=True)
 def test_an_open_stream_under_asgi_sends_the_rows_as_the_worker_commits_them(twin, admin_user, settings, monkeypatch):
     import asyncio
 

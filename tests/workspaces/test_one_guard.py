@@ -111,6 +111,40 @@ def test_an_undo_that_goes_over_the_total_asks_it_too(team, login, admin_user, t
     assert hard(twin, "team-a")["requests." + SHARED] == "3"
 
 
+def test_a_reclaim_that_raises_the_quota_over_the_total_asks_it_too(team, login, admin_user, twin):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from workspaces.models import ReclaimAsk
+
+    admin = login(admin_user)
+    admin.post(reverse("reclaim_ask", args=["team-a"]), {"days": "1", "message": "idle?"})
+    question = ReclaimAsk.objects.get()
+    ReclaimAsk.objects.update(deadline=timezone.now() - timedelta(minutes=1))
+    over = over_now(twin) + 2
+    preview = page_for(admin, 5, reclaim_of=str(question.pk))
+    assert f"I understand {over} GPUs of allocated quota will be over the Total." in text(preview.content)
+    assert f'name="reclaim_of" value="{question.pk}"' in preview.content.decode()
+    # confirmed without the acknowledgement: refused with the reason, nothing started or changed
+    refused = post(admin, 5, reclaim_of=str(question.pk))
+    assert refused.status_code == 400 and not ProcedureRun.objects.exists()
+    assert "Tick the acknowledgement that names how much allocated quota will be over the Total" in text(
+        refused.content
+    )
+    question.refresh_from_db()
+    assert question.quota_run_id is None and hard(twin, "team-a")["requests." + SHARED] == "3"
+    started = post(admin, 5, reclaim_of=str(question.pk), **{ACK: str(over)})
+    run = ProcedureRun.objects.get()
+    assert started.status_code == 302 and run.params[ACK] == over
+    execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.message
+    assert hard(twin, "team-a")["requests." + SHARED] == "5"
+    question.refresh_from_db()
+    assert question.quota_run_id == run.pk
+
+
 def test_more_over_the_total_at_run_time_than_acknowledged_stops_at_the_pre_check(
     team, admin_user, approved, bob, twin
 ):

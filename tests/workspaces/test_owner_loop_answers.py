@@ -66,8 +66,9 @@ def test_notices_are_headed_in_words_never_by_their_keys(team, login, admin_user
     owner.post(reverse("reclaim_keep", args=[team.pk, question.pk]), {"until": until.isoformat(), "reason": "paper"})
     execute_run(quota.change_quota("team-a", 2, actor=admin_user, reason="idle", dispatch=False).pk)
     page = text(owner.get(reverse("workspace_detail", args=[team.pk])).content)
-    assert "root asks whether the GPUs are still needed" in page
-    assert "The owner keeps the GPUs" in page and "GPU quota changed by root" in page
+    assert "root asked on " in page and " · answer by " in page
+    assert "You keep the GPUs until " in page and "root changed the GPU quota on " in page
     assert "reclaim-ask:" not in page and "quota:team-a" not in page
     admin_page = text(login(admin_user).get(reverse("cluster_workspace", args=["team-a"])).content)
-    assert "GPU quota changed by root" in admin_page and "reclaim-ask:" not in admin_page
+    assert "You changed the GPU quota on " in admin_page and "alice keeps the GPUs until " in admin_page
+    assert "reclaim-ask:" not in admin_page

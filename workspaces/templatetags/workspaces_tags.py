@@ -54,23 +54,3 @@ def quota_reason(params):
 
     why = reason(params or {})
     return shown(why, (params or {}).get("reason", "")) if isinstance(why, dict) else why
-
-
-@register.filter
-def notice_heading(notice) -> str:
-    """A notice's heading in words, never the key it is filed under ("quota:team-a",
-    "reclaim-ask:3:asked"): what happened, for the owner and the admins alike."""
-    subject = notice.subject or ""
-    kind, _sep, rest = subject.partition(":")
-    if kind == "quota":
-        return _("GPU quota changed by %(who)s") % {"who": notice.actor_name or "?"}
-    if kind == "reclaim-ask":
-        return {
-            "asked": _("%(who)s asks whether the GPUs are still needed") % {"who": notice.actor_name or "?"},
-            "keep": _("The owner keeps the GPUs"),
-            "release": _("The owner released GPUs"),
-            "reclaimed": _("GPU quota reclaimed"),
-        }.get(rest.rpartition(":")[2], _("A question about the GPUs"))
-    if "/" in subject:  # a Fix's notice about one pod: namespace/pod
-        return _("Pod %(pod)s") % {"pod": subject.partition("/")[2]}
-    return subject
