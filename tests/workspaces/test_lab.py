@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from brickadmin.cluster import ClusterError, PermanentClusterError
+from brickadmin.cluster.kueue import Grant
 from brickadmin.cluster.snapshot import take_snapshot
 from gpus.numbers.ledger import Ledger, ResourceRow, compute
 from tests.conftest import require_service
@@ -45,10 +46,11 @@ def kube(monkeypatch):
     created = []
     yield gw, created
     for ns in created:
-        try:
-            gw.delete("v1", "Namespace", ns)
-        except ClusterError:
-            pass
+        for api, kind, name in (("v1", "Namespace", ns), ("kueue.x-k8s.io/v1beta2", "ClusterQueue", f"brick-ws-{ns}")):
+            try:
+                gw.delete(api, kind, name)
+            except ClusterError:
+                pass
 
 
 def gone_or_terminating(gw, ns):
@@ -80,7 +82,9 @@ def test_approval_creates_an_enforced_workspace_on_the_lab(kube, alice, admin_us
     name = f"ws-lab-{uuid.uuid4().hex[:6]}"
     created.append(name)
     req = make_request(alice, name, gpu=1, cpu=2, memory_gib=4, storage_gib=10)
-    approvals.approve(req.pk, admin_user, choice.resource, overcommit=True, ledger=ledger)
+    # Kueue runs in the lab: a grant with no burst keeps the ResourceQuota at the guarantee,
+    # whose enforcement by the API server is what is under test
+    approvals.approve(req.pk, admin_user, choice.resource, overcommit=True, ledger=ledger, grant=Grant(1, 0))
 
     ns = next(n for n in gw.list_namespaces() if n["metadata"]["name"] == name)
     assert ns["metadata"]["labels"]["brick.cloud/workspace"] == "true"
