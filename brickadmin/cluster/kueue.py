@@ -497,22 +497,36 @@ def eviction(workload: KubeObject) -> Eviction | None:
     evicted, preempted = _true(workload, EVICTED), _true(workload, PREEMPTED)
     if evicted is None and preempted is None:
         return None
-    meta = workload.get("metadata") or {}
     times = [str(c.get("lastTransitionTime") or "") for c in (evicted, preempted) if c is not None]
     at = min(t for t in times if t) if any(times) else ""
     main = preempted or evicted or {}
     message = str(main.get("message") or "")
+    return _eviction_of(
+        workload,
+        at,
+        reason=str(main.get("reason") or ""),
+        preempted=preempted is not None or (evicted or {}).get("reason") == PREEMPTED,
+        message=message,
+        by_queue=preemptor_queue(message),
+    )
+
+
+def _eviction_of(
+    workload: KubeObject, at: str, *, reason: str, preempted: bool, message: str, by_queue: str
+) -> Eviction:
+    """An Eviction of ``workload`` at ``at``, keyed by the Workload (its uid, else its name) and that time."""
+    meta = workload.get("metadata") or {}
     return Eviction(
         key=f"{meta.get('uid') or meta.get('namespace', '') + '/' + meta.get('name', '')}@{at}",
         namespace=str(meta.get("namespace") or ""),
         workload=str(meta.get("name") or ""),
         owner=workload_owner(workload),
         at=at,
-        reason=str(main.get("reason") or ""),
-        preempted=preempted is not None or (evicted or {}).get("reason") == PREEMPTED,
+        reason=reason,
+        preempted=preempted,
         message=message,
         gpus=tuple(sorted(workload_gpus(workload).items())),
-        by_queue=preemptor_queue(message),
+        by_queue=by_queue,
     )
 
 
@@ -573,18 +587,12 @@ def ended_eviction(workload: KubeObject) -> Eviction | None:
             cause or why for why, cause, n in eviction_counts(workload) if n and (why == PREEMPTED) == was_preempted
         }
         reason = kinds.pop() if len(kinds) == 1 else ""
-    meta = workload.get("metadata") or {}
-    at = str(evicted.get("lastTransitionTime") or "")
-    return Eviction(
-        key=f"{meta.get('uid') or meta.get('namespace', '') + '/' + meta.get('name', '')}@{at}",
-        namespace=str(meta.get("namespace") or ""),
-        workload=str(meta.get("name") or ""),
-        owner=workload_owner(workload),
-        at=at,
+    return _eviction_of(
+        workload,
+        str(evicted.get("lastTransitionTime") or ""),
         reason=reason,
         preempted=was_preempted,
         message=message,
-        gpus=tuple(sorted(workload_gpus(workload).items())),
         by_queue=preemptor_queue(message) if was_preempted else "",
     )
 
