@@ -174,6 +174,34 @@ def sh(*args: str, **kw) -> None:
     subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
 
 
+def server_cert(stem: str, subject: str, crt: str) -> None:
+    """A key (<stem>.key) and a serving certificate (``crt``) for 127.0.0.1, signed by the
+    lab's CA with ext.cnf's server extensions (make_pki)."""
+    p = str(PKI)
+    sh("openssl", "genrsa", "-out", f"{stem}.key", "2048")
+    sh("openssl", "req", "-new", "-key", f"{stem}.key", "-subj", subject, "-out", f"{stem}.csr")
+    sh(
+        "openssl",
+        "x509",
+        "-req",
+        "-in",
+        f"{stem}.csr",
+        "-CA",
+        f"{p}/ca.crt",
+        "-CAkey",
+        f"{p}/ca.key",
+        "-CAcreateserial",
+        "-days",
+        "3650",
+        "-out",
+        crt,
+        "-extensions",
+        "server",
+        "-extfile",
+        f"{p}/ext.cnf",
+    )
+
+
 def make_pki() -> None:
     if (PKI / "done").exists():
         return
@@ -207,38 +235,7 @@ def make_pki() -> None:
         "-config",
         str(ext),
     )
-    sh("openssl", "genrsa", "-out", f"{p}/apiserver.key", "2048")
-    sh(
-        "openssl",
-        "req",
-        "-new",
-        "-key",
-        f"{p}/apiserver.key",
-        "-subj",
-        "/CN=kube-apiserver",
-        "-out",
-        f"{p}/apiserver.csr",
-    )
-    sh(
-        "openssl",
-        "x509",
-        "-req",
-        "-in",
-        f"{p}/apiserver.csr",
-        "-CA",
-        f"{p}/ca.crt",
-        "-CAkey",
-        f"{p}/ca.key",
-        "-CAcreateserial",
-        "-days",
-        "3650",
-        "-out",
-        f"{p}/apiserver.crt",
-        "-extensions",
-        "server",
-        "-extfile",
-        str(ext),
-    )
+    server_cert(f"{p}/apiserver", "/CN=kube-apiserver", f"{p}/apiserver.crt")
     sh("openssl", "genrsa", "-out", f"{p}/sa.key", "2048")
     sh("openssl", "rsa", "-in", f"{p}/sa.key", "-pubout", "-out", f"{p}/sa.pub")
     (PKI / "done").write_text("ok\n")
@@ -579,31 +576,10 @@ featureGates:
 def make_kueue_pki() -> None:
     """The webhook server's certificate (tls.crt, tls.key: controller-runtime's names), signed
     by the lab's CA for 127.0.0.1."""
-    p, k = str(PKI), str(KUEUE_PKI)
+    k = str(KUEUE_PKI)
     if not (KUEUE_PKI / "tls.crt").exists():
         KUEUE_PKI.mkdir(parents=True, exist_ok=True)
-        sh("openssl", "genrsa", "-out", f"{k}/tls.key", "2048")
-        sh("openssl", "req", "-new", "-key", f"{k}/tls.key", "-subj", "/CN=kueue-webhook", "-out", f"{k}/tls.csr")
-        sh(
-            "openssl",
-            "x509",
-            "-req",
-            "-in",
-            f"{k}/tls.csr",
-            "-CA",
-            f"{p}/ca.crt",
-            "-CAkey",
-            f"{p}/ca.key",
-            "-CAcreateserial",
-            "-days",
-            "3650",
-            "-out",
-            f"{k}/tls.crt.tmp",
-            "-extensions",
-            "server",
-            "-extfile",
-            f"{p}/ext.cnf",
-        )
+        server_cert(f"{k}/tls", "/CN=kueue-webhook", f"{k}/tls.crt.tmp")
         os.replace(f"{k}/tls.crt.tmp", f"{k}/tls.crt")
     if not (KUEUE_METRICS_CERTS / "tls.crt").exists():
         try:
