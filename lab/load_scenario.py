@@ -477,6 +477,25 @@ def dra_published(gw: KubeGateway, nodes: set[str]):
     return sorted(nodes - have) or True
 
 
+def daemonset_pods(gw: KubeGateway, ds: dict) -> str:
+    """Where a DaemonSet's pods stand, for a rollout that does not finish: each pod's node,
+    phase, readiness and revision, so a timeout says which of them the DaemonSet waits for."""
+    uid = ds["metadata"]["uid"]
+    out = []
+    for p in gw.list_pods(namespace=ds["metadata"]["namespace"]):
+        md = p["metadata"]
+        if not any(o.get("uid") == uid for o in md.get("ownerReferences") or []):
+            continue
+        st = p.get("status") or {}
+        ready = next((c.get("status") for c in st.get("conditions") or [] if c.get("type") == "Ready"), "-")
+        gone = " deleting" if md.get("deletionTimestamp") else ""
+        out.append(
+            f"{md['name']} on {(p.get('spec') or {}).get('nodeName') or '-'}: {st.get('phase', '-')}, Ready {ready}, "
+            f"revision {(md.get('labels') or {}).get('controller-revision-hash', '-')}{gone}"
+        )
+    return "[" + "; ".join(out) + "]"
+
+
 def settle(gw: KubeGateway, objects, hardware, plugin_configs, timeout: float) -> None:
     own_taints = {
         o["metadata"]["name"]: {t.get("key") for t in (o.get("spec") or {}).get("taints") or []}
@@ -522,7 +541,7 @@ def settle(gw: KubeGateway, objects, hardware, plugin_configs, timeout: float) -
             )
             st = gw.daemonset_rollout_status(ds["metadata"]["namespace"], ds["metadata"]["name"])
             if not st.done or st.desired != want:
-                pending.append(f"{ds['metadata']['name']}: want {want}; {st.message}")
+                pending.append(f"{ds['metadata']['name']}: want {want}; {st.message} {daemonset_pods(gw, ds)}")
         return pending or True
 
     wait("device-plugin DaemonSets to roll out", daemonsets_done, timeout)
