@@ -306,8 +306,9 @@ def _stream_readers(request, run_id, page_state):
     last row's seq; the last seq sent; whether the stream is complete);
     progress() -> what changes when the run records anything. Both run in the request's own
     thread (under ASGI too); the view closes that thread's database connection after each
-    (``run_stream.released``), so a waiting stream holds none: a backend is opened per read,
-    the price of open pages never filling PostgreSQL's connections."""
+    (``run_stream.released``), so a waiting stream holds none: each read borrows one from the
+    web process's pool (BRICK_DB_POOL; without it, a new backend), so open pages never fill
+    PostgreSQL's connections."""
     shown = {"state": page_state}
     # The fragments need only the CSRF token of their forms: not the page's context processors
     # (the banners' and the unread count's queries, on every read of every stream).
