@@ -113,6 +113,21 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
         {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
     )
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+# The web process (brickadmin/asgi.py sets BRICK_DB_POOL) borrows its PostgreSQL connections from
+# a pool of at most this many instead of opening one per request and per read of a run page's
+# stream: on 2 busy cores a stream's first reads took 53 ms (p95 93 ms) on a new backend, 18 ms
+# (p95 28 ms) on a borrowed one (bench/pg_connect.py, docs/benchmarks.md). Bounded, so open pages
+# still never fill max_connections; a request that finds all of them busy waits up to 10 s for
+# one, then gets the database-unavailable page.
+DB_POOL_SIZE = int(os.environ.get("BRICK_DB_POOL", "0"))
+if DB_POOL_SIZE > 0 and DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django's pool replaces persistent connections
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": min(2, DB_POOL_SIZE),
+        "max_size": DB_POOL_SIZE,
+        "timeout": 10,
+        "max_idle": 60,  # a burst's extra connections are closed a minute after it
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -14,6 +14,7 @@ from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.context_processors import csrf
 from django.template.loader import render_to_string
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_POST
@@ -209,11 +210,47 @@ def _restore_offer(run):
     return service.restore_params(run, seen=seen) if seen is not None else None
 
 
+# Where the run page's progress region goes in the page rendered without it (run_detail).
+PROGRESS_MARK = "<!--run-progress-->"
+
+
 @require_GET
 @admin_required
 def run_detail(request, pk):
     run = get_object_or_404(ProcedureRun, pk=pk)
-    return render(request, "gpus/runs/detail.html", _progress_context(run))
+    if not (isinstance(request, ASGIRequest) and run.is_active):
+        return render(request, "gpus/runs/detail.html", _progress_context(run))
+    # A live run's page is sent in three parts: the page around its progress region first (the
+    # browser starts on it while the server goes on), then the region with its rows, read only
+    # now, then the rest. A row committed while the page rendered is on the page; only those
+    # committed after this late read wait for the stream the page opens right after the region.
+    page = render_to_string("gpus/runs/detail.html", {"run": run, "progress_later": True}, request=request)
+    head, _mark, tail = page.partition(PROGRESS_MARK)
+    region = _late_region(request, run.pk)
+
+    async def content():
+        yield head
+        yield await sync_to_async(region)()  # the request's own thread and database connection
+        yield tail
+
+    response = StreamingHttpResponse(content(), content_type="text/html; charset=utf-8")
+    response["X-Accel-Buffering"] = "no"  # a proxy in front passes each part on at once
+    return response
+
+
+def _late_region(request, run_id):
+    """The page's progress region, read and rendered when called: in the reader's language and
+    zone (the middleware's are gone by then), with the CSRF token of its forms and not the
+    page's context processors (their banners are in the part already sent)."""
+    csrf_token = csrf(request)["csrf_token"]
+    language, zone = translation.get_language(), timezone.get_current_timezone()
+
+    def region() -> str:
+        with translation.override(language), timezone.override(zone):
+            context = _progress_context(ProcedureRun.objects.get(pk=run_id))
+            return render_to_string("gpus/runs/detail.html#run-progress", {**context, "csrf_token": csrf_token})
+
+    return region
 
 
 @require_GET
@@ -269,8 +306,9 @@ def _stream_readers(request, run_id, page_state):
     last row's seq; the last seq sent; whether the stream is complete);
     progress() -> what changes when the run records anything. Both run in the request's own
     thread (under ASGI too); the view closes that thread's database connection after each
-    (``run_stream.released``), so a waiting stream holds none: a backend is opened per read,
-    the price of open pages never filling PostgreSQL's connections."""
+    (``run_stream.released``), so a waiting stream holds none: each read borrows one from the
+    web process's pool (BRICK_DB_POOL; without it, a new backend), so open pages never fill
+    PostgreSQL's connections."""
     shown = {"state": page_state}
     # The fragments need only the CSRF token of their forms: not the page's context processors
     # (the banners' and the unread count's queries, on every read of every stream).

@@ -199,6 +199,76 @@ def test_the_rows_a_page_missed_while_loading_come_in_the_streams_first_write(tw
     assert "done" not in [e["event"] for e in events]  # the run has not ended: the stream waits on
 
 
+def same_page(html: str) -> str:
+    """A page with its CSRF tokens left out (each render masks the token anew)."""
+    html = re.sub(r'name="csrfmiddlewaretoken" value="[^"]+"', 'name="csrfmiddlewaretoken"', html)
+    return re.sub(r'"X-CSRFToken": "[^"]+"', '"X-CSRFToken"', html)
+
+
+def as_a_korean_reader_in_seoul(client):
+    client.cookies["django_language"] = "ko"
+    client.cookies["brick_tz"] = "Asia%2FSeoul"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_live_runs_page_under_asgi_is_the_same_page_in_the_readers_language_and_zone(twin, admin_user):
+    from asgiref.sync import async_to_sync
+    from django.test import AsyncClient
+
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    run.refresh_from_db()
+    url = reverse("run_detail", args=[run.pk])
+    plain, client = Client(), AsyncClient()
+    for c in (plain, client):
+        c.force_login(admin_user)
+        as_a_korean_reader_in_seoul(c)
+    expected = plain.get(url).content.decode()
+
+    async def read():
+        r = await client.get(url)
+        assert r.status_code == 200 and r.is_async and r["Content-Type"] == "text/html; charset=utf-8"
+        return b"".join([chunk async for chunk in r.streaming_content]).decode()
+
+    page = async_to_sync(read)()
+    assert same_page(page) == same_page(expected)
+    assert "감사 기록" in page and "KST" in page  # the region, sent last, in Korean and the reader's zone
+    assert "<!--run-progress-->" not in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rows_committed_after_a_live_runs_page_started_going_out_are_on_the_page(twin, admin_user):
+    from asgiref.sync import async_to_sync, sync_to_async
+    from django.db import connections
+    from django.test import AsyncClient
+
+    run = service.start_run("A", "dev-a1-ws04", {}, actor_name="root", dispatch=False)
+    run.refresh_from_db()
+    planned = run.last_seq
+    client = AsyncClient()
+    client.force_login(admin_user)
+
+    def work():  # the worker, in a thread of its own (its connection closed after)
+        try:
+            execute_run(run.pk)
+        finally:
+            connections.close_all()
+
+    async def read():
+        r = await client.get(reverse("run_detail", args=[run.pk]))
+        chunks = aiter(r.streaming_content)
+        head = (await anext(chunks)).decode()
+        await sync_to_async(work, thread_sensitive=False)()  # the whole run, once the page began
+        return head, b"".join([chunk async for chunk in chunks]).decode()
+
+    head, rest = async_to_sync(read)()
+    assert 'id="content"' in head and 'id="run-progress"' not in head  # the page around the region first
+    run.refresh_from_db()
+    assert run.last_seq > planned + 9
+    shown = [int(n) for n in re.findall(r'<li id="event-([0-9]+)"', rest)]
+    assert shown == list(range(1, run.last_seq + 1))  # every row, in order, none twice
+    assert 'data-status="succeeded"' in rest and f'data-last-seq="{run.last_seq}"' in rest
+
+
 @pytest.mark.django_db(transaction=True)
 def test_an_open_stream_under_asgi_sends_the_rows_as_the_worker_commits_them(twin, admin_user, settings, monkeypatch):
     import asyncio

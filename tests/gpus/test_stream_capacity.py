@@ -181,3 +181,51 @@ def test_streams_beyond_a_users_share_or_the_process_bound_are_refused_with_retr
     assert "This server follows as many runs live as it may" in answers["theirs, says"]
     assert answers["mine, after one closed"] == 200
     assert ADMISSION.open() == 0
+
+
+@pytest.fixture
+def web_process_pool(monkeypatch):
+    """The web process's pool of PostgreSQL connections (BRICK_DB_POOL, set by brickadmin/asgi.py),
+    here of 3, for every thread's connection; closed after the test."""
+    connection.close()
+    options = {**connection.settings_dict["OPTIONS"], "pool": {"min_size": 1, "max_size": 3, "timeout": 10}}
+    monkeypatch.setitem(connection.settings_dict, "OPTIONS", options)
+    yield 3
+    connection.close()
+    connection.close_pool()
+
+
+def test_with_the_web_processs_pool_pages_and_streams_borrow_its_connections_and_no_more(
+    twin, admin_user, settings, web_process_pool
+):
+    settings.BRICK_RUN_STREAM_KEEPALIVE_SECONDS = 0.3
+    settings.BRICK_RUN_STREAMS_PER_USER = settings.BRICK_RUN_STREAMS_PER_PROCESS = 50
+    path, query = open_run(settings)
+    page = path.removesuffix("stream/")
+    cookie, app = session_cookie(admin_user), get_asgi_application()
+
+    async def scenario():
+        async def waiting():
+            s = Stream(app, path, query, cookie)
+            assert (await s.answer())[0] == 200
+            await s.read_until(b": keep-alive")
+            return s
+
+        async def load_page():
+            s = Stream(app, page, "", cookie)
+            assert (await s.answer())[0] == 200
+            body = await s.read_until(b"</html>")
+            await s.close()
+            return body
+
+        streams = [await waiting() for _ in range(6)]
+        pages = await asyncio.gather(*(load_page() for _ in range(6)))  # at once, each its own thread
+        held = await asyncio.to_thread(backends)
+        for s in streams:
+            await s.close()
+        return pages, held
+
+    pages, held = serve(scenario)
+    assert all(b'id="step-rows"' in p and p.rstrip().endswith(b"</html>") for p in pages)  # every page whole
+    assert held <= web_process_pool + 1  # the pool's connections and the process's LISTEN, no more
+    assert ADMISSION.open() == 0
