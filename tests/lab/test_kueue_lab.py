@@ -236,10 +236,11 @@ def page_shows(admin_client, what: str, rows: dict[str, str], since: float, watc
     """Open the quota page until it shows ``rows`` (Workspace -> its row's figures), at most
     PAGE_DEADLINE after ``since``, when the cluster held the state: the watcher follows Kueue,
     nobody reads it for the page. Prints how long after the cluster the page showed it."""
-    page = ""
+    page, opened = "", 0
     while True:
+        began = time.monotonic()
         page = text(admin_client.get(f"/workspaces/cluster/{A}/quota/").content)
-        delay = time.monotonic() - since
+        delay, opened = time.monotonic() - since, opened + 1
         if all(f"{ws} {GPU} {figures}" in page for ws, figures in rows.items()):
             break
         if delay > PAGE_DEADLINE:
@@ -249,7 +250,10 @@ def page_shows(admin_client, what: str, rows: dict[str, str], since: float, watc
             )
         time.sleep(0.05)
     FIGURES.append((what, delay))
-    print(f"[kueue lab] {what}: the quota page showed it {delay:.2f}s after the cluster")
+    print(
+        f"[kueue lab] {what}: the quota page showed it {delay:.2f}s after the cluster "
+        f"(opened {opened} times, the last took {time.monotonic() - began:.2f}s)"
+    )
     return page
 
 
