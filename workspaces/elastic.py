@@ -26,7 +26,6 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Subquery
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -87,16 +86,6 @@ def of_workspace(workspace: str) -> WorkspaceElastic:
     return out
 
 
-# What facts() reads of the published view (gpus.models.ViewState): its Kueue part, the time the
-# projection reflected, and the watcher's last beat and whether it was behind then.
-_VIEW_FIELDS = {
-    "view_kueue": "extra__kueue",
-    "view_as_of": "as_of",
-    "view_seen_at": "watcher_seen_at",
-    "view_behind": "watcher_status__behind",
-}
-
-
 def _decoded(value):
     return json.loads(value) if isinstance(value, str) else value  # a database whose JSON comes back as text
 
@@ -114,18 +103,16 @@ def facts() -> Facts:
     """One query; never the API server. The newer of the watcher's view (it follows Kueue's
     ClusterQueues and Workloads as they change) and the beat's last read (the catch-up, and
     what a one-off read or a stopped watcher leaves)."""
-    from gpus.models import ViewState
+    from gpus.view import reading
 
-    one = ViewState.objects.filter(pk=1)
     row = (
         KueueFacts.objects.filter(pk=1)
-        .annotate(**{name: Subquery(one.values(path)[:1]) for name, path in _VIEW_FIELDS.items()})
-        .values("served", "read_at", "cluster_queues", "waiting", *_VIEW_FIELDS)
+        .annotate(**reading.kueue_view_columns())
+        .values("served", "read_at", "cluster_queues", "waiting", *reading.KUEUE_VIEW_FIELDS)
         .first()
     )
     if row is None:  # the beat has not read Kueue yet: the view alone
-        found = one.values(*_VIEW_FIELDS.values()).first() or {}
-        row = {name: found.get(path) for name, path in _VIEW_FIELDS.items()}
+        row = reading.kueue_view()
     read_at, served = row.get("read_at"), row.get("served")
     queues, waiting = row.get("cluster_queues") or [], row.get("waiting") or []
     part, as_of = _decoded(row.get("view_kueue")), _view_current_at(row)

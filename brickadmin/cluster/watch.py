@@ -410,11 +410,11 @@ class ClusterWatcher:
                 opened = time.monotonic()
                 delivered = 0
                 try:
-                    if not s.rv:
+                    if not s.rv and self._unserved_wait(s) <= 0:  # one just found unserved is not listed again
                         if self._relist(w):
                             self._dirty.set()
                     if s.unserved:  # nothing to watch: look again later
-                        stop.wait(UNSERVED_RETRY_SECONDS)
+                        stop.wait(max(self._unserved_wait(s), 1.0))
                         s.rv = ""
                         continue
                     stream = self._watch(w, s, self.timeout_seconds)
@@ -469,6 +469,13 @@ class ClusterWatcher:
                 from django.db import connection
 
                 connection.close()  # this thread's own connection
+
+    @staticmethod
+    def _unserved_wait(s: _Stream) -> float:
+        """Seconds until a kind the cluster did not serve is asked again (0: not unserved, or due)."""
+        if not s.unserved or s.current_at is None:
+            return 0.0
+        return UNSERVED_RETRY_SECONDS - (_now() - s.current_at).total_seconds()
 
     def run(self, on_change=None, *, stop: threading.Event, debounce: float = 0.5) -> None:
         """Block until ``stop`` is set: prime (retrying with backoff), publish, then follow
