@@ -303,8 +303,9 @@ CELERY_BEAT_SCHEDULE = {
     # each run replaces the hour in progress with the cluster view as it is now (the hour's
     # figures are its last sample), then prunes what the retention leaves out
     "roll-up-showback": {"task": "workspaces.tasks.roll_up_showback", "schedule": 600.0},
-    # whether the cluster serves Kueue, and its ClusterQueues, for the pages (workspaces/elastic.py)
-    "read-kueue": {"task": "workspaces.tasks.read_kueue", "schedule": 15.0},
+    # Kueue read whole, a catch-up beside the watcher, which follows it (workspaces/elastic.py): the
+    # pages while the watcher is down, an eviction whose Workload went between two publications
+    "read-kueue": {"task": "workspaces.tasks.read_kueue", "schedule": 60.0},
     # each owner told once per cause of a GPU pod that waits or was refused (workspaces/waits.py)
     "tell-waiting-pods": {"task": "workspaces.tasks.tell_waiting_pods", "schedule": 60.0},
 }
@@ -344,8 +345,9 @@ BRICK_TWIN_KUEUE = env_bool("BRICK_TWIN_KUEUE", False)
 # the request asks for.
 BRICK_KUEUE_BURST_PERCENT = int(os.environ.get("BRICK_KUEUE_BURST_PERCENT", "100"))
 BRICK_KUEUE_LEND_PERCENT = int(os.environ.get("BRICK_KUEUE_LEND_PERCENT", "100"))
-# How long the pages trust the last read of Kueue (served or not, its ClusterQueues): the beat
-# reads it every 15 s; older than this, a page says it is not known.
+# How long the pages trust the last read of Kueue (served or not, its ClusterQueues): the watcher
+# follows it (its beat says it is current), the beat reads it every 60 s; older than this, a page
+# says it is not known.
 BRICK_KUEUE_FACTS_SECONDS = float(os.environ.get("BRICK_KUEUE_FACTS_SECONDS", "120"))
 BRICK_LEASE_NAMESPACE = os.environ.get("BRICK_LEASE_NAMESPACE") or os.environ.get("POD_NAMESPACE") or "brickadmin"
 

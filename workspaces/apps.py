@@ -29,3 +29,10 @@ class WorkspacesConfig(AppConfig):
         from .phrases import PHRASES
 
         wording.register(PHRASES)  # fixes and reclaims tell the record's requester
+        # what Kueue evicted is recorded as the watcher publishes the Workloads it follows
+        from gpus.view import publish
+
+        from . import elastic
+
+        if elastic.record_from_view not in publish.PUBLISHED:
+            publish.PUBLISHED.append(elastic.record_from_view)

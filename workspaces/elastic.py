@@ -9,13 +9,17 @@ Each write is idempotent (server-side apply) and an approval that fails deletes 
 with the namespace (workspaces/approvals.py ``_create_with_undo``). Without Kueue nothing of this
 is written and the approval is what it always was.
 
-Pages read ``facts()``: one row (``KueueFacts``) that the beat refreshes every 15 s
-(``read_kueue``, workspaces.tasks.read_kueue), and an approval or a quota change after it
-writes, so no page calls the API server for it.
+Pages read ``facts()``, one query, never the API server: the Kueue part of the published cluster
+view (the watcher lists and watches ClusterQueues and Workloads, so the pages follow Kueue within
+a publication) or, when newer, the row (``KueueFacts``) the beat refreshes every minute as a
+catch-up (``read_kueue``, workspaces.tasks.read_kueue) and an approval or a quota change writes.
+Each eviction is recorded once from either: after each publication (``record_from_view``) and by
+the beat (a Workload evicted and deleted between two publications).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -82,19 +86,44 @@ def of_workspace(workspace: str) -> WorkspaceElastic:
     return out
 
 
+def _decoded(value):
+    return json.loads(value) if isinstance(value, str) else value  # a database whose JSON comes back as text
+
+
+def _view_current_at(row: dict):
+    """Until when the view is known to hold Kueue as it is: its projection's time, or the watcher's
+    last beat when the watcher said it was following every kind (nothing published: nothing changed)."""
+    as_of, seen = row.get("view_as_of"), row.get("view_seen_at")
+    if seen is not None and _decoded(row.get("view_behind")) is False and (as_of is None or seen > as_of):
+        return seen
+    return as_of
+
+
 def facts() -> Facts:
-    """One query; never the API server."""
-    row = KueueFacts.objects.filter(pk=1).first()
-    if row is None or row.read_at is None:
-        return Facts(served=None)
-    if timezone.now() - row.read_at > timedelta(seconds=settings.BRICK_KUEUE_FACTS_SECONDS):
-        return Facts(served=None, read_at=row.read_at)
-    return Facts(
-        served=row.served,
-        read_at=row.read_at,
-        queues=list(row.cluster_queues or []),
-        waiting=list(row.waiting or []),
+    """One query; never the API server. The newer of the watcher's view (it follows Kueue's
+    ClusterQueues and Workloads as they change) and the beat's last read (the catch-up, and
+    what a one-off read or a stopped watcher leaves)."""
+    from gpus.view import reading
+
+    row = (
+        KueueFacts.objects.filter(pk=1)
+        .annotate(**reading.kueue_view_columns())
+        .values("served", "read_at", "cluster_queues", "waiting", *reading.KUEUE_VIEW_FIELDS)
+        .first()
     )
+    if row is None:  # the beat has not read Kueue yet: the view alone
+        row = reading.kueue_view()
+    read_at, served = row.get("read_at"), row.get("served")
+    queues, waiting = row.get("cluster_queues") or [], row.get("waiting") or []
+    part, as_of = _decoded(row.get("view_kueue")), _view_current_at(row)
+    if isinstance(part, dict) and as_of is not None and (read_at is None or as_of >= read_at):
+        read_at, served = as_of, bool(part.get("served"))
+        queues, waiting = part.get("queues") or [], part.get("waiting") or []
+    if read_at is None:
+        return Facts(served=None)
+    if timezone.now() - read_at > timedelta(seconds=settings.BRICK_KUEUE_FACTS_SECONDS):
+        return Facts(served=None, read_at=read_at)
+    return Facts(served=served, read_at=read_at, queues=list(queues), waiting=list(waiting))
 
 
 def _slim(queue: dict) -> dict:
@@ -129,17 +158,7 @@ def read_kueue(gateway=None) -> Facts:
         KueueFacts.objects.update_or_create(pk=1, defaults={"error": str(exc)[:500]})
         return facts()
     now = timezone.now()
-    waiting = [
-        {
-            "namespace": w.namespace,
-            "workload": w.workload,
-            "owner": w.owner,
-            "reason": w.reason,
-            "message": w.message[:2000],
-            "position": w.position,
-        }
-        for w in kueue.waiting_in_queues(workloads)
-    ]
+    waiting = kueue.waiting_rows(workloads)
     KueueFacts.objects.update_or_create(
         pk=1,
         defaults={"served": served, "read_at": now, "cluster_queues": queues, "waiting": waiting, "error": ""},
@@ -149,6 +168,23 @@ def read_kueue(gateway=None) -> Facts:
 
 
 # --- what Kueue took back: one audited row per eviction -----------------------------------
+
+# The Workloads of the last publication this process recorded evictions from (held, so that
+# their identities stay theirs): a publication whose Workloads are the same objects (the
+# watcher keeps an unchanged object as it is) has nothing new to record.
+_recorded_from: dict = {"workloads": ()}
+
+
+def record_from_view(snapshot) -> int:
+    """After each publication of the cluster view (gpus.view.publish.PUBLISHED): the evictions
+    of its Workloads recorded, each once, as the beat records them. Returns how many were new."""
+    workloads = tuple(snapshot.kueue_workloads) if snapshot.kueue_served else ()
+    before = _recorded_from["workloads"]
+    if len(before) == len(workloads) and all(a is b for a, b in zip(before, workloads, strict=True)):
+        return 0
+    new = record_evictions(kueue.evictions(workloads))
+    _recorded_from["workloads"] = workloads
+    return new
 
 
 def _when(text: str):
@@ -182,9 +218,11 @@ def record_evictions(found: list[kueue.Eviction]) -> int:
     from .directory import record_of
 
     new = 0
+    sources = {e.key: f"kueue-eviction:{e.key}"[:300] for e in found}
+    kept = set(Decision.objects.filter(source__in=sources.values()).values_list("source", flat=True))
     for e in found:
-        source = f"kueue-eviction:{e.key}"[:300]
-        if Decision.objects.filter(source=source).exists():
+        source = sources[e.key]
+        if source in kept:
             continue
         record = record_of(e.namespace)
         if record is None:

@@ -190,6 +190,10 @@ class ClusterGateway(Protocol):
         ...
 
 
+KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
+# Kueue's kinds the watcher follows: what the quota pages and the eviction records read.
+KUEUE_WATCHED = ("ClusterQueue", "Workload")
+
 # The kinds the cluster watcher lists and watches, with their API version.
 WATCHED_KINDS = {
     "Node": "v1",
@@ -206,6 +210,8 @@ WATCHED_KINDS = {
     "DeviceClass": "resource.k8s.io/v1",
     "ResourceClaimTemplate": "resource.k8s.io/v1",
     "DeviceTaintRule": "resource.k8s.io/v1alpha3",
+    # Kueue, where the cluster runs it (a cluster without it answers 404: kept empty)
+    **{k: KUEUE_API_VERSION for k in KUEUE_WATCHED},
 }
 
 # The DRA kinds (apiVersion per kind), and those of them that are cluster-scoped.
@@ -213,13 +219,12 @@ DRA_KINDS = {k: v for k, v in WATCHED_KINDS.items() if v.startswith("resource.k8
 DRA_CLUSTER_SCOPED = frozenset({"ResourceSlice", "DeviceClass", "DeviceTaintRule"})
 # Kinds whose API a cluster may not serve (404) or not let the product read (403): listed
 # as empty, never a failure, so a cluster without them works as one without the objects.
-OPTIONAL_KINDS = frozenset(DRA_KINDS)
+OPTIONAL_KINDS = frozenset(DRA_KINDS) | frozenset(KUEUE_WATCHED)
 
 
 # Kueue's kinds the product reads and writes (brickadmin/cluster/kueue.py), in the version Kueue
-# v0.17 stores; the cluster-scoped ones. Not watched: pages read them from a cached read
-# (workspaces/elastic.py), refreshed by the beat, never per page.
-KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
+# v0.17 stores (KUEUE_API_VERSION, above); the cluster-scoped ones. ClusterQueues and Workloads
+# are watched (KUEUE_WATCHED): the pages follow Kueue from the view (workspaces/elastic.py).
 KUEUE_KINDS = {k: KUEUE_API_VERSION for k in ("ResourceFlavor", "ClusterQueue", "LocalQueue", "Workload")}
 KUEUE_CLUSTER_SCOPED = frozenset({"ResourceFlavor", "ClusterQueue"})
 KUEUE_CRD = "clusterqueues.kueue.x-k8s.io"  # what a twin scenario holds to serve Kueue

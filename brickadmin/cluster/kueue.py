@@ -695,3 +695,24 @@ def waiting_in_queues(workloads: Iterable[KubeObject]) -> list[Waiting]:
         )
         out.extend(replace(seen, position=i) for i, (_w, seen) in enumerate(members, start=1))
     return sorted(out, key=lambda x: (x.namespace, x.position or 0))
+
+
+def waiting_rows(workloads: Iterable[KubeObject]) -> list[KubeObject]:
+    """What the pages keep of the Workloads Kueue has not admitted (``waiting_in_queues``), as rows."""
+    return [
+        {
+            "namespace": w.namespace,
+            "workload": w.workload,
+            "owner": w.owner,
+            "reason": w.reason,
+            "message": w.message[:2000],
+            "position": w.position,
+        }
+        for w in waiting_in_queues(workloads)
+    ]
+
+
+def view_part(served: bool, queues: Iterable[KubeObject], workloads: Iterable[KubeObject]) -> KubeObject:
+    """What the published cluster view holds of Kueue for the pages: whether it is served, the
+    ClusterQueues (projected: spec and status) and the Workloads that wait."""
+    return {"served": served, "queues": list(queues) if served else [], "waiting": waiting_rows(workloads)}

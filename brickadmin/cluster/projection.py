@@ -34,6 +34,10 @@ stay Kubernetes-shaped, so the ledger cannot tell a projection from the full obj
   uid, annotations, ownerReferences, spec.devices, status.allocation (not its allocationTimestamp
   nor its results' shareID), reservedFor and devices;
   DeviceClass and DeviceTaintRule: name and spec; ResourceClaimTemplate: name, namespace, spec.
+- Kueue (where the cluster runs it): ClusterQueue: name, labels, spec whole, status's reservation,
+  usage, Workload counts and conditions; Workload: name, namespace, uid, ownerReferences, queue,
+  priority, podSets' counts and GPU requests, status conditions (with lastTransitionTime and
+  message), schedulingStats.evictions and admission.clusterQueue.
 
 Sharing (``compact``): a kept Pod, Node, ResourceSlice or ResourceClaim is rebuilt with its
 keys and strings interned and every sub-structure that holds no identity (no uid or claim
@@ -52,7 +56,7 @@ from __future__ import annotations
 import sys
 
 from . import quotascope
-from .base import DRA_KINDS
+from .base import DRA_KINDS, KUEUE_API_VERSION
 from .deviceplugin import pod_gpu_requests
 from .vocabulary import MANAGED_BY, MANAGED_BY_LABEL, NVIDIA_PREFIX, PLUGIN_NAMESPACE
 
@@ -311,6 +315,70 @@ def _named_spec(obj: dict, kind: str) -> dict:
     return {**_head(obj, kind, DRA_KINDS[kind]), "metadata": _meta(obj, labels=False), "spec": obj.get("spec") or {}}
 
 
+# --- Kueue (kueue.x-k8s.io, brickadmin/cluster/kueue.py reads them) -----------------------
+
+
+def _kueue_condition(c: dict) -> dict:
+    """What the pages and the eviction records read of a Kueue condition: its message says why
+    a Workload waits or who preempted it, and "Previously: ..." once it holds quota again."""
+    out = {k: c[k] for k in ("type", "status", "reason", "lastTransitionTime") if k in c}
+    if c.get("message"):
+        out["message"] = str(c["message"])[:2000]
+    return out
+
+
+_QUEUE_STATUS = ("flavorsReservation", "flavorsUsage", "pendingWorkloads", "reservingWorkloads", "admittedWorkloads")
+
+
+def cluster_queue(obj: dict) -> dict:
+    """A ClusterQueue: name, labels and spec whole (its quotas, cohort and limits); of its
+    status what Kueue reserves and uses per flavor, the Workloads counted, and the conditions."""
+    status = obj.get("status") or {}
+    st = {k: status[k] for k in _QUEUE_STATUS if k in status}
+    if status.get("conditions"):
+        st["conditions"] = [_kueue_condition(c) for c in status["conditions"]]
+    return {
+        **_head(obj, "ClusterQueue", KUEUE_API_VERSION),
+        "metadata": _meta(obj),
+        "spec": obj.get("spec") or {},
+        "status": st,
+    }
+
+
+def _pod_set(ps: dict) -> dict:
+    """A podSet's name, count and its containers' GPUs (what an eviction took)."""
+    spec = (ps.get("template") or {}).get("spec") or {}
+    containers = [_container(c) for c in spec.get("containers") or []]
+    return {k: ps[k] for k in ("name", "count") if k in ps} | {"template": {"spec": {"containers": containers}}}
+
+
+def workload(obj: dict) -> dict:
+    """A Workload: name, namespace, uid, owner; its queue, priority and podSets' GPUs; of its
+    status the conditions (why it waits, its evictions), schedulingStats.evictions (every
+    eviction counted) and which ClusterQueue admitted it."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    s = {k: spec[k] for k in ("queueName", "priority") if k in spec}
+    s["podSets"] = [_pod_set(ps) for ps in spec.get("podSets") or []]
+    st: dict = {}
+    if status.get("conditions"):
+        st["conditions"] = [_kueue_condition(c) for c in status["conditions"]]
+    evictions = (status.get("schedulingStats") or {}).get("evictions")
+    if evictions:
+        st["schedulingStats"] = {"evictions": evictions}
+    admitted_by = (status.get("admission") or {}).get("clusterQueue")
+    if admitted_by:
+        st["admission"] = {"clusterQueue": admitted_by}
+    return {
+        **_head(obj, "Workload", KUEUE_API_VERSION),
+        "metadata": _meta(obj, labels=False, owners=True),
+        "spec": s,
+        "status": st,
+    }
+
+
+_KUEUE_PROJECTIONS = {"ClusterQueue": cluster_queue, "Workload": workload}
+
+
 # Metadata every write changes (or the server's bookkeeping): never read from the view.
 _WRITE_META = ("managedFields", "resourceVersion", "generation")
 
@@ -444,6 +512,8 @@ def project_unshared(kind: str, obj: dict) -> dict | None:
         return resource_claim(obj)
     if kind in DRA_KINDS:
         return _named_spec(obj, kind)
+    if kind in _KUEUE_PROJECTIONS:
+        return _KUEUE_PROJECTIONS[kind](obj)
     return whole(obj, kind)
 
 

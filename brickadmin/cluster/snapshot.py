@@ -58,6 +58,11 @@ class Snapshot:
     claim_pods: list[dict] = field(default_factory=list)
     # the GPU Operator's mig-manager pods (projected), for a node whose GPUs DRA partitions
     mig_manager_pods: list[dict] = field(default_factory=list)
+    # Kueue's ClusterQueues and Workloads (projected; KUEUE_FIELDS), and whether the cluster
+    # serves Kueue: None when not looked at (a one-off read leaves Kueue to workspaces/elastic.py)
+    kueue_served: bool | None = None
+    kueue_cluster_queues: list[dict] = field(default_factory=list)
+    kueue_workloads: list[dict] = field(default_factory=list)
 
 
 # Snapshot field -> the watched kind it holds
@@ -68,6 +73,9 @@ DRA_FIELDS = {
     "resource_claim_templates": "ResourceClaimTemplate",
     "device_taint_rules": "DeviceTaintRule",
 }
+
+# Snapshot field -> the watched Kueue kind it holds
+KUEUE_FIELDS = {"kueue_cluster_queues": "ClusterQueue", "kueue_workloads": "Workload"}
 
 
 _cache_lock = threading.Lock()

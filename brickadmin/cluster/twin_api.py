@@ -110,6 +110,7 @@ class TwinApi:
         ``worth`` is not needed: the twin's objects are decoded already."""
         if kind not in WATCHED_KINDS:
             raise PermanentClusterError(f"{kind} is not a watched kind", reason="Invalid")
+        self._served(kind)
         rv = self.resource_version()
         items = []
         for body in self._rows(kind, namespace).order_by("namespace", "name").values_list("body", flat=True):
@@ -126,7 +127,13 @@ class TwinApi:
         for gateways that read bytes; the twin's events are objects already."""
         if kind not in WATCHED_KINDS:
             raise PermanentClusterError(f"{kind} is not a watched kind", reason="Invalid")
+        self._served(kind)
         return TwinWatch(kind, namespace, int(resource_version or 0), timeout_seconds, poll_seconds)
+
+    def _served(self, kind):
+        """As the API server: 404 for a Kueue kind where Kueue is not served."""
+        if kind in KUEUE_KINDS and not self.kueue_served():
+            raise NotFound(f"the server could not find the requested resource ({kind})", status=404, reason="NotFound")
 
     # --- Leases (leader election) ------------------------------------------------
     def get_lease(self, namespace, name):

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 
 from . import projection
 from .base import OPTIONAL_KINDS, ClusterError, Forbidden, Gone, NotFound
-from .snapshot import DRA_FIELDS, OPERATOR_NAMESPACE, Snapshot
+from .snapshot import DRA_FIELDS, KUEUE_FIELDS, OPERATOR_NAMESPACE, Snapshot
 from .vocabulary import PLUGIN_NAMESPACE
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,9 @@ WATCHES: tuple[tuple[str, str | None], ...] = (
     ("DeviceClass", None),
     ("ResourceClaimTemplate", None),
     ("DeviceTaintRule", None),
+    # Kueue (the quota pages, the eviction records): kept empty where Kueue is not served
+    ("ClusterQueue", None),
+    ("Workload", None),
 )
 # How often a kind the cluster did not serve (or let the product read) is listed again: DRA
 # may be enabled, or the product's RBAC widened, while the watcher runs.
@@ -236,7 +239,13 @@ class ClusterWatcher:
         for w, s in self._streams.items():
             try:
                 if not s.rv:
-                    if s.unserved and s.current_at and (_now() - s.current_at).total_seconds() < UNSERVED_RETRY_SECONDS:
+                    # the twin is asked again at each sync: serving Kueue there is a setting, not an event
+                    if (
+                        s.unserved
+                        and self.gateway.name != "twin"
+                        and s.current_at
+                        and (_now() - s.current_at).total_seconds() < UNSERVED_RETRY_SECONDS
+                    ):
                         continue  # not served when last asked: asked again later
                     changed |= self._relist(w)
                     continue
@@ -278,12 +287,19 @@ class ClusterWatcher:
                 taken_at=self.as_of(),
                 **{name: list(found) for name, found in pods.items()},
                 **{name: items(kind) for name, kind in DRA_FIELDS.items()},
+                **{name: items(kind) for name, kind in KUEUE_FIELDS.items()},
+                kueue_served=self._kueue_served(),
             )
         if self.gateway.name == "twin":
             snap.devices, snap.device_source = self.gateway.gpu_devices() or {}, "twin"
         else:
             snap.devices, snap.device_source = {}, "labels"  # DCGM devices are merged by the caller
         return snap
+
+    def _kueue_served(self) -> bool | None:
+        """Whether the cluster serves Kueue's ClusterQueues to the watcher (None: not watched)."""
+        s = self._streams.get(("ClusterQueue", None))
+        return None if s is None else not s.unserved
 
     def _sorted_pods(self) -> dict[str, list]:
         """The kept pods sorted into the Snapshot's lists (by namespace and name), once per change."""
@@ -394,11 +410,11 @@ class ClusterWatcher:
                 opened = time.monotonic()
                 delivered = 0
                 try:
-                    if not s.rv:
+                    if not s.rv and self._unserved_wait(s) <= 0:  # one just found unserved is not listed again
                         if self._relist(w):
                             self._dirty.set()
                     if s.unserved:  # nothing to watch: look again later
-                        stop.wait(UNSERVED_RETRY_SECONDS)
+                        stop.wait(max(self._unserved_wait(s), 1.0))
                         s.rv = ""
                         continue
                     stream = self._watch(w, s, self.timeout_seconds)
@@ -453,6 +469,13 @@ class ClusterWatcher:
                 from django.db import connection
 
                 connection.close()  # this thread's own connection
+
+    @staticmethod
+    def _unserved_wait(s: _Stream) -> float:
+        """Seconds until a kind the cluster did not serve is asked again (0: not unserved, or due)."""
+        if not s.unserved or s.current_at is None:
+            return 0.0
+        return UNSERVED_RETRY_SECONDS - (_now() - s.current_at).total_seconds()
 
     def run(self, on_change=None, *, stop: threading.Event, debounce: float = 0.5) -> None:
         """Block until ``stop`` is set: prime (retrying with backoff), publish, then follow

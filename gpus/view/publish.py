@@ -16,6 +16,7 @@ import copy
 import functools
 import hashlib
 import json
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
+from brickadmin.cluster import kueue as kueue_mod
 from brickadmin.cluster.snapshot import Snapshot, without_gc_pauses
 from gpus import manifest as manifest_mod
 from gpus.models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, ViewTypeRow, ViewWorkspace
@@ -31,6 +33,8 @@ from gpus.numbers import health as health_mod
 from gpus.numbers import ledger as ledger_mod
 from gpus.numbers import occupancy as occupancy_mod
 from gpus.numbers import pod_waits as pod_waits_mod
+
+log = logging.getLogger(__name__)
 
 # The form of what a generation holds (its rows, their JSON, ViewState.totals and .extra).
 # Raise it when that changes: a generation of an older form is never read as is
@@ -342,12 +346,37 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0, fence: 
             "attention": health_mod.summary_data([p for p, _m, _r in problems[settings.LANGUAGE_CODE]]),
             "usage_measured": snapshot.usage is not None,
             "gpu_capacity": gpu_capacity(led),
+            **kueue_part(snapshot),
         }
         if fence is not None:
             _check_fence(state, fence)  # again: writing took time, the Lease may have run out meanwhile
             state.holder, state.fencing_token = fence.holder, fence.token
         state.save()
+    _after_publication(snapshot)
     return gen
+
+
+# Called with each published snapshot once its generation is committed; filled from
+# AppConfig.ready() (the Workspaces record what Kueue evicted: workspaces/elastic.py). One that
+# fails is logged: the view is published all the same.
+PUBLISHED: list[Callable[[Snapshot], object]] = []
+
+
+def _after_publication(snapshot: Snapshot) -> None:
+    for fn in PUBLISHED:
+        try:
+            fn(snapshot)
+        except Exception:  # noqa: BLE001
+            log.exception("after publishing the cluster view: %s failed", fn.__name__)
+
+
+def kueue_part(snapshot: Snapshot) -> dict:
+    """The view's Kueue part, where the snapshot looked at Kueue (the watcher's do)."""
+    if snapshot.kueue_served is None:
+        return {}
+    return {
+        "kueue": kueue_mod.view_part(snapshot.kueue_served, snapshot.kueue_cluster_queues, snapshot.kueue_workloads)
+    }
 
 
 def gpu_capacity(led) -> dict[str, dict]:

@@ -213,3 +213,31 @@ def read_attention(view) -> list[health_mod.Group]:
     if isinstance(view, clusterview.StoredView):
         return view.attention()
     return health_mod.summary(read_problems(view))
+
+
+# What the Workspaces read of the view's Kueue part (workspaces/elastic.py): the part, the time the
+# projection reflected, the watcher's last beat and whether it was behind on any kind then.
+KUEUE_VIEW_FIELDS = {
+    "view_kueue": "extra__kueue",
+    "view_as_of": "as_of",
+    "view_seen_at": "watcher_seen_at",
+    "view_behind": "watcher_status__behind",
+}
+
+
+def kueue_view_columns() -> dict:
+    """KUEUE_VIEW_FIELDS as subqueries, for a reader that joins them to its own row in one query."""
+    from django.db.models import Subquery
+
+    from gpus.models import ViewState
+
+    one = ViewState.objects.filter(pk=1)
+    return {name: Subquery(one.values(path)[:1]) for name, path in KUEUE_VIEW_FIELDS.items()}
+
+
+def kueue_view() -> dict:
+    """KUEUE_VIEW_FIELDS read alone (None each where nothing is published)."""
+    from gpus.models import ViewState
+
+    found = ViewState.objects.filter(pk=1).values(*KUEUE_VIEW_FIELDS.values()).first() or {}
+    return {name: found.get(path) for name, path in KUEUE_VIEW_FIELDS.items()}

@@ -44,9 +44,9 @@ EXPECTED_CLUSTER_RULES = {
     ("resource.k8s.io", "resourceclaimtemplates"): {"list", "watch"},  # the watcher (DRA)
     ("resource.k8s.io", "devicetaintrules"): {"list", "watch"},  # the watcher (DRA)
     ("kueue.x-k8s.io", "resourceflavors"): {"get", "list", "create", "patch", "delete"},  # elastic quota
-    ("kueue.x-k8s.io", "clusterqueues"): {"get", "list", "create", "patch", "delete"},  # elastic quota
+    ("kueue.x-k8s.io", "clusterqueues"): {"get", "list", "watch", "create", "patch", "delete"},  # elastic quota
     ("kueue.x-k8s.io", "localqueues"): {"create", "patch"},  # elastic quota, in the Workspace namespace
-    ("kueue.x-k8s.io", "workloads"): {"list"},  # what Kueue evicted, what waits and why
+    ("kueue.x-k8s.io", "workloads"): {"list", "watch"},  # the watcher: what Kueue evicted, what waits and why
 }
 EXPECTED_PLUGIN_RULES = {("", "configmaps"): {"create", "patch"}, ("apps", "daemonsets"): {"create", "patch", "delete"}}
 EXPECTED_LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}

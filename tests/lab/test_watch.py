@@ -73,7 +73,7 @@ class Running:
     def __enter__(self):
         self.t.start()
         wait_until(
-            lambda: self.calls and all(s.connected for s in self.w._streams.values()),
+            lambda: self.calls and all(s.connected or s.unserved for s in self.w._streams.values()),
             60,
             "the watcher primed and following",
         )

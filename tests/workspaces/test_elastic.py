@@ -174,10 +174,14 @@ def test_a_product_job_in_a_kueue_workspace_names_its_queue(kueue_twin, alice, a
     assert "kueue.x-k8s.io/queue-name" not in elastic.queued(kueue_twin, manifest)["metadata"]["labels"]
 
 
-def test_the_approval_form_offers_the_grant_only_where_kueue_is_served(kueue_twin, alice, admin_client, make_request):
+def test_the_approval_form_offers_the_grant_only_where_kueue_is_served(
+    kueue_twin, alice, admin_client, make_request, settings
+):
+    settings.BRICK_TWIN_KUEUE = False
     req = make_request(alice, "team-f", gpu=2)
     page = admin_client.get("/workspaces/approvals/").content.decode()
-    assert 'data-testid="elastic-grant"' not in page  # not read yet: not offered
+    assert 'data-testid="elastic-grant"' not in page  # the view: Kueue not served, not offered
+    settings.BRICK_TWIN_KUEUE = True  # installed: a setting, not an event the view would follow
     elastic.read_kueue(kueue_twin)
     page = admin_client.get("/workspaces/approvals/").content.decode()
     assert 'data-testid="elastic-grant"' in page
