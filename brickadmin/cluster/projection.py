@@ -116,6 +116,17 @@ def is_mig_manager_pod(pod: dict) -> bool:
     return meta.get("namespace") == OPERATOR_NAMESPACE and "mig-manager" in (meta.get("labels") or {}).get("app", "")
 
 
+def reports_device_health(pod: dict) -> bool:
+    """Whether the kubelet reports the health of a device the pod holds (allocatedResourcesStatus
+    in a container's or an init container's status): few pods do, and the health checks read those."""
+    status = pod.get("status") or {}
+    return any(
+        isinstance(cs, dict) and cs.get("allocatedResourcesStatus")
+        for key in ("containerStatuses", "initContainerStatuses")
+        for cs in status.get(key) or ()
+    )
+
+
 def keeps_pod(pod: dict) -> bool:
     return is_gpu_pod(pod) or is_plugin_pod(pod) or uses_claims(pod) or is_mig_manager_pod(pod)
 
@@ -292,6 +303,14 @@ def resource_claim(obj: dict) -> dict:
     if isinstance(allocation, dict):
         out["status"]["allocation"] = _allocation(allocation)
     return out
+
+
+def claim_pools(claim: dict) -> set[tuple[str, str]]:
+    """The (driver, pool) of every device a claim was allocated (status.allocation's results)."""
+    allocation = (claim.get("status") or {}).get("allocation")
+    devices = allocation.get("devices") if isinstance(allocation, dict) else None
+    results = devices.get("results") if isinstance(devices, dict) else None
+    return {(str(r.get("driver", "")), str(r.get("pool", ""))) for r in results or () if isinstance(r, dict)}
 
 
 def _allocation(allocation: dict) -> dict:
