@@ -76,27 +76,28 @@ REHEARSE_SECONDS = 5.0  # how often a standby works out the view's parts from wh
 
 
 class _Sorted:
-    """Objects in their keys' order, patched where one changes (a bisection) instead of sorted
-    again: at 150,000 claims a sort per change was most of a change's cost to the snapshot."""
+    """Objects in their keys' order (namespace, name), patched where one changes (a bisection)
+    instead of sorted again: at 150,000 claims a sort per change was most of a change's cost to
+    the snapshot. The keys are read from the objects, not kept beside them."""
 
-    __slots__ = ("keys", "values")
+    __slots__ = ("values",)
 
     def __init__(self, items: dict | None = None):
-        self.keys = sorted(items or ())
-        self.values = [items[k] for k in self.keys] if items else []
+        self.values = [items[k] for k in sorted(items)] if items else []
 
     def put(self, key, value) -> None:
-        i = bisect_left(self.keys, key)
-        if i < len(self.keys) and self.keys[i] == key:
-            self.values[i] = value
+        values = self.values
+        i = bisect_left(values, key, key=_key)
+        if i < len(values) and _key(values[i]) == key:
+            values[i] = value
         else:
-            self.keys.insert(i, key)
-            self.values.insert(i, value)
+            values.insert(i, value)
 
     def drop(self, key) -> None:
-        i = bisect_left(self.keys, key)
-        if i < len(self.keys) and self.keys[i] == key:
-            del self.keys[i], self.values[i]
+        values = self.values
+        i = bisect_left(values, key, key=_key)
+        if i < len(values) and _key(values[i]) == key:
+            del values[i]
 
 
 # The Snapshot's lists of pods, and which of them a kept pod belongs in
@@ -146,15 +147,12 @@ class _Stream:
     # sort and a classification of the 150,000 objects of its kind)
     sorted_items: _Sorted | None = None
     sorted_pods: dict[str, _Sorted] | None = None
-    # (claims) the claims of each (driver, pool) they hold devices of, sorted, and each group as
-    # the Snapshot hands it out until it changes
+    # (claims) the claims of each (driver, pool) they hold devices of, sorted
     pools: dict[tuple[str, str], _Sorted] | None = None
-    pool_tuples: dict[tuple[str, str], tuple] = field(default_factory=dict)
 
     def changed(self) -> None:
         """Listed again: sorted afresh by the next snapshot."""
         self.sorted_items = self.sorted_pods = self.pools = None
-        self.pool_tuples = {}
 
     def put(self, key, obj: dict, before: dict | None) -> None:
         """An object added or replaced: the sorted forms patched (when made)."""
@@ -176,7 +174,6 @@ class _Stream:
                 self.sorted_pods[name].put(key, obj)
 
     def _pool(self, pool: tuple[str, str]) -> _Sorted:
-        self.pool_tuples.pop(pool, None)
         assert self.pools is not None
         found = self.pools.get(pool)
         if found is None:
@@ -306,7 +303,10 @@ class ClusterWatcher:
                 before = s.items.get(key)
                 changed = before != slim
                 if changed:  # an equal object stays the same one (the publish's memos compare identity)
-                    s.items[key] = kept = projection.kept(kind, slim)
+                    kept = projection.kept(kind, slim)
+                    if before is None:  # a new key: of the kept (interned) strings, not the event's
+                        key = _key(kept)
+                    s.items[key] = kept
                     s.put(key, kept, before)
             if rv:
                 s.rv = rv
@@ -384,28 +384,18 @@ class ClusterWatcher:
         return snap
 
     def _claims_by_pool(self) -> dict[tuple[str, str], tuple] | None:
-        """The claims grouped by the pools they hold devices of (the Snapshot's claims_by_pool);
-        a group's tuple is the one handed out last until a claim of it changes."""
+        """The claims grouped by the pools they hold devices of (the Snapshot's claims_by_pool)."""
         s = self._streams.get(("ResourceClaim", None))
         if s is None:
             return None
         if s.pools is None:
-            s.pools, s.pool_tuples = {}, {}
+            s.pools = {}
             for k in sorted(s.items):
                 claim = s.items[k]
                 for pool in projection.claim_pools(claim):
                     lst = s.pools.get(pool) or s.pools.setdefault(pool, _Sorted())
-                    lst.keys.append(k)
                     lst.values.append(claim)
-        out = {}
-        for pool, lst in s.pools.items():
-            if not lst.keys:
-                continue
-            t = s.pool_tuples.get(pool)
-            if t is None:
-                t = s.pool_tuples[pool] = tuple(lst.values)
-            out[pool] = t
-        return out
+        return {pool: tuple(lst.values) for pool, lst in s.pools.items() if lst.values}
 
     def _sorted_pods(self) -> dict[str, _Sorted]:
         """The kept pods sorted into the Snapshot's lists (by namespace and name), once per list."""
@@ -417,9 +407,7 @@ class ClusterWatcher:
         for k in sorted(kept):
             p = kept[k]
             for name in _pod_lists(p):
-                lst = found[name]
-                lst.keys.append(k)
-                lst.values.append(p)
+                found[name].values.append(p)
         if s is not None:
             s.sorted_pods = found
         return found
