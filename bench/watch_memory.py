@@ -3,6 +3,7 @@ kept object costs once decoded from the API server's JSON and projected (project
 both stacks, and the two stacks' stores at the lab bench's size.
 
     .venv/bin/python bench/watch_memory.py [--n 5000] [--nodes 500] [--pods-per-node 30]
+    .venv/bin/python bench/watch_memory.py --changes --nodes 5000 [--repeat 5]
 
 The objects are the ones bench/scale.py creates, as the API server hands them back (its
 defaults, uid, resourceVersion, timestamps, managedFields): device-plugin nodes with their
@@ -17,15 +18,30 @@ The "at the bench's size" lines add up the stores at --nodes (pods-per-node each
 requesting a GPU on the device plugin, every one holding a claim on DRA), and the watcher's
 resident memory they imply with the process's own part taken from the lab's device-plugin
 figure (PLUGIN_RSS_MIB at 500 nodes, docs/benchmarks.md), an estimate to be checked there.
+
+``--changes``: what one change costs from the watch event to the view's rows, in CPU seconds, at
+--nodes DRA nodes (every pod holding a claim): a real ClusterWatcher primed from these objects
+(a gateway handing them over one by one, as a streamed list does), then --repeat times a slice
+republished with a new productName and --repeat times a claim whose pod let it go (reservedFor
+emptied), each applied as the watch event would be, then the watcher's ``snapshot()`` and the
+publication's pure part (``gpus.view.publish.prepare``: ledger, findings, rows, with the memos a
+running watcher keeps). The objects are made as they are listed (150,000 pods and claims are
+never all held at once in their full form; making the one to change makes those before it, and
+what that leaves is collected before the change is timed). It reads the managed manifest from a throwaway
+SQLite database (DATABASE_URL, else one under /tmp).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import os
+import statistics
 import sys
+import tempfile
+import time
 import tracemalloc
 import uuid
 from pathlib import Path
@@ -197,12 +213,113 @@ def held(kind: str, raw: list[bytes], project) -> tuple[int, int]:
     return tracemalloc.get_traced_memory()[0] - before, len(store)
 
 
+class _Listed:
+    """A gateway that lists the bench's DRA objects, made one by one as they are handed over."""
+
+    name = "bench"
+
+    def __init__(self, nodes: int, ppn: int):
+        self.names = [f"bench-scale-{i:05d}" for i in range(nodes)]
+        self.nss = [f"bench-scale-ws-{k:04d}" for k in range(max(1, nodes // 10))]
+        self.ppn = ppn
+
+    def made(self, kind: str):
+        for i, nm in enumerate(self.names):
+            nd = dra_node_served(nm, i)
+            if kind == "Node":
+                yield nd
+            elif kind == "ResourceSlice":
+                yield slice_served(nm, nd, self.ppn, i)
+            elif kind in ("Pod", "ResourceClaim"):
+                for k in range(self.ppn):
+                    p = i * self.ppn + k
+                    pd = pod_served(self.nss[p % len(self.nss)], f"w-{p:06d}", nm, p, claim=f"w-{p:06d}")
+                    if kind == "Pod":
+                        yield pd
+                    else:
+                        yield claim_served(pd["metadata"]["namespace"], f"w-{p:06d}", nm, k % GPUS, pd, p)
+
+    def nth(self, kind: str, n: int) -> dict:
+        return next(itertools.islice(self.made(kind), n, None))
+
+    def list_with_version(self, kind, namespace=None, *, keep=None, worth=None):
+        kept = (keep(o) if keep else o for o in self.made(kind))
+        return [o for o in kept if o is not None], "1"
+
+    def watch(self, *args, **kwargs):
+        return iter(())
+
+
+def changes(nodes: int, ppn: int, repeat: int) -> None:
+    """CPU seconds from one watch event to the view's rows (see the module's docstring)."""
+    os.environ.setdefault("DATABASE_URL", f"sqlite:///{tempfile.mkdtemp(prefix='watch-memory-')}/db.sqlite3")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from brickadmin.cluster.watch import ClusterWatcher
+    from gpus.view import publish as view_publish
+
+    call_command("migrate", verbosity=0)
+    gw = _Listed(nodes, ppn)
+    w = ClusterWatcher(gw)
+    began = time.process_time()
+    w.prime()
+    print(
+        f"{nodes:,} DRA nodes, {nodes * ppn:,} pods and claims, {nodes * GPUS:,} devices: primed in "
+        f"{time.process_time() - began:.1f} s of CPU"
+    )
+
+    def publication() -> tuple[float, float]:
+        began = time.process_time()
+        snap = w.snapshot()
+        taken = time.process_time()
+        view_publish.prepare(snap)
+        return taken - began, time.process_time() - taken
+
+    first = publication()
+    print(f"first publication: snapshot() {first[0]:.3f} s, prepare {first[1]:.3f} s")
+    rows = []
+    for r in range(repeat):
+        sl = gw.nth("ResourceSlice", (r * 7919) % nodes)
+        sl["spec"]["devices"][0]["attributes"]["productName"] = {"string": f"NVIDIA A100 80GB PCIe rev {r}"}
+        gc.collect()  # what making the event left behind: not the change's cost
+        began = time.process_time()
+        assert w._apply(("ResourceSlice", None), {"type": "MODIFIED", "object": sl})
+        applied = time.process_time() - began
+        rows.append(("slice republished", applied, *publication()))
+    for r in range(repeat):
+        claim = gw.nth("ResourceClaim", (r * 104729) % (nodes * ppn))
+        claim["status"]["reservedFor"] = []
+        gc.collect()
+        began = time.process_time()
+        assert w._apply(("ResourceClaim", None), {"type": "MODIFIED", "object": claim})
+        applied = time.process_time() - began
+        rows.append(("claim let go", applied, *publication()))
+    print("| change | the event applied | snapshot() | prepare | total |\n|---|---|---|---|---|")
+    for label in ("slice republished", "claim let go"):
+        mine = [r for r in rows if r[0] == label]
+        totals = sorted(sum(r[1:]) for r in mine)
+        for _label, a, snap_s, prep_s in mine:
+            print(
+                f"| {label} | {a * 1000:.1f} ms | {snap_s * 1000:.1f} ms | {prep_s * 1000:.1f} ms | "
+                f"{(a + snap_s + prep_s) * 1000:.0f} ms |"
+            )
+        print(f"| {label}: median of {len(mine)} | | | | **{statistics.median(totals) * 1000:.0f} ms** |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=3000, help="objects of each kind measured (default 3000)")
     ap.add_argument("--nodes", type=int, default=500, help="the bench size the stores are added up at")
     ap.add_argument("--pods-per-node", type=int, default=30)
+    ap.add_argument("--changes", action="store_true", help="time one change to the view at --nodes instead")
+    ap.add_argument("--repeat", type=int, default=5, help="changes of each kind timed (--changes)")
     args = ap.parse_args()
+    if args.changes:
+        changes(args.nodes, args.pods_per_node, args.repeat)
+        return 0
     n, ppn = args.n, args.pods_per_node
     n_nodes = max(1, n // ppn)
     names = [f"bench-scale-{i:05d}" for i in range(n_nodes)]

@@ -12,7 +12,8 @@ stay Kubernetes-shaped, so the ledger cannot tell a projection from the full obj
   Not kept: annotations, managedFields, images, addresses, daemonEndpoints.
 - Pod (only GPU-requesting pods, pods using DRA ResourceClaims, device-plugin pods and the GPU
   Operator's mig-manager pods):
-  name, namespace, uid, labels, ownerReferences, creation/deletion timestamps; spec.nodeName
+  name, namespace, uid (not of a pod whose only GPU tie is a claim: nothing reads it), labels,
+  ownerReferences, creation/deletion timestamps; spec.nodeName
   and, per container, its name, nvidia.com/* requests and limits and the claims it uses
   (resources.claims); spec.resourceClaims; what quota scopes read (spec.priorityClassName,
   activeDeadlineSeconds, the cross-namespace pod affinity terms, status.qosClass: the API
@@ -31,8 +32,9 @@ stay Kubernetes-shaped, so the ledger cannot tell a projection from the full obj
   rewrites the pod counts whenever a plugin pod comes or goes; the pods themselves are kept).
 - Dynamic Resource Allocation (resource.k8s.io, counted by brickadmin/cluster/dra.py):
   ResourceSlice: name, uid, ownerReferences and spec whole; ResourceClaim: name, namespace,
-  uid, annotations, ownerReferences, spec.devices, status.allocation (not its allocationTimestamp
-  nor its results' shareID), reservedFor and devices;
+  annotations, ownerReferences, spec.devices, status.allocation (not its allocationTimestamp
+  nor its results' shareID), reservedFor (the pods by name, not their uids) and devices; not
+  its uid (nothing reads a claim's own uid);
   DeviceClass and DeviceTaintRule: name and spec; ResourceClaimTemplate: name, namespace, spec.
 - Kueue (where the cluster runs it): ClusterQueue: name, labels, spec whole, status's reservation,
   usage, Workload counts and conditions; Workload: name, namespace, uid, ownerReferences, queue,
@@ -40,9 +42,11 @@ stay Kubernetes-shaped, so the ledger cannot tell a projection from the full obj
   message), schedulingStats.evictions and admission.clusterQueue.
 
 Sharing (``compact``): a kept Pod, Node, ResourceSlice or ResourceClaim is rebuilt with its
-keys and strings interned and every sub-structure that holds no identity (no uid or claim
-name) shared with the equal ones already kept: the requests of 150,000 alike claims, the
-node selector of an allocation, a device's attributes, a pod's containers are one object each.
+keys and strings interned (not uids: no two objects hold one alike) and every sub-structure that
+holds no identity (no uid or claim name) shared with the equal ones already kept: the requests of
+150,000 alike claims, the node selector of an allocation, a device's attributes, a pod's
+containers are one object each. Each dict kept is one of a shape's (its keys in their order)
+whose keys table CPython shares (``_shaped``), each list is no longer than its items.
 Readers never write into the view, so one object can serve many; equality is unchanged.
 
 What the view keeps is what decides whether an event is worth a new generation: the watcher
@@ -68,9 +72,9 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 _META_KEEP = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp")
 
 
-def _meta(obj: dict, *, labels: bool = True, owners: bool = False, annotations: bool = False) -> dict:
+def _meta(obj: dict, *, labels: bool = True, owners: bool = False, annotations: bool = False, uid: bool = True) -> dict:
     src = obj.get("metadata") or {}
-    out = {k: src[k] for k in _META_KEEP if k in src}
+    out = {k: src[k] for k in _META_KEEP if k in src and (uid or k != "uid")}
     if labels and src.get("labels"):
         out["labels"] = dict(src["labels"])
     if annotations and src.get("annotations"):
@@ -118,6 +122,17 @@ def is_mig_manager_pod(pod: dict) -> bool:
     """A pod of the GPU Operator's mig-manager (app=nvidia-mig-manager in its namespace)."""
     meta = pod.get("metadata") or {}
     return meta.get("namespace") == OPERATOR_NAMESPACE and "mig-manager" in (meta.get("labels") or {}).get("app", "")
+
+
+def reports_device_health(pod: dict) -> bool:
+    """Whether the kubelet reports the health of a device the pod holds (allocatedResourcesStatus
+    in a container's or an init container's status): few pods do, and the health checks read those."""
+    status = pod.get("status") or {}
+    return any(
+        isinstance(cs, dict) and cs.get("allocatedResourcesStatus")
+        for key in ("containerStatuses", "initContainerStatuses")
+        for cs in status.get(key) or ()
+    )
 
 
 def keeps_pod(pod: dict) -> bool:
@@ -245,7 +260,10 @@ def pod(obj: dict) -> dict:
     for key in ("resourceClaimStatuses", "extendedResourceClaimStatus"):
         if status.get(key):
             st[key] = status[key]
-    return {**_head(obj, "Pod"), "metadata": _meta(obj, owners=True), "spec": s, "status": st}
+    # A pod whose only GPU tie is a claim keeps no uid: only an extended-resource claim's pod (one
+    # asking nvidia.com/*) is read by it (dra.verified_pod_usage); every pod on DRA holds a claim.
+    uid = bool(pod_gpu_requests(obj)) or not s.get("resourceClaims")
+    return {**_head(obj, "Pod"), "metadata": _meta(obj, owners=True, uid=uid), "spec": s, "status": st}
 
 
 def resource_quota(obj: dict) -> dict:
@@ -288,14 +306,27 @@ def resource_claim(obj: dict) -> dict:
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     out = {
         **_head(obj, "ResourceClaim", DRA_KINDS["ResourceClaim"]),
-        "metadata": _meta(obj, labels=False, owners=True, annotations=True),
+        # not its uid: nothing reads it, and 150,000 claims each hold their own
+        "metadata": _meta(obj, labels=False, owners=True, annotations=True, uid=False),
         "spec": {"devices": spec["devices"]} if "devices" in spec else {},
     }
     out["status"] = {k: status[k] for k in ("allocation", "reservedFor", "devices") if k in status}
+    if isinstance(status.get("reservedFor"), list):  # the pods by name (claim_pods), not their uids
+        out["status"]["reservedFor"] = [
+            {k: v for k, v in r.items() if k != "uid"} if isinstance(r, dict) else r for r in status["reservedFor"]
+        ]
     allocation = out["status"].get("allocation")
     if isinstance(allocation, dict):
         out["status"]["allocation"] = _allocation(allocation)
     return out
+
+
+def claim_pools(claim: dict) -> set[tuple[str, str]]:
+    """The (driver, pool) of every device a claim was allocated (status.allocation's results)."""
+    allocation = (claim.get("status") or {}).get("allocation")
+    devices = allocation.get("devices") if isinstance(allocation, dict) else None
+    results = devices.get("results") if isinstance(devices, dict) else None
+    return {(str(r.get("driver", "")), str(r.get("pool", ""))) for r in results or () if isinstance(r, dict)}
 
 
 def _allocation(allocation: dict) -> dict:
@@ -402,6 +433,11 @@ def whole(obj: dict, kind: str = "") -> dict:
 # holds it is not looked up for sharing.
 _IDENTITY_KEYS = frozenset({"uid", "resourceClaimName", "creationTimestamp", "uuid", "parentUUID"})
 _UNIQUE = object()  # the key of what is not shared
+# Values no two objects hold alike: not interned (an interned string costs a table entry)
+_NOT_INTERNED = frozenset({"uid"})
+# What each object holds for itself alone (the pods a claim is reserved for): not looked up for
+# sharing (a table entry would cost more than it could save)
+_OWN_KEYS = frozenset({"reservedFor"})
 _shared: dict = {}  # frozen form -> the one kept instance
 _shared_pruned_at = [1024]  # prune when the table doubles past this
 _intern = sys.intern
@@ -417,7 +453,12 @@ def _canon(value):
         out, frozen, unique = {}, ["{"], False
         for k, v in value.items():
             k = _intern(k) if type(k) is str else k
-            c, f = _canon(v)
+            if k in _NOT_INTERNED and type(v) is str:
+                c, f = v, _UNIQUE  # one object's own: interning it would only add a table entry
+            elif k in _OWN_KEYS:
+                c, f = _own(v), _UNIQUE
+            else:
+                c, f = _canon(v)
             out[k] = c
             if f is _UNIQUE or k in _IDENTITY_KEYS:
                 unique = True
@@ -426,10 +467,10 @@ def _canon(value):
                 frozen.append(f)
         return _one(out, frozen, unique)
     if t is list:
-        items, frozen, unique = [], ["["], False
-        for v in value:
+        items, frozen, unique = [None] * len(value), ["["], False  # no room to grow: kept as is
+        for i, v in enumerate(value):
             c, f = _canon(v)
-            items.append(c)
+            items[i] = c
             if f is _UNIQUE:
                 unique = True
             elif not unique:
@@ -440,16 +481,58 @@ def _canon(value):
     return value, _UNIQUE
 
 
+def _own(value):
+    """``value`` compacted as ``_canon`` does (its strings interned, what it holds shared), itself
+    not looked up for sharing."""
+    t = type(value)
+    if t is list:
+        items = [None] * len(value)
+        for i, v in enumerate(value):
+            items[i] = _own(v)
+        return items
+    if t is dict:
+        return _shaped({(_intern(k) if type(k) is str else k): _canon(v)[0] for k, v in value.items()})
+    return _canon(value)[0]
+
+
 def _one(made, frozen: list, unique: bool):
     if unique:
-        return made, _UNIQUE
+        return _shaped(made), _UNIQUE
     key = tuple(frozen)
     kept = _shared.get(key)
     if kept is None:
         if len(_shared) > 2 * _shared_pruned_at[0]:
             _prune_shared()
-        kept = _shared.setdefault(key, made)
+        kept = _shared.setdefault(key, _shaped(made))
     return kept, key
+
+
+# Dicts of one shape (the same keys in the same order) kept as the attribute dicts of one class's
+# instances: CPython shares their keys table, so each holds only its values, about 60 bytes less a
+# dict (a third of a small one). They are plain dicts to every reader. A shape per key tuple, up to
+# _SHAPES_MAX; keys like "__dict__" would be the class's own attributes, so such dicts stay plain.
+_shapes: dict[tuple, type] = {}
+_SHAPES_MAX = 2048
+_SHAPE_KEYS_MAX = 30  # CPython shares at most this many keys
+
+
+def _shaped(made):
+    if type(made) is not dict or not made:
+        return made
+    keys = tuple(made)
+    cls = _shapes.get(keys)
+    if cls is None:
+        if (
+            len(_shapes) >= _SHAPES_MAX
+            or len(keys) > _SHAPE_KEYS_MAX
+            or not all(type(k) is str and not k.startswith("__") for k in keys)
+        ):
+            return made
+        cls = _shapes.setdefault(keys, type("KeptShape", (), {}))
+    holder = cls()
+    for k, v in made.items():
+        setattr(holder, k, v)
+    return holder.__dict__
 
 
 def _prune_shared() -> None:

@@ -63,6 +63,14 @@ class Snapshot:
     kueue_served: bool | None = None
     kueue_cluster_queues: list[dict] = field(default_factory=list)
     kueue_workloads: list[dict] = field(default_factory=list)
+    # the pods of gpu_pods and claim_pods whose devices' health the kubelet reports
+    # (projection.reports_device_health): the watcher keeps the list as pods change, so the
+    # health checks do not walk 150,000 pods per change; None: not listed, read from those two
+    health_pods: list[dict] | None = None
+    # (driver, pool) -> the claims allocated a device of that pool, in resource_claims' order
+    # (projection.claim_pools): the watcher keeps them as claims change, so counting one node's
+    # DRA GPUs does not walk 150,000 claims; None: not grouped, read from resource_claims
+    claims_by_pool: dict[tuple[str, str], tuple[dict, ...]] | None = None
 
 
 # Snapshot field -> the watched kind it holds

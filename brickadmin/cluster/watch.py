@@ -23,6 +23,7 @@ import logging
 import random
 import threading
 import time
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -77,6 +78,56 @@ PUBLISH_TIMES_KEPT = 128  # the heartbeat carries them: about 3 KB
 REHEARSE_SECONDS = 5.0  # how often a standby works out the view's parts from what changed
 
 
+class _Sorted:
+    """Objects in their keys' order (namespace, name), patched where one changes (a bisection)
+    instead of sorted again: at 150,000 claims a sort per change was most of a change's cost to
+    the snapshot. The keys are read from the objects, not kept beside them."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, items: dict | None = None):
+        self.values = [items[k] for k in sorted(items)] if items else []
+
+    def put(self, key, value) -> None:
+        values = self.values
+        i = bisect_left(values, key, key=_key)
+        if i < len(values) and _key(values[i]) == key:
+            values[i] = value
+        else:
+            values.insert(i, value)
+
+    def drop(self, key) -> None:
+        values = self.values
+        i = bisect_left(values, key, key=_key)
+        if i < len(values) and _key(values[i]) == key:
+            del values[i]
+
+
+# The Snapshot's lists of pods, and which of them a kept pod belongs in
+POD_LISTS = ("gpu_pods", "failed_gpu_pods", "plugin_pods", "claim_pods", "mig_manager_pods", "health_pods")
+
+
+def _pod_lists(p: dict) -> list[str]:
+    out = []
+    gpu, terminal = projection.is_gpu_pod(p), projection.is_terminal(p)
+    if gpu:
+        phase = (p.get("status") or {}).get("phase")
+        if phase == "Failed":
+            out.append("failed_gpu_pods")
+        elif phase != "Succeeded":
+            out.append("gpu_pods")
+    if projection.is_plugin_pod(p):
+        out.append("plugin_pods")
+    claims = projection.uses_claims(p)
+    if claims and not terminal:
+        out.append("claim_pods")
+    if projection.is_mig_manager_pod(p):
+        out.append("mig_manager_pods")
+    if (gpu or claims) and not terminal and projection.reports_device_health(p):
+        out.append("health_pods")
+    return out
+
+
 @dataclass
 class _Stream:
     """One watched kind: its store and how current it is."""
@@ -94,13 +145,54 @@ class _Stream:
     # an optional kind the cluster does not serve (404) or lets us not read (403): kept empty,
     # not watched, listed again every UNSERVED_RETRY_SECONDS; the reason, else ""
     unserved: str = ""
-    # the items sorted, and (pods) what the snapshot sorts them into, until they change: a change
-    # to one kind does not sort and classify the 150,000 objects of the others again
-    sorted_items: list | None = None
-    sorted_pods: dict | None = None
+    # the items sorted, and (pods) the Snapshot's lists they belong in, each sorted: made on the
+    # first snapshot after a list, then patched per event (a change costs that object, not a
+    # sort and a classification of the 150,000 objects of its kind)
+    sorted_items: _Sorted | None = None
+    sorted_pods: dict[str, _Sorted] | None = None
+    # (claims) the claims of each (driver, pool) they hold devices of, sorted
+    pools: dict[tuple[str, str], _Sorted] | None = None
 
     def changed(self) -> None:
-        self.sorted_items = self.sorted_pods = None
+        """Listed again: sorted afresh by the next snapshot."""
+        self.sorted_items = self.sorted_pods = self.pools = None
+
+    def put(self, key, obj: dict, before: dict | None) -> None:
+        """An object added or replaced: the sorted forms patched (when made)."""
+        if self.sorted_items is not None:
+            self.sorted_items.put(key, obj)
+        if self.pools is not None:
+            was = projection.claim_pools(before) if before is not None else set()
+            for pool in was - projection.claim_pools(obj):
+                self._pool(pool).drop(key)
+            for pool in projection.claim_pools(obj):
+                self._pool(pool).put(key, obj)
+        if self.sorted_pods is not None:
+            was = _pod_lists(before) if before is not None else []
+            now = _pod_lists(obj)
+            for name in was:
+                if name not in now:
+                    self.sorted_pods[name].drop(key)
+            for name in now:
+                self.sorted_pods[name].put(key, obj)
+
+    def _pool(self, pool: tuple[str, str]) -> _Sorted:
+        assert self.pools is not None
+        found = self.pools.get(pool)
+        if found is None:
+            found = self.pools[pool] = _Sorted()
+        return found
+
+    def drop(self, key, before: dict) -> None:
+        """An object gone: taken out of the sorted forms."""
+        if self.sorted_items is not None:
+            self.sorted_items.drop(key)
+        if self.pools is not None:
+            for pool in projection.claim_pools(before):
+                self._pool(pool).drop(key)
+        if self.sorted_pods is not None:
+            for lst in self.sorted_pods.values():
+                lst.drop(key)
 
 
 class ClusterWatcher:
@@ -202,22 +294,26 @@ class ClusterWatcher:
             s.events += 1
             self.last_event_at = now
             key = _key(obj)
-            if type_ == "DELETED":
-                changed = s.items.pop(key, None) is not None
+            slim = None if type_ == "DELETED" else projection.project_unshared(kind, obj)
+            if slim is None:  # deleted, or no longer (or never) one the watcher keeps
+                gone = s.items.pop(key, None)
+                changed = gone is not None
+                if changed:
+                    s.drop(key, gone)
             else:
                 # compacted only when it changed: most events (a heartbeat, a resourceVersion-only
                 # write) change nothing kept, and compacting costs about as much as projecting
-                slim = projection.project_unshared(kind, obj)
-                if slim is None:  # no longer (or never) one the watcher keeps
-                    changed = s.items.pop(key, None) is not None
-                else:
-                    changed = s.items.get(key) != slim
-                    if changed:  # an equal object stays the same one (the publish's memos compare identity)
-                        s.items[key] = projection.kept(kind, slim)
+                before = s.items.get(key)
+                changed = before != slim
+                if changed:  # an equal object stays the same one (the publish's memos compare identity)
+                    kept = projection.kept(kind, slim)
+                    if before is None:  # a new key: of the kept (interned) strings, not the event's
+                        key = _key(kept)
+                    s.items[key] = kept
+                    s.put(key, kept, before)
             if rv:
                 s.rv = rv
             if changed:
-                s.changed()
                 self.counters["changes"] += 1
                 s.changes += 1
             return changed
@@ -271,10 +367,11 @@ class ClusterWatcher:
                 if s is None:
                     return []
                 if s.sorted_items is None:
-                    s.sorted_items = [s.items[k] for k in sorted(s.items)]
-                return list(s.sorted_items)  # the Snapshot's own list: a reader may sort or extend it
+                    s.sorted_items = _Sorted(s.items)
+                return list(s.sorted_items.values)  # the Snapshot's own list: a reader may sort or extend it
 
             pods = self._sorted_pods()
+            claims_by_pool = self._claims_by_pool()
             snap = Snapshot(
                 nodes=sorted(items("Node"), key=lambda n: n["metadata"]["name"]),
                 quotas=items("ResourceQuota"),
@@ -285,10 +382,11 @@ class ClusterWatcher:
                 operator_configmaps=items("ConfigMap", OPERATOR_NAMESPACE),
                 source=self.gateway.name,
                 taken_at=self.as_of(),
-                **{name: list(found) for name, found in pods.items()},
+                **{name: list(found.values) for name, found in pods.items()},
                 **{name: items(kind) for name, kind in DRA_FIELDS.items()},
                 **{name: items(kind) for name, kind in KUEUE_FIELDS.items()},
                 kueue_served=self._kueue_served(),
+                claims_by_pool=claims_by_pool,
             )
         if self.gateway.name == "twin":
             snap.devices, snap.device_source = self.gateway.gpu_devices() or {}, "twin"
@@ -301,34 +399,31 @@ class ClusterWatcher:
         s = self._streams.get(("ClusterQueue", None))
         return None if s is None else not s.unserved
 
-    def _sorted_pods(self) -> dict[str, list]:
-        """The kept pods sorted into the Snapshot's lists (by namespace and name), once per change."""
+    def _claims_by_pool(self) -> dict[tuple[str, str], tuple] | None:
+        """The claims grouped by the pools they hold devices of (the Snapshot's claims_by_pool)."""
+        s = self._streams.get(("ResourceClaim", None))
+        if s is None:
+            return None
+        if s.pools is None:
+            s.pools = {}
+            for k in sorted(s.items):
+                claim = s.items[k]
+                for pool in projection.claim_pools(claim):
+                    lst = s.pools.get(pool) or s.pools.setdefault(pool, _Sorted())
+                    lst.values.append(claim)
+        return {pool: tuple(lst.values) for pool, lst in s.pools.items() if lst.values}
+
+    def _sorted_pods(self) -> dict[str, _Sorted]:
+        """The kept pods sorted into the Snapshot's lists (by namespace and name), once per list."""
         s = self._streams.get(("Pod", None))
         if s is not None and s.sorted_pods is not None:
             return s.sorted_pods
-        gpu_pods, failed, plugin_pods, claim_pods, mig = [], [], [], [], []
+        found: dict[str, _Sorted] = {name: _Sorted() for name in POD_LISTS}
         kept = {} if s is None else s.items
         for k in sorted(kept):
             p = kept[k]
-            if projection.is_gpu_pod(p):
-                phase = (p.get("status") or {}).get("phase")
-                if phase == "Failed":
-                    failed.append(p)
-                elif phase != "Succeeded":
-                    gpu_pods.append(p)
-            if projection.is_plugin_pod(p):
-                plugin_pods.append(p)
-            if projection.uses_claims(p) and not projection.is_terminal(p):
-                claim_pods.append(p)
-            if projection.is_mig_manager_pod(p):
-                mig.append(p)
-        found = {
-            "gpu_pods": gpu_pods,
-            "failed_gpu_pods": failed,
-            "plugin_pods": plugin_pods,
-            "claim_pods": claim_pods,
-            "mig_manager_pods": mig,
-        }
+            for name in _pod_lists(p):
+                found[name].values.append(p)
         if s is not None:
             s.sorted_pods = found
         return found

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from brickadmin.cluster.projection import reports_device_health
 from brickadmin.cluster.vocabulary import MIG_CONFIG_LABEL, MIG_MANAGER_DEPLOY_LABEL, KubeObject
 
 HEALTHY, UNHEALTHY, UNKNOWN = "Healthy", "Unhealthy", "Unknown"
@@ -123,6 +124,16 @@ def running_pods(*pod_lists: Iterable[KubeObject]) -> list[KubeObject]:
             seen.add(key)
             out.append(p)
     return out
+
+
+def pods_reporting_health(snapshot: object) -> list[KubeObject]:
+    """The Running GPU and claim pods whose devices' health the kubelet reports, each once: the
+    watcher's list of them when the snapshot has one, else picked from its GPU and claim pods."""
+    listed = getattr(snapshot, "health_pods", None)
+    if listed is not None:
+        return running_pods(listed)
+    gpu_pods, claim_pods = getattr(snapshot, "gpu_pods", None) or [], getattr(snapshot, "claim_pods", None) or []
+    return [p for p in running_pods(gpu_pods, claim_pods) if reports_device_health(p)]
 
 
 def devices_by_health(pods: Iterable[KubeObject], health: str) -> list[HeldDevice]:

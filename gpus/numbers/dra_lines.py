@@ -10,7 +10,7 @@ nothing, never a silent partial count.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -143,25 +143,28 @@ class DraInputs:
     taint_rules: Sequence[KubeObject] = ()
 
     def __eq__(self, other: object) -> bool:
+        # a list's == compares its items by identity first, in C: the same objects cost no walk
+        # of them, and an object replaced by an equal one (never, from the watcher) is as good
         return (
             isinstance(other, DraInputs)
-            and _ids(self.slices) == _ids(other.slices)
-            and _ids(self.claims) == _ids(other.claims)
-            and _ids(self.taint_rules) == _ids(other.taint_rules)
+            and self.slices == other.slices
+            and self.claims == other.claims
+            and list(self.taint_rules) == list(other.taint_rules)
         )
 
     __hash__ = None  # type: ignore[assignment]  # compared, never a key
 
 
-def _ids(objects: Sequence[KubeObject]) -> list[int]:
-    return [id(o) for o in objects]
-
-
 def inputs_by_node(
-    slices: Iterable[KubeObject], claims: Iterable[KubeObject], taint_rules: Sequence[KubeObject] = ()
+    slices: Iterable[KubeObject],
+    claims: Iterable[KubeObject],
+    taint_rules: Sequence[KubeObject] = (),
+    claims_by_pool: Mapping[tuple[str, str], Sequence[KubeObject]] | None = None,
 ) -> dict[str, DraInputs]:
     """node name -> its DRA inputs: the driver's slices by their nodeName (a pool is one node's
-    under NVIDIA's driver), and each claim under every node whose pool its results name."""
+    under NVIDIA's driver), and each claim under every node whose pool its results name.
+    ``claims_by_pool``: the claims already grouped by (driver, pool) in ``claims``' order (the
+    watcher's Snapshot.claims_by_pool), read instead of walking every claim."""
     out: dict[str, DraInputs] = {}
     pool_node: dict[str, str] = {}
     for s in slices:
@@ -171,13 +174,37 @@ def inputs_by_node(
         node = str(spec.get("nodeName") or "")
         out.setdefault(node, DraInputs(taint_rules=taint_rules)).slices.append(s)
         pool_node[str((spec.get("pool") or {}).get("name", ""))] = node
+    if claims_by_pool is not None:
+        pools_of: dict[str, list[str]] = {}
+        for pool, node in pool_node.items():
+            pools_of.setdefault(node, []).append(pool)
+        for node, pools in pools_of.items():
+            if len(pools) == 1:
+                out[node].claims = list(claims_by_pool.get((dra.DRIVER_NAME, pools[0]), ()))
+                continue
+            held = {id(c): c for p in pools for c in claims_by_pool.get((dra.DRIVER_NAME, p), ())}
+            out[node].claims = sorted(held.values(), key=_claim_order)
+        return out
+    # claims given shares of one device hold one allocation object (the watcher shares equal
+    # sub-structures): where it is held is worked out once per allocation, not per claim
+    nodes_of: dict[int, list[str]] = {}
     for c in claims:
-        results = (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
-        held_on = {pool_node.get(str(r.get("pool", ""))) for r in results if r.get("driver") == dra.DRIVER_NAME}
+        allocation = (c.get("status") or {}).get("allocation")
+        if not allocation:
+            continue
+        held_on = nodes_of.get(id(allocation))
+        if held_on is None:
+            results = (allocation.get("devices") or {}).get("results") or []
+            named = {str(r.get("pool", "")) for r in results if r.get("driver") == dra.DRIVER_NAME}
+            held_on = nodes_of[id(allocation)] = sorted({pool_node[p] for p in named if p in pool_node})
         for name in held_on:
-            if name is not None:
-                out[name].claims.append(c)
+            out[name].claims.append(c)
     return out
+
+
+def _claim_order(claim: KubeObject) -> tuple[str, str]:
+    meta = claim.get("metadata") or {}
+    return str(meta.get("namespace", "")), str(meta.get("name", ""))
 
 
 def dra_nodes(

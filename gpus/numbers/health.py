@@ -1066,7 +1066,7 @@ def _gpu_of(n: NodeLedger | None, d: device_health.HeldDevice) -> str:
 def pod_device_unhealthy(inputs: HealthInputs) -> Iterable[Problem]:
     snap = inputs.snapshot
     owners = _owners(snap)
-    pods = device_health.running_pods(getattr(snap, "gpu_pods", None) or [], getattr(snap, "claim_pods", None) or [])
+    pods = device_health.pods_reporting_health(snap)
     for d in device_health.devices_by_health(pods, device_health.UNHEALTHY):
         n = inputs.ledger.node(d.node) if d.node else None
         gpu = _gpu_of(n, d) or d.resource_id
@@ -1134,7 +1134,7 @@ def pod_device_unhealthy(inputs: HealthInputs) -> Iterable[Problem]:
 )
 def pod_device_health_unknown(inputs: HealthInputs) -> Iterable[Problem]:
     snap = inputs.snapshot
-    pods = device_health.running_pods(getattr(snap, "gpu_pods", None) or [], getattr(snap, "claim_pods", None) or [])
+    pods = device_health.pods_reporting_health(snap)
     by_node: dict[str, list[device_health.HeldDevice]] = {}
     for d in device_health.devices_by_health(pods, device_health.UNKNOWN):
         by_node.setdefault(d.node, []).append(d)

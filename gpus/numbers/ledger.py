@@ -938,7 +938,12 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
     ts_replicas = brick_replicas(snapshot.plugin_configmaps)
     brick_sharing = brick_sharing_strategy(snapshot.plugin_configmaps)
     dra_inputs = (
-        inputs_by_node(snapshot.resource_slices, snapshot.resource_claims, snapshot.device_taint_rules)
+        inputs_by_node(
+            snapshot.resource_slices,
+            snapshot.resource_claims,
+            snapshot.device_taint_rules,
+            getattr(snapshot, "claims_by_pool", None),
+        )
         if snapshot.resource_slices
         else {}
     )

@@ -261,3 +261,79 @@ def test_a_claim_arriving_by_a_watch_event_is_kept_sharing_what_it_holds_alike(l
     assert kept[again["metadata"]["name"]]["spec"] == first["spec"]
     assert kept[again["metadata"]["name"]]["spec"] is kept[first["metadata"]["name"]]["spec"]
     assert kept[first["metadata"]["name"]] is first  # unchanged: the same object as before the event
+
+
+def _full(gw, kind, name):
+    items, _rv = gw.list_with_version(kind)
+    return copy.deepcopy(next(o for o in items if o["metadata"]["name"] == name))
+
+
+def _replace(gw, obj):
+    """A write the twin's apply does not make (a status): the object deleted and made again."""
+    meta = obj["metadata"]
+    gw.delete(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+    obj = copy.deepcopy(obj)
+    for key in ("uid", "resourceVersion", "managedFields"):
+        meta.pop(key, None)
+    gw.apply(obj)
+
+
+def test_the_lists_the_watcher_patches_per_event_are_those_a_fresh_list_sorts(load_scenario):
+    """The watcher patches its sorted lists, its pods' lists and its claims by pool where an
+    object changed (it does not sort 150,000 objects per change): after claims moved, went
+    and came, and pods changed list, every list and group is the one a fresh watcher makes, and
+    the ledger and the findings read from them are those read from the plain lists."""
+    import dataclasses
+
+    from brickadmin.cluster import projection
+    from gpus.numbers import health, ledger
+
+    gw = load_scenario("dra")
+    w = ClusterWatcher(gw)
+    w.prime()
+    before = w.snapshot()  # the sorted forms are made: from now on they are patched
+    assert before.health_pods and before.claims_by_pool
+
+    reporting = before.health_pods[0]["metadata"]
+    pod = _full(gw, "Pod", reporting["name"])
+    for cs in pod["status"]["containerStatuses"]:
+        cs.pop("allocatedResourcesStatus", None)
+    _replace(gw, pod)  # no longer reports its devices' health
+    gpu_pod = _full(gw, "Pod", before.gpu_pods[0]["metadata"]["name"])
+    gpu_pod["status"]["phase"] = "Failed"
+    _replace(gw, gpu_pod)  # from the GPU pods to the failed ones
+    moved = next(c for c in before.resource_claims if c["status"].get("reservedFor") and c["status"].get("allocation"))
+    claim = _full(gw, "ResourceClaim", moved["metadata"]["name"])
+    for r in claim["status"]["allocation"]["devices"]["results"]:
+        r["pool"] = "dra-both-01"
+    _replace(gw, claim)  # allocated on another node's pool
+    gone = next(c for c in before.resource_claims if c["metadata"]["name"] != moved["metadata"]["name"])
+    gw.delete(gone["apiVersion"], "ResourceClaim", gone["metadata"]["name"], gone["metadata"]["namespace"])
+    assert w.sync() is True
+    snap = w.snapshot()
+
+    fresh = ClusterWatcher(gw)
+    fresh.prime()
+    again = fresh.snapshot()
+    for name in ("nodes", "gpu_pods", "failed_gpu_pods", "plugin_pods", "claim_pods", "mig_manager_pods", *DRA_FIELDS):
+        assert getattr(snap, name) == getattr(again, name), name
+    assert snap.health_pods == again.health_pods
+    assert reporting["name"] not in names(snap.health_pods)
+    assert gpu_pod["metadata"]["name"] in names(snap.failed_gpu_pods)
+    assert snap.claims_by_pool == again.claims_by_pool
+    grouped: dict = {}
+    for c in snap.resource_claims:
+        for pool in projection.claim_pools(c):
+            grouped.setdefault(pool, []).append(c)
+    assert snap.claims_by_pool == {pool: tuple(found) for pool, found in grouped.items()}
+    assert moved["metadata"]["name"] in names(snap.claims_by_pool[("gpu.nvidia.com", "dra-both-01")])
+    assert gone["metadata"]["name"] not in names(snap.resource_claims)
+
+    plain = dataclasses.replace(snap, health_pods=None, claims_by_pool=None)
+    assert ledger.compute(snap) == ledger.compute(plain)
+    found = health.problems(health.HealthInputs(ledger=ledger.compute(snap), snapshot=snap), reads="cluster")
+    expected = health.problems(health.HealthInputs(ledger=ledger.compute(plain), snapshot=plain), reads="cluster")
+    assert found == expected
+    assert any(p.kind == "pod-device-unhealthy" for p in found) or any(
+        p.kind == "pod-device-health-unknown" for p in found
+    )

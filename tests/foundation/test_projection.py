@@ -355,3 +355,36 @@ def test_what_no_kept_object_holds_any_more_is_forgotten():
     first = {"spec", "nodeName", "phase"}
     assert not any(k[1] in first for k in projection._shared if isinstance(k, tuple) and len(k) > 1)
     assert later[0]["metadata"]["labels"] == {"app": "a-0"}
+
+
+def test_a_pod_on_a_claim_and_its_claim_keep_no_uid_nothing_reads_and_stay_plain_dicts():
+    """What the watcher keeps of a pod whose only GPU tie is a claim, and of its claim: no uid
+    (nothing reads either; the claim names its pods in reservedFor); a GPU pod keeps its uid (an
+    extended-resource claim is checked against it). Every kept dict is a plain dict (its keys'
+    table shared with its shape's), equal to the projection with its own copies."""
+    raw = _share_claim("w-1", "c0000000-0000-4000-8000-000000000001", "s-1", "p-1")
+    raw["status"]["reservedFor"][0]["uid"] = "p0000000-0000-4000-8000-000000000001"
+    claim = projection.project("ResourceClaim", json.loads(json.dumps(raw)))
+    assert "uid" not in claim["metadata"]
+    assert claim["status"]["reservedFor"] == [{"name": "p-1", "resource": "pods"}]
+    assert [r["name"] for r in claim["status"]["reservedFor"]] == ["p-1"]
+
+    def on_claim(name):
+        p = pod("team-a", name)
+        p["metadata"]["uid"] = f"u-{name}"
+        p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": name}]
+        p["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+        return p
+
+    full = [on_claim("p-1"), on_claim("p-2")]
+    kept = [projection.project("Pod", json.loads(json.dumps(p))) for p in full]
+    assert all("uid" not in k["metadata"] for k in kept)
+    assert kept[0]["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimName": "p-1"}]
+    assert kept[0] == projection.project_unshared("Pod", full[0])
+    assert type(kept[0]) is dict and type(kept[0]["metadata"]) is dict
+    assert json.loads(json.dumps(kept[0])) == kept[0]
+
+    gpu = pod("team-a", "trainer", gpu={"nvidia.com/gpu": "1"})
+    gpu["metadata"]["uid"] = "u-trainer"
+    gpu["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "trainer-gpu"}]
+    assert projection.project("Pod", gpu)["metadata"]["uid"] == "u-trainer"
