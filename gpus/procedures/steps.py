@@ -221,15 +221,16 @@ class Drain(Step):
 class Label(Step):
     key = "label"
 
-    def __init__(self, value):
+    def __init__(self, value, leaving_mps=False):
         self.value = value
+        self.leaving_mps = leaving_mps  # the node was on MPS: its kubectl takes nvidia.com/mps.capable away
 
     def title(self, run):
         return _("Label %(node)s %(label)s=%(value)s") % {"node": run.node, "label": SHARING_LABEL, "value": self.value}
 
     def kubectl(self, run):
-        mps = f"{MPS_CAPABLE_LABEL}=true" if self.value == "mps" else f"{MPS_CAPABLE_LABEL}-"
-        return f"kubectl label node {run.node} {SHARING_LABEL}={self.value} {mps} --overwrite"
+        mps = {True: f" {MPS_CAPABLE_LABEL}=true", False: f" {MPS_CAPABLE_LABEL}-" if self.leaving_mps else ""}
+        return f"kubectl label node {run.node} {SHARING_LABEL}={self.value}{mps[self.value == 'mps']} --overwrite"
 
     def wanted(self) -> dict[str, str | None]:
         """The labels this step sets: on MPS also nvidia.com/mps.capable=true, which GPU feature

@@ -15,7 +15,7 @@ from tests.gpus.test_procedures_engine import run_now, status
 pytestmark = pytest.mark.usefixtures("fast_engine")
 
 GPU, SHARED = vocab.GPU, vocab.GPU_SHARED
-MPS_REPLICAS = 4  # the shipped manifest's nvidia-device-plugin-config-mps
+MPS_REPLICAS = 3  # the shipped manifest's nvidia-device-plugin-config-mps
 
 
 def plugin_pods(gw, node):
@@ -34,7 +34,7 @@ def test_e_converts_an_exclusive_node_to_mps(twin):
     labels, spec, cap, alloc = status(twin, "dev-a1-ws04")
     assert labels[vocab.SHARING_LABEL] == "mps" and labels[vocab.MPS_CAPABLE_LABEL] == "true"
     assert not spec.get("unschedulable")
-    assert alloc[SHARED] == cap[SHARED] == str(MPS_REPLICAS)  # 1 physical × 4 MPS clients
+    assert alloc[SHARED] == cap[SHARED] == str(MPS_REPLICAS)  # 1 physical × 3 MPS clients
     assert GPU not in cap and GPU not in alloc
     assert plugin_pods(twin, "dev-a1-ws04") == {"mps": "Running", vocab.MPS_CONTROL_COMPONENT: "Running"}
     n = node_line("dev-a1-ws04")

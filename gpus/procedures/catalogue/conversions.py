@@ -65,7 +65,7 @@ class _Conversion(ProcedureDef):
             PrecheckStep(self),
             Cordon(),
             Drain(),
-            Label(v),
+            Label(v, leaving_mps=self.from_mps),
             PluginPodRunning(v),
             AllocatableIs(v),
             RemoveStale(v),
