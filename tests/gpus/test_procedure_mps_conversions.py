@@ -143,3 +143,21 @@ def test_a_failed_step_is_restored_with_the_mps_label_taken_away(twin, monkeypat
     assert labels[vocab.SHARING_LABEL] == "none" and vocab.MPS_CAPABLE_LABEL not in labels
     assert not spec.get("unschedulable") and alloc[GPU] == "1"
     assert plugin_pods(twin, "dev-a1-ws04") == {"default": "Running"}
+
+
+def test_the_pages_plan_e_and_offer_h_and_j_on_the_mps_node_it_made(twin, admin_client):
+    from django.urls import reverse
+
+    plan = admin_client.get(reverse("wizard_plan", args=["E"]), {"node": "dev-a1-ws04"}).content.decode()
+    assert "kubectl label node dev-a1-ws04 brick.cloud/gpu.sharing=mps nvidia.com/mps.capable=true --overwrite" in plan
+    assert "Verify the MPS control daemon pod is Running on dev-a1-ws04" in plan
+    node_page = admin_client.get(reverse("node_detail", args=["dev-a1-ws04"])).content.decode()
+    assert "Convert to MPS (E)" in node_page and "Convert to exclusive (H)" not in node_page
+    assert run_now("E", "dev-a1-ws04").status == "succeeded"
+    node_page = admin_client.get(reverse("node_detail", args=["dev-a1-ws04"])).content.decode()
+    assert "Convert to exclusive (H)" in node_page and "Convert to time-slicing (J)" in node_page
+    assert "Convert to MPS (E)" not in node_page and "Convert to exclusive (B)" not in node_page
+    plan_h = admin_client.get(reverse("wizard_plan", args=["H"]), {"node": "dev-a1-ws04"}).content.decode()
+    assert "kubectl label node dev-a1-ws04 brick.cloud/gpu.sharing=none nvidia.com/mps.capable- --overwrite" in plan_h
+    pick_b = admin_client.get(reverse("wizard_pick", args=["B"])).content.decode()
+    assert 'value="dev-a1-ws04" disabled' in pick_b and "convert it with H (MPS → Exclusive)" in pick_b
