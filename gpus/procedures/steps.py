@@ -229,8 +229,12 @@ class Label(Step):
         return _("Label %(node)s %(label)s=%(value)s") % {"node": run.node, "label": SHARING_LABEL, "value": self.value}
 
     def kubectl(self, run):
-        mps = {True: f" {MPS_CAPABLE_LABEL}=true", False: f" {MPS_CAPABLE_LABEL}-" if self.leaving_mps else ""}
-        return f"kubectl label node {run.node} {SHARING_LABEL}={self.value}{mps[self.value == 'mps']} --overwrite"
+        mps = ""
+        if self.value == "mps":
+            mps = f" {MPS_CAPABLE_LABEL}=true"
+        elif self.leaving_mps:
+            mps = f" {MPS_CAPABLE_LABEL}-"
+        return f"kubectl label node {run.node} {SHARING_LABEL}={self.value}{mps} --overwrite"
 
     def wanted(self) -> dict[str, str | None]:
         """The labels this step sets: on MPS also nvidia.com/mps.capable=true, which GPU feature
