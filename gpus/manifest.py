@@ -22,10 +22,15 @@ from brickadmin.cluster.pluginconfig import plugin_config_errors
 from brickadmin.cluster.vocabulary import COMPONENT_LABEL as COMPONENT
 from brickadmin.cluster.vocabulary import (
     DEFAULT_DAEMONSET,
+    MPS_CAPABLE_LABEL,
+    MPS_CONFIGMAP,
+    MPS_CONTROL_DAEMONSET,
+    MPS_DAEMONSET,
     SHARING_LABEL,
     TS_CONFIGMAP,
     TS_DAEMONSET,
     configmap_replicas,
+    mps_configmap_replicas,
     parse_plugin_config,
     time_slicing,
     tolerates,
@@ -43,6 +48,9 @@ __all__ = [
     "MANIFEST_FILE",
     "MAX_DEPTH",
     "MAX_NODES",
+    "MPS_CONFIGMAP",
+    "MPS_CONTROL_DAEMONSET",
+    "MPS_DAEMONSET",
     "NAMESPACE",
     "RESTARTED_AT",
     "SHARING_LABEL",
@@ -83,7 +91,7 @@ class ManifestError(ValueError):
 ALLOWED_KINDS = {"ConfigMap": "v1", "DaemonSet": "apps/v1"}
 MAX_DEPTH = 40  # the plugin's objects nest about 12 levels
 MAX_NODES = 100_000  # aliases can multiply a small text into a huge document
-MAX_DOCUMENTS = 20  # the plugin's manifest holds 4 (two ConfigMaps, two DaemonSets)
+MAX_DOCUMENTS = 20  # the plugin's manifest holds 7 (three ConfigMaps, four DaemonSets)
 MAX_CHARACTERS = 256 * 1024  # the plugin's manifest is about 4 KB
 
 
@@ -296,14 +304,24 @@ def validate(docs: list[dict]) -> Validation:
     return v
 
 
+MPS_SET = (MPS_CONFIGMAP, MPS_DAEMONSET, MPS_CONTROL_DAEMONSET)  # MPS needs all three, or none
+
+
 def _validate(docs: list[dict], v: Validation) -> None:
     cms = {d["metadata"]["name"]: d for d in _docs_of(docs, "ConfigMap")}
     dss = {d["metadata"]["name"]: d for d in _docs_of(docs, "DaemonSet")}
-    if len(cms) != 2 or len(dss) != 2:
+    with_mps = any(name in cms or name in dss for name in MPS_SET)
+    if (len(cms), len(dss)) not in ((2, 2), (3, 4)):
         v.errors.append(
-            _("Expected two ConfigMaps and two DaemonSets, found %(c)d and %(d)d.") % {"c": len(cms), "d": len(dss)}
+            _(
+                "Expected two ConfigMaps and two DaemonSets, or with MPS three ConfigMaps and four "
+                "DaemonSets, found %(c)d and %(d)d."
+            )
+            % {"c": len(cms), "d": len(dss)}
         )
     wanted = {"none": DEFAULT_DAEMONSET, "timeslicing": TS_DAEMONSET}
+    if with_mps:
+        wanted["mps"] = MPS_DAEMONSET
     tolerations = {}
     for value, name in wanted.items():
         ds = dss.get(name)
@@ -323,23 +341,16 @@ def _validate(docs: list[dict], v: Validation) -> None:
                 }
             )
         tolerations[name] = spec.get("tolerations") or []
-        cm_names = [vol["configMap"]["name"] for vol in spec.get("volumes") or [] if "configMap" in vol]
-        if not cm_names or cm_names[0] not in cms:
-            v.errors.append(_("DaemonSet %(name)s must mount a ConfigMap defined in this file.") % {"name": name})
-        sel = ((ds.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-        tmpl_labels = ((ds["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
-        if not sel or any(tmpl_labels.get(k) != val for k, val in sel.items()):
-            v.errors.append(_("DaemonSet %(name)s: spec.selector must match the pod template labels.") % {"name": name})
-    if len(tolerations) == 2:
-        a, b = tolerations.values()
-        key = lambda t: sorted((k, str(x)) for k, x in t.items())  # noqa: E731
-        if sorted(map(key, a)) != sorted(map(key, b)):
-            v.errors.append(
-                _(
-                    "The two DaemonSets must have identical tolerations; otherwise the plugin of one "
-                    "mode is not scheduled on tainted nodes and their GPUs disappear."
-                )
+        _mounts_a_configmap(ds, cms, v)
+    if with_mps:
+        _validate_mps(cms, dss, v, tolerations)
+    if len({_toleration_key(t) for t in tolerations.values()}) > 1:
+        v.errors.append(
+            _(
+                "The DaemonSets must have identical tolerations; otherwise the plugin of one "
+                "mode is not scheduled on tainted nodes and their GPUs disappear."
             )
+        )
     ts = cms.get(TS_CONFIGMAP)
     if ts is None:
         v.errors.append(_("ConfigMap %(name)s is missing.") % {"name": TS_CONFIGMAP})
@@ -369,6 +380,62 @@ def _validate(docs: list[dict], v: Validation) -> None:
             v.errors.append(_("No time-slicing replicas for nvidia.com/gpu."))
         elif replicas < 2:
             v.errors.append(_("Time-slicing replicas must be at least 2 (found %(n)d).") % {"n": replicas})
+
+
+def _toleration_key(tolerations: list) -> tuple:
+    return tuple(sorted(tuple(sorted((k, str(x)) for k, x in t.items())) for t in tolerations))
+
+
+def _mounts_a_configmap(ds: dict, cms: dict, v: Validation) -> None:
+    name = ds["metadata"]["name"]
+    spec = (ds.get("spec") or {}).get("template", {}).get("spec") or {}
+    cm_names = [vol["configMap"]["name"] for vol in spec.get("volumes") or [] if "configMap" in vol]
+    if not cm_names or cm_names[0] not in cms:
+        v.errors.append(_("DaemonSet %(name)s must mount a ConfigMap defined in this file.") % {"name": name})
+    sel = ((ds.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    tmpl_labels = ((ds["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
+    if not sel or any(tmpl_labels.get(k) != val for k, val in sel.items()):
+        v.errors.append(_("DaemonSet %(name)s: spec.selector must match the pod template labels.") % {"name": name})
+
+
+def _validate_mps(cms: dict, dss: dict, v: Validation, tolerations: dict) -> None:
+    """The MPS ConfigMap shares nvidia.com/gpu by MPS (replicas >= 2, renamed), and NVIDIA's MPS
+    control daemon runs where the conversions set nvidia.com/mps.capable=true, reading it too."""
+    for name in (MPS_CONFIGMAP,):
+        if name not in cms:
+            v.errors.append(_("ConfigMap %(name)s is missing.") % {"name": name})
+    daemon = dss.get(MPS_CONTROL_DAEMONSET)
+    if daemon is None:
+        v.errors.append(_("DaemonSet %(name)s is missing.") % {"name": MPS_CONTROL_DAEMONSET})
+    else:
+        spec = (daemon.get("spec") or {}).get("template", {}).get("spec") or {}
+        if str((spec.get("nodeSelector") or {}).get(MPS_CAPABLE_LABEL)) != "true":
+            v.errors.append(
+                _("DaemonSet %(name)s must select nodes with nodeSelector %(label)s=true.")
+                % {"name": MPS_CONTROL_DAEMONSET, "label": MPS_CAPABLE_LABEL}
+            )
+        tolerations[MPS_CONTROL_DAEMONSET] = spec.get("tolerations") or []
+        _mounts_a_configmap(daemon, cms, v)
+    cm = cms.get(MPS_CONFIGMAP)
+    if cm is None:
+        return
+    try:
+        cfg = _config(cm)
+    except (yaml.YAMLError, RecursionError):
+        return  # refused_configs said so
+    mps = ((cfg.get("sharing") or {}).get("mps") or {}) if isinstance(cfg, dict) else {}
+    if mps.get("renameByDefault") is not True:
+        v.errors.append(
+            _(
+                "sharing.mps.renameByDefault must be true (shared GPUs are nvidia.com/gpu.shared; "
+                "without it quotas cannot tell the types apart)."
+            )
+        )
+    replicas = mps_configmap_replicas(list(cms.values()))
+    if replicas is None:
+        v.errors.append(_("No MPS replicas for nvidia.com/gpu."))
+    elif replicas < 2:
+        v.errors.append(_("MPS replicas must be at least 2 (found %(n)d).") % {"n": replicas})
 
 
 def set_replicas(content: str, replicas: int) -> str:

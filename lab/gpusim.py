@@ -53,7 +53,7 @@ from brickadmin.cluster import vocabulary as vocab  # noqa: E402
 from brickadmin.cluster.vocabulary import DEVICE_PLUGIN_CONFIG_LABEL  # noqa: E402
 from brickadmin.cluster.vocabulary import GPU_TYPE_LABEL as GPU_NODE_LABEL  # noqa: E402  (as in the twin)
 
-PLUGIN_COMPONENTS = ("default", "timeslicing")
+PLUGIN_COMPONENTS = ("default", "timeslicing", "mps")  # never the MPS control daemon: it serves no resource
 # KWOK neither plays the status of a pod so annotated "custom" nor finishes its deletion
 # (lab.py --disregard-status-with-annotation-selector)
 KWOK_STATUS = "kwok.x-k8s.io/status"

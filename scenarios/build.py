@@ -147,7 +147,7 @@ def qks():
 
 
 def demo():
-    """A believable BRICK cluster: 14 GPU nodes, three models, every state worth showing."""
+    """A believable BRICK cluster: 15 GPU nodes, three models, every state worth showing."""
     objects = s.device_plugin_manifest(replicas=4)
     hardware, plugin_configs = {}, {}
     specs = [  # name, model, count, memory, sharing, extra
@@ -165,9 +165,10 @@ def demo():
         ("gpu-h100-03", H100, 8, 81559, "none", {}),
         ("gpu-h100-04", H100, 4, 81559, "timeslicing", {}),
         ("gpu-h100-05", H100, 8, 81559, "timeslicing", {"typo": True}),
+        ("gpu-a30-05", A30, 2, 24576, "mps", {}),  # as E leaves a node: H and J convert it back
     ]
     for name, model, count, mem, sharing, extra in specs:
-        labels = {}
+        labels = {vocab.MPS_CAPABLE_LABEL: "true"} if sharing == "mps" else {}
         if extra.get("typo"):
             sharing = "time-slicing"  # the label typo docs/operator-guide.md#troubleshooting warns about
         taints = (
@@ -262,7 +263,7 @@ def demo():
     }
     write(
         "demo",
-        "A BRICK cluster: 14 GPU nodes (A30, A100, H100), exclusive and time-slicing nodes, a MIG node, "
+        "A BRICK cluster: 15 GPU nodes (A30, A100, H100), exclusive, time-slicing and MPS nodes, a MIG node, "
         "a GPU Operator node where mig-manager runs with the operator's stock default-mig-parted-config, "
         "a tainted node, a cordoned node, a node with a stale nvidia.com/gpu, a node whose plugin still runs "
         "replicas 2 (rollout restart skipped), a sharing-label typo, Workspaces with quotas and GPU pods.",

@@ -20,6 +20,7 @@ from .vocabulary import (
     GPU_COMPUTE_MINOR_LABEL,
     GPU_SHARED,
     MIG_PREFIX,
+    MPS_CONTROL_COMPONENT,
     NVIDIA_PREFIX,
     PLUGIN_NAMESPACE,
     SHARING_STRATEGY_MPS,
@@ -53,6 +54,7 @@ __all__ = [
     "daemonset_for_node",
     "device_map",
     "gfd_labels",
+    "is_mps_control_daemon",
     "kubelet_status",
     "labels_match",
     "matches_selector",
@@ -400,13 +402,21 @@ matches_selector = labels_match  # nodeSelector-style equality
 
 
 def daemonset_for_node(node: KubeObject, daemonsets: list[KubeObject]) -> KubeObject | None:
-    """The brick-nvidia DaemonSet whose nodeSelector matches the node's labels."""
+    """The brick-nvidia plugin DaemonSet whose nodeSelector matches the node's labels (never
+    NVIDIA's MPS control daemon, which runs beside the MPS plugin and serves no resource)."""
     labels = node["metadata"].get("labels") or {}
     for ds in daemonsets:
+        if is_mps_control_daemon(ds):
+            continue
         spec = ds["spec"]["template"]["spec"]
         if matches_selector(labels, spec.get("nodeSelector")):
             return ds
     return None
+
+
+def is_mps_control_daemon(obj: KubeObject) -> bool:
+    """NVIDIA's MPS control daemon: its DaemonSet, or a pod of it."""
+    return (obj["metadata"].get("labels") or {}).get(COMPONENT_LABEL) == MPS_CONTROL_COMPONENT
 
 
 def config_map_name(daemonset: KubeObject) -> str | None:

@@ -61,7 +61,7 @@ import sys
 
 from . import quotascope
 from .base import DRA_KINDS, KUEUE_API_VERSION
-from .deviceplugin import pod_gpu_requests
+from .deviceplugin import is_mps_control_daemon, pod_gpu_requests
 from .vocabulary import MANAGED_BY, MANAGED_BY_LABEL, NVIDIA_PREFIX, PLUGIN_NAMESPACE
 
 OPERATOR_NAMESPACE = "gpu-operator"
@@ -100,12 +100,13 @@ def is_gpu_pod(pod: dict) -> bool:
 
 
 def is_plugin_pod(pod: dict) -> bool:
-    """A device-plugin pod: every pod of the BRICK plugin's namespace, and the GPU
+    """A device-plugin pod: every pod of the BRICK plugin's namespace but NVIDIA's MPS
+    control daemon's, and the GPU
     Operator's pods whose ``app`` label names the device plugin."""
     meta = pod.get("metadata") or {}
     ns = meta.get("namespace", "")
     if ns == PLUGIN_NAMESPACE:
-        return True
+        return not is_mps_control_daemon(pod)  # the MPS server serves no resource: not a plugin
     return ns == OPERATOR_NAMESPACE and "device-plugin" in (meta.get("labels") or {}).get("app", "")
 
 

@@ -144,7 +144,8 @@ def _read(gateway, use_prometheus: bool) -> Snapshot:
     from .. import metrics
 
     operator_pods = gateway.list_pods(namespace=OPERATOR_NAMESPACE)
-    plugin_pods = gateway.list_pods(namespace=dp.PLUGIN_NAMESPACE) + [
+    # the watcher's rule (projection.is_plugin_pod): NVIDIA's MPS control daemon is no plugin
+    plugin_pods = [p for p in gateway.list_pods(namespace=dp.PLUGIN_NAMESPACE) if not dp.is_mps_control_daemon(p)] + [
         p for p in operator_pods if "device-plugin" in (p["metadata"].get("labels") or {}).get("app", "")
     ]
     snap = Snapshot(

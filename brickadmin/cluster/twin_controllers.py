@@ -450,11 +450,13 @@ class TwinControllers(TwinClaimScheduling, TwinDeviceTaints):
         if nodes is not None:
             node_rows = node_rows.filter(name__in=nodes)
         hardware = {h.node: h for h in TwinHardware.objects.all() if nodes is None or h.node in nodes}
-        plugin_pods = {}
+        plugin_pods, daemon_pods = {}, {}
         for row in TwinObject.objects.filter(kind="Pod", namespace=PLUGIN_NAMESPACE):
             owner = (row.body["metadata"].get("ownerReferences") or [{}])[0]
             if owner.get("kind") == "DaemonSet":
-                plugin_pods.setdefault(row.node_name, []).append(row.body)
+                into = daemon_pods if dp.is_mps_control_daemon(row.body) else plugin_pods
+                into.setdefault(row.node_name, []).append(row.body)
+        control_daemons = [ds for ds in daemonsets if dp.is_mps_control_daemon(ds)]
         for row in node_rows:
             node = row.body
             name = node["metadata"]["name"]
@@ -481,8 +483,26 @@ class TwinControllers(TwinClaimScheduling, TwinDeviceTaints):
             if wanted and running is None and tolerates(taints, tolerations):
                 running = self._start_plugin_pod(wanted, name)
             self._kubelet_sync(row, hardware.get(name), running, loaded=loaded)
+            self._reconcile_control_daemon(node, control_daemons, daemon_pods.get(name, []))
         for ds in daemonsets:
             self._update_ds_status(ds)
+
+    def _reconcile_control_daemon(self, node, control_daemons, pods):
+        """NVIDIA's MPS control daemon, as the DaemonSet controller runs it: one pod on each node
+        its nodeSelector (nvidia.com/mps.capable=true) picks and whose taints it tolerates."""
+        labels = node["metadata"].get("labels") or {}
+        taints = (node.get("spec") or {}).get("taints")
+        for ds in control_daemons:
+            spec = ds["spec"]["template"]["spec"]
+            wanted = dp.matches_selector(labels, spec.get("nodeSelector")) and tolerates(
+                taints, spec.get("tolerations")
+            )
+            mine = [p for p in pods if p["metadata"]["ownerReferences"][0]["name"] == ds["metadata"]["name"]]
+            if wanted and not mine:
+                self._start_plugin_pod(ds, node["metadata"]["name"])
+            elif not wanted:
+                for pod in mine:
+                    self._delete_row("Pod", pod["metadata"]["name"], PLUGIN_NAMESPACE)
 
     def _start_plugin_pod(self, ds, node_name):
         tmpl = copy.deepcopy(ds["spec"]["template"])

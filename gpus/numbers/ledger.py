@@ -37,6 +37,7 @@ from brickadmin.cluster.vocabulary import (
     KubeObject,
     configmap_replicas,
     label_int,
+    mps_configmap_replicas,
     quantity,
 )
 from brickadmin.cluster.vocabulary import NVIDIA_PREFIX as NVIDIA
@@ -445,6 +446,12 @@ def brick_replicas(configmaps: list[KubeObject]) -> int:
     return 1 if replicas is None else max(1, replicas)
 
 
+def brick_mps_replicas(configmaps: list[KubeObject]) -> int:
+    """Replicas in the BRICK MPS ConfigMap (1 when absent)."""
+    replicas = mps_configmap_replicas(configmaps)
+    return 1 if replicas is None else max(1, replicas)
+
+
 def brick_sharing_strategy(configmaps: list[KubeObject]) -> str:
     """How the plugin of the BRICK time-slicing ConfigMap shares its GPUs: MPS when that
     config shares by MPS (sharing.mps, api/config/v1/sharing.go), else time-slicing."""
@@ -495,6 +502,7 @@ def node_ledger(
     plugin_pods: Sequence[KubeObject] = (),
     brick_sharing: str = TIME_SLICING,
     dra_node: DraNode | None = None,
+    mps_replicas: int = 1,
 ) -> NodeLedger:
     meta = node["metadata"]
     labels = meta.get("labels") or {}
@@ -507,7 +515,9 @@ def node_ledger(
     if sharing or labels.get(GPU_TYPE_LABEL):
         convention = "brick"
         shared_plain = False
-        replicas = ts_replicas if sharing == "timeslicing" else 1
+        replicas = ts_replicas if sharing == MODE_TIMESLICING else 1
+        if sharing == MODE_MPS:  # the BRICK MPS DaemonSet's plugin, with its own ConfigMap
+            replicas, brick_sharing = mps_replicas, MPS
     elif OPERATOR_CONFIG_LABEL in labels or any(k.startswith(vocab.GFD_GPU_LABEL_PREFIX) for k in labels):
         convention = "operator"
         shared_plain = _operator_shared(labels)
@@ -557,7 +567,9 @@ def node_ledger(
         mode = "mig-single"
     elif convention == "brick":
         mode = "timeslicing" if sharing == "timeslicing" else ("mig" if has_mig else "exclusive")
-        if sharing not in ("none", "timeslicing"):
+        if sharing == MODE_MPS:
+            mode = MODE_MPS
+        elif sharing not in vocab.SHARING_VALUES:
             mode = "unlabelled"
     elif convention == "operator":
         mode = "timeslicing" if shared_plain else ("mig" if has_mig else "exclusive")
@@ -937,6 +949,7 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
         plugin_pods_by_node[(p.get("spec") or {}).get("nodeName", "")].append(p)
     ts_replicas = brick_replicas(snapshot.plugin_configmaps)
     brick_sharing = brick_sharing_strategy(snapshot.plugin_configmaps)
+    mps_replicas = brick_mps_replicas(snapshot.plugin_configmaps)
     dra_inputs = (
         inputs_by_node(
             snapshot.resource_slices,
@@ -954,7 +967,17 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
         pods, plugin_pods = pods_by_node.get(name, []), plugin_pods_by_node.get(name, [])
         dra_in = dra_inputs.get(name)
         devices = snapshot.devices.get(name)
-        key = (node, pods, plugin_pods, devices, snapshot.device_source, ts_replicas, brick_sharing, dra_in)
+        key = (
+            node,
+            pods,
+            plugin_pods,
+            devices,
+            snapshot.device_source,
+            ts_replicas,
+            brick_sharing,
+            dra_in,
+            mps_replicas,
+        )
         last = memo.get(name) if memo is not None else None
         if last is not None and last[0] == key:
             entry = last
@@ -973,6 +996,7 @@ def compute(snapshot: Snapshot, memo: dict[str, MemoEntry] | None = None) -> Led
                 plugin_pods=plugin_pods,
                 brick_sharing=brick_sharing,
                 dra_node=dra_node(dra_in) if dra_in is not None else None,
+                mps_replicas=mps_replicas,
             )
             entry = (key, line, _contribution(line))
         kept[name] = entry

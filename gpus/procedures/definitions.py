@@ -18,6 +18,12 @@ from .catalogue.fixes import (
     ProcedureUncordon,
 )
 from .catalogue.mig import ProcedureMigLayout, mig_configs, reason_said
+from .catalogue.mps import (
+    ProcedureExclusiveToMps,
+    ProcedureMpsToExclusive,
+    ProcedureMpsToTimeSlicing,
+    ProcedureTimeSlicingToMps,
+)
 from .catalogue.plugin import ProcedureAddToleration, ProcedureC, ProcedureRestartPlugin
 from .catalogue.restore import ProcedureRestore
 
@@ -29,6 +35,10 @@ BUILT_IN = (
     ProcedureB(),
     ProcedureC(),
     ProcedureD(),
+    ProcedureExclusiveToMps(),
+    ProcedureMpsToExclusive(),
+    ProcedureTimeSlicingToMps(),
+    ProcedureMpsToTimeSlicing(),
     ProcedureMigLayout(),
     ProcedureRestore(),
     ProcedureRemoveStale(),

@@ -110,6 +110,11 @@ PHRASES = {
         "managed manifest, apply it, then resume."
     ),
     "step.no_resources_found": _("No resources found"),
+    "step.no_mps_daemon": _(
+        "No MPS control daemon Running on %(node)s: its DaemonSet selects %(label)s=true. Check the label, "
+        "that the managed manifest holds the MPS control daemon and that it tolerates the node's taints; "
+        "then resume."
+    ),
     "step.allocatable_expected": _("expected %(res)s = %(p)d physical (%(src)s) × %(r)d = %(e)d"),
     "step.allocatable_wrong": _(
         "allocatable %(res)s is %(got)d, not %(e)d. The plugin reads its config only at start: if replicas "
@@ -302,6 +307,19 @@ PHRASES = {
     ),
     "precheck.already_timeslicing": _("Already time-slicing."),
     "precheck.already_exclusive": _("Already exclusive."),
+    "precheck.already_mps": _("Already MPS."),
+    "precheck.not_mps": _("Not an MPS node: its label %(label)s is not mps."),
+    "precheck.on_mps_use_h_or_j": _(
+        "An MPS node: convert it with H (MPS → Exclusive) or J (MPS → Time-slicing), which also take "
+        "nvidia.com/mps.capable away."
+    ),
+    "precheck.not_source_mode": _("This procedure does not convert a node in mode %(mode)s."),
+    "precheck.mps_of_mig": ngettext_lazy(
+        "%(n)d GPU of %(node)s is in MIG mode: the device plugin refuses MPS on MIG devices and would serve nothing.",
+        "%(n)d GPUs of %(node)s are in MIG mode: the device plugin refuses MPS on MIG devices and would serve nothing.",
+        "n",
+    ),
+    "precheck.fix_mig_off_for_mps": _("Set the layout all-disabled with M first, then convert to MPS."),
     "precheck.source_cluster": _("the cluster (Prometheus unavailable: %(why)s)"),
     "precheck.shared_left": _(
         "Shared total left after removing %(node)s: %(t)d; shared quota allocated: %(a)d (from %(src)s)."

@@ -16,6 +16,8 @@ from brickadmin.cluster.vocabulary import (
     GPU,
     GPU_SHARED,
     MIG_PREFIX,
+    MPS_CAPABLE_LABEL,
+    MPS_CONTROL_COMPONENT,
     NVIDIA_PREFIX,
     PLUGIN_NAMESPACE,
     SHARING_LABEL,
@@ -53,6 +55,7 @@ __all__ = [
     "Drain",
     "Label",
     "LabelBoth",
+    "MpsControlDaemonRunning",
     "NoStale",
     "PluginPodRunning",
     "PrometheusAllocatable",
@@ -60,6 +63,7 @@ __all__ = [
     "Skipped",
     "Uncordon",
     "configured_replicas",
+    "mode_replicas",
     "drain_decision",
     "esc",
     "fmt_resources",
@@ -76,6 +80,7 @@ __all__ = [
 
 MODE = {  # sharing label value -> (plugin component, served resource, stale resource)
     "timeslicing": ("timeslicing", GPU_SHARED, GPU),
+    "mps": ("mps", GPU_SHARED, GPU),
     "none": ("default", GPU, GPU_SHARED),
 }
 
@@ -103,6 +108,17 @@ def whole_gpus(ctx, node: str) -> tuple[int, str]:
 
 def configured_replicas(gateway) -> int:
     return ledger_mod.brick_replicas(gateway.list_configmaps(namespace=PLUGIN_NAMESPACE))
+
+
+def mode_replicas(gateway, value: str) -> int:
+    """The replicas of each whole GPU a node labelled ``value`` is served with: the BRICK
+    time-slicing or MPS ConfigMap's, 1 when exclusive."""
+    configmaps = gateway.list_configmaps(namespace=PLUGIN_NAMESPACE)
+    if value == "timeslicing":
+        return ledger_mod.brick_replicas(configmaps)
+    if value == "mps":
+        return ledger_mod.brick_mps_replicas(configmaps)
+    return 1
 
 
 def nvidia_resources(node: dict) -> dict[str, tuple[str, str]]:
@@ -205,27 +221,43 @@ class Drain(Step):
 class Label(Step):
     key = "label"
 
-    def __init__(self, value):
+    def __init__(self, value, leaving_mps=False):
         self.value = value
+        self.leaving_mps = leaving_mps  # the node was on MPS: its kubectl takes nvidia.com/mps.capable away
 
     def title(self, run):
         return _("Label %(node)s %(label)s=%(value)s") % {"node": run.node, "label": SHARING_LABEL, "value": self.value}
 
     def kubectl(self, run):
-        return f"kubectl label node {run.node} {SHARING_LABEL}={self.value} --overwrite"
+        mps = ""
+        if self.value == "mps":
+            mps = f" {MPS_CAPABLE_LABEL}=true"
+        elif self.leaving_mps:
+            mps = f" {MPS_CAPABLE_LABEL}-"
+        return f"kubectl label node {run.node} {SHARING_LABEL}={self.value}{mps} --overwrite"
+
+    def wanted(self) -> dict[str, str | None]:
+        """The labels this step sets: on MPS also nvidia.com/mps.capable=true, which GPU feature
+        discovery would set and NVIDIA's MPS control daemon selects; off MPS, without it."""
+        return {SHARING_LABEL: self.value, MPS_CAPABLE_LABEL: "true" if self.value == "mps" else None}
+
+    def _differs(self, labels):
+        return {k: v for k, v in self.wanted().items() if labels.get(k) != v}
 
     def ensure(self, ctx):
         labels = ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}
-        if labels.get(SHARING_LABEL) == self.value:
+        change = self._differs(labels)
+        if not change:
             return Outcome(None, said("step.label_already", label=SHARING_LABEL, value=self.value))
-        ctx.gateway.label_node(ctx.node, {SHARING_LABEL: self.value})
-        return Outcome({"metadata": {"labels": {SHARING_LABEL: self.value}}}, f"node/{ctx.node} labeled")
+        ctx.gateway.label_node(ctx.node, change)  # one patch: the plugin and the MPS daemon switch together
+        return Outcome({"metadata": {"labels": change}}, f"node/{ctx.node} labeled")
 
     def verify(self, ctx):
-        value = (ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}).get(SHARING_LABEL)
+        labels = ctx.gateway.get_node(ctx.node)["metadata"].get("labels") or {}
+        shown = " ".join(f"{k}={labels.get(k)}" for k in self.wanted() if k in labels or k == SHARING_LABEL)
         return Check(
-            value == self.value,
-            f"{SHARING_LABEL}={value}",
+            not self._differs(labels),
+            shown,
             said("step.fix_label", cmd=self.kubectl(ctx)),
         )
 
@@ -308,6 +340,37 @@ class PluginPodRunning(Step):
         return Check(False, "\n".join(lines) or said("step.no_resources_found"), fix)
 
 
+class MpsControlDaemonRunning(Step):
+    """NVIDIA's MPS control daemon runs on the node: the MPS plugin waits for it before it
+    serves a replica (internal/plugin/mps.go waits for the daemon's pipe)."""
+
+    key = "mps-daemon"
+    waits = True
+
+    def title(self, run):
+        return _("Verify the MPS control daemon pod is Running on %(node)s") % {"node": run.node}
+
+    def kubectl(self, run):
+        return (
+            f"kubectl -n {PLUGIN_NAMESPACE} get pod -o wide -l {COMPONENT_LABEL}={MPS_CONTROL_COMPONENT} "
+            f"--field-selector spec.nodeName={run.node}"
+        )
+
+    def verify(self, ctx):
+        pods = ctx.gateway.list_pods(
+            namespace=PLUGIN_NAMESPACE,
+            label_selector=f"{COMPONENT_LABEL}={MPS_CONTROL_COMPONENT}",
+            field_selector=f"spec.nodeName={ctx.node}",
+        )
+        lines = [f"{p['metadata']['name']} {(p.get('status') or {}).get('phase', '?')}" for p in pods]
+        ok = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
+        return Check(
+            ok,
+            "\n".join(lines) or said("step.no_resources_found"),
+            said("step.no_mps_daemon", node=ctx.node, label=MPS_CAPABLE_LABEL),
+        )
+
+
 class AllocatableIs(Step):
     key = "allocatable"
     waits = True
@@ -320,7 +383,7 @@ class AllocatableIs(Step):
         return MODE[self.value][1]
 
     def title(self, run):
-        what = _("physical × replicas") if self.value == "timeslicing" else _("physical")
+        what = _("physical × replicas") if self.value in MODE and MODE[self.value][1] == GPU_SHARED else _("physical")
         return _("Verify allocatable %(res)s = %(what)s") % {"res": self.resource, "what": what}
 
     def kubectl(self, run):
@@ -328,7 +391,7 @@ class AllocatableIs(Step):
 
     def expected(self, ctx):
         physical, source = whole_gpus(ctx, ctx.node)
-        replicas = ctx.replicas() if self.value == "timeslicing" else 1
+        replicas = mode_replicas(ctx.gateway, self.value)
         return physical, replicas, source
 
     def verify(self, ctx):

@@ -55,12 +55,12 @@ def test_nodes_list_filters_and_paginates(admin_client, load_scenario, settings)
     load_scenario("demo")
     settings.PAGE_SIZE = 5
     html = admin_client.get(reverse("node_list")).content.decode()
-    assert "Page 1 of 3" in html
+    assert "Page 1 of 4" in html  # 16 GPU nodes
     html = admin_client.get(reverse("node_list"), {"mode": "timeslicing"}).content.decode()
     names = set(re.findall(r'href="/nodes/([^/]+)/"', html))
     assert names == {"gpu-a30-03", "gpu-a30-04", "gpu-a100-04", "gpu-h100-04"}
     html = admin_client.get(reverse("node_list"), {"model": "NVIDIA A30"}).content.decode()
-    assert set(re.findall(r'href="/nodes/([^/]+)/"', html)) == {f"gpu-a30-0{i}" for i in range(1, 5)}
+    assert set(re.findall(r'href="/nodes/([^/]+)/"', html)) == {f"gpu-a30-0{i}" for i in range(1, 6)}
 
 
 def test_node_detail_shows_devices_stale_entries_and_plugin(admin_client, load_scenario):

@@ -183,7 +183,7 @@ def test_the_manifest_page_reads_its_drift_from_the_view(db, admin_client, real_
     (the apply, an action, reads the cluster itself)."""
     _publish_scenario("seed-example")
     page = admin_client.get(reverse("manifest")).content.decode()
-    assert page.count('data-state="in-sync"') == 4
+    assert page.count('data-state="in-sync"') == 7  # three ConfigMaps, four DaemonSets
     assert "The cluster cannot be reached." not in page
 
 

@@ -31,3 +31,26 @@ def test_procedure_help_answers_without_a_migrated_database(tmp_path):
         )
         assert done.returncode == 0, done.stderr
     assert "--mig-config" in done.stdout
+
+
+def test_the_demo_offers_the_conversions_to_and_from_mps(demo):
+    led = LiveRead(TwinGateway()).ledger()
+    mps, exclusive, ts = led.node("gpu-a30-05"), led.node("gpu-a30-01"), led.node("gpu-a30-03")
+    assert (mps.mode, mps.replicas, mps.logical, mps.plugin_state) == ("mps", 3, 6, "running")
+    assert get("H").offered_on(mps) and get("J").offered_on(mps)
+    assert get("E").offered_on(exclusive) and get("I").offered_on(ts)
+
+
+def test_procedure_plan_help_lists_the_mps_conversions(tmp_path):
+    env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path / 'empty.sqlite3'}")
+    done = subprocess.run(
+        [sys.executable, "manage.py", "procedure", "plan", "--help"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    for label in ("E. Exclusive → MPS", "H. MPS → Exclusive", "I. Time-slicing → MPS", "J. MPS → Time-slicing"):
+        assert "".join(label.split()) in "".join(done.stdout.split()), label  # however argparse wraps it

@@ -272,7 +272,8 @@ def test_every_gpu_node_of_every_scenario_has_a_tile_per_physical_gpu(load_scena
         m = gpumap.node_map(node)
         assert len(m.tiles) == node.physical, node.name
         per_gpu = [len(t.slots) for t in m.tiles if t.kind != "mig"]
-        assert all(n == (node.replicas if node.mode == "timeslicing" else 1) for n in per_gpu), node.name
+        replicated = node.mode in ("timeslicing", "mps")  # a slot per replica, time-sliced or MPS client
+        assert all(n == (node.replicas if replicated else 1) for n in per_gpu), node.name
         held = {s.pod for t in m.tiles for s in t.slots if s.pod}
         running = {
             f"{p['metadata']['namespace']}/{p['metadata']['name']}"

@@ -429,7 +429,7 @@ def test_missing_toleration_fails_with_fix_then_resume_after_manifest_fix(demo):
         "      tolerations:\n      - key: brick.cloud/dedicated\n"
         "        operator: Exists\n        effect: NoSchedule\n",
     )
-    assert content.count("brick.cloud/dedicated") == 2  # both DaemonSets, identical tolerations
+    assert content.count("brick.cloud/dedicated") == 4  # every DaemonSet, identical tolerations
     manifest.apply(manifest.parse(manifest.save_version(content, actor_name="root").content), demo)
     service.resume_run(run, actor_name="root", dispatch=False)
     execute_run(run.pk)

@@ -425,7 +425,7 @@ def test_django_admin_is_read_only(twin, admin_user, client):
 
 def test_manifest_page_shows_drift_after_hand_edit(twin, admin_client):
     page = admin_client.get(reverse("manifest")).content.decode()
-    assert page.count('data-state="in-sync"') == 4
+    assert page.count('data-state="in-sync"') == 7  # three ConfigMaps, four DaemonSets
     cm = twin.get_configmap("brick-nvidia", "nvidia-device-plugin-config-timeslicing")
     cm["data"]["config.yaml"] = cm["data"]["config.yaml"].replace("replicas: 2", "replicas: 3")
     twin.apply(cm)  # someone edited the live object by hand

@@ -108,25 +108,38 @@ PLUGIN_CONFIG_KEY = "config.yaml"  # the key of the plugin's config in its Confi
 TS_CONFIGMAP = "nvidia-device-plugin-config-timeslicing"
 TS_DAEMONSET = "nvidia-device-plugin-timeslicing"
 DEFAULT_DAEMONSET = "nvidia-device-plugin-default"
+MPS_CONFIGMAP = "nvidia-device-plugin-config-mps"
+MPS_DAEMONSET = "nvidia-device-plugin-mps"
+# NVIDIA's MPS control daemon (deployments/helm/nvidia-device-plugin/templates/
+# daemonset-mps-control-daemon.yml): one MPS server per GPU, on the nodes GFD labels
+# nvidia.com/mps.capable=true. BRICK has no GFD: the MPS conversions set that label.
+MPS_CONTROL_DAEMONSET = "nvidia-device-plugin-mps-control-daemon"
+MPS_CONTROL_COMPONENT = "mps-control-daemon"
+MPS_CAPABLE_LABEL = "nvidia.com/mps.capable"
 
 
-SHARING_VALUES = ("none", "timeslicing")  # the only values of SHARING_LABEL a plugin serves
+SHARING_VALUES = ("none", "timeslicing", "mps")  # the only values of SHARING_LABEL a plugin serves
+REPLICATED_SHARING_VALUES = ("timeslicing", "mps")  # the values whose plugin serves nvidia.com/gpu.shared
 
 
 def intended_sharing(value: str) -> str:
     """The sharing label value a typo most likely meant: "timeslicing" when it speaks of
-    time or slicing ("time-slicing", "TimeSliced", "timeslice"), else "none"."""
+    time or slicing ("time-slicing", "TimeSliced", "timeslice"), "mps" when it names MPS
+    ("MPS", "mps-sharing"), else "none"."""
     letters = "".join(c for c in (value or "").lower() if c.isalnum())
+    if "mps" in letters:
+        return "mps"
     return "timeslicing" if "time" in letters or "slic" in letters or "shar" in letters else "none"
 
 
 def is_stale_resource(sharing: str, resource: str, status: KubeObject | None = None) -> bool:
     """On a BRICK node, the other mode's resource that kubelet leaves in node status after a
-    conversion: nvidia.com/gpu on a time-slicing node, nvidia.com/gpu.shared on any other.
+    conversion: nvidia.com/gpu on a time-slicing or MPS node, nvidia.com/gpu.shared on any other.
     Given the node's status, also nvidia.com/gpu left at allocatable 0 once every GPU is in
     MIG mode: the plugin (migStrategy mixed) registers no whole GPU then, and kubelet keeps
     the old capacity, as it does after a conversion."""
-    if (sharing == "timeslicing" and resource == GPU) or (sharing != "timeslicing" and resource == GPU_SHARED):
+    replicated = sharing in REPLICATED_SHARING_VALUES
+    if (replicated and resource == GPU) or (not replicated and resource == GPU_SHARED):
         return True
     return resource == GPU and status is not None and left_by_mig(status)
 

@@ -10,7 +10,7 @@ Tests: tests/foundation/test_plugin_config.py.
 
 from __future__ import annotations
 
-from .names import GPU, PLUGIN_CONFIG_KEY, TS_CONFIGMAP, KubeObject
+from .names import GPU, MPS_CONFIGMAP, PLUGIN_CONFIG_KEY, TS_CONFIGMAP, KubeObject
 from .quantity import label_int
 
 # sharing.go SharingStrategy: the values GFD writes to nvidia.com/gpu.sharing-strategy.
@@ -53,6 +53,27 @@ def configmap_replicas(configmaps: list[KubeObject]) -> int | None:
             replicas = time_slicing_replicas((cm.get("data") or {}).get(PLUGIN_CONFIG_KEY) or "")
             if replicas is not None:
                 return replicas
+    return None
+
+
+def mps_replicas(config: str | KubeObject | None) -> int | None:
+    """Replicas of ``nvidia.com/gpu`` under ``sharing.mps``; None when the config names none."""
+    section = (parse_plugin_config(config).get("sharing") or {}).get("mps") or {}
+    for res in section.get("resources") or []:
+        if isinstance(res, dict) and res.get("name") == GPU:
+            return label_int(res.get("replicas", 1), 0)
+    return None
+
+
+def mps_configmap_replicas(configmaps: list[KubeObject]) -> int | None:
+    """MPS replicas in the BRICK MPS ConfigMap among ``configmaps`` (live objects or manifest
+    documents); None when it or its replicas are missing."""
+    for cm in configmaps:
+        if cm.get("kind", "ConfigMap") == "ConfigMap" and cm["metadata"]["name"] == MPS_CONFIGMAP:
+            try:
+                return mps_replicas((cm.get("data") or {}).get(PLUGIN_CONFIG_KEY) or "")
+            except Exception:  # noqa: BLE001  (a config that is not YAML: the plugin refuses it)
+                return None
     return None
 
 

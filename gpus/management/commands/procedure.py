@@ -35,7 +35,10 @@ class Command(BaseCommand):
         sub = parser.add_subparsers(dest="action", required=True)
         for name in ("plan", "run"):
             p = sub.add_parser(name)
-            p.add_argument("procedure", choices=[proc.code for proc in registry.all_procedures()])
+            procedures = registry.all_procedures()
+            # argparse formats help with %: a label's own % is escaped
+            named = "; ".join(str(proc.label).replace("%", "%%") for proc in procedures)
+            p.add_argument("procedure", choices=[proc.code for proc in procedures], help=named)
             p.add_argument("--node", default="")
             self._add_param_flags(p)
             if name == "run":

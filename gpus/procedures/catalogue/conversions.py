@@ -51,6 +51,7 @@ class _Conversion(ProcedureDef):
     target = ""  # sharing label value after the conversion
     source_mode = ""
     restorable = True
+    from_mps = False  # whether it converts a node the BRICK MPS DaemonSet serves (H, J)
     params = (EVICTIONS_PARAM, CAPACITY_PARAM)
     fixes = ("label-typo",)  # the wizard sets the label exactly (never a bare relabel: drained first)
 
@@ -64,7 +65,7 @@ class _Conversion(ProcedureDef):
             PrecheckStep(self),
             Cordon(),
             Drain(),
-            Label(v),
+            Label(v, leaving_mps=self.from_mps),
             PluginPodRunning(v),
             AllocatableIs(v),
             RemoveStale(v),
@@ -147,19 +148,26 @@ class _Conversion(ProcedureDef):
         from brickadmin.cluster import NotFound
         from brickadmin.cluster import deviceplugin as dp
 
-        name = manifest_mod.TS_DAEMONSET if self.target == "timeslicing" else manifest_mod.DEFAULT_DAEMONSET
-        try:
-            ds = live.get_daemonset(PLUGIN_NAMESPACE, name)
-        except NotFound:
-            return Check(
-                False,
-                said("precheck.daemonset_missing", ns=PLUGIN_NAMESPACE, name=name),
-                said("precheck.fix_apply_manifest"),
-            )
+        names = {
+            "timeslicing": [manifest_mod.TS_DAEMONSET],
+            # MPS needs NVIDIA's control daemon on the node as well as the plugin
+            "mps": [manifest_mod.MPS_DAEMONSET, manifest_mod.MPS_CONTROL_DAEMONSET],
+        }.get(self.target, [manifest_mod.DEFAULT_DAEMONSET])
         taints = (live.get_node(node).get("spec") or {}).get("taints") or []
-        tolerations = ds["spec"]["template"]["spec"].get("tolerations")
-        missing = [t for t in taints if not dp.tolerates([t], tolerations)]
-        if not missing:
+        for name in names:
+            try:
+                ds = live.get_daemonset(PLUGIN_NAMESPACE, name)
+            except NotFound:
+                return Check(
+                    False,
+                    said("precheck.daemonset_missing", ns=PLUGIN_NAMESPACE, name=name),
+                    said("precheck.fix_apply_manifest"),
+                )
+            tolerations = ds["spec"]["template"]["spec"].get("tolerations")
+            missing = [t for t in taints if not dp.tolerates([t], tolerations)]
+            if missing:
+                break
+        else:
             return None
         names = ", ".join(
             f"{t.get('key')}{'=' + t['value'] if t.get('value') else ''}:{t.get('effect')}" for t in missing
@@ -182,6 +190,8 @@ class _Conversion(ProcedureDef):
     def eligibility(self, n):
         if n.convention != "brick":
             return said("precheck.not_brick_node")
+        if n.sharing_label == ledger_mod.MODE_MPS and not self.from_mps:
+            return said("precheck.on_mps_use_h_or_j")
         if n.mode in ledger_mod.REPLICATED_MODES and self.target == "timeslicing":
             return said("precheck.already_timeslicing")
         if n.mode in ("exclusive", "mig") and self.target == "none":
@@ -231,7 +241,11 @@ class ProcedureB(_Conversion):
     )
 
     def offered_on(self, n):
-        return n.convention == "brick" and n.mode in (*ledger_mod.REPLICATED_MODES, "unlabelled")
+        return (
+            n.convention == "brick"
+            and n.mode in (*ledger_mod.REPLICATED_MODES, "unlabelled")
+            and n.sharing_label != ledger_mod.MODE_MPS  # H converts those
+        )
 
     def precheck_kubectl(self, run):
         return "PromQL: " + metrics.SHARED_TOTAL_EXCEPT.format(node=run.node) + "  >=  " + metrics.SHARED_ALLOCATED
@@ -356,7 +370,7 @@ class ProcedureD(ProcedureDef):
     def prechecks(self, gateway, node, params):
         from brickadmin.cluster import NotFound
 
-        if params.get("sharing") not in ("none", "timeslicing"):
+        if params.get("sharing") not in ("none", "timeslicing"):  # a new node goes to MPS with E
             return [Check(False, said("precheck.choose_sharing"))]
         try:
             raw = LiveRead.of(gateway).get_node(node)
