@@ -294,6 +294,18 @@ class LabelBoth(Label):
         )
 
 
+def component_pods(ctx, component: str) -> tuple[list[dict], list[str], bool]:
+    """The node's pods of one plugin component (``app.kubernetes.io/component``): the pods, a
+    line per pod (name and phase) for the step's output, and whether one of them is Running."""
+    pods = ctx.gateway.list_pods(
+        namespace=PLUGIN_NAMESPACE,
+        label_selector=f"{COMPONENT_LABEL}={component}",
+        field_selector=f"spec.nodeName={ctx.node}",
+    )
+    lines = [f"{p['metadata']['name']} {(p.get('status') or {}).get('phase', '?')}" for p in pods]
+    return pods, lines, any((p.get("status") or {}).get("phase") == "Running" for p in pods)
+
+
 class PluginPodRunning(Step):
     key = "plugin-pod"
     waits = True
@@ -318,13 +330,7 @@ class PluginPodRunning(Step):
         )
 
     def verify(self, ctx):
-        pods = ctx.gateway.list_pods(
-            namespace=PLUGIN_NAMESPACE,
-            label_selector=f"{COMPONENT_LABEL}={self.component}",
-            field_selector=f"spec.nodeName={ctx.node}",
-        )
-        lines = [f"{p['metadata']['name']} {(p.get('status') or {}).get('phase', '?')}" for p in pods]
-        ok = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
+        pods, lines, ok = component_pods(ctx, self.component)
         if ok:
             return Check(True, "\n".join(lines))
         if pods:
@@ -357,13 +363,7 @@ class MpsControlDaemonRunning(Step):
         )
 
     def verify(self, ctx):
-        pods = ctx.gateway.list_pods(
-            namespace=PLUGIN_NAMESPACE,
-            label_selector=f"{COMPONENT_LABEL}={MPS_CONTROL_COMPONENT}",
-            field_selector=f"spec.nodeName={ctx.node}",
-        )
-        lines = [f"{p['metadata']['name']} {(p.get('status') or {}).get('phase', '?')}" for p in pods]
-        ok = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
+        _pods, lines, ok = component_pods(ctx, MPS_CONTROL_COMPONENT)
         return Check(
             ok,
             "\n".join(lines) or said("step.no_resources_found"),

@@ -66,6 +66,7 @@ class _Conversion(ProcedureDef):
             Cordon(),
             Drain(),
             Label(v, leaving_mps=self.from_mps),
+            *self.daemon_steps(),
             PluginPodRunning(v),
             AllocatableIs(v),
             RemoveStale(v),
@@ -73,6 +74,10 @@ class _Conversion(ProcedureDef):
             Uncordon(),
             PrometheusAllocatable(v),
         ]
+
+    def daemon_steps(self) -> list:
+        """Steps for what must run on the node before its plugin serves (none but MPS's daemon)."""
+        return []
 
     def precheck_kubectl(self, run):
         return f"kubectl get node {run.node} -L {SHARING_LABEL}"

@@ -18,18 +18,9 @@ from gpus.numbers import ledger as ledger_mod
 from ..base import Check, mode_name
 from ..steps import (
     GPU_SHARED,
-    AllocatableIs,
-    Cordon,
-    Drain,
-    Label,
     MpsControlDaemonRunning,
-    NoStale,
-    PluginPodRunning,
-    PrometheusAllocatable,
-    RemoveStale,
-    Uncordon,
 )
-from .common import RESTORED_LABELS, PrecheckStep
+from .common import RESTORED_LABELS
 from .conversions import ProcedureB, _Conversion
 
 MPS_RESTORED_LABELS = (*RESTORED_LABELS, vocab.MPS_CAPABLE_LABEL)
@@ -47,21 +38,8 @@ class _ToMps(_Conversion):
     restored_labels = MPS_RESTORED_LABELS
     source_modes: tuple[str, ...] = ()
 
-    def steps(self, params):
-        v = self.target
-        return [
-            PrecheckStep(self),
-            Cordon(),
-            Drain(),
-            Label(v),
-            MpsControlDaemonRunning(),
-            PluginPodRunning(v),
-            AllocatableIs(v),
-            RemoveStale(v),
-            NoStale(v),
-            Uncordon(),
-            PrometheusAllocatable(v),
-        ]
+    def daemon_steps(self):
+        return [MpsControlDaemonRunning()]  # the MPS plugin waits for NVIDIA's control daemon
 
     def capacity_change(self, gateway, ledger, snapshot, node, params):
         n = ledger.node(node)
