@@ -101,3 +101,49 @@ def test_e_then_h_then_i_then_j_on_the_lab(on_lab):
 
     j = run(lab, "J", node, acks)
     assert_left_mps(lab, j, node, "timeslicing", "timeslicing", SHARED, 2)
+
+
+def test_a_failed_e_is_restored_and_the_mps_daemon_leaves_on_the_lab(on_lab, monkeypatch):
+    """E stops after the relabel (the test refuses its plugin check): the node is left cordoned
+    with both MPS labels and the MPS pods on it. Restore (procedure R, from the run's record)
+    takes nvidia.com/mps.capable away with the sharing label and uncordons; the DaemonSet
+    controller replaces the MPS control daemon and plugin with the default plugin, and the node
+    serves its whole GPU again. Restore does not wait for the plugin nor remove what the MPS
+    plugin advertised: the kubelet keeps nvidia.com/gpu.shared in capacity, the stale-capacity
+    finding names it, and its Fix (procedure S) removes it."""
+    from gpus.procedures import service, steps
+    from gpus.procedures.base import Check
+    from tests.gpus.test_procedures_lab import findings, fix_of, nothing_left
+
+    lab, node = on_lab, "dev-a1-ws04"
+    monkeypatch.setattr(steps.PluginPodRunning, "verify", lambda self, ctx: Check(False, "stopped", "by the test"))
+    stopped = run(lab, "E", node)
+    monkeypatch.undo()
+    assert stopped.status == "failed"
+    raw = lab.admin.get_node(node)
+    assert raw["metadata"]["labels"][vocab.MPS_CAPABLE_LABEL] == "true" and raw["spec"].get("unschedulable")
+    wait_until(lambda: plugin_pods(lab, node) == {"mps": "Running", MPS_DAEMON: "Running"}, 60, "the MPS pods")
+
+    params = service.restore_params(stopped, lab.admin)
+    assert params["labels"] == {
+        vocab.GPU_TYPE_LABEL: "nvidia",
+        vocab.SHARING_LABEL: "none",
+        vocab.MPS_CAPABLE_LABEL: None,
+    }
+    restored = run(lab, "R", node, params)
+    assert restored.status == "succeeded", restored.message
+    raw = lab.admin.get_node(node)
+    assert raw["metadata"]["labels"][vocab.SHARING_LABEL] == "none"
+    assert vocab.MPS_CAPABLE_LABEL not in raw["metadata"]["labels"] and not raw["spec"].get("unschedulable")
+    wait_until(lambda: all_plugin_pods(lab, node) == ["default"], 60, f"only the default plugin on {node}")
+    wait_until(lambda: lab.nvidia(node) == {GPU: "1", SHARED: "0"}, 60, "the whole GPU served again")
+    assert lab.nvidia(node, "capacity") == {GPU: "1", SHARED: "3"}  # the kubelet keeps what MPS advertised
+
+    (problem,) = findings(lab, "stale-capacity", node)
+    code, fix_params = fix_of(problem)
+    assert (code, fix_params) == ("S", {"stale_resource": SHARED})
+    fix = run(lab, code, node, fix_params)
+    assert fix.status == "succeeded", fix.message
+    assert lab.nvidia(node) == lab.nvidia(node, "capacity") == {GPU: "1"}
+    assert findings(lab, "stale-capacity") == []
+    nothing_left(lab, code, node, fix_params)
