@@ -117,12 +117,14 @@ def test_a_failed_e_is_restored_and_the_mps_daemon_leaves_on_the_lab(on_lab, mon
 
     lab, node = on_lab, "dev-a1-ws04"
     monkeypatch.setattr(steps.PluginPodRunning, "verify", lambda self, ctx: Check(False, "stopped", "by the test"))
+    monkeypatch.setenv("BRICK_PROCEDURE_VERIFY_TIMEOUT", "0")  # the refused check fails at once
     stopped = run(lab, "E", node)
     monkeypatch.undo()
     assert stopped.status == "failed"
     raw = lab.admin.get_node(node)
     assert raw["metadata"]["labels"][vocab.MPS_CAPABLE_LABEL] == "true" and raw["spec"].get("unschedulable")
     wait_until(lambda: plugin_pods(lab, node) == {"mps": "Running", MPS_DAEMON: "Running"}, 60, "the MPS pods")
+    wait_until(lambda: lab.nvidia(node).get(SHARED) == "3", 60, "the MPS plugin's replicas advertised")
 
     params = service.restore_params(stopped, lab.admin)
     assert params["labels"] == {
