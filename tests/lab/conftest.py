@@ -247,8 +247,11 @@ def _wait_for_policies(lab: Lab, token: str) -> None:
     def ns(name, labels):
         return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
+    # a Workspace namespace as the console makes it (the namespace policy refuses one without
+    # its Pod Security level: on a lab whose policies are already in force, always)
+    workspace = {V.WORKSPACE_LABEL: "true", V.POD_SECURITY_ENFORCE_LABEL: "baseline"}
     wait_until(
-        lambda: dry_create("/api/v1/namespaces", ns("lab-policy-probe", {V.WORKSPACE_LABEL: "true"})),
+        lambda: dry_create("/api/v1/namespaces", ns("lab-policy-probe", workspace)),
         30,
         "the ClusterRole to be in force",
     )

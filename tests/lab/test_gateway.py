@@ -105,6 +105,8 @@ def test_pods_by_node_field_selector_and_labels(gw):
 def test_daemonsets_configmaps_quotas_namespaces(gw):
     assert names(gw.list_daemonsets("brick-nvidia")) == [
         "nvidia-device-plugin-default",
+        "nvidia-device-plugin-mps",
+        "nvidia-device-plugin-mps-control-daemon",
         "nvidia-device-plugin-timeslicing",
     ]
     assert names(gw.list_daemonsets(label_selector="app.kubernetes.io/component=default")) == [
@@ -113,7 +115,11 @@ def test_daemonsets_configmaps_quotas_namespaces(gw):
     ds = gw.get_daemonset("brick-nvidia", "nvidia-device-plugin-timeslicing")
     assert ds["spec"]["template"]["spec"]["nodeSelector"]["brick.cloud/gpu.sharing"] == "timeslicing"
     cms = gw.list_configmaps("brick-nvidia", label_selector="app.kubernetes.io/name=nvidia-device-plugin")
-    assert names(cms) == ["nvidia-device-plugin-config-default", "nvidia-device-plugin-config-timeslicing"]
+    assert names(cms) == [
+        "nvidia-device-plugin-config-default",
+        "nvidia-device-plugin-config-mps",
+        "nvidia-device-plugin-config-timeslicing",
+    ]
     cm = gw.get_configmap("brick-nvidia", "nvidia-device-plugin-config-timeslicing")
     assert "replicas: 2" in cm["data"]["config.yaml"]
     with pytest.raises(NotFound):
