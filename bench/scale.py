@@ -440,6 +440,7 @@ class Bench:
         self.tmp = Path(tempfile.mkdtemp(prefix="brick-scale-"))
         self.procs: list[subprocess.Popen] = []
         self.paused: list[int] = []
+        self.held: list[int] = []  # controllers kept paused from an etcd bulk until the watcher primes
         self.own_lab = False
         self.lock = None
         self.created_plugin = False
@@ -788,8 +789,14 @@ class Bench:
             self.settle(n_nodes, want)
         finally:
             self.resume_background()
-            if bulk_etcd:  # the paused controllers catch up on the bulk before anything is measured
-                self.wait_lab_quiet()
+            if bulk_etcd:
+                # The controllers stay paused until the watcher has primed: resumed after a bulk
+                # they relist every pod and claim, and beside the watcher's own first list at
+                # 5,000 nodes those lists ran past the API server's 60 s timeout, were asked
+                # again, and grew it to 15 GiB. measure() lets them catch up once it has its view.
+                self.pause_background(names=REACTING)
+                self.held = list(self.paused)
+                self.paused.clear()
             if self.args.watcher_only:  # nothing measured then reads Prometheus: keep its CPU free
                 self.pause_background(names=("prometheus", "kube-state-metrics"))
         cpu = self.build_cpu_s() - cpu0
@@ -1181,6 +1188,10 @@ class Bench:
         w = self.start_watcher(db, f"{n_nodes}a")
         st = self.wait_view(watcher=w)
         r["first_view_s"] = time.time() - t0
+        if self.held:  # after an etcd bulk: the controllers catch up before anything else is measured
+            self.paused, self.held = self.held, []
+            self.resume_background()
+            self.wait_lab_quiet()
         ws = st.get("watcher_status") or {}
         r["rss_primed"] = self.rss_mib(w.pid)
         r["cpu_prime"] = self.cpu_s(w.pid)
@@ -1470,6 +1481,8 @@ class Bench:
 
     # ------------------------------------------------------------------ cleanup
     def cleanup(self):
+        self.paused += self.held
+        self.held = []
         self.resume_background()
         for p in list(self.procs):
             try:
@@ -1807,6 +1820,19 @@ def _fmt(d: dict) -> str:
     )
 
 
+def memory_guard(floor_gib: float = 1.5) -> None:
+    """Stop the bench (as Ctrl-C would: it cleans up) before the machine runs out of memory:
+    a 5,000-node lab's API server once grew to 15 GiB while its clients relisted."""
+    while True:
+        time.sleep(5)
+        with open("/proc/meminfo") as f:
+            avail = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:")) / 2**20
+        if avail < floor_gib:
+            log(f"only {avail:.1f} GiB of memory left: stopping")
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="500,2000", help="node counts, comma-separated (500,2000,5000)")
@@ -1858,6 +1884,7 @@ def main() -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
+    threading.Thread(target=memory_guard, daemon=True).start()
     code = 0
     try:
         bench.acquire_lab()
