@@ -309,7 +309,9 @@ def _stream_readers(request, run_id, page_state):
     (``run_stream.released``), so a waiting stream holds none: each read borrows one from the
     web process's pool (BRICK_DB_POOL; without it, a new backend), so open pages never fill
     PostgreSQL's connections."""
-    shown = {"state": page_state}
+    # The rows read so far, in seq order: a run's rows are only ever appended (recording.record),
+    # so each later read asks for the new ones alone, not the whole run again.
+    shown = {"state": page_state, "events": None}
     # The fragments need only the CSRF token of their forms: not the page's context processors
     # (the banners' and the unread count's queries, on every read of every stream).
     csrf_token = csrf(request)["csrf_token"]
@@ -318,7 +320,12 @@ def _stream_readers(request, run_id, page_state):
         run = ProcedureRun.objects.get(pk=run_id)
         if run.last_seq <= after:
             return [], after, not run.is_active
-        events = list(run.steps.order_by("seq"))
+        read = shown["events"]
+        if read is None:
+            events = list(run.steps.order_by("seq"))
+        else:
+            events = read + list(run.steps.filter(seq__gt=read[-1].seq if read else 0).order_by("seq"))
+        shown["events"] = events
         new = [e for e in events if e.seq > after]
         if not new:
             return [], after, not run.is_active and after >= run.last_seq

@@ -309,6 +309,19 @@ def test_an_open_stream_under_asgi_sends_the_rows_as_the_worker_commits_them(twi
     assert run.status == "succeeded" and shown == list(range(planned + 1, run.last_seq + 1))
     assert len(steps) > 9  # sent as they came (each step at least), not all at the end
     assert events[-1]["event"] == "done"
+    # Each read after the first asked only for the new rows: the table the stream left is still
+    # the one the finished run's page shows, step by step.
+    streamed = {}
+    for e in steps:
+        for row in re.findall(r'<tr id="step-.*?</tr>', e["data"], flags=re.S):
+            streamed[row.split('"')[1]] = row.replace(' hx-swap-oob="true"', "")
+    page_client = Client()
+    page_client.force_login(admin_user)
+    page = page_client.get(reverse("run_detail", args=[run.pk])).content.decode()
+    on_page = {row.split('"')[1]: row for row in re.findall(r'<tr id="step-.*?</tr>', page, flags=re.S)}
+    assert len(on_page) == 10 and streamed == on_page
+    count = re.compile(r'<span id="event-count"[^>]*>([^<]*)</span>')
+    assert count.findall(steps[-1]["data"]) == count.findall(page) == [f"Audit record: {run.last_seq} events"]
 
 
 def test_a_page_refused_its_stream_can_follow_the_run_by_polling_its_progress(twin, admin_client, settings):
