@@ -403,13 +403,20 @@ def print_hops(browser):
         print(
             f"    seq {seq} (message {m}) {total * 1000:.0f} ms: " + ", ".join(f"{k} {v:.0f}" for k, v in row.items())
         )
-    if rows:  # the slowest event's timeline: every hop of the web process and the browser around it
-        total, seq, m, _, (run, _, recorded, dom, recv) = max(rows, key=lambda r: r[0])
+    # The slowest event's timeline (every hop of the web process and the browser around it), and
+    # the slowest of those committed while the page was loading, when it is another.
+    loading = [r for r in rows if r[4][2] * 1000 < r[4][4].get("mark:open", 0)]
+    shown = []
+    for title, among in (("the slowest", rows), ("the slowest committed while the page loaded", loading)):
+        if not among or (pick := max(among, key=lambda r: r[0])) in shown:
+            continue
+        shown.append(pick)
+        total, seq, m, _, (run, _, recorded, dom, recv) = pick
         around = [(t, f"{hop} {sq}" if sq >= 0 else hop) for hop, r, sq, t in traces if r in (run, -1)]
         around += [(t / 1000, f"browser {'received message ' if i.isdigit() else ''}{i}") for i, t in recv.items()]
         around.append((dom, f"browser showed {seq}"))
-        print(f"  timeline of seq {seq} (ms after it was recorded; lag: the event loop blocked that long):")
-        for t, what in sorted(x for x in around if recorded - 0.3 <= x[0] <= dom + 0.02):
+        print(f"  timeline of {title}, seq {seq} (ms after it was recorded; lag: the event loop blocked that long):")
+        for t, what in sorted(x for x in around if recorded - 0.4 <= x[0] <= dom + 0.02):
             if not what.startswith("lag ") or int(what.split()[1]) >= 10:
                 print(f"    {(t - recorded) * 1000:7.1f} {what}")
     if lags:

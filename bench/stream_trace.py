@@ -134,9 +134,18 @@ def trace_web(app):
             lag_probe["task"] = asyncio.get_running_loop().create_task(probe())
         match = STREAM_PATH.match(scope.get("path", "")) if scope["type"] == "http" else None
         if match is None:
-            log("request:" + scope.get("path", "").replace(" ", "+"), -1, -1)
+            path = scope.get("path", "").replace(" ", "+")
+            log("request:" + path, -1, -1)
+            parts = [0]
+
+            async def page_send(message):  # a run page goes out in parts (gpus/views/runs.py)
+                await send(message)
+                if message["type"] == "http.response.body" and message.get("more_body") and path.startswith("/runs/"):
+                    parts[0] += 1
+                    log(f"part{parts[0]}:{path}", -1, -1)
+
             try:
-                return await app(scope, receive, send)
+                return await app(scope, receive, page_send)
             finally:
                 log("answered:" + scope.get("path", "").replace(" ", "+"), -1, -1)
         run = int(match.group(1))
