@@ -1820,17 +1820,34 @@ def _fmt(d: dict) -> str:
     )
 
 
-def memory_guard(floor_gib: float = 1.5) -> None:
+def biggest_processes(n: int = 5) -> str:
+    """The machine's ``n`` largest processes by resident memory: "name GiB, ..."."""
+    sizes = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+            sizes.append((int(fields.get("VmRSS", "0 kB").split()[0]) / 2**20, fields["Name"].strip()))
+        except (OSError, ValueError, KeyError):
+            continue
+    return ", ".join(f"{name} {gib:.1f}" for gib, name in sorted(sizes, reverse=True)[:n])
+
+
+def memory_guard(floor_gib: float = 1.5, every_s: float = 60) -> None:
     """Stop the bench (as Ctrl-C would: it cleans up) before the machine runs out of memory:
-    a 5,000-node lab's API server once grew to 15 GiB while its clients relisted."""
+    a 5,000-node lab's API server once grew to 15 GiB while its clients relisted. Says every
+    minute, and when it stops, which processes hold the memory."""
+    said = 0.0
     while True:
         time.sleep(5)
         with open("/proc/meminfo") as f:
             avail = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:")) / 2**20
         if avail < floor_gib:
-            log(f"only {avail:.1f} GiB of memory left: stopping")
+            log(f"only {avail:.1f} GiB of memory left: stopping (GiB: {biggest_processes()})")
             os.kill(os.getpid(), signal.SIGTERM)
             return
+        if time.time() - said >= every_s:
+            said = time.time()
+            log(f"  memory available {avail:.1f} GiB; largest (GiB): {biggest_processes()}")
 
 
 def main() -> int:
