@@ -1,13 +1,16 @@
-// The run page's stream, opened as soon as its region is parsed (a plain script placed right
-// after it, templates/gpus/runs/detail.html), not once the deferred scripts and htmx have
-// loaded: the rows committed while the page was still loading arrive that much sooner.
-// htmx's SSE extension then takes this EventSource over (js/run-stream.js); what arrived
-// before it listened is held here and handed to it in order.
+// The run page's stream, opened by this script as soon as the browser reaches it: it comes
+// before the page's progress region (templates/gpus/runs/detail.html), whose rows the server
+// reads only after sending the page up to here (gpus/views/runs.py, run_detail). So the stream
+// is already open when those rows are read: a row committed after them comes over it at once,
+// where before it waited for the region, the deferred scripts and htmx. The stream starts after
+// the rows the server had when it sent this script (data-stream's ?after=); the region may show
+// a few more, which js/run-stream.js drops when it hands the stream to htmx's SSE extension,
+// with the events that came before it listened, in order.
 (function () {
   'use strict';
-  const box = document.getElementById('run-progress');
-  const url = box && box.getAttribute('sse-connect');
-  if (!url || !window.EventSource) return;
+  const script = document.currentScript;
+  const url = script && script.dataset.stream;
+  if (!url || !window.EventSource || window.brickStreamTaken) return;
   const source = new EventSource(url, { withCredentials: true });
   const early = { url, source, held: [], holding: true, opened: false };
   const hold = (evt) => {

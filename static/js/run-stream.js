@@ -10,18 +10,39 @@
 //   progress every data-poll-seconds, as the page did before it streamed; a changed progress
 //   comes back as the whole region, which opens the stream again; 204 (nothing new) keeps it.
 // - Hands the extension the stream js/run-stream-early.js opened while the page loaded, with
-//   the events that came before it listened, in order (a closed one is opened again).
+//   the events that came before it listened, in order, less those the page already lists (a
+//   closed one is opened again).
 (function () {
   'use strict';
   const root = () => document.getElementById('run-progress');
   let focusedId = null;
 
+  // The events and announcements of a message that the page already shows (its rows were read
+  // after the early stream opened): dropped before the message is swapped in. The step rows and
+  // the status in it are the newer state, and are kept.
+  const unshown = (data) => {
+    const box = root();
+    const last = Number((box && box.dataset.lastSeq) || 0);
+    const parsed = document.createElement('template');
+    parsed.innerHTML = data;
+    let dropped = false;
+    parsed.content.querySelectorAll('[hx-swap-oob^="beforeend:"] > [data-seq]').forEach((el) => {
+      if (Number(el.dataset.seq) <= last) {
+        el.remove();
+        dropped = true;
+      }
+    });
+    return dropped ? parsed.innerHTML : data;
+  };
+
   if (window.htmx) {
     const open = htmx.createEventSource || ((url) => new EventSource(url, { withCredentials: true }));
+    const path = (url) => new URL(url, location.href).pathname;
     htmx.createEventSource = (url) => {
+      window.brickStreamTaken = true;
       const early = window.brickEarlyStream;
       window.brickEarlyStream = null;
-      if (!early || early.url !== url || early.source.readyState === EventSource.CLOSED) {
+      if (!early || path(early.url) !== path(url) || early.source.readyState === EventSource.CLOSED) {
         if (early) early.source.close();
         return open(url);
       }
@@ -31,7 +52,8 @@
         const source = early.source;
         if (early.opened && source.readyState === EventSource.OPEN) source.dispatchEvent(new Event('open'));
         for (const evt of early.held) {
-          source.dispatchEvent(new MessageEvent(evt.type, { data: evt.data, lastEventId: evt.lastEventId, origin: evt.origin }));
+          const data = evt.type === 'step' ? unshown(evt.data) : evt.data;
+          source.dispatchEvent(new MessageEvent(evt.type, { data, lastEventId: evt.lastEventId, origin: evt.origin }));
         }
         early.held = [];
       }, 0);
@@ -77,6 +99,13 @@
   document.addEventListener('htmx:sseMessage', (evt) => {
     const box = root();
     if (!box) return;
+    // An event the page already listed, come again over the early stream after htmx took it
+    // over (its message was on its way): the first one stays.
+    const listed = new Set();
+    box.querySelectorAll('#run-events > li[id]').forEach((li) => {
+      if (listed.has(li.id)) li.remove();
+      else listed.add(li.id);
+    });
     const id = Number(evt.detail.lastEventId);
     if (id) {
       box.dataset.lastSeq = String(id);

@@ -52,6 +52,8 @@ def test_procedure_a_from_plan_to_end_live(
     assert page.evaluate("sessionStorage.runLoads") == "1"  # no reload: htmx swapped the rows in
     # one stream: the one the page opened while it loaded, taken over by htmx, never a second
     assert len(streams) == 1, streams
+    listed = page.eval_on_selector_all("#run-events > li", "items => items.map((li) => li.id)")
+    assert listed == [f"event-{n}" for n in range(1, run.last_seq + 1)]  # every event once, in order
     history = page.evaluate("window.__history")
     keys = [
         "cordon",

@@ -262,6 +262,9 @@ def test_rows_committed_after_a_live_runs_page_started_going_out_are_on_the_page
 
     head, rest = async_to_sync(read)()
     assert 'id="content"' in head and 'id="run-progress"' not in head  # the page around the region first
+    # The stream can open before the rows are read: the part sent first names it, after the rows there were
+    stream = reverse("run_stream", args=[run.pk])
+    assert f'data-stream="{stream}?after={planned}&amp;status=pending&amp;cancel=0"' in head
     run.refresh_from_db()
     assert run.last_seq > planned + 9
     shown = [int(n) for n in re.findall(r'<li id="event-([0-9]+)"', rest)]
