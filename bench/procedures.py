@@ -334,6 +334,15 @@ def browser_latency(runs: int, pause: float, server: str = "gunicorn", hops: boo
                 f"    {label}: {len(part)} events, median {statistics.median(part):.0f} ms, "
                 f"p95 {pct(part, 95):.0f} ms, max {max(part):.0f} ms"
             )
+    by_run = {}
+    for b in browser:
+        if b[2] * 1000 < b[4].get("mark:open", 0):
+            by_run[b[0]] = by_run.get(b[0], 0) + 1
+    runs_in_order = sorted({b[0] for b in browser})
+    print(
+        "    committed while the page was loading, per run in order (the first: the run page's scripts not yet "
+        "cached): " + ", ".join(str(by_run.get(r, 0)) for r in runs_in_order)
+    )
     if hops:
         print_hops(browser)
     return latencies
