@@ -1194,10 +1194,6 @@ class Bench:
         w = self.start_watcher(db, f"{n_nodes}a")
         st = self.wait_view(watcher=w)
         r["first_view_s"] = time.time() - t0
-        if self.held:  # after an etcd bulk: the controllers catch up before anything else is measured
-            self.paused, self.held = self.held, []
-            self.resume_background()
-            self.wait_lab_quiet()
         ws = st.get("watcher_status") or {}
         r["rss_primed"] = self.rss_mib(w.pid)
         r["cpu_prime"] = self.cpu_s(w.pid)
@@ -1210,6 +1206,10 @@ class Bench:
         r["streams"] = {k: v.get("objects") for k, v in (ws.get("streams") or {}).items()}
         r["rss_settled"] = self.rss_mib(w.pid)
         log(f"view published after {r['first_view_s']:.1f}s; list {r['list_s']}; RSS {r['rss_primed']:.0f} MiB")
+        if self.held:  # after an etcd bulk: the controllers catch up before anything else is measured
+            self.paused, self.held = self.held, []
+            self.resume_background()
+            self.wait_lab_quiet()
         if self.args.watcher_only:  # the memory figure and the counts, for a size too slow to measure whole
             time.sleep(60)
             r["rss_after_churn"] = self.rss_mib(w.pid)  # no churn: a minute of following the cluster
