@@ -505,7 +505,10 @@ def _one(made, frozen: list, unique: bool):
         if len(_shared) > 2 * _shared_pruned_at[0]:
             _prune_shared()
         kept = _shared.setdefault(key, _shaped(made))
-    return kept, key
+    # Its parent's key names it by identity: equal structures are this one instance, which lives
+    # as long as any kept parent holds it (a parent is pruned first). Nested keys would hold a
+    # copy of every child's key: at 5,000 DRA nodes more than the shared structures themselves.
+    return kept, id(kept)
 
 
 # Dicts of one shape (the same keys in the same order) kept as the attribute dicts of one class's

@@ -240,10 +240,10 @@ def dra_node(inputs: DraInputs) -> DraNode:
                     model=str(dra.attribute_value(d, "productName") or ""),
                     profile=str(dra.attribute_value(d, "profile") or ""),
                     shared=dra.device_is_shared(d),
-                    claims=list(use.claims) if use else [],
+                    claims=use.claims if use else [],  # uses are this call's own: no copy
                     units_held=_units_held(use),
                     admin_claims=admin.get(did, []),
-                    pods=list(use.pods) if use else [],
+                    pods=use.pods if use else [],
                     taints=_taints(pid.driver, pid.pool, d, taint_rules),
                 )
             )

@@ -198,7 +198,7 @@ class _Reuse:
         self.lock = threading.Lock()
         self.ledger: dict = {}
         self.occupancy: dict = {}
-        self.rows: dict = {}  # node name -> (raw node, NodeLedger or None, findings, data without them, data, digests)
+        self.rows: dict = {}  # node name -> (raw node, NodeLedger or None, findings, digest, digest without them)
         self.workspaces: dict = {}  # namespace -> (Occupancy, idle since, its row's fields, their digest)
 
 
@@ -206,18 +206,27 @@ _reuse = _Reuse()
 
 
 def _node_row(raw: dict, n, problems: int, last) -> tuple:
-    """(row parts, data, digest) of one node; ``last``'s when the node and its line are
-    the same objects as then (and its number of findings the same)."""
+    """(row parts, digest) of one node; ``last``'s digest when the node and its line are the
+    same objects as then. Neither the parts kept for the next call nor the rows hold the row's
+    data: at 5,000 DRA nodes all of it at once would be the largest thing the watcher holds.
+    A row that has to be written makes it again (``_node_data``), a batch at a time."""
     if last is not None and last[0] is raw and last[1] is n:
         if last[2] == problems:
-            return last, last[4], last[5]
-        base, base_digest = last[3], last[6]
+            return last, last[3]
+        base_digest = last[4]
     else:
-        base = {"ledger": ledger_mod.node_to_dict(n) if n else None, "raw": _slim_node(raw)}
-        base_digest = _digest(base)
-    data = {**base, "problems": problems}
+        base_digest = _digest(_node_base(raw, n))
     digest = hashlib.sha1(f"{base_digest}/{problems}".encode()).hexdigest()
-    return (raw, n, problems, base, data, digest, base_digest), data, digest
+    return (raw, n, problems, digest, base_digest), digest
+
+
+def _node_base(raw: dict, n) -> dict:
+    return {"ledger": ledger_mod.node_to_dict(n) if n else None, "raw": _slim_node(raw)}
+
+
+def _node_data(raw: dict, n, problems: int) -> dict:
+    """A node row's data: its ledger line, what the pages read of the node, its findings."""
+    return {**_node_base(raw, n), "problems": problems}
 
 
 def prepare(snapshot: Snapshot):
@@ -243,8 +252,9 @@ def prepare(snapshot: Snapshot):
         for raw in snapshot.nodes:
             name = raw["metadata"]["name"]
             n = gpu.get(name)
-            parts[name], data, digest = _node_row(raw, n, per_node.get(name, 0), _reuse.rows.get(name))
-            rows[name] = (n, data, digest)
+            problems_here = per_node.get(name, 0)
+            parts[name], digest = _node_row(raw, n, problems_here, _reuse.rows.get(name))
+            rows[name] = (n, digest, raw, problems_here)
         _reuse.rows = parts
         occupancy = occupancy_mod.compute(snapshot, led, memo=_reuse.occupancy)
     return led, problems, rows, occupancy
@@ -391,30 +401,34 @@ def _write_nodes(rows: dict, gen: int) -> None:
     gone = set(stored) - set(rows)
     if gone:
         ViewNode.objects.filter(name__in=gone).delete()
-    changed = [name for name, (_n, _d, digest) in rows.items() if stored.get(name) != digest]
+    changed = [name for name, (_n, digest, _raw, _p) in rows.items() if stored.get(name) != digest]
     if not changed:
         return
     ViewNode.objects.filter(name__in=[c for c in changed if c in stored]).delete()
-    new = []
-    for name in changed:
-        n, data, digest = rows[name]
-        new.append(
-            ViewNode(
-                name=name,
-                generation=gen,
-                is_gpu=n is not None,
-                model=n.model if n else "",
-                mode=n.mode if n else "",
-                stack=n.stack if n else "",
-                convention=n.convention if n else "",
-                cordoned=bool((data["raw"]["spec"] or {}).get("unschedulable")),
-                problems=data["problems"],
-                ledger=data["ledger"],
-                raw=data["raw"],
-                digest=digest,
-            )
-        )
-    ViewNode.objects.bulk_create(new, batch_size=500)
+    for start in range(0, len(changed), NODE_BATCH):  # a batch's data at a time, not all of it
+        batch = changed[start : start + NODE_BATCH]
+        ViewNode.objects.bulk_create(_node_record(name, gen, *rows[name]) for name in batch)
+
+
+NODE_BATCH = 500
+
+
+def _node_record(name: str, gen: int, n, digest: str, raw: dict, problems: int) -> ViewNode:
+    data = _node_data(raw, n, problems)
+    return ViewNode(
+        name=name,
+        generation=gen,
+        is_gpu=n is not None,
+        model=n.model if n else "",
+        mode=n.mode if n else "",
+        stack=n.stack if n else "",
+        convention=n.convention if n else "",
+        cordoned=bool((data["raw"]["spec"] or {}).get("unschedulable")),
+        problems=data["problems"],
+        ledger=data["ledger"],
+        raw=data["raw"],
+        digest=digest,
+    )
 
 
 def _write_workspaces(occupancy: dict, gen: int, now, last: dict) -> dict:
