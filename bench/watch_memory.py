@@ -4,6 +4,7 @@ both stacks, and the two stacks' stores at the lab bench's size.
 
     .venv/bin/python bench/watch_memory.py [--n 5000] [--nodes 500] [--pods-per-node 30]
     .venv/bin/python bench/watch_memory.py --changes --nodes 5000 [--repeat 5]
+    .venv/bin/python bench/watch_memory.py --rss both --nodes 5000
 
 The objects are the ones bench/scale.py creates, as the API server hands them back (its
 defaults, uid, resourceVersion, timestamps, managedFields): device-plugin nodes with their
@@ -18,6 +19,11 @@ The "at the bench's size" lines add up the stores at --nodes (pods-per-node each
 requesting a GPU on the device plugin, every one holding a claim on DRA), and the watcher's
 resident memory they imply with the process's own part taken from the lab's device-plugin
 figure (PLUGIN_RSS_MIB at 500 nodes, docs/benchmarks.md), an estimate to be checked there.
+
+``--rss``: a real ClusterWatcher's resident memory at --nodes (each stack in its own process, or
+``both`` and their ratio), primed from these objects and published once through the watcher
+command's publisher into a throwaway SQLite database: what the lab's watcher holds, less what a
+streamed list over HTTP leaves behind.
 
 ``--changes``: what one change costs from the watch event to the view's rows, in CPU seconds, at
 --nodes DRA nodes (every pod holding a claim): a real ClusterWatcher primed from these objects
@@ -250,6 +256,58 @@ class _Listed:
         return iter(())
 
 
+class _PluginListed(_Listed):
+    """The device-plugin side of bench/scale.py at the same size: GPU nodes, one plugin pod per
+    node and the rest workload pods, one in ten requesting a GPU."""
+
+    def made(self, kind: str):
+        for i, nm in enumerate(self.names):
+            if kind == "Node":
+                yield plugin_node_served(nm, i, i)
+            elif kind == "Pod":
+                yield plugin_pod_served(nm, i)
+                for k in range(self.ppn - 1):
+                    p = i * (self.ppn - 1) + k
+                    gpu = vocab.GPU if p % 10 == 0 else ""
+                    yield pod_served(self.nss[p % len(self.nss)], f"w-{p:06d}", nm, p, gpu=gpu)
+
+
+def _rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def rss(stack: str, nodes: int, ppn: int) -> dict:
+    """The resident memory of a real ClusterWatcher of ``stack`` at ``nodes``: primed from the
+    bench's objects, then published through the watcher command's own publisher (node rows
+    written to a throwaway SQLite database, the query log as the command leaves it)."""
+    os.environ.setdefault("DATABASE_URL", f"sqlite:///{tempfile.mkdtemp(prefix='watch-memory-')}/db.sqlite3")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from brickadmin import metrics
+    from brickadmin.cluster.watch import ClusterWatcher
+    from gpus.management.commands.watch_cluster import publisher
+
+    call_command("migrate", verbosity=0)
+    gc.collect()
+    out = {"stack": stack, "nodes": nodes, "debug": settings.DEBUG, "start": _rss_mib()}
+    w = ClusterWatcher((_Listed if stack == "dra" else _PluginListed)(nodes, ppn))
+    w.prime()
+    gc.collect()
+    out["primed"] = _rss_mib()
+    publish = publisher(metrics.DeviceFeed(60), "bench-watch-memory")
+    publish(w.snapshot(), None)
+    gc.collect()
+    out["published"] = _rss_mib()
+    return out
+
+
 def changes(nodes: int, ppn: int, repeat: int) -> None:
     """CPU seconds from one watch event to the view's rows (see the module's docstring)."""
     os.environ.setdefault("DATABASE_URL", f"sqlite:///{tempfile.mkdtemp(prefix='watch-memory-')}/db.sqlite3")
@@ -309,6 +367,31 @@ def changes(nodes: int, ppn: int, repeat: int) -> None:
         print(f"| {label}: median of {len(mine)} | | | | **{statistics.median(totals) * 1000:.0f} ms** |")
 
 
+def _rss_both(nodes: int, ppn: int) -> int:
+    import subprocess
+
+    got = {}
+    for stack in ("device-plugin", "dra"):
+        line = (
+            subprocess.run(
+                [sys.executable, __file__, "--rss", stack, "--nodes", str(nodes), "--pods-per-node", str(ppn)],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
+        got[stack] = json.loads(line)
+    dp, dra = got["device-plugin"], got["dra"]
+    print(f"a real watcher at {nodes:,} nodes, {nodes * ppn:,} pods (Django DEBUG {dra['debug']}), VmRSS in MiB:")
+    print("| | start | primed | published |\n|---|---|---|---|")
+    for r in (dp, dra):
+        print(f"| {r['stack']} | {r['start']:.0f} | {r['primed']:.0f} | {r['published']:.0f} |")
+    print(f"DRA / device plugin, published: {dra['published'] / dp['published']:.2f}x")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=3000, help="objects of each kind measured (default 3000)")
@@ -316,7 +399,17 @@ def main() -> int:
     ap.add_argument("--pods-per-node", type=int, default=30)
     ap.add_argument("--changes", action="store_true", help="time one change to the view at --nodes instead")
     ap.add_argument("--repeat", type=int, default=5, help="changes of each kind timed (--changes)")
+    ap.add_argument(
+        "--rss",
+        choices=("dra", "device-plugin", "both"),
+        help="the resident memory of a real watcher primed and published at --nodes, each stack in its own process",
+    )
     args = ap.parse_args()
+    if args.rss in ("dra", "device-plugin"):
+        print(json.dumps(rss(args.rss, args.nodes, args.pods_per_node)))
+        return 0
+    if args.rss == "both":
+        return _rss_both(args.nodes, args.pods_per_node)
     if args.changes:
         changes(args.nodes, args.pods_per_node, args.repeat)
         return 0
