@@ -258,7 +258,9 @@ class _Listed:
 
 class _PluginListed(_Listed):
     """The device-plugin side of bench/scale.py at the same size: GPU nodes, one plugin pod per
-    node and the rest workload pods, one in ten requesting a GPU."""
+    node and the rest workload pods, one in ``gpu_every`` requesting a GPU (bench/scale.py: 10)."""
+
+    gpu_every = 10
 
     def made(self, kind: str):
         for i, nm in enumerate(self.names):
@@ -268,7 +270,7 @@ class _PluginListed(_Listed):
                 yield plugin_pod_served(nm, i)
                 for k in range(self.ppn - 1):
                     p = i * (self.ppn - 1) + k
-                    gpu = vocab.GPU if p % 10 == 0 else ""
+                    gpu = vocab.GPU if p % self.gpu_every == 0 else ""
                     yield pod_served(self.nss[p % len(self.nss)], f"w-{p:06d}", nm, p, gpu=gpu)
 
 
@@ -279,7 +281,7 @@ def _rss_mib() -> float:
     return float("nan")
 
 
-def rss(stack: str, nodes: int, ppn: int) -> dict:
+def rss(stack: str, nodes: int, ppn: int, gpu_every: int = 10) -> dict:
     """The resident memory of a real ClusterWatcher of ``stack`` at ``nodes``: primed from the
     bench's objects, then published through the watcher command's own publisher (node rows
     written to a throwaway SQLite database, the query log as the command leaves it)."""
@@ -296,8 +298,10 @@ def rss(stack: str, nodes: int, ppn: int) -> dict:
 
     call_command("migrate", verbosity=0)
     gc.collect()
-    out = {"stack": stack, "nodes": nodes, "debug": settings.DEBUG, "start": _rss_mib()}
-    w = ClusterWatcher((_Listed if stack == "dra" else _PluginListed)(nodes, ppn))
+    out = {"stack": stack, "nodes": nodes, "debug": settings.DEBUG, "start": _rss_mib(), "gpu_every": gpu_every}
+    gateway = (_Listed if stack == "dra" else _PluginListed)(nodes, ppn)
+    gateway.gpu_every = gpu_every
+    w = ClusterWatcher(gateway)
     w.prime()
     gc.collect()
     out["primed"] = _rss_mib()
@@ -367,14 +371,15 @@ def changes(nodes: int, ppn: int, repeat: int) -> None:
         print(f"| {label}: median of {len(mine)} | | | | **{statistics.median(totals) * 1000:.0f} ms** |")
 
 
-def _rss_both(nodes: int, ppn: int) -> int:
+def _rss_both(nodes: int, ppn: int, gpu_every: int) -> int:
     import subprocess
 
     got = {}
     for stack in ("device-plugin", "dra"):
         line = (
             subprocess.run(
-                [sys.executable, __file__, "--rss", stack, "--nodes", str(nodes), "--pods-per-node", str(ppn)],
+                [sys.executable, __file__, "--rss", stack, "--nodes", str(nodes), "--pods-per-node", str(ppn)]
+                + ["--plugin-gpu-every", str(gpu_every)],
                 check=True,
                 capture_output=True,
                 text=True,
@@ -384,7 +389,10 @@ def _rss_both(nodes: int, ppn: int) -> int:
         )
         got[stack] = json.loads(line)
     dp, dra = got["device-plugin"], got["dra"]
-    print(f"a real watcher at {nodes:,} nodes, {nodes * ppn:,} pods (Django DEBUG {dra['debug']}), VmRSS in MiB:")
+    print(
+        f"a real watcher at {nodes:,} nodes, {nodes * ppn:,} pods (Django DEBUG {dra['debug']}; device plugin: one "
+        f"workload pod in {gpu_every} requests a GPU; DRA: every pod holds a claim), VmRSS in MiB:"
+    )
     print("| | start | primed | published |\n|---|---|---|---|")
     for r in (dp, dra):
         print(f"| {r['stack']} | {r['start']:.0f} | {r['primed']:.0f} | {r['published']:.0f} |")
@@ -404,12 +412,18 @@ def main() -> int:
         choices=("dra", "device-plugin", "both"),
         help="the resident memory of a real watcher primed and published at --nodes, each stack in its own process",
     )
+    ap.add_argument(
+        "--plugin-gpu-every",
+        type=int,
+        default=10,
+        help="--rss: one workload pod in this many requests a GPU on the device plugin (1: every one, as on DRA)",
+    )
     args = ap.parse_args()
     if args.rss in ("dra", "device-plugin"):
-        print(json.dumps(rss(args.rss, args.nodes, args.pods_per_node)))
+        print(json.dumps(rss(args.rss, args.nodes, args.pods_per_node, args.plugin_gpu_every)))
         return 0
     if args.rss == "both":
-        return _rss_both(args.nodes, args.pods_per_node)
+        return _rss_both(args.nodes, args.pods_per_node, args.plugin_gpu_every)
     if args.changes:
         changes(args.nodes, args.pods_per_node, args.repeat)
         return 0
