@@ -555,8 +555,11 @@ class Bench:
 
     def resume_background(self):
         while self.paused:
+            pid = self.paused.pop()
+            if pid in self.kept:  # paused again for a timing: stays paused to the end
+                continue
             try:
-                os.kill(self.paused.pop(), signal.SIGCONT)
+                os.kill(pid, signal.SIGCONT)
             except OSError:
                 pass
 
@@ -1487,8 +1490,10 @@ class Bench:
 
     # ------------------------------------------------------------------ cleanup
     def cleanup(self):
-        self.paused += self.held + self.kept
-        self.held, self.kept = [], []
+        self.paused += self.held
+        self.held = []
+        self.resume_background()
+        self.paused, self.kept = self.kept, []
         self.resume_background()
         for p in list(self.procs):
             try:
