@@ -395,6 +395,9 @@ def gpu_capacity(led) -> dict[str, dict]:
     return pod_waits_mod.capacity(led.nodes, ledger_mod.IGNORED_TAINTS)
 
 
+NODE_BATCH = 500  # node rows made and written at a time
+
+
 def _write_nodes(rows: dict, gen: int) -> None:
     """Rewrite only the nodes whose data changed; drop the nodes that are gone."""
     stored = dict(ViewNode.objects.values_list("name", "digest"))
@@ -408,9 +411,6 @@ def _write_nodes(rows: dict, gen: int) -> None:
     for start in range(0, len(changed), NODE_BATCH):  # a batch's data at a time, not all of it
         batch = changed[start : start + NODE_BATCH]
         ViewNode.objects.bulk_create(_node_record(name, gen, *rows[name]) for name in batch)
-
-
-NODE_BATCH = 500
 
 
 def _node_record(name: str, gen: int, n, digest: str, raw: dict, problems: int) -> ViewNode:
