@@ -5,7 +5,8 @@ when asked and the machine holds it).
     .venv/bin/python bench/scale.py [--sizes 500,2000] [--pods-per-node 30]
 
 For each size it grows the lab's cluster (KWOK GPU nodes with the BRICK labels, as
-lab/load_scenario.py makes them; pods bound to the nodes, one in ten requesting GPUs), then
+lab/load_scenario.py makes them; pods bound to the nodes, one in ten requesting GPUs, or one in
+`--gpu-every N`), then
 prints the figures below. What is simulated while building (`--populate direct`, the default):
 the bench writes each node's GPU capacity/allocatable itself, computed by the device-plugin
 code gpusim uses (brickadmin/cluster/deviceplugin.py with the plugin ConfigMap), instead of
@@ -754,7 +755,8 @@ class Bench:
             if (ns, f"w-{p:06d}") in existing:
                 return
             claim = f"w-{p:06d}" if self.dra else None
-            body = self.pod(ns, f"w-{p:06d}", name, res, p % 10 == 0, status_by_bench=direct, claim=claim)
+            gpu = p % self.args.gpu_every == 0
+            body = self.pod(ns, f"w-{p:06d}", name, res, gpu, status_by_bench=direct, claim=claim)
             created = self.api.req("POST", f"/api/v1/namespaces/{ns}/pods", body=body, ok=(201, 409))
             if direct and created.get("metadata"):  # (409: an earlier run's, already Running)
                 self.api.req(
@@ -1575,7 +1577,8 @@ class Bench:
 # =========================================================================== printing
 def report(r: dict, targets: dict) -> None:
     n, p = r["nodes"], r["pods"]
-    print(f"\n=== {n:,} nodes / {p:,} pods, {r['stack']} ===")
+    every = f", one workload pod in {r['gpu_every']} on a GPU" if r.get("gpu_every") else ""
+    print(f"\n=== {n:,} nodes / {p:,} pods, {r['stack']}{every} ===")
     print(
         f"cluster built (nodes, pods, settling; not a measured figure): {r['build_s']:.0f} s; "
         f"1-min load average at start/end of the measurements {r['load'][0]:.1f}/{r['load'][-1]:.1f}"
@@ -1878,6 +1881,13 @@ def main() -> int:
     )
     ap.add_argument("--changes", type=int, default=20, help="node label changes timed to the pages")
     ap.add_argument(
+        "--gpu-every",
+        type=int,
+        default=10,
+        help="device-plugin stack: one workload pod in N requests a GPU (default 10; 1: every pod, like for "
+        "like with the DRA stack, where every pod holds a claim)",
+    )
+    ap.add_argument(
         "--stack",
         choices=("device-plugin", "dra"),
         default="device-plugin",
@@ -1902,6 +1912,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.bulk == "etcd" and args.stack != "dra":
         ap.error("--bulk etcd builds DRA pods and claims (--stack dra)")
+    if args.gpu_every < 1:
+        ap.error("--gpu-every: one pod in N, N at least 1")
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
 
     bench = Bench(args)
@@ -1920,7 +1932,8 @@ def main() -> int:
         print(
             f"bench/scale.py --stack {args.stack} against {bench.api.server} ({os.cpu_count()} CPUs, "
             f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB); "
-            f"Django DEBUG as settings default; watcher debounce 0.5 s; no PROMETHEUS_URL",
+            f"Django DEBUG as settings default; watcher debounce 0.5 s; no PROMETHEUS_URL"
+            + ("" if args.stack == "dra" else f"; one workload pod in {args.gpu_every} requests a GPU"),
             flush=True,
         )
         for n in sizes:
@@ -1929,6 +1942,8 @@ def main() -> int:
             build = bench.grow(n, n_pods)
             r = bench.measure(n, n_pods)
             r["build_s"], r["stack"] = build, args.stack
+            if args.stack != "dra":
+                r["gpu_every"] = args.gpu_every
             report(r, {})
             saved[str(n)] = summary(r)
             if args.json:
