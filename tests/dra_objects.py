@@ -81,6 +81,27 @@ def whole_gpu(
     return {"name": f"gpu-{minor}", "attributes": attrs, "capacity": {"memory": {"value": mem}}}
 
 
+def vfio_gpu(minor: int, product: str = "NVIDIA A100-SXM4-80GB") -> JSON:
+    """gpu-vfio-<minor> as NVIDIA's driver publishes it with PassthroughSupport (nvlib.go
+    getVfioDeviceInfo, deviceinfo.go VfioDeviceInfo.GetDevice): the same PCI bus ID as the GPU's
+    gpu-<minor>, and a uuid of its own made from that address, not the GPU's."""
+    bdf = f"0000:{0x07 + 0x40 * minor:02x}:00.0"
+    return {
+        "name": f"gpu-vfio-{minor}",
+        "attributes": {
+            "type": s("vfio"),
+            "uuid": s(str(uuid.uuid5(uuid.NAMESPACE_DNS, bdf))),
+            "deviceID": s("0x20b2"),
+            "vendorID": s("0x10de"),
+            "productName": s(product),
+            "iommuFDEnabled": {"bool": False},
+            "resource.kubernetes.io/pciBusID": s(bdf),
+            "resource.kubernetes.io/pcieRoot": s(f"pci0000:{0x00 + 0x40 * minor:02x}"),
+        },
+        "capacity": {"addressableMemory": {"value": "128Gi"}},
+    }
+
+
 def mig_name(minor: int, profile: str, pid: int, start: int) -> str:
     return f"gpu-{minor}-mig-{profile.replace('.', '')}-{pid}-{start}"
 

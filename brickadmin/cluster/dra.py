@@ -553,15 +553,37 @@ def used_devices(claims: Iterable[Mapping[str, Any]]) -> dict[DeviceID, DeviceUs
 # --------------------------------------------------------------------------
 
 
-def physical_key(device: Mapping[str, Any]) -> str | None:
+PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
+
+
+def gpus_by_pci_bus(devices: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """PCI bus ID -> uuid of the whole-GPU devices among ``devices`` (one pool's)."""
+    out: dict[str, str] = {}
+    for d in devices:
+        if device_type(d) == "gpu":
+            bus, u = attribute_value(d, PCI_BUS_ID), attribute_value(d, "uuid")
+            if bus and u:
+                out[str(bus)] = str(u)
+    return out
+
+
+def physical_key(device: Mapping[str, Any], gpu_at_bus: Mapping[str, str] | None = None) -> str | None:
     """Identity of the physical GPU behind a published device.
 
     Counter-consuming devices (dynamic MIG, KEP-4815) -> their counter set (one per
-    GPU: gpu-<minor>-counter-set); whole GPU / VFIO -> uuid; MIG -> parentUUID."""
+    GPU: gpu-<minor>-counter-set); whole GPU -> uuid; MIG -> parentUUID; VFIO -> the uuid of
+    the whole-GPU device at its PCI bus ID (``gpu_at_bus``, its pool's ``gpus_by_pci_bus``),
+    else its own. NVIDIA's driver (PassthroughSupport) publishes gpu-vfio-N beside gpu-N with a
+    uuid of its own, made from the PCI address (nvlib.go getVfioDeviceInfo): one GPU, given one
+    way at a time (allocatable.go RemoveSiblingDevices withdraws the other)."""
     ccs = _list(device.get("consumesCounters"))
     if ccs:
         return "counterset:" + str(ccs[0].get("counterSet"))
     t = device_type(device)
+    if t == "vfio" and gpu_at_bus:
+        sibling = gpu_at_bus.get(str(attribute_value(device, PCI_BUS_ID) or ""))
+        if sibling:
+            return sibling
     if t in ("gpu", "vfio"):
         u = attribute_value(device, "uuid")
         return str(u) if u else None
@@ -580,7 +602,7 @@ def physical_gpus_by_node(
 ) -> dict[str, int]:
     """Per node: number of physical GPUs.
 
-    distinct uuid of whole GPUs (and VFIO devices) plus distinct parentUUID of MIG
+    distinct uuid of whole GPUs (a VFIO device: its GPU's) plus distinct parentUUID of MIG
     devices -- a GPU advertised beside its own MIG devices (dra-driver-nvidia-gpu#719) is counted
     once. A pool that publishes sharedCounters (DynamicMIG) is counted by counter
     sets, not devices. Incomplete pools are skipped unless include_incomplete."""
@@ -590,17 +612,18 @@ def physical_gpus_by_node(
             continue
         node = pool.node_name or ""
         keys = out.setdefault(node, set())
+        at_bus = gpus_by_pci_bus(pool.devices)
         if dynamic_mig_pool(pool):
             keys.update("counterset:" + str(cs.get("name")) for cs in pool.shared_counters)
             # GPUs of the pool that are not MIG-capable publish no counter set.
             for d in pool.devices:
                 if not _list(d.get("consumesCounters")):
-                    k = physical_key(d)
+                    k = physical_key(d, at_bus)
                     if k:
                         keys.add(k)
             continue
         for d in pool.devices:
-            k = physical_key(d)
+            k = physical_key(d, at_bus)
             if k:
                 keys.add(k)
     return {n: len(k) for n, k in sorted(out.items())}
@@ -778,8 +801,9 @@ def logical_capacity(
             continue
         node = pool.node_name or ""
         groups: dict[str, list[JSON]] = {}
+        at_bus = gpus_by_pci_bus(pool.devices)
         for d in pool.devices:
-            k = physical_key(d)
+            k = physical_key(d, at_bus)
             if k is not None:
                 groups.setdefault(k, []).append(d)
         used_names = used_in_pool.get((pool.id.driver, pool.id.pool), set())

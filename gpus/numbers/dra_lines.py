@@ -228,6 +228,7 @@ def dra_node(inputs: DraInputs) -> DraNode:
         if seen != pool.expected_slice_count:
             continue
         trusted.extend(pool.slices)
+        at_bus = dra.gpus_by_pci_bus(pool.devices)
         for d in pool.devices:
             did = dra.DeviceID(pid.driver, pid.pool, str(d.get("name", "")))
             use = uses.get(did)
@@ -236,7 +237,7 @@ def dra_node(inputs: DraInputs) -> DraNode:
                     name=did.device,
                     pool=pid.pool,
                     kind=dra.device_type(d) or "",
-                    gpu=dra.physical_key(d) or "",
+                    gpu=dra.physical_key(d, at_bus) or "",
                     model=str(dra.attribute_value(d, "productName") or ""),
                     profile=str(dra.attribute_value(d, "profile") or ""),
                     shared=dra.device_is_shared(d),
@@ -253,6 +254,8 @@ def dra_node(inputs: DraInputs) -> DraNode:
         devices = [by_name[(cap.pool.pool, name)] for name in cap.devices if (cap.pool.pool, name) in by_name]
         if cap.mode == SHARES:  # a shared device's claims hold the shares they consumed
             used = sum(x.units_held for x in devices)
+        elif cap.mode in (WHOLE, VFIO):  # a GPU and its VFIO device: one GPU, given one way at a time
+            used = 1 if any(x.claims for x in devices) else 0
         else:
             used = sum(1 for x in devices if x.claims)
         node.gpus.append(

@@ -893,6 +893,35 @@ def test_vfio_beside_gpu_counted_once() -> None:
     assert dra.physical_gpus_by_node(sl) == {"node-a100": 2}
 
 
+def test_a_gpu_and_its_vfio_device_as_nvidias_driver_publishes_them_are_one_gpu() -> None:
+    """PassthroughSupport: gpu-vfio-N beside gpu-N, the same PCI bus ID, a uuid of its own."""
+    from gpus.numbers import dra_lines
+
+    sl = ex.whole_gpu_node()
+    sl[0]["spec"]["devices"] += [ex.vfio_gpu(0), ex.vfio_gpu(1)]
+    assert dra.physical_gpus_by_node(sl) == {"node-a100": 2}
+    caps = {c.gpu: c for c in dra.logical_capacity(sl)}
+    assert {g: (c.mode, c.units, sorted(c.devices)) for g, c in caps.items()} == {
+        ex.GPU_A: ("whole", 1, ["gpu-0", "gpu-vfio-0"]),
+        ex.GPU_B: ("whole", 1, ["gpu-1", "gpu-vfio-1"]),
+    }
+    # a VM holds gpu-vfio-0: the driver withdraws gpu-0 (allocatable.go RemoveSiblingDevices)
+    sl[0]["spec"]["devices"] = [d for d in sl[0]["spec"]["devices"] if d["name"] != "gpu-0"]
+    vm = ex.claim(
+        "vm-0",
+        "team-a",
+        [ex.exact("gpu", dra.DEVICE_CLASS_VFIO)],
+        [ex.res("gpu", "node-a100", "gpu-vfio-0")],
+        ["virt-launcher-vm-0"],
+        "node-a100",
+        "c0ffee00-0000-4000-8000-000000000001",
+    )
+    node = dra_lines.dra_node(dra_lines.inputs_by_node(sl, [vm])["node-a100"])
+    assert node.physical == 2
+    assert sorted((g.mode, g.units, g.used) for g in node.gpus) == [("vfio", 1, 1), ("whole", 1, 0)]
+    assert sum(line.logical for line in dra_lines.dra_lines(node)) == 2
+
+
 def test_incomplete_pool_not_counted() -> None:
     sl = ex.dynamic_mig_node()[1:]  # device slice without its counter slice (resourceSliceCount 2)
     assert dra.physical_gpus_by_node(sl) == {}
