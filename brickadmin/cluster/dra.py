@@ -790,7 +790,8 @@ def logical_capacity(
 
     whole GPU -> 1; static MIG -> 1 per MIG device (a whole GPU published beside
     its MIG devices is ignored, dra-driver-nvidia-gpu#719); dynamic MIG -> profiles allocatable
-    *now* from the counters (by_profile; units = the largest of those counts);
+    *now* from the counters (by_profile), units = the partitions claims hold plus the largest of
+    those counts (a claim's partition is not free, and is not taken off twice);
     consumable shares -> shares_units() (None = unlimited); VFIO -> 1."""
     used_in_pool: dict[tuple[str, str], set[str]] = {}
     for i in used_devices(claims) if uses is None else uses:
@@ -814,13 +815,16 @@ def logical_capacity(
                 sets = [cs for cs in pool.shared_counters if cs.get("name") == set_name]
                 summary = partition_summary(devs, sets, used_names, strict_cost=False)
                 by = {p.type: p.allocatable for p in summary}
+                # what claims hold besides what fits now: what fits now is already net of them,
+                # and the pages take the held from the units (free = units - used)
+                held = sum(1 for n in names if n in used_names)
                 out.append(
                     GpuCapacity(
                         node,
                         pool.id,
                         gpu,
                         "dynamic-mig",
-                        max(by.values(), default=0),
+                        held + max(by.values(), default=0),
                         names,
                         by,
                         {p.type: p.total for p in summary},

@@ -948,7 +948,41 @@ def test_logical_capacity() -> None:
         "7g.80gb": 0,
         "gpu": 0,
     }
-    assert dyn.totals_by_profile["1g.10gb"] == 7 and dyn.units == 3
+    # units: the 3g.40gb a claim holds, and the three 1g.10gb that still fit beside it
+    assert dyn.totals_by_profile["1g.10gb"] == 7 and dyn.units == 1 + 3
+
+
+def _dynamic_mig_gpu_with(*held: str):
+    """The H100 of the dynamic-MIG node, ``held`` devices allocated (one claim each)."""
+    from gpus.numbers import dra_lines
+
+    claims = [
+        ex.claim(
+            f"c-{i}",
+            "team-a",
+            [ex.exact("mig", dra.DEVICE_CLASS_MIG)],
+            [ex.res("mig", "node-h100-dynmig", device)],
+            [f"pod-{i}"],
+            "node-h100-dynmig",
+            f"c0ffee00-0000-4000-8000-{i:012d}",
+        )
+        for i, device in enumerate(held)
+    ]
+    node = dra_lines.dra_node(dra_lines.inputs_by_node(ex.dynamic_mig_node(), claims)["node-h100-dynmig"])
+    (gpu,) = node.gpus
+    return gpu
+
+
+def test_a_claimed_dynamic_mig_partition_is_taken_from_what_is_free_once() -> None:
+    """What fits now is net of what claims hold: the units add the held partitions back, so that
+    free (units - used) drops by one per claim, and a claim on the whole GPU leaves 1 of 1 used."""
+    free = _dynamic_mig_gpu_with()
+    assert (free.units, free.used) == (7, 0)
+    one = _dynamic_mig_gpu_with("gpu-0-mig-1g10gb-19-0")
+    assert (one.units, one.used, one.by_profile["1g.10gb"]) == (7, 1, 6)
+    assert one.units - one.used == free.units - free.used - 1
+    whole = _dynamic_mig_gpu_with("gpu-0")
+    assert (whole.units, whole.used) == (1, 1) and not any(whole.by_profile.values())
 
 
 def test_logical_capacity_dynamic_mig_unused() -> None:

@@ -62,7 +62,8 @@ def test_dynamic_mig_counts_counter_sets_and_what_fits_now():
     assert dyn.physical == 1  # one counter set, however many possible partitions it offers
     gpu = dyn.dra.gpus[0]
     assert gpu.mode == dra_lines.DYNAMIC_MIG and gpu.used == 1
-    assert dyn.resources[MIG_CLASS].allocatable == max(gpu.by_profile.values())
+    # what fits now, and the partition the claim holds: free is what fits now
+    assert dyn.resources[MIG_CLASS].allocatable == max(gpu.by_profile.values()) + gpu.used
 
 
 def test_consumable_shares_count_the_shares_claims_consumed():

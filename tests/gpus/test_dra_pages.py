@@ -72,7 +72,8 @@ def test_a_model_row_shows_its_dra_part_and_dra_types_read_well(dra, alice_clien
     a100 = next(r for r in rows if r.startswith("NVIDIA A100 80GB PCIe of which"))
     # one row for the model whether the device plugin or DRA serves it: 11 logical on 9 GPUs
     assert a100 == (f"NVIDIA A100 80GB PCIe of which DRA: 5 logical on 3 GPUs 11 4 9 {GPU_CLASS}"), rows
-    assert f"NVIDIA H100 80GB HBM3 MIG, dynamic of which DRA: 2 logical on 1 GPU 2 2 1 {MIG_CLASS}" in rows
+    # dynamic MIG: the two partitions claims hold and the two 1g.10gb that still fit
+    assert f"NVIDIA H100 80GB HBM3 MIG, dynamic of which DRA: 4 logical on 1 GPU 4 2 1 {MIG_CLASS}" in rows
     # unlimited shares are among the L40S GPUs: no ceiling, the claims held are counted
     assert f"NVIDIA L40S (Consumable shares) of which DRA: 9 logical on 4 GPUs ∞ 9 counted 4 4 {GPU_CLASS}" in rows
     # a device-plugin row says nothing of DRA (ws-vision's pod holds one of its shares)
@@ -83,7 +84,7 @@ def test_the_headline_names_the_device_class_and_shows_unlimited_as_infinite(dra
     html = alice_client.get(reverse("dashboard")).content.decode()
     rows = rows_of(html, "headline-by-type")
     assert f"{GPU_CLASS} DRA: devices of DeviceClass gpu.nvidia.com ∞ 14 counted ∞ 7 8 0" in rows, rows
-    assert f"{MIG_CLASS} DRA: devices of DeviceClass mig.nvidia.com 16 11 5 0 0" in rows
+    assert f"{MIG_CLASS} DRA: devices of DeviceClass mig.nvidia.com 18 13 5 0 0" in rows
 
 
 # --- Nodes --------------------------------------------------------------------------------
@@ -160,7 +161,7 @@ def test_unlimited_shares_are_infinite_with_the_claims_counted(dra, admin_client
 def test_dynamic_and_static_mig_and_a_long_device_list_is_paged(dra, admin_client, settings):
     html = admin_client.get(reverse("node_detail", args=["dra-h100-dyn-01"])).content.decode()
     (gpu,) = rows_of(html, "dra-gpus")
-    assert "MIG, dynamic (partitioned when claimed) 1g.10gb ×2, 1g.20gb ×1" in gpu and gpu.endswith(" 2 2")
+    assert "MIG, dynamic (partitioned when claimed) 1g.10gb ×2, 1g.20gb ×1" in gpu and gpu.endswith(" 4 2")
     settings.PAGE_SIZE = 10
     first = admin_client.get(reverse("node_detail", args=["dra-h100-dyn-01"])).content.decode()
     assert len(rows_of(first, "dra-devices")) == 10 and "Page 1 of 2 (19 in all)" in first

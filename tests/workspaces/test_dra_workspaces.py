@@ -194,10 +194,11 @@ def test_showback_counts_the_physical_gpus_each_claim_holds_on_its_node(dra):
     ledger = compute(snapshot)
     held = showback.claim_gpus(ledger.nodes)
     # ws-dra's claims: whole GPUs (train-gpu, the claim its three infer pods share, both-gpu) 1 each;
-    # dynamic MIG 3g and 1g on one H100: its 2 units share the GPU; three static 1g.10gb of the
-    # 14 on two A100s; consumable shares 3 of 8 on two L40S; an unlimited-shares device's one
-    # claim holds at most its GPU. The admin-access claim of gpu-monitoring is no use.
-    assert held == {"ws-dra": pytest.approx(3 + 1 + 3 / 7 + 3 / 4 + 1)}
+    # dynamic MIG 3g and 1g on one H100: 2 of its 4 units (the two held, two more 1g.10gb fit);
+    # three static 1g.10gb of the 14 on two A100s; consumable shares 3 of 8 on two L40S; an
+    # unlimited-shares device's one claim holds at most its GPU. The admin-access claim of
+    # gpu-monitoring is no use.
+    assert held == {"ws-dra": pytest.approx(3 + 2 / 4 + 3 / 7 + 3 / 4 + 1)}
     lines = occupancy.compute(snapshot, ledger).values()
     figures = showback.hour_figures(ledger.nodes, lines, measured=False)
     ws = figures["ws-dra"]
@@ -223,8 +224,8 @@ def test_the_hour_rolled_up_from_the_view_counts_claim_gpu_hours(dra_pages):
     read_cluster()
     row = showback_rollups.roll_up(datetime(2026, 11, 3, 14, 20, tzinfo=UTC))
     ws = showback.HourFigures.from_list(row.lines["ws-dra"])
-    # without the L40S nodes: 3 whole GPUs, dynamic MIG's 2 halves of an H100, 3/7 of static MIG
-    assert ws.requested == pytest.approx(3 + 1 + 3 / 7 + 1)  # and one nvidia.com/gpu of a pod
+    # without the L40S nodes: 3 whole GPUs, dynamic MIG's 2 of an H100's 4 units, 3/7 of static MIG
+    assert ws.requested == pytest.approx(3 + 2 / 4 + 3 / 7 + 1)  # and one nvidia.com/gpu of a pod
     assert ws.allocated == pytest.approx(8.0)  # 8 whole-GPU devices, each worth one GPU
 
 
