@@ -813,14 +813,34 @@ def allocated_by_namespace(quotas: list[KubeObject]) -> dict[str, dict[str, int]
 
 
 def _node_requests(pods: Iterable[KubeObject]) -> dict[str, int]:
-    """nvidia.com/* requested on a node by its pods that are not finished."""
+    """nvidia.com/* requested on a node by its pods that are not finished, of the device plugin:
+    not what the scheduler gave a container through a DRA claim instead (below)."""
     out: dict[str, int] = defaultdict(int)
     for pod in pods:
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
-        for res, amount in pod_gpu_requests(pod).items():
+        for res, amount in _plugin_requests(pod).items():
             out[res] += amount
     return dict(out)
+
+
+def _plugin_requests(pod: KubeObject) -> dict[str, int]:
+    """A pod's nvidia.com/* requests less those served by DRA: with a DeviceClass's
+    extendedResourceName (KEP-5004) the scheduler allocates such a request from a claim it makes
+    for the pod and maps each container's resource to it in status.extendedResourceClaimStatus
+    .requestMappings; the node need not list the resource at all."""
+    mappings = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("requestMappings") or []
+    served = {(m.get("containerName"), m.get("resourceName")) for m in mappings if isinstance(m, dict)}
+    if not served:
+        return pod_gpu_requests(pod)
+    out: dict[str, int] = {}
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        kept = {
+            k: v for k, v in pod_gpu_requests({"spec": {"containers": [c]}}).items() if (c.get("name"), k) not in served
+        }
+        for res, amount in kept.items():
+            out[res] = out.get(res, 0) + amount
+    return out
 
 
 def renamed_apart(resource: str) -> str:

@@ -139,3 +139,49 @@ def test_a_dra_unit_stands_for_its_share_of_physical_gpus():
     assert ledger.physical_share(led.node("node-a100-shares"), GPU_CLASS) == 2 / 8  # 4 shares per GPU
     mig = led.node("node-a100-mig")
     assert ledger.physical_share(mig, MIG_CLASS) == 2 / mig.resources[MIG_CLASS].allocatable
+
+
+def test_a_pod_given_nvidia_gpu_from_a_dra_claim_leaves_no_stale_line_and_no_finding():
+    """A DeviceClass with extendedResourceName nvidia.com/gpu (KEP-5004): a pod asking nvidia.com/gpu
+    on a DRA node, which lists no such resource, gets a claim the scheduler makes for it and the
+    mapping in status.extendedResourceClaimStatus. Nothing is left in capacity: no stale line."""
+    from gpus.numbers import health
+
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "er-pod", "namespace": "team-a", "uid": "e0000000-0000-4000-8000-000000000001"},
+        "spec": {
+            "nodeName": "node-a100",
+            "containers": [
+                {"name": "cuda", "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}
+            ],
+        },
+        "status": {
+            "phase": "Running",
+            "extendedResourceClaimStatus": {
+                "resourceClaimName": "er-pod-extended-resources-8x2kq",
+                "requestMappings": [
+                    {"containerName": "cuda", "resourceName": "nvidia.com/gpu", "requestName": "container-0-request-0"}
+                ],
+            },
+        },
+    }
+    claim = ex.claim(
+        "er-pod-extended-resources-8x2kq",
+        "team-a",
+        [ex.exact("container-0-request-0", "gpu.nvidia.com")],
+        [ex.res("container-0-request-0", "node-a100", "gpu-0")],
+        ["er-pod"],
+        "node-a100",
+        "e0000000-0000-4000-8000-000000000002",
+    )
+    claim["metadata"]["annotations"] = {"resource.kubernetes.io/extended-resource-claim": "true"}
+    snap = snapshot(slices=ex.whole_gpu_node(), claims=[claim], nodes=[node("node-a100")])
+    snap.gpu_pods = [pod]
+    led = ledger.compute(snap)
+    a100 = led.node("node-a100")
+    assert "nvidia.com/gpu" not in a100.resources and not a100.stale
+    assert (a100.stack, a100.physical, a100.logical, a100.requested) == ("dra", 2, 2, 1)
+    problems = health.problems(health.HealthInputs(led, snap, None))
+    assert [p.kind for p in problems if p.subject == "node-a100" and p.kind.startswith("stale")] == []
