@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 from .vocabulary import parse_quantity as vocab_parse_quantity
@@ -641,24 +641,91 @@ class GpuCapacity:
     totals_by_profile: dict[str, int] = field(default_factory=dict)
 
 
-def shares_units(device: Mapping[str, Any]) -> int | None:
-    """Logical allocations of an allowMultipleAllocations device (KEP-5075).
+def consumed_by_request(capacity: Mapping[str, Any], requested: Any = None) -> Decimal:
+    """What one allocation consumes of one capacity of a device that allows multiple allocations
+    (the scheduler's calculateConsumedCapacity, KEP-5075): the amount requested, rounded up as the
+    capacity's requestPolicy says; nothing requested: the policy's default, and with no policy the
+    whole value (fillEmptyRequest)."""
+    policy = capacity.get("requestPolicy")
+    policy = policy if isinstance(policy, Mapping) else None
+    if requested is None:
+        if policy is not None and policy.get("default") is not None:
+            return parse_quantity(policy["default"])
+        return parse_quantity(capacity.get("value", 0))
+    want = parse_quantity(requested)
+    if policy is None:
+        return want
+    valid_range = policy.get("validRange")
+    if isinstance(valid_range, Mapping) and valid_range.get("min") is not None:
+        low = parse_quantity(valid_range["min"])
+        if want < low:
+            return low
+        if valid_range.get("step") is None:
+            return want
+        step = parse_quantity(valid_range["step"])
+        return low + step * ((want - low) / step).to_integral_value(rounding=ROUND_CEILING)  # next step up
+    if policy.get("validValues") is not None:
+        return next((q for q in map(parse_quantity, policy["validValues"]) if want <= q), want)
+    return want
 
-    For every capacity with a requestPolicy whose default is > 0 the device admits
-    floor(value / default) default-sized claims; the tightest wins. No positive
-    default -> unlimited (None). Driver modes (consumable_shares.go):
+
+def violates_policy(consumed: Decimal, policy: Any) -> bool:
+    """Whether an amount is outside a capacity's requestPolicy (the scheduler's violatesPolicy):
+    the device then cannot be allocated to that request."""
+    if not isinstance(policy, Mapping):
+        return False
+    if policy.get("default") is not None and consumed == parse_quantity(policy["default"]):
+        return False
+    valid_range = policy.get("validRange")
+    if isinstance(valid_range, Mapping):
+        if valid_range.get("max") is not None and consumed > parse_quantity(valid_range["max"]):
+            return True
+        if valid_range.get("step") is not None:
+            low = parse_quantity(valid_range.get("min") or 0)
+            return (consumed - low) % parse_quantity(valid_range["step"]) != 0
+        return False
+    if policy.get("validValues"):
+        return consumed not in {parse_quantity(v) for v in policy["validValues"]}
+    return False
+
+
+def consumed_capacity(device: Mapping[str, Any], requests: Mapping[str, Any]) -> dict[str, Decimal] | None:
+    """What an allocation of a device that allows multiple allocations consumes of each of its
+    capacities, for a request's capacity requests (the scheduler's CmpRequestOverCapacity and
+    GetConsumedCapacityFromRequest); None when the request cannot have the device (it asks a
+    capacity the device lacks, or an amount outside a policy)."""
+    capacities = device.get("capacity") or {}
+    if any(name not in capacities for name in requests):
+        return None
+    out: dict[str, Decimal] = {}
+    for name, cap in capacities.items():
+        cap = cap if isinstance(cap, Mapping) else {}
+        amount = consumed_by_request(cap, requests.get(name))
+        if violates_policy(amount, cap.get("requestPolicy")):
+            return None
+        out[name] = amount
+    return out
+
+
+def shares_units(device: Mapping[str, Any]) -> int | None:
+    """Logical allocations of an allowMultipleAllocations device (KEP-5075): claims that ask no
+    capacity, each consuming of every capacity what ``consumed_by_request`` says (its policy's
+    default, or with no policy the whole value), floor(value / that) each; the tightest wins.
+    Nothing consumed of any capacity -> unlimited (None). Driver modes (consumable_shares.go
+    gives a policy to memory and shares only):
     --consumable-shares=N  -> shares: value N, default 1 -> N
     --consumable-shares=unlimited -> memory default 0 -> None
-    --consumable-shares=memory -> memory default = full memory -> 1"""
+    --consumable-shares=memory -> memory default = full memory -> 1
+    a static MIG device under any of them -> 1: its multiprocessors, engines and memory slices have
+    no policy, so each claim takes them whole."""
     best: int | None = None
     for cap in (device.get("capacity") or {}).values():
-        default = _get(cap, "requestPolicy", "default")
-        if default is None:
+        if not isinstance(cap, Mapping):
             continue
-        d = parse_quantity(default)
-        if d <= 0:
+        each = consumed_by_request(cap)
+        if each <= 0:
             continue
-        n = int(parse_quantity(cap.get("value", 0)) // d)
+        n = int(parse_quantity(cap.get("value", 0)) // each)
         best = n if best is None else min(best, n)
     return best
 

@@ -30,6 +30,7 @@ from .dra import (
     DEVICE_CLASS_BY_TYPE,
     DRIVER_NAME,
     DeviceID,
+    consumed_capacity,
     parse_quantity,
 )
 
@@ -356,8 +357,8 @@ class _Search:
             return None
         multi = bool(dev.body.get("allowMultipleAllocations"))
         requests = (r.exactly.get("capacity") or {}).get("requests") or {}
-        consume = _requested_capacity(dev.body, requests) if multi and not r.admin else {}
-        if not _fits(self.nd, dev, r.admin, consume):
+        consume = consumed_capacity(dev.body, requests) if multi and not r.admin else {}
+        if consume is None or not _fits(self.nd, dev, r.admin, consume):
             return None
         added: list[_MatchAttribute] = []
         for c in self.constraints[r.claim]:
@@ -453,18 +454,6 @@ def missing_device_class(claims: Sequence[Mapping[str, Any]], classes: Mapping[s
 
 def _nothing() -> None:
     return None
-
-
-def _requested_capacity(device: Mapping[str, Any], requests: Mapping[str, Any]) -> dict[str, Decimal]:
-    """What a share of the device consumes: the request's amounts, else each capacity's default."""
-    out = {}
-    for name, cap in (device.get("capacity") or {}).items():
-        policy = cap.get("requestPolicy") if isinstance(cap, Mapping) else None
-        if name in requests:
-            out[name] = parse_quantity(requests[name])
-        elif policy is not None:
-            out[name] = parse_quantity(policy.get("default", "0"))
-    return out
 
 
 def _fits(nd: NodeDevices, dev: _Device, admin: bool, consume: Mapping[str, Decimal]) -> bool:
