@@ -387,11 +387,15 @@ def python_for_tools() -> str:
     return "python3"
 
 
-# Dynamic Resource Allocation is GA on 1.34 (resource.k8s.io/v1); what NVIDIA's driver publishes
-# beyond whole GPUs needs alpha gates there (k8s.io/kubernetes v1.34.4 pkg/features/kube_features.go):
-# counters for dynamic MIG, device taints, consumable shares. DRAAdminAccess and
-# DRAPrioritizedList are beta and on. DeviceTaintRule is served from resource.k8s.io/v1alpha3.
-DRA_FEATURE_GATES = "--feature-gates=DRAPartitionableDevices=true,DRADeviceTaints=true,DRAConsumableCapacity=true"
+# Dynamic Resource Allocation is GA since 1.34 (resource.k8s.io/v1); what NVIDIA's driver publishes
+# beyond whole GPUs needs alpha gates on 1.35 (k8s.io/kubernetes v1.35.4 pkg/features/kube_features.go):
+# counters for dynamic MIG, device taints and (a gate of its own since 1.35) DeviceTaintRules,
+# consumable shares. DRAAdminAccess and DRAPrioritizedList are beta and on. DeviceTaintRule is
+# served from resource.k8s.io/v1alpha3, with effect None (the dry run) since 1.35.
+DRA_FEATURE_GATES = (
+    "--feature-gates=DRAPartitionableDevices=true,DRADeviceTaints=true,DRADeviceTaintRules=true,"
+    "DRAConsumableCapacity=true"
+)
 
 
 def components(bd: Path, token: str) -> list[tuple[str, list[str], callable, float]]:

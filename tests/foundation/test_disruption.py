@@ -404,7 +404,7 @@ def test_a_deployment_is_found_through_its_replica_set():
 
 
 # --- the Eviction API ------------------------------------------------------------------
-# pkg/registry/core/pod/storage/eviction_test.go (TestEviction, TestEvictionIgnorePDB): the
+# pkg/registry/core/pod/storage/eviction_test.go (Kubernetes v1.35: TestEviction, TestEvictionIgnorePDB): the
 # decision, for each unhealthyPodEvictionPolicy the upstream case runs with.
 
 POLICIES = (None, "IfHealthyBudget", "AlwaysAllow")
@@ -531,6 +531,34 @@ def eviction_pod(phase="Running", ready=None, deleting=False):
             dict(ready=True),
             POLICIES,
             "The disruption budget foo needs 3 healthy pods and has 3 currently",
+        ),
+        (
+            "the error is about sync failure when the condition reason is SyncFailedReason",
+            {
+                "disruptionsAllowed": 0,
+                "conditions": [
+                    {"type": "DisruptionAllowed", "status": "False", "reason": "SyncFailed", "message": "hoge"}
+                ],
+            },
+            {},
+            dict(ready=True),
+            POLICIES,
+            "The disruption budget foo does not allow evicting pods currently because it failed sync: hoge",
+        ),
+        (
+            "the error includes the reason when the condition.Status is False",
+            {
+                "disruptionsAllowed": 0,
+                "currentHealthy": 4,
+                "desiredHealthy": 3,
+                "conditions": [
+                    {"type": "DisruptionAllowed", "status": "False", "reason": "bar-reason", "message": "hoge"}
+                ],
+            },
+            {},
+            dict(ready=True),
+            POLICIES,
+            "The disruption budget foo does not allow evicting pods currently (bar-reason): hoge",
         ),
     ],
 )

@@ -56,16 +56,21 @@ def test_gpusim_publishes_the_pools_as_the_driver_does(dra_lab):
     for s in slices:
         assert s["spec"]["pool"]["name"] == s["spec"]["nodeName"]
         assert s["metadata"]["ownerReferences"][0]["kind"] == "Node"
-    # dynamic MIG on 1.34: the counter set and its devices in one slice
-    dyn = [s for s in slices if s["spec"]["nodeName"] == "dra-h100-dyn-01"]
-    assert len(dyn) == 1 and dyn[0]["spec"]["sharedCounters"] and dyn[0]["spec"]["devices"]
+    # dynamic MIG from 1.35 as the driver publishes it there: a slice of counter sets, one of the
+    # devices that consume them, both counted in the pool's resourceSliceCount
+    dyn = sorted(
+        (s for s in slices if s["spec"]["nodeName"] == "dra-h100-dyn-01"), key=lambda s: bool(s["spec"].get("devices"))
+    )
+    assert len(dyn) == 2 and {s["spec"]["pool"]["resourceSliceCount"] for s in dyn} == {2}
+    assert dyn[0]["spec"]["sharedCounters"] and not dyn[0]["spec"].get("devices")
+    assert dyn[1]["spec"]["devices"] and not dyn[1]["spec"].get("sharedCounters")
     # a republish raises the pool's generation
     gen = dyn[0]["spec"]["pool"]["generation"]
-    dra_lab.admin._request("DELETE", f"{V1}/resourceslices/{dyn[0]['metadata']['name']}")
+    dra_lab.admin._request("DELETE", f"{V1}/resourceslices/{dyn[1]['metadata']['name']}")
 
     def republished():
         now = [s for s in items(dra_lab, f"{V1}/resourceslices") if s["spec"]["nodeName"] == "dra-h100-dyn-01"]
-        return now and now[0]["spec"]["pool"]["generation"] == gen + 1
+        return len(now) == 2 and all(s["spec"]["pool"]["generation"] == gen + 1 for s in now)
 
     wait_until(republished, 30, "gpusim to republish the pool")
     assert dra_publish.PLUGIN_NODE_LABEL in dra_lab.admin.get_node("dra-h100-dyn-01")["metadata"]["labels"]

@@ -1,7 +1,7 @@
 """PodDisruptionBudgets: the status the disruption controller gives a budget and the Eviction
 API's decision.
 
-Sources (Kubernetes v1.34): pkg/controller/disruption/disruption.go,
+Sources (Kubernetes v1.35): pkg/controller/disruption/disruption.go,
 pkg/registry/core/pod/storage/eviction.go and
 staging/src/k8s.io/apimachinery/pkg/util/intstr/intstr.go (GetScaledValueFromIntOrPercent).
 Tests: tests/foundation/test_disruption.py.
@@ -20,7 +20,7 @@ from .pods import being_deleted, controller_of, pod_ready
 from .selectors import selector_matches
 
 # --- PodDisruptionBudgets ----------------------------------------------------------
-# What a real control plane decides, ported from Kubernetes v1.34: the disruption controller's
+# What a real control plane decides, ported from Kubernetes v1.35: the disruption controller's
 # status arithmetic (pkg/controller/disruption/disruption.go), the Eviction API's decision
 # (pkg/registry/core/pod/storage/eviction.go) and intstr.GetScaledValueFromIntOrPercent
 # (staging/src/k8s.io/apimachinery/pkg/util/intstr/intstr.go).
@@ -335,13 +335,29 @@ def eviction_refusal(pod: KubeObject, pdbs: list[KubeObject]) -> EvictionRefusal
             "map too big - too many evictions not confirmed by PDB controller",
         )
     if allowed == 0:
-        return EvictionRefusal(
-            429,
-            "TooManyRequests",
-            EVICTION_REFUSED,
-            f"The disruption budget {name} needs {desired} healthy pods and has {current} currently",
-        )
+        return EvictionRefusal(429, "TooManyRequests", EVICTION_REFUSED, _refusal_cause(name, status, current, desired))
     return None
+
+
+def _refusal_cause(name: str, status: KubeObject, current: int, desired: int) -> str:
+    """Why a budget allowing no disruption refuses, as the Eviction API words it since 1.35: a
+    failed sync first (its healthy counts are not to be trusted then), then the counts, then
+    the DisruptionAllowed condition's own words."""
+    condition = next((c for c in status.get("conditions") or [] if c.get("type") == DISRUPTION_ALLOWED_CONDITION), None)
+    said = condition is not None and condition.get("status") == "False" and bool(condition.get("message"))
+    if said and condition.get("reason") == "SyncFailed":
+        return (
+            f"The disruption budget {name} does not allow evicting pods currently because it failed sync: "
+            f"{condition['message']}"
+        )
+    if current <= desired:
+        return f"The disruption budget {name} needs {desired} healthy pods and has {current} currently"
+    if said:
+        return (
+            f"The disruption budget {name} does not allow evicting pods currently "
+            f"({condition.get('reason', '')}): {condition['message']}"
+        )
+    return f"The disruption budget {name} does not allow evicting pods currently"
 
 
 def status_after_eviction(status: KubeObject, pod_name: str, now: datetime | None = None) -> KubeObject:
