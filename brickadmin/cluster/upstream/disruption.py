@@ -343,20 +343,17 @@ def _refusal_cause(name: str, status: KubeObject, current: int, desired: int) ->
     """Why a budget allowing no disruption refuses, as the Eviction API words it since 1.35: a
     failed sync first (its healthy counts are not to be trusted then), then the counts, then
     the DisruptionAllowed condition's own words."""
-    condition = next((c for c in status.get("conditions") or [] if c.get("type") == DISRUPTION_ALLOWED_CONDITION), None)
-    said = condition is not None and condition.get("status") == "False" and bool(condition.get("message"))
-    if said and condition.get("reason") == "SyncFailed":
-        return (
-            f"The disruption budget {name} does not allow evicting pods currently because it failed sync: "
-            f"{condition['message']}"
-        )
+    condition: KubeObject = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == DISRUPTION_ALLOWED_CONDITION), {}
+    )
+    message, reason = str(condition.get("message") or ""), str(condition.get("reason") or "")
+    said = condition.get("status") == "False" and bool(message)
+    if said and reason == "SyncFailed":
+        return f"The disruption budget {name} does not allow evicting pods currently because it failed sync: {message}"
     if current <= desired:
         return f"The disruption budget {name} needs {desired} healthy pods and has {current} currently"
     if said:
-        return (
-            f"The disruption budget {name} does not allow evicting pods currently "
-            f"({condition.get('reason', '')}): {condition['message']}"
-        )
+        return f"The disruption budget {name} does not allow evicting pods currently ({reason}): {message}"
     return f"The disruption budget {name} does not allow evicting pods currently"
 
 
