@@ -1241,12 +1241,17 @@ class Bench:
 
         # -- label change to page; and how long each of those generations took to publish
         n0, _ = self.publications()
+        g0 = self.ask(cmd="state")["generation"]
         r["label"] = self.label_delays(n_nodes)
         n1, times = self.publications()
+        g1 = self.ask(cmd="state")["generation"]
         r["publish_label"] = [t for n, t in times if n0 < n <= n1]
         r["label_paused"] = self.label_delays(n_nodes, paused=True)
         n2, times = self.publications()
         r["publish_label_paused"] = [t for n, t in times if n1 < n <= n2]
+        r["phases_label_paused"] = [p for p in self.publication_phases() if p["generation"] > g1]
+        r["phases_label"] = [p for p in self.publication_phases() if g0 < p["generation"] <= g1]
+        r["gc_label_paused"] = (self.ask(cmd="state").get("watcher_status") or {}).get("gc")
 
         # -- churn: the watcher's CPU
         r["churn"] = self.churn(w)
@@ -1269,6 +1274,11 @@ class Bench:
         time.sleep(HEARTBEAT_S + 0.5)
         ws = self.ask(cmd="state").get("watcher_status") or {}
         return ws.get("published", 0), ws.get("publish_seconds") or []
+
+    def publication_phases(self) -> list[dict]:
+        """The watcher's recent publications by phase (prepare, write, commit, after, and the
+        garbage collector's part), from its last heartbeat."""
+        return (self.ask(cmd="state").get("watcher_status") or {}).get("publish_phases") or []
 
     @staticmethod
     def _seconds(a, b):
@@ -1684,6 +1694,20 @@ def report(r: dict, targets: dict) -> None:
             if v
         )
     )
+    for what, key in (("simulators running", "phases_label"), ("simulators paused", "phases_label_paused")):
+        phases = r.get(key) or []
+        if phases:
+            print(
+                f"those publications by phase, label changes with the {what} ({len(phases)}): "
+                + "; ".join(
+                    f"{part} median {statistics.median(p[part] for p in phases) * 1000:.0f} ms, "
+                    f"p95 {pct([p[part] for p in phases], 0.95) * 1000:.0f} ms"
+                    for part in ("prepare", "write", "commit", "after", "gc")
+                )
+            )
+    if r.get("gc_label_paused"):
+        gcs = r["gc_label_paused"]
+        print(f"the watcher's garbage collector so far, by generation: {gcs['collections']} runs, {gcs['seconds']} s")
     ch = r["churn"]
     print(
         f"churn of 1,000 pod creations + deletions (1 in 10 GPU): watcher CPU {ch['cpu_s']:.2f} s over "

@@ -18,6 +18,8 @@ import hashlib
 import json
 import logging
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,7 +28,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from brickadmin.cluster import kueue as kueue_mod
-from brickadmin.cluster.snapshot import Snapshot, without_gc_pauses
+from brickadmin.cluster.snapshot import Snapshot, gc_clock, without_gc_pauses
 from gpus import manifest as manifest_mod
 from gpus.models import ViewJob, ViewNode, ViewProblem, ViewResourceRow, ViewState, ViewTypeRow, ViewWorkspace
 from gpus.numbers import health as health_mod
@@ -269,7 +271,9 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0, fence: 
     ``position`` orders writers that may race (the twin's event id): a snapshot older than
     the stored one is not written, unless the stored generation is of an older form
     (``SCHEMA_VERSION``): then every row is written again, none kept as unchanged."""
+    began, gc_before = time.perf_counter(), gc_clock().total()
     led, problems, rows, occupancy = prepare(snapshot)
+    prepared = time.perf_counter()
     jobs = {(j["metadata"].get("namespace", ""), j["metadata"]["name"]): j.get("status") or {} for j in snapshot.jobs}
     jobs_digest = _digest(sorted((f"{ns}/{name}", st) for (ns, name), st in jobs.items()))
     now = timezone.now()
@@ -362,8 +366,26 @@ def publish(snapshot: Snapshot, *, watcher: str = "", position: int = 0, fence: 
             _check_fence(state, fence)  # again: writing took time, the Lease may have run out meanwhile
             state.holder, state.fencing_token = fence.holder, fence.token
         state.save()
+        written = time.perf_counter()
+    committed = time.perf_counter()
     _after_publication(snapshot)
+    PHASES.append(
+        {
+            "generation": gen,
+            "prepare": round(prepared - began, 4),
+            "write": round(written - prepared, 4),
+            "commit": round(committed - written, 4),
+            "after": round(time.perf_counter() - committed, 4),
+            "gc": round(gc_clock().total() - gc_before, 4),
+        }
+    )
     return gen
+
+
+# The seconds of this process's recent publications, by phase (the watcher's heartbeat carries
+# them): working the view out, writing its rows, committing, what runs after; and of all that,
+# the garbage collector's.
+PHASES: deque[dict] = deque(maxlen=32)
 
 
 # Called with each published snapshot once its generation is committed; filled from

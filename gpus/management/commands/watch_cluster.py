@@ -343,6 +343,7 @@ def _beat(watcher: ClusterWatcher, fence, stop: threading.Event, lost: threading
         try:
             status = json.loads(json.dumps(watcher.status(), default=str))
             status["catching_up"] = (status.get("published") or 0) <= published_before  # taken over, not published
+            status["publish_phases"] = list(view_publish.PHASES)
             with view_publish.reconnecting():
                 written = view_publish.heartbeat(fence.holder, status, fence=fence)
             reset_queries()  # as after a publication
