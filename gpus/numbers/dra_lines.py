@@ -312,7 +312,8 @@ class DraLine:
 
 def dra_lines(node: DraNode) -> list[DraLine]:
     """A node's DRA GPUs as lines per GPU type: whole GPUs, consumable shares, each static MIG
-    profile (1 per MIG device), dynamic MIG (the largest number of one profile allocatable now)."""
+    profile (1 per MIG device), dynamic MIG (the partitions claims hold and the most of one profile that
+    still fits; a GPU handed out whole through its gpu device is a whole GPU of that class)."""
     lines: dict[tuple[str, str, str], DraLine] = {}
 
     def add(cls: str, gtype: str, sharing: str, logical: int, used: int, gpus: int, unlimited: bool = False) -> None:
@@ -335,7 +336,12 @@ def dra_lines(node: DraNode) -> list[DraLine]:
             for i, (profile, n) in enumerate(sorted(by.items())):
                 add(cls, f"mig-{profile}", "none", n, used.get(profile, 0), 1 if i == 0 else 0)
         elif g.mode == DYNAMIC_MIG:
-            add(cls, "mig-dynamic", "none", g.units or 0, g.used, 1)
+            if any(x.gpu == g.gpu and x.kind == "gpu" and x.claims for x in node.devices):
+                # handed out whole (its gpu device, class gpu.nvidia.com): a whole GPU in use on
+                # that class's line until it is let go, not a MIG partition of mig.nvidia.com's
+                add(dra.DEVICE_CLASS_GPU, "exclusive", "none", g.units or 0, g.used, 1)
+            else:
+                add(cls, "mig-dynamic", "none", g.units or 0, g.used, 1)
         elif g.mode == SHARES:
             add(
                 cls, "shared", CONSUMABLE_SHARES, g.units if g.units is not None else g.used, g.used, 1, g.units is None

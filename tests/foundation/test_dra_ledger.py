@@ -66,6 +66,31 @@ def test_dynamic_mig_counts_counter_sets_and_what_fits_now():
     assert dyn.resources[MIG_CLASS].allocatable == max(gpu.by_profile.values()) + gpu.used
 
 
+def test_a_dynamic_mig_gpu_handed_out_whole_is_a_whole_gpu_of_the_class_it_was_asked_from():
+    """Under dynamic MIG a GPU is offered as MIG partitions (mig.nvidia.com) or whole through its
+    gpu device (gpu.nvidia.com): a claim on the whole device is counted where it was asked, the
+    GPU once, and nothing is left of it to partition."""
+    from brickadmin.cluster import dra
+
+    whole = ex.claim(
+        "train-whole",
+        "team-a",
+        [ex.exact("gpu", dra.DEVICE_CLASS_GPU)],
+        [ex.res("gpu", "node-h100-dynmig", "gpu-0")],
+        ["train-whole-0"],
+        "node-h100-dynmig",
+        "c0ffee00-0000-4000-8000-00000000a001",
+    )
+    nodes = [node("node-h100-dynmig")]
+    dyn = ledger.compute(snapshot(slices=ex.dynamic_mig_node(), claims=[whole], nodes=nodes)).node("node-h100-dynmig")
+    assert (dyn.physical, dyn.physical_used, dyn.logical, dyn.requested) == (1, 1, 1, 1)
+    line = dyn.resources[GPU_CLASS]
+    assert (line.gpu_type, line.allocatable, line.requested) == ("exclusive", 1, 1)
+    assert MIG_CLASS not in dyn.resources
+    idle = ledger.compute(snapshot(slices=ex.dynamic_mig_node(), claims=[], nodes=nodes)).node("node-h100-dynmig")
+    assert GPU_CLASS not in idle.resources and idle.resources[MIG_CLASS].gpu_type == "mig-dynamic"
+
+
 def test_consumable_shares_count_the_shares_claims_consumed():
     shares = ledger.compute(snapshot()).node("node-a100-shares")
     line = shares.resources[GPU_CLASS]
