@@ -1,6 +1,7 @@
 """The cluster watcher (brickadmin/cluster/watch.py) against the twin (real database):
 list then watch, 410 Gone relists, backoff, debounce; the twin's event log; the Lease."""
 
+import gc
 import threading
 import time
 
@@ -175,6 +176,20 @@ def test_a_burst_of_1000_events_costs_a_handful_of_publications(transactional_db
     # how long each publication took, numbered as published: what the benchmarks read
     assert [n for n, _s in status["publish_seconds"]] == list(range(1, len(calls) + 1))
     assert all(seconds >= 0 for _n, seconds in status["publish_seconds"])
+
+
+def test_no_garbage_collection_runs_between_a_change_and_its_publication(db, demo):
+    """With millions of kept objects one full collection takes a second: none may fall between
+    a change and the page that shows it. The collector runs again once the view is written."""
+    w = ClusterWatcher(demo)
+    w.prime()
+    seen = []
+    assert w._publish(lambda snap: seen.append((gc.isenabled(), len(snap.nodes))))
+    assert seen == [(False, len(demo.list_nodes()))]
+    assert gc.isenabled()
+    # the process's time in the collector, per generation, as the heartbeat carries it
+    clock = w.status()["gc"]
+    assert len(clock["seconds"]) == len(clock["collections"]) == 3
 
 
 def test_running_watcher_relists_after_compaction_and_ends_equal(transactional_db, demo):

@@ -4,6 +4,7 @@ numbers may be out of date."""
 
 import io
 import re
+import time
 from datetime import timedelta
 
 import pytest
@@ -54,6 +55,20 @@ def test_publishing_rewrites_only_the_nodes_that_changed(load_scenario):
     changed = set(ViewNode.objects.filter(generation=third).values_list("name", flat=True))
     assert changed == {"gpu-a30-01"}
     assert clusterview.stored_view().ledger.node("gpu-a30-01").cordoned
+
+
+def test_each_publication_says_how_long_its_phases_took(load_scenario):
+    """The watcher's heartbeat carries them: working the view out, writing, committing, what runs
+    after it, and the garbage collector's part of all that."""
+    gw = load_scenario("demo")
+    began = time.perf_counter()
+    gen = view_publish.publish(take_snapshot(gw))
+    took = time.perf_counter() - began
+    phases = view_publish.PHASES[-1]
+    assert phases["generation"] == gen
+    parts = [phases[k] for k in ("prepare", "write", "commit", "after")]
+    assert all(p >= 0 for p in parts) and sum(parts) <= took
+    assert 0 <= phases["gc"] <= took
 
 
 def test_preparing_a_view_writes_nothing_and_the_next_publication_is_the_changed_cluster(load_scenario):
