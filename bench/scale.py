@@ -360,16 +360,20 @@ class Api:
         raise RuntimeError(f"{method} {path}: gave up after retries")
 
     def list_all(self, path, params=None, limit=5000):
-        items, cont = [], None
+        return list(self.each(path, params, limit))
+
+    def each(self, path, params=None, limit=5000):
+        """The objects of a list, a page at a time: 150,000 pods are never all held at once."""
+        cont = None
         while True:
             p = dict(params or {}, limit=limit)
             if cont:
                 p["continue"] = cont
             page = self.req("GET", path, params=p)
-            items += page.get("items") or []
+            yield from page.pop("items", None) or []
             cont = (page.get("metadata") or {}).get("continue")
             if not cont:
-                return items
+                return
 
     def metrics(self) -> tuple[dict, dict]:
         """Apiserver_request_total and apiserver_response_sizes_sum, by (verb, resource, subresource)."""
@@ -1252,6 +1256,13 @@ class Bench:
         r["phases_label_paused"] = [p for p in self.publication_phases() if p["generation"] > g1]
         r["phases_label"] = [p for p in self.publication_phases() if g0 < p["generation"] <= g1]
         r["gc_label_paused"] = (self.ask(cmd="state").get("watcher_status") or {}).get("gc")
+        paused = r["label_paused"]
+        if paused["dash"]:  # said now: a run stopped later (its memory guard) still leaves these
+            log(
+                f"change -> page, simulators paused: Dashboard median {statistics.median(paused['dash']):.2f} s, "
+                f"p95 {pct(paused['dash'], 0.95):.2f} s; Nodes p95 {pct(paused['nodes'], 0.95):.2f} s; publications "
+                f"{[round(t, 3) for t in r['publish_label_paused']]}; phases {r['phases_label_paused']}"
+            )
 
         # -- churn: the watcher's CPU
         r["churn"] = self.churn(w)
@@ -1425,11 +1436,12 @@ class Bench:
         time.sleep(11)  # one more heartbeat
         st = self.ask(cmd="state")
         ws = st.get("watcher_status") or {}
-        pods = self.api.list_all("/api/v1/pods")
-        gpu_pods = plugin = 0
+        gpu_pods = plugin = n_pods = claim_pods = 0
         req = {}
-        for p in pods:
+        for p in self.api.each("/api/v1/pods"):  # counted as listed: the list in full is GiBs at 5,000 nodes
             md, spec = p["metadata"], p.get("spec") or {}
+            n_pods += 1
+            claim_pods += bool(spec.get("resourceClaims"))
             if md.get("namespace") == vocab.PLUGIN_NAMESPACE and (md.get("labels") or {}).get(vocab.COMPONENT_LABEL):
                 plugin += 1
                 continue
@@ -1448,26 +1460,29 @@ class Bench:
         gpu_labelled = sum(1 for n in nodes if (n["metadata"].get("labels") or {}).get(vocab.GPU_TYPE_LABEL))
         dra = {}
         if self.dra:  # the claims and the devices against the view's DRA resource
-            claims = self.api.list_all("/apis/resource.k8s.io/v1/resourceclaims")
             slices = self.api.list_all("/apis/resource.k8s.io/v1/resourceslices")
+            n_claims = allocated = 0
+            for c in self.api.each("/apis/resource.k8s.io/v1/resourceclaims"):
+                n_claims += 1
+                if (c.get("status") or {}).get("allocation"):
+                    allocated += 1
+                    # each request counted as 1 device (ExactCount 1), as the view's quota-style row
+                    for rq in ((c.get("spec") or {}).get("devices") or {}).get("requests") or []:
+                        key = f"{(rq.get('exactly') or {}).get('deviceClassName')}.deviceclass.resource.k8s.io/devices"
+                        req[key] = req.get(key, 0) + int((rq.get("exactly") or {}).get("count") or 1)
             dra = {
                 "live_dra_nodes": sum(
                     1 for n in nodes if (n["metadata"].get("labels") or {}).get(vocab.DRA_DRIVER_DEPLOY_LABEL) == "true"
                 ),
                 "live_slices": len(slices),
                 "live_devices": sum(len((s.get("spec") or {}).get("devices") or []) for s in slices),
-                "live_claims": len(claims),
-                "live_allocated": sum(1 for c in claims if ((c.get("status") or {}).get("allocation"))),
-                "live_claim_pods": sum(1 for p in pods if (p.get("spec") or {}).get("resourceClaims")),
+                "live_claims": n_claims,
+                "live_allocated": allocated,
+                "live_claim_pods": claim_pods,
             }
-            for c in claims:  # each request counted as 1 device (ExactCount 1), as the view's quota-style row
-                if (c.get("status") or {}).get("allocation"):
-                    for rq in ((c.get("spec") or {}).get("devices") or {}).get("requests") or []:
-                        key = f"{(rq.get('exactly') or {}).get('deviceClassName')}.deviceclass.resource.k8s.io/devices"
-                        req[key] = req.get(key, 0) + int((rq.get("exactly") or {}).get("count") or 1)
         return {
             **dra,
-            "live_pods": len(pods),
+            "live_pods": n_pods,
             "live_gpu_pods": gpu_pods,
             "live_plugin_pods": plugin,
             "live_nodes": len(nodes),
