@@ -212,6 +212,8 @@ def test_availability_tells_users_which_device_class_to_ask_for_and_how(dra, ali
     section = re.search(r'data-testid="dra-classes".*?</section>', html, re.S).group(0)
     words = text(section)
     assert "DeviceClass gpu.nvidia.com" in words and "DeviceClass mig.nvidia.com" in words
+    # the dynamic-MIG H100: partitioned on demand, or asked for whole from the whole-GPU class
+    assert "partitioned when a claim asks" in words and "asked for whole, from DeviceClass gpu.nvidia.com" in words
     note = text(re.search(r'data-testid="dra-quota-note".*?</p>', section, re.S).group(0))
     assert "counts each request of a claim as 1 device" in note and "allocationMode: All as 32" in note
     examples = [
