@@ -87,6 +87,10 @@ def test_a_dynamic_mig_gpu_handed_out_whole_is_a_whole_gpu_of_the_class_it_was_a
     line = dyn.resources[GPU_CLASS]
     assert (line.gpu_type, line.allocatable, line.requested) == ("exclusive", 1, 1)
     assert MIG_CLASS not in dyn.resources
+    # and its showback is the whole GPU (it was none: no line of the claim's class on the node)
+    from workspaces.showback import claim_gpus
+
+    assert claim_gpus([dyn]) == {"team-a": 1.0}
     idle = ledger.compute(snapshot(slices=ex.dynamic_mig_node(), claims=[], nodes=nodes)).node("node-h100-dynmig")
     assert GPU_CLASS not in idle.resources and idle.resources[MIG_CLASS].gpu_type == "mig-dynamic"
 
