@@ -323,6 +323,9 @@ def dra_lines(node: DraNode) -> list[DraLine]:
         line.gpus += gpus
         line.unlimited = line.unlimited or unlimited
 
+    # the GPUs a claim holds whole (its gpu device) or passed through to a VM (its vfio device)
+    handed_out_whole = {x.gpu for x in node.devices if x.kind == "gpu" and x.claims}
+    passed_through = {x.gpu for x in node.devices if x.kind == "vfio" and x.claims}
     for g in node.gpus:
         cls = _device_class_of(g.mode)
         if g.mode == STATIC_MIG:
@@ -336,7 +339,7 @@ def dra_lines(node: DraNode) -> list[DraLine]:
             for i, (profile, n) in enumerate(sorted(by.items())):
                 add(cls, f"mig-{profile}", "none", n, used.get(profile, 0), 1 if i == 0 else 0)
         elif g.mode == DYNAMIC_MIG:
-            if any(x.gpu == g.gpu and x.kind == "gpu" and x.claims for x in node.devices):
+            if g.gpu in handed_out_whole:
                 # handed out whole (its gpu device, class gpu.nvidia.com): a whole GPU in use on
                 # that class's line until it is let go, not a MIG partition of mig.nvidia.com's
                 add(dra.DEVICE_CLASS_GPU, "exclusive", "none", g.units or 0, g.used, 1)
@@ -346,7 +349,9 @@ def dra_lines(node: DraNode) -> list[DraLine]:
             add(
                 cls, "shared", CONSUMABLE_SHARES, g.units if g.units is not None else g.used, g.used, 1, g.units is None
             )
-        else:
+        else:  # a whole GPU and its VFIO device: on the line of the class a claim holds it through
+            if g.gpu in handed_out_whole or g.gpu in passed_through:
+                cls = dra.DEVICE_CLASS_GPU if g.gpu in handed_out_whole else dra.DEVICE_CLASS_VFIO
             add(cls, "exclusive", "none", g.units or 0, g.used, 1)
     return sorted(lines.values(), key=lambda x: (x.device_class, x.gpu_type))
 

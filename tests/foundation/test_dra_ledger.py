@@ -95,6 +95,32 @@ def test_a_dynamic_mig_gpu_handed_out_whole_is_a_whole_gpu_of_the_class_it_was_a
     assert GPU_CLASS not in idle.resources and idle.resources[MIG_CLASS].gpu_type == "mig-dynamic"
 
 
+def test_a_gpu_passed_through_to_a_vm_is_on_the_vfio_class_line_before_its_sibling_is_withdrawn():
+    """PassthroughSupport: a VM's claim holds gpu-vfio-0 while the slice still lists gpu-0 beside it
+    (the driver withdraws it when it publishes again): the GPU is used on the line of the class the
+    claim asked, once, and shown back whole."""
+    from brickadmin.cluster import dra
+    from workspaces.showback import claim_gpus
+
+    slices = ex.whole_gpu_node()
+    slices[0]["spec"]["devices"] += [ex.vfio_gpu(0), ex.vfio_gpu(1)]
+    vm = ex.claim(
+        "vm-0",
+        "team-a",
+        [ex.exact("gpu", dra.DEVICE_CLASS_VFIO)],
+        [ex.res("gpu", "node-a100", "gpu-vfio-0")],
+        ["virt-launcher-vm-0"],
+        "node-a100",
+        "c0ffee00-0000-4000-8000-00000000b001",
+    )
+    a100 = ledger.compute(snapshot(slices=slices, claims=[vm], nodes=[node("node-a100")])).node("node-a100")
+    assert (a100.physical, a100.physical_used, a100.logical, a100.requested) == (2, 1, 2, 1)
+    vfio = dra_lines.quota_resource(dra.DEVICE_CLASS_VFIO)
+    assert (a100.resources[vfio].allocatable, a100.resources[vfio].requested) == (1, 1)
+    assert (a100.resources[GPU_CLASS].allocatable, a100.resources[GPU_CLASS].requested) == (1, 0)
+    assert claim_gpus([a100]) == {"team-a": 1.0}
+
+
 def test_consumable_shares_count_the_shares_claims_consumed():
     shares = ledger.compute(snapshot()).node("node-a100-shares")
     line = shares.resources[GPU_CLASS]
