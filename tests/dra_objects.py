@@ -372,6 +372,19 @@ def res(
     return r
 
 
+def vm_claim(uid: str) -> JSON:
+    """A KubeVirt VM's claim holding gpu-vfio-0 of node-a100 (class vfio.gpu.nvidia.com)."""
+    return claim(
+        "vm-0",
+        "team-a",
+        [exact("gpu", "vfio.gpu.nvidia.com")],
+        [res("gpu", "node-a100", "gpu-vfio-0")],
+        ["virt-launcher-vm-0"],
+        "node-a100",
+        uid,
+    )
+
+
 def claims() -> list[JSON]:
     return [
         # one whole GPU, one pod

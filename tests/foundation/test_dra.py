@@ -907,15 +907,7 @@ def test_a_gpu_and_its_vfio_device_as_nvidias_driver_publishes_them_are_one_gpu(
     }
     # a VM holds gpu-vfio-0: the driver withdraws gpu-0 (allocatable.go RemoveSiblingDevices)
     sl[0]["spec"]["devices"] = [d for d in sl[0]["spec"]["devices"] if d["name"] != "gpu-0"]
-    vm = ex.claim(
-        "vm-0",
-        "team-a",
-        [ex.exact("gpu", dra.DEVICE_CLASS_VFIO)],
-        [ex.res("gpu", "node-a100", "gpu-vfio-0")],
-        ["virt-launcher-vm-0"],
-        "node-a100",
-        "c0ffee00-0000-4000-8000-000000000001",
-    )
+    vm = ex.vm_claim("c0ffee00-0000-4000-8000-000000000001")
     node = dra_lines.dra_node(dra_lines.inputs_by_node(sl, [vm])["node-a100"])
     assert node.physical == 2
     assert sorted((g.mode, g.units, g.used) for g in node.gpus) == [("vfio", 1, 1), ("whole", 1, 0)]

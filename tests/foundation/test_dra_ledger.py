@@ -104,15 +104,7 @@ def test_a_gpu_passed_through_to_a_vm_is_on_the_vfio_class_line_before_its_sibli
 
     slices = ex.whole_gpu_node()
     slices[0]["spec"]["devices"] += [ex.vfio_gpu(0), ex.vfio_gpu(1)]
-    vm = ex.claim(
-        "vm-0",
-        "team-a",
-        [ex.exact("gpu", dra.DEVICE_CLASS_VFIO)],
-        [ex.res("gpu", "node-a100", "gpu-vfio-0")],
-        ["virt-launcher-vm-0"],
-        "node-a100",
-        "c0ffee00-0000-4000-8000-00000000b001",
-    )
+    vm = ex.vm_claim("c0ffee00-0000-4000-8000-00000000b001")
     a100 = ledger.compute(snapshot(slices=slices, claims=[vm], nodes=[node("node-a100")])).node("node-a100")
     assert (a100.physical, a100.physical_used, a100.logical, a100.requested) == (2, 1, 2, 1)
     vfio = dra_lines.quota_resource(dra.DEVICE_CLASS_VFIO)
