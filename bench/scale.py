@@ -1253,9 +1253,11 @@ class Bench:
         r["label_paused"] = self.label_delays(n_nodes, paused=True)
         n2, times = self.publications()
         r["publish_label_paused"] = [t for n, t in times if n1 < n <= n2]
-        r["phases_label_paused"] = [p for p in self.publication_phases() if p["generation"] > g1]
-        r["phases_label"] = [p for p in self.publication_phases() if g0 < p["generation"] <= g1]
-        r["gc_label_paused"] = (self.ask(cmd="state").get("watcher_status") or {}).get("gc")
+        ws = self.ask(cmd="state").get("watcher_status") or {}  # its recent publications by phase
+        phases = ws.get("publish_phases") or []
+        r["phases_label_paused"] = [p for p in phases if p["generation"] > g1]
+        r["phases_label"] = [p for p in phases if g0 < p["generation"] <= g1]
+        r["gc_label_paused"] = ws.get("gc")
         paused = r["label_paused"]
         if paused["dash"]:  # said now: a run stopped later (its memory guard) still leaves these
             log(
@@ -1285,11 +1287,6 @@ class Bench:
         time.sleep(HEARTBEAT_S + 0.5)
         ws = self.ask(cmd="state").get("watcher_status") or {}
         return ws.get("published", 0), ws.get("publish_seconds") or []
-
-    def publication_phases(self) -> list[dict]:
-        """The watcher's recent publications by phase (prepare, write, commit, after, and the
-        garbage collector's part), from its last heartbeat."""
-        return (self.ask(cmd="state").get("watcher_status") or {}).get("publish_phases") or []
 
     @staticmethod
     def _seconds(a, b):
